@@ -1,0 +1,168 @@
+package algo
+
+import (
+	"math"
+	"time"
+)
+
+// Never is the RetryAfter of a request that can never be admitted: its cost
+// is larger than the limit's capacity. It is distinct from any real wait.
+const Never = time.Duration(math.MaxInt64)
+
+// Decision is the outcome of one request against one limit. It is returned by
+// value: it holds no pointers and costs no allocation.
+type Decision struct {
+	// Allowed reports whether the request was admitted (and charged).
+	Allowed bool
+	// Limit is the capacity the request was measured against: the quota of a
+	// window, the burst of a bucket (see Limit.Capacity).
+	Limit int64
+	// Remaining is how many more units could be admitted right now, after
+	// this decision. Never negative.
+	Remaining int64
+	// RetryAfter is zero when Allowed. Otherwise it is how long to wait before
+	// the same cost would be admitted if nobody else takes meanwhile, rounded
+	// up to the microsecond, or Never when the cost exceeds the capacity.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to its full capacity if
+	// nothing more is taken. Zero for a key at full capacity.
+	ResetAfter time.Duration
+	// Delay is how long an admitted request should wait before it proceeds:
+	// the Shaper's queueing delay and the Smooth algorithms' pacing. Zero for
+	// the other algorithms.
+	Delay time.Duration
+}
+
+// IsNever reports whether the request can never be admitted.
+func (d Decision) IsNever() bool { return d.RetryAfter == Never }
+
+// micros converts a non-negative microsecond count to a Duration.
+func micros(us int64) time.Duration {
+	if us <= 0 {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// ceilDiv returns ⌈a/b⌉ for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
+
+// State is one key's algorithm state. Its meaning depends on the algorithm
+// (see each algorithm's file); the zero State is a key never used. Stores
+// keep it as is (memory), encode it (Memcached, see MarshalBinary) or keep an
+// equivalent layout of their own (Redis). Ext is nil for the algorithms whose
+// state is fixed-size, so most keys cost 24 bytes of state.
+type State struct {
+	A, B, C int64
+	Ext     []int64
+}
+
+// Clone returns a deep copy of s.
+func (s State) Clone() State {
+	if s.Ext != nil {
+		s.Ext = append([]int64(nil), s.Ext...)
+	}
+	return s
+}
+
+// Take decides whether cost units may be admitted at now (µs since the
+// epoch) and, if so, charges them to s. A cost of 0 only reports the state.
+// Negative costs are treated as 0. For Concurrency, Take holds an anonymous
+// lease that can only expire; use TakeLease to be able to release it.
+func (l *Limit) Take(s *State, now, cost int64) Decision {
+	return l.decide(s, now, cost, 0, true)
+}
+
+// Peek returns the decision Take would make, without changing s beyond
+// forgetting what has expired (which Take would do as well).
+func (l *Limit) Peek(s *State, now, cost int64) Decision {
+	return l.decide(s, now, cost, 0, false)
+}
+
+// TakeLease is Take for Concurrency: the cost slots are held under lease
+// (an id the caller chose, e.g. random) until Release or until LeaseTTL
+// passes. Other algorithms ignore lease.
+func (l *Limit) TakeLease(s *State, now, cost int64, lease uint64) Decision {
+	return l.decide(s, now, cost, lease, true)
+}
+
+func (l *Limit) decide(s *State, now, cost int64, lease uint64, commit bool) Decision {
+	if cost < 0 {
+		cost = 0
+	}
+	switch l.p.Algorithm {
+	case FixedWindow:
+		return l.fixedWindow(s, now, cost, commit)
+	case SlidingLog:
+		return l.slidingLog(s, now, cost, commit)
+	case SlidingWindow:
+		return l.slidingWindow(s, now, cost, commit)
+	case TokenBucket, GCRA, Shaper:
+		return l.bucket(s, now, cost, commit)
+	case SmoothBursty, SmoothWarmup:
+		return l.smoothTake(s, now, cost, commit)
+	case Concurrency:
+		return l.concurrency(s, now, cost, lease, commit)
+	}
+	return Decision{}
+}
+
+// Refund gives back cost units that a Take at time at admitted, as far as
+// the algorithm can tell them apart: the reserve-then-roll-back half of an
+// all-or-nothing acquisition over several keys in stores that cannot lock
+// them together. A refund never leaves the state with more capacity than a
+// fresh key, and never moves its time backwards.
+func (l *Limit) Refund(s *State, now, at, cost int64) {
+	if cost <= 0 {
+		return
+	}
+	switch l.p.Algorithm {
+	case FixedWindow:
+		l.fixedWindowRefund(s, at, cost)
+	case SlidingLog:
+		slidingLogRefund(s, at, cost)
+	case SlidingWindow:
+		l.slidingWindowRefund(s, at, cost)
+	case TokenBucket, GCRA, Shaper:
+		l.bucketRefund(s, now, cost)
+	case SmoothBursty, SmoothWarmup:
+		l.smoothRefund(s, cost)
+	case Concurrency:
+		// Leases are given back by Release.
+	}
+}
+
+// Release gives back the slots of lease (Concurrency only) and reports
+// whether it held any.
+func (l *Limit) Release(s *State, now int64, lease uint64) bool {
+	if l.p.Algorithm != Concurrency {
+		return false
+	}
+	return concurrencyRelease(s, lease)
+}
+
+// ExpiresAt is the instant (µs) after which s is no different from a fresh
+// State: stores use it as the key's time-to-live. A state for which it has
+// passed may be deleted.
+func (l *Limit) ExpiresAt(s *State) int64 {
+	switch l.p.Algorithm {
+	case FixedWindow:
+		return l.fixedWindowExpiry(s)
+	case SlidingLog:
+		return slidingLogExpiry(s, l.periodUS)
+	case SlidingWindow:
+		return l.slidingWindowExpiry(s)
+	case TokenBucket, GCRA, Shaper:
+		return l.bucketExpiry(s)
+	case SmoothBursty, SmoothWarmup:
+		return l.smoothExpiry(s)
+	case Concurrency:
+		return concurrencyExpiry(s)
+	}
+	return 0
+}

@@ -1,0 +1,314 @@
+package algo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Kind names an algorithm.
+type Kind uint8
+
+// The algorithms. The zero Kind is invalid so that a forgotten field is an
+// error, not a silent default.
+const (
+	FixedWindow Kind = iota + 1
+	SlidingLog
+	SlidingWindow
+	TokenBucket
+	GCRA
+	Shaper
+	SmoothBursty
+	SmoothWarmup
+	Concurrency
+)
+
+var kindNames = [...]string{
+	FixedWindow:   "fixed_window",
+	SlidingLog:    "sliding_log",
+	SlidingWindow: "sliding_window",
+	TokenBucket:   "token_bucket",
+	GCRA:          "gcra",
+	Shaper:        "shaper",
+	SmoothBursty:  "smooth_bursty",
+	SmoothWarmup:  "smooth_warmup",
+	Concurrency:   "concurrency",
+}
+
+// Kinds lists every algorithm, in declaration order.
+func Kinds() []Kind {
+	return []Kind{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, GCRA, Shaper, SmoothBursty, SmoothWarmup, Concurrency}
+}
+
+// String returns the algorithm's configuration name, e.g. "token_bucket".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// kindAliases are the other spellings users reach for.
+var kindAliases = map[string]Kind{
+	"leaky_bucket":       GCRA,
+	"leaky_bucket_meter": GCRA,
+	"leaky_bucket_queue": Shaper,
+	"sliding_window_log": SlidingLog,
+	"warmup":             SmoothWarmup,
+	"smooth_warming_up":  SmoothWarmup,
+}
+
+// ParseKind maps a configuration name (case-insensitive, '-' or '_') to a Kind.
+func ParseKind(s string) (Kind, error) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_")
+	for k, name := range kindNames {
+		if name != "" && name == n {
+			return Kind(k), nil
+		}
+	}
+	if k, ok := kindAliases[n]; ok {
+		return k, nil
+	}
+	names := make([]string, 0, len(kindNames))
+	for _, k := range Kinds() {
+		names = append(names, k.String())
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
+}
+
+// Calendar aligns fixed windows to UTC calendar periods instead of multiples
+// of Period since the epoch.
+type Calendar uint8
+
+// Calendar periods. CalendarNone uses Period.
+const (
+	CalendarNone Calendar = iota
+	CalendarMonth
+	CalendarYear
+)
+
+// String returns "month", "year" or "".
+func (c Calendar) String() string {
+	switch c {
+	case CalendarMonth:
+		return "month"
+	case CalendarYear:
+		return "year"
+	}
+	return ""
+}
+
+// Params describes a limit before validation. The zero value of each optional
+// field selects its documented default.
+type Params struct {
+	// Algorithm is required.
+	Algorithm Kind
+	// Limit is the number of units admitted per Period (the quota). For
+	// Concurrency it is the number of leases that may be held at once. Required, > 0.
+	Limit int64
+	// Period is the window length or the time in which Limit units refill.
+	// Any length works (30s, 5m, 36h). Required (> 0) unless Calendar is set
+	// or the algorithm is Concurrency.
+	Period time.Duration
+	// Calendar, for FixedWindow only, aligns windows to UTC months or years.
+	Calendar Calendar
+	// Burst is the capacity: TokenBucket and GCRA admit Burst units at once
+	// (default Limit); Shaper queues up to Burst units behind the one being
+	// served (default 0: no queue).
+	Burst int64
+	// InitialTokens, for TokenBucket, is the level of a fresh bucket
+	// (default nil: full). 0 starts empty.
+	InitialTokens *int64
+	// SubWindows, for SlidingWindow, is the number of sub-windows per Period
+	// (default 1: the two-window weighted estimate). Period must divide evenly.
+	SubWindows int
+	// Delay, for Shaper, is how many excess units pass at once before the rest
+	// are spaced out (nginx limit_req's delay=). Default 0; at most Burst.
+	Delay int64
+	// WarmupPeriod, for SmoothWarmup, is how long a cold limiter takes to
+	// reach its stable rate. Required for SmoothWarmup.
+	WarmupPeriod time.Duration
+	// ColdFactor, for SmoothWarmup, is the cold interval ÷ stable interval
+	// (default 3, Guava's). Must be > 1.
+	ColdFactor float64
+	// MaxBurstSeconds, for SmoothBursty, is how many seconds of unused rate
+	// may be stored (default 1, Guava's).
+	MaxBurstSeconds float64
+	// MaxWait, for SmoothBursty and SmoothWarmup, is how long a request may be
+	// told to wait (Decision.Delay) and still be admitted (default 0:
+	// tryAcquire without timeout).
+	MaxWait time.Duration
+	// LeaseTTL, for Concurrency, is how long a lease lives if its holder
+	// never releases it (default Period if set, else one minute).
+	LeaseTTL time.Duration
+}
+
+// ErrInvalid is wrapped by every parameter error from Compile and ParseKind.
+var ErrInvalid = errors.New("invalid limit")
+
+// maxExact is 2^53: integer arithmetic below it is exact in IEEE doubles,
+// which is what Redis Lua uses.
+const maxExact = 1 << 53
+
+// Limit is a validated, compiled Params. It is immutable and safe for
+// concurrent use; the per-key State is the caller's.
+type Limit struct {
+	p        Params
+	periodUS int64 // window or refill period in µs
+	capacity int64 // units: Burst for buckets, Burst+1 for the shaper, Limit otherwise
+	subUS    int64 // SlidingWindow: sub-window length
+	leaseUS  int64 // Concurrency
+	maxWait  int64 // Smooth*
+	smooth   smoothParams
+}
+
+// Compile validates p, fills in defaults and precomputes what the
+// algorithms need. Every problem is an error wrapping ErrInvalid that names
+// the field; nothing panics.
+func Compile(p Params) (*Limit, error) {
+	bad := func(field, format string, args ...any) (*Limit, error) {
+		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	if p.Algorithm < FixedWindow || p.Algorithm > Concurrency {
+		return bad("algorithm", "unknown algorithm %d", p.Algorithm)
+	}
+	if p.Limit <= 0 {
+		return bad("limit", "must be > 0, got %d", p.Limit)
+	}
+	if p.Limit >= maxExact {
+		return bad("limit", "must be < 2^53, got %d", p.Limit)
+	}
+	if p.Period < 0 {
+		return bad("period", "must be > 0, got %v", p.Period)
+	}
+	if p.Calendar != CalendarNone && p.Algorithm != FixedWindow {
+		return bad("calendar", "calendar periods apply to fixed_window only, not %s", p.Algorithm)
+	}
+	if p.Calendar > CalendarYear {
+		return bad("calendar", "unknown calendar period %d", p.Calendar)
+	}
+	needPeriod := p.Calendar == CalendarNone && p.Algorithm != Concurrency
+	if needPeriod && p.Period < time.Microsecond {
+		return bad("period", "must be at least 1µs, got %v", p.Period)
+	}
+	if p.Burst < 0 {
+		return bad("burst", "must be >= 0, got %d", p.Burst)
+	}
+	if p.Delay < 0 {
+		return bad("delay", "must be >= 0, got %d", p.Delay)
+	}
+	if p.SubWindows < 0 {
+		return bad("sub_windows", "must be >= 1, got %d", p.SubWindows)
+	}
+	if p.WarmupPeriod < 0 || p.ColdFactor < 0 || p.MaxBurstSeconds < 0 || p.MaxWait < 0 || p.LeaseTTL < 0 {
+		return bad("params", "durations and factors must not be negative")
+	}
+	if math.IsNaN(p.ColdFactor) || math.IsInf(p.ColdFactor, 0) || math.IsNaN(p.MaxBurstSeconds) || math.IsInf(p.MaxBurstSeconds, 0) {
+		return bad("params", "cold_factor and max_burst_seconds must be finite")
+	}
+	l := &Limit{p: p, periodUS: int64(p.Period / time.Microsecond), capacity: p.Limit}
+	switch p.Algorithm {
+	case SlidingLog:
+		if p.Limit > 1<<20 {
+			return bad("limit", "sliding_log keeps one timestamp per unit; %d is over the 1048576 bound, use sliding_window", p.Limit)
+		}
+	case SlidingWindow:
+		if l.p.SubWindows == 0 {
+			l.p.SubWindows = 1
+		}
+		n := int64(l.p.SubWindows)
+		if n > 3600 {
+			return bad("sub_windows", "at most 3600, got %d", n)
+		}
+		if l.periodUS%n != 0 {
+			return bad("sub_windows", "period %v does not divide into %d equal sub-windows", p.Period, n)
+		}
+		l.subUS = l.periodUS / n
+	case TokenBucket, GCRA, Shaper:
+		switch p.Algorithm {
+		case Shaper:
+			if p.Delay > p.Burst {
+				return bad("delay", "must be <= burst (%d), got %d", p.Burst, p.Delay)
+			}
+			l.capacity = p.Burst + 1
+		default:
+			if l.p.Burst == 0 {
+				l.p.Burst = p.Limit
+			}
+			l.capacity = l.p.Burst
+		}
+		if p.InitialTokens != nil {
+			if p.Algorithm != TokenBucket {
+				return bad("initial_tokens", "applies to token_bucket only, not %s", p.Algorithm)
+			}
+			if *p.InitialTokens < 0 || *p.InitialTokens > l.capacity {
+				return bad("initial_tokens", "must be between 0 and the capacity %d, got %d", l.capacity, *p.InitialTokens)
+			}
+		}
+		// Levels are kept in unit·µs (a unit is worth periodUS); the
+		// capacity in those terms must stay exact in a double.
+		if l.capacity > maxExact/l.periodUS {
+			return bad("burst", "capacity %d × period %v exceeds 2^53 µs; use a shorter period or a smaller burst", l.capacity, p.Period)
+		}
+	case SmoothBursty, SmoothWarmup:
+		if err := l.compileSmooth(); err != nil {
+			return nil, err
+		}
+	case Concurrency:
+		l.leaseUS = int64(p.LeaseTTL / time.Microsecond)
+		if l.leaseUS == 0 {
+			l.leaseUS = l.periodUS
+		}
+		if l.leaseUS == 0 {
+			l.leaseUS = int64(time.Minute / time.Microsecond)
+		}
+		if p.Limit > 1<<20 {
+			return bad("limit", "concurrency keeps one lease per slot; %d is over the 1048576 bound", p.Limit)
+		}
+	}
+	if p.InitialTokens != nil && p.Algorithm != TokenBucket {
+		return bad("initial_tokens", "applies to token_bucket only, not %s", p.Algorithm)
+	}
+	return l, nil
+}
+
+// Params returns the parameters with defaults filled in.
+func (l *Limit) Params() Params { return l.p }
+
+// Algorithm returns the limit's algorithm.
+func (l *Limit) Algorithm() Kind { return l.p.Algorithm }
+
+// Capacity is the most units a fresh key admits at once, and the Limit
+// reported in every Decision: Limit for windows and Concurrency, Burst for
+// TokenBucket and GCRA, Burst+1 for Shaper.
+func (l *Limit) Capacity() int64 { return l.capacity }
+
+// Window is the policy window reported to clients (the IETF header's w):
+// Period, or for calendar windows the length of the current window at now.
+func (l *Limit) Window(now int64) time.Duration {
+	if l.p.Calendar != CalendarNone {
+		start, end := l.windowBounds(now)
+		return time.Duration(end-start) * time.Microsecond
+	}
+	if l.p.Algorithm == Concurrency {
+		return time.Duration(l.leaseUS) * time.Microsecond
+	}
+	return l.p.Period
+}
+
+// String describes the limit, e.g. "token_bucket 100/1m0s burst 20".
+func (l *Limit) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d/", l.p.Algorithm, l.p.Limit)
+	if l.p.Calendar != CalendarNone {
+		b.WriteString(l.p.Calendar.String())
+	} else {
+		b.WriteString(l.p.Period.String())
+	}
+	if l.capacity != l.p.Limit {
+		fmt.Fprintf(&b, " capacity %d", l.capacity)
+	}
+	return b.String()
+}

@@ -1,0 +1,159 @@
+package algo
+
+import "math"
+
+// Sliding window state: A = index of the current sub-window (µs ÷ sub-window
+// length); the counts of the current and the N previous sub-windows live in
+// a ring of N+1 slots: B and C when N = 1, Ext otherwise.
+//
+// The estimate of the units in the last Period is the sum of the current
+// and N-1 previous sub-windows plus the oldest one weighted by the part of
+// it still inside the window. With N = 1 this is the classic
+// "previous × (1 - elapsed/period) + current"; the estimate is exact for
+// steady traffic and is off by at most one sub-window's count otherwise.
+// The arithmetic is float64 in a fixed order so that Lua computes the same
+// bits.
+
+func (l *Limit) slot(s *State, i int64) *int64 {
+	n := int64(l.p.SubWindows)
+	if n == 1 {
+		if i&1 == 0 {
+			return &s.B
+		}
+		return &s.C
+	}
+	if s.Ext == nil {
+		s.Ext = make([]int64, n+1)
+	}
+	return &s.Ext[floorMod(i, n+1)]
+}
+
+// roll advances the ring to sub-window idx, zeroing the slots that fell out.
+func (l *Limit) roll(s *State, idx int64) {
+	if idx <= s.A {
+		return
+	}
+	n := int64(l.p.SubWindows)
+	gap := idx - s.A
+	if gap > n {
+		gap = n + 1
+	}
+	for j := int64(0); j < gap; j++ {
+		*l.slot(s, idx-j) = 0
+	}
+	s.A = idx
+}
+
+// windowSums returns, for sub-window idx+k (k >= 0), the full count of its N
+// newest sub-windows and the count of the oldest, weighted one, given the
+// ring as it stands at idx.
+func (l *Limit) windowSums(s *State, idx, k int64) (full, old int64) {
+	n := int64(l.p.SubWindows)
+	cur := idx + k
+	for j := int64(0); j < n; j++ {
+		if i := cur - j; i <= idx && i >= idx-n {
+			full += *l.slot(s, i)
+		}
+	}
+	if i := cur - n; i <= idx && i >= idx-n {
+		old = *l.slot(s, i)
+	}
+	return full, old
+}
+
+func estimate(full, old, sub, elapsed int64) float64 {
+	return float64(full) + float64(old)*float64(sub-elapsed)/float64(sub)
+}
+
+func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
+	sub := l.subUS
+	if min := s.A * sub; now < min {
+		now = min
+	}
+	idx := now / sub
+	l.roll(s, idx)
+	elapsed := now - idx*sub
+	full, old := l.windowSums(s, idx, 0)
+	est := estimate(full, old, sub, elapsed)
+	limit := float64(l.p.Limit)
+	d := Decision{Limit: l.p.Limit}
+	switch {
+	case est+float64(cost) <= limit:
+		d.Allowed = true
+		if commit {
+			*l.slot(s, idx) += cost
+		}
+		d.Remaining = int64(math.Floor(limit - est - float64(cost)))
+	case cost > l.p.Limit:
+		d.RetryAfter = Never
+		d.Remaining = int64(math.Floor(limit - est))
+	default:
+		d.Remaining = int64(math.Floor(limit - est))
+		d.RetryAfter = micros(l.slidingRetry(s, idx, now, cost))
+	}
+	if d.Remaining < 0 {
+		d.Remaining = 0
+	}
+	if exp := l.slidingWindowExpiry(s); exp > now {
+		d.ResetAfter = micros(exp - now)
+	}
+	return d
+}
+
+// slidingRetry finds the earliest instant at which cost fits under the
+// estimate, assuming nothing more is taken, and returns how far it is from now.
+func (l *Limit) slidingRetry(s *State, idx, now, cost int64) int64 {
+	sub := l.subUS
+	n := int64(l.p.SubWindows)
+	limit := float64(l.p.Limit)
+	for k := int64(0); k <= n+1; k++ {
+		full, old := l.windowSums(s, idx, k)
+		if full+cost > l.p.Limit {
+			continue
+		}
+		start := (idx + k) * sub
+		e := int64(0)
+		if old > 0 {
+			x := float64(l.p.Limit-cost-full) * float64(sub) / float64(old)
+			e = sub - int64(math.Floor(x))
+			if e < 0 {
+				e = 0
+			}
+		}
+		if start+e < now {
+			e = now - start
+		}
+		// Step past any rounding in the estimate itself.
+		for e < sub && estimate(full, old, sub, e)+float64(cost) > limit {
+			e++
+		}
+		if e < sub {
+			return start + e - now
+		}
+	}
+	return (idx+n+1)*sub - now
+}
+
+func (l *Limit) slidingWindowRefund(s *State, at, cost int64) {
+	i := at / l.subUS
+	if i > s.A || i < s.A-int64(l.p.SubWindows) {
+		return
+	}
+	p := l.slot(s, i)
+	*p -= cost
+	if *p < 0 {
+		*p = 0
+	}
+}
+
+// slidingWindowExpiry is the end of the last sub-window whose count still
+// weighs on the estimate.
+func (l *Limit) slidingWindowExpiry(s *State) int64 {
+	n := int64(l.p.SubWindows)
+	for j := int64(0); j <= n; j++ {
+		if *l.slot(s, s.A-j) != 0 {
+			return (s.A - j + n + 1) * l.subUS
+		}
+	}
+	return 0
+}

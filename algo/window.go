@@ -1,0 +1,158 @@
+package algo
+
+import "time"
+
+// Fixed window state: A = start of the current window (µs), B = units
+// counted in it, C = the latest time seen.
+
+// windowBounds returns the window [start, end) holding now: a multiple of
+// Period since the epoch, or a UTC calendar month or year.
+func (l *Limit) windowBounds(now int64) (start, end int64) {
+	switch l.p.Calendar {
+	case CalendarMonth, CalendarYear:
+		t := time.UnixMicro(now).UTC()
+		month := t.Month()
+		if l.p.Calendar == CalendarYear {
+			month = time.January
+		}
+		s := time.Date(t.Year(), month, 1, 0, 0, 0, 0, time.UTC)
+		var e time.Time
+		if l.p.Calendar == CalendarYear {
+			e = s.AddDate(1, 0, 0)
+		} else {
+			e = s.AddDate(0, 1, 0)
+		}
+		return s.UnixMicro(), e.UnixMicro()
+	}
+	start = now - floorMod(now, l.periodUS)
+	return start, start + l.periodUS
+}
+
+// floorMod is a mod b with the sign of b, so times before the epoch still
+// fall in the right window.
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// monotonic returns the later of now and the state's last-seen time, and
+// records it: the state's time never moves backwards.
+func monotonic(last *int64, now int64) int64 {
+	if now < *last {
+		return *last
+	}
+	*last = now
+	return now
+}
+
+func (l *Limit) fixedWindow(s *State, now, cost int64, commit bool) Decision {
+	now = monotonic(&s.C, now)
+	start, end := l.windowBounds(now)
+	if s.A != start {
+		s.A, s.B = start, 0
+	}
+	d := Decision{Limit: l.p.Limit}
+	switch {
+	case s.B+cost <= l.p.Limit:
+		d.Allowed = true
+		if commit {
+			s.B += cost
+		}
+		d.Remaining = l.p.Limit - s.B
+		if !commit {
+			d.Remaining -= cost
+		}
+	case cost > l.p.Limit:
+		d.Remaining = l.p.Limit - s.B
+		d.RetryAfter = Never
+	default:
+		d.Remaining = l.p.Limit - s.B
+		d.RetryAfter = micros(end - now)
+	}
+	if s.B > 0 {
+		d.ResetAfter = micros(end - now)
+	}
+	return d
+}
+
+func (l *Limit) fixedWindowRefund(s *State, at, cost int64) {
+	start, _ := l.windowBounds(at)
+	if s.A != start {
+		return // the window the units were counted in has gone
+	}
+	s.B -= cost
+	if s.B < 0 {
+		s.B = 0
+	}
+}
+
+func (l *Limit) fixedWindowExpiry(s *State) int64 {
+	if s.B == 0 {
+		return 0
+	}
+	_, end := l.windowBounds(s.A)
+	return end
+}
+
+// Sliding log state: Ext = the admission time of every unit still inside
+// the window, oldest first; C = the latest time seen.
+
+func (l *Limit) slidingLog(s *State, now, cost int64, commit bool) Decision {
+	now = monotonic(&s.C, now)
+	// Forget units admitted at or before now - Period: the window is
+	// (now - Period, now].
+	cut := 0
+	for cut < len(s.Ext) && s.Ext[cut]+l.periodUS <= now {
+		cut++
+	}
+	if cut > 0 {
+		s.Ext = s.Ext[:copy(s.Ext, s.Ext[cut:])]
+	}
+	n := int64(len(s.Ext))
+	d := Decision{Limit: l.p.Limit}
+	switch {
+	case n+cost <= l.p.Limit:
+		d.Allowed = true
+		d.Remaining = l.p.Limit - n - cost
+		if commit {
+			for i := int64(0); i < cost; i++ {
+				s.Ext = append(s.Ext, now)
+			}
+		}
+	case cost > l.p.Limit:
+		d.Remaining = l.p.Limit - n
+		d.RetryAfter = Never
+	default:
+		d.Remaining = l.p.Limit - n
+		// The oldest n+cost-Limit units must leave the window first.
+		k := n + cost - l.p.Limit
+		d.RetryAfter = micros(s.Ext[k-1] + l.periodUS - now)
+	}
+	if len(s.Ext) > 0 {
+		d.ResetAfter = micros(s.Ext[len(s.Ext)-1] + l.periodUS - now)
+	}
+	return d
+}
+
+func slidingLogRefund(s *State, at, cost int64) {
+	// Remove the newest cost entries stamped at; entries are sorted, so
+	// they sit together.
+	for i := len(s.Ext) - 1; i >= 0 && cost > 0; i-- {
+		if s.Ext[i] == at {
+			s.Ext = append(s.Ext[:i], s.Ext[i+1:]...)
+			cost--
+		} else if s.Ext[i] < at {
+			break
+		}
+	}
+}
+
+func slidingLogExpiry(s *State, periodUS int64) int64 {
+	if len(s.Ext) == 0 {
+		return 0
+	}
+	return s.Ext[len(s.Ext)-1] + periodUS
+}
