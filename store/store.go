@@ -1,0 +1,122 @@
+// Package store defines where Floodgate keeps per-key algorithm state and
+// how a decision over one or several keys is made atomically.
+//
+// A Store runs the algo package's math next to the data: the memory store
+// (store/memory) under a lock, Redis (store/redis) in Lua scripts, Memcached
+// (store/memcached) under compare-and-swap. Every store passes the
+// conformance suite in store/storetest: the same decisions as the pure
+// reference on the same traces, exactness under concurrency, and expiry of
+// idle keys.
+//
+// Each store owns its clock: the memory store reads an injectable clock,
+// Redis reads the server's TIME, Memcached the caller's clock. The algo
+// package's time unit, microseconds since the epoch, is used throughout.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// Request is one key's part in a decision.
+type Request struct {
+	// Key identifies the state. Callers namespace it (the library prefixes
+	// the limit's name); two limits must not share a key.
+	Key string
+	// Limit is the compiled limit to apply. Required.
+	Limit *algo.Limit
+	// Cost is the number of units to take (0 only reports the state).
+	Cost int64
+	// Lease identifies a Concurrency lease for Take and Release.
+	Lease uint64
+	// At is the store time (µs) of the Take being refunded; Refund only.
+	// Zero means the store's now.
+	At int64
+}
+
+// Result is the outcome of a Take over several requests.
+type Result struct {
+	// Allowed reports that every request was admitted and charged. When
+	// false, nothing was charged.
+	Allowed bool
+	// At is the store's clock (µs since the epoch) when it decided; pass it
+	// back in Request.At to Refund.
+	At int64
+}
+
+// Store keeps algorithm state per key. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Take decides reqs as one all-or-nothing acquisition: when every
+	// request is admitted, all are charged; when any is refused, none is.
+	// out must have len(reqs); out[i] receives request i's decision. After
+	// a refusal, out[i].Allowed says whether request i alone would have
+	// passed, and out[i].Remaining is what remains with nothing charged.
+	Take(ctx context.Context, reqs []Request, out []algo.Decision) (Result, error)
+	// Peek fills out with the decisions Take would make for each request on
+	// its own, charging nothing.
+	Peek(ctx context.Context, reqs []Request, out []algo.Decision) error
+	// Refund gives back units admitted by an earlier Take (see
+	// algo.Limit.Refund); it is how a caller cancels a reservation.
+	Refund(ctx context.Context, reqs []Request) error
+	// Release gives back Concurrency leases (Request.Lease) before they expire.
+	Release(ctx context.Context, reqs []Request) error
+	// Reset forgets the state of the keys, as if never used.
+	Reset(ctx context.Context, keys ...string) error
+	// Close releases the store's connections and goroutines.
+	Close() error
+}
+
+// Inspector is implemented by stores that can report a key's raw state for
+// introspection (the admin API); optional.
+type Inspector interface {
+	// Inspect returns the key's state and whether it exists.
+	Inspect(ctx context.Context, key string) (algo.State, bool, error)
+}
+
+// Errors common to stores. Implementations wrap them with detail so that
+// errors.Is works across stores.
+var (
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrUnavailable means the store could not be reached or answered too
+	// late; the caller's failure policy decides what to do.
+	ErrUnavailable = errors.New("store: unavailable")
+	// ErrContention means optimistic concurrency gave up after its retries
+	// (Memcached); nothing was charged.
+	ErrContention = errors.New("store: too much contention")
+	// ErrBadRequest reports an invalid request (nil Limit, empty key,
+	// mismatched lengths).
+	ErrBadRequest = errors.New("store: bad request")
+)
+
+// Check validates reqs and out as every Store method expects them.
+func Check(reqs []Request, out []algo.Decision) error {
+	if out != nil && len(out) != len(reqs) {
+		return errors.Join(ErrBadRequest, errors.New("len(out) != len(reqs)"))
+	}
+	for i := range reqs {
+		if reqs[i].Limit == nil {
+			return errors.Join(ErrBadRequest, errors.New("request has no limit"))
+		}
+		if reqs[i].Key == "" {
+			return errors.Join(ErrBadRequest, errors.New("request has an empty key"))
+		}
+	}
+	return nil
+}
+
+// Unwind applies the after-refusal rule of Take to d: Remaining is reported
+// with nothing charged.
+func Unwind(d algo.Decision, cost int64) algo.Decision {
+	if d.Allowed {
+		d.Remaining += cost
+		if d.Remaining > d.Limit {
+			d.Remaining = d.Limit
+		}
+		d.Delay = 0
+	}
+	return d
+}
