@@ -1,0 +1,220 @@
+// Package headers writes a decision's state to HTTP header fields: the IETF
+// RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-10,
+// one list member per limit that applied), the common X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset, and Retry-After on refusals.
+//
+// Values come from the decision the store made (its stored reset time), so
+// every instance reports the same numbers for the same key. Seconds are
+// rounded up: a client that waits Retry-After and retries is admitted.
+package headers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// Set selects which groups of fields are written.
+type Set uint8
+
+// Field groups. Default is all of them.
+const (
+	IETF       Set = 1 << iota // RateLimit-Policy and RateLimit
+	XRateLimit                 // X-RateLimit-Limit, -Remaining, -Reset
+	RetryAfter                 // Retry-After on refusals
+	Default    = IETF | XRateLimit | RetryAfter
+)
+
+// Names are the field names written; rename any of them to suit clients
+// that expect other spellings. The zero value of a name means its default.
+type Names struct {
+	Policy     string // default "RateLimit-Policy"
+	RateLimit  string // default "RateLimit"
+	Limit      string // default "X-RateLimit-Limit"
+	Remaining  string // default "X-RateLimit-Remaining"
+	Reset      string // default "X-RateLimit-Reset"
+	RetryAfter string // default "Retry-After"
+}
+
+func (n Names) withDefaults() Names {
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&n.Policy, "RateLimit-Policy")
+	def(&n.RateLimit, "RateLimit")
+	def(&n.Limit, "X-RateLimit-Limit")
+	def(&n.Remaining, "X-RateLimit-Remaining")
+	def(&n.Reset, "X-RateLimit-Reset")
+	def(&n.RetryAfter, "Retry-After")
+	return n
+}
+
+// Options choose the fields and their names. The zero value writes every
+// field under its default name.
+type Options struct {
+	Set   Set
+	Names Names
+}
+
+// Policy is one limit as clients see it.
+type Policy struct {
+	// Name identifies the policy in the IETF fields (a rule name).
+	Name string
+	// Quota is the limit's capacity (q) and Window its period (w).
+	Quota  int64
+	Window time.Duration
+	// Remaining (r) and Reset (t) describe the current state.
+	Remaining int64
+	Reset     time.Duration
+	// Allowed is false when this limit refused the request; RetryAfter is
+	// then the wait (algo.Never when it can never pass).
+	Allowed    bool
+	RetryAfter time.Duration
+}
+
+// FromStatuses returns the policies of the matched, limited statuses.
+func FromStatuses(st []policy.Status) []Policy {
+	ps := make([]Policy, 0, len(st))
+	for _, s := range st {
+		if !s.Matched || s.Unlimited {
+			continue
+		}
+		ps = append(ps, FromDecision(s.Rule, s.Decision, s.Window))
+	}
+	return ps
+}
+
+// FromDecision describes one algorithm decision as a Policy.
+func FromDecision(name string, d algo.Decision, window time.Duration) Policy {
+	return Policy{
+		Name:       name,
+		Quota:      d.Limit,
+		Window:     window,
+		Remaining:  d.Remaining,
+		Reset:      d.ResetAfter,
+		Allowed:    d.Allowed,
+		RetryAfter: d.RetryAfter,
+	}
+}
+
+// Seconds rounds d up to whole seconds, the unit every header uses.
+func Seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Fields returns the header fields for ps, in a stable order, for
+// transports that carry headers as a list (Envoy's response_headers_to_add).
+func Fields(ps []Policy, o Options) [][2]string {
+	if len(ps) == 0 {
+		return nil
+	}
+	set := o.Set
+	if set == 0 {
+		set = Default
+	}
+	n := o.Names.withDefaults()
+	var out [][2]string
+	if set&IETF != 0 {
+		var pol, cur strings.Builder
+		for i, p := range ps {
+			if i > 0 {
+				pol.WriteString(", ")
+				cur.WriteString(", ")
+			}
+			name := sfString(p.Name)
+			pol.WriteString(name)
+			pol.WriteString(";q=")
+			pol.WriteString(strconv.FormatInt(p.Quota, 10))
+			if w := Seconds(p.Window); w > 0 {
+				pol.WriteString(";w=")
+				pol.WriteString(strconv.FormatInt(w, 10))
+			}
+			cur.WriteString(name)
+			cur.WriteString(";r=")
+			cur.WriteString(strconv.FormatInt(p.Remaining, 10))
+			cur.WriteString(";t=")
+			cur.WriteString(strconv.FormatInt(Seconds(p.Reset), 10))
+		}
+		out = append(out, [2]string{n.Policy, pol.String()}, [2]string{n.RateLimit, cur.String()})
+	}
+	tight := Tightest(ps)
+	if set&XRateLimit != 0 {
+		out = append(out,
+			[2]string{n.Limit, strconv.FormatInt(tight.Quota, 10)},
+			[2]string{n.Remaining, strconv.FormatInt(tight.Remaining, 10)},
+			[2]string{n.Reset, strconv.FormatInt(Seconds(tight.Reset), 10)})
+	}
+	if set&RetryAfter != 0 {
+		if wait, ok := RetryAfterOf(ps); ok {
+			out = append(out, [2]string{n.RetryAfter, strconv.FormatInt(Seconds(wait), 10)})
+		}
+	}
+	return out
+}
+
+// Write sets the fields for ps on h, replacing earlier values.
+func Write(h http.Header, ps []Policy, o Options) {
+	for _, f := range Fields(ps, o) {
+		h.Set(f[0], f[1])
+	}
+}
+
+// Tightest returns the policy a single-valued X-RateLimit header should
+// show: a refusing one first, then the one with the fewest remaining.
+func Tightest(ps []Policy) Policy {
+	best := ps[0]
+	for _, p := range ps[1:] {
+		if (!p.Allowed && best.Allowed) || (p.Allowed == best.Allowed && p.Remaining < best.Remaining) {
+			best = p
+		}
+	}
+	return best
+}
+
+// RetryAfterOf returns the longest wait among the refusing policies: after
+// it every one of them admits again. ok is false when none refused or when
+// one can never admit the request (no Retry-After is better than a lie).
+func RetryAfterOf(ps []Policy) (wait time.Duration, ok bool) {
+	for _, p := range ps {
+		if p.Allowed {
+			continue
+		}
+		if p.RetryAfter == algo.Never {
+			return 0, false
+		}
+		ok = true
+		if p.RetryAfter > wait {
+			wait = p.RetryAfter
+		}
+	}
+	return wait, ok
+}
+
+// sfString renders s as a structured-field string (RFC 8941 §3.3.3):
+// quoted, with backslash and quote escaped and non-printable ASCII dropped.
+func sfString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

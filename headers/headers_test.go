@@ -1,0 +1,84 @@
+package headers
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
+)
+
+func TestWriteAllowed(t *testing.T) {
+	h := http.Header{}
+	Write(h, []Policy{
+		{Name: "per-user", Quota: 100, Window: time.Minute, Remaining: 42, Reset: 16*time.Second + time.Millisecond, Allowed: true},
+		{Name: "global", Quota: 1000, Window: time.Hour, Remaining: 900, Reset: time.Hour, Allowed: true},
+	}, Options{})
+	want := map[string]string{
+		"RateLimit-Policy":      `"per-user";q=100;w=60, "global";q=1000;w=3600`,
+		"RateLimit":             `"per-user";r=42;t=17, "global";r=900;t=3600`,
+		"X-RateLimit-Limit":     "100",
+		"X-RateLimit-Remaining": "42",
+		"X-RateLimit-Reset":     "17",
+	}
+	for k, v := range want {
+		if got := h.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if got := h.Get("Retry-After"); got != "" {
+		t.Errorf("Retry-After = %q on an admitted request, want none", got)
+	}
+}
+
+func TestWriteRefusedRoundsUp(t *testing.T) {
+	h := http.Header{}
+	Write(h, []Policy{
+		{Name: "a", Quota: 10, Window: time.Second, Remaining: 0, Reset: 1500 * time.Millisecond, Allowed: false, RetryAfter: 1001 * time.Millisecond},
+		{Name: "b", Quota: 5, Window: time.Minute, Remaining: 3, Reset: time.Second, Allowed: true},
+	}, Options{})
+	if got := h.Get("Retry-After"); got != "2" {
+		t.Errorf("Retry-After = %q, want 2 (1.001 s rounded up)", got)
+	}
+	if got := h.Get("X-RateLimit-Remaining"); got != "0" {
+		t.Errorf("X-RateLimit-Remaining = %q, want the refusing policy's 0", got)
+	}
+}
+
+func TestNeverHasNoRetryAfter(t *testing.T) {
+	h := http.Header{}
+	Write(h, []Policy{{Name: "a", Quota: 1, Allowed: false, RetryAfter: algo.Never}}, Options{})
+	if got := h.Get("Retry-After"); got != "" {
+		t.Errorf("Retry-After = %q for a cost that can never pass, want none", got)
+	}
+}
+
+func TestSelectAndRename(t *testing.T) {
+	h := http.Header{}
+	Write(h, []Policy{{Name: `we"ird`, Quota: 1, Window: time.Second, Allowed: false, RetryAfter: time.Second}},
+		Options{Set: IETF | RetryAfter, Names: Names{RateLimit: "X-Quota"}})
+	if h.Get("X-RateLimit-Limit") != "" {
+		t.Error("X-RateLimit-Limit written though not selected")
+	}
+	if got := h.Get("X-Quota"); got != `"we\"ird";r=0;t=0` {
+		t.Errorf("renamed RateLimit field = %q", got)
+	}
+	if got := h.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+}
+
+func TestFromStatusesSkipsUnlimitedAndUnmatched(t *testing.T) {
+	ps := FromStatuses([]policy.Status{
+		{Code: policy.CodeOK},
+		{Code: policy.CodeOK, Matched: true, Unlimited: true, Rule: "u"},
+		{Code: policy.CodeOK, Matched: true, Rule: "r", Window: time.Minute, Decision: algo.Decision{Allowed: true, Limit: 5, Remaining: 4}},
+	})
+	if len(ps) != 1 || ps[0].Name != "r" || ps[0].Quota != 5 || ps[0].Remaining != 4 || ps[0].Window != time.Minute {
+		t.Fatalf("FromStatuses = %+v, want only rule r", ps)
+	}
+	if Fields(nil, Options{}) != nil {
+		t.Error("no policies should give no fields")
+	}
+}
