@@ -1,0 +1,460 @@
+package queue
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Never is the retry hint of a TryFunc whose request can never succeed (its
+// cost exceeds the capacity). It equals algo.Never, so a Decision's
+// RetryAfter can be returned as is.
+const Never = time.Duration(math.MaxInt64)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrFull is returned when the queue was full on arrival, or when the
+	// waiter was pushed out by a higher-priority arrival.
+	ErrFull = errors.New("queue: full")
+	// ErrTimeout is matched by every *TimeoutError.
+	ErrTimeout = errors.New("queue: timed out")
+	// ErrNever is returned when the TryFunc's retry hint was Never.
+	ErrNever = errors.New("queue: request can never be admitted")
+	// ErrClosed is returned by Wait after Close, and to the waiters Close
+	// woke.
+	ErrClosed = errors.New("queue: closed")
+)
+
+// TimeoutError is returned when a waiter's time-to-live or its context's
+// deadline passed, or would pass before the next retry. It matches
+// ErrTimeout.
+type TimeoutError struct {
+	// Deadline is the instant the waiter had to be admitted by: the
+	// earlier of its arrival plus the TTL and its context's deadline.
+	Deadline time.Time
+	// Waited is how long the waiter was in the queue.
+	Waited time.Duration
+	// RetryAfter is the retry hint that would have outlived Deadline, or
+	// zero when Deadline itself passed.
+	RetryAfter time.Duration
+}
+
+// Error describes the timeout, e.g. "queue: timed out after 2s (deadline
+// would pass before the retry in 1s)".
+func (e *TimeoutError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("queue: timed out after %v (deadline would pass before the retry in %v)", e.Waited, e.RetryAfter)
+	}
+	return fmt.Sprintf("queue: timed out after %v", e.Waited)
+}
+
+// Unwrap returns ErrTimeout.
+func (e *TimeoutError) Unwrap() error { return ErrTimeout }
+
+// TryFunc attempts to obtain capacity for the waiter at the head of the
+// queue, with that waiter's context. It returns ok when the capacity was
+// taken; otherwise retryAfter is how long until it may succeed (values below
+// the queue's minimum retry interval are raised to it, Never gives ErrNever).
+// A non-nil err ends that waiter's wait with err.
+type TryFunc func(ctx context.Context) (ok bool, retryAfter time.Duration, err error)
+
+// Order is how waiters are served.
+type Order int
+
+const (
+	// ByPriority serves the highest priority first and arrivals of equal
+	// priority first-in first-out. It is the default; with a single
+	// priority it is FIFO.
+	ByPriority Order = iota
+	// FIFO serves waiters strictly in arrival order; priorities are
+	// ignored.
+	FIFO
+)
+
+// String returns "priority" or "fifo".
+func (o Order) String() string {
+	if o == FIFO {
+		return "fifo"
+	}
+	return "priority"
+}
+
+// Option configures a Queue; see New for the defaults.
+type Option func(*config)
+
+type config struct {
+	size     int
+	ttl      time.Duration
+	order    Order
+	minRetry time.Duration
+}
+
+// WithSize bounds the number of waiters (default 1024; at least 1).
+func WithSize(n int) Option { return func(c *config) { c.size = n } }
+
+// WithTTL sets every waiter's time-to-live, counted from its arrival
+// (default 0: no TTL, only the context's deadline applies; not negative).
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithOrder sets the service order (default ByPriority).
+func WithOrder(o Order) Option { return func(c *config) { c.order = o } }
+
+// WithMinRetry sets the shortest interval between two tries, applied to
+// smaller retry hints (default 1ms; positive). It keeps a TryFunc that
+// answers "retry in 0" from spinning.
+func WithMinRetry(d time.Duration) Option { return func(c *config) { c.minRetry = d } }
+
+// Stats are a Queue's counters since New, for metrics.
+type Stats struct {
+	// Waiting is the current depth.
+	Waiting int
+	// Admitted counts waits that obtained capacity.
+	Admitted uint64
+	// Rejected counts arrivals refused because the queue was full and
+	// waiters pushed out by a higher priority (ErrFull).
+	Rejected uint64
+	// TimedOut counts waits ended by their TTL or deadline (ErrTimeout,
+	// or the context's DeadlineExceeded).
+	TimedOut uint64
+	// Canceled counts waits ended by their context's cancellation.
+	Canceled uint64
+	// Failed counts waits ended by a TryFunc error or ErrNever.
+	Failed uint64
+}
+
+// Queue is a bounded waiting queue. Create it with New; it is safe for
+// concurrent use.
+type Queue struct {
+	try TryFunc
+	cfg config
+
+	mu     sync.Mutex
+	h      waiters
+	seq    uint64
+	trying bool      // a head is inside try; nobody else may try
+	next   time.Time // no try before this instant (the last retry hint)
+	closed bool
+	stats  Stats
+}
+
+// New returns a Queue that obtains capacity through try. Options and their
+// defaults: WithSize(1024), WithTTL(0) (none), WithOrder(ByPriority),
+// WithMinRetry(time.Millisecond). It returns an error for a nil try or an
+// invalid option value.
+func New(try TryFunc, opts ...Option) (*Queue, error) {
+	if try == nil {
+		return nil, errors.New("queue: nil TryFunc")
+	}
+	cfg := config{size: 1024, order: ByPriority, minRetry: time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.size < 1:
+		return nil, fmt.Errorf("queue: size %d: must be at least 1", cfg.size)
+	case cfg.ttl < 0:
+		return nil, fmt.Errorf("queue: TTL %v: must not be negative", cfg.ttl)
+	case cfg.order != ByPriority && cfg.order != FIFO:
+		return nil, fmt.Errorf("queue: unknown order %d", cfg.order)
+	case cfg.minRetry <= 0:
+		return nil, fmt.Errorf("queue: minimum retry %v: must be positive", cfg.minRetry)
+	}
+	return &Queue{try: try, cfg: cfg}, nil
+}
+
+// Len returns the number of waiters, for a queue-depth gauge.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.h)
+}
+
+// Stats returns the current depth and counters.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.stats
+	s.Waiting = len(q.h)
+	return s
+}
+
+// Close makes every current waiter and every later Wait return ErrClosed.
+// A try in flight completes; if it obtained capacity its waiter gets nil.
+// Close is idempotent and always returns nil.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for _, w := range q.h {
+		w.index = -1
+		w.err = ErrClosed
+		w.signal()
+	}
+	clear(q.h)
+	q.h = q.h[:0]
+	return nil
+}
+
+// Wait blocks until the queue's TryFunc obtained capacity for this caller
+// (nil), or the wait ended: ErrFull (no room), a *TimeoutError (TTL or
+// deadline), ctx.Err() (cancelled, or its deadline passed while waiting),
+// ErrNever, ErrClosed, or the TryFunc's error. A higher priority is served
+// first unless the order is FIFO. A waiter that leaves for any reason is
+// removed from the queue at once.
+func (q *Queue) Wait(ctx context.Context, priority int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if q.cfg.order == FIFO {
+		priority = 0
+	}
+	start := time.Now()
+	w := &waiter{prio: priority, wake: make(chan struct{}, 1)}
+	if q.cfg.ttl > 0 {
+		w.deadline = start.Add(q.cfg.ttl)
+	}
+	if d, ok := ctx.Deadline(); ok && (w.deadline.IsZero() || d.Before(w.deadline)) {
+		w.deadline = d
+	}
+
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	if len(q.h) >= q.cfg.size && !q.evictFor(priority) {
+		q.stats.Rejected++
+		q.mu.Unlock()
+		return ErrFull
+	}
+	w.seq = q.seq
+	q.seq++
+	heap.Push(&q.h, w)
+	q.kick()
+	q.mu.Unlock()
+
+	var ttl <-chan time.Time
+	if q.cfg.ttl > 0 {
+		t := time.NewTimer(q.cfg.ttl)
+		defer t.Stop()
+		ttl = t.C
+	}
+	var retry lazyTimer // most waits never need it
+	defer retry.stop()
+
+	for {
+		select {
+		case <-w.wake:
+		case <-retry.c():
+		case <-ctx.Done():
+			err := ctx.Err()
+			return q.leave(w, err, func(s *Stats) {
+				if errors.Is(err, context.DeadlineExceeded) {
+					s.TimedOut++
+				} else {
+					s.Canceled++
+				}
+			})
+		case <-ttl:
+			err := &TimeoutError{Deadline: w.deadline, Waited: time.Since(start)}
+			return q.leave(w, err, func(s *Stats) { s.TimedOut++ })
+		}
+
+		q.mu.Lock()
+		if w.index < 0 { // pushed out or closed
+			q.mu.Unlock()
+			return w.err
+		}
+		if q.trying || q.h[0] != w {
+			q.mu.Unlock()
+			continue
+		}
+		if wait := time.Until(q.next); wait > 0 {
+			if w.expiresBy(q.next) {
+				q.stats.TimedOut++
+				q.removeLocked(w)
+				q.mu.Unlock()
+				return &TimeoutError{Deadline: w.deadline, Waited: time.Since(start), RetryAfter: wait}
+			}
+			q.mu.Unlock()
+			retry.reset(wait)
+			continue
+		}
+		q.trying = true
+		q.mu.Unlock()
+
+		ok, after, err := q.try(ctx)
+
+		q.mu.Lock()
+		q.trying = false
+		switch {
+		case ok:
+			q.stats.Admitted++
+			q.removeLocked(w)
+			q.mu.Unlock()
+			return nil
+		case w.index < 0: // pushed out or closed while trying
+			q.kick()
+			q.mu.Unlock()
+			return w.err
+		case err != nil:
+			q.stats.Failed++
+			q.removeLocked(w)
+			q.mu.Unlock()
+			return err
+		case after == Never:
+			q.stats.Failed++
+			q.removeLocked(w)
+			q.mu.Unlock()
+			return ErrNever
+		}
+		after = max(after, q.cfg.minRetry)
+		now := time.Now()
+		q.next = now.Add(after)
+		if w.expiresBy(q.next) {
+			q.stats.TimedOut++
+			q.removeLocked(w)
+			q.mu.Unlock()
+			return &TimeoutError{Deadline: w.deadline, Waited: now.Sub(start), RetryAfter: after}
+		}
+		if q.h[0] != w { // a higher priority arrived while we tried
+			q.kick()
+		}
+		q.mu.Unlock()
+		retry.reset(after)
+	}
+}
+
+// leave removes w after its own timeout or cancellation and returns err,
+// unless someone else removed it first (pushed out, closed): then that
+// outcome stands.
+func (q *Queue) leave(w *waiter, err error, count func(*Stats)) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.index < 0 {
+		return w.err
+	}
+	count(&q.stats)
+	q.removeLocked(w)
+	return err
+}
+
+// removeLocked takes w out of the heap (if still in) and wakes the new head.
+func (q *Queue) removeLocked(w *waiter) {
+	if w.index >= 0 {
+		heap.Remove(&q.h, w.index)
+	}
+	q.kick()
+}
+
+// kick wakes the head so it tries, unless a try is in flight (its caller
+// kicks when done).
+func (q *Queue) kick() {
+	if !q.trying && len(q.h) > 0 {
+		q.h[0].signal()
+	}
+}
+
+// evictFor pushes out the lowest-priority, latest waiter when an arrival of
+// a strictly higher priority finds the queue full. It scans the waiters, so
+// it costs O(size), paid only when the queue is full.
+func (q *Queue) evictFor(priority int) bool {
+	if q.cfg.order == FIFO {
+		return false
+	}
+	var low *waiter
+	for _, w := range q.h {
+		if low == nil || w.prio < low.prio || (w.prio == low.prio && w.seq > low.seq) {
+			low = w
+		}
+	}
+	if low == nil || low.prio >= priority {
+		return false
+	}
+	q.stats.Rejected++
+	heap.Remove(&q.h, low.index)
+	low.err = ErrFull
+	low.signal()
+	return true
+}
+
+// lazyTimer is a timer created on first use; its channel is nil until then.
+type lazyTimer struct{ t *time.Timer }
+
+func (l *lazyTimer) c() <-chan time.Time {
+	if l.t == nil {
+		return nil
+	}
+	return l.t.C
+}
+
+func (l *lazyTimer) reset(d time.Duration) {
+	if l.t == nil {
+		l.t = time.NewTimer(d)
+		return
+	}
+	l.t.Reset(d)
+}
+
+func (l *lazyTimer) stop() {
+	if l.t != nil {
+		l.t.Stop()
+	}
+}
+
+// waiter is one caller of Wait.
+type waiter struct {
+	prio     int
+	seq      uint64
+	index    int           // position in the heap; -1 once out of it
+	wake     chan struct{} // capacity 1: a pending wake-up is never lost
+	err      error         // the outcome when someone else removed it
+	deadline time.Time     // zero: none
+}
+
+// expiresBy reports whether w's deadline comes no later than t: a try at t
+// would be too late.
+func (w *waiter) expiresBy(t time.Time) bool {
+	return !w.deadline.IsZero() && !t.Before(w.deadline)
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waiters is a heap: highest priority first, then arrival order.
+type waiters []*waiter
+
+func (h waiters) Len() int { return len(h) }
+func (h waiters) Less(i, j int) bool {
+	if h[i].prio != h[j].prio {
+		return h[i].prio > h[j].prio
+	}
+	return h[i].seq < h[j].seq
+}
+func (h waiters) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *waiters) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *waiters) Pop() any {
+	old := *h
+	n := len(old) - 1
+	w := old[n]
+	old[n] = nil
+	w.index = -1
+	*h = old[:n]
+	return w
+}
