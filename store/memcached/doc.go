@@ -1,0 +1,97 @@
+// Package memcached is a store.Store on memcached, for teams that already
+// run it. Memcached has atomic counters and compare-and-swap but no
+// transactions, scripts or clock, and this store is built from exactly
+// those pieces; where that costs something, the cost is stated here.
+//
+//	st, err := memcached.Open("memcached://10.0.0.1:11211,10.0.0.2:11211")
+//
+// # Algorithms and how each is kept
+//
+// Every algorithm of the algo package is supported, with the algo package's
+// own math, so decisions match the memory store's on the same trace.
+//
+// Fixed window and sliding window (both the two-window estimate and N
+// sub-windows) are decimal counters, one per window or sub-window, charged
+// by incr-then-check: incr adds the cost and returns the new count, the
+// algo function decides on the count as it was before, and a refusal gives
+// the cost back with decr. A refused request therefore never stays
+// charged, and a counter only ever over-states the admitted units (by
+// refusals not yet given back), so the store never admits more than the
+// pure algorithm; with unit costs it admits exactly as many (a large
+// refused cost may, for the instant before its decr, make a small request
+// refuse). A fixed-window decision is one round trip (two when it refuses
+// or creates the window); a sliding window adds one GetMulti for the older
+// sub-windows, which live on the same server.
+//
+// Token bucket, GCRA, shaper, smooth bursty, smooth warm-up, sliding log and
+// concurrency keep their algo.State (State.MarshalBinary behind a byte
+// naming the algorithm) in one item, updated by gets/cas optimistic
+// concurrency: read the state and its CAS id, decide, and write back only
+// if nobody wrote in between; otherwise re-read and decide again after a
+// jittered exponential backoff (WithBackoff), at most WithRetries times.
+// When the retries run out the operation fails with an error wrapping
+// store.ErrContention and nothing charged: the caller's failure policy
+// (fail open, closed, or local) decides, never a silent over-admission.
+// A refusal writes nothing, so only admissions contend. Stats reports
+// CAS retries per decision. A sliding log or concurrency state grows by
+// about 9 or 18 bytes per unit held; one larger than the item size limit
+// (WithMaxItemSize, memcached's -I, 1 MiB by default: a sliding log of
+// about 100 000 units) is refused with store.ErrBadRequest.
+//
+// # All or nothing over several keys
+//
+// Take charges the keys one after the other; when one refuses, those
+// already charged are given back in reverse order (the window counters by
+// decr, the others by algo.Limit.Refund, concurrency slots by removing the
+// slots just taken). In between, another caller may find those units
+// taken: all-or-nothing can make a concurrent request refuse, never admit
+// too much.
+//
+// # Clock
+//
+// Memcached has no time command, so decisions use the caller's clock
+// (WithClock, default time.Now), read once per Take. Instances sharing the
+// servers should keep their clocks within WithClockSkew (default 1s; NTP
+// keeps them within milliseconds). What a skew of δ costs:
+//
+//   - fixed window: instances disagree about which window is current for δ
+//     after each boundary. A fast instance starts counting the next window
+//     early and a slow one keeps counting the old one, so a real window
+//     span may see up to Limit plus what the others admit in those δ
+//     (never more than 2 × Limit, the bound a fixed window already has
+//     across a boundary);
+//   - sliding window: the same shift of δ in the weights, at most one
+//     sub-window's count of extra error;
+//   - bucket algorithms (token bucket, GCRA, shaper, smooth): the state's
+//     time never moves backwards, so a slow clock never refills twice; a
+//     fast clock refills early, up to δ × rate extra units;
+//   - sliding log and concurrency: entries age out up to δ early or late.
+//
+// The skew tolerance is also added to every expiry so that a slow
+// instance never finds a counter it still uses already expired.
+//
+// # Expiry
+//
+// Every item expires when the algorithm says its state is as good as new
+// (algo.Limit.ExpiresAt), rounded up to the second, plus the skew tolerance
+// and one second for memcached's one-second clock. Memcached reads an
+// expiration over 30 days as an absolute Unix time (calendar-year quotas
+// need that): it is then computed from the machine's wall clock.
+//
+// # Servers
+//
+// Keys are spread over the servers of the URL by a ketama consistent-hash
+// ring (libketama's points), so adding or removing a server moves about 1/n
+// of the keys rather than nearly all of them, as gomemcache's own crc32-mod-n
+// selector would. A moved key starts afresh on its new server. Memcached may
+// evict items under memory pressure; an evicted key also starts afresh, so
+// give the servers enough memory (-m) for the keys in use.
+//
+// Reset removes a key's state and the counters of every window limit this
+// Store has used; memcached cannot list keys, so counters written only
+// under other instances' limits are left to expire.
+//
+// Contexts are checked before each round trip and during backoff; a round
+// trip in flight is bounded by WithTimeout, since the client (gomemcache)
+// takes no context.
+package memcached

@@ -1,0 +1,531 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Store is a store.Store on one or several memcached servers. It is safe
+// for concurrent use. Create it with Open.
+type Store struct {
+	cfg     config
+	mc      *memcache.Client
+	ring    *ring
+	keys    keyer
+	skewSec int64
+	closed  atomic.Bool
+	stats   stats
+	shapes  shapes
+}
+
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Inspector = (*Store)(nil)
+)
+
+// Open connects to the servers of a memcached://host:port[,host:port] URL.
+// Keys are spread over several servers by a ketama consistent-hash ring.
+// Open checks that every server answers, so a wrong address fails here
+// rather than on the first decision.
+//
+// Options and their defaults:
+//
+//	WithClock(time.Now)            the clock decisions use
+//	WithTimeout(200ms)             per round trip
+//	WithMaxIdleConns(max(64, 8×GOMAXPROCS)) idle connections per server
+//	WithRetries(16)                compare-and-swap retries before ErrContention
+//	WithBackoff(50µs, 5ms)         jittered backoff between retries
+//	WithKeyPrefix("fg:")           prefix of every key
+//	WithClockSkew(1s)              tolerated clock difference between instances
+//	WithMaxItemSize(1 MiB)         the servers' -I
+func Open(url string, opts ...Option) (*Store, error) {
+	servers, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("memcached: nil Option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	r, err := newRing(servers)
+	if err != nil {
+		return nil, fmt.Errorf("memcached: store URL %q: %w", url, err)
+	}
+	mc := memcache.NewFromSelector(r)
+	mc.Timeout = cfg.timeout
+	mc.MaxIdleConns = cfg.maxIdleConns
+	s := &Store{
+		cfg:     cfg,
+		mc:      mc,
+		ring:    r,
+		keys:    keyer{prefix: cfg.prefix},
+		skewSec: int64((cfg.skew + time.Second - 1) / time.Second),
+	}
+	if err := mc.Ping(); err != nil {
+		mc.Close()
+		return nil, fmt.Errorf("%w: memcached: %s: %w", store.ErrUnavailable, url, err)
+	}
+	return s, nil
+}
+
+// Stats are counters of a Store's work since Open. CASRetries ÷ CASOps is
+// the compare-and-swap retries per decision, the measure of contention.
+type Stats struct {
+	// CounterOps counts decisions, refunds and roll-backs made on the
+	// window counters (fixed and sliding window).
+	CounterOps uint64
+	// CASOps counts operations on compare-and-swap state (every other
+	// algorithm) that completed, whether or not they wrote.
+	CASOps uint64
+	// CASRetries counts compare-and-swap attempts lost to a concurrent
+	// writer and tried again.
+	CASRetries uint64
+	// Contention counts operations that ran out of retries and failed with
+	// store.ErrContention, nothing charged.
+	Contention uint64
+	// Rollbacks counts charges undone: refused counter increments and the
+	// keys of a multi-key Take refunded because another key refused.
+	Rollbacks uint64
+}
+
+type stats struct {
+	counterOps, casOps, casRetries, contention, rollbacks atomic.Uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		CounterOps: s.stats.counterOps.Load(),
+		CASOps:     s.stats.casOps.Load(),
+		CASRetries: s.stats.casRetries.Load(),
+		Contention: s.stats.contention.Load(),
+		Rollbacks:  s.stats.rollbacks.Load(),
+	}
+}
+
+// nowUS is the store's clock in µs since the epoch.
+func (s *Store) nowUS() int64 { return s.cfg.now().UnixMicro() }
+
+// Servers returns the server addresses from the URL, in order.
+func (s *Store) Servers() []string {
+	out := make([]string, len(s.ring.addrs))
+	for i, a := range s.ring.addrs {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// ServerFor returns the address of the server that holds key's state.
+func (s *Store) ServerFor(key string) string {
+	return s.ring.addrs[s.ring.server(s.keys.state(key))].String()
+}
+
+func (s *Store) check(reqs []store.Request, out []algo.Decision) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := store.Check(reqs, out); err != nil {
+		return err
+	}
+	for i := range reqs {
+		if reqs[i].Cost < 0 {
+			return fmt.Errorf("%w: request %d (key %q): negative cost %d", store.ErrBadRequest, i, reqs[i].Key, reqs[i].Cost)
+		}
+	}
+	return nil
+}
+
+// Take decides reqs as one all-or-nothing acquisition. Memcached cannot
+// lock several keys, so the keys are charged one after the other in order
+// and, when one refuses, those already charged are refunded in reverse
+// order (reserve then roll back). Between the charge and the refund another
+// caller may see the reserved units as taken: an all-or-nothing Take can
+// make a concurrent one refuse, never admit too much.
+func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if err := s.check(reqs, out); err != nil {
+		return store.Result{}, err
+	}
+	now := s.nowUS()
+	res := store.Result{At: now}
+	for i := range reqs {
+		d, err := s.take(ctx, &reqs[i], now)
+		if err != nil {
+			if rbErr := s.rollback(ctx, reqs[:i], now); rbErr != nil {
+				err = errors.Join(err, rbErr)
+			}
+			return res, err
+		}
+		out[i] = d
+		if d.Allowed {
+			continue
+		}
+		err = s.rollback(ctx, reqs[:i], now)
+		for j := 0; j < i; j++ {
+			out[j] = store.Unwind(out[j], reqs[j].Cost)
+		}
+		for j := i + 1; j < len(reqs) && err == nil; j++ {
+			out[j], err = s.peek(ctx, &reqs[j], now)
+		}
+		return res, err
+	}
+	res.Allowed = true
+	return res, nil
+}
+
+// take charges one request, or reports why it cannot be.
+func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return algo.Decision{}, err
+	}
+	switch r.Limit.Algorithm() {
+	case algo.FixedWindow:
+		return s.takeFixed(r, now)
+	case algo.SlidingWindow:
+		return s.takeSliding(r, now)
+	}
+	l, cost, lease := r.Limit, r.Cost, r.Lease
+	return s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, _ bool) (algo.Decision, bool) {
+		d := l.TakeLease(st, now, cost, lease)
+		return d, d.Allowed && cost > 0
+	})
+}
+
+// rollback undoes the charges of reqs, all admitted at now, newest first.
+// It retries harder than a decision does: a failed roll-back leaves units
+// charged for a refused request (under-admission, never over-admission)
+// and is reported as an error.
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, now int64) error {
+	var errs []error
+	retries := 4*s.cfg.retries + 4
+	for i := len(reqs) - 1; i >= 0; i-- {
+		r := &reqs[i]
+		if r.Cost == 0 {
+			continue
+		}
+		s.stats.rollbacks.Add(1)
+		var err error
+		switch r.Limit.Algorithm() {
+		case algo.FixedWindow, algo.SlidingWindow:
+			err = s.refundCounter(r, now)
+		case algo.Concurrency:
+			cost, lease := r.Cost, r.Lease
+			_, err = s.update(context.WithoutCancel(ctx), r.Key, r.Limit, now, retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
+				return algo.Decision{}, exists && dropNewestLeases(st, lease, cost)
+			})
+		default:
+			l, cost := r.Limit, r.Cost
+			_, err = s.update(context.WithoutCancel(ctx), r.Key, l, now, retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
+				if !exists {
+					return algo.Decision{}, false
+				}
+				l.Refund(st, now, now, cost)
+				return algo.Decision{}, true
+			})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", r.Key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropNewestLeases removes the newest cost slots held under lease from a
+// Concurrency state (Ext holds (lease, expiry) pairs in order of expiry):
+// the slots a Take just added. algo.Limit.Release would drop every slot of
+// the lease, including those of the anonymous lease 0 that other callers
+// hold.
+func dropNewestLeases(st *algo.State, lease uint64, cost int64) bool {
+	changed := false
+	for i := len(st.Ext) - 2; i >= 0 && cost > 0; i -= 2 {
+		if uint64(st.Ext[i]) == lease {
+			st.Ext = append(st.Ext[:i], st.Ext[i+2:]...)
+			cost--
+			changed = true
+		}
+	}
+	return changed
+}
+
+// Peek fills out with each request's decision on its own, charging nothing.
+func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	if err := s.check(reqs, out); err != nil {
+		return err
+	}
+	now := s.nowUS()
+	for i := range reqs {
+		d, err := s.peek(ctx, &reqs[i], now)
+		if err != nil {
+			return err
+		}
+		out[i] = d
+	}
+	return nil
+}
+
+func (s *Store) peek(ctx context.Context, r *store.Request, now int64) (algo.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return algo.Decision{}, err
+	}
+	switch r.Limit.Algorithm() {
+	case algo.FixedWindow:
+		return s.peekFixed(r, now)
+	case algo.SlidingWindow:
+		return s.peekSliding(r, now)
+	}
+	st, _, _, err := s.load(r.Key, r.Limit)
+	if err != nil {
+		return algo.Decision{}, err
+	}
+	return r.Limit.Peek(&st, now, r.Cost), nil
+}
+
+// Refund gives back units admitted by an earlier Take at Request.At (zero:
+// now). Window counters are decremented in the window that counted them;
+// the other algorithms apply algo.Limit.Refund under compare-and-swap.
+// Concurrency slots are given back by Release, not Refund.
+func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	now := s.nowUS()
+	for i := range reqs {
+		r := &reqs[i]
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		at := r.At
+		if at == 0 {
+			at = now
+		}
+		if r.Cost == 0 {
+			continue
+		}
+		var err error
+		switch r.Limit.Algorithm() {
+		case algo.FixedWindow, algo.SlidingWindow:
+			err = s.refundCounter(r, at)
+		case algo.Concurrency:
+		default:
+			l, cost := r.Limit, r.Cost
+			_, err = s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
+				if !exists {
+					return algo.Decision{}, false
+				}
+				l.Refund(st, now, at, cost)
+				return algo.Decision{}, true
+			})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release gives back the Concurrency leases (Request.Lease) of reqs;
+// requests of other algorithms are ignored.
+func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	now := s.nowUS()
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Limit.Algorithm() != algo.Concurrency {
+			continue
+		}
+		l, lease := r.Limit, r.Lease
+		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
+			return algo.Decision{}, exists && l.Release(st, now, lease)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reset forgets the keys: their compare-and-swap state, and the window
+// counters of every window limit this Store has used (memcached cannot list
+// keys, so the counters of a window shape only other instances have used,
+// or of more than 256 shapes, are left to expire).
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	now := s.nowUS()
+	for _, key := range keys {
+		if key == "" {
+			return fmt.Errorf("%w: Reset: empty key", store.ErrBadRequest)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cand := append([]string{s.keys.state(key)}, s.windowKeys(key, now)...)
+		found, err := s.mc.GetMulti(cand)
+		if err != nil {
+			return unavailable("reset", key, err)
+		}
+		for k := range found {
+			if err := s.mc.Delete(k); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return unavailable("reset", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Inspect returns key's state: its compare-and-swap state if it has one,
+// otherwise its window counters under the first window limit this Store
+// has used that finds any, laid out as algo.State for that limit.
+func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, error) {
+	if s.closed.Load() {
+		return algo.State{}, false, store.ErrClosed
+	}
+	if key == "" {
+		return algo.State{}, false, fmt.Errorf("%w: Inspect: empty key", store.ErrBadRequest)
+	}
+	if err := ctx.Err(); err != nil {
+		return algo.State{}, false, err
+	}
+	it, err := s.mc.Get(s.keys.state(key))
+	switch {
+	case err == nil:
+		var st algo.State
+		if len(it.Value) == 0 {
+			return st, false, nil
+		}
+		if err := st.UnmarshalBinary(it.Value[1:]); err != nil {
+			return st, false, fmt.Errorf("memcached: key %q: %w", key, err)
+		}
+		return st, true, nil
+	case !errors.Is(err, memcache.ErrCacheMiss):
+		return algo.State{}, false, unavailable("inspect", key, err)
+	}
+	now := s.nowUS()
+	for _, l := range s.shapes.list() {
+		st, found, err := s.loadWindow(key, l, now)
+		if err != nil || found {
+			return st, found, err
+		}
+	}
+	return algo.State{}, false, nil
+}
+
+// Close closes the idle connections; every later call fails with
+// store.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.mc.Close()
+}
+
+// unavailable wraps a client error as store.ErrUnavailable with where it
+// happened.
+func unavailable(op, key string, err error) error {
+	if errors.Is(err, memcache.ErrMalformedKey) {
+		return fmt.Errorf("%w: memcached %s %q: %w", store.ErrBadRequest, op, key, err)
+	}
+	return fmt.Errorf("%w: memcached %s %q: %w", store.ErrUnavailable, op, key, err)
+}
+
+// maxRelativeTTL is memcached's rule: an expiration up to 30 days is
+// relative, anything larger is an absolute Unix time.
+const maxRelativeTTL = 30 * 24 * 3600
+
+// expiration converts the instant (µs, on the store's clock) after which an
+// entry is useless into memcached's expiration field: whole seconds, rounded
+// up, plus the clock-skew tolerance and one second for memcached's own
+// one-second clock ticks. Beyond 30 days it is an absolute Unix time, taken
+// from the machine's wall clock since the server compares it with its own.
+func (s *Store) expiration(expiresAt, now int64) int32 {
+	secs := int64(0)
+	if d := expiresAt - now; d > 0 {
+		secs = (d + 999_999) / 1_000_000
+	}
+	secs += s.skewSec + 1
+	if secs <= maxRelativeTTL {
+		return int32(secs)
+	}
+	abs := time.Now().Unix() + secs
+	if abs > math.MaxInt32 {
+		abs = math.MaxInt32
+	}
+	return int32(abs)
+}
+
+// backoff waits before compare-and-swap attempt n+1 (full jitter).
+func (s *Store) backoff(ctx context.Context, n int) error {
+	ceil := s.cfg.backoffMax
+	if n < 30 {
+		ceil = min(ceil, s.cfg.backoffMin<<n)
+	}
+	if ceil <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(rand.N(ceil) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// shapes remembers the window limits (fixed and sliding) the store has
+// used, so that Reset and Inspect can find a key's counters, whose names
+// depend on the limit.
+type shapes struct {
+	seen sync.Map // shapeKey → struct{}
+	mu   sync.Mutex
+	all  []*algo.Limit
+}
+
+type shapeKey struct {
+	kind     algo.Kind
+	period   time.Duration
+	calendar algo.Calendar
+	sub      int
+}
+
+// maxShapes bounds the registry; limits are per rule, not per key.
+const maxShapes = 256
+
+func (sh *shapes) remember(l *algo.Limit) {
+	p := l.Params()
+	k := shapeKey{p.Algorithm, p.Period, p.Calendar, p.SubWindows}
+	if _, ok := sh.seen.Load(k); ok {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.seen.Load(k); ok || len(sh.all) >= maxShapes {
+		return
+	}
+	sh.all = append(sh.all, l)
+	sh.seen.Store(k, struct{}{})
+}
+
+func (sh *shapes) list() []*algo.Limit {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return append([]*algo.Limit(nil), sh.all...)
+}
