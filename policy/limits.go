@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// ruleLimits are a rule's compiled limits as an Engine applies them: the
+// rule's own limit and the derived ones of borrowing and priority classes,
+// after runtime overrides and adaptive scaling.
+type ruleLimits struct {
+	rate  *algo.Limit
+	ceil  *algo.Limit   // Rule.Ceil > 0: the child's total, rate plus borrowed
+	lend  *algo.Limit   // Rule.Lendable < 1: what children may borrow in total
+	pools []*algo.Limit // by priority rank; non-nil where the class has a reserve
+	fp    string        // key fingerprint
+}
+
+// scaled returns p with its quota (and an explicit bucket burst and initial
+// level) multiplied by f, rounded down but never below 1.
+func scaled(p algo.Params, f float64) algo.Params {
+	mul := func(v int64) int64 {
+		x := math.Floor(float64(v)*f + 1e-9)
+		if x < 1 {
+			return 1
+		}
+		if x >= 1<<53 {
+			return 1 << 53 // Compile reports it
+		}
+		return int64(x)
+	}
+	p.Limit = mul(p.Limit)
+	if p.Burst > 0 && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) {
+		p.Burst = mul(p.Burst)
+	}
+	if p.InitialTokens != nil {
+		v := int64(math.Floor(float64(*p.InitialTokens)*f + 1e-9))
+		p.InitialTokens = &v
+	}
+	return p
+}
+
+// fingerprint names the state layout of a limit in its store key, so a
+// reload that changes a rule's algorithm or period starts from fresh state
+// instead of misreading the old one; a change of quota keeps the state.
+func fingerprint(p algo.Params) string {
+	var b strings.Builder
+	b.WriteString(p.Algorithm.String())
+	b.WriteByte(':')
+	switch {
+	case p.Calendar != algo.CalendarNone:
+		b.WriteString(p.Calendar.String())
+	default:
+		b.WriteString(strconv.FormatInt(int64(p.Period/1000), 10)) // µs
+	}
+	if p.Algorithm == algo.SlidingWindow && p.SubWindows > 1 {
+		fmt.Fprintf(&b, "/%d", p.SubWindows)
+	}
+	return b.String()
+}
+
+// deriveLimits compiles the limits of rule r from params p (the rule's own,
+// or overridden and scaled ones). The error names the YAML field at fault.
+func deriveLimits(d *Domain, r *Rule, p algo.Params) (ruleLimits, error) {
+	var rl ruleLimits
+	var err error
+	if rl.rate, err = algo.Compile(p); err != nil {
+		return rl, err
+	}
+	rl.fp = fingerprint(p)
+	if r.Ceil > 0 {
+		c := p
+		if r.Ceil <= p.Limit {
+			return rl, fmt.Errorf("ceil: must be greater than requests_per_unit %d, got %d", p.Limit, r.Ceil)
+		}
+		c.Limit = r.Ceil
+		if p.Burst > 0 && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) {
+			c.Burst = (p.Burst*r.Ceil + p.Limit - 1) / p.Limit
+		}
+		c.InitialTokens = nil
+		if rl.ceil, err = algo.Compile(c); err != nil {
+			return rl, fmt.Errorf("ceil: %w", err)
+		}
+	}
+	if r.Lendable > 0 && r.Lendable < 1 {
+		lp := scaled(p, r.Lendable)
+		lp.InitialTokens = nil
+		if rl.lend, err = algo.Compile(lp); err != nil {
+			return rl, fmt.Errorf("lendable: %w", err)
+		}
+	}
+	if len(r.Reserve) > 0 && d != nil {
+		rl.pools = make([]*algo.Limit, len(d.Priorities))
+		for i, class := range d.Priorities {
+			share := r.Reserve[class]
+			if share <= 0 {
+				continue
+			}
+			if math.Floor(float64(p.Limit)*(1-share)+1e-9) < 1 {
+				return rl, fmt.Errorf("reserve: %s: a share of %g leaves no capacity of %d for that class", class, share, p.Limit)
+			}
+			pp := scaled(p, 1-share)
+			if rl.pools[i], err = algo.Compile(pp); err != nil {
+				return rl, fmt.Errorf("reserve: %s: %w", class, err)
+			}
+		}
+	}
+	return rl, nil
+}

@@ -1,0 +1,1145 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// Load limits: a configuration is trusted input, but a typo or an alias
+// bomb must give an error, not exhaust memory.
+const (
+	maxFileSize    = 16 << 20
+	maxDepth       = 64
+	maxDescriptors = 200_000
+)
+
+// Load reads the configuration at path: one YAML file, or every *.yaml and
+// *.yml file under a directory (recursively, in name order, skipping names
+// that start with '.' such as the ..data links of a Kubernetes ConfigMap
+// mount). Each file holds one domain (several YAML documents may hold one
+// each). A domain may be declared only once across all files.
+//
+// When anything is wrong Load returns a nil Config and Problems, every
+// problem found with its file and line.
+func Load(path string) (*Config, error) {
+	srcs, probs := readSources(path)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return build(srcs)
+}
+
+// Parse compiles one file's content; name is used in problems and Pos.
+func Parse(name string, data []byte) (*Config, error) {
+	return build([]source{{name, data}})
+}
+
+// Validate returns every problem of the configuration at path, or nil when
+// it is valid. It is `floodgate validate`.
+func Validate(path string) []Problem {
+	_, err := Load(path)
+	var ps Problems
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ps):
+		return ps
+	}
+	return []Problem{{File: path, Message: err.Error()}}
+}
+
+type source struct {
+	name string
+	data []byte
+}
+
+// readSources reads path as a file or a directory of YAML files.
+func readSources(path string) ([]source, Problems) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, Problems{{File: path, Message: fmt.Sprintf("cannot read configuration: %v", unwrapPath(err))}}
+	}
+	if !info.IsDir() {
+		data, err := readFile(path)
+		if err != nil {
+			return nil, Problems{{File: path, Message: err.Error()}}
+		}
+		return []source{{path, data}}, nil
+	}
+	var srcs []source
+	var probs Problems
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			probs = append(probs, Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
+			return nil
+		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		ext := strings.ToLower(filepath.Ext(p))
+		if ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		data, err := readFile(p)
+		if err != nil {
+			probs = append(probs, Problem{File: p, Message: err.Error()})
+			return nil
+		}
+		srcs = append(srcs, source{p, data})
+		return nil
+	})
+	if err != nil {
+		probs = append(probs, Problem{File: path, Message: err.Error()})
+	}
+	if len(srcs) == 0 && len(probs) == 0 {
+		probs = append(probs, Problem{File: path, Message: "no *.yaml or *.yml files in the directory"})
+	}
+	return srcs, probs
+}
+
+func readFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
+	}
+	return data, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// The fields each mapping accepts. Envoy's come first.
+var (
+	rootFields = []string{"domain", "descriptors", "rate_limit", "hierarchy", "priorities", "default_priority"}
+	descFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+		"value_to_metric", "share_threshold", "hierarchy"}
+	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"algorithm", "period", "burst", "initial_tokens", "sub_windows", "warmup_period", "cold_factor",
+		"max_burst_seconds", "queue_size", "delay", "max_wait", "lease_ttl",
+		"strategy", "fallback", "max_waiters", "queue_order", "ceil", "lendable", "reserve", "priority"}
+	replacesFields = []string{"name"}
+)
+
+// fieldAlgos lists, for the algorithm-specific fields, the algorithms they
+// apply to; setting one for another algorithm is an error rather than
+// silently ignored.
+var fieldAlgos = map[string][]algo.Kind{
+	"burst":             {algo.TokenBucket, algo.GCRA, algo.Shaper},
+	"queue_size":        {algo.Shaper},
+	"delay":             {algo.Shaper},
+	"initial_tokens":    {algo.TokenBucket},
+	"sub_windows":       {algo.SlidingWindow},
+	"warmup_period":     {algo.SmoothWarmup},
+	"cold_factor":       {algo.SmoothWarmup},
+	"max_burst_seconds": {algo.SmoothBursty},
+	"lease_ttl":         {algo.Concurrency},
+}
+
+// field is one key: value pair of a mapping.
+type field struct {
+	key, val *yaml.Node
+}
+
+func (f field) line() int {
+	if f.val != nil && f.val.Line > 0 {
+		return f.val.Line
+	}
+	return f.key.Line
+}
+
+// loader collects problems while it builds a Config.
+type loader struct {
+	file     string
+	probs    Problems
+	budget   int
+	ruleSrcs map[*Rule]map[string]field
+	roots    map[*Domain]bool // domains whose rules may use a Root
+}
+
+func (l *loader) errf(line int, format string, args ...any) {
+	l.probs = append(l.probs, Problem{File: l.file, Line: line, Message: fmt.Sprintf(format, args...)})
+}
+
+// build parses and compiles every source; duplicate domains are errors.
+func build(srcs []source) (*Config, error) {
+	l := &loader{budget: maxDescriptors, ruleSrcs: map[*Rule]map[string]field{}}
+	cfg := &Config{domains: map[string]*Domain{}}
+	for _, s := range srcs {
+		l.file = s.name
+		for _, d := range l.parseFile(s.data) {
+			if prev, ok := cfg.domains[d.Name]; ok {
+				l.errf(d.Pos.Line, "duplicate domain %q (first declared at %s)", d.Name, prev.Pos)
+				continue
+			}
+			cfg.domains[d.Name] = d
+			cfg.names = append(cfg.names, d.Name)
+		}
+	}
+	sort.Strings(cfg.names)
+	for _, n := range cfg.names {
+		d := cfg.domains[n]
+		l.file = d.Pos.File
+		l.finish(d)
+		for _, r := range d.rules {
+			r.index = len(cfg.rules)
+			cfg.rules = append(cfg.rules, r)
+		}
+	}
+	if len(l.probs) > 0 {
+		l.probs.sort()
+		return nil, l.probs
+	}
+	return cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseFile decodes every YAML document of one file into a Domain.
+func (l *loader) parseFile(data []byte) (out []*Domain) {
+	defer func() {
+		// The YAML parser is third-party code; a panic on hostile input
+		// must still be a problem, not a crash.
+		if r := recover(); r != nil {
+			l.errf(1, "YAML parser failed: %v", r)
+			out = nil
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	docs := 0
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			l.syntax(data, err)
+			return out
+		}
+		docs++
+		if d := l.domain(&doc); d != nil {
+			out = append(out, d)
+		}
+	}
+	if docs == 0 {
+		l.errf(1, "empty file: a configuration file declares a domain")
+	}
+	return out
+}
+
+// syntax reports a YAML syntax error at its line.
+func (l *loader) syntax(data []byte, err error) {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		l.errf(line, "YAML syntax error: %s", m[2])
+		return
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	l.errf(badByteLine(data), "YAML syntax error: %s", msg)
+}
+
+// badByteLine finds the line of the first byte a YAML reader rejects
+// (invalid UTF-8 or a control character), for errors that carry no line.
+func badByteLine(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return line
+		}
+		if r == '\n' {
+			line++
+		} else if r < 0x20 && r != '\t' && r != '\r' {
+			return line
+		}
+		i += size
+	}
+	return 1
+}
+
+// resolve follows aliases to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 32; i++ {
+		n = n.Alias
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		return nil
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+// fields reads a mapping: every key once, every key known. Merge keys
+// ("<<: *anchor") contribute the fields the mapping does not set itself.
+// ok is false when n is not a mapping (a problem has been reported unless
+// n is null, which reads as an empty mapping).
+func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]field, bool) {
+	n = resolve(n)
+	if isNull(n) {
+		return map[string]field{}, true
+	}
+	if n.Kind != yaml.MappingNode {
+		l.errf(n.Line, "%s must be a mapping, got %s", what, kindName(n))
+		return nil, false
+	}
+	fs := map[string]field{}
+	var merged []map[string]field
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			l.errf(k.Line, "%s: field names must be strings", what)
+			continue
+		}
+		if k.Tag == "!!merge" || (k.Value == "<<" && k.Style == 0) {
+			merged = append(merged, l.merge(v, what, known)...)
+			continue
+		}
+		if prev, ok := fs[k.Value]; ok {
+			l.errf(k.Line, "duplicate field %q in %s (first at line %d)", k.Value, what, prev.key.Line)
+			continue
+		}
+		if !slices.Contains(known, k.Value) {
+			l.errf(k.Line, "unknown field %q in %s%s", k.Value, what, suggest(k.Value, known))
+			continue
+		}
+		fs[k.Value] = field{k, v}
+	}
+	for _, m := range merged {
+		for name, f := range m {
+			if _, ok := fs[name]; !ok {
+				fs[name] = f
+			}
+		}
+	}
+	return fs, true
+}
+
+func (l *loader) merge(v *yaml.Node, what string, known []string) []map[string]field {
+	if v == nil {
+		return nil
+	}
+	switch v.Kind {
+	case yaml.MappingNode:
+		if m, ok := l.fields(v, what, known); ok {
+			return []map[string]field{m}
+		}
+	case yaml.SequenceNode:
+		var out []map[string]field
+		for _, e := range v.Content {
+			e = resolve(e)
+			if e == nil || e.Kind != yaml.MappingNode {
+				l.errf(v.Line, "%s: a merge (<<) takes mappings", what)
+				continue
+			}
+			if m, ok := l.fields(e, what, known); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	default:
+		l.errf(v.Line, "%s: a merge (<<) takes a mapping or a list of mappings", what)
+	}
+	return nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+// Scalar readers. Each reports its own problem and returns ok=false.
+
+func (l *loader) str(f field, name string) (string, bool) {
+	if isNull(f.val) {
+		return "", true
+	}
+	if f.val.Kind != yaml.ScalarNode {
+		l.errf(f.line(), "%s must be a string, got %s", name, kindName(f.val))
+		return "", false
+	}
+	return f.val.Value, true
+}
+
+func (l *loader) boolean(f field, name string) (bool, bool) {
+	if isNull(f.val) {
+		return false, true
+	}
+	if f.val.Kind == yaml.ScalarNode {
+		switch strings.ToLower(f.val.Value) {
+		case "true", "yes", "on":
+			return true, true
+		case "false", "no", "off":
+			return false, true
+		}
+	}
+	l.errf(f.line(), "%s must be true or false, got %s", name, kindName(f.val))
+	return false, false
+}
+
+func (l *loader) integer(f field, name string) (int64, bool) {
+	if f.val != nil && f.val.Kind == yaml.ScalarNode && (f.val.Tag == "!!int" || f.val.Tag == "!!float") {
+		s := strings.ReplaceAll(f.val.Value, "_", "")
+		if v, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return v, true
+		}
+		if x, err := strconv.ParseFloat(s, 64); err == nil && x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x), true
+		}
+		l.errf(f.line(), "%s must be a whole number below 2^63, got %s", name, f.val.Value)
+		return 0, false
+	}
+	l.errf(f.line(), "%s must be a whole number, got %s", name, kindName(f.val))
+	return 0, false
+}
+
+func (l *loader) number(f field, name string) (float64, bool) {
+	if f.val != nil && f.val.Kind == yaml.ScalarNode && (f.val.Tag == "!!int" || f.val.Tag == "!!float") {
+		v, err := strconv.ParseFloat(strings.ReplaceAll(f.val.Value, "_", ""), 64)
+		if err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			return v, true
+		}
+	}
+	l.errf(f.line(), "%s must be a number, got %s", name, kindName(f.val))
+	return 0, false
+}
+
+func (l *loader) duration(f field, name string) (time.Duration, bool) {
+	if f.val != nil && f.val.Kind == yaml.ScalarNode {
+		if d, err := parseDuration(f.val.Value); err == nil {
+			if d <= 0 {
+				l.errf(f.line(), "%s must be positive, got %s", name, f.val.Value)
+				return 0, false
+			}
+			return d, true
+		}
+	}
+	l.errf(f.line(), "%s must be a duration such as 500ms, 30s, 5m, 36h or 7d, got %s", name, kindName(f.val))
+	return 0, false
+}
+
+var dayPart = regexp.MustCompile(`^(\d+)([dw])(.*)$`)
+
+// parseDuration is time.ParseDuration plus leading whole days ("7d",
+// "1d12h") and weeks ("2w").
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if m := dayPart.FindStringSubmatch(s); m != nil {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || n > 100_000 {
+			return 0, fmt.Errorf("duration %q out of range", s)
+		}
+		unit := 24 * time.Hour
+		if m[2] == "w" {
+			unit *= 7
+		}
+		d := time.Duration(n) * unit
+		if m[3] != "" {
+			rest, err := time.ParseDuration(m[3])
+			if err != nil || rest < 0 {
+				return 0, fmt.Errorf("bad duration %q", s)
+			}
+			d += rest
+		}
+		return d, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// domain reads one YAML document.
+func (l *loader) domain(doc *yaml.Node) *Domain {
+	root := doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			l.errf(max(doc.Line, 1), "config file cannot have empty domain: the document is empty")
+			return nil
+		}
+		root = root.Content[0]
+	}
+	fs, ok := l.fields(root, "the domain", rootFields)
+	if !ok {
+		return nil
+	}
+	line := max(root.Line, 1)
+	d := &Domain{Pos: Pos{l.file, line}}
+	f, has := fs["domain"]
+	switch name, ok := l.str(f, "domain"); {
+	case !has:
+		l.errf(line, "config file cannot have empty domain: the domain field is missing")
+		return nil
+	case !ok:
+		return nil
+	case strings.TrimSpace(name) == "":
+		l.errf(f.line(), "config file cannot have empty domain")
+		return nil
+	default:
+		d.Name = name
+		d.Pos.Line = f.key.Line
+	}
+	if f, ok := fs["hierarchy"]; ok {
+		d.Hierarchy, _ = l.boolean(f, "hierarchy")
+	}
+	if f, ok := fs["priorities"]; ok {
+		l.priorities(d, f)
+	}
+	if f, ok := fs["default_priority"]; ok {
+		if s, ok := l.str(f, "default_priority"); ok {
+			if len(d.Priorities) == 0 {
+				l.errf(f.line(), "default_priority needs a priorities list")
+			} else if !slices.Contains(d.Priorities, s) {
+				l.errf(f.line(), "default_priority %q is not one of the priorities (%s)", s, strings.Join(d.Priorities, ", "))
+			} else {
+				d.DefaultPriority = s
+			}
+		}
+	} else if len(d.Priorities) > 0 {
+		d.DefaultPriority = d.Priorities[len(d.Priorities)-1]
+	}
+	if f, ok := fs["rate_limit"]; ok && !isNull(f.val) {
+		d.Root = l.rule(d, nil, f)
+		if d.Root != nil {
+			d.Root.Name = d.Name
+			if n, ok := l.ruleSrcs[d.Root]["name"]; ok {
+				d.Root.Name, _ = l.str(n, "name")
+			}
+		}
+	}
+	if f, ok := fs["descriptors"]; ok {
+		d.Descriptors = l.descriptors(d, nil, f, &d.top, "", 1)
+	}
+	return d
+}
+
+func (l *loader) priorities(d *Domain, f field) {
+	if f.val == nil || f.val.Kind != yaml.SequenceNode {
+		l.errf(f.line(), "priorities must be a list of class names, highest first")
+		return
+	}
+	for _, e := range f.val.Content {
+		e = resolve(e)
+		if e == nil || e.Kind != yaml.ScalarNode || strings.TrimSpace(e.Value) == "" || e.Tag == "!!null" {
+			l.errf(f.line(), "priorities: every class is a non-empty name")
+			continue
+		}
+		if slices.Contains(d.Priorities, e.Value) {
+			l.errf(e.Line, "priorities: duplicate class %q", e.Value)
+			continue
+		}
+		d.Priorities = append(d.Priorities, e.Value)
+	}
+}
+
+// descriptors reads a list of descriptors into parent's level.
+func (l *loader) descriptors(d *Domain, parent *Node, f field, lv *level, path string, depth int) []*Node {
+	if isNull(f.val) {
+		return nil
+	}
+	if f.val.Kind != yaml.SequenceNode {
+		l.errf(f.line(), "descriptors must be a list, got %s", kindName(f.val))
+		return nil
+	}
+	if depth > maxDepth {
+		l.errf(f.line(), "descriptors nested deeper than %d levels", maxDepth)
+		return nil
+	}
+	var out []*Node
+	seen := map[entryKey]*Node{}
+	for _, e := range f.val.Content {
+		if l.budget--; l.budget < 0 {
+			if l.budget == -1 {
+				l.errf(e.Line, "more than %d descriptors (is an alias repeated?)", maxDescriptors)
+			}
+			return out
+		}
+		n := l.descriptor(d, parent, e, path, depth)
+		if n == nil {
+			continue
+		}
+		k := entryKey{n.Key, n.Value}
+		if prev, ok := seen[k]; ok {
+			what := fmt.Sprintf("key %q", n.Key)
+			if n.Value != "" {
+				what += fmt.Sprintf(" value %q", n.Value)
+			}
+			l.errf(n.Pos.Line, "duplicate descriptor %s (first at line %d)", what, prev.Pos.Line)
+			continue
+		}
+		seen[k] = n
+		lv.add(n)
+		out = append(out, n)
+	}
+	return out
+}
+
+func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, depth int) *Node {
+	e = resolve(e)
+	if e == nil {
+		return nil
+	}
+	fs, ok := l.fields(e, "descriptor", descFields)
+	if !ok {
+		return nil
+	}
+	n := &Node{Pos: Pos{l.file, e.Line}, Parent: parent}
+	kf, has := fs["key"]
+	key, ok := l.str(kf, "key")
+	switch {
+	case !has || (ok && key == ""):
+		l.errf(e.Line, "descriptor has empty key")
+		return nil
+	case !ok:
+		return nil
+	}
+	n.Key = key
+	if vf, ok := fs["value"]; ok {
+		n.Value, _ = l.str(vf, "value")
+	}
+	if strings.HasSuffix(n.Value, "*") {
+		n.wildcard, n.prefix = true, strings.TrimSuffix(n.Value, "*")
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"shadow_mode", &n.ShadowMode}, {"detailed_metric", &n.DetailedMetric}, {"share_threshold", &n.ShareThreshold}} {
+		if f, ok := fs[b.name]; ok {
+			*b.dst, _ = l.boolean(f, b.name)
+		}
+	}
+	if f, ok := fs["value_to_metric"]; ok {
+		l.boolean(f, "value_to_metric") // metrics only; accepted for Envoy compatibility
+	}
+	if n.ShareThreshold && !n.wildcard {
+		l.errf(fs["share_threshold"].line(), "share_threshold applies to a wildcard value ending in '*', not %q", n.Value)
+	}
+	n.Hierarchy = d.Hierarchy
+	if parent != nil {
+		n.Hierarchy = parent.Hierarchy
+	}
+	if f, ok := fs["hierarchy"]; ok {
+		n.Hierarchy, _ = l.boolean(f, "hierarchy")
+	}
+	seg := n.Key
+	if n.Value != "" {
+		seg += "_" + n.Value
+	}
+	if path != "" {
+		seg = path + "." + seg
+	}
+	if f, ok := fs["rate_limit"]; ok && !isNull(f.val) {
+		if r := l.rule(d, n, f); r != nil {
+			r.Path = seg
+			r.Name = seg
+			if nf, ok := l.ruleSrcs[r]["name"]; ok {
+				if s, ok := l.str(nf, "name"); ok && s != "" {
+					r.Name = s
+				}
+			}
+			r.Shadow = r.Shadow || n.ShadowMode
+			r.Hierarchical = n.Hierarchy
+			r.DetailedMetric, r.ShareThreshold = n.DetailedMetric, n.ShareThreshold
+			n.Rule = r
+		}
+	}
+	if f, ok := fs["descriptors"]; ok {
+		n.Children = l.descriptors(d, n, f, &n.sub, seg, depth+1)
+	}
+	if n.Rule != nil {
+		d.rules = append(d.rules, n.Rule)
+	}
+	return n
+}
+
+// rule reads a rate_limit block's own fields; finish checks what depends on
+// the rest of the domain.
+func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
+	fs, ok := l.fields(f.val, "rate_limit", limitFields)
+	if !ok {
+		return nil
+	}
+	before := len(l.probs)
+	r := &Rule{Domain: d.Name, Node: n, Pos: Pos{l.file, f.key.Line}, Strategy: StrategyReject, Lendable: 1}
+	l.ruleSrcs[r] = fs
+	if f, ok := fs["unlimited"]; ok {
+		r.Unlimited, _ = l.boolean(f, "unlimited")
+	}
+	if f, ok := fs["replaces"]; ok && !isNull(f.val) {
+		if f.val.Kind != yaml.SequenceNode {
+			l.errf(f.line(), "replaces must be a list of {name: ...}")
+		} else {
+			for _, e := range f.val.Content {
+				rf, ok := l.fields(e, "replaces", replacesFields)
+				if !ok {
+					continue
+				}
+				name, _ := l.str(rf["name"], "name")
+				if strings.TrimSpace(name) == "" {
+					l.errf(max(e.Line, f.line()), "should not have an empty replaces entry")
+					continue
+				}
+				r.Replaces = append(r.Replaces, name)
+			}
+		}
+	}
+	if f, ok := fs["strategy"]; ok {
+		if s, ok := l.str(f, "strategy"); ok {
+			switch s = strings.ToLower(s); s {
+			case StrategyReject, StrategyWait, StrategyDegrade, StrategyShadow:
+				r.Strategy = s
+			default:
+				l.errf(f.line(), "unknown strategy %q (want reject, wait, degrade or shadow)", s)
+			}
+		}
+	}
+	r.Shadow = r.Strategy == StrategyShadow
+	if f, ok := fs["fallback"]; ok {
+		r.Fallback, _ = l.str(f, "fallback")
+		if r.Strategy != StrategyDegrade {
+			l.errf(f.line(), "fallback applies to strategy: degrade")
+		}
+	}
+	if r.Strategy == StrategyDegrade && strings.TrimSpace(r.Fallback) == "" {
+		l.errf(fs["strategy"].line(), "strategy degrade needs a fallback name")
+	}
+	if f, ok := fs["max_waiters"]; ok {
+		if v, ok := l.integer(f, "max_waiters"); ok {
+			if v < 1 || v > 1<<20 {
+				l.errf(f.line(), "max_waiters must be between 1 and 1048576, got %d", v)
+			}
+			r.MaxWaiters = int(v)
+		}
+		if r.Strategy != StrategyWait {
+			l.errf(f.line(), "max_waiters applies to strategy: wait")
+		}
+	}
+	if f, ok := fs["queue_order"]; ok {
+		if s, ok := l.str(f, "queue_order"); ok {
+			switch s = strings.ToLower(s); s {
+			case "fifo", "priority":
+				r.QueueOrder = s
+			default:
+				l.errf(f.line(), "unknown queue_order %q (want fifo or priority)", s)
+			}
+		}
+		if r.Strategy != StrategyWait {
+			l.errf(f.line(), "queue_order applies to strategy: wait")
+		}
+	}
+	if f, ok := fs["priority"]; ok {
+		r.Priority, _ = l.str(f, "priority")
+	}
+	if f, ok := fs["ceil"]; ok {
+		if v, ok := l.integer(f, "ceil"); ok {
+			if v <= 0 {
+				l.errf(f.line(), "ceil must be > 0, got %d", v)
+			} else {
+				r.Ceil = v
+			}
+		}
+	}
+	if f, ok := fs["lendable"]; ok {
+		if v, ok := l.number(f, "lendable"); ok {
+			if v <= 0 || v > 1 {
+				l.errf(f.line(), "lendable must be a share in (0, 1], got %g", v)
+			} else {
+				r.Lendable = v
+			}
+		}
+	}
+	if f, ok := fs["reserve"]; ok {
+		l.reserve(r, f)
+	}
+
+	if r.Unlimited {
+		for _, name := range limitFields {
+			switch name {
+			case "unlimited", "name", "replaces", "requests_per_unit":
+				// Envoy accepts (and ignores) requests_per_unit here.
+				continue
+			case "unit":
+				if f, ok := fs[name]; ok {
+					l.errf(f.key.Line, "should not specify rate limit unit when unlimited")
+				}
+				continue
+			}
+			if f, ok := fs[name]; ok {
+				l.errf(f.key.Line, "%s does not apply to an unlimited rate limit", name)
+			}
+		}
+		if len(l.probs) > before {
+			return nil
+		}
+		return r
+	}
+	l.params(r, fs)
+	if len(l.probs) > before {
+		// Keep the rule so later checks (replaces, names) do not cascade
+		// into spurious problems, but do not compile it.
+		r.broken = true
+	}
+	return r
+}
+
+func (l *loader) reserve(r *Rule, f field) {
+	fs := resolve(f.val)
+	if fs == nil || fs.Kind != yaml.MappingNode {
+		l.errf(f.line(), "reserve must map priority classes to shares, e.g. {low: 0.3}")
+		return
+	}
+	r.Reserve = map[string]float64{}
+	for i := 0; i+1 < len(fs.Content); i += 2 {
+		k := fs.Content[i]
+		class := k.Value
+		if _, dup := r.Reserve[class]; dup {
+			l.errf(k.Line, "reserve: duplicate class %q", class)
+			continue
+		}
+		v, ok := l.number(field{k, resolve(fs.Content[i+1])}, "reserve: "+class)
+		if !ok {
+			continue
+		}
+		if v < 0 || v >= 1 {
+			l.errf(k.Line, "reserve: %s: the share must be in [0, 1), got %g", class, v)
+			continue
+		}
+		r.Reserve[class] = v
+	}
+}
+
+// params reads the limit itself: unit or period, requests_per_unit and the
+// algorithm with its parameters.
+func (l *loader) params(r *Rule, fs map[string]field) {
+	p := algo.Params{Algorithm: algo.FixedWindow}
+	if f, ok := fs["algorithm"]; ok {
+		if s, ok := l.str(f, "algorithm"); ok {
+			k, err := algo.ParseKind(s)
+			if err != nil {
+				l.errf(f.line(), "unknown algorithm %q (want one of %s)", s, kindList())
+				return
+			}
+			p.Algorithm = k
+		}
+	}
+	uf, hasUnit := fs["unit"]
+	pf, hasPeriod := fs["period"]
+	switch {
+	case hasUnit && hasPeriod:
+		l.errf(pf.key.Line, "set unit or period, not both")
+	case hasUnit:
+		s, ok := l.str(uf, "unit")
+		if !ok {
+			break
+		}
+		u := strings.ToLower(s)
+		if d, ok := unitPeriods[u]; ok {
+			p.Period, r.Unit = d, u
+		} else if u == "month" || u == "year" {
+			r.Unit = u
+			p.Calendar = algo.CalendarMonth
+			if u == "year" {
+				p.Calendar = algo.CalendarYear
+			}
+			if p.Algorithm != algo.FixedWindow {
+				l.errf(uf.line(), "unit %s is a calendar period for fixed_window only; use a period such as 30d with %s", u, p.Algorithm)
+			}
+		} else {
+			l.errf(uf.line(), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", s)
+		}
+	case hasPeriod:
+		p.Period, _ = l.duration(pf, "period")
+	case p.Algorithm != algo.Concurrency:
+		l.errf(r.Pos.Line, "rate_limit needs a unit (second, minute, hour, day, week, month, year) or a period")
+	}
+	rf, hasRPU := fs["requests_per_unit"]
+	switch {
+	case !hasRPU:
+		l.errf(r.Pos.Line, "rate_limit needs requests_per_unit (0 blocks every request)")
+	default:
+		v, ok := l.integer(rf, "requests_per_unit")
+		switch {
+		case !ok:
+		case v < 0:
+			l.errf(rf.line(), "requests_per_unit must be >= 0, got %d", v)
+		case v >= 1<<53:
+			l.errf(rf.line(), "requests_per_unit must be below 2^53, got %d", v)
+		case v == 0:
+			r.Deny = true
+		default:
+			p.Limit = v
+		}
+	}
+	for name, algos := range fieldAlgos {
+		if f, ok := fs[name]; ok && !slices.Contains(algos, p.Algorithm) {
+			names := make([]string, len(algos))
+			for i, k := range algos {
+				names[i] = k.String()
+			}
+			l.errf(f.key.Line, "%s applies to %s, not %s", name, strings.Join(names, " and "), p.Algorithm)
+		}
+	}
+	if r.Deny {
+		for _, name := range []string{"algorithm", "burst", "queue_size", "delay", "initial_tokens", "sub_windows",
+			"warmup_period", "cold_factor", "max_burst_seconds", "lease_ttl", "ceil", "lendable", "reserve"} {
+			if f, ok := fs[name]; ok {
+				l.errf(f.key.Line, "requests_per_unit 0 blocks every request; %s does not apply (zero is not a rate)", name)
+			}
+		}
+		return
+	}
+	ints := []struct {
+		name string
+		dst  *int64
+	}{{"burst", &p.Burst}, {"queue_size", &p.Burst}, {"delay", &p.Delay}}
+	for _, x := range ints {
+		if f, ok := fs[x.name]; ok {
+			if v, ok := l.integer(f, x.name); ok {
+				if v < 0 {
+					l.errf(f.line(), "%s must be >= 0, got %d", x.name, v)
+				}
+				*x.dst = v
+			}
+		}
+	}
+	if _, b := fs["burst"]; b {
+		if f, q := fs["queue_size"]; q {
+			l.errf(f.key.Line, "set burst or queue_size, not both (for the shaper they are the same)")
+		}
+	}
+	if f, ok := fs["initial_tokens"]; ok {
+		if v, ok := l.integer(f, "initial_tokens"); ok {
+			p.InitialTokens = &v
+		}
+	}
+	if f, ok := fs["sub_windows"]; ok {
+		if v, ok := l.integer(f, "sub_windows"); ok {
+			if v < 1 || v > 3600 {
+				l.errf(f.line(), "sub_windows must be between 1 and 3600, got %d", v)
+			}
+			p.SubWindows = int(min(max(v, 0), 1<<20))
+		}
+	}
+	durs := []struct {
+		name string
+		dst  *time.Duration
+	}{{"warmup_period", &p.WarmupPeriod}, {"max_wait", &r.MaxWait}, {"lease_ttl", &p.LeaseTTL}}
+	for _, x := range durs {
+		if f, ok := fs[x.name]; ok {
+			*x.dst, _ = l.duration(f, x.name)
+		}
+	}
+	floats := []struct {
+		name string
+		dst  *float64
+		min  float64
+	}{{"cold_factor", &p.ColdFactor, 1}, {"max_burst_seconds", &p.MaxBurstSeconds, 0}}
+	for _, x := range floats {
+		if f, ok := fs[x.name]; ok {
+			if v, ok := l.number(f, x.name); ok {
+				if v <= x.min || v > 1e6 {
+					l.errf(f.line(), "%s must be > %g and at most 1e6, got %g", x.name, x.min, v)
+				}
+				*x.dst = v
+			}
+		}
+	}
+	smooth := p.Algorithm == algo.SmoothBursty || p.Algorithm == algo.SmoothWarmup
+	if f, ok := fs["max_wait"]; ok {
+		switch {
+		case smooth:
+			p.MaxWait = r.MaxWait
+		case r.Strategy != StrategyWait:
+			l.errf(f.key.Line, "max_wait applies to strategy: wait and to the smooth algorithms")
+		}
+	}
+	if r.Strategy == StrategyWait && r.MaxWait == 0 {
+		if _, ok := fs["max_wait"]; !ok {
+			l.errf(fs["strategy"].line(), "strategy wait needs max_wait, how long a request may wait")
+		}
+	}
+	r.Params = p
+}
+
+func kindList() string {
+	names := make([]string, 0, 9)
+	for _, k := range algo.Kinds() {
+		names = append(names, k.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// compileField maps the field an algo.Compile error names to the YAML
+// field to point at.
+var compileField = map[string]string{
+	"limit":             "requests_per_unit",
+	"period":            "period",
+	"calendar":          "unit",
+	"burst":             "burst",
+	"delay":             "delay",
+	"sub_windows":       "sub_windows",
+	"initial_tokens":    "initial_tokens",
+	"algorithm":         "algorithm",
+	"warmup_period":     "warmup_period",
+	"cold_factor":       "cold_factor",
+	"max_burst_seconds": "max_burst_seconds",
+	"ceil":              "ceil",
+	"lendable":          "lendable",
+	"reserve":           "reserve",
+}
+
+// finish links what depends on the whole domain: the hierarchy, replaces,
+// priority classes; then compiles every rule.
+func (l *loader) finish(d *Domain) {
+	if d.Root != nil {
+		d.rules = append([]*Rule{d.Root}, d.rules...)
+	}
+	named := map[string]bool{}
+	hierarchical := false
+	for _, r := range d.rules {
+		if _, ok := l.ruleSrcs[r]["name"]; ok && r.Name != "" {
+			named[r.Name] = true
+		}
+		if r != d.Root && r.Hierarchical {
+			hierarchical = true
+		}
+	}
+	if d.Root != nil && !hierarchical {
+		l.errf(d.Root.Pos.Line, "the domain's rate_limit is the root of the hierarchy and applies to hierarchical rules only: set hierarchy: true on the domain or on descriptors")
+	}
+	for _, r := range d.rules {
+		fs := l.ruleSrcs[r]
+		line := func(name string) int {
+			if f, ok := fs[name]; ok {
+				return f.line()
+			}
+			return r.Pos.Line
+		}
+		for _, name := range r.Replaces {
+			own := ""
+			if _, ok := fs["name"]; ok {
+				own = r.Name
+			}
+			switch {
+			case name == own:
+				l.errf(line("replaces"), "replaces should not contain name of same descriptor (%q)", name)
+			case !named[name]:
+				l.errf(line("replaces"), "replaces %q: no rate_limit in domain %q has that name", name, d.Name)
+			}
+		}
+		if r.Priority != "" && d.priorityRank(r.Priority) < 0 {
+			l.errf(line("priority"), "priority %q is not a class of the domain's priorities%s", r.Priority, classList(d))
+		}
+		l.checkReserve(d, r, line("reserve"))
+		if r != d.Root && r.Hierarchical {
+			r.parent = d.Root
+			for a := r.Node.Parent; a != nil; a = a.Parent {
+				if a.Rule != nil && !a.Rule.Unlimited {
+					r.parent = a.Rule
+					break
+				}
+			}
+		}
+		if r.Ceil > 0 && r.parent == nil {
+			l.errf(line("ceil"), "ceil lets a rule borrow from its parent, and this one has none: set hierarchy: true and give an enclosing descriptor (or the domain) a rate_limit")
+		}
+		if r.Unlimited || r.Deny || r.broken {
+			continue
+		}
+		rl, err := deriveLimits(d, r, r.Params)
+		if err != nil {
+			msg := strings.TrimPrefix(err.Error(), algo.ErrInvalid.Error()+": ")
+			name := msg
+			if i := strings.Index(msg, ": "); i >= 0 {
+				name = msg[:i]
+				if yf, ok := compileField[name]; ok {
+					msg = yf + msg[i:]
+					name = yf
+				}
+			}
+			if _, ok := fs[name]; !ok && name == "period" {
+				name = "unit"
+			}
+			l.errf(line(name), "%s", msg)
+			continue
+		}
+		r.limit, r.fp = rl.rate, rl.fp
+	}
+}
+
+func classList(d *Domain) string {
+	if len(d.Priorities) == 0 {
+		return " (the domain declares no priorities)"
+	}
+	return " (" + strings.Join(d.Priorities, ", ") + ")"
+}
+
+// checkReserve validates a rule's reserve against the domain's classes:
+// known classes, and shares that do not shrink down the list (a lower class
+// cannot be allowed more of the limit than a higher one).
+func (l *loader) checkReserve(d *Domain, r *Rule, line int) {
+	if len(r.Reserve) == 0 {
+		return
+	}
+	for class := range r.Reserve {
+		if d.priorityRank(class) < 0 {
+			l.errf(line, "reserve: %q is not a class of the domain's priorities%s", class, classList(d))
+			return
+		}
+	}
+	prev, prevClass := 0.0, ""
+	for _, class := range d.Priorities {
+		share, ok := r.Reserve[class]
+		if !ok {
+			continue
+		}
+		if share < prev {
+			l.errf(line, "reserve: %s (%g) is lower than %s (%g) above it; a lower class cannot use more of the limit", class, share, prevClass, prev)
+			return
+		}
+		prev, prevClass = share, class
+	}
+}

@@ -1,0 +1,90 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Problem is one thing wrong with a configuration: where and what.
+type Problem struct {
+	// File is the configuration file's path as given to Load.
+	File string
+	// Line is 1-based; 0 when the problem concerns the whole file (it
+	// could not be read).
+	Line int
+	// Message says what is wrong and, where it helps, what would be right.
+	Message string
+}
+
+// String returns "file:line: message" ("file: message" when Line is 0).
+func (p Problem) String() string {
+	if p.Line <= 0 {
+		return p.File + ": " + p.Message
+	}
+	return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Message)
+}
+
+// Problems is every problem found in a configuration, sorted by file and
+// line. It is the error Load and Parse return for an invalid configuration.
+type Problems []Problem
+
+// Error returns one problem per line.
+func (ps Problems) Error() string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+func (ps Problems) sort() {
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].File != ps[j].File {
+			return ps[i].File < ps[j].File
+		}
+		return ps[i].Line < ps[j].Line
+	})
+}
+
+// suggest returns ` (did you mean "x"?)` for the known name closest to s,
+// when one is close enough to be a likely typo.
+func suggest(s string, known []string) string {
+	best, bestD := "", len(s)/3+2
+	for _, k := range known {
+		if d := editDistance(s, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance, for short field names only.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return max(len(a), len(b))
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
