@@ -1,7 +1,8 @@
 package algo
 
 // Token bucket, GCRA and Shaper state: A = level, B = time of the last
-// update (µs; 0 marks a fresh key).
+// update (µs), C = 1 once the key is in use (the zero C marks a fresh key;
+// B cannot, since 0 is a valid time).
 //
 // The level is kept in unit·µs: one unit is worth Period µs and the bucket
 // refills Limit unit·µs every µs, so a rate such as 3 per second needs no
@@ -15,14 +16,17 @@ package algo
 
 func (l *Limit) refill(s *State, now int64) int64 {
 	per, capLevel := l.periodUS, l.capacity*l.periodUS
-	if s.B == 0 {
+	if s.C == 0 {
 		s.A = capLevel
 		if init := l.p.InitialTokens; init != nil {
 			s.A = *init * per
 		}
-		s.B = now
+		s.B, s.C = now, 1
 		return now
 	}
+	// A level outside [0, capacity] comes from a limit whose burst was
+	// lowered since (a configuration reload): the smaller capacity rules.
+	s.A = min(max(s.A, 0), capLevel)
 	if now <= s.B {
 		return s.B
 	}
@@ -63,7 +67,7 @@ func (l *Limit) bucket(s *State, now, cost int64, commit bool) Decision {
 }
 
 func (l *Limit) bucketRefund(s *State, now, cost int64) {
-	if s.B == 0 {
+	if s.C == 0 {
 		return
 	}
 	l.refill(s, now)
@@ -78,8 +82,8 @@ func (l *Limit) bucketRefund(s *State, now, cost int64) {
 }
 
 func (l *Limit) bucketExpiry(s *State) int64 {
-	if s.B == 0 {
+	if s.C == 0 {
 		return 0
 	}
-	return s.B + ceilDiv(l.capacity*l.periodUS-s.A, l.p.Limit)
+	return s.B + ceilDiv(l.capacity*l.periodUS-min(max(s.A, 0), l.capacity*l.periodUS), l.p.Limit)
 }

@@ -1,5 +1,7 @@
 package algo
 
+import "slices"
+
 // Concurrency state: Ext = pairs (lease id, expiry µs), one pair per held
 // slot, in order of expiry; C = the latest time seen. A lease whose expiry
 // has passed is forgotten: that is how the slots of a holder that died come
@@ -7,6 +9,9 @@ package algo
 
 func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool) Decision {
 	now = monotonic(&s.C, now)
+	if len(s.Ext)%2 != 0 {
+		s.Ext = s.Ext[:len(s.Ext)-1] // not a state this package wrote
+	}
 	cut := 0
 	for cut < len(s.Ext) && s.Ext[cut+1] <= now {
 		cut += 2
@@ -17,20 +22,17 @@ func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool
 	held := int64(len(s.Ext) / 2)
 	d := Decision{Limit: l.p.Limit}
 	switch {
+	case cost > l.p.Limit:
+		d.Remaining = max(l.p.Limit-held, 0)
+		d.RetryAfter = Never
 	case held+cost <= l.p.Limit:
 		d.Allowed = true
 		d.Remaining = l.p.Limit - held - cost
 		if commit {
-			exp := now + l.leaseUS
-			for i := int64(0); i < cost; i++ {
-				s.Ext = append(s.Ext, int64(lease), exp)
-			}
+			concurrencyHold(s, lease, now+l.leaseUS, cost)
 		}
-	case cost > l.p.Limit:
-		d.Remaining = l.p.Limit - held
-		d.RetryAfter = Never
 	default:
-		d.Remaining = l.p.Limit - held
+		d.Remaining = max(l.p.Limit-held, 0)
 		// At the latest, the oldest leases expire; a release may come sooner.
 		k := held + cost - l.p.Limit
 		d.RetryAfter = micros(s.Ext[2*k-1] - now)
@@ -39,6 +41,23 @@ func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool
 		d.ResetAfter = micros(s.Ext[n-1] - now)
 	}
 	return d
+}
+
+// concurrencyHold adds cost slots of lease expiring at exp, keeping Ext in
+// order of expiry. New leases go last unless LeaseTTL was shortened since
+// older ones were taken (a configuration reload), so the search from the
+// end stops at once in the usual case.
+func concurrencyHold(s *State, lease uint64, exp, cost int64) {
+	at := len(s.Ext)
+	for at > 0 && s.Ext[at-1] > exp {
+		at -= 2
+	}
+	add, n := int(2*cost), len(s.Ext)
+	s.Ext = slices.Grow(s.Ext, add)[:n+add]
+	copy(s.Ext[at+add:], s.Ext[at:n])
+	for i := at; i < at+add; i += 2 {
+		s.Ext[i], s.Ext[i+1] = int64(lease), exp
+	}
 }
 
 func concurrencyRelease(s *State, lease uint64) bool {

@@ -85,16 +85,35 @@ func (l *Limit) Peek(s *State, now, cost int64) Decision {
 }
 
 // TakeLease is Take for Concurrency: the cost slots are held under lease
-// (an id the caller chose, e.g. random) until Release or until LeaseTTL
-// passes. Other algorithms ignore lease.
+// (a non-zero id the caller chose, e.g. random) until Release or until
+// LeaseTTL passes. Lease 0 is Take's anonymous lease, which only expires.
+// Other algorithms ignore lease.
 func (l *Limit) TakeLease(s *State, now, cost int64, lease uint64) Decision {
 	return l.decide(s, now, cost, lease, true)
+}
+
+// maxTime is the latest instant the algorithms work with, 2^53-1 µs (in the
+// year 2255): later times are treated as it, so that every sum of a time and
+// a period stays exact in a double and far from int64 overflow.
+const maxTime = maxExact - 1
+
+// clampTime maps any int64 to the instants the algorithms accept: times
+// before the epoch are the epoch, times after maxTime are maxTime.
+func clampTime(t int64) int64 {
+	switch {
+	case t < 0:
+		return 0
+	case t > maxTime:
+		return maxTime
+	}
+	return t
 }
 
 func (l *Limit) decide(s *State, now, cost int64, lease uint64, commit bool) Decision {
 	if cost < 0 {
 		cost = 0
 	}
+	now = clampTime(now)
 	switch l.p.Algorithm {
 	case FixedWindow:
 		return l.fixedWindow(s, now, cost, commit)
@@ -121,6 +140,7 @@ func (l *Limit) Refund(s *State, now, at, cost int64) {
 	if cost <= 0 {
 		return
 	}
+	now, at = clampTime(now), clampTime(at)
 	switch l.p.Algorithm {
 	case FixedWindow:
 		l.fixedWindowRefund(s, at, cost)
@@ -138,9 +158,10 @@ func (l *Limit) Refund(s *State, now, at, cost int64) {
 }
 
 // Release gives back the slots of lease (Concurrency only) and reports
-// whether it held any.
+// whether it held any. Lease 0 is the anonymous lease of Take: it can only
+// expire, so releasing it reports false and changes nothing.
 func (l *Limit) Release(s *State, now int64, lease uint64) bool {
-	if l.p.Algorithm != Concurrency {
+	if l.p.Algorithm != Concurrency || lease == 0 {
 		return false
 	}
 	return concurrencyRelease(s, lease)

@@ -109,8 +109,9 @@ type Params struct {
 	// Concurrency it is the number of leases that may be held at once. Required, > 0.
 	Limit int64
 	// Period is the window length or the time in which Limit units refill.
-	// Any length works (30s, 5m, 36h). Required (> 0) unless Calendar is set
-	// or the algorithm is Concurrency.
+	// Any length works (30s, 5m, 36h); it is truncated to whole
+	// microseconds. Required (at least 1µs) unless Calendar is set or the
+	// algorithm is Concurrency.
 	Period time.Duration
 	// Calendar, for FixedWindow only, aligns windows to UTC months or years.
 	Calendar Calendar
@@ -131,7 +132,7 @@ type Params struct {
 	// reach its stable rate. Required for SmoothWarmup.
 	WarmupPeriod time.Duration
 	// ColdFactor, for SmoothWarmup, is the cold interval ÷ stable interval
-	// (default 3, Guava's). Must be > 1.
+	// (default 3, Guava's). Must be >= 1; 1 means no warm-up curve.
 	ColdFactor float64
 	// MaxBurstSeconds, for SmoothBursty, is how many seconds of unused rate
 	// may be stored (default 1, Guava's).
@@ -202,11 +203,21 @@ func Compile(p Params) (*Limit, error) {
 	if p.SubWindows < 0 {
 		return bad("sub_windows", "must be >= 1, got %d", p.SubWindows)
 	}
-	if p.WarmupPeriod < 0 || p.ColdFactor < 0 || p.MaxBurstSeconds < 0 || p.MaxWait < 0 || p.LeaseTTL < 0 {
-		return bad("params", "durations and factors must not be negative")
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"warmup_period", p.WarmupPeriod}, {"max_wait", p.MaxWait}, {"lease_ttl", p.LeaseTTL}} {
+		if f.d < 0 {
+			return bad(f.name, "must not be negative, got %v", f.d)
+		}
 	}
-	if math.IsNaN(p.ColdFactor) || math.IsInf(p.ColdFactor, 0) || math.IsNaN(p.MaxBurstSeconds) || math.IsInf(p.MaxBurstSeconds, 0) {
-		return bad("params", "cold_factor and max_burst_seconds must be finite")
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"cold_factor", p.ColdFactor}, {"max_burst_seconds", p.MaxBurstSeconds}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return bad(f.name, "must be a finite number >= 0, got %v", f.v)
+		}
 	}
 	l := &Limit{p: p, periodUS: int64(p.Period / time.Microsecond), capacity: p.Limit}
 	switch p.Algorithm {

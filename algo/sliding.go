@@ -2,9 +2,10 @@ package algo
 
 import "math"
 
-// Sliding window state: A = index of the current sub-window (µs ÷ sub-window
-// length); the counts of the current and the N previous sub-windows live in
-// a ring of N+1 slots: B and C when N = 1, Ext otherwise.
+// Sliding window state: A = the latest time seen (µs); the sub-window that
+// holds it (A ÷ sub-window length) is the current one. The counts of the
+// current and the N previous sub-windows live in a ring of N+1 slots: B and
+// C when N = 1, Ext otherwise.
 //
 // The estimate of the units in the last Period is the sum of the current
 // and N-1 previous sub-windows plus the oldest one weighted by the part of
@@ -22,26 +23,29 @@ func (l *Limit) slot(s *State, i int64) *int64 {
 		}
 		return &s.C
 	}
-	if s.Ext == nil {
+	if int64(len(s.Ext)) != n+1 {
+		// nil for a fresh key; another length when SubWindows changed
+		// since the state was written (a configuration reload), whose
+		// counts cannot be mapped onto the new ring.
 		s.Ext = make([]int64, n+1)
 	}
 	return &s.Ext[floorMod(i, n+1)]
 }
 
-// roll advances the ring to sub-window idx, zeroing the slots that fell out.
-func (l *Limit) roll(s *State, idx int64) {
-	if idx <= s.A {
-		return
+// advance moves the state to now, or to the latest time it has seen if
+// that is later, zeroing the slots of the sub-windows that fell out of the
+// ring. It returns the time used and its sub-window.
+func (l *Limit) advance(s *State, now int64) (int64, int64) {
+	if now < s.A {
+		now = s.A
 	}
 	n := int64(l.p.SubWindows)
-	gap := idx - s.A
-	if gap > n {
-		gap = n + 1
-	}
-	for j := int64(0); j < gap; j++ {
+	cur, idx := s.A/l.subUS, now/l.subUS
+	for j := range min(idx-cur, n+1) {
 		*l.slot(s, idx-j) = 0
 	}
-	s.A = idx
+	s.A = now
+	return now, idx
 }
 
 // windowSums returns, for sub-window idx+k (k >= 0), the full count of its N
@@ -67,11 +71,10 @@ func estimate(full, old, sub, elapsed int64) float64 {
 
 func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 	sub := l.subUS
-	if min := s.A * sub; now < min {
-		now = min
+	if l.p.SubWindows == 1 && s.Ext != nil {
+		s.Ext = nil // left by a limit that had more sub-windows
 	}
-	idx := now / sub
-	l.roll(s, idx)
+	now, idx := l.advance(s, now)
 	elapsed := now - idx*sub
 	full, old := l.windowSums(s, idx, 0)
 	est := estimate(full, old, sub, elapsed)
@@ -135,8 +138,8 @@ func (l *Limit) slidingRetry(s *State, idx, now, cost int64) int64 {
 }
 
 func (l *Limit) slidingWindowRefund(s *State, at, cost int64) {
-	i := at / l.subUS
-	if i > s.A || i < s.A-int64(l.p.SubWindows) {
+	i, cur := at/l.subUS, s.A/l.subUS
+	if i > cur || i < cur-int64(l.p.SubWindows) {
 		return
 	}
 	p := l.slot(s, i)
@@ -149,10 +152,10 @@ func (l *Limit) slidingWindowRefund(s *State, at, cost int64) {
 // slidingWindowExpiry is the end of the last sub-window whose count still
 // weighs on the estimate.
 func (l *Limit) slidingWindowExpiry(s *State) int64 {
-	n := int64(l.p.SubWindows)
+	n, cur := int64(l.p.SubWindows), s.A/l.subUS
 	for j := int64(0); j <= n; j++ {
-		if *l.slot(s, s.A-j) != 0 {
-			return (s.A - j + n + 1) * l.subUS
+		if *l.slot(s, cur-j) != 0 {
+			return (cur - j + n + 1) * l.subUS
 		}
 	}
 	return 0

@@ -33,6 +33,11 @@ func (l *Limit) compileSmooth() error {
 		if l.p.MaxBurstSeconds == 0 {
 			l.p.MaxBurstSeconds = 1
 		}
+		// Refilling the store takes MaxBurstSeconds; keep that a time the
+		// algorithms can add to a clock.
+		if l.p.MaxBurstSeconds*1e6 > maxExact/2 {
+			return fmt.Errorf("%w: max_burst_seconds: at most %v, got %v", ErrInvalid, float64(maxExact/2)/1e6, l.p.MaxBurstSeconds)
+		}
 		sp.maxPermits = l.p.MaxBurstSeconds * 1e6 / sp.stable
 		sp.coolDown = sp.stable
 		l.capacity = int64(sp.maxPermits) + 1
@@ -53,6 +58,11 @@ func (l *Limit) compileSmooth() error {
 	sp.maxPermits = sp.threshold + 2.0*warm/(sp.stable+cold)
 	sp.slope = (cold - sp.stable) / (sp.maxPermits - sp.threshold)
 	sp.coolDown = warm / sp.maxPermits
+	// A cold factor so large that the warm-up band vanishes in float64
+	// makes the slope infinite; no real limiter wants one.
+	if math.IsInf(sp.slope, 0) || math.IsNaN(sp.slope) {
+		return fmt.Errorf("%w: cold_factor: %v is too large for warmup_period %v at this rate", ErrInvalid, l.p.ColdFactor, p.WarmupPeriod)
+	}
 	l.capacity = 1
 	return nil
 }
@@ -85,6 +95,10 @@ func (l *Limit) smoothResync(s *State, now int64) (stored float64) {
 		return stored
 	}
 	stored = math.Float64frombits(uint64(s.A))
+	if !(stored >= 0) { // NaN or negative: not a state this package wrote
+		stored = 0
+	}
+	stored = math.Min(stored, sp.maxPermits)
 	if now > s.B {
 		stored = math.Min(sp.maxPermits, stored+float64(now-s.B)/sp.coolDown)
 		s.B = now
@@ -108,7 +122,14 @@ func (l *Limit) smoothTake(s *State, now, cost int64, commit bool) Decision {
 	d.Delay = micros(wait)
 	spend := math.Min(float64(cost), stored)
 	fresh := float64(cost) - spend
-	next := s.B + l.storedPermitsToWaitTime(stored, spend) + int64(fresh*l.smooth.stable)
+	// Like Guava's saturated add: a huge cost pushes the ticket to the end
+	// of time rather than overflowing it.
+	next := s.B + l.storedPermitsToWaitTime(stored, spend)
+	if pay := fresh * l.smooth.stable; pay < float64(maxTime-next) {
+		next += int64(pay)
+	} else if next < maxTime {
+		next = maxTime
+	}
 	stored -= spend
 	if commit {
 		s.B = next
@@ -134,8 +155,15 @@ func (l *Limit) smoothRefund(s *State, cost int64) {
 	if s.B == 0 {
 		return
 	}
-	s.B -= int64(float64(cost) * l.smooth.stable)
-	if s.B < s.C {
+	// Give back the ticket time the cost is worth at the stable rate, but
+	// never move the ticket before the latest time seen: what was paid from
+	// stored permits is not restored, so a refund errs towards strictness.
+	if s.B <= s.C {
+		return
+	}
+	if back := float64(cost) * l.smooth.stable; back < float64(s.B-s.C) {
+		s.B -= int64(back)
+	} else {
 		s.B = s.C
 	}
 }

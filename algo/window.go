@@ -51,11 +51,16 @@ func monotonic(last *int64, now int64) int64 {
 func (l *Limit) fixedWindow(s *State, now, cost int64, commit bool) Decision {
 	now = monotonic(&s.C, now)
 	start, end := l.windowBounds(now)
-	if s.A != start {
+	if s.A != start || s.B < 0 {
 		s.A, s.B = start, 0
 	}
 	d := Decision{Limit: l.p.Limit}
+	// cost > Limit is tested first so that a huge cost cannot overflow
+	// the sum below.
 	switch {
+	case cost > l.p.Limit:
+		d.Remaining = max(l.p.Limit-s.B, 0)
+		d.RetryAfter = Never
 	case s.B+cost <= l.p.Limit:
 		d.Allowed = true
 		if commit {
@@ -65,11 +70,8 @@ func (l *Limit) fixedWindow(s *State, now, cost int64, commit bool) Decision {
 		if !commit {
 			d.Remaining -= cost
 		}
-	case cost > l.p.Limit:
-		d.Remaining = l.p.Limit - s.B
-		d.RetryAfter = Never
 	default:
-		d.Remaining = l.p.Limit - s.B
+		d.Remaining = max(l.p.Limit-s.B, 0)
 		d.RetryAfter = micros(end - now)
 	}
 	if s.B > 0 {
@@ -114,6 +116,9 @@ func (l *Limit) slidingLog(s *State, now, cost int64, commit bool) Decision {
 	n := int64(len(s.Ext))
 	d := Decision{Limit: l.p.Limit}
 	switch {
+	case cost > l.p.Limit:
+		d.Remaining = max(l.p.Limit-n, 0)
+		d.RetryAfter = Never
 	case n+cost <= l.p.Limit:
 		d.Allowed = true
 		d.Remaining = l.p.Limit - n - cost
@@ -122,11 +127,8 @@ func (l *Limit) slidingLog(s *State, now, cost int64, commit bool) Decision {
 				s.Ext = append(s.Ext, now)
 			}
 		}
-	case cost > l.p.Limit:
-		d.Remaining = l.p.Limit - n
-		d.RetryAfter = Never
 	default:
-		d.Remaining = l.p.Limit - n
+		d.Remaining = max(l.p.Limit-n, 0)
 		// The oldest n+cost-Limit units must leave the window first.
 		k := n + cost - l.p.Limit
 		d.RetryAfter = micros(s.Ext[k-1] + l.periodUS - now)
