@@ -142,11 +142,13 @@ func (s *Store) peekFixed(r *store.Request, now int64) (algo.Decision, error) {
 	return r.Limit.Peek(&st, now, r.Cost), nil
 }
 
-// slidingState lays out the counts of sub-windows idx, idx-1, … (newest
-// first) the way the algo package keeps them: a ring of N+1 slots indexed by
-// sub-window number mod N+1, in B and C when N = 1.
-func slidingState(n int, idx int64, counts []int64) algo.State {
-	st := algo.State{A: idx}
+// slidingState lays out the counts of the sub-windows now/sub, now/sub-1,
+// … (newest first) the way the algo package keeps them: A the latest time
+// seen, the counts in a ring of N+1 slots indexed by sub-window number
+// mod N+1, in B and C when N = 1.
+func slidingState(n int, now, sub int64, counts []int64) algo.State {
+	idx := now / sub
+	st := algo.State{A: now}
 	if n == 1 {
 		for j, c := range counts {
 			if floorMod(idx-int64(j), 2) == 0 {
@@ -188,7 +190,7 @@ func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, error) 
 	s.stats.counterOps.Add(1)
 	counts, err := s.counts(keys[1:])
 	if err == nil {
-		st := slidingState(n, idx, append([]int64{max(c-cost, 0)}, counts...))
+		st := slidingState(n, now, sub, append([]int64{max(c-cost, 0)}, counts...))
 		d := l.Take(&st, now, cost)
 		if d.Allowed {
 			return d, nil
@@ -243,7 +245,7 @@ func (s *Store) loadWindow(key string, l *algo.Limit, now int64) (algo.State, bo
 		return st, found, nil
 	}
 	sub, n := subWindow(l)
-	return slidingState(n, now/sub, counts), found, nil
+	return slidingState(n, now, sub, counts), found, nil
 }
 
 // windowKeys lists the counters key may have now under every window limit
