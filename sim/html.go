@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"html"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/sim/chart"
+)
+
+// NamedChart is a chart with the file name (without extension) it is
+// written under and a sentence saying what it shows.
+type NamedChart struct {
+	Name    string
+	Caption string
+	Chart   *chart.Chart
+}
+
+// timeAxis picks the unit of the x axis for a run of length d.
+func timeAxis(d time.Duration) (label string, div float64) {
+	switch {
+	case d <= 20*time.Minute:
+		return "time (s)", 1
+	case d <= 20*time.Hour:
+		return "time (min)", 60
+	}
+	return "time (h)", 3600
+}
+
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+			dash = false
+		case r == '×':
+			b.WriteRune('x')
+			dash = false
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// Charts builds the report's charts from a result:
+//
+//   - count-NN-…: for each fixed or sliding window on one limiter, the count
+//     the algorithm keeps of the focus key's requests (dashed orange)
+//     against the perfect sliding window's count (grey): the articles'
+//     figures;
+//   - window-NN-…: for each contender, the focus key's admitted units in the
+//     trailing window (dashed orange) against the ideal's (grey) and the
+//     limit (dotted red);
+//   - rate: every contender's admitted rate over time against the offered
+//     rate and the limit, with the scale events marked.
+func Charts(res *Result) []NamedChart {
+	sc := res.Scenario
+	xl, div := timeAxis(sc.Duration.D())
+	n := res.Bins()
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = res.BinEnd(i).Seconds() / div
+	}
+	i64 := func(v []int64, scale float64) []float64 {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x) * scale
+		}
+		return out
+	}
+	per := fmtDur(sc.Period.D())
+	limitRule := chart.Rule{At: float64(sc.Limit), Label: fmt.Sprintf("limit %d per %s", sc.Limit, per)}
+	focus := fmt.Sprintf("key %d", sc.FocusKey)
+	var out []NamedChart
+	for i, c := range res.Contenders {
+		if c.Series.Estimate == nil {
+			continue
+		}
+		out = append(out, NamedChart{
+			Name:    fmt.Sprintf("count-%02d-%s", i+1, slug(c.Name)),
+			Caption: fmt.Sprintf("What %s counts (dashed orange) against the perfect sliding window's count of the same requests (grey), for %s.", c.Name, focus),
+			Chart: &chart.Chart{
+				Title:  fmt.Sprintf("%s vs a perfect sliding window", c.Name),
+				XLabel: xl, YLabel: fmt.Sprintf("requests counted in the last %s", per),
+				Lines: []chart.Line{
+					{Name: "perfect sliding window", X: xs, Y: i64(res.Offered.Series.Window, 1), Color: chart.Grey},
+					{Name: c.Name, X: xs, Y: c.Series.Estimate, Color: chart.Orange, Dashed: true},
+				},
+				HRules: []chart.Rule{limitRule},
+			},
+		})
+	}
+	for i, c := range res.Contenders {
+		out = append(out, NamedChart{
+			Name:    fmt.Sprintf("window-%02d-%s", i+1, slug(c.Name)),
+			Caption: fmt.Sprintf("Units %s admitted for %s in the trailing %s (dashed orange) against the ideal limiter's (grey) and the limit.", c.Name, focus, per),
+			Chart: &chart.Chart{
+				Title:  fmt.Sprintf("%s: admitted in the last %s", c.Name, per),
+				XLabel: xl, YLabel: fmt.Sprintf("units admitted in the last %s", per),
+				Lines: []chart.Line{
+					{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.Window, 1), Color: chart.Grey},
+					{Name: c.Name, X: xs, Y: i64(c.Series.Window, 1), Color: chart.Orange, Dashed: true},
+				},
+				HRules: []chart.Rule{limitRule},
+			},
+		})
+	}
+	perSec := 1 / sc.Bin.D().Seconds()
+	rate := &chart.Chart{
+		Title:  "admitted rate per contender",
+		XLabel: xl, YLabel: "units admitted per second",
+		Lines: []chart.Line{
+			{Name: "offered", X: xs, Y: i64(res.Offered.Series.Admitted, perSec), Color: chart.Light, Width: 1.5},
+			{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.Admitted, perSec), Color: chart.Grey, Width: 3},
+		},
+	}
+	for i, c := range res.Contenders {
+		rate.Lines = append(rate.Lines, chart.Line{Name: c.Name, X: xs, Y: i64(c.Series.Admitted, perSec), Color: chart.Palette[i%len(chart.Palette)], Width: 1.5, Dashed: i >= len(chart.Palette)})
+	}
+	if keys := res.activeKeys(); keys > 0 && keys <= 100_000 {
+		lim := float64(sc.Limit) * float64(keys) / sc.Period.D().Seconds()
+		label := fmt.Sprintf("limit %s/s", trimFloat(lim))
+		if keys > 1 {
+			label = fmt.Sprintf("limit: %d keys × %d per %s", keys, sc.Limit, per)
+		}
+		rate.HRules = append(rate.HRules, chart.Rule{At: lim, Label: label})
+	}
+	for _, e := range sc.Events {
+		rate.VRules = append(rate.VRules, chart.Rule{At: e.At.D().Seconds() / div, Label: fmt.Sprintf("%d instances", e.Instances), Color: chart.Palette[8]})
+	}
+	out = append(out, NamedChart{
+		Name:    "rate",
+		Caption: "Units admitted per second by each contender over time, against the offered rate (light grey), the ideal limiter (grey) and the sum of the limits of the keys seen.",
+		Chart:   rate,
+	})
+	return out
+}
+
+func (r *Result) activeKeys() int { return r.Keys }
+
+func trimFloat(f float64) string {
+	s := fmt.Sprintf("%.2f", f)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
+
+// WriteReport writes the report folder dir (created if needed): index.html
+// with the table and every chart, each chart as NAME.svg and NAME.png,
+// series.csv, table.txt and scenario.yaml.
+func WriteReport(dir string, res *Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, fill func(*bufio.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(f)
+		if err := fill(bw); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := bw.Flush(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	charts := Charts(res)
+	for _, c := range charts {
+		if err := write(c.Name+".svg", func(w *bufio.Writer) error { return c.Chart.SVG(w) }); err != nil {
+			return err
+		}
+		if err := write(c.Name+".png", func(w *bufio.Writer) error { return c.Chart.PNG(w) }); err != nil {
+			return err
+		}
+	}
+	if err := write("series.csv", func(w *bufio.Writer) error { return WriteCSV(w, res) }); err != nil {
+		return err
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, res); err != nil {
+		return err
+	}
+	if err := write("table.txt", func(w *bufio.Writer) error { _, err := w.Write(table.Bytes()); return err }); err != nil {
+		return err
+	}
+	scYAML, err := yaml.Marshal(res.Scenario)
+	if err != nil {
+		return err
+	}
+	if err := write("scenario.yaml", func(w *bufio.Writer) error { _, err := w.Write(scYAML); return err }); err != nil {
+		return err
+	}
+	return write("index.html", func(w *bufio.Writer) error {
+		sc := res.Scenario
+		e := html.EscapeString
+		fmt.Fprintf(w, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>floodgate sim: %s</title>\n", e(sc.Name))
+		w.WriteString(`<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}` +
+			`table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}` +
+			`td:first-child,th:first-child{text-align:left}figure{margin:2em 0}img{max-width:100%}pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head><body>` + "\n")
+		fmt.Fprintf(w, "<h1>floodgate sim: %s</h1>\n", e(sc.Name))
+		fmt.Fprintf(w, "<p>%v simulated, limit %d per %s per key, seed %d, %d requests offered. Every decision is judged against a perfect sliding window over what the contender admitted. Files: <a href=\"series.csv\">series.csv</a> (every series), <a href=\"table.txt\">table.txt</a>, <a href=\"scenario.yaml\">scenario.yaml</a> (rerun with <code>floodgate sim --scenario scenario.yaml</code>).</p>\n",
+			sc.Duration.D(), sc.Limit, e(fmtDur(sc.Period.D())), sc.Seed, res.Offered.Metrics.Requests)
+		w.WriteString("<table><tr><th>contender</th><th>admitted units</th><th>vs ideal</th><th>over-admitted</th><th>under-admitted</th><th>wrong</th><th>max in a window</th><th>latency avg / max</th><th>store calls / decision</th></tr>\n")
+		ideal := float64(res.Ideal.Metrics.AdmittedUnits)
+		for _, c := range append([]ContenderResult{res.Ideal}, res.Contenders...) {
+			m := c.Metrics
+			vs := "-"
+			if ideal > 0 {
+				vs = fmt.Sprintf("%+.1f%%", 100*(float64(m.AdmittedUnits)-ideal)/ideal)
+			}
+			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%s</td><td>%d (%s)</td><td>%d (%s)</td><td>%.1f%%</td><td>%d (%.2f×)</td><td>%s / %s</td><td>%.3f</td></tr>\n",
+				e(c.Name), m.AdmittedUnits, vs, m.Over, pct(m.Over, m.Requests), m.Under, pct(m.Under, m.Requests),
+				100*m.Wrong(), m.MaxWindow, float64(m.MaxWindow)/float64(sc.Limit),
+				e(fmtLatency(m.MeanLatency())), e(fmtLatency(float64(m.LatencyMax))), m.CallsPerDecision())
+		}
+		w.WriteString("</table>\n")
+		for _, c := range charts {
+			fmt.Fprintf(w, "<figure><img src=\"%s.svg\" alt=\"%s\"><figcaption>%s (<a href=\"%s.png\">PNG</a>)</figcaption></figure>\n",
+				e(c.Name), e(c.Chart.Title), e(c.Caption), e(c.Name))
+		}
+		fmt.Fprintf(w, "<h2>Scenario</h2><pre>%s</pre>\n</body></html>\n", e(string(scYAML)))
+		return nil
+	})
+}

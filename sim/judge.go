@@ -1,0 +1,303 @@
+package sim
+
+// The judge: every decision a contender makes is checked against a perfect
+// sliding window over what that same contender has admitted. An admission
+// that makes some key's units in (t-Period, t] exceed Limit is an
+// over-admission; a rejection of a request that would have fitted is an
+// under-admission. Admitted requests count at the instant they proceed
+// (after a shaper's delay or a store round trip), which is what the
+// protected service sees.
+
+// Metrics sums up one contender's run.
+type Metrics struct {
+	// Requests and Units are the decisions made and the units asked for.
+	Requests, Units int64
+	// Admitted and AdmittedUnits count the admitted requests and their units.
+	Admitted, AdmittedUnits int64
+	// Over counts admitted requests that pushed their key over Limit in the
+	// trailing Period; Under counts rejected requests that would have fitted.
+	Over, Under int64
+	// MaxWindow is the most units any one key had admitted within any span of
+	// Period; WorstOver is max(0, MaxWindow - Limit).
+	MaxWindow, WorstOver int64
+	// LatencySum and LatencyMax (µs) are the delays added to admitted
+	// requests: shaping, pacing, waiting for a store or a lease.
+	LatencySum, LatencyMax int64
+	// StoreCalls counts round trips to a shared store and messages to a
+	// broker: one per decision for central, one per lease and per refund
+	// for lease, one per admitted request for async.
+	StoreCalls int64
+}
+
+// Wrong is the share of decisions that differ from what a perfect sliding
+// window would have decided given the same history, in [0, 1].
+func (m Metrics) Wrong() float64 { return ratio(m.Over+m.Under, m.Requests) }
+
+// CallsPerDecision is StoreCalls ÷ Requests.
+func (m Metrics) CallsPerDecision() float64 { return ratio(m.StoreCalls, m.Requests) }
+
+// MeanLatency is the mean added latency of admitted requests, in µs.
+func (m Metrics) MeanLatency() float64 { return ratio(m.LatencySum, m.Admitted) }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Series holds one contender's time series, one value per bin.
+type Series struct {
+	// Admitted is the units that proceeded during the bin.
+	Admitted []int64
+	// Rejected is the requests rejected during the bin.
+	Rejected []int64
+	// Over and Under are the wrong decisions made during the bin.
+	Over, Under []int64
+	// Window is the focus key's admitted units in the Period ending at the
+	// bin's end.
+	Window []int64
+	// Estimate, for fixed and sliding windows on one limiter, is the count
+	// the algorithm itself believes the focus key's traffic has reached at
+	// the bin's end, fed every arrival and never limiting (the articles'
+	// comparison); nil otherwise.
+	Estimate []float64
+}
+
+func newSeries(n int) Series {
+	return Series{
+		Admitted: make([]int64, n), Rejected: make([]int64, n),
+		Over: make([]int64, n), Under: make([]int64, n),
+		Window: make([]int64, n),
+	}
+}
+
+// keyLog is one key's admitted units in the trailing window, oldest first.
+type keyLog struct {
+	t       []int64
+	c       []int64
+	head    int
+	sum     int64
+	pending int64 // admitted units that have not proceeded yet
+}
+
+func (k *keyLog) prune(cut int64) {
+	for k.head < len(k.t) && k.t[k.head] <= cut {
+		k.sum -= k.c[k.head]
+		k.head++
+	}
+	if k.head > 64 && k.head*2 > len(k.t) {
+		n := copy(k.t, k.t[k.head:])
+		copy(k.c, k.c[k.head:])
+		k.t, k.c, k.head = k.t[:n], k.c[:n], 0
+	}
+}
+
+func (k *keyLog) push(t, c int64) {
+	k.t = append(k.t, t)
+	k.c = append(k.c, c)
+	k.sum += c
+}
+
+// proceedItem is an admitted request waiting to proceed.
+type proceedItem struct {
+	t    int64
+	key  int32
+	cost int64
+}
+
+// recorder judges one contender's decisions and fills its series. Calls
+// come in non-decreasing time order.
+type recorder struct {
+	limit, period, bin, end int64
+	focus                   int
+	keys                    []keyLog
+	waiting                 []proceedItem // a min-heap by t
+	nextSample              int           // index of the next bin end to sample
+	m                       Metrics
+	s                       Series
+	sampleHook              func(b int64) float64
+}
+
+func newRecorder(sc *Scenario, bins, keys int) *recorder {
+	return &recorder{
+		limit: sc.Limit, period: sc.Period.us(), bin: sc.Bin.us(), end: sc.Duration.us(),
+		focus: sc.FocusKey,
+		keys:  make([]keyLog, max(keys, sc.FocusKey+1)),
+		s:     newSeries(bins),
+	}
+}
+
+func (r *recorder) key(k int32) *keyLog {
+	if int(k) >= len(r.keys) {
+		r.keys = append(r.keys, make([]keyLog, int(k)+1-len(r.keys))...)
+	}
+	return &r.keys[k]
+}
+
+func (r *recorder) binOf(t int64) int {
+	i := int(t / r.bin)
+	if i >= len(r.s.Admitted) {
+		return -1
+	}
+	return i
+}
+
+// sampleAt is the end of bin i (the run's end for a partial last bin).
+func (r *recorder) sampleAt(i int) int64 {
+	return min(int64(i+1)*r.bin, r.end)
+}
+
+// advance lets everything strictly before now happen: admitted requests
+// proceed and bin ends are sampled. Requests due exactly at now proceed too.
+func (r *recorder) advance(now int64) {
+	for {
+		b := int64(-1)
+		if r.nextSample < len(r.s.Window) {
+			b = r.sampleAt(r.nextSample)
+		}
+		if len(r.waiting) > 0 && r.waiting[0].t <= now && (b < 0 || r.waiting[0].t <= b) {
+			it := r.pop()
+			r.proceed(it.t, it.key, it.cost)
+			r.key(it.key).pending -= it.cost
+			continue
+		}
+		if b >= 0 && b < now {
+			r.sample(b)
+			continue
+		}
+		return
+	}
+}
+
+func (r *recorder) sample(b int64) {
+	i := r.nextSample
+	r.nextSample++
+	k := r.key(int32(r.focus))
+	k.prune(b - r.period)
+	r.s.Window[i] = k.sum
+	if r.sampleHook != nil {
+		r.s.Estimate[i] = r.sampleHook(b)
+	}
+}
+
+// decide records a decision made at now about a request that arrived at
+// arrived; an admitted one proceeds at proceed (>= now).
+func (r *recorder) decide(now, arrived int64, key int32, cost int64, allowed bool, proceed int64) {
+	if now > r.waitingOrSampleDue() {
+		r.advance(now)
+	}
+	r.m.Requests++
+	r.m.Units += cost
+	k := r.key(key)
+	if !allowed {
+		k.prune(now - r.period)
+		i := r.binOf(now)
+		if k.sum+k.pending+cost <= r.limit {
+			r.m.Under++
+			if i >= 0 {
+				r.s.Under[i]++
+			}
+		}
+		if i >= 0 {
+			r.s.Rejected[i]++
+		}
+		return
+	}
+	r.m.Admitted++
+	r.m.AdmittedUnits += cost
+	lat := proceed - arrived
+	r.m.LatencySum += lat
+	r.m.LatencyMax = max(r.m.LatencyMax, lat)
+	if proceed <= now {
+		r.proceed(now, key, cost)
+		return
+	}
+	k.pending += cost
+	r.push(proceedItem{t: proceed, key: key, cost: cost})
+}
+
+// waitingOrSampleDue is the earliest instant before which nothing is due.
+func (r *recorder) waitingOrSampleDue() int64 {
+	due := int64(1<<62 - 1)
+	if r.nextSample < len(r.s.Window) {
+		due = r.sampleAt(r.nextSample)
+	}
+	if len(r.waiting) > 0 && r.waiting[0].t-1 < due {
+		due = r.waiting[0].t - 1
+	}
+	return due
+}
+
+func (r *recorder) proceed(t int64, key int32, cost int64) {
+	k := r.key(key)
+	k.prune(t - r.period)
+	i := r.binOf(t)
+	if k.sum+cost > r.limit {
+		r.m.Over++
+		if i >= 0 {
+			r.s.Over[i]++
+		}
+	}
+	k.push(t, cost)
+	if k.sum > r.m.MaxWindow {
+		r.m.MaxWindow = k.sum
+		r.m.WorstOver = max(0, k.sum-r.limit)
+	}
+	if i >= 0 {
+		r.s.Admitted[i] += cost
+	}
+}
+
+// finish lets everything up to the end of the run happen, and admitted
+// requests still waiting proceed after it.
+func (r *recorder) finish() {
+	r.advance(r.end)
+	for r.nextSample < len(r.s.Window) {
+		r.sample(r.sampleAt(r.nextSample))
+	}
+	for len(r.waiting) > 0 {
+		it := r.pop()
+		r.proceed(it.t, it.key, it.cost)
+		r.key(it.key).pending -= it.cost
+	}
+}
+
+func (r *recorder) push(it proceedItem) {
+	h := append(r.waiting, it)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].t <= h[i].t {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	r.waiting = h
+}
+
+func (r *recorder) pop() proceedItem {
+	h := r.waiting
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	i := 0
+	for {
+		l, m := 2*i+1, i
+		if l < n && h[l].t < h[m].t {
+			m = l
+		}
+		if l+1 < n && h[l+1].t < h[m].t {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	r.waiting = h
+	return top
+}

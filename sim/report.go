@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints the comparison: one row per contender, the ideal first.
+// Columns: admitted units (and their share of the offered units), admitted
+// relative to the ideal, over- and under-admitted requests (and their share
+// of the decisions), the share of wrong decisions, the most units admitted
+// for one key in any window (and that as a multiple of the limit), the added
+// latency (mean and max) and the store calls per decision.
+func WriteTable(w io.Writer, res *Result) error {
+	sc := res.Scenario
+	off := res.Offered.Metrics
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "scenario %s: %v simulated, limit %d per %v per key, seed %d\n", sc.Name, sc.Duration.D(), sc.Limit, fmtDur(sc.Period.D()), sc.Seed)
+	fmt.Fprintf(bw, "offered: %d requests, %d units; the perfect sliding window admits %d units\n\n", off.Requests, off.Units, res.Ideal.Metrics.AdmittedUnits)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "contender\tadmitted\tvs ideal\tover-admitted\tunder-admitted\twrong\tmax in a window\tadded latency avg/max\tstore calls/decision\t")
+	rows := append([]ContenderResult{res.Ideal}, res.Contenders...)
+	ideal := float64(res.Ideal.Metrics.AdmittedUnits)
+	for _, c := range rows {
+		m := c.Metrics
+		vs := "-"
+		if ideal > 0 {
+			vs = fmt.Sprintf("%+.1f%%", 100*(float64(m.AdmittedUnits)-ideal)/ideal)
+		}
+		fmt.Fprintf(tw, "%s\t%d (%s)\t%s\t%d (%s)\t%d (%s)\t%s\t%d (%.2f×)\t%s / %s\t%.3f\t\n",
+			c.Name,
+			m.AdmittedUnits, pct(m.AdmittedUnits, off.Units),
+			vs,
+			m.Over, pct(m.Over, m.Requests),
+			m.Under, pct(m.Under, m.Requests),
+			fmt.Sprintf("%.1f%%", 100*m.Wrong()),
+			m.MaxWindow, float64(m.MaxWindow)/float64(sc.Limit),
+			fmtLatency(m.MeanLatency()), fmtLatency(float64(m.LatencyMax)),
+			m.CallsPerDecision())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(bw, "\nover-admitted: admitted although the key already had the limit in the trailing window;")
+	fmt.Fprintln(bw, "under-admitted: rejected although it would have fitted; both judged on the contender's own history.")
+	return bw.Flush()
+}
+
+func pct(a, b int64) string {
+	if b == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+// fmtLatency prints µs as a short duration: 0, 850µs, 1.2ms, 3.5s.
+func fmtLatency(us float64) string {
+	switch {
+	case us <= 0:
+		return "0"
+	case us < 1000:
+		return fmt.Sprintf("%.0fµs", us)
+	case us < 1e6:
+		return fmt.Sprintf("%.1fms", us/1e3)
+	}
+	return fmt.Sprintf("%.2fs", us/1e6)
+}
+
+// WriteCSV writes every series, one row per bin: the bin's end in seconds,
+// the offered units and the perfect count of the focus key's requests, then
+// for the ideal and each contender its admitted units, rejected requests,
+// over- and under-admissions, the focus key's admitted units in the window,
+// and the algorithm's own count when it has one. Column names are
+// "<contender>:<series>".
+func WriteCSV(w io.Writer, res *Result) error {
+	bw := bufio.NewWriter(w)
+	cols := []string{"time_s", "offered:units", "offered:window"}
+	type col struct {
+		name string
+		get  func(i int) string
+	}
+	var getters []col
+	add := func(c *ContenderResult) {
+		s := c.Series
+		getters = append(getters,
+			col{c.Name + ":admitted", func(i int) string { return strconv.FormatInt(s.Admitted[i], 10) }},
+			col{c.Name + ":rejected", func(i int) string { return strconv.FormatInt(s.Rejected[i], 10) }},
+			col{c.Name + ":over", func(i int) string { return strconv.FormatInt(s.Over[i], 10) }},
+			col{c.Name + ":under", func(i int) string { return strconv.FormatInt(s.Under[i], 10) }},
+			col{c.Name + ":window", func(i int) string { return strconv.FormatInt(s.Window[i], 10) }},
+		)
+		if s.Estimate != nil {
+			getters = append(getters, col{c.Name + ":count", func(i int) string { return strconv.FormatFloat(s.Estimate[i], 'f', -1, 64) }})
+		}
+	}
+	add(&res.Ideal)
+	for i := range res.Contenders {
+		add(&res.Contenders[i])
+	}
+	for _, g := range getters {
+		cols = append(cols, g.name)
+	}
+	bw.WriteString(strings.Join(cols, ","))
+	bw.WriteByte('\n')
+	off := res.Offered.Series
+	for i := range res.Bins() {
+		bw.WriteString(strconv.FormatFloat(res.BinEnd(i).Seconds(), 'f', -1, 64))
+		bw.WriteByte(',')
+		bw.WriteString(strconv.FormatInt(off.Admitted[i], 10))
+		bw.WriteByte(',')
+		bw.WriteString(strconv.FormatInt(off.Window[i], 10))
+		for _, g := range getters {
+			bw.WriteByte(',')
+			bw.WriteString(g.get(i))
+		}
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+// durationOf returns µs as a time.Duration.
+func durationOf(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

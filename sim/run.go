@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Result is everything a run measured. It holds no wall-clock figure, so the
+// same scenario and seed give the same Result.
+type Result struct {
+	// Scenario is the validated scenario that ran.
+	Scenario *Scenario
+	// Offered is the traffic itself as a contender that admits everything:
+	// its Window series is the perfect count of the focus key's requests.
+	Offered ContenderResult
+	// Ideal is the perfect sliding window (the real sliding_log algorithm
+	// on one limiter) deciding the same arrivals.
+	Ideal ContenderResult
+	// Contenders are in the scenario's order.
+	Contenders []ContenderResult
+	// Keys is the number of distinct keys that received requests.
+	Keys int
+}
+
+// ContenderResult is one contender's measures.
+type ContenderResult struct {
+	// Name, Strategy and Algorithm describe the contender.
+	Name, Strategy, Algorithm string
+	// Metrics are the totals over the run.
+	Metrics Metrics
+	// Series are per bin.
+	Series Series
+}
+
+// Bins is the number of points in every series.
+func (r *Result) Bins() int { return len(r.Offered.Series.Admitted) }
+
+// BinEnd is the end of bin i from the start of the run.
+func (r *Result) BinEnd(i int) time.Duration {
+	return min(time.Duration(i+1)*r.Scenario.Bin.D(), r.Scenario.Duration.D())
+}
+
+// Option configures Run.
+type Option func(*runConfig)
+
+type runConfig struct {
+	progress io.Writer
+	chunk    int
+}
+
+// WithProgress draws a progress bar on w (usually stderr) while the run
+// goes on, a few times a second. Default: none.
+func WithProgress(w io.Writer) Option { return func(c *runConfig) { c.progress = w } }
+
+// withChunk sets how many arrivals are handed to the contenders at a time
+// (default 8192); tests use small chunks to exercise the hand-over.
+func withChunk(n int) Option { return func(c *runConfig) { c.chunk = max(1, n) } }
+
+type chunk struct {
+	arr  []arrival
+	refs atomic.Int32
+}
+
+// Run simulates sc: it generates (or replays) the arrivals once and feeds
+// them, in time order, to the ideal limiter and to every contender, each on
+// its own goroutine. It stops early with ctx's error when ctx is done.
+func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
+	cfg := runConfig{chunk: 8192}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	replays, err := sc.loadReplays()
+	if err != nil {
+		return nil, err
+	}
+	keys := sc.FocusKey + 1
+	for _, s := range sc.Traffic {
+		keys = max(keys, s.KeyOffset+s.Keys)
+	}
+	for _, rp := range replays {
+		for _, a := range rp {
+			keys = max(keys, int(a.key)+1)
+		}
+	}
+	bins := int((sc.Duration.us() + sc.Bin.us() - 1) / sc.Bin.us())
+
+	ideal := Contender{Name: "ideal (perfect sliding window)", Algorithm: "sliding_log"}
+	idealSc := *sc
+	idealSc.Contenders = []Contender{ideal}
+	idealSc.validated = false
+	if err := idealSc.validateContender(0); err != nil {
+		return nil, err
+	}
+	ideal = idealSc.Contenders[0]
+
+	off := &offered{r: newRecorder(sc, bins, keys)}
+	engines := []engine{off}
+	specs := []*Contender{{Name: "offered", Strategy: "-", Algorithm: "-"}, &ideal}
+	ie, err := newEngine(sc, &ideal, newRecorder(sc, bins, keys), keys, 0)
+	if err != nil {
+		return nil, err
+	}
+	engines = append(engines, ie)
+	for i := range sc.Contenders {
+		c := &sc.Contenders[i]
+		e, err := newEngine(sc, c, newRecorder(sc, bins, keys), keys, i+1)
+		if err != nil {
+			return nil, sc.errorf(c.line, "contenders[%d] (%s): %v", i, c.Name, err)
+		}
+		engines = append(engines, e)
+		specs = append(specs, c)
+	}
+
+	free := make(chan *chunk, 16)
+	for range cap(free) {
+		free <- &chunk{arr: make([]arrival, 0, cfg.chunk)}
+	}
+	inputs := make([]chan *chunk, len(engines))
+	var wg sync.WaitGroup
+	for i, e := range engines {
+		inputs[i] = make(chan *chunk, cap(free))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ch := range inputs[i] {
+				for _, a := range ch.arr {
+					e.arrive(a)
+				}
+				if ch.refs.Add(-1) == 0 {
+					free <- ch
+				}
+			}
+			e.finish()
+		}()
+	}
+
+	bar := newProgress(cfg.progress, sc.Duration.D())
+	tr := newTraffic(sc, replays)
+	more := true
+	for more {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		ch := <-free
+		ch.arr, more = tr.fill(ch.arr[:0])
+		if len(ch.arr) == 0 {
+			free <- ch
+			continue
+		}
+		ch.refs.Store(int32(len(engines)))
+		for _, in := range inputs {
+			in <- ch
+		}
+		bar.update(time.Duration(ch.arr[len(ch.arr)-1].t) * time.Microsecond)
+	}
+	for _, in := range inputs {
+		close(in)
+	}
+	wg.Wait()
+	bar.done(err == nil)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: sc, Keys: off.keys}
+	for i, e := range engines {
+		if err := e.err(); err != nil {
+			return nil, err
+		}
+		r := e.rec()
+		cr := ContenderResult{Name: specs[i].Name, Strategy: specs[i].Strategy, Algorithm: specs[i].Algorithm, Metrics: r.m, Series: r.s}
+		switch i {
+		case 0:
+			res.Offered = cr
+		case 1:
+			res.Ideal = cr
+		default:
+			res.Contenders = append(res.Contenders, cr)
+		}
+	}
+	return res, nil
+}
+
+// progress draws "[=====>    ]  45%  27m0s of 1h0m0s simulated" on one
+// line, redrawn at most five times a second.
+type progress struct {
+	w     io.Writer
+	total time.Duration
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer, total time.Duration) *progress {
+	return &progress{w: w, total: total, last: time.Now()}
+}
+
+func (p *progress) update(at time.Duration) {
+	if p.w == nil || time.Since(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	p.draw(at)
+}
+
+func (p *progress) draw(at time.Duration) {
+	frac := 1.0
+	if p.total > 0 {
+		frac = min(1, float64(at)/float64(p.total))
+	}
+	const width = 30
+	n := int(frac * width)
+	bar := strings.Repeat("=", n)
+	if n < width {
+		bar += ">" + strings.Repeat(" ", width-n-1)
+	}
+	fmt.Fprintf(p.w, "\r[%s] %3d%%  %v of %v simulated", bar, int(frac*100), at.Truncate(time.Second), p.total)
+	p.drawn = true
+}
+
+func (p *progress) done(ok bool) {
+	if p.w == nil || !p.drawn {
+		return
+	}
+	if ok {
+		p.draw(p.total)
+	}
+	fmt.Fprintln(p.w)
+}

@@ -1,0 +1,722 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// ErrScenario is wrapped by every error that reports a bad scenario, from
+// YAML, from flags or from a replay file.
+var ErrScenario = errors.New("bad scenario")
+
+// Scenario is one simulation: the traffic, the limit every contender
+// enforces, the contenders and the events that happen during the run. Build
+// it in Go, with ParseScenario from YAML or with Main's flags; Validate (or
+// Run, which calls it) fills in the defaults documented on each field.
+type Scenario struct {
+	// Name labels the report. Default "sim".
+	Name string `yaml:"name"`
+	// Seed drives every random choice (Poisson gaps, Zipf keys, random load
+	// balancing): the same seed gives byte-identical output.
+	Seed uint64 `yaml:"seed"`
+	// Duration is how much simulated time to run. Required for generated
+	// traffic; default for a replay is up to its last request.
+	Duration Duration `yaml:"duration"`
+	// Bin is the resolution of every time series in the report. Default 1s,
+	// or Duration/3600 rounded up to a second for runs longer than an hour.
+	Bin Duration `yaml:"bin"`
+	// Limit is the number of units each key may use in any span of Period:
+	// the policy every contender is configured with and the perfect sliding
+	// window it is judged against. Required, > 0.
+	Limit int64 `yaml:"limit"`
+	// Period is the window of Limit. Required.
+	Period Duration `yaml:"period"`
+	// Instances is the default number K of simulated instances behind the
+	// load balancer for the distributed strategies. Default 4.
+	Instances int `yaml:"instances"`
+	// FocusKey is the key (index) whose window count the window charts
+	// follow. Default 0: the most frequent key of a Zipf mix.
+	FocusKey int `yaml:"focus_key"`
+	// Traffic is the request sources; their arrivals are merged in time
+	// order. At least one.
+	Traffic []Source `yaml:"traffic"`
+	// Contenders are the limiters compared. Default: every algorithm and
+	// every distributed strategy (see DefaultContenders).
+	Contenders []Contender `yaml:"contenders"`
+	// Events change the cluster during the run (scale-out, scale-in).
+	Events []Event `yaml:"events"`
+
+	// file names the scenario's origin in error messages.
+	file string
+	// validated is set once Validate has run.
+	validated bool
+}
+
+// Source kinds.
+const (
+	SourceSteady  = "steady"  // one request every 1/Rate seconds
+	SourcePoisson = "poisson" // Poisson arrivals at Rate
+	SourceBursts  = "bursts"  // Rate during On, silence during Off, repeated
+	SourceDiurnal = "diurnal" // rate swings between Rate and Peak over Cycle
+	SourceRamp    = "ramp"    // rate moves linearly from Rate to Peak
+	SourceFlash   = "flash"   // Rate, then a flash crowd rising to Peak at At
+	SourceReplay  = "replay"  // requests read from File
+)
+
+var sourceKinds = []string{SourceSteady, SourcePoisson, SourceBursts, SourceDiurnal, SourceRamp, SourceFlash, SourceReplay}
+
+// Source generates requests. Which fields apply depends on Kind; arrivals
+// are Poisson except for steady (and bursts with Process "steady").
+type Source struct {
+	// Kind is one of steady, poisson, bursts, diurnal, ramp, flash, replay.
+	Kind string `yaml:"kind"`
+	// Rate is the request rate (per second; YAML also takes "100/m" or
+	// "5/1m"): the constant rate, the rate during a burst, the low point of
+	// diurnal and flash, the start of a ramp.
+	Rate Rate `yaml:"rate"`
+	// Peak is the high point of diurnal and flash and the end rate of ramp.
+	Peak Rate `yaml:"peak"`
+	// From and To bound the source in simulated time (default the whole run).
+	From Duration `yaml:"from"`
+	To   Duration `yaml:"to"`
+	// Keys is how many distinct keys (clients) the source spreads over.
+	// Default 1.
+	Keys int `yaml:"keys"`
+	// Zipf, when > 1, picks keys with a Zipf law of that exponent (key 0 most
+	// often); 0 picks them uniformly.
+	Zipf float64 `yaml:"zipf"`
+	// KeyOffset shifts this source's key indexes so that sources can use
+	// disjoint or overlapping key sets. Default 0 (shared).
+	KeyOffset int `yaml:"key_offset"`
+	// Cost is the units each request takes. Default 1.
+	Cost int64 `yaml:"cost"`
+	// On and Off are the burst and pause lengths of bursts.
+	On  Duration `yaml:"on"`
+	Off Duration `yaml:"off"`
+	// Process is "poisson" (default) or "steady" for bursts.
+	Process string `yaml:"process"`
+	// Cycle is the period of diurnal. Default the run's duration.
+	Cycle Duration `yaml:"cycle"`
+	// At, Rise, Hold and Decay shape a flash crowd: at At the rate climbs
+	// linearly to Peak over Rise, stays for Hold, then falls back towards
+	// Rate with time constant Decay (default Rise).
+	At    Duration `yaml:"at"`
+	Rise  Duration `yaml:"rise"`
+	Hold  Duration `yaml:"hold"`
+	Decay Duration `yaml:"decay"`
+	// File is the replay log: one request per line, "time key [cost]",
+	// where time is seconds since the start (decimal) or an RFC 3339
+	// instant (taken relative to the first line); '#' starts a comment.
+	File string `yaml:"file"`
+
+	line int
+}
+
+// Strategies: how K instances share a limit.
+const (
+	StrategySingle  = "single"  // one limiter, no distribution
+	StrategyCentral = "central" // every decision on a central store, one round trip
+	StrategyLocal   = "local"   // each instance enforces Limit ÷ K on its own
+	StrategySticky  = "sticky"  // keys stick to one instance that enforces Limit
+	StrategyAsync   = "async"   // local decisions on counts shared with a lag
+	StrategyLease   = "lease"   // instances lease slices of budget from a store
+)
+
+var strategies = []string{StrategySingle, StrategyCentral, StrategyLocal, StrategySticky, StrategyAsync, StrategyLease}
+
+// Load balancer policies.
+const (
+	BalanceRoundRobin = "round_robin"
+	BalanceRandom     = "random"
+	BalanceWeighted   = "weighted"
+	BalanceSticky     = "sticky"
+)
+
+var balancers = []string{BalanceRoundRobin, BalanceRandom, BalanceWeighted, BalanceSticky}
+
+// Contender is one limiter under test: an algorithm with its parameters,
+// and a strategy that says how it is spread over instances.
+type Contender struct {
+	// Name labels the contender in tables, CSV columns and legends. Default
+	// a description such as "sliding_window 4×15s" or "async sliding_log lag 1s".
+	Name string `yaml:"name"`
+	// Algorithm is an algo.Kind name. Default sliding_log for the
+	// distributed strategies; required for single.
+	Algorithm string `yaml:"algorithm"`
+	// Burst, InitialTokens, SubWindows, Delay, WarmupPeriod, ColdFactor,
+	// MaxBurstSeconds and MaxWait are the algo.Params fields of the same
+	// names (defaults as documented there).
+	Burst           int64    `yaml:"burst"`
+	InitialTokens   *int64   `yaml:"initial_tokens"`
+	SubWindows      int      `yaml:"sub_windows"`
+	Delay           int64    `yaml:"delay"`
+	WarmupPeriod    Duration `yaml:"warmup_period"`
+	ColdFactor      float64  `yaml:"cold_factor"`
+	MaxBurstSeconds float64  `yaml:"max_burst_seconds"`
+	MaxWait         Duration `yaml:"max_wait"`
+	// Hold, for the concurrency algorithm, is how long each admitted request
+	// holds its slot before releasing it. Default Period ÷ Limit.
+	Hold Duration `yaml:"hold"`
+	// Strategy is single (default), central, local, sticky, async or lease.
+	Strategy string `yaml:"strategy"`
+	// Instances is K for this contender. Default the scenario's.
+	Instances int `yaml:"instances"`
+	// Balancer spreads requests over instances: round_robin (default),
+	// random, weighted (by Weights; missing weights are 1) or sticky (by
+	// key, rendezvous hashing). The sticky strategy always uses sticky.
+	Balancer string `yaml:"balancer"`
+	// Weights are the instance weights of the weighted balancer.
+	Weights []int `yaml:"weights"`
+	// RTT is the round trip to the store for central and lease. Default 1ms.
+	RTT Duration `yaml:"rtt"`
+	// Lag is how old the shared counts of async are. Default 1s.
+	Lag Duration `yaml:"lag"`
+	// LeaseSize is the units one lease takes from the store. Default
+	// max(1, Limit ÷ (10·K)).
+	LeaseSize int64 `yaml:"lease_size"`
+	// LeaseTTL is how long a lease's unused units stay usable before they
+	// are given back to the store. Default Period ÷ 10.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+
+	line int
+	kind algo.Kind
+}
+
+// Event changes the cluster at a point in simulated time.
+type Event struct {
+	// At is when, from the start of the run.
+	At Duration `yaml:"at"`
+	// Instances is the new K for every distributed contender.
+	Instances int `yaml:"instances"`
+
+	line int
+}
+
+// Duration is a time.Duration that reads from YAML as "1m30s" or as a number
+// of seconds.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) us() int64 { return int64(time.Duration(d) / time.Microsecond) }
+
+// UnmarshalYAML reads "90s", "1m30s", "1.5" (seconds) or 90 (seconds).
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return lineErr(n.Line, "%v", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes d as Go writes durations.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e9 {
+			return 0, fmt.Errorf("duration %q out of range", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q (want e.g. 90s, 1m30s or a number of seconds)", s)
+	}
+	return d, nil
+}
+
+// Rate is a request rate in units per second. YAML and flags take a number
+// (per second) or "N/unit" with unit s, m, h, d or any duration ("5/1m30s").
+type Rate float64
+
+// UnmarshalYAML reads a Rate.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseRate(n.Value)
+	if err != nil {
+		return lineErr(n.Line, "%v", err)
+	}
+	*r = v
+	return nil
+}
+
+// ParseRate reads "100", "100/s", "6000/m", "5/1m30s".
+func ParseRate(s string) (Rate, error) {
+	s = strings.TrimSpace(s)
+	num, per, found := strings.Cut(s, "/")
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+		return 0, fmt.Errorf("bad rate %q (want e.g. 100, 100/s or 6000/m)", s)
+	}
+	if !found {
+		return Rate(n), nil
+	}
+	per = strings.TrimSpace(per)
+	units := map[string]time.Duration{"s": time.Second, "sec": time.Second, "m": time.Minute, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+	d, ok := units[per]
+	if !ok {
+		if d, err = time.ParseDuration(per); err != nil || d <= 0 {
+			return 0, fmt.Errorf("bad rate %q: unknown unit %q", s, per)
+		}
+	}
+	return Rate(n / d.Seconds()), nil
+}
+
+func lineErr(line int, format string, args ...any) error {
+	return fmt.Errorf("%w: line %d: %s", ErrScenario, line, fmt.Sprintf(format, args...))
+}
+
+// UnmarshalYAML records the line of a source.
+func (s *Source) UnmarshalYAML(n *yaml.Node) error {
+	type plain Source
+	if err := n.Decode((*plain)(s)); err != nil {
+		return err
+	}
+	s.line = n.Line
+	return nil
+}
+
+// UnmarshalYAML records the line of a contender.
+func (c *Contender) UnmarshalYAML(n *yaml.Node) error {
+	type plain Contender
+	if err := n.Decode((*plain)(c)); err != nil {
+		return err
+	}
+	c.line = n.Line
+	return nil
+}
+
+// UnmarshalYAML records the line of an event.
+func (e *Event) UnmarshalYAML(n *yaml.Node) error {
+	type plain Event
+	if err := n.Decode((*plain)(e)); err != nil {
+		return err
+	}
+	e.line = n.Line
+	return nil
+}
+
+// ParseScenario reads a scenario from YAML. file names it in errors, which
+// read "file:line: message". Unknown fields are errors. The result is
+// validated.
+func ParseScenario(file string, data []byte) (*Scenario, error) {
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	sc := &Scenario{}
+	if err := dec.Decode(sc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrScenario, file, cleanYAMLError(err))
+	}
+	sc.file = file
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// cleanYAMLError turns yaml's "yaml: line 3: ..." and our wrapped
+// "bad scenario: line 3: ..." into "3: ...".
+func cleanYAMLError(err error) string {
+	msg := err.Error()
+	msg = strings.ReplaceAll(msg, ErrScenario.Error()+": ", "")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
+	msg = strings.ReplaceAll(msg, "\n  ", "; ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		return rest
+	}
+	return msg
+}
+
+// LoadScenario reads a scenario file, or a built-in one by name (see
+// Presets).
+func LoadScenario(nameOrPath string) (*Scenario, error) {
+	if data, ok := presetData(nameOrPath); ok {
+		return ParseScenario(nameOrPath, data)
+	}
+	data, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (not a file, nor a built-in scenario: %s)", ErrScenario, err, strings.Join(Presets(), ", "))
+	}
+	return ParseScenario(nameOrPath, data)
+}
+
+// where prefixes a validation message with the file and line when known.
+func (sc *Scenario) errorf(line int, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case sc.file != "" && line > 0:
+		return fmt.Errorf("%w: %s:%d: %s", ErrScenario, sc.file, line, msg)
+	case sc.file != "":
+		return fmt.Errorf("%w: %s: %s", ErrScenario, sc.file, msg)
+	}
+	return fmt.Errorf("%w: %s", ErrScenario, msg)
+}
+
+const maxInstances = 1024
+const maxKeys = 1 << 24
+
+// Validate checks the scenario, fills in defaults and compiles every
+// contender's algorithm. Each problem is an error wrapping ErrScenario that
+// names the field (and file:line for YAML).
+func (sc *Scenario) Validate() error {
+	if sc.validated {
+		return nil
+	}
+	if sc.Name == "" {
+		sc.Name = "sim"
+	}
+	if sc.Limit <= 0 {
+		return sc.errorf(0, "limit: must be > 0, got %d", sc.Limit)
+	}
+	if sc.Period <= 0 {
+		return sc.errorf(0, "period: required, e.g. period: 1m")
+	}
+	if sc.Period.D() < time.Millisecond {
+		return sc.errorf(0, "period: must be at least 1ms, got %v", sc.Period.D())
+	}
+	if sc.Duration < 0 || sc.Duration.D() > 400*24*time.Hour {
+		return sc.errorf(0, "duration: must be between 0 and 400 days, got %v", sc.Duration.D())
+	}
+	if sc.Instances == 0 {
+		sc.Instances = 4
+	}
+	if sc.Instances < 1 || sc.Instances > maxInstances {
+		return sc.errorf(0, "instances: must be between 1 and %d, got %d", maxInstances, sc.Instances)
+	}
+	if sc.FocusKey < 0 || sc.FocusKey >= maxKeys {
+		return sc.errorf(0, "focus_key: must be between 0 and %d, got %d", maxKeys-1, sc.FocusKey)
+	}
+	if len(sc.Traffic) == 0 {
+		return sc.errorf(0, "traffic: at least one source is required")
+	}
+	replay := false
+	for i := range sc.Traffic {
+		if err := sc.validateSource(i); err != nil {
+			return err
+		}
+		replay = replay || sc.Traffic[i].Kind == SourceReplay
+	}
+	if sc.Duration == 0 && !replay {
+		return sc.errorf(0, "duration: required, e.g. duration: 10m")
+	}
+	if sc.Bin < 0 {
+		return sc.errorf(0, "bin: must be > 0, got %v", sc.Bin.D())
+	}
+	if sc.Bin == 0 {
+		sc.Bin = Duration(time.Second)
+		if sc.Duration.D() > time.Hour {
+			sc.Bin = Duration((sc.Duration.D()/3600 + time.Second - 1).Truncate(time.Second))
+		}
+	}
+	if sc.Duration > 0 && sc.Duration.D()/sc.Bin.D() > 1_000_000 {
+		return sc.errorf(0, "bin: %v gives more than a million points over %v", sc.Bin.D(), sc.Duration.D())
+	}
+	if sc.Bin.D() < time.Millisecond {
+		return sc.errorf(0, "bin: must be at least 1ms, got %v", sc.Bin.D())
+	}
+	for i, e := range sc.Events {
+		if e.At < 0 || (sc.Duration > 0 && e.At > sc.Duration) {
+			return sc.errorf(e.line, "events[%d].at: %v is outside the run", i, e.At.D())
+		}
+		if e.Instances < 1 || e.Instances > maxInstances {
+			return sc.errorf(e.line, "events[%d].instances: must be between 1 and %d, got %d", i, maxInstances, e.Instances)
+		}
+		if i > 0 && e.At < sc.Events[i-1].At {
+			return sc.errorf(e.line, "events[%d].at: events must be in time order", i)
+		}
+	}
+	if len(sc.Contenders) == 0 {
+		sc.Contenders = DefaultContenders()
+	}
+	names := map[string]int{}
+	for i := range sc.Contenders {
+		if err := sc.validateContender(i); err != nil {
+			return err
+		}
+		c := &sc.Contenders[i]
+		if j, dup := names[c.Name]; dup {
+			return sc.errorf(c.line, "contenders[%d].name: %q is already contenders[%d]", i, c.Name, j)
+		}
+		names[c.Name] = i
+	}
+	if _, err := sc.idealLimit(); err != nil {
+		return err
+	}
+	sc.validated = true
+	return nil
+}
+
+func (sc *Scenario) validateSource(i int) error {
+	s := &sc.Traffic[i]
+	where := fmt.Sprintf("traffic[%d] (%s)", i, s.Kind)
+	bad := func(format string, args ...any) error {
+		return sc.errorf(s.line, "%s: %s", where, fmt.Sprintf(format, args...))
+	}
+	known := false
+	for _, k := range sourceKinds {
+		known = known || s.Kind == k
+	}
+	if !known {
+		return sc.errorf(s.line, "traffic[%d].kind: unknown %q (want one of %s)", i, s.Kind, strings.Join(sourceKinds, ", "))
+	}
+	if s.Keys == 0 {
+		s.Keys = 1
+	}
+	if s.Keys < 0 || s.Keys > maxKeys {
+		return bad("keys: must be between 1 and %d, got %d", maxKeys, s.Keys)
+	}
+	if s.KeyOffset < 0 || s.KeyOffset+s.Keys > maxKeys {
+		return bad("key_offset: keys must stay below %d", maxKeys)
+	}
+	if s.Zipf != 0 && !(s.Zipf > 1 && s.Zipf < 100) {
+		return bad("zipf: must be 0 (uniform) or between 1 and 100 exclusive, got %v", s.Zipf)
+	}
+	if s.Cost == 0 {
+		s.Cost = 1
+	}
+	if s.Cost < 0 || s.Cost > 1<<30 {
+		return bad("cost: must be between 1 and 2^30, got %d", s.Cost)
+	}
+	if s.From < 0 || s.To < 0 || (s.To > 0 && s.To <= s.From) {
+		return bad("from/to: need 0 <= from < to, got %v and %v", s.From.D(), s.To.D())
+	}
+	const maxRate = 1e7
+	if s.Rate > maxRate || s.Peak > maxRate {
+		return bad("rate: at most %g per second", maxRate)
+	}
+	if s.Process != "" && s.Process != "poisson" && s.Process != "steady" {
+		return bad("process: want poisson or steady, got %q", s.Process)
+	}
+	if s.Process == "steady" && s.Kind != SourceBursts && s.Kind != SourceSteady {
+		return bad("process: steady applies to steady and bursts only")
+	}
+	switch s.Kind {
+	case SourceSteady, SourcePoisson:
+		if s.Rate <= 0 {
+			return bad("rate: must be > 0")
+		}
+	case SourceBursts:
+		if s.Rate <= 0 {
+			return bad("rate: must be > 0")
+		}
+		if s.On <= 0 || s.Off < 0 {
+			return bad("on/off: need on > 0 and off >= 0")
+		}
+	case SourceDiurnal, SourceRamp:
+		if s.Rate < 0 || s.Peak < 0 || (s.Rate == 0 && s.Peak == 0) {
+			return bad("rate/peak: need rates >= 0, not both 0")
+		}
+		if s.Cycle < 0 {
+			return bad("cycle: must be > 0")
+		}
+	case SourceFlash:
+		if s.Rate < 0 || s.Peak <= 0 || s.Peak < s.Rate {
+			return bad("peak: must be > 0 and >= rate")
+		}
+		if s.At < 0 || s.Rise < 0 || s.Hold < 0 || s.Decay < 0 {
+			return bad("at/rise/hold/decay: must be >= 0")
+		}
+		if s.Decay == 0 {
+			s.Decay = s.Rise
+		}
+	case SourceReplay:
+		if s.File == "" {
+			return bad("file: required")
+		}
+	}
+	return nil
+}
+
+// DefaultContenders is every algorithm on one limiter (the sliding window
+// twice: the two-window estimate and 4 sub-windows) and every distributed
+// strategy over sliding_log.
+func DefaultContenders() []Contender {
+	var cs []Contender
+	for _, k := range algo.Kinds() {
+		cs = append(cs, Contender{Algorithm: k.String()})
+		if k == algo.SlidingWindow {
+			cs = append(cs, Contender{Algorithm: k.String(), SubWindows: 4})
+		}
+	}
+	for _, s := range strategies[1:] {
+		cs = append(cs, Contender{Strategy: s})
+	}
+	return cs
+}
+
+func (sc *Scenario) validateContender(i int) error {
+	c := &sc.Contenders[i]
+	bad := func(field, format string, args ...any) error {
+		return sc.errorf(c.line, "contenders[%d].%s: %s", i, field, fmt.Sprintf(format, args...))
+	}
+	if c.Strategy == "" {
+		c.Strategy = StrategySingle
+	}
+	known := false
+	for _, s := range strategies {
+		known = known || c.Strategy == s
+	}
+	if !known {
+		return bad("strategy", "unknown %q (want one of %s)", c.Strategy, strings.Join(strategies, ", "))
+	}
+	if c.Algorithm == "" {
+		if c.Strategy == StrategySingle {
+			return bad("algorithm", "required (one of the algo kinds, e.g. sliding_window)")
+		}
+		c.Algorithm = algo.SlidingLog.String()
+	}
+	k, err := algo.ParseKind(c.Algorithm)
+	if err != nil {
+		return bad("algorithm", "%v", err)
+	}
+	c.kind = k
+	if c.Instances == 0 {
+		c.Instances = sc.Instances
+	}
+	if c.Instances < 1 || c.Instances > maxInstances {
+		return bad("instances", "must be between 1 and %d, got %d", maxInstances, c.Instances)
+	}
+	if c.Balancer == "" {
+		c.Balancer = BalanceRoundRobin
+		if len(c.Weights) > 0 {
+			c.Balancer = BalanceWeighted
+		}
+	}
+	if c.Strategy == StrategySticky {
+		c.Balancer = BalanceSticky
+	}
+	known = false
+	for _, b := range balancers {
+		known = known || c.Balancer == b
+	}
+	if !known {
+		return bad("balancer", "unknown %q (want one of %s)", c.Balancer, strings.Join(balancers, ", "))
+	}
+	for j, w := range c.Weights {
+		if w < 0 || w > 1_000_000 {
+			return bad("weights", "weights[%d] must be between 0 and 1000000, got %d", j, w)
+		}
+	}
+	if c.RTT < 0 || c.Lag < 0 || c.LeaseTTL < 0 || c.Hold < 0 || c.LeaseSize < 0 {
+		return bad("rtt", "rtt, lag, lease_size, lease_ttl and hold must not be negative")
+	}
+	if c.RTT == 0 {
+		c.RTT = Duration(time.Millisecond)
+	}
+	if c.Lag == 0 {
+		c.Lag = Duration(time.Second)
+	}
+	if c.LeaseSize == 0 {
+		c.LeaseSize = max(1, sc.Limit/int64(10*c.Instances))
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = Duration(max(sc.Period.D()/10, time.Microsecond))
+	}
+	if c.Hold == 0 && c.kind == algo.Concurrency {
+		c.Hold = Duration(max(sc.Period.D()/time.Duration(sc.Limit), time.Microsecond))
+	}
+	if c.Strategy == StrategyAsync {
+		switch c.kind {
+		case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog:
+		default:
+			return bad("algorithm", "the async strategy shares counts, so it needs a counting algorithm (fixed_window, sliding_window or sliding_log), not %s", c.kind)
+		}
+	}
+	if c.Strategy != StrategySingle && c.kind == algo.Concurrency {
+		return bad("algorithm", "concurrency is simulated on one limiter only (strategy single)")
+	}
+	if _, err := c.compile(sc.Limit, sc.Period); err != nil {
+		return bad("algorithm", "%v", err)
+	}
+	if c.Strategy == StrategyLocal {
+		if _, err := c.compile(max(1, sc.Limit/int64(c.Instances)), sc.Period); err != nil {
+			return bad("algorithm", "limit ÷ %d instances: %v", c.Instances, err)
+		}
+	}
+	if c.Name == "" {
+		c.Name = c.describe(sc)
+	}
+	if strings.ContainsAny(c.Name, ",\n\r\"") {
+		return bad("name", "must not contain commas, quotes or newlines: %q", c.Name)
+	}
+	return nil
+}
+
+// compile builds the contender's algo.Limit for the given limit and period.
+func (c *Contender) compile(limit int64, period Duration) (*algo.Limit, error) {
+	return algo.Compile(algo.Params{
+		Algorithm:       c.kind,
+		Limit:           limit,
+		Period:          period.D(),
+		Burst:           c.Burst,
+		InitialTokens:   c.InitialTokens,
+		SubWindows:      c.SubWindows,
+		Delay:           c.Delay,
+		WarmupPeriod:    c.WarmupPeriod.D(),
+		ColdFactor:      c.ColdFactor,
+		MaxBurstSeconds: c.MaxBurstSeconds,
+		MaxWait:         c.MaxWait.D(),
+	})
+}
+
+// describe names a contender from its settings.
+func (c *Contender) describe(sc *Scenario) string {
+	name := c.kind.String()
+	switch c.kind {
+	case algo.SlidingWindow:
+		n := max(c.SubWindows, 1)
+		name += fmt.Sprintf(" %d×%v", n, fmtDur(sc.Period.D()/time.Duration(n)))
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		if c.Burst != 0 {
+			name += fmt.Sprintf(" burst %d", c.Burst)
+		}
+	}
+	switch c.Strategy {
+	case StrategySingle:
+		return name
+	case StrategyCentral:
+		return fmt.Sprintf("central %s rtt %v", name, fmtDur(c.RTT.D()))
+	case StrategyLocal:
+		return fmt.Sprintf("local %s ÷%d", name, c.Instances)
+	case StrategySticky:
+		return fmt.Sprintf("sticky %s K=%d", name, c.Instances)
+	case StrategyAsync:
+		return fmt.Sprintf("async %s lag %v", name, fmtDur(c.Lag.D()))
+	case StrategyLease:
+		return fmt.Sprintf("lease %s %d/lease", name, c.LeaseSize)
+	}
+	return name
+}
+
+// fmtDur prints a duration without trailing zero units: 1m, 15s, 250ms.
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	for _, suf := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, suf) {
+			s = strings.TrimSuffix(s, suf[1:])
+		}
+	}
+	return s
+}
+
+// idealLimit compiles the perfect sliding window the contenders are judged
+// against: the real sliding log with the scenario's limit.
+func (sc *Scenario) idealLimit() (*algo.Limit, error) {
+	l, err := algo.Compile(algo.Params{Algorithm: algo.SlidingLog, Limit: sc.Limit, Period: sc.Period.D()})
+	if err != nil {
+		return nil, sc.errorf(0, "limit: the perfect sliding window (sliding_log) cannot hold it: %v", err)
+	}
+	return l, nil
+}
