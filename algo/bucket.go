@@ -42,6 +42,12 @@ func (l *Limit) refill(s *State, now int64) int64 {
 }
 
 func (l *Limit) bucket(s *State, now, cost int64, commit bool) Decision {
+	if !commit && s.C == 0 {
+		// Peek must not start a fresh key's clock: with InitialTokens
+		// below the capacity that would refill it from this instant.
+		tmp := *s
+		s = &tmp
+	}
 	now = l.refill(s, now)
 	per, rate, capLevel := l.periodUS, l.p.Limit, l.capacity*l.periodUS
 	d := Decision{Limit: l.capacity}

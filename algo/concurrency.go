@@ -8,17 +8,7 @@ import "slices"
 // back.
 
 func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool) Decision {
-	now = monotonic(&s.C, now)
-	if len(s.Ext)%2 != 0 {
-		s.Ext = s.Ext[:len(s.Ext)-1] // not a state this package wrote
-	}
-	cut := 0
-	for cut < len(s.Ext) && s.Ext[cut+1] <= now {
-		cut += 2
-	}
-	if cut > 0 {
-		s.Ext = s.Ext[:copy(s.Ext, s.Ext[cut:])]
-	}
+	now = concurrencyPrune(s, now)
 	held := int64(len(s.Ext) / 2)
 	d := Decision{Limit: l.p.Limit}
 	switch {
@@ -40,7 +30,27 @@ func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool
 	if n := len(s.Ext); n > 0 {
 		d.ResetAfter = micros(s.Ext[n-1] - now)
 	}
+	if d.Allowed && cost > 0 && !commit {
+		d.ResetAfter = max(d.ResetAfter, micros(l.leaseUS)) // what Take would report
+	}
 	return d
+}
+
+// concurrencyPrune forgets the leases that have expired at now (or at the
+// latest time seen, if later) and returns that time.
+func concurrencyPrune(s *State, now int64) int64 {
+	now = monotonic(&s.C, now)
+	if len(s.Ext)%2 != 0 {
+		s.Ext = s.Ext[:len(s.Ext)-1] // not a state this package wrote
+	}
+	cut := 0
+	for cut < len(s.Ext) && s.Ext[cut+1] <= now {
+		cut += 2
+	}
+	if cut > 0 {
+		s.Ext = s.Ext[:copy(s.Ext, s.Ext[cut:])]
+	}
+	return now
 }
 
 // concurrencyHold adds cost slots of lease expiring at exp, keeping Ext in
@@ -60,7 +70,8 @@ func concurrencyHold(s *State, lease uint64, exp, cost int64) {
 	}
 }
 
-func concurrencyRelease(s *State, lease uint64) bool {
+func concurrencyRelease(s *State, now int64, lease uint64) bool {
+	concurrencyPrune(s, now) // an expired lease is no longer held
 	out := s.Ext[:0]
 	for i := 0; i < len(s.Ext); i += 2 {
 		if uint64(s.Ext[i]) != lease {

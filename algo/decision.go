@@ -164,7 +164,7 @@ func (l *Limit) Release(s *State, now int64, lease uint64) bool {
 	if l.p.Algorithm != Concurrency || lease == 0 {
 		return false
 	}
-	return concurrencyRelease(s, lease)
+	return concurrencyRelease(s, clampTime(now), lease)
 }
 
 // ExpiresAt is the instant (µs) after which s is no different from a fresh

@@ -97,7 +97,11 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 	if d.Remaining < 0 {
 		d.Remaining = 0
 	}
-	if exp := l.slidingWindowExpiry(s); exp > now {
+	exp := l.slidingWindowExpiry(s)
+	if d.Allowed && cost > 0 && !commit {
+		exp = (idx + int64(l.p.SubWindows) + 1) * sub // what Take would report
+	}
+	if exp > now {
 		d.ResetAfter = micros(exp - now)
 	}
 	return d

@@ -108,6 +108,12 @@ func (l *Limit) smoothResync(s *State, now int64) (stored float64) {
 }
 
 func (l *Limit) smoothTake(s *State, now, cost int64, commit bool) Decision {
+	if !commit && s.B == 0 {
+		// Peek must not start a fresh key's clock: SmoothBursty would
+		// store permits from this instant.
+		tmp := *s
+		s = &tmp
+	}
 	now = monotonic(&s.C, now)
 	stored := l.smoothResync(s, now)
 	d := Decision{Limit: l.capacity}

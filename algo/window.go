@@ -74,7 +74,7 @@ func (l *Limit) fixedWindow(s *State, now, cost int64, commit bool) Decision {
 		d.Remaining = max(l.p.Limit-s.B, 0)
 		d.RetryAfter = micros(end - now)
 	}
-	if s.B > 0 {
+	if s.B > 0 || (d.Allowed && cost > 0) {
 		d.ResetAfter = micros(end - now)
 	}
 	return d
@@ -135,6 +135,9 @@ func (l *Limit) slidingLog(s *State, now, cost int64, commit bool) Decision {
 	}
 	if len(s.Ext) > 0 {
 		d.ResetAfter = micros(s.Ext[len(s.Ext)-1] + l.periodUS - now)
+	}
+	if d.Allowed && cost > 0 && !commit {
+		d.ResetAfter = micros(l.periodUS) // what Take would report
 	}
 	return d
 }
