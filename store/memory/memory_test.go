@@ -1,0 +1,27 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/storetest"
+)
+
+func harness() storetest.Harness {
+	return storetest.Harness{
+		New: func(tb testing.TB, clock func() time.Time) store.Store {
+			st, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(0))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return st
+		},
+		Parallel: true,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, harness())
+}
