@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/adaptive"
 	"github.com/floodgate/floodgate/algo"
 )
 
@@ -126,7 +127,11 @@ type Node struct {
 
 	prefix   string // Value without its '*'
 	wildcard bool
+	depth    int // 1 at the top level: the number of entries that reach it
 	sub      level
+	// valueToMetric is Envoy's value_to_metric: the metric key carries the
+	// request's value for this entry.
+	valueToMetric bool
 }
 
 // level indexes one list of sibling descriptors for matching: exact values
@@ -233,12 +238,16 @@ type Rule struct {
 	Hierarchical bool
 	// DetailedMetric and ShareThreshold copy the descriptor's flags.
 	DetailedMetric, ShareThreshold bool
+	// Adaptive, when set, lets a controller scale the rate from a load
+	// signal (see package adaptive and Engine.Observe).
+	Adaptive *adaptive.Config
 
 	index  int         // position in Config.rules
 	parent *Rule       // next limited rule up the hierarchy (or Root)
 	limit  *algo.Limit // compiled Params; nil for Unlimited and Deny
 	fp     string      // key fingerprint: algorithm and period
 	broken bool        // had problems; never compiled
+	named  bool        // Name came from rate_limit.name (only those can be replaced)
 }
 
 // Limit returns the compiled limit as configured, or nil for unlimited and
@@ -378,6 +387,9 @@ func (r *Rule) dumpRule() string {
 	}
 	if r.Priority != "" {
 		fmt.Fprintf(&b, " priority=%s", r.Priority)
+	}
+	if a := r.Adaptive; a != nil {
+		fmt.Fprintf(&b, " adaptive={min:%g max:%g latency_threshold:%s error_ratio:%g}", a.Min, a.Max, formatDuration(a.LatencyThreshold), a.ErrorRatio)
 	}
 	if len(r.Replaces) > 0 {
 		fmt.Fprintf(&b, " replaces=%s", strings.Join(r.Replaces, ","))

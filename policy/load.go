@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/floodgate/floodgate/adaptive"
 	"github.com/floodgate/floodgate/algo"
 )
 
@@ -152,7 +153,9 @@ var (
 	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "period", "burst", "initial_tokens", "sub_windows", "warmup_period", "cold_factor",
 		"max_burst_seconds", "queue_size", "delay", "max_wait", "lease_ttl",
-		"strategy", "fallback", "max_waiters", "queue_order", "ceil", "lendable", "reserve", "priority"}
+		"strategy", "fallback", "max_waiters", "queue_order", "ceil", "lendable", "reserve", "priority", "adaptive"}
+	adaptiveFields = []string{"min", "max", "initial", "latency_threshold", "quantile", "error_ratio",
+		"decrease", "increase", "interval", "min_samples"}
 	replacesFields = []string{"name"}
 )
 
@@ -546,7 +549,9 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 		if d.Root != nil {
 			d.Root.Name = d.Name
 			if n, ok := l.ruleSrcs[d.Root]["name"]; ok {
-				d.Root.Name, _ = l.str(n, "name")
+				if s, ok := l.str(n, "name"); ok && s != "" {
+					d.Root.Name, d.Root.named = s, true
+				}
 			}
 		}
 	}
@@ -626,7 +631,7 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 	if !ok {
 		return nil
 	}
-	n := &Node{Pos: Pos{l.file, e.Line}, Parent: parent}
+	n := &Node{Pos: Pos{l.file, e.Line}, Parent: parent, depth: depth}
 	kf, has := fs["key"]
 	key, ok := l.str(kf, "key")
 	switch {
@@ -652,7 +657,7 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 		}
 	}
 	if f, ok := fs["value_to_metric"]; ok {
-		l.boolean(f, "value_to_metric") // metrics only; accepted for Envoy compatibility
+		n.valueToMetric, _ = l.boolean(f, "value_to_metric")
 	}
 	if n.ShareThreshold && !n.wildcard {
 		l.errf(fs["share_threshold"].line(), "share_threshold applies to a wildcard value ending in '*', not %q", n.Value)
@@ -677,7 +682,7 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 			r.Name = seg
 			if nf, ok := l.ruleSrcs[r]["name"]; ok {
 				if s, ok := l.str(nf, "name"); ok && s != "" {
-					r.Name = s
+					r.Name, r.named = s, true
 				}
 			}
 			r.Shadow = r.Shadow || n.ShadowMode
@@ -794,6 +799,9 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 	if f, ok := fs["reserve"]; ok {
 		l.reserve(r, f)
 	}
+	if f, ok := fs["adaptive"]; ok && !isNull(f.val) {
+		l.adaptive(r, f)
+	}
 
 	if r.Unlimited {
 		for _, name := range limitFields {
@@ -823,6 +831,53 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 		r.broken = true
 	}
 	return r
+}
+
+// adaptive reads an adaptive block into an adaptive.Config and validates
+// it with adaptive.New.
+func (l *loader) adaptive(r *Rule, f field) {
+	fs, ok := l.fields(f.val, "adaptive", adaptiveFields)
+	if !ok {
+		return
+	}
+	var c adaptive.Config
+	floats := map[string]*float64{"min": &c.Min, "max": &c.Max, "initial": &c.Initial, "quantile": &c.Quantile,
+		"error_ratio": &c.ErrorRatio, "decrease": &c.Decrease, "increase": &c.Increase}
+	bad := false
+	for name, dst := range floats {
+		if x, ok := fs[name]; ok {
+			v, ok := l.number(x, "adaptive: "+name)
+			bad = bad || !ok
+			*dst = v
+		}
+	}
+	for name, dst := range map[string]*time.Duration{"latency_threshold": &c.LatencyThreshold, "interval": &c.Interval} {
+		if x, ok := fs[name]; ok {
+			v, ok := l.duration(x, "adaptive: "+name)
+			bad = bad || !ok
+			*dst = v
+		}
+	}
+	if x, ok := fs["min_samples"]; ok {
+		v, ok := l.integer(x, "adaptive: min_samples")
+		bad = bad || !ok
+		c.MinSamples = v
+	}
+	if bad {
+		return
+	}
+	if _, err := adaptive.New(c); err != nil {
+		line := f.line()
+		msg := strings.TrimPrefix(err.Error(), "adaptive: ")
+		for name, x := range fs {
+			if strings.HasPrefix(msg, name+" ") {
+				line = x.line()
+			}
+		}
+		l.errf(line, "adaptive: %s", msg)
+		return
+	}
+	r.Adaptive = &c
 }
 
 func (l *loader) reserve(r *Rule, f field) {
@@ -924,7 +979,7 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 	}
 	if r.Deny {
 		for _, name := range []string{"algorithm", "burst", "queue_size", "delay", "initial_tokens", "sub_windows",
-			"warmup_period", "cold_factor", "max_burst_seconds", "lease_ttl", "ceil", "lendable", "reserve"} {
+			"warmup_period", "cold_factor", "max_burst_seconds", "lease_ttl", "ceil", "lendable", "reserve", "adaptive"} {
 			if f, ok := fs[name]; ok {
 				l.errf(f.key.Line, "requests_per_unit 0 blocks every request; %s does not apply (zero is not a rate)", name)
 			}
@@ -1040,7 +1095,7 @@ func (l *loader) finish(d *Domain) {
 	named := map[string]bool{}
 	hierarchical := false
 	for _, r := range d.rules {
-		if _, ok := l.ruleSrcs[r]["name"]; ok && r.Name != "" {
+		if r.named {
 			named[r.Name] = true
 		}
 		if r != d.Root && r.Hierarchical {
@@ -1060,7 +1115,7 @@ func (l *loader) finish(d *Domain) {
 		}
 		for _, name := range r.Replaces {
 			own := ""
-			if _, ok := fs["name"]; ok {
+			if r.named {
 				own = r.Name
 			}
 			switch {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // Entry is one key/value pair of a descriptor, as in Envoy's
@@ -88,6 +89,35 @@ type Status struct {
 	Decision algo.Decision
 	// Window is the policy window for headers (w).
 	Window time.Duration
+	// Borrowed reports that the descriptor's own rate refused and the
+	// request passed on its ceil by borrowing from its parent.
+	Borrowed bool
+	// MetricKey is Envoy's stats key for the match: "domain.key_value.key2",
+	// with the request's values where detailed_metric or value_to_metric
+	// ask for them.
+	MetricKey string
+	// Limits lists every limit this descriptor was measured against, in
+	// order: its own rule first, then its ancestors up the hierarchy, and
+	// the derived limits of borrowing and priority classes. Decision is
+	// the tightest of them.
+	Limits []LimitStatus
+}
+
+// LimitStatus is the outcome of one limit a descriptor was measured against.
+type LimitStatus struct {
+	// Name is the rule's name; a derived limit appends its role:
+	// "name/ceil", "name/lend", "name/<priority class>".
+	Name string
+	// Decision is the store's answer for this limit alone. After a
+	// refusal by another limit, it says whether this one would have
+	// passed and its Remaining is as if nothing was charged.
+	Decision algo.Decision
+	// Window is the limit's window for headers (w).
+	Window time.Duration
+	// Shadow limits never refuse.
+	Shadow bool
+	// Deny marks a requests_per_unit: 0 rule (always refuses, no store).
+	Deny bool
 }
 
 // Response is the outcome of a Request.
@@ -105,7 +135,25 @@ type Response struct {
 	Strategy string
 	// Fallback names the fallback a degrade strategy asks the caller to run.
 	Fallback string
+	// Priority is the priority class the request was decided in ("" when
+	// its domain declares none).
+	Priority string
+	// Waited is how long Engine.DecideWait held the request (in the wait
+	// queue and for a shaper's Delay) before answering.
+	Waited time.Duration
+
+	// leases are the concurrency slots an admitted request holds, for
+	// Engine.Release.
+	leases []store.Request
+	// waitKey and waitRule name the exhausted key a wait strategy queues
+	// on (the refusing wait rule's key with the longest retry).
+	waitKey  string
+	waitRule *Rule
 }
+
+// Holds reports whether the response holds concurrency leases that the
+// caller should give back with Engine.Release when the request completes.
+func (r Response) Holds() bool { return len(r.leases) > 0 }
 
 // Decider is what the server, the middleware and the gateway call. The
 // policy Engine implements it.

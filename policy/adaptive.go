@@ -1,0 +1,168 @@
+package policy
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/floodgate/floodgate/adaptive"
+)
+
+// ScaleChange is one move of an adaptive rule's rate factor.
+type ScaleChange struct {
+	Domain, Rule string
+	adaptive.Change
+}
+
+// String formats the change for logs, e.g.
+// "api/per-user: factor 1 -> 0.7: p99 latency 180ms > 100ms threshold".
+func (c ScaleChange) String() string {
+	return c.Domain + "/" + c.Rule + ": " + c.Change.String()
+}
+
+// adaptiveRule is the controller of one rule with an adaptive block.
+type adaptiveRule struct {
+	ref ruleRef
+	cfg adaptive.Config
+	ctl *adaptive.Controller
+}
+
+// adaptiveSet is what Observe reads without a lock.
+type adaptiveSet map[ruleRef]*adaptive.Controller
+
+// syncAdaptiveLocked keeps one controller per adaptive rule of the config in
+// force: an unchanged block keeps its controller (and its factor) across
+// reloads, a new one starts at its initial factor, and a rule that lost its
+// block loses its scale. It runs before a snapshot is built.
+func (e *Engine) syncAdaptiveLocked(cfg *Config) {
+	old := map[ruleRef]*adaptiveRule{}
+	for _, a := range e.adaptive {
+		old[a.ref] = a
+	}
+	var next []*adaptiveRule
+	set := adaptiveSet{}
+	for _, r := range cfg.rules {
+		if r.Adaptive == nil || r.limit == nil {
+			continue
+		}
+		ref := ruleRef{r.Domain, r.Name}
+		if _, dup := set[ref]; dup {
+			continue
+		}
+		a := old[ref]
+		if a == nil || a.cfg != *r.Adaptive {
+			ctl, err := adaptive.New(*r.Adaptive)
+			if err != nil {
+				continue // validated at load; cannot happen
+			}
+			a = &adaptiveRule{ref: ref, cfg: *r.Adaptive, ctl: ctl}
+			if f := ctl.Factor(); f != 1 {
+				e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f, Reason: "adaptive: initial factor", At: e.o.clock()}
+			} else {
+				delete(e.scales, ref)
+			}
+		}
+		delete(old, ref)
+		next = append(next, a)
+		set[ref] = a.ctl
+	}
+	for ref := range old {
+		delete(e.scales, ref)
+	}
+	e.adaptive = next
+	e.adaptiveSet.Store(&set)
+}
+
+// Observe feeds one request's outcome (its latency, and whether it failed)
+// to the adaptive controller of rule in domain. It is lock-free and a no-op
+// for a rule without an adaptive block. The server calls it for every
+// request that a rule with an adaptive block admitted.
+func (e *Engine) Observe(domain, rule string, latency time.Duration, failed bool) {
+	if s := e.adaptiveSet.Load(); s != nil {
+		if c := (*s)[ruleRef{domain, rule}]; c != nil {
+			c.Observe(latency, failed)
+		}
+	}
+}
+
+// AdaptiveRules lists the rules with an adaptive block and their current
+// factors, sorted by domain and rule.
+func (e *Engine) AdaptiveRules() []RateScale {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]RateScale, 0, len(e.adaptive))
+	for _, a := range e.adaptive {
+		s, ok := e.scales[a.ref]
+		if !ok {
+			s = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: 1}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Domain != out[j].Domain {
+			return out[i].Domain < out[j].Domain
+		}
+		return out[i].Rule < out[j].Rule
+	})
+	return out
+}
+
+// StepAdaptive ends every adaptive controller's interval at now, applies
+// the factors that moved (SetRateScale, with the controller's reason) and
+// returns every step's outcome, moved or not.
+func (e *Engine) StepAdaptive(now time.Time) []ScaleChange {
+	e.mu.Lock()
+	rules := append([]*adaptiveRule(nil), e.adaptive...)
+	e.mu.Unlock()
+	out := make([]ScaleChange, 0, len(rules))
+	for _, a := range rules {
+		ch := a.ctl.Step(now)
+		out = append(out, ScaleChange{Domain: a.ref.domain, Rule: a.ref.rule, Change: ch})
+		if ch.Changed() {
+			e.applyScale(a, ch)
+		}
+	}
+	return out
+}
+
+// applyScale installs a controller's new factor unless a reload replaced
+// the controller meanwhile.
+func (e *Engine) applyScale(a *adaptiveRule, ch adaptive.Change) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	current := false
+	for _, b := range e.adaptive {
+		current = current || b == a
+	}
+	if !current {
+		return
+	}
+	if ch.New == 1 {
+		delete(e.scales, a.ref)
+	} else {
+		e.scales[a.ref] = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: ch.New, Reason: ch.Reason, At: ch.At}
+	}
+	_ = e.swapLocked(e.cfg)
+}
+
+// RunAdaptive calls StepAdaptive on every tick until ctx is done (it
+// returns ctx.Err()) or tick is closed (nil), and passes report each change
+// that moved a factor. Give it a time.Ticker's channel in a server (one
+// second is the controllers' default interval), a hand-fed one in tests.
+func (e *Engine) RunAdaptive(ctx context.Context, tick <-chan time.Time, report func(ScaleChange)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now, ok := <-tick:
+			if !ok {
+				return nil
+			}
+			for _, ch := range e.StepAdaptive(now) {
+				if ch.Changed() && report != nil {
+					report(ch)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,974 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Errors of the Engine, for errors.Is.
+var (
+	// ErrBadRequest is wrapped by Decide's errors for a request that cannot
+	// be decided: no domain, no descriptors, an empty descriptor, a
+	// negative cost, a per-descriptor limit without a unit.
+	ErrBadRequest = errors.New("policy: bad request")
+	// ErrUnknownRule is wrapped by the override and scaling methods when
+	// the domain or rule does not exist.
+	ErrUnknownRule = errors.New("policy: unknown rule")
+)
+
+// DefaultKeyPrefix prefixes every store key the Engine builds.
+const DefaultKeyPrefix = "fg:"
+
+// Option configures an Engine; see NewEngine for the defaults.
+type Option func(*options)
+
+type options struct {
+	prefix string
+	shadow bool
+	clock  func() time.Time
+}
+
+// WithKeyPrefix sets the prefix of every store key (default
+// DefaultKeyPrefix), to share one store between several deployments.
+func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithShadowMode puts every rule in shadow mode (default false): decisions
+// are made and reported, nothing is ever refused. It is Envoy ratelimit's
+// global shadow mode, for a first deployment.
+func WithShadowMode(on bool) Option { return func(o *options) { o.shadow = on } }
+
+// WithClock sets the clock the Engine reads for calendar windows in
+// responses and for waiting (default time.Now). Decisions themselves use
+// the store's clock.
+func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
+
+// Engine decides requests against a Config through a store.Store. It is safe
+// for concurrent use. The configuration, runtime overrides and adaptive
+// scales are compiled into one immutable snapshot that Decide reads once, so
+// a request never sees half of a change; SetConfig, Reload, Watch,
+// SetOverride and SetRateScale swap the snapshot atomically.
+type Engine struct {
+	st store.Store
+	o  options
+
+	snap atomic.Pointer[snapshot]
+
+	mu        sync.Mutex // serialises writers of the snapshot
+	cfg       *Config
+	version   uint64
+	overrides map[ruleRef]Override
+	scales    map[ruleRef]RateScale
+	adaptive  []*adaptiveRule
+
+	adaptiveSet atomic.Pointer[adaptiveSet]
+	reqLimits   sync.Map // reqLimitKey → *Rule: Envoy per-descriptor limits
+	reqLimitsN  atomic.Int64
+	queues      queues
+}
+
+// snapshot is what one decision reads: the config and every rule's
+// effective limits.
+type snapshot struct {
+	cfg     *Config
+	limits  []ruleLimits // by Rule.index
+	version uint64
+}
+
+// NewEngine returns an Engine deciding cfg's rules in st. A nil cfg is an
+// empty configuration (every request is OK, no rule matching). Options and
+// their defaults:
+//
+//   - WithKeyPrefix(DefaultKeyPrefix) ("fg:")
+//   - WithShadowMode(false)
+//   - WithClock(time.Now)
+//
+// The Engine does not own st: closing it is the caller's business.
+func NewEngine(cfg *Config, st store.Store, opts ...Option) (*Engine, error) {
+	if st == nil {
+		return nil, errors.New("policy: NewEngine: nil store")
+	}
+	o := options{prefix: DefaultKeyPrefix, clock: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.clock == nil {
+		o.clock = time.Now
+	}
+	if cfg == nil {
+		cfg = &Config{domains: map[string]*Domain{}}
+	}
+	e := &Engine{st: st, o: o, overrides: map[ruleRef]Override{}, scales: map[ruleRef]RateScale{}}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.swapLocked(cfg); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Config returns the configuration in force.
+func (e *Engine) Config() *Config { return e.snap.Load().cfg }
+
+// Version counts the snapshots installed: it grows by one with every
+// SetConfig, override and scale change.
+func (e *Engine) Version() uint64 { return e.snap.Load().version }
+
+// SetConfig installs cfg, keeping the runtime overrides and scales of the
+// rules that still exist. Requests in flight finish on the old snapshot.
+func (e *Engine) SetConfig(cfg *Config) error {
+	if cfg == nil {
+		return errors.New("policy: SetConfig: nil config")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.swapLocked(cfg)
+}
+
+// swapLocked compiles cfg with the overrides and scales into a snapshot
+// and installs it. e.mu is held.
+func (e *Engine) swapLocked(cfg *Config) error {
+	e.syncAdaptiveLocked(cfg)
+	s := &snapshot{cfg: cfg, limits: make([]ruleLimits, len(cfg.rules)), version: e.version + 1}
+	for _, r := range cfg.rules {
+		if r.limit == nil {
+			continue
+		}
+		d := cfg.Domain(r.Domain)
+		rl, err := deriveLimits(d, r, e.effectiveLocked(r))
+		if err != nil {
+			// An override set for an earlier config may not fit this
+			// one (say, a new ceil below it): the configured limit, which
+			// compiled at load, applies instead.
+			if rl, err = deriveLimits(d, r, r.Params); err != nil {
+				return fmt.Errorf("policy: rule %s/%s: %w", r.Domain, r.Name, err)
+			}
+		}
+		s.limits[r.index] = rl
+	}
+	e.cfg = cfg
+	e.version = s.version
+	e.snap.Store(s)
+	return nil
+}
+
+// request-level limits (Envoy's RateLimitDescriptor.limit) are compiled
+// once per distinct (requests_per_unit, unit) and kept up to this many.
+const maxReqLimits = 4096
+
+type reqLimitKey struct {
+	rpu  int64
+	unit time.Duration
+}
+
+func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
+	if lo.RequestsPerUnit < 0 {
+		return nil, fmt.Errorf("%w: descriptor limit requests_per_unit %d is negative", ErrBadRequest, lo.RequestsPerUnit)
+	}
+	if lo.Unit <= 0 {
+		return nil, fmt.Errorf("%w: descriptor limit needs a positive unit, got %v", ErrBadRequest, lo.Unit)
+	}
+	k := reqLimitKey{lo.RequestsPerUnit, lo.Unit}
+	if r, ok := e.reqLimits.Load(k); ok {
+		return r.(*Rule), nil
+	}
+	r := &Rule{Domain: domain, Strategy: StrategyReject, Lendable: 1, index: -1}
+	if lo.RequestsPerUnit == 0 {
+		r.Deny = true
+	} else {
+		r.Params = algo.Params{Algorithm: algo.FixedWindow, Limit: lo.RequestsPerUnit, Period: lo.Unit}
+		l, err := algo.Compile(r.Params)
+		if err != nil {
+			return nil, fmt.Errorf("%w: descriptor limit: %v", ErrBadRequest, err)
+		}
+		r.limit, r.fp = l, "override:"+fingerprint(r.Params)
+	}
+	if e.reqLimitsN.Load() < maxReqLimits {
+		if _, loaded := e.reqLimits.LoadOrStore(k, r); !loaded {
+			e.reqLimitsN.Add(1)
+		}
+	}
+	return r, nil
+}
+
+// Decide charges the request's descriptors all or nothing and reports each
+// one's outcome. See the package documentation for the semantics.
+func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
+	return e.decide(ctx, req, true)
+}
+
+// Peek reports what Decide would answer now, charging nothing.
+func (e *Engine) Peek(ctx context.Context, req Request) (Response, error) {
+	return e.decide(ctx, req, false)
+}
+
+// Release gives back the concurrency slots an admitted response holds
+// (Response.Holds). Releasing twice, or a response that holds nothing, is a
+// no-op.
+func (e *Engine) Release(ctx context.Context, resp Response) error {
+	if len(resp.leases) == 0 {
+		return nil
+	}
+	return e.st.Release(ctx, resp.leases)
+}
+
+// role is what an item is to its rule.
+type role uint8
+
+const (
+	roleRate role = iota // the rule's own limit
+	roleCeil             // the borrowing ceiling: all of the rule's traffic
+	roleLend             // the parent's lendable pool: borrowed traffic only
+	rolePool             // a priority class's share
+)
+
+// item is one store key of a decision.
+type item struct {
+	key    string
+	lim    *algo.Limit
+	cost   int64
+	rule   *Rule
+	role   role
+	class  string // rolePool
+	shadow bool
+	// borrowing (roleRate of a rule with a ceil): the parent's lend pool to
+	// take instead of this rate when it refuses, if the parent has one.
+	borrow   bool
+	lendKey  string
+	lendLim  *algo.Limit
+	borrowed    bool // this rate refused and the request borrows instead
+	lendDec     algo.Decision
+	lendDecided bool
+	dec         algo.Decision
+	decided     bool
+}
+
+// descPlan is one request descriptor's part of the decision.
+type descPlan struct {
+	rule  *Rule
+	items []int // indices into plan.items, own rule first
+	deny  []*Rule
+	cost  int64
+}
+
+type plan struct {
+	snap  *snapshot
+	dom   *Domain
+	items []item
+	descs []descPlan
+	class string
+	rank  int
+}
+
+func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, error) {
+	if err := checkRequest(&req); err != nil {
+		return Response{}, err
+	}
+	snap := e.snap.Load()
+	resp := Response{Code: CodeOK, Statuses: make([]Status, len(req.Descriptors))}
+	for i := range resp.Statuses {
+		resp.Statuses[i].Code = CodeOK
+	}
+	dom := snap.cfg.Domain(req.Domain)
+	if dom == nil {
+		return resp, nil
+	}
+	p, err := e.plan(snap, dom, &req, resp.Statuses)
+	if err != nil {
+		return Response{}, err
+	}
+	resp.Priority = p.class
+	if len(p.items) == 0 && !p.hasDeny() {
+		return resp, nil
+	}
+	if take {
+		err = e.take(ctx, p, &resp)
+	} else {
+		err = e.peek(ctx, p)
+	}
+	if err != nil {
+		return Response{}, err
+	}
+	e.finish(p, &resp, take)
+	return resp, nil
+}
+
+func checkRequest(req *Request) error {
+	switch {
+	case req.Domain == "":
+		return fmt.Errorf("%w: rate limit domain must not be empty", ErrBadRequest)
+	case len(req.Descriptors) == 0:
+		return fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
+	case req.Hits < 0:
+		return fmt.Errorf("%w: hits %d is negative", ErrBadRequest, req.Hits)
+	}
+	for i, d := range req.Descriptors {
+		if len(d.Entries) == 0 {
+			return fmt.Errorf("%w: descriptor %d has no entries", ErrBadRequest, i)
+		}
+		if d.Hits < 0 {
+			return fmt.Errorf("%w: descriptor %d: hits %d is negative", ErrBadRequest, i, d.Hits)
+		}
+	}
+	return nil
+}
+
+func (p *plan) hasDeny() bool {
+	for i := range p.descs {
+		if len(p.descs[i].deny) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// plan matches every descriptor, applies replaces and priority, and lists
+// the store keys to decide.
+func (e *Engine) plan(snap *snapshot, dom *Domain, req *Request, st []Status) (*plan, error) {
+	p := &plan{snap: snap, dom: dom, descs: make([]descPlan, len(req.Descriptors)), rank: -1}
+	var replaced map[string]bool
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
+		var r *Rule
+		if d.Limit != nil {
+			var err error
+			if r, err = e.requestRule(dom.Name, d.Limit); err != nil {
+				return nil, fmt.Errorf("descriptor %d: %w", i, err)
+			}
+		} else {
+			r = dom.match(d.Entries)
+		}
+		if r == nil {
+			continue
+		}
+		p.descs[i].rule = r
+		for _, name := range r.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	// Priority class: the request's own, else the highest a matched rule
+	// assigns, else the domain's default.
+	if len(dom.Priorities) > 0 {
+		p.class = dom.DefaultPriority
+		if req.Priority != "" && dom.priorityRank(req.Priority) >= 0 {
+			p.class = req.Priority
+		} else if req.Priority == "" {
+			best := -1
+			for i := range p.descs {
+				if r := p.descs[i].rule; r != nil && r.Priority != "" {
+					if k := dom.priorityRank(r.Priority); best < 0 || k < best {
+						best = k
+					}
+				}
+			}
+			if best >= 0 {
+				p.class = dom.Priorities[best]
+			}
+		}
+		p.rank = dom.priorityRank(p.class)
+	}
+	hits := req.Hits
+	if hits == 0 {
+		hits = 1
+	}
+	for i := range p.descs {
+		dp := &p.descs[i]
+		r := dp.rule
+		if r == nil {
+			continue
+		}
+		if r.named && replaced[r.Name] {
+			dp.rule = nil
+			continue
+		}
+		d := &req.Descriptors[i]
+		s := &st[i]
+		s.Matched = true
+		s.Rule = ruleName(r, d.Entries)
+		s.Unlimited = r.Unlimited
+		s.Shadow = r.Shadow || e.o.shadow
+		s.MetricKey = metricKey(r, d.Entries)
+		if r.Unlimited {
+			s.Decision = algo.Decision{Allowed: true, Remaining: math.MaxUint32}
+			continue
+		}
+		dp.cost = hits
+		if d.Hits > 0 {
+			dp.cost = d.Hits
+		}
+		for l, first := r, true; l != nil; l, first = l.parent, false {
+			if !first && l.Unlimited {
+				break
+			}
+			if l.Deny {
+				dp.deny = append(dp.deny, l)
+			} else {
+				e.addItems(p, dp, l, d.Entries, r == l && r.index < 0)
+			}
+			if !l.Hierarchical {
+				break
+			}
+		}
+	}
+	return p, nil
+}
+
+// ruleName is the Status.Rule of a match: the rule's name, or for an Envoy
+// per-descriptor limit the descriptor's path with values.
+func ruleName(r *Rule, entries []Entry) string {
+	if r.index >= 0 {
+		return r.Name
+	}
+	b := make([]byte, 0, 32)
+	for i, en := range entries {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, en.Key...)
+		if en.Value != "" {
+			b = append(b, '_')
+			b = append(b, en.Value...)
+		}
+	}
+	return string(b)
+}
+
+// metricKey is Envoy's stats key: domain.path, with the request's value
+// for entries whose descriptor asks for it (value_to_metric, or
+// detailed_metric on the matched one).
+func metricKey(r *Rule, entries []Entry) string {
+	if r.Node == nil {
+		return r.Domain + "." + ruleName(r, entries)
+	}
+	nodes := make([]*Node, r.Node.depth)
+	for n := r.Node; n != nil; n = n.Parent {
+		nodes[n.depth-1] = n
+	}
+	b := make([]byte, 0, 64)
+	b = append(b, r.Domain...)
+	for i, n := range nodes {
+		b = append(b, '.')
+		b = append(b, n.Key...)
+		switch {
+		case n.Value != "":
+			b = append(b, '_')
+			b = append(b, n.Value...)
+		case n.valueToMetric || (i == len(nodes)-1 && n.DetailedMetric):
+			b = append(b, '_')
+			b = append(b, entries[i].Value...)
+		}
+	}
+	return string(b)
+}
+
+// addItems adds limit l's keys (its rate, ceil and priority pools) to the
+// descriptor's plan, merging keys already present (a key is charged once
+// per request, with the largest cost asked of it).
+func (e *Engine) addItems(p *plan, dp *descPlan, l *Rule, entries []Entry, reqLimit bool) {
+	var rl ruleLimits
+	if reqLimit {
+		rl = ruleLimits{rate: l.limit, fp: l.fp}
+	} else {
+		rl = p.snap.limits[l.index]
+	}
+	if rl.rate == nil {
+		return
+	}
+	base := e.baseKey(p.dom.Name, l, entries, rl.fp)
+	shadow := l.Shadow || e.o.shadow
+	rate := item{key: base, lim: rl.rate, cost: dp.cost, rule: l, role: roleRate, shadow: shadow}
+	if rl.ceil != nil && l.parent != nil {
+		rate.borrow = true
+		if prl := p.snap.limits[l.parent.index]; prl.lend != nil {
+			rate.lendKey = e.baseKey(p.dom.Name, l.parent, entries, prl.fp) + "~lend"
+			rate.lendLim = prl.lend
+		}
+	}
+	dp.items = append(dp.items, p.add(rate))
+	if rl.ceil != nil && l.parent != nil {
+		dp.items = append(dp.items, p.add(item{key: base + "~ceil", lim: rl.ceil, cost: dp.cost, rule: l, role: roleCeil, shadow: shadow}))
+	}
+	for k := 0; k <= p.rank && k < len(rl.pools); k++ {
+		if rl.pools[k] == nil {
+			continue
+		}
+		class := p.dom.Priorities[k]
+		dp.items = append(dp.items, p.add(item{key: base + "~p." + escape(class), lim: rl.pools[k], cost: dp.cost,
+			rule: l, role: rolePool, class: class, shadow: shadow}))
+	}
+}
+
+// add merges it into the plan's items and returns its index.
+func (p *plan) add(it item) int {
+	for i := range p.items {
+		if p.items[i].key == it.key {
+			x := &p.items[i]
+			x.cost = max(x.cost, it.cost)
+			x.shadow = x.shadow && it.shadow
+			return i
+		}
+	}
+	p.items = append(p.items, it)
+	return len(p.items) - 1
+}
+
+// baseKey builds the store key of rule l for a request's entries:
+// prefix, domain, then key=value for each entry down to l's descriptor (the
+// wildcard itself where share_threshold pools the values), then '#' and the
+// limit's fingerprint. Separators inside names and values are escaped, so
+// two different descriptors never share a key, and '{' '}' are escaped so a
+// value cannot pick a Redis Cluster slot.
+func (e *Engine) baseKey(domain string, l *Rule, entries []Entry, fp string) string {
+	depth := 0
+	if l.Node != nil {
+		depth = l.Node.depth
+	} else if l.index < 0 { // an Envoy per-descriptor limit: every entry
+		depth = len(entries)
+	}
+	var nodes [8]*Node
+	path := nodes[:0]
+	if l.Node != nil {
+		if depth > len(nodes) {
+			path = make([]*Node, depth)
+		} else {
+			path = nodes[:depth]
+		}
+		for n := l.Node; n != nil; n = n.Parent {
+			path[n.depth-1] = n
+		}
+	}
+	b := make([]byte, 0, 64)
+	b = append(b, e.o.prefix...)
+	b = appendEscaped(b, domain)
+	for i := 0; i < depth && i < len(entries); i++ {
+		b = append(b, '|')
+		b = appendEscaped(b, entries[i].Key)
+		b = append(b, '=')
+		if len(path) > i && path[i].ShareThreshold {
+			b = appendEscaped(b, path[i].Value)
+		} else {
+			b = appendEscaped(b, entries[i].Value)
+		}
+	}
+	b = append(b, '#')
+	b = append(b, fp...)
+	return string(b)
+}
+
+func escape(s string) string { return string(appendEscaped(nil, s)) }
+
+// appendEscaped appends s with the key syntax's separators, braces, '%',
+// spaces, control bytes and non-ASCII bytes percent-encoded: keys stay
+// unambiguous and valid for every store (Memcached keys take no spaces or
+// control bytes).
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c <= ' ' || c >= 0x7f, c == '%', c == '|', c == '=', c == '#', c == '~', c == '{', c == '}':
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// leaseNeeded reports whether any key is a concurrency limit.
+func (p *plan) leaseNeeded() bool {
+	for i := range p.items {
+		if p.items[i].lim.Algorithm() == algo.Concurrency {
+			return true
+		}
+	}
+	return false
+}
+
+// take runs the all-or-nothing decision: one store.Take over every
+// enforcing key; when the only refusals are rates of rules that may borrow,
+// a second Take without those rates and with their parents' lend pools;
+// then the shadow keys on their own.
+func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
+	var lease uint64
+	if p.leaseNeeded() {
+		lease = rand.Uint64() | 1
+	}
+	denied := false
+	for i := range p.descs {
+		for _, r := range p.descs[i].deny {
+			if !r.Shadow && !e.o.shadow {
+				denied = true
+			}
+		}
+	}
+	if denied {
+		// A deny rule refuses without a store call; nothing is charged,
+		// and the other keys are only looked at for the statuses.
+		return e.peek(ctx, p)
+	}
+	var enforce, shadow []int
+	for i := range p.items {
+		if p.items[i].shadow {
+			shadow = append(shadow, i)
+		} else {
+			enforce = append(enforce, i)
+		}
+	}
+	admitted := true
+	if len(enforce) > 0 {
+		var err error
+		admitted, err = e.takeEnforced(ctx, p, enforce, lease, resp)
+		if err != nil {
+			return err
+		}
+	}
+	if len(shadow) == 0 {
+		return nil
+	}
+	if !admitted {
+		return e.peekItems(ctx, p, shadow)
+	}
+	// Shadow keys are charged for admitted requests, each on its own so
+	// that one shadow refusal does not hide another's count.
+	reqs := make([]store.Request, 1)
+	out := make([]algo.Decision, 1)
+	for _, i := range shadow {
+		it := &p.items[i]
+		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
+		if _, err := e.st.Take(ctx, reqs, out); err != nil {
+			return err
+		}
+		it.dec, it.decided = out[0], true
+		if out[0].Allowed && it.lim.Algorithm() == algo.Concurrency {
+			resp.leases = append(resp.leases, reqs[0])
+		}
+	}
+	return nil
+}
+
+func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease uint64, resp *Response) (bool, error) {
+	reqs := make([]store.Request, 0, len(enforce)+2)
+	idx := make([]int, 0, len(enforce)+2) // item index per request; -1-i for item i's lend pool
+	var out []algo.Decision
+	for attempt := 0; attempt <= len(enforce); attempt++ {
+		reqs, idx = reqs[:0], idx[:0]
+		for _, i := range enforce {
+			it := &p.items[i]
+			if it.borrowed {
+				if it.lendLim != nil && !hasKey(reqs, it.lendKey) {
+					reqs = append(reqs, store.Request{Key: it.lendKey, Limit: it.lendLim, Cost: it.cost, Lease: lease})
+					idx = append(idx, -1-i)
+				}
+				continue
+			}
+			reqs = append(reqs, store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease})
+			idx = append(idx, i)
+		}
+		out = append(out[:0], make([]algo.Decision, len(reqs))...)
+		res, err := e.st.Take(ctx, reqs, out)
+		if err != nil {
+			return false, err
+		}
+		for j, i := range idx {
+			if i >= 0 {
+				p.items[i].dec, p.items[i].decided = out[j], true
+			} else {
+				p.lendDecision(-1-i, out[j])
+			}
+		}
+		if res.Allowed {
+			for j := range reqs {
+				if reqs[j].Limit.Algorithm() == algo.Concurrency {
+					resp.leases = append(resp.leases, reqs[j])
+				}
+			}
+			return true, nil
+		}
+		// Borrow when every refusal is the rate of a rule with a ceil.
+		retry := false
+		for j, i := range idx {
+			if out[j].Allowed {
+				continue
+			}
+			if i < 0 || !p.items[i].borrow {
+				return false, nil
+			}
+			retry = true
+		}
+		if !retry {
+			return false, nil
+		}
+		for j, i := range idx {
+			if i >= 0 && !out[j].Allowed {
+				p.items[i].borrowed = true
+			}
+		}
+	}
+	return false, nil
+}
+
+// lendDecision records the decision of item i's lend pool on every item
+// that borrows from the same pool.
+func (p *plan) lendDecision(i int, d algo.Decision) {
+	key := p.items[i].lendKey
+	for k := range p.items {
+		if p.items[k].borrowed && p.items[k].lendKey == key {
+			p.items[k].lendDec, p.items[k].lendDecided = d, true
+		}
+	}
+}
+
+func hasKey(reqs []store.Request, key string) bool {
+	for i := range reqs {
+		if reqs[i].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// peek looks at every key without charging: for Peek, and for statuses
+// after a deny rule refused. A rate that refuses while its ceil and its
+// parent's lend pool pass counts as borrowed, as Decide would.
+func (e *Engine) peek(ctx context.Context, p *plan) error {
+	all := make([]int, len(p.items))
+	for i := range all {
+		all[i] = i
+	}
+	return e.peekItems(ctx, p, all)
+}
+
+func (e *Engine) peekItems(ctx context.Context, p *plan, which []int) error {
+	reqs := make([]store.Request, 0, len(which))
+	idx := make([]int, 0, len(which))
+	for _, i := range which {
+		it := &p.items[i]
+		reqs = append(reqs, store.Request{Key: it.key, Limit: it.lim, Cost: it.cost})
+		idx = append(idx, i)
+		if it.borrow && it.lendLim != nil && !hasKey(reqs, it.lendKey) {
+			reqs = append(reqs, store.Request{Key: it.lendKey, Limit: it.lendLim, Cost: it.cost})
+			idx = append(idx, -1-i)
+		}
+	}
+	out := make([]algo.Decision, len(reqs))
+	if err := e.st.Peek(ctx, reqs, out); err != nil {
+		return err
+	}
+	for j, i := range idx {
+		if i >= 0 {
+			p.items[i].dec, p.items[i].decided = out[j], true
+		} else {
+			key := p.items[-1-i].lendKey
+			for k := range p.items {
+				if p.items[k].lendKey == key {
+					p.items[k].lendDec, p.items[k].lendDecided = out[j], true
+				}
+			}
+		}
+	}
+	// A refused borrowing rate passes when its ceil and lend pool do.
+	for i := range p.items {
+		it := &p.items[i]
+		if !it.borrow || !it.decided || it.dec.Allowed {
+			continue
+		}
+		ok := !it.lendDecided || it.lendDec.Allowed
+		for k := range p.items {
+			if c := &p.items[k]; c.role == roleCeil && c.rule == it.rule && c.key == it.key+"~ceil" {
+				ok = ok && c.decided && c.dec.Allowed
+			}
+		}
+		it.borrowed = ok
+	}
+	return nil
+}
+
+// finish turns the items' decisions into statuses and the response's code,
+// strategy and delay.
+func (e *Engine) finish(p *plan, resp *Response, take bool) {
+	now := e.o.clock()
+	nowUS := now.UnixMicro()
+	var refusing []*Rule
+	var maxRetry, maxDelay time.Duration
+	var waitItem *item
+	shadowRefused := false
+	for i := range p.descs {
+		dp := &p.descs[i]
+		s := &resp.Statuses[i]
+		if dp.rule == nil || dp.rule.Unlimited {
+			continue
+		}
+		s.Window = ruleWindow(dp.rule, nowUS)
+		var tight *algo.Decision
+		tightRefused, refused, borrowed := false, false, false
+		for _, r := range dp.deny {
+			st := LimitStatus{Name: r.Name, Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, nowUS),
+				Shadow: r.Shadow || e.o.shadow, Deny: true}
+			s.Limits = append(s.Limits, st)
+			if st.Shadow {
+				shadowRefused = true
+				continue
+			}
+			refused = true
+			refusing = append(refusing, r)
+			maxRetry = algo.Never
+		}
+		for _, k := range dp.items {
+			it := &p.items[k]
+			if !it.decided {
+				continue
+			}
+			ls := LimitStatus{Name: itemName(it), Decision: it.dec, Window: it.lim.Window(nowUS), Shadow: it.shadow}
+			s.Limits = append(s.Limits, ls)
+			if it.borrowed {
+				borrowed = true
+				if it.lendDecided {
+					s.Limits = append(s.Limits, LimitStatus{Name: it.rule.parent.Name + "/lend", Decision: it.lendDec,
+						Window: it.lendLim.Window(nowUS), Shadow: it.shadow})
+					if !it.lendDec.Allowed && !it.shadow {
+						refused = true
+						refusing = append(refusing, it.rule)
+						maxRetry = max(maxRetry, it.lendDec.RetryAfter)
+					}
+				}
+				continue // the rate's refusal is what borrowing answers
+			}
+			d := &p.items[k].dec
+			if !d.Allowed {
+				if it.shadow {
+					shadowRefused = true
+					continue
+				}
+				refused = true
+				refusing = append(refusing, it.rule)
+				maxRetry = max(maxRetry, d.RetryAfter)
+				if waitItem == nil || d.RetryAfter > waitItem.dec.RetryAfter {
+					waitItem = it
+				}
+				if !tightRefused || d.RetryAfter > tight.RetryAfter {
+					tight, tightRefused = d, true
+				}
+				continue
+			}
+			if it.shadow {
+				continue
+			}
+			maxDelay = max(maxDelay, d.Delay)
+			if !tightRefused && (tight == nil || d.Remaining < tight.Remaining) {
+				tight = d
+			}
+		}
+		switch {
+		case tight != nil:
+			s.Decision = *tight
+		case len(dp.deny) > 0:
+			s.Decision = algo.Decision{RetryAfter: algo.Never}
+		case len(dp.items) > 0 && p.items[dp.items[0]].decided:
+			s.Decision = p.items[dp.items[0]].dec
+		}
+		if refused {
+			s.Code = CodeOverLimit
+			resp.Code = CodeOverLimit
+		}
+		s.Borrowed = borrowed && !refused
+	}
+	if resp.Code == CodeOK {
+		resp.Delay = maxDelay
+		if shadowRefused {
+			resp.Strategy = StrategyShadow
+		}
+		if !take {
+			resp.leases = nil
+		}
+		return
+	}
+	resp.leases = nil
+	resp.Strategy, resp.Fallback, resp.Delay = strategyOf(refusing, maxRetry)
+	if resp.Strategy == StrategyWait && waitItem != nil {
+		resp.waitKey, resp.waitRule = waitItem.key, waitItem.rule
+	}
+}
+
+// strategyOf picks the response's strategy from the refusing rules: reject
+// wins over degrade, degrade over wait; wait holds only when every refusing
+// rule waits and the longest retry fits the shortest max_wait.
+func strategyOf(refusing []*Rule, retry time.Duration) (string, string, time.Duration) {
+	var fallback string
+	allWait := true
+	minWait := time.Duration(math.MaxInt64)
+	for _, r := range refusing {
+		switch {
+		case r.Strategy == StrategyReject || r.Strategy == StrategyShadow || (r.Deny && r.Strategy == StrategyWait):
+			return StrategyReject, "", 0
+		case r.Strategy == StrategyDegrade:
+			if fallback == "" {
+				fallback = r.Fallback
+			}
+			allWait = false
+		default:
+			minWait = min(minWait, r.MaxWait)
+		}
+	}
+	if fallback != "" {
+		return StrategyDegrade, fallback, 0
+	}
+	if allWait && retry != algo.Never && retry <= minWait {
+		return StrategyWait, "", retry
+	}
+	return StrategyReject, "", 0
+}
+
+func itemName(it *item) string {
+	switch it.role {
+	case roleCeil:
+		return it.rule.Name + "/ceil"
+	case rolePool:
+		return it.rule.Name + "/" + it.class
+	}
+	return it.rule.Name
+}
+
+// ruleWindow is the rule's window for headers at now.
+func ruleWindow(r *Rule, nowUS int64) time.Duration {
+	if r.limit != nil {
+		return r.limit.Window(nowUS)
+	}
+	if d, ok := unitPeriods[r.Unit]; ok {
+		return d
+	}
+	if r.Unit == "month" || r.Unit == "year" {
+		t := time.UnixMicro(nowUS).UTC()
+		start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+		if r.Unit == "year" {
+			start = time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+			return start.AddDate(1, 0, 0).Sub(start)
+		}
+		return start.AddDate(0, 1, 0).Sub(start)
+	}
+	return 0
+}
+
+// String renders the code, e.g. "OVER_LIMIT".
+func (r Response) String() string {
+	s := r.Code.String()
+	if r.Strategy != "" {
+		s += " strategy=" + r.Strategy
+	}
+	if r.Delay > 0 {
+		s += " delay=" + r.Delay.String()
+	}
+	return s + " statuses=" + strconv.Itoa(len(r.Statuses))
+}

@@ -1,0 +1,176 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/queue"
+)
+
+// errStop ends a wait whose request a rule without the wait strategy
+// refused: waiting cannot help it.
+var errStop = errors.New("policy: refused by a rule that does not wait")
+
+// queues are the wait strategy's queues, one per exhausted key with
+// waiters, created on demand and dropped when the last waiter leaves.
+type queues struct {
+	mu sync.Mutex
+	m  map[string]*waitQueue
+}
+
+type waitQueue struct {
+	q    *queue.Queue
+	refs int
+}
+
+type waitSlot struct {
+	req  Request
+	resp Response
+	set  bool
+}
+
+type slotKey struct{}
+
+func (qs *queues) acquire(e *Engine, key string, r *Rule) (*waitQueue, error) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if wq := qs.m[key]; wq != nil {
+		wq.refs++
+		return wq, nil
+	}
+	opts := []queue.Option{queue.WithTTL(r.MaxWait)}
+	if r.MaxWaiters > 0 {
+		opts = append(opts, queue.WithSize(r.MaxWaiters))
+	}
+	if r.QueueOrder == "fifo" {
+		opts = append(opts, queue.WithOrder(queue.FIFO))
+	}
+	q, err := queue.New(e.tryWaiter, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if qs.m == nil {
+		qs.m = map[string]*waitQueue{}
+	}
+	wq := &waitQueue{q: q, refs: 1}
+	qs.m[key] = wq
+	return wq, nil
+}
+
+func (qs *queues) release(key string, wq *waitQueue) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if wq.refs--; wq.refs == 0 && qs.m[key] == wq {
+		delete(qs.m, key)
+		_ = wq.q.Close()
+	}
+}
+
+// Waiting returns the number of requests waiting in the wait strategy's
+// queues, for a queue-depth gauge.
+func (e *Engine) Waiting() int {
+	e.queues.mu.Lock()
+	defer e.queues.mu.Unlock()
+	n := 0
+	for _, wq := range e.queues.m {
+		n += wq.q.Len()
+	}
+	return n
+}
+
+// tryWaiter is the queues' TryFunc: it decides the request of the waiter
+// at the head of a queue.
+func (e *Engine) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
+	slot, _ := ctx.Value(slotKey{}).(*waitSlot)
+	if slot == nil {
+		return false, 0, errors.New("policy: wait queue called without a request")
+	}
+	resp, err := e.Decide(ctx, slot.req)
+	if err != nil {
+		return false, 0, err
+	}
+	slot.resp, slot.set = resp, true
+	switch {
+	case resp.Code == CodeOK:
+		return true, 0, nil
+	case resp.Strategy != StrategyWait:
+		return false, 0, errStop
+	}
+	return false, resp.Delay, nil
+}
+
+// DecideWait is Decide for a caller that can hold the request. When the
+// request is refused and every refusing rule has strategy wait (and the
+// wait fits their max_wait), it waits in a bounded queue for the exhausted
+// limit, FIFO or by priority class as the rule says, up to the rule's
+// max_wait and ctx's deadline, retrying when the store says capacity will
+// be back; an admitted request whose response has a Delay (a shaper's
+// queue) is held for it too. Response.Waited says how long it waited and
+// Delay is then zero.
+//
+// The answer is the last decision: OK once admitted; OVER_LIMIT (strategy
+// reject) when the queue was full, the wait would outlive its deadline, or
+// a rule that does not wait refused. Cancelling ctx removes the waiter and
+// returns ctx's error. A request arriving while others wait for the same
+// key is decided at once, as with golang.org/x/time/rate: the queue orders
+// the waiters, not the newcomers.
+func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) {
+	start := time.Now()
+	resp, err := e.Decide(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	if resp.Code == CodeOK {
+		return e.hold(ctx, resp, start)
+	}
+	if resp.Strategy != StrategyWait || resp.waitRule == nil {
+		return resp, nil
+	}
+	wq, err := e.queues.acquire(e, resp.waitKey, resp.waitRule)
+	if err != nil {
+		return Response{}, err
+	}
+	defer e.queues.release(resp.waitKey, wq)
+	slot := &waitSlot{req: req}
+	prio := 0
+	if d := e.Config().Domain(req.Domain); d != nil && resp.Priority != "" {
+		prio = len(d.Priorities) - d.priorityRank(resp.Priority)
+	}
+	err = wq.q.Wait(context.WithValue(ctx, slotKey{}, slot), prio)
+	if slot.set {
+		resp = slot.resp
+	}
+	resp.Waited = time.Since(start)
+	switch {
+	case err == nil:
+		return e.hold(ctx, resp, start)
+	case ctx.Err() != nil:
+		return resp, ctx.Err()
+	case errors.Is(err, errStop):
+		return resp, nil
+	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTimeout), errors.Is(err, queue.ErrNever),
+		errors.Is(err, queue.ErrClosed):
+		resp.Code, resp.Strategy, resp.Delay = CodeOverLimit, StrategyReject, 0
+		return resp, nil
+	}
+	return Response{}, err
+}
+
+// hold waits out an admitted response's Delay.
+func (e *Engine) hold(ctx context.Context, resp Response, start time.Time) (Response, error) {
+	if resp.Delay > 0 {
+		t := time.NewTimer(resp.Delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			resp.Waited = time.Since(start)
+			return resp, ctx.Err()
+		}
+		resp.Delay = 0
+	}
+	resp.Waited = time.Since(start)
+	return resp, nil
+}
