@@ -242,9 +242,9 @@ type item struct {
 	shadow bool
 	// borrowing (roleRate of a rule with a ceil): the parent's lend pool to
 	// take instead of this rate when it refuses, if the parent has one.
-	borrow   bool
-	lendKey  string
-	lendLim  *algo.Limit
+	borrow      bool
+	lendKey     string
+	lendLim     *algo.Limit
 	borrowed    bool // this rate refused and the request borrows instead
 	lendDec     algo.Decision
 	lendDecided bool
