@@ -116,38 +116,54 @@ func Charts(res *Result) []NamedChart {
 			},
 		})
 	}
-	perSec := 1 / sc.Bin.D().Seconds()
-	rate := &chart.Chart{
-		Title:  "admitted rate per contender",
-		XLabel: xl, YLabel: "units admitted per second",
-		Lines: []chart.Line{
-			{Name: "offered", X: xs, Y: i64(res.Offered.Series.Admitted, perSec), Color: chart.Light, Width: 1.5},
-			{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.Admitted, perSec), Color: chart.Grey, Width: 3},
-		},
-	}
-	for i, c := range res.Contenders {
-		rate.Lines = append(rate.Lines, chart.Line{Name: c.Name, X: xs, Y: i64(c.Series.Admitted, perSec), Color: chart.Palette[i%len(chart.Palette)], Width: 1.5, Dashed: i >= len(chart.Palette)})
-	}
-	if keys := res.activeKeys(); keys > 0 && keys <= 100_000 {
-		lim := float64(sc.Limit) * float64(keys) / sc.Period.D().Seconds()
+	perSec := 1 / sc.Period.D().Seconds()
+	ratePer := fmt.Sprintf("units/s admitted, averaged over the last %s", per)
+	var rules []chart.Rule
+	if keys := res.Keys; keys > 0 && keys <= 100_000 {
+		lim := float64(sc.Limit) * float64(keys) * perSec
 		label := fmt.Sprintf("limit %s/s", trimFloat(lim))
 		if keys > 1 {
 			label = fmt.Sprintf("limit: %d keys × %d per %s", keys, sc.Limit, per)
 		}
-		rate.HRules = append(rate.HRules, chart.Rule{At: lim, Label: label})
+		rules = append(rules, chart.Rule{At: lim, Label: label})
 	}
+	var events []chart.Rule
 	for _, e := range sc.Events {
-		rate.VRules = append(rate.VRules, chart.Rule{At: e.At.D().Seconds() / div, Label: fmt.Sprintf("%d instances", e.Instances), Color: chart.Palette[8]})
+		events = append(events, chart.Rule{At: e.At.D().Seconds() / div, Label: fmt.Sprintf("scale to %d instances", e.Instances), Color: chart.Palette[8]})
+	}
+	offeredLine := chart.Line{Name: "offered", X: xs, Y: i64(res.Offered.Series.AllWindow, perSec), Color: chart.Light, Width: 1.5}
+	idealLine := chart.Line{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.AllWindow, perSec), Color: chart.Grey, Width: 3}
+	if res.Keys > 1 {
+		for i, c := range res.Contenders {
+			out = append(out, NamedChart{
+				Name:    fmt.Sprintf("rate-%02d-%s", i+1, slug(c.Name)),
+				Caption: fmt.Sprintf("The rate %s admitted over all keys (dashed orange) against the ideal limiter's (grey), the offered rate (light grey) and the sum of the keys' limits.", c.Name),
+				Chart: &chart.Chart{
+					Title:  fmt.Sprintf("%s: admitted rate", c.Name),
+					XLabel: xl, YLabel: ratePer,
+					Lines: []chart.Line{offeredLine, idealLine,
+						{Name: c.Name, X: xs, Y: i64(c.Series.AllWindow, perSec), Color: chart.Orange, Dashed: true}},
+					HRules: rules, VRules: events,
+				},
+			})
+		}
+	}
+	rate := &chart.Chart{
+		Title:  "admitted rate per contender",
+		XLabel: xl, YLabel: ratePer,
+		Lines:  []chart.Line{offeredLine, idealLine},
+		HRules: rules, VRules: events,
+	}
+	for i, c := range res.Contenders {
+		rate.Lines = append(rate.Lines, chart.Line{Name: c.Name, X: xs, Y: i64(c.Series.AllWindow, perSec), Color: chart.Palette[i%len(chart.Palette)], Width: 1.5, Dashed: i >= len(chart.Palette)})
 	}
 	out = append(out, NamedChart{
 		Name:    "rate",
-		Caption: "Units admitted per second by each contender over time, against the offered rate (light grey), the ideal limiter (grey) and the sum of the limits of the keys seen.",
+		Caption: "Units admitted per second by each contender over all keys (averaged over one window), against the offered rate (light grey), the ideal limiter (grey) and the sum of the limits of the keys seen.",
 		Chart:   rate,
 	})
 	return out
 }
-
-func (r *Result) activeKeys() int { return r.Keys }
 
 func trimFloat(f float64) string {
 	s := fmt.Sprintf("%.2f", f)

@@ -57,6 +57,10 @@ type Series struct {
 	// Window is the focus key's admitted units in the Period ending at the
 	// bin's end.
 	Window []int64
+	// AllWindow is every key's admitted units together in the Period ending
+	// at the bin's end: divided by Period, the admitted rate smoothed over
+	// one window.
+	AllWindow []int64
 	// Estimate, for fixed and sliding windows on one limiter, is the count
 	// the algorithm itself believes the focus key's traffic has reached at
 	// the bin's end, fed every arrival and never limiting (the articles'
@@ -68,7 +72,7 @@ func newSeries(n int) Series {
 	return Series{
 		Admitted: make([]int64, n), Rejected: make([]int64, n),
 		Over: make([]int64, n), Under: make([]int64, n),
-		Window: make([]int64, n),
+		Window: make([]int64, n), AllWindow: make([]int64, n),
 	}
 }
 
@@ -112,6 +116,7 @@ type recorder struct {
 	limit, period, bin, end int64
 	focus                   int
 	keys                    []keyLog
+	all                     keyLog        // every key's admissions together
 	waiting                 []proceedItem // a min-heap by t
 	nextSample              int           // index of the next bin end to sample
 	m                       Metrics
@@ -176,6 +181,8 @@ func (r *recorder) sample(b int64) {
 	k := r.key(int32(r.focus))
 	k.prune(b - r.period)
 	r.s.Window[i] = k.sum
+	r.all.prune(b - r.period)
+	r.s.AllWindow[i] = r.all.sum
 	if r.sampleHook != nil {
 		r.s.Estimate[i] = r.sampleHook(b)
 	}
@@ -240,6 +247,12 @@ func (r *recorder) proceed(t int64, key int32, cost int64) {
 		}
 	}
 	k.push(t, cost)
+	if n := len(r.all.t); n > 0 && r.all.t[n-1] == t {
+		r.all.c[n-1] += cost // merge same-instant admissions: fewer entries
+		r.all.sum += cost
+	} else {
+		r.all.push(t, cost)
+	}
 	if k.sum > r.m.MaxWindow {
 		r.m.MaxWindow = k.sum
 		r.m.WorstOver = max(0, k.sum-r.limit)

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // WriteTable prints the comparison: one row per contender, the ideal first.
@@ -72,14 +71,15 @@ func fmtLatency(us float64) string {
 }
 
 // WriteCSV writes every series, one row per bin: the bin's end in seconds,
-// the offered units and the perfect count of the focus key's requests, then
-// for the ideal and each contender its admitted units, rejected requests,
-// over- and under-admissions, the focus key's admitted units in the window,
-// and the algorithm's own count when it has one. Column names are
-// "<contender>:<series>".
+// the offered units, the perfect count of the focus key's requests and of
+// all requests in the trailing window, then for the ideal and each
+// contender its admitted units, rejected requests, over- and
+// under-admissions, the focus key's and all keys' admitted units in the
+// trailing window, and the algorithm's own count when it has one (see
+// Series). Column names are "<contender>:<series>".
 func WriteCSV(w io.Writer, res *Result) error {
 	bw := bufio.NewWriter(w)
-	cols := []string{"time_s", "offered:units", "offered:window"}
+	cols := []string{"time_s", "offered:units", "offered:window", "offered:all_window"}
 	type col struct {
 		name string
 		get  func(i int) string
@@ -93,6 +93,7 @@ func WriteCSV(w io.Writer, res *Result) error {
 			col{c.Name + ":over", func(i int) string { return strconv.FormatInt(s.Over[i], 10) }},
 			col{c.Name + ":under", func(i int) string { return strconv.FormatInt(s.Under[i], 10) }},
 			col{c.Name + ":window", func(i int) string { return strconv.FormatInt(s.Window[i], 10) }},
+			col{c.Name + ":all_window", func(i int) string { return strconv.FormatInt(s.AllWindow[i], 10) }},
 		)
 		if s.Estimate != nil {
 			getters = append(getters, col{c.Name + ":count", func(i int) string { return strconv.FormatFloat(s.Estimate[i], 'f', -1, 64) }})
@@ -114,6 +115,8 @@ func WriteCSV(w io.Writer, res *Result) error {
 		bw.WriteString(strconv.FormatInt(off.Admitted[i], 10))
 		bw.WriteByte(',')
 		bw.WriteString(strconv.FormatInt(off.Window[i], 10))
+		bw.WriteByte(',')
+		bw.WriteString(strconv.FormatInt(off.AllWindow[i], 10))
 		for _, g := range getters {
 			bw.WriteByte(',')
 			bw.WriteString(g.get(i))
@@ -122,6 +125,3 @@ func WriteCSV(w io.Writer, res *Result) error {
 	}
 	return bw.Flush()
 }
-
-// durationOf returns µs as a time.Duration.
-func durationOf(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

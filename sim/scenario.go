@@ -3,8 +3,11 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -281,6 +284,9 @@ func lineErr(line int, format string, args ...any) error {
 // UnmarshalYAML records the line of a source.
 func (s *Source) UnmarshalYAML(n *yaml.Node) error {
 	type plain Source
+	if err := knownFields(n, plain{}, "traffic source"); err != nil {
+		return err
+	}
 	if err := n.Decode((*plain)(s)); err != nil {
 		return err
 	}
@@ -291,6 +297,9 @@ func (s *Source) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML records the line of a contender.
 func (c *Contender) UnmarshalYAML(n *yaml.Node) error {
 	type plain Contender
+	if err := knownFields(n, plain{}, "contender"); err != nil {
+		return err
+	}
 	if err := n.Decode((*plain)(c)); err != nil {
 		return err
 	}
@@ -301,6 +310,9 @@ func (c *Contender) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML records the line of an event.
 func (e *Event) UnmarshalYAML(n *yaml.Node) error {
 	type plain Event
+	if err := knownFields(n, plain{}, "event"); err != nil {
+		return err
+	}
 	if err := n.Decode((*plain)(e)); err != nil {
 		return err
 	}
@@ -308,20 +320,54 @@ func (e *Event) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// knownFields rejects the keys of mapping n that are not yaml fields of
+// proto's struct type: a custom UnmarshalYAML escapes the decoder's
+// KnownFields check.
+func knownFields(n *yaml.Node, proto any, what string) error {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	t := reflect.TypeOf(proto)
+	var names []string
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+			names = append(names, tag)
+		}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if !slices.Contains(names, k.Value) {
+			return lineErr(k.Line, "unknown field %q in %s (known: %s)", k.Value, what, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
 // ParseScenario reads a scenario from YAML. file names it in errors, which
 // read "file:line: message". Unknown fields are errors. The result is
 // validated.
 func ParseScenario(file string, data []byte) (*Scenario, error) {
+	sc, err := decodeScenario(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func decodeScenario(file string, data []byte) (*Scenario, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	sc := &Scenario{}
 	if err := dec.Decode(sc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrScenario, file, cleanYAMLError(err))
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: empty scenario", ErrScenario, file)
+		}
+		return nil, fmt.Errorf("%w: %s:%s", ErrScenario, file, cleanYAMLError(err))
 	}
 	sc.file = file
-	if err := sc.Validate(); err != nil {
-		return nil, err
-	}
 	return sc, nil
 }
 
@@ -336,20 +382,45 @@ func cleanYAMLError(err error) string {
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		return rest
 	}
+	return " " + msg
+}
+
+// withoutLine drops a leading "N: " from a cleaned YAML error, for input
+// that did not come from a file.
+func withoutLine(msg string) string {
+	msg = strings.TrimSpace(msg)
+	i := 0
+	for i < len(msg) && msg[i] >= '0' && msg[i] <= '9' {
+		i++
+	}
+	if i > 0 && strings.HasPrefix(msg[i:], ": ") {
+		return msg[i+2:]
+	}
 	return msg
 }
 
 // LoadScenario reads a scenario file, or a built-in one by name (see
 // Presets).
 func LoadScenario(nameOrPath string) (*Scenario, error) {
+	sc, err := loadScenario(nameOrPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func loadScenario(nameOrPath string) (*Scenario, error) {
 	if data, ok := presetData(nameOrPath); ok {
-		return ParseScenario(nameOrPath, data)
+		return decodeScenario(nameOrPath, data)
 	}
 	data, err := os.ReadFile(nameOrPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (not a file, nor a built-in scenario: %s)", ErrScenario, err, strings.Join(Presets(), ", "))
 	}
-	return ParseScenario(nameOrPath, data)
+	return decodeScenario(nameOrPath, data)
 }
 
 // where prefixes a validation message with the file and line when known.

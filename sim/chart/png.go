@@ -60,7 +60,7 @@ func (c *Chart) Image() (*image.RGBA, error) {
 		y := L.py(h.At)
 		r.dashed([][2]float64{{L.left, y}, {L.right, y}}, 1.5, ruleColor(h), 2, 3)
 		if h.Label != "" {
-			r.text(h.Label, L.left+6, y-5, ruleColor(h), 1, 0)
+			r.text(h.Label, L.right-6-float64(runeLen(ascii.Replace(h.Label)))*charW, y-5, ruleColor(h), 1, 0)
 		}
 	}
 	for _, v := range c.VRules {

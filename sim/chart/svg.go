@@ -41,7 +41,7 @@ func (c *Chart) SVG(w io.Writer) error {
 		y := L.py(r.At)
 		f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="2 3"/>`+"\n", L.left, y, L.right, y, hex(ruleColor(r)))
 		if r.Label != "" {
-			f(`<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", L.left+6, y-5, hex(ruleColor(r)), xmlEscape(r.Label))
+			f(`<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%s</text>`+"\n", L.right-6, y-5, hex(ruleColor(r)), xmlEscape(r.Label))
 		}
 	}
 	for _, r := range c.VRules {
