@@ -1,0 +1,300 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden CSVs in testdata/")
+
+// The two golden scenarios give the committed CSVs byte for byte; run with
+// -update after a deliberate change and review the diff.
+func TestGoldenCSV(t *testing.T) {
+	for _, name := range []string{"golden-algorithms", "golden-distributed"} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := LoadScenario(filepath.Join("testdata", name+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := run(t, sc, withChunk(7))
+			var got bytes.Buffer
+			if err := WriteCSV(&got, res); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".csv")
+			if *update {
+				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestGoldenCSV -update to create it)", err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				gl, wl := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+				for i := range min(len(gl), len(wl)) {
+					if gl[i] != wl[i] {
+						t.Fatalf("%s differs at line %d:\n got  %s\n want %s", path, i+1, gl[i], wl[i])
+					}
+				}
+				t.Fatalf("%s: got %d lines, want %d", path, len(gl), len(wl))
+			}
+		})
+	}
+}
+
+// The same seed gives byte-identical tables, CSVs and charts, whatever the
+// hand-over chunk size; another seed gives other traffic.
+func TestSameSeedSameBytes(t *testing.T) {
+	render := func(seed uint64, chunk int) []byte {
+		sc, err := LoadScenario("distributed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Seed = seed
+		sc.Duration = sec(20)
+		res := run(t, sc, withChunk(chunk))
+		var b bytes.Buffer
+		if err := WriteTable(&b, res); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteCSV(&b, res); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range Charts(res) {
+			if err := c.Chart.SVG(&b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := Charts(res)[0].Chart.PNG(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	a, b := render(3, 8192), render(3, 100)
+	if !bytes.Equal(a, b) {
+		t.Errorf("seed 3 gave different output with different chunk sizes")
+	}
+	if c := render(4, 8192); bytes.Equal(a, c) {
+		t.Errorf("seeds 3 and 4 gave the same output")
+	}
+}
+
+func TestScenarioErrorsSayWhatAndWhere(t *testing.T) {
+	base := "limit: 5\nperiod: 1s\nduration: 3s\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown top field", base + "traffic: [{kind: poisson, rate: 1}]\nlimt: 3\n", "s.yaml:5: field limt not found"},
+		{"unknown source field", base + "traffic:\n  - kind: poisson\n    rat: 3\n", `s.yaml:6: unknown field "rat" in traffic source`},
+		{"unknown kind", base + "traffic:\n  - kind: gaussian\n", `s.yaml:5: traffic[0].kind: unknown "gaussian"`},
+		{"bad rate", base + "traffic:\n  - kind: poisson\n    rate: fast\n", `s.yaml:6: bad rate "fast"`},
+		{"zero rate", base + "traffic:\n  - kind: poisson\n", "s.yaml:5: traffic[0] (poisson): rate: must be > 0"},
+		{"bad duration", "limit: 5\nperiod: soon\n", `s.yaml:2: bad duration "soon"`},
+		{"no limit", "period: 1s\nduration: 3s\ntraffic: [{kind: poisson, rate: 1}]\n", "limit: must be > 0"},
+		{"no traffic", base, "traffic: at least one source"},
+		{"bad algorithm", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: magic\n", `s.yaml:6: contenders[0].algorithm: invalid limit: unknown algorithm "magic"`},
+		{"bad strategy", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - strategy: gossip\n", `s.yaml:6: contenders[0].strategy: unknown "gossip"`},
+		{"bad sub windows", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: sliding_window\n    sub_windows: 7\n", "s.yaml:6: contenders[0].algorithm: invalid limit: sub_windows"},
+		{"event outside", base + "traffic: [{kind: poisson, rate: 1}]\nevents:\n  - at: 10s\n    instances: 3\n", "s.yaml:6: events[0].at: 10s is outside the run"},
+		{"duplicate names", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: gcra\n  - algorithm: gcra\n", `s.yaml:7: contenders[1].name: "gcra" is already contenders[0]`},
+		{"not yaml", "limit: [\n", "s.yaml:"},
+		{"empty", "", "s.yaml: empty scenario"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseScenario("s.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want it to wrap ErrScenario and contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReplay(t *testing.T) {
+	sc := &Scenario{
+		Limit: 3, Period: sec(1),
+		Traffic:    []Source{{Kind: SourceReplay, File: filepath.Join("testdata", "replay.log")}},
+		Contenders: []Contender{{Algorithm: "fixed_window"}},
+	}
+	res := run(t, sc)
+	if sc.Duration.D() != 2999001*time.Microsecond {
+		t.Errorf("duration from the replay = %v, want just after the last line", sc.Duration.D())
+	}
+	off := res.Offered.Metrics
+	if off.Requests != 7 || off.Units != 10 || res.Keys != 3 {
+		t.Errorf("replayed %d requests, %d units, %d keys; want 7, 10, 3", off.Requests, off.Units, res.Keys)
+	}
+	// alice: 1 + 3 = 4 units in the first second: the 3-unit one is refused.
+	if m := res.Contenders[0].Metrics; m.Admitted != 6 {
+		t.Errorf("fixed window admitted %d requests, want 6", m.Admitted)
+	}
+}
+
+func TestReadReplayErrors(t *testing.T) {
+	for _, tc := range []struct{ log, want string }{
+		{"1.0 a\n0.5 a\n", "log:2: time goes backwards"},
+		{"1.0\n", `log:1: want "time key [cost]"`},
+		{"x a\n", `log:1: time "x" is neither seconds nor RFC 3339`},
+		{"# c\n\n1 a 0\n", `log:3: cost "0" must be an integer`},
+		{"-1 a\n", "log:1: time \"-1\" must be between"},
+		{"2024-01-01T00:00:01Z a\n2024-01-01T00:00:00Z a\n", "log:2: time \"2024-01-01T00:00:00Z\" is before the first line"},
+	} {
+		_, _, err := ReadReplay("log", strings.NewReader(tc.log), 0)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ReadReplay(%q) = %v, want %q", tc.log, err, tc.want)
+		}
+	}
+	arr, names, err := ReadReplay("log", strings.NewReader("2024-01-01T00:00:00Z a\n2024-01-01T00:00:00.5Z b 4\n"), 10)
+	if err != nil || len(arr) != 2 || arr[1].t != 500000 || arr[1].key != 11 || arr[1].cost != 4 || names[1] != "b" {
+		t.Errorf("RFC 3339 replay = %v %v %v", arr, names, err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]Rate{"100": 100, "100/s": 100, "6000/m": 100, "7200/h": 2, "5/500ms": 10, " 3 / min ": 0.05} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "fast", "-1", "1/fortnight", "NaN"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) succeeded, want an error", in)
+		}
+	}
+}
+
+func TestMainWritesTheReport(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--scenario", "article", "--duration", "3m", "--out", dir, "--seed", "9", "--progress", "never",
+		"--contender", "fixed_window", "--contender", "sliding_window sub_windows=4", "--contender", "async lag=2s"}
+	if code := MainContext(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"scenario article: 3m0s simulated", "seed 9", "fixed_window", "sliding_window 4×15s", "async sliding_log lag 2s"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	for _, f := range []string{"index.html", "series.csv", "table.txt", "scenario.yaml", "rate.svg", "rate.png", "count-01-fixed-window.svg", "count-02-sliding-window-4x15s.png", "window-03-async-sliding-log-lag-2s.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("report lacks %s: %v", f, err)
+		}
+	}
+	// The scenario written with the report runs again to the same table.
+	var again bytes.Buffer
+	if code := MainContext(context.Background(), []string{"--scenario", filepath.Join(dir, "scenario.yaml"), "--progress", "never"}, &again, &stderr); code != 0 {
+		t.Fatalf("rerun of scenario.yaml: exit %d: %s", code, stderr.String())
+	}
+	if again.String() != stdout.String() {
+		t.Errorf("rerun of scenario.yaml printed another table:\n%s\nwant\n%s", again.String(), stdout.String())
+	}
+}
+
+func TestMainFlagsAndErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--traffic", "bursts", "--rate", "50", "--on", "1s", "--off", "4s", "--limit", "20", "--period", "5s", "--duration", "30s", "--contender", "token_bucket burst=5", "--csv", "-"}, 0, "time_s,offered:units"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--scale", "2s:3", "--contender", "sticky"}, 0, "sticky sliding_log K=4"},
+		{[]string{"--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "traffic[0] (poisson): rate: must be > 0"},
+		{[]string{"--rate", "1", "--period", "1s", "--duration", "5s"}, 1, "limit: must be > 0"},
+		{[]string{"--contender", "token_bucket bogus=1"}, 2, `unknown field "bogus"`},
+		{[]string{"--scale", "soon"}, 2, "want AT:K"},
+		{[]string{"--scenario", "article", "--rate", "5"}, 1, "--rate describes traffic"},
+		{[]string{"--scenario", "nope"}, 1, "not a file, nor a built-in scenario"},
+		{[]string{"stray"}, 2, `unexpected argument "stray"`},
+		{[]string{"--seed", "x", "--scenario", "article"}, 1, "--seed: want a non-negative integer"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := MainContext(context.Background(), tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.want) {
+			t.Errorf("sim %q: exit %d, output %q; want exit %d and %q", tc.args, code, stdout.String()+stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func TestRunStopsWhenCancelled(t *testing.T) {
+	sc, err := LoadScenario("distributed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, sc); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, time.Minute)
+	p.draw(30 * time.Second)
+	p.done(true)
+	if got := b.String(); !strings.Contains(got, "\r[===============>              ]  50%  30s of 1m0s simulated") || !strings.HasSuffix(got, "100%  1m0s of 1m0s simulated\n") {
+		t.Errorf("progress drew %q", got)
+	}
+}
+
+func FuzzParseScenario(f *testing.F) {
+	for _, p := range Presets() {
+		data, _ := presetData(p)
+		f.Add(data)
+	}
+	f.Add([]byte("limit: 1\nperiod: 1s\nduration: 1s\ntraffic: [{kind: flash, peak: 5}]\ncontenders: [{strategy: lease}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := ParseScenario("fuzz.yaml", data)
+		if err != nil {
+			if !errors.Is(err, ErrScenario) {
+				t.Fatalf("error %v does not wrap ErrScenario", err)
+			}
+			return
+		}
+		// Keep accepted scenarios small enough to run.
+		if sc.Duration.D() <= 2*time.Second && sc.Bin.D() >= 100*time.Millisecond {
+			total := 0.0
+			for _, s := range sc.Traffic {
+				if s.Kind == SourceReplay {
+					return
+				}
+				total += float64(max(s.Rate, s.Peak))
+			}
+			if total < 2000 {
+				if _, err := Run(context.Background(), sc); err != nil && !errors.Is(err, ErrScenario) {
+					t.Fatalf("Run: %v", err)
+				}
+			}
+		}
+	})
+}
+
+func FuzzReadReplay(f *testing.F) {
+	f.Add("0 a\n0.5 b 3\n# c\n")
+	f.Add("2024-01-01T00:00:00Z a\n")
+	f.Fuzz(func(t *testing.T, log string) {
+		arr, _, err := ReadReplay("log", strings.NewReader(log), 0)
+		if err != nil {
+			if !errors.Is(err, ErrScenario) {
+				t.Fatalf("error %v does not wrap ErrScenario", err)
+			}
+			return
+		}
+		for i := 1; i < len(arr); i++ {
+			if arr[i].t < arr[i-1].t || arr[i].cost < 1 {
+				t.Fatalf("arrival %d = %+v after %+v", i, arr[i], arr[i-1])
+			}
+		}
+	})
+}
