@@ -266,16 +266,76 @@ func (l *loader) parseFile(data []byte) (out []*Domain) {
 	return out
 }
 
-// syntax reports a YAML syntax error at its line.
+// syntax reports a YAML syntax error at its line. The parser names the line
+// where the enclosing block began (a mapping that "did not find expected
+// key" may have started lines above the misindented one), so the line is
+// refined to the shortest prefix of the file that fails the same way.
 func (l *loader) syntax(data []byte, err error) {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if k := firstFailingLine(data, m[2]); k > 0 {
+			line = k
+		}
 		l.errf(line, "YAML syntax error: %s", m[2])
 		return
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	l.errf(badByteLine(data), "YAML syntax error: %s", msg)
+}
+
+// firstFailingLine returns the smallest k such that the file's first k
+// lines fail to parse with the message want, found by bisection (a prefix
+// that fails so keeps failing so when lines are added), or 0.
+func firstFailingLine(data []byte, want string) int {
+	ends := []int{}
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	fails := func(k int) bool { return yamlError(data[:ends[k-1]]) == want }
+	lo, hi := 1, len(ends)
+	if !fails(hi) {
+		return 0
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// yamlError returns the message (without "yaml: line N: ") of the first
+// syntax error in data, or "".
+func yamlError(data []byte) (msg string) {
+	defer func() {
+		if recover() != nil {
+			msg = "panic"
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return ""
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			return m[2]
+		}
+		return err.Error()
+	}
 }
 
 // badByteLine finds the line of the first byte a YAML reader rejects
@@ -974,7 +1034,11 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 			for i, k := range algos {
 				names[i] = k.String()
 			}
-			l.errf(f.key.Line, "%s applies to %s, not %s", name, strings.Join(names, " and "), p.Algorithm)
+			list := names[0]
+			if n := len(names); n > 1 {
+				list = strings.Join(names[:n-1], ", ") + " and " + names[n-1]
+			}
+			l.errf(f.key.Line, "%s applies to %s, not %s", name, list, p.Algorithm)
 		}
 	}
 	if r.Deny {

@@ -1,0 +1,196 @@
+package policy
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of the config corpus")
+
+// golden compares got with the golden file, or rewrites it under -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./policy -run Golden -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the output:\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+// corpus lists the YAML files (and directories) directly under dir.
+func corpus(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no configs in %s", dir)
+	}
+	return out
+}
+
+func goldenName(path string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(path, ".yaml"), ".yml") + ".golden"
+}
+
+// TestGoldenGood loads every good config and compares its compiled dump.
+func TestGoldenGood(t *testing.T) {
+	for _, dir := range []string{"testdata/good", "testdata/envoy"} {
+		for _, path := range corpus(t, dir) {
+			t.Run(path, func(t *testing.T) {
+				cfg, err := Load(path)
+				if err != nil {
+					t.Fatalf("Load(%s):\n%v", path, err)
+				}
+				golden(t, goldenName(path), cfg.Dump())
+			})
+		}
+	}
+}
+
+// TestGoldenEnvoyDirectory loads the Envoy examples as one directory, the
+// way envoyproxy/ratelimit loads its runtime folder.
+func TestGoldenEnvoyDirectory(t *testing.T) {
+	cfg, err := Load("testdata/envoy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cfg.Domains()); got != 10 {
+		t.Fatalf("loaded %d domains from testdata/envoy, want 10", got)
+	}
+	golden(t, "testdata/envoy.golden", cfg.Dump())
+}
+
+// TestGoldenBad checks that every bad config yields exactly the problems
+// in its golden file, each as file:line: message.
+func TestGoldenBad(t *testing.T) {
+	for _, path := range corpus(t, "testdata/bad") {
+		t.Run(path, func(t *testing.T) {
+			cfg, err := Load(path)
+			if err == nil {
+				t.Fatalf("Load(%s) = valid config, want problems:\n%s", path, cfg.Dump())
+			}
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("Load(%s) error %T, want Problems", path, err)
+			}
+			for _, p := range ps {
+				if p.Line <= 0 {
+					t.Errorf("problem without a line: %s", p)
+				}
+			}
+			name := goldenName(path)
+			if strings.HasSuffix(path, "dupdomain") {
+				name = path + ".golden"
+			}
+			golden(t, name, ps.Error()+"\n")
+			if got := Validate(path); len(got) != len(ps) {
+				t.Errorf("Validate found %d problems, Load %d", len(got), len(ps))
+			}
+		})
+	}
+}
+
+func TestLoadMissingPath(t *testing.T) {
+	ps := Validate("testdata/no-such-file.yaml")
+	if len(ps) != 1 || !strings.Contains(ps[0].String(), "testdata/no-such-file.yaml: cannot read configuration") {
+		t.Fatalf("Validate(missing) = %v", ps)
+	}
+}
+
+func TestLoadDirectorySkipsHidden(t *testing.T) {
+	dir := t.TempDir()
+	// A Kubernetes ConfigMap mount: the files are symlinks into ..data.
+	data := filepath.Join(dir, "..2026_01_01")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "domain: k8s\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 3}\n"
+	if err := os.WriteFile(filepath.Join(data, "rules.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..2026_01_01", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "rules.yaml"), filepath.Join(dir, "rules.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.txt"), []byte("not yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(dir)
+	if err != nil {
+		t.Fatalf("Load(ConfigMap mount): %v", err)
+	}
+	if cfg.Domain("k8s") == nil || len(cfg.Domains()) != 1 {
+		t.Fatalf("domains %v, want just k8s", cfg.Dump())
+	}
+}
+
+func TestParseDurations(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{{"30s", "30s"}, {"5m", "5m0s"}, {"36h", "36h0m0s"}, {"7d", "168h0m0s"}, {"1d12h", "36h0m0s"}, {"2w", "336h0m0s"}} {
+		d, err := parseDuration(tc.in)
+		if err != nil || d.String() != tc.want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %s", tc.in, d, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "10 seconds", "1d-3h", "999999999d", "d"} {
+		if _, err := parseDuration(bad); err == nil {
+			t.Errorf("parseDuration(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+// FuzzLoad: no input makes the loader panic, and every problem it reports
+// has a line.
+func FuzzLoad(f *testing.F) {
+	for _, dir := range []string{"testdata/good", "testdata/bad", "testdata/envoy"} {
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Add([]byte("a: &a [*a, *a]\n"))
+	f.Add([]byte("domain: x\ndescriptors: &d\n  - key: a\n    descriptors: *d\n"))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data)
+		if err == nil {
+			_ = cfg.Dump()
+			return
+		}
+		var ps Problems
+		if !errors.As(err, &ps) || len(ps) == 0 {
+			t.Fatalf("error %v is not Problems", err)
+		}
+		for _, p := range ps {
+			if p.Line <= 0 || p.File != "fuzz.yaml" || p.Message == "" {
+				t.Fatalf("bad problem %+v", p)
+			}
+		}
+	})
+}
