@@ -1,0 +1,64 @@
+package resilient_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+// BenchmarkTake measures the wrapper's own cost over the memory store: bare
+// store, wrapped store, and a wrapped over-limit key answered by the cache.
+func BenchmarkTake(b *testing.B) {
+	l, _ := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1 << 50, Period: time.Hour})
+	over, _ := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour})
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	run := func(b *testing.B, s store.Store, lim *algo.Limit) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			out := make([]algo.Decision, 1)
+			reqs := make([]store.Request, 1)
+			i := 0
+			for pb.Next() {
+				reqs[0] = store.Request{Key: keys[i%len(keys)], Limit: lim, Cost: 1}
+				if _, err := s.Take(context.Background(), reqs, out); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+	b.Run("memory", func(b *testing.B) {
+		m, _ := memory.New()
+		defer m.Close()
+		run(b, m, l)
+	})
+	b.Run("resilient-memory", func(b *testing.B) {
+		m, _ := memory.New()
+		s, _ := resilient.New(m)
+		defer s.Close()
+		run(b, s, l)
+	})
+	b.Run("resilient-cached-refusal", func(b *testing.B) {
+		m, _ := memory.New()
+		s, _ := resilient.New(m)
+		defer s.Close()
+		for _, k := range keys { // fill every key and get it refused once
+			for range 2 {
+				s.Take(context.Background(), []store.Request{{Key: k, Limit: over, Cost: 1}}, make([]algo.Decision, 1))
+			}
+		}
+		if s.CachedKeys() != len(keys) {
+			b.Fatalf("%d keys cached, want %d", s.CachedKeys(), len(keys))
+		}
+		run(b, s, over)
+	})
+}

@@ -1,0 +1,118 @@
+package resilient
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+const cacheShards = 64
+
+// overLimit remembers keys the store refused until their RetryAfter.
+type overLimit struct {
+	seed     maphash.Seed
+	perShard int
+	shards   [cacheShards]cacheShard
+}
+
+type cacheShard struct {
+	mu sync.Mutex
+	m  map[string]cached
+}
+
+type cached struct {
+	lim   *algo.Limit
+	cost  int64 // the smallest cost refused
+	until int64 // µs: when the refused cost may pass again
+	at    int64 // µs: when it was refused
+	dec   algo.Decision
+}
+
+func newOverLimit(keys int) *overLimit {
+	c := &overLimit{seed: maphash.MakeSeed(), perShard: max(1, (keys+cacheShards-1)/cacheShards)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]cached)
+	}
+	return c
+}
+
+func (c *overLimit) shard(key string) *cacheShard {
+	return &c.shards[maphash.String(c.seed, key)%cacheShards]
+}
+
+// get returns the cached refusal of cost on key under lim at now (µs),
+// adjusted to now, if there is one.
+func (c *overLimit) get(key string, lim *algo.Limit, cost, now int64) (algo.Decision, bool) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	if ok && now >= e.until {
+		delete(sh.m, key)
+		ok = false
+	}
+	sh.mu.Unlock()
+	if !ok || e.lim != lim || cost < e.cost {
+		return algo.Decision{}, false
+	}
+	d := e.dec
+	d.Allowed = false
+	d.RetryAfter = time.Duration(e.until-now) * time.Microsecond
+	d.ResetAfter = max(0, d.ResetAfter-time.Duration(now-e.at)*time.Microsecond)
+	d.Delay = 0
+	return d, true
+}
+
+// put remembers that cost on key was refused at now with decision d.
+func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Decision) {
+	if d.Allowed || d.IsNever() || d.RetryAfter <= 0 || cost <= 0 || lim.Algorithm() == algo.Concurrency {
+		return
+	}
+	until := now + int64((d.RetryAfter+time.Microsecond-1)/time.Microsecond)
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old, ok := sh.m[key]; ok && old.lim == lim && old.cost < cost && old.until > now {
+		return // the smaller refused cost is the more useful entry
+	}
+	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.perShard {
+		c.evict(sh, now)
+	}
+	sh.m[key] = cached{lim: lim, cost: cost, until: until, at: now, dec: d}
+}
+
+// evict makes room in a full shard: every expired entry goes, else one
+// entry, the first the map's iteration yields (an arbitrary one). Losing an
+// entry costs one store call, never a wrong admission.
+func (c *overLimit) evict(sh *cacheShard, now int64) {
+	for k, e := range sh.m {
+		if now >= e.until {
+			delete(sh.m, k)
+		}
+	}
+	if len(sh.m) < c.perShard {
+		return
+	}
+	for k := range sh.m {
+		delete(sh.m, k)
+		return
+	}
+}
+
+func (c *overLimit) drop(key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	delete(sh.m, key)
+	sh.mu.Unlock()
+}
+
+func (c *overLimit) len() int {
+	n := 0
+	for i := range c.shards {
+		c.shards[i].mu.Lock()
+		n += len(c.shards[i].m)
+		c.shards[i].mu.Unlock()
+	}
+	return n
+}

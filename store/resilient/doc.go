@@ -1,0 +1,70 @@
+// Package resilient wraps a store.Store so that a slow or failed store never
+// stalls or breaks the caller: every call has a deadline, a circuit breaker
+// stops calling a store that keeps failing, and a failure policy answers in
+// its place. It also keeps a cache of keys known to be over their limit, so
+// that requests for them cost no store call until the limit resets.
+//
+// # Failure policy
+//
+// When a call fails — an error from the store (store.ErrUnavailable,
+// store.ErrContention, a network error), no answer within the timeout, or
+// the breaker is open — the policy decides instead:
+//
+//   - FailOpen admits the request (Decision.Allowed, Remaining reported as
+//     the capacity less the cost, as for a fresh key).
+//   - FailClosed refuses it, with RetryAfter the breaker's cool-down.
+//   - FailLocal decides it on an in-process memory store whose limits are the
+//     store's limits divided by the expected number of instances
+//     (WithInstances): each limit L becomes max(1, ⌊L ÷ N⌋), and likewise the
+//     burst of the bucket algorithms and the queue of the shaper.
+//
+// Bound of FailLocal: with N instances each enforcing max(1, ⌊L ÷ N⌋), the
+// instances together admit at most N·max(1, ⌊L ÷ N⌋) per window during an
+// outage — at most L when L ≥ N, and N otherwise. The local state starts
+// empty, so a window that began on the shared store and ends on the local
+// ones may admit what the store had already admitted plus the local share:
+// at most 2L in any window that overlaps the outage (L + N when L < N). When
+// the store comes back, decisions return to it and the local state is left
+// to expire; the store has not seen the local admissions, so the window
+// during which it returns may likewise admit up to 2L. A run with fewer
+// instances than declared admits less (each keeps its share), never more.
+//
+// Errors that are the caller's — store.ErrBadRequest, a context the caller
+// cancelled — are returned as they are and never trigger the policy.
+//
+// # Timeout and breaker
+//
+// Every call runs with its own deadline (WithTimeout, 50 ms by default). The
+// call runs on a goroutine of its own so that a store client that ignores
+// its context still cannot hold the caller past the deadline; its late
+// answer is discarded. A Take abandoned that way may still be charged by the
+// store: the request is answered by the policy and the stray charge only
+// ever refuses more, never admits more.
+//
+// The breaker opens after a number of consecutive failures (WithBreaker,
+// 5 by default) and then sends nothing to the store for a cool-down (1 s by
+// default). After the cool-down one call goes through as a probe while the
+// others are still answered by the policy: its success closes the breaker,
+// its failure opens it for another cool-down. Recovery after the store
+// returns therefore takes at most one cool-down plus one call.
+//
+// # Over-limit cache
+//
+// When the store refuses a key (for any algorithm but Concurrency, whose
+// slots come back at any time) the refusal and its RetryAfter are kept: a
+// later Take of that key with at least the same cost is refused from the
+// cache until RetryAfter has passed, without a store call. Other requests can
+// only push the retry later, so the cache never admits what the store would
+// refuse; it may refuse a little longer than needed when another instance
+// refunds units. Reset and Refund drop the keys they touch. The cache holds
+// at most WithOverLimitCache keys (100 000 by default). A multi-key Take that
+// the cache refuses reports the other keys as Allowed with Remaining equal to
+// their cost: their true state was not read.
+//
+// # Clock and concurrency
+//
+// A Store is safe for concurrent use. It reads the time from WithClock
+// (time.Now by default) for the cache and the breaker's cool-down; the
+// decisions themselves keep the wrapped store's clock. The package uses only
+// the standard library and the core Floodgate packages.
+package resilient

@@ -1,0 +1,141 @@
+package resilient
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+)
+
+// Policy is what answers when the store cannot.
+type Policy uint8
+
+// The failure policies; see the package documentation.
+const (
+	FailOpen Policy = iota + 1
+	FailClosed
+	FailLocal
+)
+
+// String returns "open", "closed" or "local".
+func (p Policy) String() string {
+	switch p {
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	case FailLocal:
+		return "local"
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// ParsePolicy maps "open", "closed" or "local" (case-insensitive) to a Policy.
+func ParsePolicy(s string) (Policy, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "open":
+		return FailOpen, nil
+	case "closed":
+		return FailClosed, nil
+	case "local":
+		return FailLocal, nil
+	}
+	return 0, fmt.Errorf("%w: unknown failure policy %q (want open, closed or local)", ErrInvalidOption, s)
+}
+
+// Defaults of the options.
+const (
+	DefaultTimeout       = 50 * time.Millisecond
+	DefaultFailures      = 5
+	DefaultCooldown      = time.Second
+	DefaultOverLimitKeys = 100_000
+)
+
+// ErrInvalidOption is wrapped by New's errors for options out of range.
+var ErrInvalidOption = errors.New("resilient: invalid option")
+
+// Hooks observe the wrapper's work, for metrics and logs. Any of them may be
+// nil. They are called synchronously and must be quick.
+type Hooks struct {
+	// Call is called after every call that reached the store, with the
+	// operation ("take", "peek", "refund", "release", "reset", "inspect",
+	// "ping"), its latency and its error (nil on success; a timeout is an
+	// error wrapping store.ErrUnavailable).
+	Call func(op string, latency time.Duration, err error)
+	// State is called when the breaker changes state.
+	State func(from, to BreakerState)
+	// Fallback is called when the failure policy answers a Take or Peek in
+	// the store's place; cause is the store's error or ErrCircuitOpen.
+	Fallback func(op string, p Policy, cause error)
+	// CacheHit is called when the over-limit cache refuses a Take without a
+	// store call.
+	CacheHit func()
+}
+
+// Option configures a Store; see New for the defaults.
+type Option func(*config)
+
+type config struct {
+	timeout   time.Duration
+	policy    Policy
+	instances int
+	failures  int
+	cooldown  time.Duration
+	cacheKeys int
+	clock     func() time.Time
+	hooks     Hooks
+	local     store.Store
+}
+
+// WithTimeout sets the deadline of every store call (default
+// DefaultTimeout, 50 ms). It must be > 0.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithPolicy sets the failure policy (default FailOpen).
+func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithInstances sets the expected number of instances sharing the store,
+// which FailLocal divides every limit by (default 1). It must be >= 1.
+func WithInstances(n int) Option { return func(c *config) { c.instances = n } }
+
+// WithBreaker sets how many consecutive failures open the breaker (default
+// DefaultFailures, 5) and how long it stays open before a probe (default
+// DefaultCooldown, 1 s). failures must be >= 1 and cooldown > 0.
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(c *config) { c.failures, c.cooldown = failures, cooldown }
+}
+
+// WithOverLimitCache sets how many over-limit keys the cache holds (default
+// DefaultOverLimitKeys, 100 000); 0 disables the cache.
+func WithOverLimitCache(keys int) Option { return func(c *config) { c.cacheKeys = keys } }
+
+// WithClock sets the clock of the cache and the breaker (default time.Now).
+func WithClock(clock func() time.Time) Option { return func(c *config) { c.clock = clock } }
+
+// WithHooks sets the observers of calls, breaker changes, fallbacks and
+// cache hits (default none).
+func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
+
+// WithLocalStore sets the store FailLocal decides on (default: a new
+// store/memory Store created on first use). The wrapper closes it.
+func WithLocalStore(st store.Store) Option { return func(c *config) { c.local = st } }
+
+func (c *config) validate() error {
+	switch {
+	case c.timeout <= 0:
+		return fmt.Errorf("%w: timeout must be > 0, got %v", ErrInvalidOption, c.timeout)
+	case c.policy < FailOpen || c.policy > FailLocal:
+		return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, c.policy)
+	case c.instances < 1:
+		return fmt.Errorf("%w: instances must be >= 1, got %d", ErrInvalidOption, c.instances)
+	case c.failures < 1:
+		return fmt.Errorf("%w: breaker failures must be >= 1, got %d", ErrInvalidOption, c.failures)
+	case c.cooldown <= 0:
+		return fmt.Errorf("%w: breaker cool-down must be > 0, got %v", ErrInvalidOption, c.cooldown)
+	case c.cacheKeys < 0:
+		return fmt.Errorf("%w: over-limit cache size must be >= 0, got %d", ErrInvalidOption, c.cacheKeys)
+	}
+	return nil
+}

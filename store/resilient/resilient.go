@@ -1,0 +1,430 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+)
+
+// ErrCircuitOpen is the cause reported to Hooks.Fallback, and returned by
+// Ping, while the breaker sends nothing to the store. It wraps
+// store.ErrUnavailable.
+var ErrCircuitOpen = fmt.Errorf("resilient: circuit open: %w", store.ErrUnavailable)
+
+// Store is a store.Store that wraps another with a timeout, a circuit
+// breaker, a failure policy and an over-limit cache. Create it with New.
+type Store struct {
+	inner store.Store
+	cfg   config
+	br    breaker
+	cache *overLimit // nil: disabled
+
+	localMu sync.Mutex
+	local   atomic.Pointer[store.Store]
+	divided sync.Map // *algo.Limit → *algo.Limit
+}
+
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Inspector = (*Store)(nil)
+)
+
+// New wraps st. Options and their defaults:
+//
+//   - WithTimeout(50ms): deadline of every store call
+//   - WithPolicy(FailOpen): what answers when the store cannot
+//   - WithInstances(1): instances sharing the store, for FailLocal
+//   - WithBreaker(5, 1s): consecutive failures that open the breaker, cool-down
+//   - WithOverLimitCache(100000): keys kept as over limit; 0 disables
+//   - WithClock(time.Now): clock of the cache and the breaker
+//   - WithHooks(Hooks{}): observers
+//   - WithLocalStore(nil): FailLocal's store; nil means a store/memory Store
+//
+// The Store owns st: Close closes it.
+func New(st store.Store, opts ...Option) (*Store, error) {
+	if st == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
+	}
+	c := config{
+		timeout:   DefaultTimeout,
+		policy:    FailOpen,
+		instances: 1,
+		failures:  DefaultFailures,
+		cooldown:  DefaultCooldown,
+		cacheKeys: DefaultOverLimitKeys,
+		clock:     time.Now,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.clock == nil {
+		c.clock = time.Now
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{inner: st, cfg: c}
+	s.br = breaker{limit: c.failures, cooldown: c.cooldown, now: c.clock, onChange: c.hooks.State}
+	if c.cacheKeys > 0 {
+		s.cache = newOverLimit(c.cacheKeys)
+	}
+	if c.local != nil {
+		s.local.Store(&c.local)
+	}
+	return s, nil
+}
+
+// Unwrap returns the wrapped store.
+func (s *Store) Unwrap() store.Store { return s.inner }
+
+// Policy returns the failure policy.
+func (s *Store) Policy() Policy { return s.cfg.policy }
+
+// Breaker returns the breaker's state.
+func (s *Store) Breaker() BreakerState { return s.br.get() }
+
+// CachedKeys returns the number of keys the over-limit cache holds.
+func (s *Store) CachedKeys() int {
+	if s.cache == nil {
+		return 0
+	}
+	return s.cache.len()
+}
+
+func (s *Store) nowUS() int64 { return s.cfg.clock().UnixMicro() }
+
+// outcome classifies a call's error.
+type outcome uint8
+
+const (
+	ok        outcome = iota
+	failed            // the store failed: breaker failure, policy answers
+	contended         // the store is up but gave up (ErrContention): policy answers
+	callers           // the caller's error: returned as is
+)
+
+func classify(parent context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return ok
+	case parent.Err() != nil:
+		return callers
+	case errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
+		return callers
+	case errors.Is(err, store.ErrContention):
+		return contended
+	}
+	return failed
+}
+
+// errTimeout reports a call abandoned at its deadline.
+var errTimeout = fmt.Errorf("resilient: no answer within the timeout: %w", store.ErrUnavailable)
+
+// call runs f against the store under the breaker and the timeout. It
+// returns the call's outcome and error; when the breaker refuses the call it
+// returns failed and ErrCircuitOpen without calling f.
+func (s *Store) call(ctx context.Context, op string, f func(ctx context.Context) error) (outcome, error) {
+	allowed, probe := s.br.allow()
+	if !allowed {
+		return failed, ErrCircuitOpen
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- f(cctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-cctx.Done():
+		if ctx.Err() == nil {
+			err = errTimeout
+		} else {
+			err = ctx.Err()
+		}
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%v)", errTimeout, err)
+	}
+	if h := s.cfg.hooks.Call; h != nil {
+		h(op, time.Since(start), err)
+	}
+	o := classify(ctx, err)
+	switch o {
+	case ok, contended:
+		s.br.success(probe)
+	case failed:
+		s.br.failure(probe)
+	default:
+		if probe {
+			s.br.cancelProbe()
+		}
+	}
+	return o, err
+}
+
+// Take decides reqs on the store; see the package documentation for the
+// cache and the failure policy.
+func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if err := store.Check(reqs, out); err != nil {
+		return store.Result{}, err
+	}
+	if s.cache != nil {
+		if res, hit := s.fromCache(reqs, out); hit {
+			return res, nil
+		}
+	}
+	rs := append([]store.Request(nil), reqs...) // the call may outlive Take
+	buf := make([]algo.Decision, len(reqs))
+	var res store.Result
+	o, err := s.call(ctx, "take", func(ctx context.Context) error {
+		var err error
+		res, err = s.inner.Take(ctx, rs, buf)
+		return err
+	})
+	switch o {
+	case ok:
+		copy(out, buf)
+		if !res.Allowed && s.cache != nil {
+			now := s.nowUS()
+			for i := range reqs {
+				s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i])
+			}
+		}
+		return res, nil
+	case callers:
+		return store.Result{}, err
+	}
+	return s.fallbackTake(ctx, reqs, out, err)
+}
+
+func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+	now := s.nowUS()
+	hit := false
+	for i := range reqs {
+		if d, ok := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); ok {
+			out[i], hit = d, true
+		} else {
+			out[i] = algo.Decision{Allowed: true, Limit: reqs[i].Limit.Capacity(), Remaining: max(0, reqs[i].Cost)}
+		}
+	}
+	if hit && s.cfg.hooks.CacheHit != nil {
+		s.cfg.hooks.CacheHit()
+	}
+	return store.Result{Allowed: false, At: now}, hit
+}
+
+func (s *Store) fallbackTake(ctx context.Context, reqs []store.Request, out []algo.Decision, cause error) (store.Result, error) {
+	if h := s.cfg.hooks.Fallback; h != nil {
+		h("take", s.cfg.policy, cause)
+	}
+	now := s.nowUS()
+	switch s.cfg.policy {
+	case FailOpen:
+		for i := range reqs {
+			c := reqs[i].Limit.Capacity()
+			out[i] = algo.Decision{Allowed: true, Limit: c, Remaining: max(0, c-max(0, reqs[i].Cost))}
+		}
+		return store.Result{Allowed: true, At: now}, nil
+	case FailClosed:
+		retry := s.br.retryAfter()
+		for i := range reqs {
+			out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: retry, ResetAfter: retry}
+		}
+		return store.Result{Allowed: false, At: now}, nil
+	}
+	local, err := s.localStore()
+	if err != nil {
+		return store.Result{}, errors.Join(cause, err)
+	}
+	return local.Take(ctx, s.divide(reqs), out)
+}
+
+// Peek reports the store's state without charging; when the store cannot
+// answer, the failure policy does (FailOpen: a fresh key's state, FailClosed:
+// refused, FailLocal: the local store's state). The over-limit cache is not
+// consulted: Peek reports the store's view.
+func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	if err := store.Check(reqs, out); err != nil {
+		return err
+	}
+	rs := append([]store.Request(nil), reqs...)
+	buf := make([]algo.Decision, len(reqs))
+	o, err := s.call(ctx, "peek", func(ctx context.Context) error { return s.inner.Peek(ctx, rs, buf) })
+	switch o {
+	case ok:
+		copy(out, buf)
+		return nil
+	case callers:
+		return err
+	}
+	if h := s.cfg.hooks.Fallback; h != nil {
+		h("peek", s.cfg.policy, err)
+	}
+	switch s.cfg.policy {
+	case FailOpen:
+		for i := range reqs {
+			c := reqs[i].Limit.Capacity()
+			out[i] = algo.Decision{Allowed: reqs[i].Cost <= c, Limit: c, Remaining: c}
+		}
+		return nil
+	case FailClosed:
+		retry := s.br.retryAfter()
+		for i := range reqs {
+			out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: retry, ResetAfter: retry}
+		}
+		return nil
+	}
+	local, lerr := s.localStore()
+	if lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	return local.Peek(ctx, s.divide(reqs), out)
+}
+
+// Refund gives units back on the store and drops the keys from the
+// over-limit cache. When the store cannot be reached the refund is lost
+// (the units come back when the key's state expires) and, under FailLocal,
+// applied to the local store, where the Take was then decided.
+func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	if err := store.Check(reqs, nil); err != nil {
+		return err
+	}
+	s.dropCached(reqs)
+	rs := append([]store.Request(nil), reqs...)
+	o, err := s.call(ctx, "refund", func(ctx context.Context) error { return s.inner.Refund(ctx, rs) })
+	if o == callers {
+		return err
+	}
+	if o != ok && s.cfg.policy == FailLocal {
+		if local, lerr := s.localStore(); lerr == nil {
+			return local.Refund(ctx, s.divide(reqs))
+		}
+	}
+	return nil
+}
+
+// Release gives leases back on the store and, when it exists, on the local
+// store (a lease taken during an outage lives there). A lease the store
+// cannot release now expires by its TTL.
+func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
+	if err := store.Check(reqs, nil); err != nil {
+		return err
+	}
+	rs := append([]store.Request(nil), reqs...)
+	o, err := s.call(ctx, "release", func(ctx context.Context) error { return s.inner.Release(ctx, rs) })
+	if local := s.localIfAny(); local != nil {
+		if lerr := local.Release(ctx, s.divide(reqs)); lerr != nil && o == ok {
+			return lerr
+		}
+	}
+	if o == callers {
+		return err
+	}
+	return nil
+}
+
+// Reset forgets the keys on the store, in the local store and in the
+// over-limit cache. Unlike the decisions, it returns the store's error: an
+// operator must know that a reset did not happen.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		if s.cache != nil {
+			s.cache.drop(k)
+		}
+	}
+	if local := s.localIfAny(); local != nil {
+		if err := local.Reset(ctx, keys...); err != nil {
+			return err
+		}
+	}
+	ks := append([]string(nil), keys...)
+	_, err := s.call(ctx, "reset", func(ctx context.Context) error { return s.inner.Reset(ctx, ks...) })
+	return err
+}
+
+// Inspect reports a key's raw state from the wrapped store when it is a
+// store.Inspector. It returns the store's error rather than a policy answer.
+func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, error) {
+	in, isInspector := s.inner.(store.Inspector)
+	if !isInspector {
+		return algo.State{}, false, fmt.Errorf("resilient: %T cannot inspect keys", s.inner)
+	}
+	var st algo.State
+	var found bool
+	_, err := s.call(ctx, "inspect", func(ctx context.Context) error {
+		var err error
+		st, found, err = in.Inspect(ctx, key)
+		return err
+	})
+	return st, found, err
+}
+
+// pingLimit is the limit of the probe key Ping peeks at.
+var pingLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
+
+// PingKey is the key Ping peeks at; it is never charged.
+const PingKey = "fg:__ping"
+
+// Ping checks that the store answers: a Peek of PingKey through the breaker
+// and the timeout. It returns ErrCircuitOpen while the breaker is open, and
+// never applies the failure policy.
+func (s *Store) Ping(ctx context.Context) error {
+	reqs := []store.Request{{Key: PingKey, Limit: pingLimit}}
+	buf := make([]algo.Decision, 1)
+	_, err := s.call(ctx, "ping", func(ctx context.Context) error { return s.inner.Peek(ctx, reqs, buf) })
+	return err
+}
+
+// Close closes the wrapped store and the local store.
+func (s *Store) Close() error {
+	err := s.inner.Close()
+	if local := s.localIfAny(); local != nil {
+		err = errors.Join(err, local.Close())
+	}
+	return err
+}
+
+func (s *Store) dropCached(reqs []store.Request) {
+	if s.cache == nil {
+		return
+	}
+	for i := range reqs {
+		s.cache.drop(reqs[i].Key)
+	}
+}
+
+func (s *Store) localStore() (store.Store, error) {
+	if st := s.local.Load(); st != nil {
+		return *st, nil
+	}
+	s.localMu.Lock()
+	defer s.localMu.Unlock()
+	if st := s.local.Load(); st != nil {
+		return *st, nil
+	}
+	m, err := memory.New(memory.WithSweepInterval(10 * time.Second))
+	if err != nil {
+		return nil, err
+	}
+	var st store.Store = m
+	s.local.Store(&st)
+	return st, nil
+}
+
+// localIfAny returns the local store if it exists.
+func (s *Store) localIfAny() store.Store {
+	if st := s.local.Load(); st != nil {
+		return *st
+	}
+	return nil
+}

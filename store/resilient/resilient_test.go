@@ -1,0 +1,401 @@
+package resilient_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+type clock struct{ us atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.us.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
+	return c
+}
+func (c *clock) Now() time.Time          { return time.UnixMicro(c.us.Load()) }
+func (c *clock) Advance(d time.Duration) { c.us.Add(int64(d / time.Microsecond)) }
+
+func compile(t testing.TB, p algo.Params) *algo.Limit {
+	t.Helper()
+	l, err := algo.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func memStore(t testing.TB, c *clock) *memory.Store {
+	m, err := memory.New(memory.WithClock(c.Now), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func take(t testing.TB, s store.Store, key string, l *algo.Limit, cost int64) algo.Decision {
+	t.Helper()
+	out := make([]algo.Decision, 1)
+	if _, err := s.Take(context.Background(), []store.Request{{Key: key, Limit: l, Cost: cost}}, out); err != nil {
+		t.Fatalf("Take(%s, %d): %v", key, cost, err)
+	}
+	return out[0]
+}
+
+// counting wraps a real store and counts the Takes that reach it.
+type counting struct {
+	store.Store
+	takes atomic.Int64
+}
+
+func (c *counting) Take(ctx context.Context, r []store.Request, out []algo.Decision) (store.Result, error) {
+	c.takes.Add(1)
+	return c.Store.Take(ctx, r, out)
+}
+
+func TestOverLimitCacheSavesStoreCalls(t *testing.T) {
+	c := newClock()
+	inner := &counting{Store: memStore(t, c)}
+	hits := 0
+	s, err := resilient.New(inner, resilient.WithClock(c.Now), resilient.WithHooks(resilient.Hooks{CacheHit: func() { hits++ }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Minute})
+	for i := range 3 {
+		if d := take(t, s, "k", l, 1); !d.Allowed {
+			t.Fatalf("take %d refused", i+1)
+		}
+	}
+	d := take(t, s, "k", l, 1) // refused by the store: cached until the window ends
+	if d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("4th take = %+v, want refused with RetryAfter 1m", d)
+	}
+	calls := inner.takes.Load()
+	type row struct {
+		advance   time.Duration
+		cost      int64
+		allowed   bool
+		retry     time.Duration
+		storeCall bool
+	}
+	for i, r := range []row{
+		{10 * time.Second, 1, false, 50 * time.Second, false},
+		{0, 2, false, 50 * time.Second, false},   // a larger cost is refused too
+		{49 * time.Second, 1, false, time.Second, false},
+		{time.Second, 1, true, 0, true}, // the window reset: the store decides again
+	} {
+		c.Advance(r.advance)
+		before := inner.takes.Load()
+		d := take(t, s, "k", l, r.cost)
+		called := inner.takes.Load() > before
+		if d.Allowed != r.allowed || d.RetryAfter != r.retry || called != r.storeCall {
+			t.Fatalf("row %d: Take(cost %d) = allowed %v retry %v store call %v, want %v %v %v",
+				i, r.cost, d.Allowed, d.RetryAfter, called, r.allowed, r.retry, r.storeCall)
+		}
+	}
+	if hits != 3 {
+		t.Fatalf("cache hits %d, want 3", hits)
+	}
+	if inner.takes.Load() != calls+1 {
+		t.Fatalf("store calls %d after the refusal, want 1", inner.takes.Load()-calls)
+	}
+}
+
+func TestOverLimitCacheSmallerCostAsksTheStore(t *testing.T) {
+	c := newClock()
+	inner := &counting{Store: memStore(t, c)}
+	s, _ := resilient.New(inner, resilient.WithClock(c.Now))
+	defer s.Close()
+	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: 10 * time.Second})
+	take(t, s, "k", l, 8)
+	if d := take(t, s, "k", l, 5); d.Allowed {
+		t.Fatal("cost 5 with 2 tokens left was admitted")
+	}
+	if d := take(t, s, "k", l, 2); !d.Allowed {
+		t.Fatal("cost 2 with 2 tokens left was refused: the cache must only refuse costs >= the refused one")
+	}
+}
+
+func TestResetAndRefundDropCachedKeys(t *testing.T) {
+	c := newClock()
+	s, _ := resilient.New(memStore(t, c), resilient.WithClock(c.Now))
+	defer s.Close()
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour})
+	take(t, s, "k", l, 1)
+	if take(t, s, "k", l, 1).Allowed {
+		t.Fatal("second take admitted")
+	}
+	if err := s.Reset(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if !take(t, s, "k", l, 1).Allowed {
+		t.Fatal("after Reset the cached refusal still answered")
+	}
+	take(t, s, "k", l, 1)
+	if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if !take(t, s, "k", l, 1).Allowed {
+		t.Fatal("after Refund the cached refusal still answered")
+	}
+}
+
+// TestExactThroughTheWrapper: the cache never admits what the store would
+// refuse, under 64 goroutines.
+func TestExactThroughTheWrapper(t *testing.T) {
+	m, _ := memory.New()
+	s, _ := resilient.New(m)
+	defer s.Close()
+	for _, k := range []algo.Kind{algo.FixedWindow, algo.TokenBucket, algo.SlidingLog, algo.GCRA} {
+		l := compile(t, algo.Params{Algorithm: k, Limit: 1000, Period: time.Hour})
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out := make([]algo.Decision, 1)
+				for i := g; i < 1200; i += 64 {
+					res, err := s.Take(context.Background(), []store.Request{{Key: "exact-" + k.String(), Limit: l, Cost: 1}}, out)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if n := admitted.Load(); n != 1000 {
+			t.Fatalf("%s: admitted %d of 1200, want exactly 1000", k, n)
+		}
+	}
+}
+
+func TestBadRequestIsTheCallers(t *testing.T) {
+	fallbacks := 0
+	s, _ := resilient.New(memStore(t, newClock()), resilient.WithPolicy(resilient.FailOpen),
+		resilient.WithHooks(resilient.Hooks{Fallback: func(string, resilient.Policy, error) { fallbacks++ }}))
+	defer s.Close()
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
+	for _, reqs := range [][]store.Request{{{Key: "", Limit: l, Cost: 1}}, {{Key: "k", Cost: 1}}} {
+		_, err := s.Take(context.Background(), reqs, make([]algo.Decision, 1))
+		if !errors.Is(err, store.ErrBadRequest) {
+			t.Fatalf("Take(%+v) error %v, want ErrBadRequest", reqs, err)
+		}
+	}
+	if fallbacks != 0 {
+		t.Fatalf("a bad request triggered the failure policy %d times", fallbacks)
+	}
+}
+
+func TestOptionsValidated(t *testing.T) {
+	m := memStore(t, newClock())
+	defer m.Close()
+	for _, o := range []resilient.Option{
+		resilient.WithTimeout(0), resilient.WithInstances(0), resilient.WithBreaker(0, time.Second),
+		resilient.WithBreaker(1, 0), resilient.WithOverLimitCache(-1), resilient.WithPolicy(9),
+	} {
+		if _, err := resilient.New(m, o); !errors.Is(err, resilient.ErrInvalidOption) {
+			t.Errorf("New with a bad option: error %v, want ErrInvalidOption", err)
+		}
+	}
+	if _, err := resilient.New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	for in, want := range map[string]resilient.Policy{"open": resilient.FailOpen, "CLOSED": resilient.FailClosed, " local": resilient.FailLocal} {
+		if p, err := resilient.ParsePolicy(in); err != nil || p != want {
+			t.Errorf("ParsePolicy(%q) = %v, %v, want %v", in, p, err, want)
+		}
+	}
+	if _, err := resilient.ParsePolicy("sometimes"); err == nil {
+		t.Error(`ParsePolicy("sometimes") succeeded`)
+	}
+}
+
+func TestShare(t *testing.T) {
+	ten := int64(10)
+	for _, r := range []struct {
+		p                 algo.Params
+		n                 int
+		wantLimit, wantCp int64
+	}{
+		{algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour}, 4, 250, 250},
+		{algo.Params{Algorithm: algo.FixedWindow, Limit: 1001, Period: time.Hour}, 4, 250, 250},
+		{algo.Params{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Hour}, 4, 1, 1},
+		{algo.Params{Algorithm: algo.TokenBucket, Limit: 100, Burst: 40, Period: time.Second, InitialTokens: &ten}, 4, 25, 10},
+		{algo.Params{Algorithm: algo.GCRA, Limit: 100, Period: time.Second}, 3, 33, 33},
+		{algo.Params{Algorithm: algo.Shaper, Limit: 100, Burst: 9, Delay: 3, Period: time.Second}, 4, 25, 3},
+		{algo.Params{Algorithm: algo.Concurrency, Limit: 8}, 2, 4, 4},
+		{algo.Params{Algorithm: algo.SlidingWindow, Limit: 60, SubWindows: 6, Period: time.Minute}, 1, 60, 60},
+	} {
+		l := compile(t, r.p)
+		d := resilient.Share(l, r.n)
+		if d.Params().Limit != r.wantLimit || d.Capacity() != r.wantCp {
+			t.Errorf("Share(%v, %d) = limit %d capacity %d, want %d %d", l, r.n, d.Params().Limit, d.Capacity(), r.wantLimit, r.wantCp)
+		}
+	}
+}
+
+// outage starts a private memcached and a store on it.
+func outage(t *testing.T) (*testserver.Server, store.Store) {
+	t.Helper()
+	srv := testserver.NewMemcached(t)
+	if srv == nil {
+		t.Skip("no memcached")
+	}
+	st, err := memcached.Open("memcached://"+srv.Addr, memcached.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, st
+}
+
+// TestPoliciesWhenTheStoreDies kills a real memcached and checks each
+// policy's answers, their latency, the breaker and the recovery.
+func TestPoliciesWhenTheStoreDies(t *testing.T) {
+	srv, inner := outage(t)
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
+	var states []string
+	var mu sync.Mutex
+	mk := func(p resilient.Policy) *resilient.Store {
+		s, err := resilient.New(inner, resilient.WithPolicy(p), resilient.WithInstances(4),
+			resilient.WithBreaker(3, 200*time.Millisecond),
+			resilient.WithHooks(resilient.Hooks{State: func(from, to resilient.BreakerState) {
+				mu.Lock()
+				states = append(states, p.String()+":"+to.String())
+				mu.Unlock()
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	open, closed, local := mk(resilient.FailOpen), mk(resilient.FailClosed), mk(resilient.FailLocal)
+	defer inner.Close()
+	key := "outage-" + t.Name()
+	if d := take(t, open, key, l, 1); !d.Allowed {
+		t.Fatal("first take refused with the store up")
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// local admits its share (100 ÷ 4) of the window, then refuses.
+	admittedLocal := 0
+	for i := range 40 {
+		start := time.Now()
+		dOpen, dClosed, dLocal := take(t, open, key, l, 1), take(t, closed, key, l, 1), take(t, local, key, l, 1)
+		if el := time.Since(start); el > 600*time.Millisecond {
+			t.Fatalf("round %d took %v with the store down", i, el)
+		}
+		if !dOpen.Allowed {
+			t.Fatalf("round %d: open refused", i)
+		}
+		if dClosed.Allowed || dClosed.RetryAfter <= 0 {
+			t.Fatalf("round %d: closed answered %+v, want a refusal with a retry", i, dClosed)
+		}
+		if dLocal.Allowed {
+			admittedLocal++
+		}
+	}
+	if admittedLocal != 25 {
+		t.Fatalf("local admitted %d with the store down, want its share 25", admittedLocal)
+	}
+	for _, s := range []*resilient.Store{open, closed, local} {
+		if s.Breaker() != resilient.Open {
+			t.Fatalf("%v: breaker %v after the failures, want open", s.Policy(), s.Breaker())
+		}
+		if err := s.Ping(context.Background()); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("%v: Ping with the store down: %v", s.Policy(), err)
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, s := range []*resilient.Store{open, closed, local} {
+		for s.Breaker() != resilient.Closed {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: breaker still %v 5s after the store came back", s.Policy(), s.Breaker())
+			}
+			take(t, s, key, l, 1)
+			time.Sleep(20 * time.Millisecond) // waiting for a real process, not for math
+		}
+	}
+	if d := take(t, closed, key+"-after", l, 1); !d.Allowed {
+		t.Fatal("closed refuses after recovery")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("breaker changes: %v", states)
+}
+
+// TestTimeoutOnAHungStore pauses memcached (SIGSTOP): calls must come back
+// at the wrapper's deadline, not the client's.
+func TestTimeoutOnAHungStore(t *testing.T) {
+	srv, inner := outage(t)
+	defer inner.Close()
+	var timeouts atomic.Int64
+	s, _ := resilient.New(inner, resilient.WithTimeout(50*time.Millisecond), resilient.WithPolicy(resilient.FailClosed),
+		resilient.WithBreaker(1000, time.Second),
+		resilient.WithHooks(resilient.Hooks{Call: func(op string, _ time.Duration, err error) {
+			if errors.Is(err, store.ErrUnavailable) {
+				timeouts.Add(1)
+			}
+		}}))
+	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second})
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	for i := range 5 {
+		start := time.Now()
+		d := take(t, s, "hung", l, 1)
+		el := time.Since(start)
+		if d.Allowed {
+			t.Fatalf("call %d: closed policy admitted", i)
+		}
+		if el > 300*time.Millisecond {
+			t.Fatalf("call %d took %v on a hung store, want about the 50ms timeout", i, el)
+		}
+	}
+	if timeouts.Load() != 5 {
+		t.Fatalf("%d timeouts reported, want 5", timeouts.Load())
+	}
+}
+
+func TestCallerCancellationIsNotAFailure(t *testing.T) {
+	srv, inner := outage(t)
+	defer inner.Close()
+	fallbacks := 0
+	s, _ := resilient.New(inner, resilient.WithBreaker(1, time.Second),
+		resilient.WithHooks(resilient.Hooks{Fallback: func(string, resilient.Policy, error) { fallbacks++ }}))
+	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second})
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err := s.Take(ctx, []store.Request{{Key: "c", Limit: l, Cost: 1}}, make([]algo.Decision, 1))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Take with the caller's deadline passed: %v, want context.DeadlineExceeded", err)
+	}
+	if fallbacks != 0 || s.Breaker() != resilient.Closed {
+		t.Fatalf("the caller's deadline caused %d fallbacks and breaker %v", fallbacks, s.Breaker())
+	}
+}
