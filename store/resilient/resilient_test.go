@@ -92,7 +92,7 @@ func TestOverLimitCacheSavesStoreCalls(t *testing.T) {
 	}
 	for i, r := range []row{
 		{10 * time.Second, 1, false, 50 * time.Second, false},
-		{0, 2, false, 50 * time.Second, false},   // a larger cost is refused too
+		{0, 2, false, 50 * time.Second, false}, // a larger cost is refused too
 		{49 * time.Second, 1, false, time.Second, false},
 		{time.Second, 1, true, 0, true}, // the window reset: the store decides again
 	} {
