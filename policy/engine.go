@@ -617,7 +617,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	if denied {
 		// A deny rule refuses without a store call; nothing is charged,
 		// and the other keys are only looked at for the statuses.
-		return e.peek(ctx, p)
+		return e.peekItems(ctx, p, allItems(p), true)
 	}
 	var enforce, shadow []int
 	for i := range p.items {
@@ -639,7 +639,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		return nil
 	}
 	if !admitted {
-		return e.peekItems(ctx, p, shadow)
+		return e.peekItems(ctx, p, shadow, true)
 	}
 	// Shadow keys are charged for admitted requests, each on its own so
 	// that one shadow refusal does not hide another's count.
@@ -744,14 +744,22 @@ func hasKey(reqs []store.Request, key string) bool {
 // after a deny rule refused. A rate that refuses while its ceil and its
 // parent's lend pool pass counts as borrowed, as Decide would.
 func (e *Engine) peek(ctx context.Context, p *plan) error {
+	return e.peekItems(ctx, p, allItems(p), false)
+}
+
+func allItems(p *plan) []int {
 	all := make([]int, len(p.items))
 	for i := range all {
 		all[i] = i
 	}
-	return e.peekItems(ctx, p, all)
+	return all
 }
 
-func (e *Engine) peekItems(ctx context.Context, p *plan, which []int) error {
+// peekItems decides the items without charging. refused reports that the
+// request is refused anyway: Remaining then says what is left with nothing
+// charged, as after a refused Take (store.Unwind), rather than what would
+// be left after this request.
+func (e *Engine) peekItems(ctx context.Context, p *plan, which []int, refused bool) error {
 	reqs := make([]store.Request, 0, len(which))
 	idx := make([]int, 0, len(which))
 	for _, i := range which {
@@ -766,6 +774,11 @@ func (e *Engine) peekItems(ctx context.Context, p *plan, which []int) error {
 	out := make([]algo.Decision, len(reqs))
 	if err := e.st.Peek(ctx, reqs, out); err != nil {
 		return err
+	}
+	if refused {
+		for j := range out {
+			out[j] = store.Unwind(out[j], reqs[j].Cost)
+		}
 	}
 	for j, i := range idx {
 		if i >= 0 {
