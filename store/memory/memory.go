@@ -36,20 +36,32 @@ type Store struct {
 type shard struct {
 	mu        sync.Mutex
 	m         map[string]*entry // nil once the store is closed
+	ext       map[*entry][]int64
 	evictions int64
 	expired   int64
-	_         [32]byte
+	_         [24]byte
 }
 
-// entry is one key's state. The algo.State is kept unpacked, with the
-// variable part behind a pointer that only the variable-state algorithms
-// set: a fixed-size key then costs 48 bytes here instead of 64.
+// entry is one key's state: algo.State's fixed part and a word holding the
+// state's expiry and what wrote it, 32 bytes in all. The variable part
+// (algo.State.Ext), which only sliding logs, concurrency leases and
+// multi-sub-window sliding windows use, lives in the shard's ext map, so
+// the common key does not pay for a slice header.
 type entry struct {
 	a, b, c int64
-	exp     int64    // algo.Limit.ExpiresAt of the state (µs)
-	ext     *[]int64 // algo.State.Ext when non-nil
-	shape   uint32   // what wrote the state; see shapeOf
+	meta    uint64 // expiry µs (bits 0-54) | hasExt (bit 55) | algo.Kind (bits 56-63)
 }
+
+const (
+	expBits   = 55
+	expMask   = 1<<expBits - 1
+	hasExt    = 1 << expBits
+	kindShift = 56
+)
+
+func (e *entry) exp() int64      { return int64(e.meta & expMask) }
+func (e *entry) kind() algo.Kind { return algo.Kind(e.meta >> kindShift) }
+func (e *entry) ext() bool       { return e.meta&hasExt != 0 }
 
 // Stats counts the store's keys and the removals that were not asked for.
 type Stats struct {
@@ -104,6 +116,7 @@ func New(opts ...Option) (*Store, error) {
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*entry)
+		s.shards[i].ext = make(map[*entry][]int64)
 	}
 	if c.sweep > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
@@ -124,46 +137,43 @@ func (s *Store) shardIndex(key string) int {
 	return int(maphash.String(s.seed, key) & s.mask)
 }
 
-// shapeOf identifies the layout of the states a limit writes. A key found
-// with another shape (its limit was reconfigured to another algorithm or
-// sub-window count) is treated as fresh rather than misread.
-func shapeOf(l *algo.Limit) uint32 {
-	k := l.Algorithm()
-	if k == algo.SlidingWindow {
-		return uint32(k) | uint32(l.Params().SubWindows)<<8
-	}
-	return uint32(k)
-}
-
-func (e *entry) load(st *algo.State) {
+func (sh *shard) load(e *entry, st *algo.State) {
 	st.A, st.B, st.C = e.a, e.b, e.c
-	if e.ext != nil {
-		st.Ext = *e.ext
+	if e.ext() {
+		st.Ext = sh.ext[e]
 	}
 }
 
-func (e *entry) save(st *algo.State, exp int64, shape uint32) {
-	e.a, e.b, e.c, e.exp, e.shape = st.A, st.B, st.C, exp, shape
+func (sh *shard) save(e *entry, st *algo.State, exp int64, k algo.Kind) {
+	e.a, e.b, e.c = st.A, st.B, st.C
+	meta := uint64(min(exp, expMask)) | uint64(k)<<kindShift
 	switch {
-	case st.Ext != nil && e.ext == nil:
-		p := new([]int64)
-		*p = st.Ext
-		e.ext = p
 	case st.Ext != nil:
-		*e.ext = st.Ext
-	default:
-		e.ext = nil
+		sh.ext[e] = st.Ext
+		meta |= hasExt
+	case e.ext():
+		delete(sh.ext, e)
 	}
+	e.meta = meta
+}
+
+// remove deletes key, whose entry is e.
+func (sh *shard) remove(key string, e *entry) {
+	if e.ext() {
+		delete(sh.ext, e)
+	}
+	delete(sh.m, key)
 }
 
 // lookup returns key's state in st and its entry if any. A missing key, a
-// key written by another shape and a key whose state has expired all read
-// as a fresh (zero) state, whether or not the janitor has removed them yet,
-// so that decisions do not depend on when it runs. The shard lock is held.
-func (sh *shard) lookup(key string, shape uint32, st *algo.State, now int64) *entry {
+// key written by another algorithm (its limit was reconfigured) and a key
+// whose state has expired all read as a fresh (zero) state, whether or not
+// the janitor has removed them yet, so that decisions do not depend on when
+// it runs. The shard lock is held.
+func (sh *shard) lookup(key string, k algo.Kind, st *algo.State, now int64) *entry {
 	e := sh.m[key]
-	if e != nil && e.shape == shape && e.exp > now {
-		e.load(st)
+	if e != nil && e.kind() == k && e.exp() > now {
+		sh.load(e, st)
 	}
 	return e
 }
@@ -173,7 +183,7 @@ func (sh *shard) lookup(key string, shape uint32, st *algo.State, now int64) *en
 // is held.
 func (sh *shard) peek(r *store.Request, now int64) algo.Decision {
 	var st algo.State
-	sh.lookup(r.Key, shapeOf(r.Limit), &st, now)
+	sh.lookup(r.Key, r.Limit.Algorithm(), &st, now)
 	if st.Ext != nil {
 		st.Ext = slices.Clone(st.Ext)
 	}
@@ -183,11 +193,11 @@ func (sh *shard) peek(r *store.Request, now int64) algo.Decision {
 // put records st as key's state, or removes the key when st no longer
 // differs from a fresh state. e is the key's entry, nil if it has none. The
 // shard lock is held; key is copied if kept.
-func (s *Store) put(sh *shard, key string, e *entry, st *algo.State, l *algo.Limit, shape uint32, now int64) {
+func (s *Store) put(sh *shard, key string, e *entry, st *algo.State, l *algo.Limit, now int64) {
 	exp := l.ExpiresAt(st)
 	if exp <= now {
 		if e != nil {
-			delete(sh.m, key)
+			sh.remove(key, e)
 			sh.expired++
 		}
 		return
@@ -199,29 +209,29 @@ func (s *Store) put(sh *shard, key string, e *entry, st *algo.State, l *algo.Lim
 		e = new(entry)
 		sh.m[strings.Clone(key)] = e
 	}
-	e.save(st, exp, shape)
+	sh.save(e, st, exp, l.Algorithm())
 }
 
 // evict removes one key of a full shard; see WithMaxKeys.
 func (sh *shard) evict(now int64) {
 	var victim string
-	var best int64
+	var ve *entry
 	n := 0
 	for k, e := range sh.m { // map iteration starts at a random place
-		if e.exp <= now {
-			delete(sh.m, k)
+		if e.exp() <= now {
+			sh.remove(k, e)
 			sh.expired++
 			return
 		}
-		if n == 0 || e.exp < best {
-			victim, best = k, e.exp
+		if ve == nil || e.exp() < ve.exp() {
+			victim, ve = k, e
 		}
 		if n++; n == evictSamples {
 			break
 		}
 	}
-	if n > 0 {
-		delete(sh.m, victim)
+	if ve != nil {
+		sh.remove(victim, ve)
 		sh.evictions++
 	}
 }
@@ -300,16 +310,15 @@ func (s *Store) TakeKey(ctx context.Context, prefix, key string, l *algo.Limit, 
 
 func (s *Store) takeOne(key string, l *algo.Limit, cost int64, lease uint64, now int64) (algo.Decision, error) {
 	sh := &s.shards[s.shardIndex(key)]
-	shape := shapeOf(l)
 	var st algo.State
 	sh.mu.Lock()
 	if sh.m == nil {
 		sh.mu.Unlock()
 		return algo.Decision{}, errClosed
 	}
-	e := sh.lookup(key, shape, &st, now)
+	e := sh.lookup(key, l.Algorithm(), &st, now)
 	d := l.TakeLease(&st, now, cost, lease)
-	s.put(sh, key, e, &st, l, shape, now)
+	s.put(sh, key, e, &st, l, now)
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -393,11 +402,10 @@ func (s *Store) takeMany(reqs []store.Request, out []algo.Decision, now int64) (
 	for i := range reqs {
 		r := &reqs[i]
 		sh := &s.shards[s.shardIndex(r.Key)]
-		shape := shapeOf(r.Limit)
 		var st algo.State
-		e := sh.lookup(r.Key, shape, &st, now)
+		e := sh.lookup(r.Key, r.Limit.Algorithm(), &st, now)
 		out[i] = r.Limit.TakeLease(&st, now, r.Cost, r.Lease)
-		s.put(sh, r.Key, e, &st, r.Limit, shape, now)
+		s.put(sh, r.Key, e, &st, r.Limit, now)
 	}
 	return true, nil
 }
@@ -407,14 +415,13 @@ func (s *Store) takeMany(reqs []store.Request, out []algo.Decision, now int64) (
 // does, which starts a fresh bucket's clock. The shard lock is held.
 func (s *Store) check(r *store.Request, now int64) algo.Decision {
 	sh := &s.shards[s.shardIndex(r.Key)]
-	shape := shapeOf(r.Limit)
 	var st algo.State
-	e := sh.lookup(r.Key, shape, &st, now)
+	e := sh.lookup(r.Key, r.Limit.Algorithm(), &st, now)
 	d := r.Limit.Peek(&st, now, r.Cost)
 	if !d.Allowed {
 		d = r.Limit.TakeLease(&st, now, r.Cost, r.Lease)
 	}
-	s.put(sh, r.Key, e, &st, r.Limit, shape, now)
+	s.put(sh, r.Key, e, &st, r.Limit, now)
 	return d
 }
 
@@ -434,7 +441,7 @@ func (s *Store) takeSequential(reqs []store.Request, out []algo.Decision, now in
 		}
 		if first[i] == i {
 			sh := &s.shards[s.shardIndex(reqs[i].Key)]
-			sh.lookup(reqs[i].Key, shapeOf(reqs[i].Limit), &states[i], now)
+			sh.lookup(reqs[i].Key, reqs[i].Limit.Algorithm(), &states[i], now)
 			states[i] = states[i].Clone()
 		}
 	}
@@ -454,8 +461,7 @@ func (s *Store) takeSequential(reqs []store.Request, out []algo.Decision, now in
 			}
 			r := &reqs[i]
 			sh := &s.shards[s.shardIndex(r.Key)]
-			shape := shapeOf(r.Limit)
-			s.put(sh, r.Key, sh.m[r.Key], &states[i], r.Limit, shape, now)
+			s.put(sh, r.Key, sh.m[r.Key], &states[i], r.Limit, now)
 		}
 		return true
 	}
@@ -546,19 +552,19 @@ func (s *Store) begin(ctx context.Context, reqs []store.Request) error {
 // back.
 func (s *Store) each(r *store.Request, now int64, f func(*algo.State, *store.Request)) error {
 	sh := &s.shards[s.shardIndex(r.Key)]
-	shape := shapeOf(r.Limit)
+	k := r.Limit.Algorithm()
 	var st algo.State
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.m == nil {
 		return errClosed
 	}
-	e := sh.lookup(r.Key, shape, &st, now)
-	if e == nil || e.shape != shape || e.exp <= now {
+	e := sh.lookup(r.Key, k, &st, now)
+	if e == nil || e.kind() != k || e.exp() <= now {
 		return nil
 	}
 	f(&st, r)
-	s.put(sh, r.Key, e, &st, r.Limit, shape, now)
+	s.put(sh, r.Key, e, &st, r.Limit, now)
 	return nil
 }
 
@@ -582,7 +588,9 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 			sh.mu.Unlock()
 			return errClosed
 		}
-		delete(sh.m, k)
+		if e := sh.m[k]; e != nil {
+			sh.remove(k, e)
+		}
 		sh.mu.Unlock()
 	}
 	return nil
@@ -604,11 +612,11 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 		return algo.State{}, false, errClosed
 	}
 	e := sh.m[key]
-	if e == nil || e.exp <= s.now() {
+	if e == nil || e.exp() <= s.now() {
 		return algo.State{}, false, nil
 	}
 	var st algo.State
-	e.load(&st)
+	sh.load(e, &st)
 	return st.Clone(), true, nil
 }
 
@@ -622,8 +630,8 @@ func (s *Store) Sweep() int {
 		sh.mu.Lock()
 		now := s.now()
 		for k, e := range sh.m {
-			if e.exp <= now {
-				delete(sh.m, k)
+			if e.exp() <= now {
+				sh.remove(k, e)
 				sh.expired++
 				n++
 			}
@@ -676,7 +684,7 @@ func (s *Store) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.m = nil
+		sh.m, sh.ext = nil, nil
 		sh.mu.Unlock()
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 func harness() storetest.Harness {
 	return storetest.Harness{
 		New: func(tb testing.TB, clock func() time.Time) store.Store {
+			// A nil clock (Bench) keeps the store's default.
 			st, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(0))
 			if err != nil {
 				tb.Fatal(err)
@@ -24,4 +25,16 @@ func harness() storetest.Harness {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, harness())
+}
+
+func BenchmarkTake(b *testing.B) {
+	h := harness()
+	h.New = func(tb testing.TB, clock func() time.Time) store.Store {
+		st, err := memory.New(memory.WithClock(clock))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	}
+	storetest.Bench(b, h)
 }

@@ -1,0 +1,174 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Hit is one limit's part in an AllowAll: Cost units of Key under Limiter.
+type Hit struct {
+	Limiter *Limiter
+	Key     string
+	Cost    int64
+}
+
+// Result is the outcome of AllowAll.
+type Result struct {
+	// Allowed reports that every hit was admitted and charged. When false,
+	// none is charged.
+	Allowed bool
+	// Decisions holds one decision per hit, in order. After a refusal,
+	// Decisions[i].Allowed says whether hit i alone would have passed and
+	// Remaining is what it has with nothing charged (as store.Store.Take).
+	Decisions []algo.Decision
+
+	hits   []Hit
+	at     []int64  // store time of each hit's charge
+	leases []uint64 // Concurrency lease of each hit, 0 otherwise
+}
+
+// RetryAfter is the longest RetryAfter among the refused hits: when the
+// whole acquisition could pass if nobody else takes meanwhile. It is zero
+// when Allowed, and algo.Never when a hit's cost exceeds its capacity.
+func (r Result) RetryAfter() time.Duration {
+	var after time.Duration
+	for _, d := range r.Decisions {
+		if !d.Allowed && d.RetryAfter > after {
+			after = d.RetryAfter
+		}
+	}
+	return after
+}
+
+// Cancel gives back everything an admitted AllowAll took (refunds, and
+// releases of Concurrency leases). It does nothing for a refusal. Call it
+// at most once.
+func (r Result) Cancel(ctx context.Context) error {
+	if !r.Allowed {
+		return nil
+	}
+	var errs []error
+	for i := len(r.hits) - 1; i >= 0; i-- {
+		h := r.hits[i]
+		if h.Cost == 0 {
+			continue
+		}
+		errs = append(errs, h.Limiter.giveBack(ctx, h.Key, h.Cost, r.at[i], r.leases[i]))
+	}
+	return errors.Join(errs...)
+}
+
+// storeGroup is the hits of AllowAll that share a store, in the order of
+// their first appearance.
+type storeGroup struct {
+	st  store.Store
+	idx []int
+}
+
+// AllowAll takes every hit or none: the building block of hierarchical
+// limits (global → tenant → user → endpoint). When all the limiters share
+// one store (the same store.Store value), it is one store Take, atomic in
+// the store. Otherwise the hits are grouped by store and each group is
+// taken in turn; when a group refuses, the groups already taken are given
+// back (Refund, or Release for Concurrency leases) in reverse order and the
+// groups not yet tried are peeked so that every decision is reported. In
+// that case another caller may briefly see the units of a group that is
+// being rolled back as taken.
+//
+// Concurrency hits are held under a new lease each; Result.Cancel releases
+// them. An empty hits is admitted.
+func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
+	res := Result{
+		Decisions: make([]algo.Decision, len(hits)),
+		hits:      append([]Hit(nil), hits...),
+		at:        make([]int64, len(hits)),
+		leases:    make([]uint64, len(hits)),
+	}
+	var groups []storeGroup
+	for i, h := range hits {
+		if h.Limiter == nil {
+			return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w: nil limiter", i, store.ErrBadRequest)
+		}
+		if err := h.Limiter.checkCost(h.Cost); err != nil {
+			return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w", i, err)
+		}
+		if h.Limiter.limit.Algorithm() == algo.Concurrency {
+			res.leases[i] = h.Limiter.leaseID()
+		}
+		g := 0
+		for g < len(groups) && groups[g].st != h.Limiter.st {
+			g++
+		}
+		if g == len(groups) {
+			groups = append(groups, storeGroup{st: h.Limiter.st})
+		}
+		groups[g].idx = append(groups[g].idx, i)
+	}
+	request := func(i int) store.Request {
+		h := hits[i]
+		return store.Request{Key: h.Limiter.prefix + h.Key, Limit: h.Limiter.limit, Cost: h.Cost, Lease: res.leases[i]}
+	}
+	res.Allowed = true
+	for gi, g := range groups {
+		reqs := make([]store.Request, len(g.idx))
+		for j, i := range g.idx {
+			reqs[j] = request(i)
+		}
+		out := make([]algo.Decision, len(reqs))
+		r, err := g.st.Take(ctx, reqs, out)
+		if err != nil {
+			rerr := rollBack(ctx, &res, groups[:gi])
+			return Result{}, errors.Join(fmt.Errorf("limiter: AllowAll: %w", err), rerr)
+		}
+		for j, i := range g.idx {
+			res.Decisions[i] = out[j]
+			res.at[i] = r.At
+		}
+		if r.Allowed {
+			continue
+		}
+		res.Allowed = false
+		errs := []error{rollBack(ctx, &res, groups[:gi])}
+		// Report what the groups not tried would have decided.
+		for _, later := range groups[gi+1:] {
+			reqs := make([]store.Request, len(later.idx))
+			for j, i := range later.idx {
+				reqs[j] = request(i)
+			}
+			out := make([]algo.Decision, len(reqs))
+			if err := later.st.Peek(ctx, reqs, out); err != nil {
+				errs = append(errs, fmt.Errorf("limiter: AllowAll: peek: %w", err))
+				continue
+			}
+			for j, i := range later.idx {
+				res.Decisions[i] = store.Unwind(out[j], hits[i].Cost)
+			}
+		}
+		return res, errors.Join(errs...)
+	}
+	return res, nil
+}
+
+// rollBack gives back what the groups took, last first, and reports their
+// decisions as if nothing had been charged.
+func rollBack(ctx context.Context, res *Result, groups []storeGroup) error {
+	var errs []error
+	ctx = context.WithoutCancel(ctx) // a cancelled caller must not leave units taken
+	for g := len(groups) - 1; g >= 0; g-- {
+		for _, i := range groups[g].idx {
+			h := res.hits[i]
+			if h.Cost > 0 {
+				if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, res.at[i], res.leases[i]); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			res.Decisions[i] = store.Unwind(res.Decisions[i], h.Cost)
+		}
+	}
+	return errors.Join(errs...)
+}

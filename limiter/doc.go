@@ -1,0 +1,42 @@
+// Package limiter is the Go library facade of Floodgate: named limits over
+// any store.Store, with the verbs of golang.org/x/time/rate and a context
+// on everything that can block or do I/O.
+//
+// # Which entry point
+//
+//   - New(store, name, params) gives a Limiter for many keys (one state per
+//     key: a user, an IP, a tenant) in a store that the process owns
+//     (store/memory) or shares with others (Redis, Memcached). Allow and
+//     AllowN decide at once; Reserve decides and can be cancelled, which
+//     refunds; Wait blocks until admitted; Acquire holds a Concurrency
+//     lease until Release.
+//   - AllowAll takes from several limits at once, all or nothing: a
+//     request that must pass a global, a tenant and a user limit is charged
+//     on all of them or on none. Limits sharing a store are decided in one
+//     atomic store call; across stores, AllowAll reserves in turn and rolls
+//     back what it took when one refuses.
+//   - NewLocal gives one in-process limiter with no key at all, the
+//     replacement for a single x/time/rate or uber-go/ratelimit limiter.
+//
+// # Guarantees
+//
+// Decisions are the algo package's, made atomically by the store, so a
+// Limiter is exact under any number of goroutines and processes sharing a
+// store: a budget of K admits exactly K for the exact algorithms. Names
+// prefix keys (name + ":" + key by default), so limits in one store never
+// share state.
+//
+// # Time
+//
+// The store owns the clock of New's limiters; Local reads a monotonic clock
+// (or WithLocalClock's). Wait sleeps with time.Timer, so testing/synctest
+// runs it in fake time.
+//
+// # Cost
+//
+// With the memory store, Allow, AllowN and Reserve's decision allocate
+// nothing: the limiter hands the name and the key to the store separately
+// and the store never builds their concatenation unless the key is new.
+// Other stores receive the concatenated key, one small allocation per call
+// next to a network round trip.
+package limiter

@@ -1,0 +1,334 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+)
+
+// DefaultSeparator joins a limiter's name and a key into the store key.
+const DefaultSeparator = ":"
+
+// Option configures a Limiter; see New for the defaults.
+type Option func(*config)
+
+type config struct {
+	sep     string
+	leaseID func() uint64
+	timeout time.Duration
+}
+
+// WithSeparator sets the string between the limiter's name and each key
+// (default DefaultSeparator, ":").
+func WithSeparator(sep string) Option { return func(c *config) { c.sep = sep } }
+
+// WithLeaseIDs sets how Reserve, Acquire and AllowAll name Concurrency
+// leases (default: random non-zero 64-bit numbers). IDs must be unique
+// among the leases of a key; 0 is not a valid ID.
+func WithLeaseIDs(next func() uint64) Option { return func(c *config) { c.leaseID = next } }
+
+// WithStoreTimeout bounds each store call (default 0: only the caller's
+// context bounds it). A call that runs out returns the store's error,
+// typically wrapping context.DeadlineExceeded or store.ErrUnavailable.
+func WithStoreTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// Limiter applies one compiled limit to many keys in a store. It is safe
+// for concurrent use.
+type Limiter struct {
+	st      store.Store
+	mem     *memory.Store // st, when it is the memory store: the allocation-free path
+	name    string
+	prefix  string // name + separator
+	limit   *algo.Limit
+	leaseID func() uint64
+	timeout time.Duration
+}
+
+// New returns a limiter applying p to keys in st under name. The name
+// prefixes every key (name + separator + key), so that limiters sharing a
+// store never share state; it must not be empty. Options and their
+// defaults:
+//
+//   - WithSeparator: ":".
+//   - WithLeaseIDs: random non-zero IDs.
+//   - WithStoreTimeout: 0, no timeout of its own.
+//
+// It returns an error wrapping algo.ErrInvalid when p is invalid.
+func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, error) {
+	if st == nil {
+		return nil, errors.New("limiter: nil store")
+	}
+	if name == "" {
+		return nil, errors.New("limiter: empty name")
+	}
+	l, err := algo.Compile(p)
+	if err != nil {
+		return nil, fmt.Errorf("limiter %q: %w", name, err)
+	}
+	c := config{sep: DefaultSeparator, leaseID: randomLeaseID}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.leaseID == nil {
+		c.leaseID = randomLeaseID
+	}
+	if c.timeout < 0 {
+		return nil, fmt.Errorf("limiter %q: store timeout must be >= 0, got %v", name, c.timeout)
+	}
+	lim := &Limiter{st: st, name: name, prefix: name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout}
+	lim.mem, _ = st.(*memory.Store)
+	return lim, nil
+}
+
+func randomLeaseID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// Limit returns the compiled limit.
+func (l *Limiter) Limit() *algo.Limit { return l.limit }
+
+// Store returns the store the limiter decides in.
+func (l *Limiter) Store() store.Store { return l.st }
+
+// StoreKey returns the store key of key: the name, the separator, the key.
+func (l *Limiter) StoreKey(key string) string { return l.prefix + key }
+
+func (l *Limiter) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("limiter %q: %w", l.name, err)
+}
+
+func (l *Limiter) checkCost(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("limiter %q: %w: cost %d is negative", l.name, store.ErrBadRequest, n)
+	}
+	return nil
+}
+
+// take decides n units for key and returns the store time of the decision.
+func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, int64, error) {
+	if err := l.checkCost(n); err != nil {
+		return algo.Decision{}, 0, err
+	}
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	if l.mem != nil {
+		d, at, err := l.mem.TakeKey(ctx, l.prefix, key, l.limit, n, lease)
+		return d, at, l.wrap(err)
+	}
+	reqs := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n, Lease: lease}}
+	out := make([]algo.Decision, 1)
+	res, err := l.st.Take(ctx, reqs, out)
+	return out[0], res.At, l.wrap(err)
+}
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) {
+	d, _, err := l.take(ctx, key, 1, 0)
+	return d, err
+}
+
+// AllowN decides whether n units may be taken for key now and, if so,
+// takes them. The decision carries what the HTTP headers need. For a
+// Concurrency limit the units are held under an anonymous lease that only
+// expires; use Acquire to be able to release it. A negative n is an error
+// wrapping store.ErrBadRequest.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
+	d, _, err := l.take(ctx, key, n, 0)
+	return d, err
+}
+
+// Peek returns the decision AllowN(ctx, key, n) would make, taking nothing.
+func (l *Limiter) Peek(ctx context.Context, key string, n int64) (algo.Decision, error) {
+	if err := l.checkCost(n); err != nil {
+		return algo.Decision{}, err
+	}
+	out := make([]algo.Decision, 1)
+	err := l.st.Peek(ctx, []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n}}, out)
+	return out[0], l.wrap(err)
+}
+
+// Reset forgets key's state, as if it had never been used.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	return l.wrap(l.st.Reset(ctx, l.prefix+key))
+}
+
+// Reservation is the outcome of Reserve: units taken that can be given
+// back with Cancel.
+type Reservation struct {
+	lim       *Limiter
+	key       string
+	cost      int64
+	at        int64
+	lease     uint64
+	d         algo.Decision
+	cancelled atomic.Bool
+}
+
+// Reserve takes n units for key like AllowN and returns a Reservation that
+// can give them back with Cancel — the reserve-then-roll-back step of an
+// all-or-nothing acquisition across stores. A refused reservation holds
+// nothing (OK is false). For a Concurrency limit the units are held under
+// a lease of their own that Cancel releases.
+func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservation, error) {
+	var lease uint64
+	if l.limit.Algorithm() == algo.Concurrency {
+		lease = l.leaseID()
+	}
+	d, at, err := l.take(ctx, key, n, lease)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{lim: l, key: key, cost: n, at: at, lease: lease, d: d}, nil
+}
+
+// OK reports whether the units were taken.
+func (r *Reservation) OK() bool { return r.d.Allowed }
+
+// Delay is how long to wait before acting on the reservation: the
+// decision's Delay (a shaper's queueing, a smooth limiter's pacing) when OK,
+// otherwise its RetryAfter (algo.Never when the cost exceeds the capacity).
+func (r *Reservation) Delay() time.Duration {
+	if r.d.Allowed {
+		return r.d.Delay
+	}
+	return r.d.RetryAfter
+}
+
+// Decision returns the store's decision.
+func (r *Reservation) Decision() algo.Decision { return r.d }
+
+// Cancel gives the units back (store.Refund, or store.Release for a
+// Concurrency lease), as far as the algorithm can tell them apart; see
+// algo.Limit.Refund. It does nothing for a refused reservation or after a
+// first Cancel.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	if !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
+		return nil
+	}
+	return r.lim.giveBack(ctx, r.key, r.cost, r.at, r.lease)
+}
+
+func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, lease uint64) error {
+	req := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: cost, At: at, Lease: lease}}
+	if l.limit.Algorithm() == algo.Concurrency {
+		return l.wrap(l.st.Release(ctx, req))
+	}
+	return l.wrap(l.st.Refund(ctx, req))
+}
+
+// Wait blocks until n units for key are admitted, then returns nil. It
+// returns at once a *RetryError (errors.Is ErrLimited) when the wait would
+// outlast ctx's deadline, an error wrapping ErrNever when n exceeds the
+// capacity, and ctx's error when ctx ends first. An admitted decision with
+// a Delay (Shaper, SmoothBursty, SmoothWarmup) is waited out as well; if
+// that wait cannot finish, the units are given back. Wait sleeps with
+// time.Timer.
+func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
+	for {
+		d, at, err := l.take(ctx, key, n, 0)
+		if err != nil {
+			return err
+		}
+		if d.Allowed {
+			if err := sleep(ctx, d.Delay); err != nil {
+				// The units will not be used: give them back, even if ctx
+				// is already done.
+				if rerr := l.giveBack(context.WithoutCancel(ctx), key, n, at, 0); rerr != nil {
+					return errors.Join(err, rerr)
+				}
+				return err
+			}
+			return nil
+		}
+		if d.IsNever() {
+			return fmt.Errorf("limiter %q: %w: cost %d, capacity %d", l.name, ErrNever, n, d.Limit)
+		}
+		if err := sleep(ctx, d.RetryAfter); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d, or returns a *RetryError at once if d would outlast ctx's
+// deadline, or ctx's error if it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return &RetryError{After: d}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Lease is a Concurrency slot held until Release or until the limit's
+// LeaseTTL passes.
+type Lease struct {
+	lim      *Limiter
+	key      string
+	id       uint64
+	d        algo.Decision
+	released atomic.Bool
+}
+
+// Acquire takes one Concurrency slot for key under a new lease. When no
+// slot is free it returns a *RetryError whose After is when the oldest
+// lease expires at the latest (a release may come sooner). It returns an
+// error wrapping ErrNotConcurrency for other algorithms.
+func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
+	if l.limit.Algorithm() != algo.Concurrency {
+		return nil, fmt.Errorf("limiter %q: %w: Acquire needs a concurrency limit, not %s", l.name, ErrNotConcurrency, l.limit.Algorithm())
+	}
+	id := l.leaseID()
+	d, _, err := l.take(ctx, key, 1, id)
+	if err != nil {
+		return nil, err
+	}
+	if !d.Allowed {
+		return nil, &RetryError{After: d.RetryAfter}
+	}
+	return &Lease{lim: l, key: key, id: id, d: d}, nil
+}
+
+// Decision returns the store's decision on the lease: Remaining is the
+// number of slots left when it was taken.
+func (ls *Lease) Decision() algo.Decision { return ls.d }
+
+// ID returns the lease's ID.
+func (ls *Lease) ID() uint64 { return ls.id }
+
+// Release gives the slot back. Releasing twice, or after the lease
+// expired, does nothing.
+func (ls *Lease) Release(ctx context.Context) error {
+	if ls.released.Swap(true) {
+		return nil
+	}
+	return ls.lim.giveBack(ctx, ls.key, 1, 0, ls.id)
+}

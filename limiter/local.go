@@ -1,0 +1,145 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// LocalOption configures a Local; see NewLocal for the defaults.
+type LocalOption func(*localConfig)
+
+type localConfig struct {
+	clock func() time.Time
+}
+
+// WithLocalClock makes the limiter read the time from clock (default: the
+// wall clock at NewLocal plus the monotonic time elapsed since, one
+// monotonic clock read per decision). Tests pass a fake clock.
+func WithLocalClock(clock func() time.Time) LocalOption {
+	return func(c *localConfig) { c.clock = clock }
+}
+
+// Local is one in-process limiter with no key: one algorithm state under a
+// mutex, for code that needs a single limiter object as with
+// golang.org/x/time/rate. It is safe for concurrent use and exact: a budget
+// of K admits exactly K across all goroutines.
+type Local struct {
+	mu    sync.Mutex
+	st    algo.State
+	limit *algo.Limit
+	clock clock
+}
+
+// NewLocal returns a limiter applying p. Options and their defaults:
+//
+//   - WithLocalClock: a monotonic clock anchored on the wall clock.
+//
+// It returns an error wrapping algo.ErrInvalid when p is invalid, and an
+// error for algo.Concurrency, whose leases need a key and an ID: use New
+// with a memory store and Acquire.
+func NewLocal(p algo.Params, opts ...LocalOption) (*Local, error) {
+	l, err := algo.Compile(p)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	if l.Algorithm() == algo.Concurrency {
+		return nil, fmt.Errorf("limiter: NewLocal: %w: use New with a memory store and Acquire for leases", ErrNotConcurrency)
+	}
+	var c localConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return &Local{limit: l, clock: newClock(c.clock)}, nil
+}
+
+// Limit returns the compiled limit.
+func (l *Local) Limit() *algo.Limit { return l.limit }
+
+// Allow reports whether one unit may be taken now and, if so, takes it.
+func (l *Local) Allow() bool { return l.Take(1).Allowed }
+
+// AllowN reports whether n units may be taken now and, if so, takes them.
+func (l *Local) AllowN(n int64) bool { return l.Take(n).Allowed }
+
+// Take decides n units now, takes them if admitted, and returns the whole
+// decision. Negative n counts as 0.
+func (l *Local) Take(n int64) algo.Decision {
+	now := l.clock.now()
+	l.mu.Lock()
+	d := l.limit.Take(&l.st, now, n)
+	l.mu.Unlock()
+	return d
+}
+
+// Peek returns the decision Take(n) would make, taking nothing.
+func (l *Local) Peek(n int64) algo.Decision {
+	now := l.clock.now()
+	l.mu.Lock()
+	d := l.limit.Peek(&l.st, now, n)
+	l.mu.Unlock()
+	return d
+}
+
+// Reset forgets the state: the limiter is as new.
+func (l *Local) Reset() {
+	l.mu.Lock()
+	l.st = algo.State{}
+	l.mu.Unlock()
+}
+
+// Wait blocks until n units are admitted, as Limiter.Wait: it returns a
+// *RetryError at once when the wait would outlast ctx's deadline, an error
+// wrapping ErrNever when n exceeds the capacity, and ctx's error when ctx
+// ends first; an admitted Delay is waited out, and the units given back if
+// that wait cannot finish.
+func (l *Local) Wait(ctx context.Context, n int64) error {
+	if n < 0 {
+		n = 0
+	}
+	for {
+		now := l.clock.now()
+		l.mu.Lock()
+		d := l.limit.Take(&l.st, now, n)
+		l.mu.Unlock()
+		if d.Allowed {
+			if err := sleep(ctx, d.Delay); err != nil {
+				l.mu.Lock()
+				l.limit.Refund(&l.st, l.clock.now(), now, n)
+				l.mu.Unlock()
+				return err
+			}
+			return nil
+		}
+		if d.IsNever() {
+			return fmt.Errorf("limiter: %w: cost %d, capacity %d", ErrNever, n, d.Limit)
+		}
+		if err := sleep(ctx, d.RetryAfter); err != nil {
+			return err
+		}
+	}
+}
+
+// clock reads the time in µs since the epoch: from an injected clock, or
+// from the monotonic clock anchored on the wall clock at creation, which
+// costs one clock read where time.Now costs two.
+type clock struct {
+	fn     func() time.Time
+	base   time.Time
+	baseUS int64
+}
+
+func newClock(fn func() time.Time) clock {
+	now := time.Now()
+	return clock{fn: fn, base: now, baseUS: now.UnixMicro()}
+}
+
+func (c *clock) now() int64 {
+	if c.fn != nil {
+		return c.fn().UnixMicro()
+	}
+	return c.baseUS + int64(time.Since(c.base)/time.Microsecond)
+}

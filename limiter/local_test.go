@@ -1,0 +1,149 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/limiter"
+	"github.com/floodgate/floodgate/store/storetest"
+)
+
+func TestNewLocalErrors(t *testing.T) {
+	if _, err := limiter.NewLocal(algo.Params{Algorithm: algo.GCRA, Limit: -1, Period: time.Second}); !errors.Is(err, algo.ErrInvalid) {
+		t.Errorf("NewLocal with a bad limit: %v, want ErrInvalid", err)
+	}
+	if _, err := limiter.NewLocal(algo.Params{Algorithm: algo.Concurrency, Limit: 1}); !errors.Is(err, limiter.ErrNotConcurrency) {
+		t.Errorf("NewLocal for concurrency: %v, want ErrNotConcurrency", err)
+	}
+}
+
+// TestLocalSteps: a sliding log of 3 per second, burst at the boundary.
+func TestLocalSteps(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	l, err := limiter.NewLocal(algo.Params{Algorithm: algo.SlidingLog, Limit: 3, Period: time.Second}, limiter.WithLocalClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		at      time.Duration
+		n       int64
+		allowed bool
+		retry   time.Duration
+	}{
+		{0, 2, true, 0},
+		{500 * time.Millisecond, 1, true, 0},
+		{600 * time.Millisecond, 1, false, 400 * time.Millisecond},
+		{time.Second, 2, true, 0},
+		{time.Second, 1, false, 500 * time.Millisecond},
+		{2 * time.Second, 4, false, algo.Never},
+	}
+	for i, s := range steps {
+		clock.Set(storetest.Epoch.Add(s.at))
+		if p := l.Peek(s.n); p.Allowed != s.allowed {
+			t.Errorf("step %d: Peek(t+%v, %d) = %v, want %v", i, s.at, s.n, p.Allowed, s.allowed)
+		}
+		d := l.Take(s.n)
+		if d.Allowed != s.allowed || d.RetryAfter != s.retry {
+			t.Errorf("step %d: Take(t+%v, %d) = allowed %v retry %v; want %v %v", i, s.at, s.n, d.Allowed, d.RetryAfter, s.allowed, s.retry)
+		}
+	}
+	l.Reset()
+	if !l.AllowN(3) {
+		t.Error("after Reset, AllowN(3) refused")
+	}
+	if l.Allow() {
+		t.Error("Allow after AllowN(3) of 3: admitted")
+	}
+}
+
+// TestLocalExact: 64 goroutines, 1200 attempts, a budget of 1000 that
+// cannot refill: exactly 1000 admitted.
+func TestLocalExact(t *testing.T) {
+	for _, k := range []algo.Kind{algo.TokenBucket, algo.GCRA, algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow} {
+		t.Run(k.String(), func(t *testing.T) {
+			clock := storetest.NewClock(storetest.Epoch)
+			l, err := limiter.NewLocal(algo.Params{Algorithm: k, Limit: 1000, Period: time.Hour}, limiter.WithLocalClock(clock.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var attempts, admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for attempts.Add(1) <= 1200 {
+						if l.Allow() {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if got := admitted.Load(); got != 1000 {
+				t.Errorf("admitted %d of 1200 on a budget of 1000", got)
+			}
+		})
+	}
+}
+
+func TestLocalWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := limiter.NewLocal(algo.Params{Algorithm: algo.TokenBucket, Limit: 4, Period: time.Second, Burst: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		start := time.Now()
+		for range 4 {
+			if err := l.Wait(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := time.Since(start); got != 500*time.Millisecond {
+			t.Errorf("four Waits at 4/s with burst 2 took %v, want 500ms", got)
+		}
+		short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		defer cancel()
+		if err := l.Wait(short, 1); !errors.Is(err, limiter.ErrLimited) {
+			t.Errorf("Wait with 10ms left for a 250ms wait: %v, want ErrLimited", err)
+		}
+		if err := l.Wait(ctx, 3); !errors.Is(err, limiter.ErrNever) {
+			t.Errorf("Wait(3) over a burst of 2: %v, want ErrNever", err)
+		}
+	})
+}
+
+// TestLocalWaitSmooth: Guava's SmoothBursty paces the permits it admits;
+// Wait waits the pacing out, and gives the permit back if it cannot.
+func TestLocalWaitSmooth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := limiter.NewLocal(algo.Params{Algorithm: algo.SmoothBursty, Limit: 5, Period: time.Second, MaxWait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		start := time.Now()
+		for range 3 {
+			if err := l.Wait(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := time.Since(start); got != 400*time.Millisecond {
+			t.Errorf("three paced Waits at 5/s took %v, want 400ms", got)
+		}
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		before := l.Peek(1)
+		if err := l.Wait(short, 1); !errors.Is(err, limiter.ErrLimited) {
+			t.Fatalf("paced Wait with a near deadline: %v, want ErrLimited", err)
+		}
+		if after := l.Peek(1); after.Delay != before.Delay {
+			t.Errorf("after the paced Wait gave up: next Delay %v, want %v as before", after.Delay, before.Delay)
+		}
+	})
+}

@@ -1,0 +1,69 @@
+package memory_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/storetest"
+)
+
+// heapBytes is the live heap after a full collection.
+func heapBytes() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// bytesPerKey populates a fresh store with n 16-byte keys under p and
+// returns the heap it grew by, per key.
+func bytesPerKey(tb testing.TB, p algo.Params, n int) float64 {
+	l, err := algo.Compile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	before := heapBytes()
+	st, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reqs := []store.Request{{Limit: l, Cost: 1}}
+	out := make([]algo.Decision, 1)
+	for i := 0; i < n; i++ {
+		reqs[0].Key = storetest.BenchKey(i)
+		if _, err := st.Take(tb.Context(), reqs, out); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if got := st.Stats().Keys; got != int64(n) {
+		tb.Fatalf("the store holds %d keys, want %d", got, n)
+	}
+	after := heapBytes()
+	runtime.KeepAlive(st)
+	return float64(after-before) / float64(n)
+}
+
+// BenchmarkFootprint reports the heap per key (B/key) at one million
+// 16-byte keys for the fixed-size algorithms. b.N does not matter: each
+// run populates a store once.
+func BenchmarkFootprint(b *testing.B) {
+	for _, p := range []algo.Params{
+		{Algorithm: algo.TokenBucket, Limit: 100, Period: time.Second},
+		{Algorithm: algo.GCRA, Limit: 100, Period: time.Second},
+		{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour},
+	} {
+		b.Run(p.Algorithm.String(), func(b *testing.B) {
+			var bpk float64
+			for range b.N {
+				bpk = bytesPerKey(b, p, 1_000_000)
+			}
+			b.ReportMetric(bpk, "B/key")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
