@@ -1,9 +1,13 @@
 package memcached
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"sync"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
@@ -12,18 +16,40 @@ import (
 )
 
 // Every algorithm but the two window counters keeps its algo.State in one
-// item: a byte naming the algorithm, then State.MarshalBinary. A decision
-// reads it with gets (value and CAS id), runs the algo package's pure
-// function, and writes the new state back with cas (or add for a new key)
-// only if no one wrote in between; a lost race re-reads and decides again,
-// after a jittered backoff, up to the configured retries. A refusal writes
-// nothing, so only admissions contend. An item naming another algorithm
-// (the limit's algorithm was changed) is read as a fresh state.
+// item: a byte naming the algorithm, the state's ExpiresAt (varint µs),
+// then State.MarshalBinary. A decision reads it with gets (value and CAS
+// id), runs the algo package's pure function, and writes the new state back
+// with cas (or add for a new key) only if no one wrote in between; a lost
+// race re-reads and decides again, after a jittered backoff, up to the
+// configured retries. A refusal writes nothing, so only admissions contend.
+// A state whose ExpiresAt has passed on the store's clock, or that names
+// another algorithm (the limit's algorithm was changed), reads as fresh;
+// memcached's own TTL removes it later.
 
-// load reads key's compare-and-swap state for l: the state (zero when
-// missing or of another algorithm), the item (nil when missing) and whether
-// it exists.
-func (s *Store) load(key string, l *algo.Limit) (algo.State, *memcache.Item, bool, error) {
+// encodeState appends the item value of st to b.
+func encodeState(b []byte, l *algo.Limit, st *algo.State) []byte {
+	b = append(b, byte(l.Algorithm()))
+	b = binary.AppendVarint(b, l.ExpiresAt(st))
+	b, _ = st.AppendBinary(b)
+	return b
+}
+
+// decodeState splits an item value into its algorithm, expiry and state.
+func decodeState(v []byte, st *algo.State) (algo.Kind, int64, error) {
+	if len(v) < 2 {
+		return 0, 0, fmt.Errorf("%w: %d-byte item", algo.ErrBadState, len(v))
+	}
+	exp, n := binary.Varint(v[1:])
+	if n <= 0 {
+		return 0, 0, fmt.Errorf("%w: bad expiry", algo.ErrBadState)
+	}
+	return algo.Kind(v[0]), exp, st.UnmarshalBinary(v[1+n:])
+}
+
+// load reads key's compare-and-swap state for l at now: the state (zero
+// when missing, expired or of another algorithm), the item (nil when
+// missing) and whether it exists.
+func (s *Store) load(key string, l *algo.Limit, now int64) (algo.State, *memcache.Item, bool, error) {
 	var st algo.State
 	it, err := s.mc.Get(s.keys.state(key))
 	if errors.Is(err, memcache.ErrCacheMiss) {
@@ -32,41 +58,97 @@ func (s *Store) load(key string, l *algo.Limit) (algo.State, *memcache.Item, boo
 	if err != nil {
 		return st, nil, false, unavailable("read", key, err)
 	}
-	if len(it.Value) == 0 || it.Value[0] != byte(l.Algorithm()) {
-		return st, it, true, nil
-	}
-	if err := st.UnmarshalBinary(it.Value[1:]); err != nil {
+	kind, exp, err := decodeState(it.Value, &st)
+	if err != nil {
 		return algo.State{}, nil, false, fmt.Errorf("memcached: key %q holds a malformed state (Reset it): %w", key, err)
+	}
+	if kind != l.Algorithm() || exp <= now {
+		st = algo.State{}
 	}
 	return st, it, true, nil
 }
 
+// writeMode says whether and how update writes the state op left.
+type writeMode uint8
+
+const (
+	// noWrite leaves the item as it is.
+	noWrite writeMode = iota
+	// tryWrite writes once: a lost race is fine, since the decision
+	// charged nothing (a refusal, or a take of cost 0, storing what the
+	// algorithm's Take left, e.g. a fresh bucket's clock).
+	tryWrite
+	// mustWrite retries until the write lands or the retries run out.
+	mustWrite
+)
+
+// must is mustWrite when b, else noWrite.
+func must(b bool) writeMode {
+	if b {
+		return mustWrite
+	}
+	return noWrite
+}
+
+// updated is the outcome of update.
+type updated struct {
+	d      algo.Decision
+	before []byte // the item's value as read (nil: no item)
+	after  []byte // the value written (nil: nothing written)
+}
+
 // update applies op to key's state under compare-and-swap: op gets the
-// state and whether the item exists, and returns the decision and whether
-// to write the state back. The write carries the expiry l.ExpiresAt gives.
-// After retries lost races the result is an error wrapping
-// store.ErrContention, and nothing was written.
-func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64, retries int,
-	op func(st *algo.State, exists bool) (algo.Decision, bool)) (algo.Decision, error) {
+// state and whether the item exists, and returns the decision and how to
+// write the state back. A state that did not change, or a fresh one for a
+// missing item, is not written. The write carries the expiry l.ExpiresAt
+// gives.
+// With restore, an item that still holds restore.after is put back to
+// restore.before instead of calling op. After retries lost races the result
+// is an error wrapping store.ErrContention, and nothing was written.
+//
+// Within the process, callers of one key queue on a local lock rather than
+// race: compare-and-swap retries are only spent against other processes.
+func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64, retries int, restore *charge,
+	op func(st *algo.State, exists bool) (algo.Decision, writeMode)) (updated, error) {
+	mu := s.lockFor(key)
+	mu.Lock()
+	defer mu.Unlock()
 	mkey := s.keys.state(key)
 	for attempt := 0; ; attempt++ {
-		st, it, exists, err := s.load(key, l)
+		st, it, exists, err := s.load(key, l, now)
 		if err != nil {
-			return algo.Decision{}, err
+			return updated{}, err
 		}
-		d, write := op(&st, exists)
-		if !write {
+		var u updated
+		if exists {
+			u.before = it.Value
+		}
+		mode := noWrite
+		if restore != nil && exists && bytes.Equal(it.Value, restore.after) {
+			u.after, mode = restore.before, mustWrite
+			if u.after == nil {
+				u.after = encodeState(nil, l, &algo.State{}) // reads as fresh
+			}
+		} else if u.d, mode = op(&st, exists); mode != noWrite {
+			u.after = encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
+			if exists && bytes.Equal(u.after, it.Value) || !exists && l.ExpiresAt(&st) <= now {
+				mode = noWrite // nothing to store
+			}
+		}
+		if mode == noWrite {
+			u.after = nil
 			s.stats.casOps.Add(1)
-			return d, nil
+			return u, nil
 		}
-		val := make([]byte, 1, 32+8*len(st.Ext))
-		val[0] = byte(l.Algorithm())
-		val, _ = st.AppendBinary(val)
-		if len(val)+len(mkey) > s.cfg.maxItemSize {
-			return algo.Decision{}, fmt.Errorf("%w: memcached: key %q: the %s state is %d bytes, over the item size limit %d (see WithMaxItemSize; use a sliding_window or a lower limit)",
-				store.ErrBadRequest, key, l.Algorithm(), len(val), s.cfg.maxItemSize)
+		if len(u.after)+len(mkey) > s.cfg.maxItemSize {
+			return updated{}, fmt.Errorf("%w: memcached: key %q: the %s state is %d bytes, over the item size limit %d (see WithMaxItemSize; use a sliding_window or a lower limit)",
+				store.ErrBadRequest, key, l.Algorithm(), len(u.after), s.cfg.maxItemSize)
 		}
-		item := &memcache.Item{Key: mkey, Value: val, Expiration: s.expiration(l.ExpiresAt(&st), now)}
+		var exp int64
+		if _, e, err := decodeState(u.after, &algo.State{}); err == nil {
+			exp = e
+		}
+		item := &memcache.Item{Key: mkey, Value: u.after, Expiration: s.expiration(exp, now)}
 		if exists {
 			item.CasID = it.CasID
 			err = s.mc.CompareAndSwap(item)
@@ -76,20 +158,34 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 		switch {
 		case err == nil:
 			s.stats.casOps.Add(1)
-			return d, nil
+			return u, nil
 		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
 			// Someone wrote, created or removed the item since we read it.
 		default:
-			return algo.Decision{}, unavailable("write", key, err)
+			return updated{}, unavailable("write", key, err)
+		}
+		if mode == tryWrite {
+			s.stats.casOps.Add(1)
+			u.after = nil
+			return u, nil
 		}
 		if attempt >= retries {
 			s.stats.contention.Add(1)
-			return algo.Decision{}, fmt.Errorf("%w: memcached: key %q: %d compare-and-swap attempts lost to concurrent writers; nothing was charged",
+			return updated{}, fmt.Errorf("%w: memcached: key %q: %d compare-and-swap attempts lost to concurrent writers; nothing was charged",
 				store.ErrContention, key, attempt+1)
 		}
 		s.stats.casRetries.Add(1)
 		if err := s.backoff(ctx, attempt); err != nil {
-			return algo.Decision{}, err
+			return updated{}, err
 		}
 	}
+}
+
+// lockStripes is the number of local locks keys are spread over: enough
+// that unrelated keys rarely share one.
+const lockStripes = 4096
+
+// lockFor returns the local lock of key.
+func (s *Store) lockFor(key string) *sync.Mutex {
+	return &s.locks[maphash.String(s.seed, key)%lockStripes]
 }

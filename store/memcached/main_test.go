@@ -67,9 +67,12 @@ func uniqueKey(t testing.TB, name string) string {
 	return fmt.Sprintf("%s/%s/%d-%d", t.Name(), name, time.Now().UnixNano(), keySeq.Add(1))
 }
 
-// open opens a store on the shared server with a fake clock.
+// open opens a store on the shared server with a fake clock. The timeout
+// is generous: the race detector on a busy 2-core machine can stall a
+// round trip for well over the default 200ms.
 func open(t testing.TB, clock *fakeClock, opts ...memcached.Option) *memcached.Store {
 	t.Helper()
+	opts = append([]memcached.Option{memcached.WithTimeout(5 * time.Second)}, opts...)
 	if clock != nil {
 		opts = append([]memcached.Option{memcached.WithClock(clock.Now)}, opts...)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -27,6 +28,8 @@ type Store struct {
 	closed  atomic.Bool
 	stats   stats
 	shapes  shapes
+	seed    maphash.Seed
+	locks   [lockStripes]sync.Mutex
 }
 
 var (
@@ -76,6 +79,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 		ring:    r,
 		keys:    keyer{prefix: cfg.prefix},
 		skewSec: int64((cfg.skew + time.Second - 1) / time.Second),
+		seed:    maphash.MakeSeed(),
 	}
 	if err := mc.Ping(); err != nil {
 		mc.Close()
@@ -153,45 +157,70 @@ func (s *Store) check(reqs []store.Request, out []algo.Decision) error {
 
 // Take decides reqs as one all-or-nothing acquisition. Memcached cannot
 // lock several keys, so the keys are charged one after the other in order
-// and, when one refuses, those already charged are refunded in reverse
-// order (reserve then roll back). Between the charge and the refund another
-// caller may see the reserved units as taken: an all-or-nothing Take can
-// make a concurrent one refuse, never admit too much.
+// and, when one refuses, those already charged are undone in reverse order
+// (reserve then roll back): a compare-and-swap state that nobody changed
+// since is put back as it was, one that changed is given algo.Limit.Refund
+// (concurrency: the slots just taken are removed), and a window counter is
+// decremented. Between the charge and the undo another caller may find
+// those units taken: an all-or-nothing Take can make a concurrent one
+// refuse, never admit too much.
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if err := s.check(reqs, out); err != nil {
 		return store.Result{}, err
 	}
 	now := s.nowUS()
 	res := store.Result{At: now}
+	var charges []charge
+	if len(reqs) > 1 {
+		charges = make([]charge, len(reqs))
+	}
 	for i := range reqs {
-		d, err := s.take(ctx, &reqs[i], now)
+		d, ch, err := s.take(ctx, &reqs[i], now)
 		if err != nil {
-			if rbErr := s.rollback(ctx, reqs[:i], now); rbErr != nil {
+			if rbErr := s.rollback(ctx, reqs[:i], charges, now); rbErr != nil {
 				err = errors.Join(err, rbErr)
 			}
 			return res, err
 		}
 		out[i] = d
+		if charges != nil {
+			charges[i] = ch
+		}
 		if d.Allowed {
 			continue
 		}
-		err = s.rollback(ctx, reqs[:i], now)
-		for j := 0; j < i; j++ {
-			out[j] = store.Unwind(out[j], reqs[j].Cost)
+		if len(reqs) == 1 {
+			return res, nil
 		}
-		for j := i + 1; j < len(reqs) && err == nil; j++ {
-			out[j], err = s.peek(ctx, &reqs[j], now)
+		// Undo, then report what each request alone would get with
+		// nothing charged.
+		if err := s.rollback(ctx, reqs[:i], charges, now); err != nil {
+			return res, err
 		}
-		return res, err
+		for j := range reqs {
+			d, err := s.alone(ctx, &reqs[j], now)
+			if err != nil {
+				return res, err
+			}
+			out[j] = store.Unwind(d, reqs[j].Cost)
+		}
+		return res, nil
 	}
 	res.Allowed = true
 	return res, nil
 }
 
+// charge is what a Take did to one key, so that it can be undone.
+type charge struct {
+	counter string // the window counter incremented; "" for compare-and-swap state
+	before  []byte // the state item before (nil: there was none)
+	after   []byte // the state item written (nil: nothing written)
+}
+
 // take charges one request, or reports why it cannot be.
-func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Decision, error) {
+func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Decision, charge, error) {
 	if err := ctx.Err(); err != nil {
-		return algo.Decision{}, err
+		return algo.Decision{}, charge{}, err
 	}
 	switch r.Limit.Algorithm() {
 	case algo.FixedWindow:
@@ -200,49 +229,58 @@ func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Dec
 		return s.takeSliding(r, now)
 	}
 	l, cost, lease := r.Limit, r.Cost, r.Lease
-	return s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, _ bool) (algo.Decision, bool) {
+	u, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
 		d := l.TakeLease(st, now, cost, lease)
-		return d, d.Allowed && cost > 0
+		if d.Allowed && cost > 0 {
+			return d, mustWrite
+		}
+		return d, tryWrite
 	})
+	return u.d, charge{before: u.before, after: u.after}, err
 }
 
 // rollback undoes the charges of reqs, all admitted at now, newest first.
 // It retries harder than a decision does: a failed roll-back leaves units
 // charged for a refused request (under-admission, never over-admission)
 // and is reported as an error.
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, now int64) error {
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, charges []charge, now int64) error {
 	var errs []error
+	ctx = context.WithoutCancel(ctx)
 	retries := 4*s.cfg.retries + 4
 	for i := len(reqs) - 1; i >= 0; i-- {
-		r := &reqs[i]
-		if r.Cost == 0 {
-			continue
-		}
-		s.stats.rollbacks.Add(1)
+		r, ch := &reqs[i], charges[i]
 		var err error
-		switch r.Limit.Algorithm() {
-		case algo.FixedWindow, algo.SlidingWindow:
-			err = s.refundCounter(r, now)
-		case algo.Concurrency:
-			cost, lease := r.Cost, r.Lease
-			_, err = s.update(context.WithoutCancel(ctx), r.Key, r.Limit, now, retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
-				return algo.Decision{}, exists && dropNewestLeases(st, lease, cost)
-			})
-		default:
-			l, cost := r.Limit, r.Cost
-			_, err = s.update(context.WithoutCancel(ctx), r.Key, l, now, retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
-				if !exists {
-					return algo.Decision{}, false
-				}
-				l.Refund(st, now, now, cost)
-				return algo.Decision{}, true
-			})
+		switch {
+		case ch.counter != "":
+			s.stats.rollbacks.Add(1)
+			err = s.decr(ch.counter, r.Cost)
+		case ch.after != nil:
+			s.stats.rollbacks.Add(1)
+			err = s.undo(ctx, r, ch, now, retries)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", r.Key, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// undo reverses a compare-and-swap charge: the item goes back to what it
+// was if it still holds what the charge wrote; otherwise (someone wrote
+// since) the units are refunded, or for concurrency the slots removed.
+func (s *Store) undo(ctx context.Context, r *store.Request, ch charge, now int64, retries int) error {
+	l, cost, lease := r.Limit, r.Cost, r.Lease
+	_, err := s.update(ctx, r.Key, l, now, retries, &ch, func(st *algo.State, exists bool) (algo.Decision, writeMode) {
+		if !exists {
+			return algo.Decision{}, noWrite
+		}
+		if l.Algorithm() == algo.Concurrency {
+			return algo.Decision{}, must(dropNewestLeases(st, lease, cost))
+		}
+		l.Refund(st, now, now, cost)
+		return algo.Decision{}, mustWrite
+	})
+	return err
 }
 
 // dropNewestLeases removes the newest cost slots held under lease from a
@@ -260,6 +298,28 @@ func dropNewestLeases(st *algo.State, lease uint64, cost int64) bool {
 		}
 	}
 	return changed
+}
+
+// alone decides a request of a refused multi-key Take on its own,
+// charging nothing: the decision Peek gives if it would pass, otherwise
+// its refused Take. As for a single refused Take, the state the algorithm
+// left (what Peek or the refused Take forgot or started) is stored.
+func (s *Store) alone(ctx context.Context, r *store.Request, now int64) (algo.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return algo.Decision{}, err
+	}
+	switch r.Limit.Algorithm() {
+	case algo.FixedWindow, algo.SlidingWindow:
+		return s.peek(ctx, r, now)
+	}
+	l, cost, lease := r.Limit, r.Cost, r.Lease
+	u, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
+		if d := l.Peek(st, now, cost); d.Allowed {
+			return d, tryWrite
+		}
+		return l.TakeLease(st, now, cost, lease), tryWrite
+	})
+	return u.d, err
 }
 
 // Peek fills out with each request's decision on its own, charging nothing.
@@ -288,7 +348,7 @@ func (s *Store) peek(ctx context.Context, r *store.Request, now int64) (algo.Dec
 	case algo.SlidingWindow:
 		return s.peekSliding(r, now)
 	}
-	st, _, _, err := s.load(r.Key, r.Limit)
+	st, _, _, err := s.load(r.Key, r.Limit, now)
 	if err != nil {
 		return algo.Decision{}, err
 	}
@@ -323,12 +383,12 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		case algo.Concurrency:
 		default:
 			l, cost := r.Limit, r.Cost
-			_, err = s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
+			_, err = s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, exists bool) (algo.Decision, writeMode) {
 				if !exists {
-					return algo.Decision{}, false
+					return algo.Decision{}, noWrite
 				}
 				l.Refund(st, now, at, cost)
-				return algo.Decision{}, true
+				return algo.Decision{}, mustWrite
 			})
 		}
 		if err != nil {
@@ -351,8 +411,8 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 			continue
 		}
 		l, lease := r.Limit, r.Lease
-		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, exists bool) (algo.Decision, bool) {
-			return algo.Decision{}, exists && l.Release(st, now, lease)
+		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, exists bool) (algo.Decision, writeMode) {
+			return algo.Decision{}, must(exists && l.Release(st, now, lease))
 		})
 		if err != nil {
 			return err
@@ -404,21 +464,21 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	if err := ctx.Err(); err != nil {
 		return algo.State{}, false, err
 	}
+	now := s.nowUS()
 	it, err := s.mc.Get(s.keys.state(key))
 	switch {
 	case err == nil:
 		var st algo.State
-		if len(it.Value) == 0 {
-			return st, false, nil
+		_, exp, err := decodeState(it.Value, &st)
+		if err != nil {
+			return algo.State{}, false, fmt.Errorf("memcached: key %q: %w", key, err)
 		}
-		if err := st.UnmarshalBinary(it.Value[1:]); err != nil {
-			return st, false, fmt.Errorf("memcached: key %q: %w", key, err)
+		if exp > now {
+			return st, true, nil
 		}
-		return st, true, nil
 	case !errors.Is(err, memcache.ErrCacheMiss):
 		return algo.State{}, false, unavailable("inspect", key, err)
 	}
-	now := s.nowUS()
 	for _, l := range s.shapes.list() {
 		st, found, err := s.loadWindow(key, l, now)
 		if err != nil || found {
