@@ -1,0 +1,268 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+const waitConfig = `
+domain: w
+priorities: [high, low]
+default_priority: low
+descriptors:
+  - key: api
+    rate_limit: {unit: second, requests_per_unit: 2, strategy: wait, max_wait: 2s, max_waiters: 2}
+  - key: fifo
+    rate_limit: {unit: second, requests_per_unit: 1, strategy: wait, max_wait: 5s, queue_order: fifo}
+  - key: short
+    rate_limit: {unit: second, requests_per_unit: 1, strategy: wait, max_wait: 300ms}
+  - key: shaped
+    rate_limit: {algorithm: shaper, unit: second, requests_per_unit: 10, queue_size: 5}
+  - key: hard
+    rate_limit: {unit: second, requests_per_unit: 1}
+`
+
+// Every wait test runs in a synctest bubble: the memory store's default
+// clock and the queue's timers read the bubble's fake time, so waits take
+// no real time.
+
+func TestDecideWaitUntilCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, waitConfig), nil)
+		ctx := context.Background()
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // start of a window
+		r := req("w", ent("api", "x"))
+		for i := 0; i < 2; i++ {
+			if resp, err := e.DecideWait(ctx, r); err != nil || resp.Code != CodeOK || resp.Waited != 0 {
+				t.Fatalf("request %d: %v %v waited %v, want OK at once", i, resp.Code, err, resp.Waited)
+			}
+		}
+		time.Sleep(400 * time.Millisecond)
+		resp, err := e.DecideWait(ctx, r)
+		if err != nil || resp.Code != CodeOK {
+			t.Fatalf("third: %v %v, want OK after waiting", resp.Code, err)
+		}
+		if resp.Waited != 600*time.Millisecond {
+			t.Fatalf("waited %v, want 600ms (until the next window)", resp.Waited)
+		}
+		// A refusal by a rule that does not wait is returned at once.
+		e.Decide(ctx, req("w", ent("hard", "x")))
+		resp, err = e.DecideWait(ctx, req("w", ent("hard", "x")))
+		if err != nil || resp.Code != CodeOverLimit || resp.Strategy != StrategyReject || resp.Waited != 0 {
+			t.Fatalf("hard: %v %s %v waited %v, want an immediate rejection", resp.Code, resp.Strategy, err, resp.Waited)
+		}
+	})
+}
+
+func TestDecideWaitBeyondMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, waitConfig), nil)
+		ctx := context.Background()
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		r := req("w", ent("short", "x"))
+		e.Decide(ctx, r)
+		// The next window is 1s away, more than max_wait 300ms: rejected now.
+		resp, err := e.DecideWait(ctx, r)
+		if err != nil || resp.Code != CodeOverLimit || resp.Strategy != StrategyReject || resp.Waited != 0 {
+			t.Fatalf("got %v %s %v waited %v, want an immediate rejection", resp.Code, resp.Strategy, err, resp.Waited)
+		}
+		// 800ms later the window is 200ms away: it waits.
+		time.Sleep(800 * time.Millisecond)
+		resp, err = e.DecideWait(ctx, r)
+		if err != nil || resp.Code != CodeOK || resp.Waited != 200*time.Millisecond {
+			t.Fatalf("got %v %v waited %v, want OK after 200ms", resp.Code, err, resp.Waited)
+		}
+	})
+}
+
+func TestDecideWaitQueueBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, waitConfig), nil)
+		ctx := context.Background()
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		r := req("w", ent("api", "x"))
+		e.Decide(ctx, r)
+		e.Decide(ctx, r)
+		// Two waiters fill the queue (max_waiters 2); a third is turned away.
+		var wg sync.WaitGroup
+		results := make([]Response, 2)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], _ = e.DecideWait(ctx, r)
+			}()
+		}
+		synctest.Wait()
+		if n := e.Waiting(); n != 2 {
+			t.Fatalf("%d waiting, want 2", n)
+		}
+		resp, err := e.DecideWait(ctx, r)
+		if err != nil || resp.Code != CodeOverLimit || resp.Strategy != StrategyReject {
+			t.Fatalf("third waiter: %v %s %v, want rejected (queue full)", resp.Code, resp.Strategy, err)
+		}
+		wg.Wait()
+		for i, res := range results {
+			if res.Code != CodeOK {
+				t.Fatalf("waiter %d: %s, want OK in the next window", i, res.Code)
+			}
+		}
+		if n := e.Waiting(); n != 0 {
+			t.Fatalf("%d still waiting", n)
+		}
+	})
+}
+
+func TestDecideWaitCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, waitConfig), nil)
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		r := req("w", ent("fifo", "x"))
+		e.Decide(context.Background(), r)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.DecideWait(ctx, r)
+			done <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled wait: %v, want context.Canceled", err)
+		}
+		synctest.Wait()
+		if n := e.Waiting(); n != 0 {
+			t.Fatalf("%d waiting after cancel, want 0", n)
+		}
+		// The cancelled waiter took nothing: the next window's unit is free.
+		time.Sleep(time.Second)
+		if resp, _ := e.Decide(context.Background(), r); resp.Code != CodeOK {
+			t.Fatalf("next window: %s", resp.Code)
+		}
+	})
+}
+
+// TestDecideWaitPriority: with one unit per second, the high-priority
+// waiter that came last is served first.
+func TestDecideWaitPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, `
+domain: w
+priorities: [high, low]
+descriptors:
+  - key: api
+    rate_limit: {unit: second, requests_per_unit: 1, strategy: wait, max_wait: 10s}
+`), nil)
+		ctx := context.Background()
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		r := req("w", ent("api", "x"))
+		e.Decide(ctx, r)
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		for _, class := range []string{"low", "low", "high"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rr := r
+				rr.Priority = class
+				if resp, err := e.DecideWait(ctx, rr); err == nil && resp.Code == CodeOK {
+					mu.Lock()
+					order = append(order, class)
+					mu.Unlock()
+				}
+			}()
+			synctest.Wait()
+		}
+		wg.Wait()
+		if len(order) != 3 || order[0] != "high" {
+			t.Fatalf("served %v, want high first", order)
+		}
+	})
+}
+
+func TestDecideWaitHoldsShaperDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, waitConfig), nil)
+		ctx := context.Background()
+		r := req("w", ent("shaped", "x"))
+		for i, want := range []time.Duration{0, 100 * time.Millisecond} {
+			start := time.Now()
+			resp, err := e.DecideWait(ctx, r)
+			if err != nil || resp.Code != CodeOK {
+				t.Fatalf("%d: %v %v", i, resp.Code, err)
+			}
+			if resp.Delay != 0 || resp.Waited != want || time.Since(start) != want {
+				t.Fatalf("%d: waited %v (delay %v), want %v", i, resp.Waited, resp.Delay, want)
+			}
+		}
+	})
+}
+
+// TestWatchReload: a valid change is installed, a broken file keeps the
+// old limits in force and reports its problems, a fix is installed again.
+func TestWatchReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "rules.yaml")
+		write := func(s string) {
+			if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		limit := func(n string) string {
+			return "domain: live\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: minute, requests_per_unit: " + n + "}\n"
+		}
+		write(limit("5"))
+		cfg, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newMemEngine(t, cfg, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		reports := make(chan error, 10)
+		go e.Watch(ctx, path, 100*time.Millisecond, func(_ *Config, err error) { reports <- err })
+		quota := func() int64 { return e.EffectiveLimit("live", "r").Params().Limit }
+
+		write(limit("7"))
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		if err := <-reports; err != nil || quota() != 7 {
+			t.Fatalf("valid change: %v, quota %d, want 7", err, quota())
+		}
+		write(limit("-1") + "  - key: k\n")
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		err = <-reports
+		var ps Problems
+		if !errors.As(err, &ps) || len(ps) != 2 || ps[0].Line != 4 {
+			t.Fatalf("broken file reported %v, want 2 problems from line 4", err)
+		}
+		if quota() != 7 {
+			t.Fatalf("broken file changed the quota to %d", quota())
+		}
+		resp, _ := e.Decide(context.Background(), req("live", ent("k", "v")))
+		if resp.Code != CodeOK || resp.Statuses[0].Decision.Limit != 7 {
+			t.Fatalf("decisions after a broken reload: %v limit %d", resp.Code, resp.Statuses[0].Decision.Limit)
+		}
+		write(limit("9"))
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if err := <-reports; err != nil || quota() != 9 {
+			t.Fatalf("fixed file: %v, quota %d, want 9", err, quota())
+		}
+		// No change, no report.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(reports) != 0 {
+			t.Fatalf("%d reports without a change", len(reports))
+		}
+		cancel()
+	})
+}
