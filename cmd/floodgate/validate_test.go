@@ -1,0 +1,30 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"validate", "../../policy/testdata/good/saas.yaml"}, &out, &errb); code != 0 {
+		t.Fatalf("valid config: exit %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "valid (1 domains, 6 rules)") {
+		t.Fatalf("stdout %q", out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"validate", "../../policy/testdata/bad/negative_rate.yaml"}, &out, &errb); code != 1 {
+		t.Fatalf("bad config: exit %d, want 1", code)
+	}
+	want := "../../policy/testdata/bad/negative_rate.yaml:4: requests_per_unit must be >= 0, got -5\n"
+	if lines := strings.Split(errb.String(), "\n"); len(lines) != 4 || lines[0]+"\n" != want {
+		t.Fatalf("stderr %q, want three file:line problems starting with %q", errb.String(), want)
+	}
+	if code := run(context.Background(), []string{"validate"}, &out, &errb); code != 2 {
+		t.Fatalf("no path: exit %d, want 2", code)
+	}
+}
