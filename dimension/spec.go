@@ -1,0 +1,398 @@
+package dimension
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Spec declares how requests become descriptors. It is plain data with yaml
+// tags, decoded by the policy package from a rules file; NewExtractor
+// validates and compiles it. The zero value of every optional field is its
+// default.
+type Spec struct {
+	// TrustedProxies are the networks of the proxies whose ProxyHeader is
+	// believed, as CIDRs ("10.0.0.0/8", "2001:db8::/32") or single
+	// addresses. Empty: nobody is trusted, the client is the direct peer.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ProxyHeader is the header the trusted proxies fill in:
+	// "x-forwarded-for" (the default), "forwarded" (RFC 7239) or
+	// "x-real-ip", case-insensitive.
+	ProxyHeader string `yaml:"proxy_header"`
+	// IPv4Prefix is how many leading bits of an IPv4 client address make
+	// its remote_address value (default 32: the address itself); 1 to 32.
+	IPv4Prefix int `yaml:"ipv4_prefix"`
+	// IPv6Prefix is the same for IPv6 (default 64: a client's usual
+	// allocation, so that it cannot rotate through its addresses); 1 to
+	// 128.
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// APIKey says where the api_key source reads the key.
+	APIKey APIKeySpec `yaml:"api_key"`
+	// UserHeader is the header the user source reads when no WithUser
+	// function is given. Only safe behind a proxy that sets it.
+	UserHeader string `yaml:"user_header"`
+	// TenantHeader is the same for the tenant source and WithTenant.
+	TenantHeader string `yaml:"tenant_header"`
+	// Descriptors are produced in order, each when all its required
+	// entries have a value.
+	Descriptors []DescriptorSpec `yaml:"descriptors"`
+}
+
+// APIKeySpec says where an API key is read: the header first, then the
+// query parameter. With neither set, the header is X-API-Key.
+type APIKeySpec struct {
+	// Header is the header holding the key, e.g. "X-API-Key" or
+	// "Authorization".
+	Header string `yaml:"header"`
+	// Scheme, when set, is an authentication scheme the header value must
+	// start with (case-insensitive, followed by a space), which is
+	// stripped: "Bearer" reads "Authorization: Bearer abc" as "abc". A
+	// header without it holds no key.
+	Scheme string `yaml:"scheme"`
+	// Query is the query parameter holding the key, e.g. "api_key".
+	Query string `yaml:"query"`
+}
+
+// DescriptorSpec is one descriptor: an ordered list of entries, matched
+// against the configuration's descriptor tree level by level.
+type DescriptorSpec struct {
+	// Entries are the descriptor's entries, at least one.
+	Entries []EntrySpec `yaml:"entries"`
+}
+
+// EntrySpec is one entry of a descriptor: a key and where its value comes
+// from. When the source has no value for a request (a missing header, a
+// path outside every route, a failed match) the entry takes Default if set,
+// is left out if SkipIfAbsent, and otherwise the whole descriptor is left
+// out for that request, as Envoy does with its rate limit actions.
+type EntrySpec struct {
+	// Source is where the value comes from (required):
+	//
+	//	remote_address  the client IP (see Spec.TrustedProxies), IPv4 as
+	//	                is, IPv6 collapsed to its /64 ("2001:db8:1:2::/64")
+	//	header:<Name>   a request header's first value
+	//	query:<name>    a query parameter's first value
+	//	method          the request method, e.g. "GET"
+	//	path            the URL path, cleaned; with Routes, the route
+	//	host            the Host, lower-cased
+	//	api_key         the API key (see Spec.APIKey)
+	//	user, tenant    WithUser / WithTenant, else Spec.UserHeader /
+	//	                Spec.TenantHeader
+	//	generic_key     the constant Value
+	Source string `yaml:"source"`
+	// Key is the entry's key. Default: "header_match" / "query_match" /
+	// "<source>_match" with Match, the header's or parameter's name for
+	// header: and query:, otherwise the source's name (remote_address,
+	// method, path, host, api_key, user, tenant, generic_key), Envoy's
+	// well-known keys where Envoy has one.
+	Key string `yaml:"key"`
+	// Value is the constant value of a generic_key entry, and the value a
+	// Match entry takes when it matches. Required for both, forbidden
+	// otherwise.
+	Value string `yaml:"value"`
+	// Routes, for the path source only, are route prefixes; the entry's
+	// value is the longest one the path falls under ("/api/users" covers
+	// "/api/users" and "/api/users/7", not "/api/usersx"; "/api/" covers
+	// everything below it), so that every path of a route shares one key.
+	// A path outside them has no value.
+	Routes []string `yaml:"routes"`
+	// Match turns the entry into a test (Envoy's header_value_match): it
+	// has the constant Value when the source's value matches, no value
+	// otherwise.
+	Match *MatchSpec `yaml:"match"`
+	// Default is the value when the source has none. Exclusive with
+	// SkipIfAbsent.
+	Default string `yaml:"default"`
+	// SkipIfAbsent leaves the entry out, instead of the whole descriptor,
+	// when the source has no value (Envoy's skip_if_absent).
+	SkipIfAbsent bool `yaml:"skip_if_absent"`
+	// IPv4Prefix and IPv6Prefix override the Spec's for this
+	// remote_address entry, e.g. one descriptor per /24 beside one per
+	// address (Envoy's masked_remote_address).
+	IPv4Prefix int `yaml:"ipv4_prefix"`
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+}
+
+// MatchSpec is a test on a source's value. Exactly one of Exact, Prefix and
+// Present is set.
+type MatchSpec struct {
+	// Exact matches the value itself.
+	Exact string `yaml:"exact"`
+	// Prefix matches values starting with it.
+	Prefix string `yaml:"prefix"`
+	// Present matches any value, even empty: the header or parameter is
+	// there.
+	Present bool `yaml:"present"`
+	// Invert matches when the test fails, including when the source has
+	// no value (Envoy's expect_match: false).
+	Invert bool `yaml:"invert"`
+}
+
+// SpecError is a problem in a Spec: Field is the path of the offending
+// field, e.g. "descriptors[1].entries[0].source", for the caller to map to
+// a file and line.
+type SpecError struct {
+	Field string
+	Msg   string
+}
+
+// Error returns "dimension: <field>: <message>".
+func (e *SpecError) Error() string { return "dimension: " + e.Field + ": " + e.Msg }
+
+type source uint8
+
+const (
+	srcRemoteAddress source = iota + 1
+	srcHeader
+	srcQuery
+	srcMethod
+	srcPath
+	srcHost
+	srcAPIKey
+	srcUser
+	srcTenant
+	srcGeneric
+)
+
+// simpleSources are the sources named by a single word.
+var simpleSources = map[string]source{
+	"remote_address": srcRemoteAddress,
+	"method":         srcMethod,
+	"path":           srcPath,
+	"host":           srcHost,
+	"api_key":        srcAPIKey,
+	"user":           srcUser,
+	"tenant":         srcTenant,
+	"generic_key":    srcGeneric,
+}
+
+const sourceList = "remote_address, header:<Name>, query:<name>, method, path, host, api_key, user, tenant or generic_key"
+
+// entry is a compiled EntrySpec.
+type entry struct {
+	src     source
+	srcName string // "remote_address", "header:X-User", … for errors
+	key     string
+	name    string   // canonical header name or query parameter name
+	value   string   // generic_key's constant, Match's value
+	routes  []string // longest first
+	match   *MatchSpec
+	def     string
+	hasDef  bool
+	skip    bool
+	v4, v6  int
+}
+
+type descriptor struct{ entries []entry }
+
+type compiled struct {
+	proxies Proxies
+	apiKey  APIKeySpec // Header canonical
+	user    string     // canonical header names
+	tenant  string
+	descs   []descriptor
+}
+
+func compile(s Spec, o *options) (*compiled, error) {
+	c := &compiled{}
+	for i, t := range s.TrustedProxies {
+		p, err := parsePrefix(t)
+		if err != nil {
+			return nil, &SpecError{fmt.Sprintf("trusted_proxies[%d]", i), err.Error()}
+		}
+		c.proxies.Trusted = append(c.proxies.Trusted, p)
+	}
+	h, err := ParseProxyHeader(s.ProxyHeader)
+	if err != nil {
+		return nil, &SpecError{"proxy_header", err.Error()}
+	}
+	c.proxies.Header = h
+	v4, v6 := cmp.Or(s.IPv4Prefix, 32), cmp.Or(s.IPv6Prefix, 64)
+	if v4 < 1 || v4 > 32 {
+		return nil, &SpecError{"ipv4_prefix", fmt.Sprintf("%d is not in 1..32", s.IPv4Prefix)}
+	}
+	if v6 < 1 || v6 > 128 {
+		return nil, &SpecError{"ipv6_prefix", fmt.Sprintf("%d is not in 1..128", s.IPv6Prefix)}
+	}
+
+	c.apiKey = s.APIKey
+	if c.apiKey.Header == "" && c.apiKey.Query == "" {
+		c.apiKey.Header = "X-API-Key"
+	}
+	if c.apiKey.Header != "" {
+		if !validToken(c.apiKey.Header) {
+			return nil, &SpecError{"api_key.header", fmt.Sprintf("%q is not a valid header name", c.apiKey.Header)}
+		}
+		c.apiKey.Header = http.CanonicalHeaderKey(c.apiKey.Header)
+	}
+	if c.apiKey.Scheme != "" && (c.apiKey.Header == "" || !validToken(c.apiKey.Scheme)) {
+		return nil, &SpecError{"api_key.scheme", fmt.Sprintf("%q needs api_key.header and must be a token", c.apiKey.Scheme)}
+	}
+	for _, f := range []struct {
+		field, header string
+		fn            bool
+		dst           *string
+	}{
+		{"user_header", s.UserHeader, o.user != nil, &c.user},
+		{"tenant_header", s.TenantHeader, o.tenant != nil, &c.tenant},
+	} {
+		if f.header == "" {
+			continue
+		}
+		if !validToken(f.header) {
+			return nil, &SpecError{f.field, fmt.Sprintf("%q is not a valid header name", f.header)}
+		}
+		if f.fn {
+			return nil, &SpecError{f.field, "set together with a function option; choose one (the header is client-controlled)"}
+		}
+		*f.dst = http.CanonicalHeaderKey(f.header)
+	}
+
+	if len(s.Descriptors) == 0 {
+		return nil, &SpecError{"descriptors", "no descriptors"}
+	}
+	for i, d := range s.Descriptors {
+		field := fmt.Sprintf("descriptors[%d]", i)
+		if len(d.Entries) == 0 {
+			return nil, &SpecError{field + ".entries", "no entries"}
+		}
+		var cd descriptor
+		for j, es := range d.Entries {
+			e, err := compileEntry(es, fmt.Sprintf("%s.entries[%d]", field, j), v4, v6, c, o)
+			if err != nil {
+				return nil, err
+			}
+			cd.entries = append(cd.entries, e)
+		}
+		c.descs = append(c.descs, cd)
+	}
+	return c, nil
+}
+
+func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options) (entry, error) {
+	bad := func(sub, format string, args ...any) (entry, error) {
+		f := field
+		if sub != "" {
+			f += "." + sub
+		}
+		return entry{}, &SpecError{f, fmt.Sprintf(format, args...)}
+	}
+	e := entry{srcName: s.Source, key: s.Key, value: s.Value, match: s.Match, def: s.Default, hasDef: s.Default != "", skip: s.SkipIfAbsent}
+	kind, name, hasName := strings.Cut(s.Source, ":")
+	switch {
+	case s.Source == "":
+		return bad("source", "missing (want %s)", sourceList)
+	case hasName && kind == "header":
+		if !validToken(name) {
+			return bad("source", "%q is not a valid header name", name)
+		}
+		e.src, e.name = srcHeader, http.CanonicalHeaderKey(name)
+	case hasName && kind == "query":
+		if name == "" {
+			return bad("source", "query: needs a parameter name")
+		}
+		e.src, e.name = srcQuery, name
+	case !hasName && simpleSources[s.Source] != 0:
+		e.src = simpleSources[s.Source]
+	default:
+		return bad("source", "unknown source %q (want %s)", s.Source, sourceList)
+	}
+
+	if e.key == "" {
+		switch {
+		case s.Match != nil && e.src == srcHeader:
+			e.key = "header_match"
+		case s.Match != nil && e.src == srcQuery:
+			e.key = "query_match"
+		case s.Match != nil:
+			e.key = s.Source + "_match"
+		case e.src == srcHeader || e.src == srcQuery:
+			e.key = name
+		default:
+			e.key = s.Source
+		}
+	}
+
+	switch {
+	case e.src == srcGeneric && s.Value == "":
+		return bad("value", "generic_key needs a value")
+	case e.src == srcGeneric && s.Match != nil:
+		return bad("match", "generic_key has nothing to match")
+	case s.Match != nil && s.Value == "":
+		return bad("value", "a match entry needs the value it takes when it matches")
+	case s.Match == nil && e.src != srcGeneric && s.Value != "":
+		return bad("value", "only generic_key and match entries take a value")
+	case len(s.Routes) > 0 && e.src != srcPath:
+		return bad("routes", "only the path source takes routes")
+	case s.Default != "" && s.SkipIfAbsent:
+		return bad("default", "default and skip_if_absent exclude each other")
+	case s.IPv4Prefix != 0 && e.src != srcRemoteAddress:
+		return bad("ipv4_prefix", "only remote_address takes a prefix length")
+	case s.IPv6Prefix != 0 && e.src != srcRemoteAddress:
+		return bad("ipv6_prefix", "only remote_address takes a prefix length")
+	case e.src == srcUser && c.user == "" && o.user == nil:
+		return bad("source", "user needs user_header or the WithUser option")
+	case e.src == srcTenant && c.tenant == "" && o.tenant == nil:
+		return bad("source", "tenant needs tenant_header or the WithTenant option")
+	}
+	if m := s.Match; m != nil {
+		n := 0
+		for _, set := range []bool{m.Exact != "", m.Prefix != "", m.Present} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return bad("match", "set exactly one of exact, prefix and present")
+		}
+	}
+	for k, r := range s.Routes {
+		if !strings.HasPrefix(r, "/") {
+			return bad(fmt.Sprintf("routes[%d]", k), "route %q must start with /", r)
+		}
+	}
+	e.routes = slices.Clone(s.Routes)
+	slices.SortStableFunc(e.routes, func(a, b string) int { return len(b) - len(a) })
+
+	e.v4, e.v6 = cmp.Or(s.IPv4Prefix, v4), cmp.Or(s.IPv6Prefix, v6)
+	if e.v4 < 1 || e.v4 > 32 {
+		return bad("ipv4_prefix", "%d is not in 1..32", s.IPv4Prefix)
+	}
+	if e.v6 < 1 || e.v6 > 128 {
+		return bad("ipv6_prefix", "%d is not in 1..128", s.IPv6Prefix)
+	}
+	return e, nil
+}
+
+// parsePrefix parses a CIDR or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", s)
+		}
+		return normPrefix(p), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", s)
+	}
+	a = a.WithZone("")
+	return normPrefix(netip.PrefixFrom(a, a.BitLen())), nil
+}
+
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
