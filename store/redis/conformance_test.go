@@ -1,0 +1,11 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/floodgate/floodgate/store/storetest"
+)
+
+func TestConformanceStandalone(t *testing.T) {
+	storetest.Run(t, harness(redisURL(t)))
+}

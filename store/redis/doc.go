@@ -1,0 +1,80 @@
+// Package redis is Floodgate's Redis store: every algorithm of package algo
+// as a Lua script that runs next to the data, on a standalone server, a
+// Sentinel-managed master or a Redis Cluster.
+//
+// Open takes a store URL (redis://, rediss://, redis-sentinel://,
+// redis-cluster://; see ParseURL) and returns a *Store that implements
+// store.Store and store.Inspector. The client is github.com/redis/rueidis,
+// chosen over go-redis on measurements of this store's pattern (docs/BENCHMARKS.md).
+//
+// # Scripts
+//
+// The files in lua/ port algo's functions line for line: integers stay
+// below 2^53 where Lua's doubles are exact, division and modulo are made
+// exact, and float formulas run in Go's order, so a script decides exactly
+// what algo decides on the same trace (the differential test holds this
+// for every algorithm). They are concatenated into one script, loaded on
+// every node when the store opens and called by EVALSHA; a NOSCRIPT reply
+// (a restart, a failover to a node that never saw the script) is answered
+// by EVAL, which also caches the script there.
+//
+// # Clock
+//
+// A script reads the Redis server's TIME (µs), never the caller's clock, so
+// instances whose clocks disagree make the same decisions; only
+// WithTestClock, for tests, passes an explicit time instead. Result.At is
+// the server time of the decision. A server clock that steps back is
+// treated like algo treats it: state time never moves backwards.
+//
+// # Keys
+//
+// Fixed window, sliding window, token bucket, GCRA, shaper and the smooth
+// algorithms keep a short string ("kind A B C"); the sliding log and the
+// concurrency limit keep a sorted set bounded by the limit (one member per
+// unit or held slot, plus one member recording the latest time seen).
+// Every write sets PEXPIRE from algo's ExpiresAt, so idle keys vanish on
+// their own, and a key whose state has expired reads as fresh even before
+// Redis removes it.
+//
+// # All or nothing
+//
+// Take charges every request or none. Requests whose keys share a hash
+// slot (always, outside a Cluster; on a Cluster, keys with one hash tag
+// such as "{tenant42}:user7") are decided by one script run, which is
+// atomic. On a Cluster, requests in several slots are reserved with one
+// script call per slot, pipelined, at one common server time; when any slot
+// refuses, the admitted slots are rolled back in reverse order (the
+// rollback undoes exactly the reserved units, including a concurrency
+// reservation's lease slots). Between reservation and rollback other
+// callers may be refused by the reservation: the error is toward refusing,
+// never toward admitting. If the rollback itself cannot reach Redis (the
+// connection dies in between), Take returns an error wrapping
+// store.ErrUnavailable and the reserved charge stays until it lapses by
+// the algorithm's own rules: at most one window for the fixed window, one
+// period for the sliding log and the sliding window (N+1 sub-windows), cost
+// ÷ rate for the buckets and GCRA, cost × the stable interval for the
+// smooth algorithms, and LeaseTTL for a concurrency reservation. The key's
+// TTL never extends past that.
+//
+// # Throughput
+//
+// Concurrent single-slot Takes are coalesced (flat combining): a caller
+// that finds the store idle sends its decision at once from its own
+// goroutine; callers that arrive while batches are in flight queue, and
+// the next sender takes up to WithBatchSize of them into one script call
+// (one on a Cluster per hash slot, pipelined), so one round trip and one
+// script run decide many keys. WithBatchWindow trades latency for larger
+// batches; WithInflightBatches bounds the batches in flight. Calls are
+// pooled, so a busy store does not allocate per decision beyond the
+// client's command buffers.
+//
+// # Failures
+//
+// Errors wrap store.ErrUnavailable (connection, timeout, failover in
+// progress), store.ErrBadRequest or store.ErrClosed. A script call that
+// fails may or may not have run: the store never retries it, so a failure
+// can under-admit (a charge without a decision) but never over-admit. On
+// a Cluster failover the client follows MOVED replies and refreshes its
+// slot map; Redis replicates asynchronously, so charges acknowledged by a
+// master in the last moments before it dies may be lost with it.
+package redis

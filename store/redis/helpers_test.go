@@ -1,0 +1,65 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/storetest"
+)
+
+// runID keeps the keys of concurrent test runs on a shared server apart.
+var runID = func() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
+// openT opens a store on url for the test and closes it at the end.
+func openT(tb testing.TB, url string, opts ...Option) *Store {
+	tb.Helper()
+	s, err := Open(url, opts...)
+	if err != nil {
+		tb.Fatalf("Open(%s): %v", url, err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// pttl reads a key's TTL the way storetest's RealTTL check wants it.
+func pttl(tb testing.TB, st store.Store, key string) (time.Duration, bool) {
+	tb.Helper()
+	s := st.(*Store)
+	ms, err := s.client.Do(context.Background(), s.client.B().Pttl().Key(key).Build()).AsInt64()
+	if err != nil {
+		tb.Fatalf("PTTL %s: %v", key, err)
+	}
+	if ms < 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// harness returns the conformance harness for a store URL.
+func harness(url string, opts ...Option) storetest.Harness {
+	return storetest.Harness{
+		New: func(tb testing.TB, clock func() time.Time) store.Store {
+			o := append([]Option(nil), opts...)
+			if clock != nil {
+				o = append(o, WithTestClock(clock))
+			}
+			return openT(tb, url, o...)
+		},
+		RealTTL: true,
+		TTL:     pttl,
+	}
+}
+
+func redisURL(tb testing.TB) string {
+	tb.Helper()
+	return "redis://" + testserver.Redis(tb)
+}

@@ -1,0 +1,116 @@
+-- Concurrency limit (algo/concurrency.go). State: a sorted set with one
+-- member per held slot, scored by the lease's expiry (µs) and named
+-- "<lease>:<expiry>:<seq>" (seq numbers a lease's slots of one expiry, so
+-- members stay unique), plus META scored by the latest time seen. A slot
+-- is held while its expiry is above now; takes and releases remove the
+-- expired ones (a read-only peek counts above now instead). The set never
+-- holds more than limit slots.
+-- Params: limit, lease TTL (µs).
+
+-- leaseSlots returns the members of lease (an id string) with expiry exp,
+-- or with any expiry when exp is nil.
+local function leaseSlots(key, lease, exp)
+  local m
+  if exp then
+    local s = num(exp)
+    m = redis.call('ZRANGEBYSCORE', key, s, s)
+  else
+    m = redis.call('ZRANGE', key, 0, -1)
+  end
+  local prefix = lease .. ':'
+  local out = {}
+  for i = 1, #m do
+    if string.sub(m[i], 1, #prefix) == prefix then out[#out + 1] = m[i] end
+  end
+  return out
+end
+
+-- leaseLast returns the latest lease expiry, or nil.
+local function leaseLast(st)
+  local r = redis.call('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
+  for i = 1, #r, 2 do
+    if r[i] ~= META then return tonumber(r[i + 1]) end
+  end
+  return nil
+end
+
+-- prune forgets the leases expired at now (or at the latest time seen, if
+-- later), records that time in META and returns it.
+local function prune(st, now)
+  if now < st.c then now = st.c else st.c = now end
+  if not st.ro then
+    redis.call('ZREMRANGEBYSCORE', st.key, '-inf', num(now))
+    zmeta(st)
+  end
+  return now
+end
+
+ALG[9] = {
+  np = 2,
+  parse = function(a, i)
+    return { limit = tonumber(a[i]), ttl = tonumber(a[i + 1]) }
+  end,
+  load = function(key, p, ro)
+    return zload(key, ro)
+  end,
+  expires = function(st, p)
+    if st.gone then return 0 end
+    return leaseLast(st) or 0
+  end,
+  fresh = zfresh,
+  decide = function(st, p, now, cost, lease, commit)
+    local key = st.key
+    now = prune(st, now)
+    local n = zcount(st, now)
+    local allowed, rem, retry, reset = 0, 0, 0, 0
+    if cost > p.limit then
+      rem, retry = math.max(p.limit - n, 0), NEVER
+    elseif n + cost <= p.limit then
+      allowed, rem = 1, p.limit - n - cost
+      if commit and cost > 0 then
+        local exp = now + p.ttl
+        local seq = #leaseSlots(key, lease, exp)
+        local prefix, members = lease .. ':' .. num(exp) .. ':', {}
+        for i = 1, cost do
+          members[i] = prefix .. (seq + i)
+        end
+        zadd(key, exp, members)
+        n = n + cost
+      end
+    else
+      rem = math.max(p.limit - n, 0)
+      -- At the latest, the oldest leases expire; a release may come sooner.
+      retry = micros(zscoreabove(key, now, n + cost - p.limit) - now)
+    end
+    if n > 0 then reset = micros(leaseLast(st) - now) end
+    if allowed == 1 and cost > 0 and not commit then
+      reset = math.max(reset, micros(p.ttl)) -- what take would report
+    end
+    return allowed, rem, retry, reset, 0
+  end,
+  refund = function(st, p, now, at, cost)
+    -- Leases are given back by release.
+  end,
+  -- rollback takes back the cost slots that a take at `at` gave lease, the
+  -- undo of a reservation in an all-or-nothing take.
+  rollback = function(st, p, now, at, cost, lease)
+    local m = leaseSlots(st.key, lease, at + p.ttl)
+    table.sort(m, function(x, y) return #x < #y or (#x == #y and x < y) end)
+    local drop = {}
+    for i = #m, math.max(1, #m - cost + 1), -1 do
+      drop[#drop + 1] = m[i]
+    end
+    if #drop > 0 then zrem(st.key, drop) end
+  end,
+  release = function(st, p, now, lease)
+    -- Lease 0 is take's anonymous lease: it only expires.
+    if lease == '0' then return false end
+    prune(st, now) -- an expired lease is no longer held
+    local m = leaseSlots(st.key, lease, nil)
+    if #m > 0 then zrem(st.key, m) end
+    return #m > 0
+  end,
+  save = function(st, p, now)
+    zsave(st, now, leaseLast(st) or 0)
+  end,
+}

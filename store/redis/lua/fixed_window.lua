@@ -1,0 +1,93 @@
+-- Fixed window (algo/window.go). State string: "1 A B C" with A = start of
+-- the current window (µs), B = units counted in it, C = the latest time seen.
+-- Params: limit, period (µs), calendar (0 none, 1 month, 2 year).
+
+local DAY = 86400000000
+
+-- daysFromCivil and civilFromDays are H. Hinnant's proleptic Gregorian
+-- calendar conversions, in exact integer arithmetic.
+local function daysFromCivil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = idiv(y, 400)
+  local yoe = y - era * 400
+  local mp = (m + 9) % 12
+  local doy = idiv(153 * mp + 2, 5) + d - 1
+  local doe = yoe * 365 + idiv(yoe, 4) - idiv(yoe, 100) + doy
+  return era * 146097 + doe - 719468
+end
+
+local function civilFromDays(z)
+  z = z + 719468
+  local era = idiv(z, 146097)
+  local doe = z - era * 146097
+  local yoe = idiv(doe - idiv(doe, 1460) + idiv(doe, 36524) - idiv(doe, 146096), 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + idiv(yoe, 4) - idiv(yoe, 100))
+  local mp = idiv(5 * doy + 2, 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+
+local function windowBounds(p, now)
+  if p.cal == 0 then
+    local start = now - fmod(now, p.per)
+    return start, start + p.per
+  end
+  local y, m = civilFromDays(idiv(now, DAY))
+  if p.cal == 2 then
+    return daysFromCivil(y, 1, 1) * DAY, daysFromCivil(y + 1, 1, 1) * DAY
+  end
+  local ny, nm = y, m + 1
+  if nm > 12 then ny, nm = y + 1, 1 end
+  return daysFromCivil(y, m, 1) * DAY, daysFromCivil(ny, nm, 1) * DAY
+end
+
+ALG[1] = {
+  np = 3,
+  parse = function(a, i)
+    return { limit = tonumber(a[i]), per = tonumber(a[i + 1]), cal = tonumber(a[i + 2]) }
+  end,
+  load = function(key, p, ro)
+    local st = { key = key, a = 0, b = 0, c = 0 }
+    local v = getstring(key)
+    if v then
+      local k, a, b, c = string.match(v, '^(%d+) (%S+) (%S+) (%S+)$')
+      if k == '1' then st.a, st.b, st.c = tonumber(a), tonumber(b), tonumber(c) end
+    end
+    return st
+  end,
+  expires = function(st, p)
+    if st.b == 0 then return 0 end
+    local _, stop = windowBounds(p, st.a)
+    return stop
+  end,
+  fresh = sfresh,
+  decide = function(st, p, now, cost, lease, commit)
+    if now < st.c then now = st.c else st.c = now end
+    local start, stop = windowBounds(p, now)
+    if st.a ~= start or st.b < 0 then st.a, st.b = start, 0 end
+    local allowed, rem, retry, reset = 0, 0, 0, 0
+    if cost > p.limit then
+      rem, retry = math.max(p.limit - st.b, 0), NEVER
+    elseif st.b + cost <= p.limit then
+      allowed = 1
+      if commit then st.b = st.b + cost end
+      rem = p.limit - st.b
+      if not commit then rem = rem - cost end
+    else
+      rem, retry = math.max(p.limit - st.b, 0), micros(stop - now)
+    end
+    if st.b > 0 or (allowed == 1 and cost > 0) then reset = micros(stop - now) end
+    return allowed, rem, retry, reset, 0
+  end,
+  refund = function(st, p, now, at, cost)
+    local start = windowBounds(p, at)
+    if st.a ~= start then return end
+    st.b = st.b - cost
+    if st.b < 0 then st.b = 0 end
+  end,
+  save = function(st, p, now)
+    savestring(st.key, '1 ' .. num(st.a) .. ' ' .. num(st.b) .. ' ' .. num(st.c), now, ALG[1].expires(st, p))
+  end,
+}

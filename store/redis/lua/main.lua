@@ -1,0 +1,176 @@
+-- The entry point. ARGV: the number of groups, then for each group its
+-- op, its time (µs; '' for the server's TIME), its number of requests, and
+-- for each request: kind, the kind's params, cost, lease (a decimal id,
+-- kept as a string), at (the time of the take being refunded, for refund
+-- and rollback; '' for the group's time). KEYS: the requests' keys in the
+-- same order.
+--
+-- Ops: 't' take (all or nothing over the group), 'p' peek (writes
+-- nothing), 'r' refund, 'b' rollback (undo a reservation, including a
+-- concurrency lease's slots), 'l' release.
+--
+-- The reply, per group: status (take: 1 if admitted; others: 1), the time
+-- used, then per request for take and peek: allowed (0/1), remaining,
+-- retry-after (µs, -1 for never), reset-after (µs), delay (µs); for
+-- release: 1 if the lease held slots; for refund and rollback: nothing.
+--
+-- States follow store/storetest's reference: a state whose ExpiresAt has
+-- passed reads as fresh; a refused take charges nothing and leaves each
+-- state as that request alone would (a peek if it would pass, a refused
+-- take if not).
+
+-- TESTTTL is minTTL (ms) for groups with an explicit time.
+local TESTTTL = 1000
+
+local servertime
+local function clock()
+  if not servertime then
+    local t = redis.call('TIME')
+    servertime = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return servertime
+end
+
+local function copystate(st)
+  local c = {}
+  for k, v in pairs(st) do c[k] = v end
+  if st.ring then
+    c.ring = {}
+    for k, v in pairs(st.ring) do c.ring[k] = v end
+  end
+  return c
+end
+
+local function restore(st, snap)
+  for k, v in pairs(snap) do st[k] = v end
+end
+
+local out, o = {}, 0
+local function emit(v)
+  o = o + 1
+  out[o] = v
+end
+
+local function emitDecision(d)
+  for i = 1, 5 do emit(d[i]) end
+end
+
+local ai, ki = 2, 1
+for _ = 1, tonumber(ARGV[1]) do
+  local op, tnow = ARGV[ai], ARGV[ai + 1]
+  local nreq = tonumber(ARGV[ai + 2])
+  ai = ai + 3
+  local now
+  if tnow == '' then
+    now, minTTL = clock(), 0
+  else
+    now, minTTL = clamp(tonumber(tnow)), TESTTTL
+  end
+  local ro = op == 'p'
+
+  -- Parse the group; requests on the same key share one state.
+  local reqs, states, order = {}, {}, {}
+  for r = 1, nreq do
+    local kind = tonumber(ARGV[ai])
+    local h = ALG[kind]
+    if not h then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[ai])) end
+    local p = h.parse(ARGV, ai + 1)
+    ai = ai + 1 + h.np
+    local key = KEYS[ki]
+    ki = ki + 1
+    local sk = kind .. ':' .. key
+    local st = states[sk]
+    if not st then
+      st = h.load(key, p, ro)
+      if h.expires(st, p) <= now then h.fresh(st) end
+      states[sk] = st
+      order[#order + 1] = { h = h, st = st, p = p }
+    end
+    reqs[r] = { h = h, p = p, st = st, cost = tonumber(ARGV[ai]), lease = ARGV[ai + 1], at = ARGV[ai + 2] }
+    ai = ai + 3
+  end
+
+  if op == 't' then
+    local ds, ok = {}, true
+    if nreq == 1 then
+      local q = reqs[1]
+      ds[1] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) }
+      ok = ds[1][1] == 1
+    else
+      -- Decide every request alone first, charging nothing.
+      for r = 1, nreq do
+        local q = reqs[r]
+        ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, false) }
+        if ds[r][1] ~= 1 then
+          ok = false
+          ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) }
+        end
+      end
+      if ok then
+        -- All pass alone: charge them in order.
+        local snaps = {}
+        for i = 1, #order do snaps[i] = copystate(order[i].st) end
+        local charged, d2 = {}, {}
+        for r = 1, nreq do
+          local q = reqs[r]
+          local d = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) }
+          d2[r] = d
+          if d[1] ~= 1 then
+            -- Only a key named twice can get here: undo the charges
+            -- (sorted sets by rollback, strings by their snapshots) and
+            -- report each request alone.
+            ok = false
+            for j = #charged, 1, -1 do
+              local c = reqs[charged[j]]
+              if c.h.rollback then c.h.rollback(c.st, c.p, now, now, c.cost, c.lease) end
+            end
+            for i = 1, #order do restore(order[i].st, snaps[i]) end
+            break
+          end
+          charged[#charged + 1] = r
+        end
+        if ok then ds = d2 end
+      end
+    end
+    for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
+    emit(ok and 1 or 0)
+    emit(now)
+    for r = 1, nreq do emitDecision(ds[r]) end
+  elseif op == 'p' then
+    emit(1)
+    emit(now)
+    for r = 1, nreq do
+      local q = reqs[r]
+      emitDecision({ q.h.decide(q.st, q.p, now, q.cost, q.lease, false) })
+    end
+  elseif op == 'r' or op == 'b' then
+    for r = 1, nreq do
+      local q = reqs[r]
+      local at = now
+      if q.at ~= '' then at = clamp(tonumber(q.at)) end
+      if op == 'b' and q.h.rollback then
+        q.h.rollback(q.st, q.p, now, at, q.cost, q.lease)
+      elseif q.cost > 0 then
+        q.h.refund(q.st, q.p, now, at, q.cost)
+      end
+    end
+    for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
+    emit(1)
+    emit(now)
+  elseif op == 'l' then
+    emit(1)
+    emit(now)
+    for r = 1, nreq do
+      local q = reqs[r]
+      local found = false
+      if q.h.release then found = q.h.release(q.st, q.p, now, q.lease) end
+      emit(found and 1 or 0)
+    end
+    for i = 1, #order do
+      if order[i].h.release then order[i].h.save(order[i].st, order[i].p, now) end
+    end
+  else
+    return redis.error_reply('floodgate: unknown op ' .. tostring(op))
+  end
+end
+return out

@@ -1,0 +1,98 @@
+-- Sliding log (algo/sliding.go). State: a sorted set with one member per
+-- admitted unit, scored by its admission time (µs) and named
+-- "<time>:<seq>" (seq is zero-padded and numbers the units admitted at the
+-- same µs contiguously, so members stay unique), plus META scored by the
+-- latest time seen, which is never below an entry's time and so sorts
+-- after every entry. The window at now is (now - period, now]; entries
+-- before it are removed by takes (not by a read-only peek, which counts
+-- inside the window instead). The set never holds more than limit
+-- entries.
+-- Params: limit, period (µs).
+
+-- logAt returns the members stamped at (sorted by seq), META excluded.
+local function logAt(key, at)
+  local s = num(at)
+  local m = redis.call('ZRANGEBYSCORE', key, s, s)
+  if m[#m] == META then m[#m] = nil end
+  return m
+end
+
+-- slidingLogRefund removes the newest cost entries stamped at.
+local function slidingLogRefund(st, at, cost)
+  local m = logAt(st.key, at)
+  local drop = {}
+  for i = #m, math.max(1, #m - cost + 1), -1 do
+    drop[#drop + 1] = m[i]
+  end
+  if #drop > 0 then zrem(st.key, drop) end
+end
+
+-- logNewest returns the time of the newest entry, or nil.
+local function logNewest(st)
+  local r = redis.call('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
+  for i = 1, #r, 2 do
+    if r[i] ~= META then return tonumber(r[i + 1]) end
+  end
+  return nil
+end
+
+ALG[2] = {
+  np = 2,
+  parse = function(a, i)
+    return { limit = tonumber(a[i]), per = tonumber(a[i + 1]) }
+  end,
+  load = function(key, p, ro)
+    return zload(key, ro)
+  end,
+  expires = function(st, p)
+    if st.gone then return 0 end
+    local t = logNewest(st)
+    if t then return t + p.per end
+    return 0
+  end,
+  fresh = zfresh,
+  decide = function(st, p, now, cost, lease, commit)
+    local key = st.key
+    if now < st.c then now = st.c else st.c = now end
+    local lo = now - p.per
+    if not st.ro then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', num(lo))
+      zmeta(st)
+    end
+    local n = zcount(st, lo)
+    local allowed, rem, retry, reset = 0, 0, 0, 0
+    if cost > p.limit then
+      rem, retry = math.max(p.limit - n, 0), NEVER
+    elseif n + cost <= p.limit then
+      allowed, rem = 1, p.limit - n - cost
+      if commit and cost > 0 then
+        local seq = #logAt(key, now)
+        local ts, members = num(now), {}
+        for i = 1, cost do
+          members[i] = fmt('%s:%07d', ts, seq + i)
+        end
+        zadd(key, now, members)
+        n = n + cost
+      end
+    else
+      rem = math.max(p.limit - n, 0)
+      -- The oldest n + cost - limit units must leave the window first.
+      retry = micros(zscoreabove(key, lo, n + cost - p.limit) + p.per - now)
+    end
+    if n > 0 then reset = micros(zscoreabove(key, lo, n) + p.per - now) end
+    if allowed == 1 and cost > 0 and not commit then
+      reset = micros(p.per) -- what take would report
+    end
+    return allowed, rem, retry, reset, 0
+  end,
+  refund = function(st, p, now, at, cost)
+    slidingLogRefund(st, at, cost)
+  end,
+  rollback = function(st, p, now, at, cost, lease)
+    slidingLogRefund(st, at, cost)
+  end,
+  save = function(st, p, now)
+    local t = logNewest(st)
+    zsave(st, now, t and t + p.per or 0)
+  end,
+}

@@ -1,0 +1,139 @@
+-- Sliding window counter (algo/sliding.go). State string:
+-- "3 A c0 c1 ... cN": A = the latest time seen (µs), whose sub-window
+-- (A ÷ sub-window length) is the current one, then the ring of N+1
+-- sub-window counts, slot i at position floorMod(i, N+1).
+-- Params: limit, sub-window length (µs), N.
+
+local function slot(p, i)
+  return fmod(i, p.n + 1)
+end
+
+-- advance moves the state to now, or to the latest time seen if later,
+-- zeroing the sub-windows that fell out of the ring.
+local function advance(st, p, now)
+  if now < st.a then now = st.a end
+  local cur, idx = tdiv(st.a, p.sub), tdiv(now, p.sub)
+  for j = 0, math.min(idx - cur, p.n + 1) - 1 do
+    st.ring[slot(p, idx - j)] = 0
+  end
+  st.a = now
+  return now, idx
+end
+
+local function windowSums(st, p, idx, k)
+  local n = p.n
+  local cur = idx + k
+  local full, old = 0, 0
+  for j = 0, n - 1 do
+    local i = cur - j
+    if i <= idx and i >= idx - n then full = full + st.ring[slot(p, i)] end
+  end
+  local i = cur - n
+  if i <= idx and i >= idx - n then old = st.ring[slot(p, i)] end
+  return full, old
+end
+
+local function estimate(full, old, sub, elapsed)
+  return full + old * (sub - elapsed) / sub
+end
+
+local function slidingExpiry(st, p)
+  local n, cur = p.n, tdiv(st.a, p.sub)
+  for j = 0, n do
+    if st.ring[slot(p, cur - j)] ~= 0 then
+      return (cur - j + n + 1) * p.sub
+    end
+  end
+  return 0
+end
+
+local function slidingRetry(st, p, idx, now, cost)
+  local sub, n, limit = p.sub, p.n, p.limit
+  for k = 0, n + 1 do
+    local full, old = windowSums(st, p, idx, k)
+    if full + cost <= limit then
+      local start = (idx + k) * sub
+      local e = 0
+      if old > 0 then
+        local x = (limit - cost - full) * sub / old
+        e = sub - trunc(floor(x))
+        if e < 0 then e = 0 end
+      end
+      if start + e < now then e = now - start end
+      while e < sub and estimate(full, old, sub, e) + cost > limit do
+        e = e + 1
+      end
+      if e < sub then return start + e - now end
+    end
+  end
+  return (idx + n + 1) * sub - now
+end
+
+ALG[3] = {
+  np = 3,
+  parse = function(a, i)
+    return { limit = tonumber(a[i]), sub = tonumber(a[i + 1]), n = tonumber(a[i + 2]) }
+  end,
+  load = function(key, p, ro)
+    local st = { key = key, a = 0, ring = {} }
+    for i = 0, p.n do st.ring[i] = 0 end
+    local v = getstring(key)
+    if v and string.sub(v, 1, 2) == '3 ' then
+      local vals, j = {}, 0
+      for w in string.gmatch(v, '%S+') do
+        vals[j] = tonumber(w)
+        j = j + 1
+      end
+      st.a = vals[1] or 0
+      -- A ring of another length (N changed since) starts empty.
+      if j == p.n + 3 then
+        for i = 0, p.n do st.ring[i] = vals[i + 2] end
+      end
+    end
+    return st
+  end,
+  expires = slidingExpiry,
+  fresh = sfresh,
+  decide = function(st, p, now, cost, lease, commit)
+    local sub = p.sub
+    local idx
+    now, idx = advance(st, p, now)
+    local elapsed = now - idx * sub
+    local full, old = windowSums(st, p, idx, 0)
+    local est = estimate(full, old, sub, elapsed)
+    local limit = p.limit
+    local allowed, rem, retry, reset = 0, 0, 0, 0
+    if est + cost <= limit then
+      allowed = 1
+      if commit then
+        local s = slot(p, idx)
+        st.ring[s] = st.ring[s] + cost
+      end
+      rem = trunc(floor(limit - est - cost))
+    elseif cost > limit then
+      retry, rem = NEVER, trunc(floor(limit - est))
+    else
+      rem = trunc(floor(limit - est))
+      retry = micros(slidingRetry(st, p, idx, now, cost))
+    end
+    if rem < 0 then rem = 0 end
+    local exp = slidingExpiry(st, p)
+    if allowed == 1 and cost > 0 and not commit then
+      exp = (idx + p.n + 1) * sub -- what take would report
+    end
+    if exp > now then reset = micros(exp - now) end
+    return allowed, rem, retry, reset, 0
+  end,
+  refund = function(st, p, now, at, cost)
+    local i, cur = tdiv(at, p.sub), tdiv(st.a, p.sub)
+    if i > cur or i < cur - p.n then return end
+    local s = slot(p, i)
+    st.ring[s] = st.ring[s] - cost
+    if st.ring[s] < 0 then st.ring[s] = 0 end
+  end,
+  save = function(st, p, now)
+    local parts = { '3', num(st.a) }
+    for i = 0, p.n do parts[i + 3] = num(st.ring[i]) end
+    savestring(st.key, table.concat(parts, ' '), now, slidingExpiry(st, p))
+  end,
+}

@@ -1,0 +1,124 @@
+package redis
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Option configures a Store (see Open for the defaults).
+type Option func(*options) error
+
+type options struct {
+	batchSize   int
+	batchWindow time.Duration
+	inflight    int
+	timeout     time.Duration
+	tls         *tls.Config
+	client      func(*rueidis.ClientOption)
+	testClock   func() time.Time
+}
+
+func defaultOptions() options {
+	return options{
+		batchSize: 64,
+		inflight:  4,
+		timeout:   3 * time.Second,
+	}
+}
+
+// WithBatchSize sets how many concurrent decisions are coalesced into one
+// script call (one round trip, one script run). Default 64; 1 sends every
+// decision on its own (rueidis still pipelines them on the connection).
+func WithBatchSize(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("redis: WithBatchSize: must be between 1 and 4096, got %d", n)
+		}
+		o.batchSize = n
+		return nil
+	}
+}
+
+// WithBatchWindow sets how long a batch waits for more decisions before it
+// is sent, when it is not full. Default 0: a batch leaves as soon as a
+// sender is free, holding whatever queued meanwhile, which coalesces under
+// load and adds no latency when idle.
+func WithBatchWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > time.Second {
+			return fmt.Errorf("redis: WithBatchWindow: must be between 0 and 1s, got %v", d)
+		}
+		o.batchWindow = d
+		return nil
+	}
+}
+
+// WithInflightBatches sets how many batches may be in flight at once
+// (pipelined on the connection). Default 4.
+func WithInflightBatches(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("redis: WithInflightBatches: must be between 1 and 1024, got %d", n)
+		}
+		o.inflight = n
+		return nil
+	}
+}
+
+// WithTimeout bounds every round trip the store makes, including the
+// rollback of a reservation after the caller's context is done. Default 3s.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("redis: WithTimeout: must be > 0, got %v", d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithTLSConfig sets the TLS configuration (e.g. a private CA or a client
+// certificate). It turns TLS on for any URL; rediss:// without this option
+// verifies the server against the system roots and its host name.
+func WithTLSConfig(c *tls.Config) Option {
+	return func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("redis: WithTLSConfig: nil config")
+		}
+		o.tls = c
+		return nil
+	}
+}
+
+// WithClientOption lets f adjust the rueidis client options Open derived
+// from the URL (timeouts, pool sizes, client name) before the client is
+// created.
+func WithClientOption(f func(*rueidis.ClientOption)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("redis: WithClientOption: nil function")
+		}
+		o.client = f
+		return nil
+	}
+}
+
+// WithTestClock makes the store pass clock's time to the scripts instead
+// of letting them read the Redis server's TIME. It exists for tests (the
+// conformance suite and the differential test drive time explicitly);
+// production stores must not use it, since the server clock is what makes
+// instances with skewed clocks agree. Key TTLs are computed from the test
+// clock, so a key whose test-clock TTL is shorter than the real time
+// between two calls may expire early.
+func WithTestClock(clock func() time.Time) Option {
+	return func(o *options) error {
+		if clock == nil {
+			return fmt.Errorf("redis: WithTestClock: nil clock")
+		}
+		o.testClock = clock
+		return nil
+	}
+}

@@ -1,0 +1,151 @@
+package redis
+
+import (
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// program is one Lua script, its text and SHA-1 (EVALSHA's name for it).
+type program struct {
+	src string
+	sha string
+}
+
+func newProgram(src string) program {
+	sum := sha1.Sum([]byte(src))
+	return program{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// scriptParts are the files of the decision script, in load order: the
+// helpers, one file per algorithm family, then the entry point.
+var scriptParts = []string{
+	"prelude.lua",
+	"fixed_window.lua",
+	"sliding_log.lua",
+	"sliding_window.lua",
+	"bucket.lua",
+	"smooth.lua",
+	"concurrency.lua",
+	"main.lua",
+}
+
+var (
+	decideScript  = newProgram(assemble(scriptParts...))
+	inspectScript = newProgram(assemble("inspect.lua"))
+)
+
+func assemble(names ...string) string {
+	var b strings.Builder
+	for _, n := range names {
+		src, err := luaFiles.ReadFile("lua/" + n)
+		if err != nil {
+			// The files are embedded at build time; a missing one is a
+			// build mistake that every test catches.
+			panic("store/redis: missing embedded script " + n)
+		}
+		b.Write(src)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Ops of the decision script (see lua/main.lua).
+const (
+	opTake     = "t"
+	opPeek     = "p"
+	opRefund   = "r"
+	opRollback = "b"
+	opRelease  = "l"
+)
+
+// spec returns the script arguments that describe l: its kind followed by
+// the kind's parameters, exactly as lua/*.lua parse them. Floats are
+// written in the shortest form that reads back to the same double.
+func spec(l *algo.Limit) []string {
+	p := l.Params()
+	per := int64(p.Period / time.Microsecond)
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	kind := i(int64(p.Algorithm))
+	switch p.Algorithm {
+	case algo.FixedWindow:
+		return []string{kind, i(p.Limit), i(per), i(int64(p.Calendar))}
+	case algo.SlidingLog:
+		return []string{kind, i(p.Limit), i(per)}
+	case algo.SlidingWindow:
+		n := int64(p.SubWindows)
+		return []string{kind, i(p.Limit), i(per / n), i(n)}
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		init := int64(-1)
+		if p.InitialTokens != nil {
+			init = *p.InitialTokens
+		}
+		return []string{kind, i(p.Limit), i(per), i(l.Capacity()), i(p.Delay), i(init)}
+	case algo.SmoothBursty, algo.SmoothWarmup:
+		s := smoothOf(l)
+		return []string{kind, f(s.stable), f(s.coolDown), f(s.maxPermits), f(s.threshold), f(s.slope), i(int64(p.MaxWait / time.Microsecond))}
+	case algo.Concurrency:
+		return []string{kind, i(p.Limit), i(int64(l.Window(0) / time.Microsecond))}
+	}
+	return nil
+}
+
+// smoothParams mirrors the values algo.Compile derives for the Smooth
+// algorithms; the Lua script needs them as exact doubles.
+type smoothParams struct {
+	stable, coolDown, maxPermits, threshold, slope float64
+}
+
+// smoothOf recomputes them with algo's formulas in algo's order, so the
+// doubles are bit for bit the ones the Go reference uses (the differential
+// test holds this).
+func smoothOf(l *algo.Limit) smoothParams {
+	p := l.Params()
+	var s smoothParams
+	s.stable = float64(p.Period/time.Microsecond) / float64(p.Limit)
+	if p.Algorithm == algo.SmoothBursty {
+		s.maxPermits = p.MaxBurstSeconds * 1e6 / s.stable
+		s.coolDown = s.stable
+		return s
+	}
+	warm := float64(p.WarmupPeriod / time.Microsecond)
+	cold := s.stable * p.ColdFactor
+	s.threshold = 0.5 * warm / s.stable
+	s.maxPermits = s.threshold + 2.0*warm/(s.stable+cold)
+	s.slope = (cold - s.stable) / (s.maxPermits - s.threshold)
+	s.coolDown = warm / s.maxPermits
+	return s
+}
+
+// smallInts caches the decimal form of small costs and counts so that
+// building a call's arguments does not allocate for them.
+var smallInts = func() []string {
+	s := make([]string, 1024)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func itoa(v int64) string {
+	if v >= 0 && v < int64(len(smallInts)) {
+		return smallInts[v]
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func utoa(v uint64) string {
+	if v < uint64(len(smallInts)) {
+		return smallInts[v]
+	}
+	return strconv.FormatUint(v, 10)
+}

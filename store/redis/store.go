@@ -1,0 +1,822 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Store is a store.Store and store.Inspector on Redis: standalone,
+// Sentinel or Cluster. It is safe for concurrent use.
+type Store struct {
+	client rueidis.Client
+	mode   Mode
+	o      options
+	closed atomic.Bool
+	specs  sync.Map // *algo.Limit → []string (see spec)
+	batch  *batcher
+
+	// beforeRollback, when set by a test, runs between a cross-slot
+	// reservation that was refused and its rollback.
+	beforeRollback func()
+}
+
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Inspector = (*Store)(nil)
+)
+
+// Open connects to the Redis deployment named by a store URL (see
+// ParseURL) and loads the scripts. Options and their defaults:
+//
+//	WithBatchSize(64)          decisions coalesced into one script call
+//	WithBatchWindow(0)         no waiting for a batch to fill
+//	WithInflightBatches(4)     batches in flight at once
+//	WithTimeout(3s)            bound on each round trip and on rollbacks
+//	WithTLSConfig(nil)         rediss:// verifies against the system roots
+//	WithClientOption(nil)      adjust the rueidis client options
+//	WithTestClock(nil)         the Redis server's TIME decides (tests only)
+//
+// A URL error wraps ErrBadURL; a connection error wraps
+// store.ErrUnavailable.
+func Open(rawURL string, opts ...Option) (*Store, error) {
+	e, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	co := rueidis.ClientOption{
+		InitAddress:  e.Addrs,
+		Username:     e.Username,
+		Password:     e.Password,
+		SelectDB:     e.DB,
+		TLSConfig:    tlsConfig(e, o.tls),
+		DisableCache: true,
+		ClientName:   "floodgate",
+	}
+	co.Dialer.Timeout = o.timeout
+	switch e.Mode {
+	case Standalone:
+		co.ForceSingleClient = true
+	case Sentinel:
+		co.Sentinel = rueidis.SentinelOption{MasterSet: e.MasterSet, TLSConfig: co.TLSConfig}
+	}
+	if o.client != nil {
+		o.client(&co)
+	}
+	client, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("redis: connect to %s: %w: %w", redact(rawURL), store.ErrUnavailable, err)
+	}
+	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
+		client.Close()
+		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, redact(rawURL))
+	}
+	s, err := newStore(client, e.Mode, o)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New wraps a rueidis client the caller configured; Close closes it. The
+// options are Open's, except WithTLSConfig and WithClientOption, which
+// apply to clients Open creates.
+func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redis: New: nil client")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	mode := Standalone
+	switch client.Mode() {
+	case rueidis.ClientModeCluster:
+		mode = Cluster
+	case rueidis.ClientModeSentinel:
+		mode = Sentinel
+	}
+	return newStore(client, mode, o)
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
+	s := &Store{client: client, mode: mode, o: o}
+	s.batch = &batcher{size: o.batchSize, max: o.inflight, window: o.batchWindow, exec: s.execBatch}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	if err := s.loadScripts(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadScripts loads the scripts on every node (SCRIPT LOAD), so that the
+// first calls need no NOSCRIPT round trip; later NOSCRIPT replies (a
+// restart, a failover to a fresh replica) are handled by the calls.
+func (s *Store) loadScripts(ctx context.Context) error {
+	for addr, n := range s.client.Nodes() {
+		for _, p := range []program{decideScript, inspectScript} {
+			sha, err := n.Do(ctx, n.B().ScriptLoad().Script(p.src).Build()).ToString()
+			if err != nil {
+				return fmt.Errorf("redis: SCRIPT LOAD on %s: %w: %w", addr, store.ErrUnavailable, err)
+			}
+			if sha != p.sha {
+				return fmt.Errorf("redis: SCRIPT LOAD on %s returned %s, want %s", addr, sha, p.sha)
+			}
+		}
+	}
+	return nil
+}
+
+// Mode reports how the store reaches Redis.
+func (s *Store) Mode() Mode { return s.mode }
+
+// Client returns the underlying rueidis client (for tests and tools).
+func (s *Store) Client() rueidis.Client { return s.client }
+
+// Close closes the connections. Calls after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.client.Close()
+	return nil
+}
+
+func (s *Store) specOf(l *algo.Limit) []string {
+	if v, ok := s.specs.Load(l); ok {
+		return v.([]string)
+	}
+	v, _ := s.specs.LoadOrStore(l, spec(l))
+	return v.([]string)
+}
+
+// testNow returns the test clock's time as script argument, or "" to let
+// the script read the server's TIME.
+func (s *Store) testNow() string {
+	if s.o.testClock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.o.testClock().UnixMicro(), 10)
+}
+
+func (s *Store) check(reqs []store.Request, out []algo.Decision) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := store.Check(reqs, out); err != nil {
+		return err
+	}
+	for i := range reqs {
+		if reqs[i].Cost < 0 {
+			return fmt.Errorf("%w: request %d (%q): negative cost %d", store.ErrBadRequest, i, reqs[i].Key, reqs[i].Cost)
+		}
+	}
+	return nil
+}
+
+// Take decides reqs as one all-or-nothing acquisition at the Redis
+// server's time. Keys that share a hash slot (always, outside a Cluster)
+// are decided by one script run, atomically; on a Cluster, keys in several
+// slots are reserved slot by slot and the reservations are rolled back in
+// reverse order when any is refused (see the package documentation for
+// what a failure between the two leaves behind).
+func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if err := s.check(reqs, out); err != nil {
+		return store.Result{}, err
+	}
+	if len(reqs) == 0 {
+		return store.Result{Allowed: true}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, fmt.Errorf("redis: take: %w: %w", store.ErrUnavailable, err)
+	}
+	slot, one := s.oneSlot(reqs)
+	if !one {
+		return s.takeCrossSlot(ctx, reqs, out)
+	}
+	c := getCall(opTake, reqs, out, slot, s.testNow())
+	s.submit(c)
+	res, err := c.res, c.err
+	putCall(c)
+	return res, err
+}
+
+// Peek fills out with the decision Take would make for each request on
+// its own, charging nothing.
+func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	if err := s.check(reqs, out); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redis: peek: %w: %w", store.ErrUnavailable, err)
+	}
+	return s.perSlot(ctx, opPeek, reqs, out)
+}
+
+// Refund gives back units admitted by an earlier Take at Request.At (zero:
+// the server's now); see algo.Limit.Refund.
+func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	return s.perSlot(ctx, opRefund, reqs, nil)
+}
+
+// Release gives back the Concurrency leases named by Request.Lease.
+func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	return s.perSlot(ctx, opRelease, reqs, nil)
+}
+
+// Reset deletes the keys' state.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	for i, k := range keys {
+		if k == "" {
+			return fmt.Errorf("%w: key %d is empty", store.ErrBadRequest, i)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var cmds rueidis.Commands
+	if s.mode != Cluster {
+		cmds = append(cmds, s.client.B().Del().Key(keys...).Build())
+	} else {
+		for _, k := range keys {
+			cmds = append(cmds, s.client.B().Del().Key(k).Build())
+		}
+	}
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("redis: reset: %w: %w", store.ErrUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// Inspect returns the raw state of key in algo.State's layout, and whether
+// the key exists. Sorted-set states (sliding log, concurrency) are rebuilt
+// from their members.
+func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, error) {
+	if s.closed.Load() {
+		return algo.State{}, false, store.ErrClosed
+	}
+	if key == "" {
+		return algo.State{}, false, fmt.Errorf("%w: empty key", store.ErrBadRequest)
+	}
+	r := s.eval(ctx, inspectScript, []string{key}, nil)
+	vals, err := r.AsStrSlice()
+	if err != nil {
+		return algo.State{}, false, fmt.Errorf("redis: inspect %q: %w: %w", key, store.ErrUnavailable, err)
+	}
+	return decodeState(key, vals)
+}
+
+// eval runs a program by EVALSHA, and by EVAL when the server does not
+// know it (NOSCRIPT: a restart or a failover lost the script cache).
+func (s *Store) eval(ctx context.Context, p program, keys, args []string) rueidis.RedisResult {
+	r := s.client.Do(ctx, s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if isNoScript(r.Error()) {
+		r = s.client.Do(ctx, s.client.B().Eval().Script(p.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return r
+}
+
+// evalMulti is eval for several calls, pipelined (and sent to each key's
+// node on a Cluster).
+func (s *Store) evalMulti(ctx context.Context, p program, calls []scriptArgs) []rueidis.RedisResult {
+	if len(calls) == 1 {
+		return []rueidis.RedisResult{s.eval(ctx, p, calls[0].keys, calls[0].args)}
+	}
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	}
+	res := s.client.DoMulti(ctx, cmds...)
+	for i, r := range res {
+		if isNoScript(r.Error()) {
+			res[i] = s.eval(ctx, p, calls[i].keys, calls[i].args)
+		}
+	}
+	return res
+}
+
+func isNoScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
+}
+
+// scriptArgs are the KEYS and ARGV of one script call.
+type scriptArgs struct {
+	keys, args []string
+}
+
+// appendGroup appends one group (see lua/main.lua) to a script call: the
+// requests reqs[idx[j]] (all of reqs when idx is nil). at, when not empty,
+// replaces every request's At.
+func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request, idx []int, at string) {
+	n := len(reqs)
+	if idx != nil {
+		n = len(idx)
+	}
+	sa.args = append(sa.args, op, now, itoa(int64(n)))
+	for j := 0; j < n; j++ {
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		r := &reqs[i]
+		sa.keys = append(sa.keys, r.Key)
+		sa.args = append(sa.args, s.specOf(r.Limit)...)
+		rat := at
+		if rat == "" && r.At != 0 {
+			rat = strconv.FormatInt(r.At, 10)
+		}
+		sa.args = append(sa.args, itoa(r.Cost), utoa(r.Lease), rat)
+	}
+}
+
+// groupReply walks a script reply group by group.
+type groupReply struct {
+	v   []int64
+	pos int
+}
+
+func (g *groupReply) header() (status, now int64, err error) {
+	if g.pos+2 > len(g.v) {
+		return 0, 0, errShortReply
+	}
+	status, now = g.v[g.pos], g.v[g.pos+1]
+	g.pos += 2
+	return status, now, nil
+}
+
+func (g *groupReply) decision(l *algo.Limit) (algo.Decision, error) {
+	if g.pos+5 > len(g.v) {
+		return algo.Decision{}, errShortReply
+	}
+	v := g.v[g.pos : g.pos+5]
+	g.pos += 5
+	d := algo.Decision{
+		Allowed:    v[0] == 1,
+		Limit:      l.Capacity(),
+		Remaining:  v[1],
+		RetryAfter: time.Duration(v[2]) * time.Microsecond,
+		ResetAfter: time.Duration(v[3]) * time.Microsecond,
+		Delay:      time.Duration(v[4]) * time.Microsecond,
+	}
+	if v[2] < 0 {
+		d.RetryAfter = algo.Never
+	}
+	return d, nil
+}
+
+func (g *groupReply) skip(n int) error {
+	if g.pos+n > len(g.v) {
+		return errShortReply
+	}
+	g.pos += n
+	return nil
+}
+
+var errShortReply = errors.New("redis: script reply too short")
+
+// decodeTake fills out from a take group's reply. A refused group reports
+// each request as if nothing had been charged (store.Unwind).
+func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decision) (store.Result, error) {
+	status, now, err := g.header()
+	if err != nil {
+		return store.Result{}, err
+	}
+	res := store.Result{Allowed: status == 1, At: now}
+	n := len(reqs)
+	if idx != nil {
+		n = len(idx)
+	}
+	for j := 0; j < n; j++ {
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		d, err := g.decision(reqs[i].Limit)
+		if err != nil {
+			return res, err
+		}
+		if !res.Allowed {
+			d = store.Unwind(d, reqs[i].Cost)
+		}
+		out[i] = d
+	}
+	return res, nil
+}
+
+// oneSlot reports whether one script call may hold every key of reqs, and
+// the keys' slot (0 outside a Cluster).
+func (s *Store) oneSlot(reqs []store.Request) (int, bool) {
+	if s.mode != Cluster {
+		return 0, true
+	}
+	slot := Slot(reqs[0].Key)
+	for i := 1; i < len(reqs); i++ {
+		if Slot(reqs[i].Key) != slot {
+			return slot, false
+		}
+	}
+	return slot, true
+}
+
+// slotGroups partitions the indexes of reqs by hash slot, in order of
+// first appearance.
+func (s *Store) slotGroups(reqs []store.Request) [][]int {
+	if s.mode != Cluster {
+		idx := make([]int, len(reqs))
+		for i := range idx {
+			idx[i] = i
+		}
+		return [][]int{idx}
+	}
+	var groups [][]int
+	slots := map[int]int{}
+	for i := range reqs {
+		sl := Slot(reqs[i].Key)
+		g, ok := slots[sl]
+		if !ok {
+			g = len(groups)
+			slots[sl] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// perSlot runs op over reqs, one script call per hash slot; these ops
+// (peek, refund, release) need no atomicity across keys.
+func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, out []algo.Decision) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	groups := s.slotGroups(reqs)
+	now := s.testNow()
+	calls := make([]scriptArgs, len(groups))
+	for gi, idx := range groups {
+		calls[gi].args = append(calls[gi].args, "1")
+		s.appendGroup(&calls[gi], op, now, reqs, idx, "")
+	}
+	for gi, r := range s.evalMulti(ctx, decideScript, calls) {
+		v, err := r.AsIntSlice()
+		if err != nil {
+			return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
+		}
+		g := &groupReply{v: v}
+		if _, _, err := g.header(); err != nil {
+			return err
+		}
+		switch op {
+		case opPeek:
+			for _, i := range groups[gi] {
+				if out[i], err = g.decision(reqs[i].Limit); err != nil {
+					return err
+				}
+			}
+		case opRelease:
+			if err := g.skip(len(groups[gi])); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func opName(op string) string {
+	switch op {
+	case opTake:
+		return "take"
+	case opPeek:
+		return "peek"
+	case opRefund:
+		return "refund"
+	case opRollback:
+		return "rollback"
+	case opRelease:
+		return "release"
+	}
+	return op
+}
+
+// serverTime reads the Redis TIME of some node, in µs.
+func (s *Store) serverTime(ctx context.Context) (int64, error) {
+	v, err := s.client.Do(ctx, s.client.B().Time().Build()).AsStrSlice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 2 {
+		return 0, errShortReply
+	}
+	sec, err1 := strconv.ParseInt(v[0], 10, 64)
+	us, err2 := strconv.ParseInt(v[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("redis: bad TIME reply %q", v)
+	}
+	return sec*1e6 + us, nil
+}
+
+// takeCrossSlot is Take over keys in several Cluster hash slots: every
+// slot's keys are reserved by one script call (all pipelined, at one
+// common time so that Refund finds the charges), and when any slot
+// refuses or fails, the slots that admitted are rolled back in reverse
+// order.
+func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	groups := s.slotGroups(reqs)
+	var now int64
+	if s.o.testClock != nil {
+		now = s.o.testClock().UnixMicro()
+	} else {
+		t, err := s.serverTime(ctx)
+		if err != nil {
+			return store.Result{}, fmt.Errorf("redis: take: TIME: %w: %w", store.ErrUnavailable, err)
+		}
+		now = t
+	}
+	nowArg := strconv.FormatInt(now, 10)
+	calls := make([]scriptArgs, len(groups))
+	for gi, idx := range groups {
+		calls[gi].args = append(calls[gi].args, "1")
+		s.appendGroup(&calls[gi], opTake, nowArg, reqs, idx, "")
+	}
+	results := s.evalMulti(ctx, decideScript, calls)
+	admitted := make([]bool, len(groups))
+	allowed := true
+	var firstErr error
+	for gi, r := range results {
+		v, err := r.AsIntSlice()
+		if err == nil {
+			var res store.Result
+			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out)
+			admitted[gi] = err == nil && res.Allowed
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("redis: take %q: %w: %w", reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
+		}
+		if !admitted[gi] {
+			allowed = false
+		}
+	}
+	if allowed {
+		return store.Result{Allowed: true, At: now}, nil
+	}
+	if s.beforeRollback != nil {
+		s.beforeRollback()
+	}
+	if err := s.rollback(ctx, reqs, groups, admitted, nowArg); err != nil {
+		return store.Result{At: now}, errors.Join(firstErr, err)
+	}
+	for gi, idx := range groups {
+		if admitted[gi] {
+			for _, i := range idx {
+				out[i] = store.Unwind(out[i], reqs[i].Cost)
+			}
+		}
+	}
+	return store.Result{At: now}, firstErr
+}
+
+// rollback undoes the admitted groups' reservations, last first, within
+// the store's timeout even if ctx is done: a reservation left in place
+// would refuse others until it expires.
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, at string) error {
+	var calls []scriptArgs
+	var keys []string
+	for gi := len(groups) - 1; gi >= 0; gi-- {
+		if !admitted[gi] {
+			continue
+		}
+		var sa scriptArgs
+		sa.args = append(sa.args, "1")
+		idx := make([]int, len(groups[gi]))
+		for j := range idx {
+			idx[j] = groups[gi][len(idx)-1-j]
+		}
+		s.appendGroup(&sa, opRollback, s.testNow(), reqs, idx, at)
+		calls = append(calls, sa)
+		keys = append(keys, reqs[idx[0]].Key)
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.timeout)
+	defer cancel()
+	var errs []error
+	for i, r := range s.evalMulti(rctx, decideScript, calls) {
+		if err := r.Error(); err != nil {
+			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w: %w", keys[i], store.ErrUnavailable, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w (the charges lapse by themselves; see the store/redis package documentation)", errors.Join(errs...))
+	}
+	return nil
+}
+
+// submit sends a single-slot call through the batcher, or on its own when
+// batching is off.
+func (s *Store) submit(c *call) {
+	if s.o.batchSize <= 1 {
+		s.execBatch([]*call{c})
+		<-c.sig
+		return
+	}
+	s.batch.do(c)
+}
+
+// execBatch runs calls (single-slot takes) as few script calls as the
+// deployment allows: one outside a Cluster, one per hash slot on it.
+func (s *Store) execBatch(calls []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
+	defer cancel()
+	if s.mode != Cluster || len(calls) == 1 {
+		sa := scriptArgs{args: make([]string, 0, 1+len(calls)*12), keys: make([]string, 0, len(calls))}
+		sa.args = append(sa.args, itoa(int64(len(calls))))
+		for _, c := range calls {
+			s.appendGroup(&sa, c.op, c.now, c.reqs, nil, "")
+		}
+		r := s.eval(ctx, decideScript, sa.keys, sa.args)
+		s.finish(calls, r)
+		return
+	}
+	bySlot := map[int][]*call{}
+	var order []int
+	for _, c := range calls {
+		if _, ok := bySlot[c.slot]; !ok {
+			order = append(order, c.slot)
+		}
+		bySlot[c.slot] = append(bySlot[c.slot], c)
+	}
+	sas := make([]scriptArgs, len(order))
+	for i, sl := range order {
+		cs := bySlot[sl]
+		sas[i].args = append(sas[i].args, itoa(int64(len(cs))))
+		for _, c := range cs {
+			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, "")
+		}
+	}
+	for i, r := range s.evalMulti(ctx, decideScript, sas) {
+		s.finish(bySlot[order[i]], r)
+	}
+}
+
+// finish decodes one script reply into its calls and wakes them.
+func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
+	v, err := r.AsIntSlice()
+	if err != nil {
+		err = fmt.Errorf("redis: take %q: %w: %w", calls[0].reqs[0].Key, store.ErrUnavailable, err)
+	}
+	g := &groupReply{v: v}
+	for _, c := range calls {
+		if err != nil {
+			c.err = err
+		} else {
+			c.res, c.err = decodeTake(g, c.reqs, nil, c.out)
+		}
+		c.sig <- sigDone
+	}
+}
+
+// decodeState turns the inspect script's reply into an algo.State.
+func decodeState(key string, vals []string) (algo.State, bool, error) {
+	bad := func(why string) (algo.State, bool, error) {
+		return algo.State{}, false, fmt.Errorf("redis: inspect %q: %s", key, why)
+	}
+	if len(vals) == 0 {
+		return bad("empty reply")
+	}
+	switch vals[0] {
+	case "none":
+		return algo.State{}, false, nil
+	case "string":
+		if len(vals) != 2 {
+			return bad("malformed string reply")
+		}
+		return decodeString(key, vals[1])
+	case "zset":
+		return decodeZset(key, vals[1:])
+	}
+	return bad("unexpected key type " + vals[0])
+}
+
+func decodeString(key, v string) (algo.State, bool, error) {
+	f := strings.Fields(v)
+	bad := func() (algo.State, bool, error) {
+		return algo.State{}, false, fmt.Errorf("redis: inspect %q: not a floodgate state: %q", key, v)
+	}
+	if len(f) < 3 {
+		return bad()
+	}
+	nums := make([]float64, len(f))
+	for i, w := range f {
+		x, err := strconv.ParseFloat(w, 64)
+		if err != nil {
+			return bad()
+		}
+		nums[i] = x
+	}
+	var st algo.State
+	switch algo.Kind(nums[0]) {
+	case algo.FixedWindow:
+		if len(nums) != 4 {
+			return bad()
+		}
+		st.A, st.B, st.C = int64(nums[1]), int64(nums[2]), int64(nums[3])
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		if len(nums) != 3 {
+			return bad()
+		}
+		st.A, st.B = int64(nums[1]), int64(nums[2])
+	case algo.SmoothBursty, algo.SmoothWarmup:
+		if len(nums) != 4 {
+			return bad()
+		}
+		st.A, st.B, st.C = int64(math.Float64bits(nums[1])), int64(nums[2]), int64(nums[3])
+	case algo.SlidingWindow:
+		ring := nums[2:]
+		st.A = int64(nums[1])
+		if len(ring) == 2 {
+			st.B, st.C = int64(ring[0]), int64(ring[1])
+		} else {
+			st.Ext = make([]int64, len(ring))
+			for i, x := range ring {
+				st.Ext[i] = int64(x)
+			}
+		}
+	default:
+		return bad()
+	}
+	return st, true, nil
+}
+
+func decodeZset(key string, mv []string) (algo.State, bool, error) {
+	var st algo.State
+	if len(mv)%2 != 0 {
+		return st, false, fmt.Errorf("redis: inspect %q: malformed sorted set reply", key)
+	}
+	for i := 0; i < len(mv); i += 2 {
+		score, err := strconv.ParseFloat(mv[i+1], 64)
+		if err != nil {
+			return st, false, fmt.Errorf("redis: inspect %q: bad score %q", key, mv[i+1])
+		}
+		m := mv[i]
+		if m == "~" {
+			st.C = int64(score)
+			continue
+		}
+		parts := strings.Split(m, ":")
+		switch len(parts) {
+		case 2: // sliding log: time:seq
+			st.Ext = append(st.Ext, int64(score))
+		case 3: // concurrency: lease:expiry:seq
+			lease, err := strconv.ParseUint(parts[0], 10, 64)
+			if err != nil {
+				return st, false, fmt.Errorf("redis: inspect %q: bad lease member %q", key, m)
+			}
+			st.Ext = append(st.Ext, int64(lease), int64(score))
+		default:
+			return st, false, fmt.Errorf("redis: inspect %q: not a floodgate member %q", key, m)
+		}
+	}
+	return st, true, nil
+}
