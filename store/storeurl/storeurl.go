@@ -1,0 +1,207 @@
+// Package storeurl opens a store.Store from a store URL, the form the
+// floodgate server's --store flag takes:
+//
+//	memory://[?max_keys=N&shards=N]                 the embedded store (default)
+//	redis://[user:pass@]host:port[/db]              standalone Redis
+//	rediss://[user:pass@]host:port[/db]             standalone Redis over TLS
+//	redis-cluster://host:port,host:port,...         Redis Cluster (seed nodes)
+//	redis-sentinel://master@host:port,host:port     Redis through Sentinel
+//	memcached://host:port[,host:port]               one or several memcached servers
+//
+// Every problem with a URL is an error wrapping ErrBadURL that quotes the
+// URL (with any password hidden) and says what is wrong; a store that cannot
+// be reached is an error wrapping store.ErrUnavailable.
+package storeurl
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/redis"
+)
+
+// ErrBadURL is wrapped by every URL error of Open.
+var ErrBadURL = errors.New("storeurl: bad store URL")
+
+// Schemes lists the URL schemes Open accepts.
+func Schemes() []string {
+	return []string{"memory", "redis", "rediss", "redis-cluster", "redis-sentinel", "memcached"}
+}
+
+// Option configures Open; see Open for the defaults.
+type Option func(*config)
+
+type config struct {
+	clock     func() time.Time
+	timeout   time.Duration
+	memOpts   []memory.Option
+	redisOpts []redis.Option
+	mcOpts    []memcached.Option
+}
+
+// WithClock sets the clock of the stores that read the caller's clock
+// (memory and memcached; Redis uses its server's TIME). Default time.Now.
+func WithClock(clock func() time.Time) Option { return func(c *config) { c.clock = clock } }
+
+// WithTimeout bounds each round trip of the Redis and memcached clients
+// (default 0: the client packages' defaults, 3 s for Redis and 200 ms for
+// memcached). A resilient.Store in front keeps its own, usually shorter,
+// per-call deadline.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithMemoryOptions passes options to memory.New.
+func WithMemoryOptions(o ...memory.Option) Option {
+	return func(c *config) { c.memOpts = append(c.memOpts, o...) }
+}
+
+// WithRedisOptions passes options to redis.Open.
+func WithRedisOptions(o ...redis.Option) Option {
+	return func(c *config) { c.redisOpts = append(c.redisOpts, o...) }
+}
+
+// WithMemcachedOptions passes options to memcached.Open.
+func WithMemcachedOptions(o ...memcached.Option) Option {
+	return func(c *config) { c.mcOpts = append(c.mcOpts, o...) }
+}
+
+// Open returns the store the URL names. Options and their defaults:
+//
+//   - WithClock(time.Now)
+//   - WithTimeout(0): each client's default round-trip timeout
+//   - WithMemoryOptions, WithRedisOptions, WithMemcachedOptions: none
+//
+// Remote stores are connected to (and checked) before Open returns.
+func Open(rawURL string, opts ...Option) (store.Store, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok || scheme == "" {
+		return nil, fmt.Errorf("%w %q: missing scheme: want one of %s, e.g. memory:// or redis://127.0.0.1:6379",
+			ErrBadURL, redact(rawURL), strings.Join(withColons(Schemes()), ", "))
+	}
+	switch strings.ToLower(scheme) {
+	case "memory":
+		return openMemory(rawURL, c)
+	case "redis", "rediss", "redis-cluster", "redis-sentinel":
+		ro := c.redisOpts
+		if c.timeout > 0 {
+			ro = append([]redis.Option{redis.WithTimeout(c.timeout)}, ro...)
+		}
+		st, err := redis.Open(rawURL, ro...)
+		if err != nil {
+			if errors.Is(err, redis.ErrBadURL) {
+				return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+			}
+			return nil, err
+		}
+		return st, nil
+	case "memcached":
+		if _, err := memcached.ParseURL(rawURL); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		}
+		var mo []memcached.Option
+		if c.clock != nil {
+			mo = append(mo, memcached.WithClock(c.clock))
+		}
+		if c.timeout > 0 {
+			mo = append(mo, memcached.WithTimeout(c.timeout))
+		}
+		return memcached.Open(rawURL, append(mo, c.mcOpts...)...)
+	}
+	return nil, fmt.Errorf("%w %q: unknown scheme %q: want one of %s", ErrBadURL, redact(rawURL), scheme,
+		strings.Join(withColons(Schemes()), ", "))
+}
+
+func openMemory(rawURL string, c config) (store.Store, error) {
+	bad := func(format string, args ...any) (store.Store, error) {
+		return nil, fmt.Errorf("%w %q: %s", ErrBadURL, rawURL, fmt.Sprintf(format, args...))
+	}
+	rest := rawURL[len("memory://"):]
+	path, query, _ := strings.Cut(rest, "?")
+	if path != "" && path != "/" {
+		return bad("memory:// takes no host or path, got %q", path)
+	}
+	var mo []memory.Option
+	if c.clock != nil {
+		mo = append(mo, memory.WithClock(c.clock))
+	}
+	if query != "" {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return bad("query: %v", err)
+		}
+		for k, vs := range q {
+			if len(vs) != 1 {
+				return bad("parameter %q given %d times", k, len(vs))
+			}
+			if k != "max_keys" && k != "shards" {
+				return bad("unknown parameter %q (want max_keys or shards)", k)
+			}
+			n, err := strconv.Atoi(vs[0])
+			if err != nil || n < 0 {
+				return bad("parameter %s=%q: want a non-negative integer", k, vs[0])
+			}
+			switch k {
+			case "max_keys":
+				mo = append(mo, memory.WithMaxKeys(n))
+			case "shards":
+				mo = append(mo, memory.WithShards(n))
+			}
+		}
+	}
+	st, err := memory.New(append(mo, c.memOpts...)...)
+	if err != nil {
+		if errors.Is(err, memory.ErrInvalidOption) {
+			return nil, fmt.Errorf("%w %q: %w", ErrBadURL, rawURL, err)
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+func withColons(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s + "://"
+	}
+	return out
+}
+
+// Redact returns the URL with any password replaced by "xxxxx", for logs.
+func Redact(rawURL string) string { return redact(rawURL) }
+
+func redact(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	rest := raw[i+3:]
+	end := strings.IndexByte(rest, '/')
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return raw
+	}
+	colon := strings.IndexByte(rest[:at], ':')
+	if colon < 0 {
+		return raw
+	}
+	stop := at
+	if j := strings.IndexByte(rest[colon:at], '@'); j >= 0 {
+		stop = colon + j
+	}
+	return raw[:i+3] + rest[:colon+1] + "xxxxx" + rest[stop:]
+}

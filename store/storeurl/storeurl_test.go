@@ -1,0 +1,114 @@
+package storeurl_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/storeurl"
+)
+
+func TestBadURLs(t *testing.T) {
+	for _, r := range []struct{ url, want string }{
+		{"", "missing scheme"},
+		{"localhost:6379", "missing scheme"},
+		{"postgres://db:5432", `unknown scheme "postgres"`},
+		{"memory://somewhere", "takes no host"},
+		{"memory://?max_keys=lots", `max_keys="lots"`},
+		{"memory://?colour=blue", `unknown parameter "colour"`},
+		{"memory://?shards=1000000", "shards"},
+		{"redis://", "missing host"},
+		{"redis://h:99999", "port"},
+		{"redis://h:1,h:2", "one host"},
+		{"redis://h:1/x", "database"},
+		{"redis-cluster://h:1/0", "no database"},
+		{"redis-sentinel://h:1", "master"},
+		{"memcached://", "no server"},
+		{"memcached://h:1,,h:2", "empty"},
+		{"memcached://h:1/path", "unexpected"},
+		{"redis://user:s3cret@h:99999", "xxxxx"},
+	} {
+		st, err := storeurl.Open(r.url)
+		if err == nil {
+			st.Close()
+			t.Errorf("Open(%q) succeeded", r.url)
+			continue
+		}
+		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("Open(%q) = %v, want ErrBadURL saying %q", r.url, err, r.want)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q) error shows the password: %v", r.url, err)
+		}
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	for _, u := range []string{"redis://127.0.0.1:1", "memcached://127.0.0.1:1"} {
+		st, err := storeurl.Open(u, storeurl.WithTimeout(200*time.Millisecond))
+		if err == nil {
+			st.Close()
+			t.Fatalf("Open(%q) succeeded with nothing listening", u)
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Open(%q) = %v, want store.ErrUnavailable", u, err)
+		}
+	}
+}
+
+func TestOpenEveryStore(t *testing.T) {
+	urls := map[string]func(t *testing.T) string{
+		"memory":    func(*testing.T) string { return "memory://?max_keys=1000" },
+		"redis":     func(t *testing.T) string { return "redis://" + testserver.Redis(t) },
+		"cluster":   func(t *testing.T) string { return "redis-cluster://" + strings.Join(testserver.RedisCluster(t), ",") },
+		"memcached": func(t *testing.T) string { return "memcached://" + testserver.Memcached(t) },
+		"sentinel": func(t *testing.T) string {
+			m, s := testserver.RedisSentinel(t)
+			return "redis-sentinel://" + m + "@" + strings.Join(s, ",")
+		},
+	}
+	l, _ := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: time.Hour})
+	for name, mk := range urls {
+		t.Run(name, func(t *testing.T) {
+			u := mk(t)
+			st, err := storeurl.Open(u)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", u, err)
+			}
+			defer st.Close()
+			key := "storeurl-" + name + "-" + time.Now().Format("150405.000000")
+			out := make([]algo.Decision, 1)
+			var admitted int
+			for range 3 {
+				res, err := st.Take(context.Background(), []store.Request{{Key: key, Limit: l, Cost: 1}}, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Allowed {
+					admitted++
+				}
+			}
+			if admitted != 2 {
+				t.Fatalf("%s admitted %d of 3 at a limit of 2", u, admitted)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://u:pw@h:1/0":                 "redis://u:xxxxx@h:1/0",
+		"redis-sentinel://u:pw@mymaster@h:1": "redis-sentinel://u:xxxxx@mymaster@h:1",
+		"redis://h:1":                        "redis://h:1",
+		"redis-sentinel://mymaster@h:1,h:2":  "redis-sentinel://mymaster@h:1,h:2",
+	} {
+		if got := storeurl.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
