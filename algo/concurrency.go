@@ -25,7 +25,9 @@ func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool
 		d.Remaining = max(l.p.Limit-held, 0)
 		// At the latest, the oldest leases expire; a release may come sooner.
 		k := held + cost - l.p.Limit
-		d.RetryAfter = micros(s.Ext[2*k-1] - now)
+		// (At least 1µs: only a state this package did not write, out of
+		// order, could say otherwise.)
+		d.RetryAfter = micros(max(s.Ext[2*k-1]-now, 1))
 	}
 	if n := len(s.Ext); n > 0 {
 		d.ResetAfter = micros(s.Ext[n-1] - now)

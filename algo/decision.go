@@ -36,10 +36,15 @@ type Decision struct {
 // IsNever reports whether the request can never be admitted.
 func (d Decision) IsNever() bool { return d.RetryAfter == Never }
 
-// micros converts a non-negative microsecond count to a Duration.
+// micros converts a microsecond count to a Duration: 0 if negative, and
+// just short of Never if it would overflow (only periods of centuries get
+// there).
 func micros(us int64) time.Duration {
-	if us <= 0 {
+	switch {
+	case us <= 0:
 		return 0
+	case us >= int64(Never/time.Microsecond):
+		return Never - 1
 	}
 	return time.Duration(us) * time.Microsecond
 }

@@ -301,7 +301,7 @@ func (l *Limit) Capacity() int64 { return l.capacity }
 func (l *Limit) Window(now int64) time.Duration {
 	if l.p.Calendar != CalendarNone {
 		start, end := l.windowBounds(now)
-		return time.Duration(end-start) * time.Microsecond
+		return micros(end - start)
 	}
 	if l.p.Algorithm == Concurrency {
 		return time.Duration(l.leaseUS) * time.Microsecond

@@ -94,9 +94,9 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 		d.Remaining = int64(math.Floor(limit - est))
 		d.RetryAfter = micros(l.slidingRetry(s, idx, now, cost))
 	}
-	if d.Remaining < 0 {
-		d.Remaining = 0
-	}
+	// (Only counts this package did not write, negative ones, could take
+	// Remaining above the limit.)
+	d.Remaining = min(max(d.Remaining, 0), l.p.Limit)
 	exp := l.slidingWindowExpiry(s)
 	if d.Allowed && cost > 0 && !commit {
 		exp = (idx + int64(l.p.SubWindows) + 1) * sub // what Take would report
@@ -108,35 +108,44 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 }
 
 // slidingRetry finds the earliest instant at which cost fits under the
-// estimate, assuming nothing more is taken, and returns how far it is from now.
+// estimate, assuming nothing more is taken, and returns how far it is from
+// now. It walks the sub-windows from the current one; within a sub-window
+// the estimate only falls, so a binary search over the float64 estimate
+// itself (not a closed form that rounding could put 1µs off) finds the
+// first microsecond that fits. O(N + log sub-window) per refusal.
 func (l *Limit) slidingRetry(s *State, idx, now, cost int64) int64 {
-	sub := l.subUS
-	n := int64(l.p.SubWindows)
+	sub, n := l.subUS, int64(l.p.SubWindows)
 	limit := float64(l.p.Limit)
+	full, old := l.windowSums(s, idx, 0)
 	for k := int64(0); k <= n+1; k++ {
-		full, old := l.windowSums(s, idx, k)
+		if k > 0 {
+			// Sub-window idx+k: the ring's sub-window idx+k-n becomes
+			// the oldest and leaves the full sum; newer ones are empty.
+			old = 0
+			if i := idx + k - n; i <= idx && i >= idx-n {
+				old = *l.slot(s, i)
+			}
+			full -= old
+		}
 		if full+cost > l.p.Limit {
 			continue
 		}
-		start := (idx + k) * sub
-		e := int64(0)
-		if old > 0 {
-			x := float64(l.p.Limit-cost-full) * float64(sub) / float64(old)
-			e = sub - int64(math.Floor(x))
-			if e < 0 {
-				e = 0
+		fits := func(e int64) bool { return estimate(full, old, sub, e)+float64(cost) <= limit }
+		if !fits(sub - 1) {
+			continue
+		}
+		lo, hi := int64(0), sub-1
+		if k == 0 {
+			lo = now - idx*sub
+		}
+		for lo < hi {
+			if mid := lo + (hi-lo)/2; fits(mid) {
+				hi = mid
+			} else {
+				lo = mid + 1
 			}
 		}
-		if start+e < now {
-			e = now - start
-		}
-		// Step past any rounding in the estimate itself.
-		for e < sub && estimate(full, old, sub, e)+float64(cost) > limit {
-			e++
-		}
-		if e < sub {
-			return start + e - now
-		}
+		return (idx+k)*sub + lo - now
 	}
 	return (idx+n+1)*sub - now
 }

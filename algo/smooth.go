@@ -141,7 +141,13 @@ func (l *Limit) smoothTake(s *State, now, cost int64, commit bool) Decision {
 		s.B = next
 		s.A = int64(math.Float64bits(stored))
 	}
-	d.Remaining = int64(stored)
+	// Remaining counts the unit requests that would pass now without
+	// waiting: SmoothBursty's stored permits are free, SmoothWarmup's
+	// are not (they are what make a cold limiter slow), and one more
+	// passes if the ticket is still free.
+	if l.p.Algorithm == SmoothBursty {
+		d.Remaining = int64(stored)
+	}
 	if next <= now {
 		d.Remaining++
 	}

@@ -263,12 +263,14 @@ func TestSmoothWarmupSteps(t *testing.T) {
 		"t2": 1375 * time.Millisecond,
 		"t3": 1500 * time.Millisecond,
 	}, []step{
-		{at: "t0", cost: 1, allowed: true, remaining: 7},
+		// Stored permits are not free while cold: nothing more passes
+		// without waiting.
+		{at: "t0", cost: 1, allowed: true, remaining: 0},
 		{at: "t0", cost: 1, allowed: false, remaining: 0, retry: 375 * time.Millisecond},
-		{at: "t1", cost: 1, allowed: true, remaining: 6, delay: time.Second},
+		{at: "t1", cost: 1, allowed: true, remaining: 0, delay: time.Second},
 		// The ticket is now at 2.5s: refused at 1.375s, admitted at 1.5s.
 		{at: "t2", cost: 1, allowed: false, remaining: 0, retry: 125 * time.Millisecond},
-		{at: "t3", cost: 1, allowed: true, remaining: 5, delay: time.Second},
+		{at: "t3", cost: 1, allowed: true, remaining: 0, delay: time.Second},
 	})
 }
 

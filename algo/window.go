@@ -131,7 +131,9 @@ func (l *Limit) slidingLog(s *State, now, cost int64, commit bool) Decision {
 		d.Remaining = max(l.p.Limit-n, 0)
 		// The oldest n+cost-Limit units must leave the window first.
 		k := n + cost - l.p.Limit
-		d.RetryAfter = micros(s.Ext[k-1] + l.periodUS - now)
+		// (At least 1µs: only a state this package did not write, out of
+		// order, could say otherwise.)
+		d.RetryAfter = micros(max(s.Ext[k-1]+l.periodUS-now, 1))
 	}
 	if len(s.Ext) > 0 {
 		d.ResetAfter = micros(s.Ext[len(s.Ext)-1] + l.periodUS - now)
