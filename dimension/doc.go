@@ -21,6 +21,10 @@
 // value (or a default, or may be skipped), so one Spec covers requests with
 // and without, say, an API key.
 //
+// The output types Entry and Descriptor have the shape of policy.Entry and
+// policy.Descriptor's Entries. The package does not import policy: policy
+// imports it, since a rules file carries a Spec.
+//
 // # Client IP: a security surface
 //
 // The client is the direct peer unless that peer is a configured trusted

@@ -9,9 +9,22 @@ import (
 	"path"
 	"slices"
 	"strings"
-
-	"github.com/floodgate/floodgate/policy"
 )
+
+// Entry is one key/value pair of a descriptor, shaped as policy.Entry
+// (Envoy's RateLimitDescriptor.Entry). The package has its own type because
+// policy imports it (a rules file holds a Spec); declaring policy.Entry as
+// an alias of this one lets a caller pass Entries on without copying.
+type Entry struct {
+	Key   string
+	Value string
+}
+
+// Descriptor is one descriptor a request produced: its entries in Spec
+// order, never empty.
+type Descriptor struct {
+	Entries []Entry
+}
 
 // Errors a request can produce, wrapped in an *Error, for errors.Is.
 var (
@@ -109,13 +122,13 @@ func (x *Extractor) ClientIP(r *http.Request) netip.Addr { return x.c.proxies.Cl
 // nothing beyond the client IP's text. It fails with an *Error when a value
 // is too long or a remote_address entry finds no client IP; it never
 // panics, whatever the request holds.
-func (x *Extractor) Descriptors(r *http.Request, dst []policy.Descriptor) ([]policy.Descriptor, error) {
+func (x *Extractor) Descriptors(r *http.Request, dst []Descriptor) ([]Descriptor, error) {
 	dst = dst[:0]
 	var st reqState
 	for i := range x.c.descs {
 		d := &x.c.descs[i]
 		n := len(dst)
-		var entries []policy.Entry
+		var entries []Entry
 		if n < cap(dst) {
 			entries = dst[:n+1][n].Entries[:0]
 		}
@@ -142,10 +155,10 @@ func (x *Extractor) Descriptors(r *http.Request, dst []policy.Descriptor) ([]pol
 			if !complete {
 				break
 			}
-			entries = append(entries, policy.Entry{Key: e.key, Value: v})
+			entries = append(entries, Entry{Key: e.key, Value: v})
 		}
 		if complete && len(entries) > 0 {
-			dst = append(dst, policy.Descriptor{Entries: entries})
+			dst = append(dst, Descriptor{Entries: entries})
 		}
 	}
 	return dst, nil

@@ -135,8 +135,10 @@ type MatchSpec struct {
 // field, e.g. "descriptors[1].entries[0].source", for the caller to map to
 // a file and line.
 type SpecError struct {
+	// Field is the offending field's path in the Spec.
 	Field string
-	Msg   string
+	// Msg says what is wrong with it.
+	Msg string
 }
 
 // Error returns "dimension: <field>: <message>".
