@@ -23,13 +23,28 @@ func (l *Limit) slot(s *State, i int64) *int64 {
 		}
 		return &s.C
 	}
-	if int64(len(s.Ext)) != n+1 {
+	return &l.ring(s)[floorMod(i, n+1)]
+}
+
+// ring returns the N+1 counts of an N > 1 window; sub-window i is at
+// i mod N+1.
+func (l *Limit) ring(s *State) []int64 {
+	if n := l.p.SubWindows + 1; len(s.Ext) != n {
 		// nil for a fresh key; another length when SubWindows changed
 		// since the state was written (a configuration reload), whose
 		// counts cannot be mapped onto the new ring.
-		s.Ext = make([]int64, n+1)
+		s.Ext = make([]int64, n)
 	}
-	return &s.Ext[floorMod(i, n+1)]
+	return s.Ext
+}
+
+// counts returns the ring for reading, the N = 1 one copied into buf.
+func (l *Limit) counts(s *State, buf *[2]int64) []int64 {
+	if l.p.SubWindows == 1 {
+		buf[0], buf[1] = s.B, s.C
+		return buf[:]
+	}
+	return l.ring(s)
 }
 
 // advance moves the state to now, or to the latest time it has seen if
@@ -41,28 +56,31 @@ func (l *Limit) advance(s *State, now int64) (int64, int64) {
 	}
 	n := int64(l.p.SubWindows)
 	cur, idx := s.A/l.subUS, now/l.subUS
-	for j := range min(idx-cur, n+1) {
-		*l.slot(s, idx-j) = 0
+	if gap := idx - cur; gap > n {
+		s.B, s.C = 0, 0
+		if n > 1 {
+			clear(l.ring(s))
+		}
+	} else {
+		for j := range gap {
+			*l.slot(s, idx-j) = 0
+		}
 	}
 	s.A = now
 	return now, idx
 }
 
-// windowSums returns, for sub-window idx+k (k >= 0), the full count of its N
-// newest sub-windows and the count of the oldest, weighted one, given the
-// ring as it stands at idx.
-func (l *Limit) windowSums(s *State, idx, k int64) (full, old int64) {
-	n := int64(l.p.SubWindows)
-	cur := idx + k
-	for j := int64(0); j < n; j++ {
-		if i := cur - j; i <= idx && i >= idx-n {
-			full += *l.slot(s, i)
-		}
+// windowSums returns, for the current sub-window idx, the count of the N
+// newest sub-windows and the count of the oldest, weighted one. The ring
+// holds exactly sub-windows idx-N … idx, so the N newest are all but one.
+func (l *Limit) windowSums(s *State, idx int64) (full, old int64) {
+	var buf [2]int64
+	ring := l.counts(s, &buf)
+	for _, c := range ring {
+		full += c
 	}
-	if i := cur - n; i <= idx && i >= idx-n {
-		old = *l.slot(s, i)
-	}
-	return full, old
+	old = ring[floorMod(idx-int64(l.p.SubWindows), int64(len(ring)))]
+	return full - old, old
 }
 
 func estimate(full, old, sub, elapsed int64) float64 {
@@ -76,7 +94,7 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 	}
 	now, idx := l.advance(s, now)
 	elapsed := now - idx*sub
-	full, old := l.windowSums(s, idx, 0)
+	full, old := l.windowSums(s, idx)
 	est := estimate(full, old, sub, elapsed)
 	limit := float64(l.p.Limit)
 	d := Decision{Limit: l.p.Limit}
@@ -116,14 +134,20 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 func (l *Limit) slidingRetry(s *State, idx, now, cost int64) int64 {
 	sub, n := l.subUS, int64(l.p.SubWindows)
 	limit := float64(l.p.Limit)
-	full, old := l.windowSums(s, idx, 0)
+	full, old := l.windowSums(s, idx)
+	var buf [2]int64
+	ring := l.counts(s, &buf)
+	pos := floorMod(idx-n, n+1) // ring position of sub-window idx+k-n
 	for k := int64(0); k <= n+1; k++ {
 		if k > 0 {
 			// Sub-window idx+k: the ring's sub-window idx+k-n becomes
 			// the oldest and leaves the full sum; newer ones are empty.
+			if pos++; pos == n+1 {
+				pos = 0
+			}
 			old = 0
-			if i := idx + k - n; i <= idx && i >= idx-n {
-				old = *l.slot(s, i)
+			if k <= n {
+				old = ring[pos]
 			}
 			full -= old
 		}
@@ -137,6 +161,14 @@ func (l *Limit) slidingRetry(s *State, idx, now, cost int64) int64 {
 		lo, hi := int64(0), sub-1
 		if k == 0 {
 			lo = now - idx*sub
+		}
+		// The closed form old × (sub − e) ÷ sub <= Limit − cost − full
+		// is almost always right; the search only settles rounding.
+		if old > 0 {
+			x := float64(l.p.Limit-cost-full) * float64(sub) / float64(old)
+			if e := sub - int64(x); e > lo && e < hi && fits(e) && !fits(e-1) {
+				return (idx+k)*sub + e - now
+			}
 		}
 		for lo < hi {
 			if mid := lo + (hi-lo)/2; fits(mid) {
@@ -166,9 +198,15 @@ func (l *Limit) slidingWindowRefund(s *State, at, cost int64) {
 // weighs on the estimate.
 func (l *Limit) slidingWindowExpiry(s *State) int64 {
 	n, cur := int64(l.p.SubWindows), s.A/l.subUS
+	var buf [2]int64
+	ring := l.counts(s, &buf)
+	pos := floorMod(cur, n+1)
 	for j := int64(0); j <= n; j++ {
-		if *l.slot(s, cur-j) != 0 {
+		if ring[pos] != 0 {
 			return (cur - j + n + 1) * l.subUS
+		}
+		if pos--; pos < 0 {
+			pos = n
 		}
 	}
 	return 0

@@ -157,7 +157,7 @@ func trueCount(log []int64, now, period int64) int64 {
 func (l *Limit) estimateAt(s State, now int64) (est float64, old int64) {
 	s = s.Clone()
 	now, idx := l.advance(&s, now)
-	full, old := l.windowSums(&s, idx, 0)
+	full, old := l.windowSums(&s, idx)
 	return estimate(full, old, l.subUS, now-idx*l.subUS), old
 }
 
