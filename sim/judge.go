@@ -59,7 +59,9 @@ type Series struct {
 	Window []int64
 	// AllWindow is every key's admitted units together in the Period ending
 	// at the bin's end: divided by Period, the admitted rate smoothed over
-	// one window.
+	// one window. When Period is a multiple of Bin it is the sum of the
+	// last Period ÷ Bin bins of Admitted (a unit that proceeds exactly at a
+	// bin's end counts in the next bin).
 	AllWindow []int64
 	// Estimate, for fixed and sliding windows on one limiter, is the count
 	// the algorithm itself believes the focus key's traffic has reached at
@@ -76,31 +78,46 @@ func newSeries(n int) Series {
 	}
 }
 
-// keyLog is one key's admitted units in the trailing window, oldest first.
+// keyLog is one key's admitted units in the trailing window, oldest first,
+// in a ring whose size is a power of two. Admissions at the same instant
+// share an entry: only the sums over windows matter.
 type keyLog struct {
-	t       []int64
-	c       []int64
-	head    int
+	ring    []logEntry
+	head, n int
 	sum     int64
 	pending int64 // admitted units that have not proceeded yet
 }
 
+type logEntry struct{ t, c int64 }
+
 func (k *keyLog) prune(cut int64) {
-	for k.head < len(k.t) && k.t[k.head] <= cut {
-		k.sum -= k.c[k.head]
-		k.head++
-	}
-	if k.head > 64 && k.head*2 > len(k.t) {
-		n := copy(k.t, k.t[k.head:])
-		copy(k.c, k.c[k.head:])
-		k.t, k.c, k.head = k.t[:n], k.c[:n], 0
+	mask := len(k.ring) - 1
+	for k.n > 0 && k.ring[k.head].t <= cut {
+		k.sum -= k.ring[k.head].c
+		k.head = (k.head + 1) & mask
+		k.n--
 	}
 }
 
 func (k *keyLog) push(t, c int64) {
-	k.t = append(k.t, t)
-	k.c = append(k.c, c)
 	k.sum += c
+	mask := len(k.ring) - 1
+	if k.n > 0 {
+		if last := &k.ring[(k.head+k.n-1)&mask]; last.t == t {
+			last.c += c
+			return
+		}
+	}
+	if k.n == len(k.ring) {
+		ring := make([]logEntry, max(8, 2*len(k.ring)))
+		for i := range k.n {
+			ring[i] = k.ring[(k.head+i)&mask]
+		}
+		k.ring, k.head = ring, 0
+		mask = len(ring) - 1
+	}
+	k.ring[(k.head+k.n)&mask] = logEntry{t, c}
+	k.n++
 }
 
 // proceedItem is an admitted request waiting to proceed.
@@ -116,7 +133,9 @@ type recorder struct {
 	limit, period, bin, end int64
 	focus                   int
 	keys                    []keyLog
-	all                     keyLog        // every key's admissions together
+	all                     keyLog        // every key's admissions together, when binsPerPeriod is 0
+	binsPerPeriod           int           // Period ÷ Bin when it divides evenly
+	seriesOnly              bool          // judge no key but the focus key (the offered traffic)
 	waiting                 []proceedItem // a min-heap by t
 	nextSample              int           // index of the next bin end to sample
 	m                       Metrics
@@ -125,12 +144,16 @@ type recorder struct {
 }
 
 func newRecorder(sc *Scenario, bins, keys int) *recorder {
-	return &recorder{
+	r := &recorder{
 		limit: sc.Limit, period: sc.Period.us(), bin: sc.Bin.us(), end: sc.Duration.us(),
 		focus: sc.FocusKey,
 		keys:  make([]keyLog, max(keys, sc.FocusKey+1)),
 		s:     newSeries(bins),
 	}
+	if r.period%r.bin == 0 {
+		r.binsPerPeriod = int(r.period / r.bin)
+	}
+	return r
 }
 
 func (r *recorder) key(k int32) *keyLog {
@@ -181,8 +204,18 @@ func (r *recorder) sample(b int64) {
 	k := r.key(int32(r.focus))
 	k.prune(b - r.period)
 	r.s.Window[i] = k.sum
-	r.all.prune(b - r.period)
-	r.s.AllWindow[i] = r.all.sum
+	if r.binsPerPeriod > 0 {
+		// The bins tile the window exactly (up to the instant of the edges):
+		// sum the last Period ÷ Bin of them.
+		var sum int64
+		for j := max(0, i+1-r.binsPerPeriod); j <= i; j++ {
+			sum += r.s.Admitted[j]
+		}
+		r.s.AllWindow[i] = sum
+	} else {
+		r.all.prune(b - r.period)
+		r.s.AllWindow[i] = r.all.sum
+	}
 	if r.sampleHook != nil {
 		r.s.Estimate[i] = r.sampleHook(b)
 	}
@@ -237,9 +270,18 @@ func (r *recorder) waitingOrSampleDue() int64 {
 }
 
 func (r *recorder) proceed(t int64, key int32, cost int64) {
+	i := r.binOf(t)
+	if i >= 0 {
+		r.s.Admitted[i] += cost
+	}
+	if r.binsPerPeriod == 0 {
+		r.all.push(t, cost)
+	}
+	if r.seriesOnly && int(key) != r.focus {
+		return
+	}
 	k := r.key(key)
 	k.prune(t - r.period)
-	i := r.binOf(t)
 	if k.sum+cost > r.limit {
 		r.m.Over++
 		if i >= 0 {
@@ -247,18 +289,9 @@ func (r *recorder) proceed(t int64, key int32, cost int64) {
 		}
 	}
 	k.push(t, cost)
-	if n := len(r.all.t); n > 0 && r.all.t[n-1] == t {
-		r.all.c[n-1] += cost // merge same-instant admissions: fewer entries
-		r.all.sum += cost
-	} else {
-		r.all.push(t, cost)
-	}
 	if k.sum > r.m.MaxWindow {
 		r.m.MaxWindow = k.sum
 		r.m.WorstOver = max(0, k.sum-r.limit)
-	}
-	if i >= 0 {
-		r.s.Admitted[i] += cost
 	}
 }
 

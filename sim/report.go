@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 )
 
 // WriteTable prints the comparison: one row per contender, the ideal first.
@@ -22,17 +23,21 @@ func WriteTable(w io.Writer, res *Result) error {
 	fmt.Fprintf(bw, "scenario %s: %v simulated, limit %d per %v per key, seed %d\n", sc.Name, sc.Duration.D(), sc.Limit, fmtDur(sc.Period.D()), sc.Seed)
 	fmt.Fprintf(bw, "offered: %d requests, %d units; the perfect sliding window admits %d units\n\n", off.Requests, off.Units, res.Ideal.Metrics.AdmittedUnits)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contender\tadmitted\tvs ideal\tover-admitted\tunder-admitted\twrong\tmax in a window\tadded latency avg/max\tstore calls/decision\t")
 	rows := append([]ContenderResult{res.Ideal}, res.Contenders...)
 	ideal := float64(res.Ideal.Metrics.AdmittedUnits)
+	nameW := 0
+	for _, c := range rows {
+		nameW = max(nameW, utf8.RuneCountInString(c.Name))
+	}
+	fmt.Fprintf(tw, "%-*s\tadmitted\tvs ideal\tover-admitted\tunder-admitted\twrong\tmax in a window\tadded latency avg/max\tstore calls/decision\t\n", nameW, "contender")
 	for _, c := range rows {
 		m := c.Metrics
 		vs := "-"
 		if ideal > 0 {
 			vs = fmt.Sprintf("%+.1f%%", 100*(float64(m.AdmittedUnits)-ideal)/ideal)
 		}
-		fmt.Fprintf(tw, "%s\t%d (%s)\t%s\t%d (%s)\t%d (%s)\t%s\t%d (%.2f×)\t%s / %s\t%.3f\t\n",
-			c.Name,
+		fmt.Fprintf(tw, "%s%s\t%d (%s)\t%s\t%d (%s)\t%d (%s)\t%s\t%d (%.2f×)\t%s / %s\t%.3f\t\n",
+			c.Name, strings.Repeat(" ", nameW-utf8.RuneCountInString(c.Name)),
 			m.AdmittedUnits, pct(m.AdmittedUnits, off.Units),
 			vs,
 			m.Over, pct(m.Over, m.Requests),

@@ -102,13 +102,25 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	ideal = idealSc.Contenders[0]
 
 	off := &offered{r: newRecorder(sc, bins, keys)}
+	off.r.seriesOnly = true
 	engines := []engine{off}
 	specs := []*Contender{{Name: "offered", Strategy: "-", Algorithm: "-"}, &ideal}
 	ie, err := newEngine(sc, &ideal, newRecorder(sc, bins, keys), keys, 0)
 	if err != nil {
 		return nil, err
 	}
-	engines = append(engines, ie)
+	// A contender that is the plain sliding log decides exactly as the ideal
+	// does: run it once and report it twice.
+	twin := -1
+	for i, c := range sc.Contenders {
+		if c.Strategy == StrategySingle && c.kind == ideal.kind {
+			twin = i
+			break
+		}
+	}
+	if twin < 0 {
+		engines = append(engines, ie)
+	}
 	for i := range sc.Contenders {
 		c := &sc.Contenders[i]
 		e, err := newEngine(sc, c, newRecorder(sc, bins, keys), keys, i+1)
@@ -170,20 +182,27 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Scenario: sc, Keys: off.keys}
+	if twin >= 0 {
+		specs = append(specs[:1], specs[2:]...)
+	}
 	for i, e := range engines {
 		if err := e.err(); err != nil {
 			return nil, err
 		}
 		r := e.rec()
 		cr := ContenderResult{Name: specs[i].Name, Strategy: specs[i].Strategy, Algorithm: specs[i].Algorithm, Metrics: r.m, Series: r.s}
-		switch i {
-		case 0:
+		if i == 0 {
 			res.Offered = cr
-		case 1:
-			res.Ideal = cr
-		default:
+		} else {
 			res.Contenders = append(res.Contenders, cr)
 		}
+	}
+	if twin >= 0 {
+		res.Ideal = res.Contenders[twin]
+		res.Ideal.Series.Estimate = nil
+		res.Ideal.Name, res.Ideal.Strategy, res.Ideal.Algorithm = ideal.Name, ideal.Strategy, ideal.Algorithm
+	} else {
+		res.Ideal, res.Contenders = res.Contenders[0], res.Contenders[1:]
 	}
 	return res, nil
 }
