@@ -18,11 +18,14 @@ type Decision struct {
 	// window, the burst of a bucket (see Limit.Capacity).
 	Limit int64
 	// Remaining is how many more units could be admitted right now, after
-	// this decision. Never negative.
+	// this decision: between 0 and Limit. For the Smooth algorithms, how
+	// many unit requests would pass without waiting.
 	Remaining int64
 	// RetryAfter is zero when Allowed. Otherwise it is how long to wait before
 	// the same cost would be admitted if nobody else takes meanwhile, rounded
-	// up to the microsecond, or Never when the cost exceeds the capacity.
+	// up to the microsecond (exact: 1µs sooner is too soon), or Never when
+	// the cost exceeds the capacity. For Concurrency it is when the oldest
+	// leases expire, an upper bound since a release may come first.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full capacity if
 	// nothing more is taken. Zero for a key at full capacity.
@@ -76,15 +79,20 @@ func (s State) Clone() State {
 }
 
 // Take decides whether cost units may be admitted at now (µs since the
-// epoch) and, if so, charges them to s. A cost of 0 only reports the state.
-// Negative costs are treated as 0. For Concurrency, Take holds an anonymous
-// lease that can only expire; use TakeLease to be able to release it.
+// epoch) and, if so, charges them to s. A now earlier than the state has
+// seen is read as the latest time it has seen. A cost of 0 charges nothing
+// and reports the state, but starts a fresh key's clock (see the package
+// doc). Negative costs are treated as 0. For Concurrency, Take holds an
+// anonymous lease that can only expire; use TakeLease to be able to release
+// it.
 func (l *Limit) Take(s *State, now, cost int64) Decision {
 	return l.decide(s, now, cost, 0, true)
 }
 
 // Peek returns the decision Take would make, without changing s beyond
-// forgetting what has expired (which Take would do as well).
+// forgetting what has expired and noting the time (which Take would do as
+// well). On a fresh key it reports as if the key started at now, but leaves
+// it fresh.
 func (l *Limit) Peek(s *State, now, cost int64) Decision {
 	return l.decide(s, now, cost, 0, false)
 }
@@ -139,8 +147,15 @@ func (l *Limit) decide(s *State, now, cost int64, lease uint64, commit bool) Dec
 // Refund gives back cost units that a Take at time at admitted, as far as
 // the algorithm can tell them apart: the reserve-then-roll-back half of an
 // all-or-nothing acquisition over several keys in stores that cannot lock
-// them together. A refund never leaves the state with more capacity than a
-// fresh key, and never moves its time backwards.
+// them together. For the windows, logs and buckets, refunding a Take at the
+// instant it was made restores the state's decisions exactly (buckets: at
+// any later instant too); units counted in a window that has since passed
+// are not given back. The Smooth algorithms move the ticket back by what
+// the cost is worth at the stable rate, never before the latest time seen,
+// and do not restore stored permits: they err towards strictness.
+// Concurrency ignores Refund: slots come back by Release. A refund never
+// leaves the state with more capacity than a fresh key, and never moves
+// its time backwards.
 func (l *Limit) Refund(s *State, now, at, cost int64) {
 	if cost <= 0 {
 		return
@@ -172,9 +187,12 @@ func (l *Limit) Release(s *State, now int64, lease uint64) bool {
 	return concurrencyRelease(s, clampTime(now), lease)
 }
 
-// ExpiresAt is the instant (µs) after which s is no different from a fresh
-// State: stores use it as the key's time-to-live. A state for which it has
-// passed may be deleted.
+// ExpiresAt is the instant (µs) from which s decides like a fresh State:
+// stores use it as the key's time-to-live, and a state for which it has
+// passed may be deleted. Zero for a state that is already as good as fresh.
+// A TokenBucket with InitialTokens below its capacity and SmoothBursty
+// start fresh keys short, so for them a deleted key admits no more than
+// the kept one would have.
 func (l *Limit) ExpiresAt(s *State) int64 {
 	switch l.p.Algorithm {
 	case FixedWindow:

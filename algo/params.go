@@ -293,7 +293,10 @@ func (l *Limit) Algorithm() Kind { return l.p.Algorithm }
 
 // Capacity is the most units a fresh key admits at once, and the Limit
 // reported in every Decision: Limit for windows and Concurrency, Burst for
-// TokenBucket and GCRA, Burst+1 for Shaper.
+// TokenBucket and GCRA, Burst+1 for Shaper. The Smooth algorithms admit a
+// request of any size while their ticket is free; for them it is the most
+// unit requests that can pass without waiting: the whole stored permits
+// plus one for SmoothBursty, 1 for SmoothWarmup.
 func (l *Limit) Capacity() int64 { return l.capacity }
 
 // Window is the policy window reported to clients (the IETF header's w):
