@@ -1,0 +1,336 @@
+package metrics
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+// MaxSeries bounds the distinct (domain, rule) label pairs.
+const MaxSeries = 2000
+
+// NearLimitRatio is the share of a limit above which an admitted decision
+// counts as near the limit.
+const NearLimitRatio = 0.8
+
+// Outcomes of decisions_total.
+const (
+	OutcomeOK        = "ok"
+	OutcomeOverLimit = "over_limit"
+	OutcomeShadow    = "shadow_over_limit"
+	OutcomeUnlimited = "unlimited"
+	OutcomeNoRule    = "no_rule"
+)
+
+// Metrics holds the server's collectors on a registry of its own.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	decisions  *prometheus.CounterVec
+	shadow     *prometheus.CounterVec
+	nearLimit  *prometheus.CounterVec
+	requests   *prometheus.CounterVec
+	reqLatency *prometheus.HistogramVec
+	storeLat   *prometheus.HistogramVec
+	storeErrs  *prometheus.CounterVec
+	fallbacks  *prometheus.CounterVec
+	cacheHits  prometheus.Counter
+	circuit    prometheus.Gauge
+	reloads    *prometheus.CounterVec
+	lastReload prometheus.Gauge
+	factor     *prometheus.GaugeVec
+
+	mu     sync.RWMutex
+	series map[[2]string]bool
+
+	queueMu    sync.Mutex
+	queueDepth func() int
+}
+
+// New returns Metrics registered on a new registry, with the Go runtime and
+// process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), series: map[[2]string]bool{}}
+	f := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "floodgate", Name: name, Help: help}, labels)
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.decisions = f("decisions_total", "Descriptor decisions by domain, rule and outcome.", "domain", "rule", "outcome")
+	m.shadow = f("shadow_decisions_total", "Refusals of shadow-mode rules that were not enforced.", "domain", "rule")
+	m.nearLimit = f("near_limit_total", "Admitted decisions that left less than 20% of the limit.", "domain", "rule")
+	m.requests = f("requests_total", "Requests by transport and overall code.", "transport", "code")
+	m.storeErrs = f("store_errors_total", "Store calls that failed, by operation.", "op")
+	m.fallbacks = f("store_fallbacks_total", "Decisions made by the failure policy instead of the store.", "op", "policy")
+	m.reloads = f("config_reloads_total", "Configuration reloads by result.", "result")
+	lat := []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1}
+	m.reqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "floodgate", Name: "request_duration_seconds",
+		Help: "Time to answer a request, by transport.", Buckets: lat}, []string{"transport"})
+	m.storeLat = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "floodgate", Name: "store_duration_seconds",
+		Help: "Store call latency by operation.", Buckets: lat}, []string{"op"})
+	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "floodgate", Name: "over_limit_cache_hits_total",
+		Help: "Refusals answered by the over-limit cache without a store call."})
+	m.circuit = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "circuit_state",
+		Help: "Store circuit breaker: 0 closed, 1 open, 2 half-open."})
+	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_success_timestamp_seconds",
+		Help: "When the configuration in force was loaded."})
+	m.factor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "floodgate", Name: "adaptive_rate_factor",
+		Help: "Rate factor an adaptive controller applies to a rule."}, []string{"domain", "rule"})
+	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "queue_depth",
+		Help: "Requests waiting in wait-strategy queues."}, func() float64 { return float64(m.QueueDepth()) })
+	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.lastReload, m.factor, queue,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry, to add collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// label returns the rule label for (domain, rule), "_other" past MaxSeries.
+func (m *Metrics) label(domain, rule string) string {
+	k := [2]string{domain, rule}
+	m.mu.RLock()
+	ok := m.series[k]
+	n := len(m.series)
+	m.mu.RUnlock()
+	if ok {
+		return rule
+	}
+	if n >= MaxSeries {
+		return "_other"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.series) >= MaxSeries && !m.series[k] {
+		return "_other"
+	}
+	m.series[k] = true
+	return rule
+}
+
+// Decided records a decided request's descriptor outcomes.
+func (m *Metrics) Decided(domain string, resp *policy.Response) {
+	for i := range resp.Statuses {
+		s := &resp.Statuses[i]
+		if !s.Matched {
+			m.decisions.WithLabelValues(domain, "", OutcomeNoRule).Inc()
+			continue
+		}
+		rule := m.label(domain, s.Rule)
+		outcome := OutcomeOK
+		switch {
+		case s.Unlimited:
+			outcome = OutcomeUnlimited
+		case s.Code == policy.CodeOverLimit:
+			outcome = OutcomeOverLimit
+		case s.Shadow && !s.Decision.Allowed:
+			outcome = OutcomeShadow
+			m.shadow.WithLabelValues(domain, rule).Inc()
+		}
+		for _, ls := range s.Limits {
+			if ls.Shadow && !ls.Decision.Allowed && !s.Shadow {
+				m.shadow.WithLabelValues(domain, m.label(domain, ls.Name)).Inc()
+			}
+		}
+		m.decisions.WithLabelValues(domain, rule, outcome).Inc()
+		if outcome == OutcomeOK && s.Decision.Limit > 0 &&
+			float64(s.Decision.Remaining) < (1-NearLimitRatio)*float64(s.Decision.Limit) {
+			m.nearLimit.WithLabelValues(domain, rule).Inc()
+		}
+	}
+}
+
+// Request records one request on a transport ("grpc", "json", "v1",
+// "v1-peek") with its overall code ("OK", "OVER_LIMIT" or "error").
+func (m *Metrics) Request(transport, code string, d time.Duration) {
+	m.requests.WithLabelValues(transport, code).Inc()
+	m.reqLatency.WithLabelValues(transport).Observe(d.Seconds())
+}
+
+// StoreCall records a store call's latency and error.
+func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
+	m.storeLat.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrs.WithLabelValues(op).Inc()
+	}
+}
+
+// StoreHooks returns the resilient.Hooks that feed these metrics.
+func (m *Metrics) StoreHooks() resilient.Hooks {
+	return resilient.Hooks{
+		Call:     m.StoreCall,
+		State:    func(_, to resilient.BreakerState) { m.circuit.Set(float64(to)) },
+		Fallback: func(op string, p resilient.Policy, _ error) { m.fallbacks.WithLabelValues(op, p.String()).Inc() },
+		CacheHit: m.cacheHits.Inc,
+	}
+}
+
+// ConfigReloaded records a reload attempt.
+func (m *Metrics) ConfigReloaded(ok bool) {
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.lastReload.SetToCurrentTime()
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+}
+
+// ConfigLoaded records the initial load (no reload counted).
+func (m *Metrics) ConfigLoaded() { m.lastReload.SetToCurrentTime() }
+
+// RateFactor records an adaptive rule's factor.
+func (m *Metrics) RateFactor(domain, rule string, factor float64) {
+	m.factor.WithLabelValues(domain, m.label(domain, rule)).Set(factor)
+}
+
+// SetQueueDepth sets the function queue_depth reads (e.g. Engine.Waiting).
+func (m *Metrics) SetQueueDepth(f func() int) {
+	m.queueMu.Lock()
+	m.queueDepth = f
+	m.queueMu.Unlock()
+}
+
+// QueueDepth returns the current queue depth.
+func (m *Metrics) QueueDepth() int {
+	m.queueMu.Lock()
+	f := m.queueDepth
+	m.queueMu.Unlock()
+	if f == nil {
+		return 0
+	}
+	return f()
+}
+
+// Summary is what the dashboard polls: cumulative counters (the page
+// computes rates between two polls) and current gauges.
+type Summary struct {
+	// Time is when the summary was taken (Unix ms).
+	Time int64 `json:"time_ms"`
+	// Decisions counts descriptor decisions by outcome.
+	Decisions map[string]float64 `json:"decisions"`
+	// Rules counts decisions by "domain/rule" and outcome.
+	Rules []RuleCount `json:"rules"`
+	// Requests counts requests by transport.
+	Requests map[string]float64 `json:"requests"`
+	// StoreCalls and StoreErrors count store calls; StoreP50 and StoreP99
+	// are latency quantiles (ms) estimated from the histogram since start.
+	StoreCalls  float64            `json:"store_calls"`
+	StoreErrors float64            `json:"store_errors"`
+	StoreP50    float64            `json:"store_p50_ms"`
+	StoreP99    float64            `json:"store_p99_ms"`
+	Fallbacks   float64            `json:"fallbacks"`
+	CacheHits   float64            `json:"over_limit_cache_hits"`
+	Circuit     string             `json:"circuit"`
+	QueueDepth  int                `json:"queue_depth"`
+	Reloads     map[string]float64 `json:"config_reloads"`
+}
+
+// RuleCount is one rule's decisions by outcome.
+type RuleCount struct {
+	Domain   string             `json:"domain"`
+	Rule     string             `json:"rule"`
+	Outcomes map[string]float64 `json:"outcomes"`
+}
+
+// Summary gathers the metrics into a Summary.
+func (m *Metrics) Summary() Summary {
+	s := Summary{Time: time.Now().UnixMilli(), Decisions: map[string]float64{}, Requests: map[string]float64{},
+		Reloads: map[string]float64{}, Circuit: "closed", QueueDepth: m.QueueDepth()}
+	families, _ := m.reg.Gather()
+	rules := map[[2]string]*RuleCount{}
+	var storeBuckets []*dto.Bucket
+	var storeCount uint64
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			lv := labels(mt)
+			switch f.GetName() {
+			case "floodgate_decisions_total":
+				v := mt.GetCounter().GetValue()
+				s.Decisions[lv["outcome"]] += v
+				if lv["rule"] == "" {
+					continue
+				}
+				k := [2]string{lv["domain"], lv["rule"]}
+				rc := rules[k]
+				if rc == nil {
+					rc = &RuleCount{Domain: k[0], Rule: k[1], Outcomes: map[string]float64{}}
+					rules[k] = rc
+				}
+				rc.Outcomes[lv["outcome"]] += v
+			case "floodgate_requests_total":
+				s.Requests[lv["transport"]] += mt.GetCounter().GetValue()
+			case "floodgate_store_errors_total":
+				s.StoreErrors += mt.GetCounter().GetValue()
+			case "floodgate_store_fallbacks_total":
+				s.Fallbacks += mt.GetCounter().GetValue()
+			case "floodgate_over_limit_cache_hits_total":
+				s.CacheHits = mt.GetCounter().GetValue()
+			case "floodgate_circuit_state":
+				s.Circuit = resilient.BreakerState(mt.GetGauge().GetValue()).String()
+			case "floodgate_config_reloads_total":
+				s.Reloads[lv["result"]] = mt.GetCounter().GetValue()
+			case "floodgate_store_duration_seconds":
+				h := mt.GetHistogram()
+				s.StoreCalls += float64(h.GetSampleCount())
+				if lv["op"] == "take" || storeBuckets == nil {
+					storeBuckets, storeCount = h.GetBucket(), h.GetSampleCount()
+				}
+			}
+		}
+	}
+	s.StoreP50 = quantile(storeBuckets, storeCount, 0.5) * 1e3
+	s.StoreP99 = quantile(storeBuckets, storeCount, 0.99) * 1e3
+	for _, rc := range rules {
+		s.Rules = append(s.Rules, *rc)
+	}
+	sort.Slice(s.Rules, func(i, j int) bool {
+		if s.Rules[i].Domain != s.Rules[j].Domain {
+			return s.Rules[i].Domain < s.Rules[j].Domain
+		}
+		return s.Rules[i].Rule < s.Rules[j].Rule
+	})
+	return s
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// quantile estimates the q-quantile (seconds) of cumulative buckets by
+// linear interpolation inside the bucket that holds it.
+func quantile(bs []*dto.Bucket, n uint64, q float64) float64 {
+	if n == 0 || len(bs) == 0 {
+		return 0
+	}
+	rank := q * float64(n)
+	prevUpper, prevCount := 0.0, 0.0
+	for _, b := range bs {
+		c := float64(b.GetCumulativeCount())
+		if c >= rank {
+			if c == prevCount {
+				return b.GetUpperBound()
+			}
+			return prevUpper + (b.GetUpperBound()-prevUpper)*(rank-prevCount)/(c-prevCount)
+		}
+		prevUpper, prevCount = b.GetUpperBound(), c
+	}
+	return prevUpper
+}

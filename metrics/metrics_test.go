@@ -1,0 +1,105 @@
+package metrics_test
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/metrics"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestDecisionsByOutcome(t *testing.T) {
+	m := metrics.New()
+	resp := policy.Response{Code: policy.CodeOverLimit, Statuses: []policy.Status{
+		{Code: policy.CodeOK, Matched: true, Rule: "per-user", Decision: algo.Decision{Allowed: true, Limit: 100, Remaining: 10}},
+		{Code: policy.CodeOverLimit, Matched: true, Rule: "per-ip", Decision: algo.Decision{Limit: 5}},
+		{Code: policy.CodeOK, Matched: true, Rule: "beta", Shadow: true, Decision: algo.Decision{Limit: 5}},
+		{Code: policy.CodeOK, Matched: true, Rule: "internal", Unlimited: true},
+		{Code: policy.CodeOK},
+	}}
+	m.Decided("api", &resp)
+	m.Request("grpc", "OVER_LIMIT", time.Millisecond)
+	text := scrape(t, m)
+	for _, want := range []string{
+		`floodgate_decisions_total{domain="api",outcome="ok",rule="per-user"} 1`,
+		`floodgate_decisions_total{domain="api",outcome="over_limit",rule="per-ip"} 1`,
+		`floodgate_decisions_total{domain="api",outcome="shadow_over_limit",rule="beta"} 1`,
+		`floodgate_decisions_total{domain="api",outcome="unlimited",rule="internal"} 1`,
+		`floodgate_decisions_total{domain="api",outcome="no_rule",rule=""} 1`,
+		`floodgate_shadow_decisions_total{domain="api",rule="beta"} 1`,
+		`floodgate_near_limit_total{domain="api",rule="per-user"} 1`,
+		`floodgate_requests_total{code="OVER_LIMIT",transport="grpc"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	s := m.Summary()
+	if s.Decisions["ok"] != 1 || s.Decisions["over_limit"] != 1 || len(s.Rules) != 4 {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestStoreHooks(t *testing.T) {
+	m := metrics.New()
+	h := m.StoreHooks()
+	h.Call("take", 2*time.Millisecond, nil)
+	h.Call("take", 60*time.Millisecond, errors.New("down"))
+	h.State(resilient.Closed, resilient.Open)
+	h.Fallback("take", resilient.FailLocal, errors.New("down"))
+	h.CacheHit()
+	m.SetQueueDepth(func() int { return 7 })
+	m.ConfigReloaded(true)
+	m.ConfigReloaded(false)
+	text := scrape(t, m)
+	for _, want := range []string{
+		`floodgate_store_errors_total{op="take"} 1`,
+		`floodgate_store_duration_seconds_count{op="take"} 2`,
+		`floodgate_circuit_state 1`,
+		`floodgate_store_fallbacks_total{op="take",policy="local"} 1`,
+		`floodgate_over_limit_cache_hits_total 1`,
+		`floodgate_queue_depth 7`,
+		`floodgate_config_reloads_total{result="failure"} 1`,
+		`floodgate_config_reloads_total{result="success"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	s := m.Summary()
+	if s.Circuit != "open" || s.StoreCalls != 2 || s.StoreErrors != 1 || s.QueueDepth != 7 || s.StoreP99 <= s.StoreP50 {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestRuleLabelsAreBounded(t *testing.T) {
+	m := metrics.New()
+	for i := range metrics.MaxSeries + 10 {
+		resp := policy.Response{Statuses: []policy.Status{{Code: policy.CodeOK, Matched: true, Rule: "r" + string(rune('a'+i%26)) + strings.Repeat("x", i)}}}
+		m.Decided("d", &resp)
+	}
+	s := m.Summary()
+	var other float64
+	for _, r := range s.Rules {
+		if r.Rule == "_other" {
+			other = r.Outcomes["ok"]
+		}
+	}
+	if len(s.Rules) != metrics.MaxSeries+1 || other != 10 {
+		t.Fatalf("%d rule series with %v under _other, want %d and 10", len(s.Rules), other, metrics.MaxSeries+1)
+	}
+}
