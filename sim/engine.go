@@ -51,8 +51,7 @@ func grow[T any](s []T, k int) []T {
 // process would run it.
 type single struct {
 	r        *recorder
-	lim      *algo.Limit
-	states   []algo.State
+	lim      *algo.Limit // states live beside the judge's logs: recorder.key(k).state
 	hold     int64
 	releases fifo[release]
 	seq      uint64
@@ -70,7 +69,7 @@ func newSingle(sc *Scenario, c *Contender, r *recorder, keys int) (*single, erro
 	if err != nil {
 		return nil, err
 	}
-	e := &single{r: r, lim: lim, states: make([]algo.State, keys), hold: c.Hold.us()}
+	e := &single{r: r, lim: lim, hold: c.Hold.us()}
 	switch c.kind {
 	case algo.FixedWindow, algo.SlidingWindow:
 		est, err := newEstimator(c, sc)
@@ -91,10 +90,9 @@ func (e *single) finish()        { e.r.finish() }
 func (e *single) arrive(a arrival) {
 	for !e.releases.empty() && e.releases.peek().t <= a.t {
 		rl := e.releases.pop()
-		e.lim.Release(&e.states[rl.key], epoch+rl.t, rl.lease)
+		e.lim.Release(&e.r.key(rl.key).state, epoch+rl.t, rl.lease)
 	}
-	e.states = grow(e.states, int(a.key))
-	st := &e.states[a.key]
+	st := &e.r.key(a.key).state
 	cost := int64(a.cost)
 	var d algo.Decision
 	if e.lim.Algorithm() == algo.Concurrency {
@@ -274,20 +272,18 @@ func (cl *cluster) scale() int {
 // algorithm, at the price of a round trip per decision.
 type central struct {
 	cluster
-	lim    *algo.Limit
-	states []algo.State
-	rtt    int64
+	lim *algo.Limit // the store's states: recorder.key(k).state
+	rtt int64
 }
 
 func (e *central) arrive(a arrival) {
 	for t, ok := e.nextEvent(); ok && t <= a.t; t, ok = e.nextEvent() {
 		e.scale()
 	}
-	e.states = grow(e.states, int(a.key))
 	cost := int64(a.cost)
 	// The store decides half a round trip after the request arrived; with a
 	// constant round trip, stores see requests in arrival order.
-	d := e.lim.Take(&e.states[a.key], epoch+a.t+e.rtt/2, cost)
+	d := e.lim.Take(&e.r.key(a.key).state, epoch+a.t+e.rtt/2, cost)
 	e.r.m.StoreCalls++
 	e.r.decide(a.t, a.t, a.key, cost, d.Allowed, a.t+e.rtt+d.Delay.Microseconds())
 }
@@ -580,7 +576,7 @@ func newEngine(sc *Scenario, c *Contender, r *recorder, keys, salt int) (engine,
 	cl := newCluster(sc, c, r, salt)
 	switch c.Strategy {
 	case StrategyCentral:
-		return &central{cluster: cl, lim: lim, states: make([]algo.State, keys), rtt: c.RTT.us()}, nil
+		return &central{cluster: cl, lim: lim, rtt: c.RTT.us()}, nil
 	case StrategyLocal:
 		e := &local{cluster: cl}
 		e.compile()
