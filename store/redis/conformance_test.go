@@ -9,3 +9,11 @@ import (
 func TestConformanceStandalone(t *testing.T) {
 	storetest.Run(t, harness(redisURL(t)))
 }
+
+func TestConformanceCluster(t *testing.T) {
+	storetest.Run(t, harness(clusterURL(t)))
+}
+
+func TestConformanceSentinel(t *testing.T) {
+	storetest.Run(t, harness(sentinelURL(t)))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,24 @@ func harness(url string, opts ...Option) storetest.Harness {
 func redisURL(tb testing.TB) string {
 	tb.Helper()
 	return "redis://" + testserver.Redis(tb)
+}
+
+func clusterURL(tb testing.TB) string {
+	tb.Helper()
+	return "redis-cluster://" + strings.Join(testserver.RedisCluster(tb), ",")
+}
+
+func sentinelURL(tb testing.TB) string {
+	tb.Helper()
+	master, sentinels := testserver.RedisSentinel(tb)
+	return "redis-sentinel://" + master + "@" + strings.Join(sentinels, ",")
+}
+
+// withTestTTLFloor raises WithTestClock's TTL floor, for long tests whose
+// keys may sit idle longer than a second of real time.
+func withTestTTLFloor(d time.Duration) Option {
+	return func(o *options) error {
+		o.testTTLFloor = d
+		return nil
+	}
 }

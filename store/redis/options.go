@@ -19,6 +19,8 @@ type options struct {
 	tls         *tls.Config
 	client      func(*rueidis.ClientOption)
 	testClock   func() time.Time
+	// testTTLFloor is the least TTL of a key written at a test-clock time.
+	testTTLFloor time.Duration
 }
 
 func defaultOptions() options {
@@ -111,14 +113,19 @@ func WithClientOption(f func(*rueidis.ClientOption)) Option {
 // conformance suite and the differential test drive time explicitly);
 // production stores must not use it, since the server clock is what makes
 // instances with skewed clocks agree. Key TTLs are computed from the test
-// clock, so a key whose test-clock TTL is shorter than the real time
-// between two calls may expire early.
+// clock but never shorter than one second, so that the real time between
+// two steps of a test does not expire a key the test clock still holds.
+// (Scripts treat a state whose test-clock expiry has passed as fresh, so a
+// key that outlives its test-clock TTL changes no decision.)
 func WithTestClock(clock func() time.Time) Option {
 	return func(o *options) error {
 		if clock == nil {
 			return fmt.Errorf("redis: WithTestClock: nil clock")
 		}
 		o.testClock = clock
+		if o.testTTLFloor == 0 {
+			o.testTTLFloor = time.Second
+		}
 		return nil
 	}
 }

@@ -61,6 +61,7 @@ func assemble(names ...string) string {
 // Ops of the decision script (see lua/main.lua).
 const (
 	opTake     = "t"
+	opReserve  = "T"
 	opPeek     = "p"
 	opRefund   = "r"
 	opRollback = "b"

@@ -26,6 +26,8 @@ type Store struct {
 	closed atomic.Bool
 	specs  sync.Map // *algo.Limit → []string (see spec)
 	batch  *batcher
+	// ttlFloor is the script argument for o.testTTLFloor (ms).
+	ttlFloor string
 
 	// beforeRollback, when set by a test, runs between a cross-slot
 	// reservation that was refused and its rollback.
@@ -129,7 +131,10 @@ func buildOptions(opts []Option) (options, error) {
 }
 
 func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
-	s := &Store{client: client, mode: mode, o: o}
+	s := &Store{client: client, mode: mode, o: o, ttlFloor: "0"}
+	if o.testClock != nil {
+		s.ttlFloor = strconv.FormatInt(o.testTTLFloor.Milliseconds(), 10)
+	}
 	s.batch = &batcher{size: o.batchSize, max: o.inflight, window: o.batchWindow, exec: s.execBatch}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -347,9 +352,9 @@ type scriptArgs struct {
 }
 
 // appendGroup appends one group (see lua/main.lua) to a script call: the
-// requests reqs[idx[j]] (all of reqs when idx is nil). at, when not empty,
-// replaces every request's At.
-func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request, idx []int, at string) {
+// requests reqs[idx[j]] (all of reqs when idx is nil). ats, when not nil,
+// replaces the requests' At (indexed like reqs).
+func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request, idx []int, ats []int64) {
 	n := len(reqs)
 	if idx != nil {
 		n = len(idx)
@@ -363,9 +368,13 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 		r := &reqs[i]
 		sa.keys = append(sa.keys, r.Key)
 		sa.args = append(sa.args, s.specOf(r.Limit)...)
-		rat := at
-		if rat == "" && r.At != 0 {
-			rat = strconv.FormatInt(r.At, 10)
+		at := r.At
+		if ats != nil {
+			at = ats[i]
+		}
+		rat := ""
+		if at != 0 {
+			rat = strconv.FormatInt(at, 10)
 		}
 		sa.args = append(sa.args, itoa(r.Cost), utoa(r.Lease), rat)
 	}
@@ -386,12 +395,21 @@ func (g *groupReply) header() (status, now int64, err error) {
 	return status, now, nil
 }
 
-func (g *groupReply) decision(l *algo.Limit) (algo.Decision, error) {
-	if g.pos+5 > len(g.v) {
+// decision reads one request's decision; a reserve reply has a sixth
+// value, the time the units were stamped with, which goes to stamp.
+func (g *groupReply) decision(l *algo.Limit, stamp *int64) (algo.Decision, error) {
+	width := 5
+	if stamp != nil {
+		width = 6
+	}
+	if g.pos+width > len(g.v) {
 		return algo.Decision{}, errShortReply
 	}
-	v := g.v[g.pos : g.pos+5]
-	g.pos += 5
+	v := g.v[g.pos : g.pos+width]
+	g.pos += width
+	if stamp != nil {
+		*stamp = v[5]
+	}
 	d := algo.Decision{
 		Allowed:    v[0] == 1,
 		Limit:      l.Capacity(),
@@ -416,9 +434,10 @@ func (g *groupReply) skip(n int) error {
 
 var errShortReply = errors.New("redis: script reply too short")
 
-// decodeTake fills out from a take group's reply. A refused group reports
-// each request as if nothing had been charged (store.Unwind).
-func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decision) (store.Result, error) {
+// decodeTake fills out from a take group's reply (and stamps from a
+// reserve reply, indexed like reqs). A refused group reports each request
+// as if nothing had been charged (store.Unwind).
+func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decision, stamps []int64) (store.Result, error) {
 	status, now, err := g.header()
 	if err != nil {
 		return store.Result{}, err
@@ -433,7 +452,11 @@ func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decis
 		if idx != nil {
 			i = idx[j]
 		}
-		d, err := g.decision(reqs[i].Limit)
+		var stamp *int64
+		if stamps != nil {
+			stamp = &stamps[i]
+		}
+		d, err := g.decision(reqs[i].Limit, stamp)
 		if err != nil {
 			return res, err
 		}
@@ -495,8 +518,8 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 	now := s.testNow()
 	calls := make([]scriptArgs, len(groups))
 	for gi, idx := range groups {
-		calls[gi].args = append(calls[gi].args, "1")
-		s.appendGroup(&calls[gi], op, now, reqs, idx, "")
+		calls[gi].args = append(calls[gi].args, "1", s.ttlFloor)
+		s.appendGroup(&calls[gi], op, now, reqs, idx, nil)
 	}
 	for gi, r := range s.evalMulti(ctx, decideScript, calls) {
 		v, err := r.AsIntSlice()
@@ -510,7 +533,7 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 		switch op {
 		case opPeek:
 			for _, i := range groups[gi] {
-				if out[i], err = g.decision(reqs[i].Limit); err != nil {
+				if out[i], err = g.decision(reqs[i].Limit, nil); err != nil {
 					return err
 				}
 			}
@@ -525,7 +548,7 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 
 func opName(op string) string {
 	switch op {
-	case opTake:
+	case opTake, opReserve:
 		return "take"
 	case opPeek:
 		return "peek"
@@ -576,9 +599,10 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	nowArg := strconv.FormatInt(now, 10)
 	calls := make([]scriptArgs, len(groups))
 	for gi, idx := range groups {
-		calls[gi].args = append(calls[gi].args, "1")
-		s.appendGroup(&calls[gi], opTake, nowArg, reqs, idx, "")
+		calls[gi].args = append(calls[gi].args, "1", s.ttlFloor)
+		s.appendGroup(&calls[gi], opReserve, nowArg, reqs, idx, nil)
 	}
+	stamps := make([]int64, len(reqs))
 	results := s.evalMulti(ctx, decideScript, calls)
 	admitted := make([]bool, len(groups))
 	allowed := true
@@ -587,7 +611,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 		v, err := r.AsIntSlice()
 		if err == nil {
 			var res store.Result
-			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out)
+			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, stamps)
 			admitted[gi] = err == nil && res.Allowed
 		}
 		if err != nil && firstErr == nil {
@@ -603,7 +627,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	if s.beforeRollback != nil {
 		s.beforeRollback()
 	}
-	if err := s.rollback(ctx, reqs, groups, admitted, nowArg); err != nil {
+	if err := s.rollback(ctx, reqs, groups, admitted, stamps); err != nil {
 		return store.Result{At: now}, errors.Join(firstErr, err)
 	}
 	for gi, idx := range groups {
@@ -619,7 +643,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 // rollback undoes the admitted groups' reservations, last first, within
 // the store's timeout even if ctx is done: a reservation left in place
 // would refuse others until it expires.
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, at string) error {
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, stamps []int64) error {
 	var calls []scriptArgs
 	var keys []string
 	for gi := len(groups) - 1; gi >= 0; gi-- {
@@ -627,12 +651,12 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 			continue
 		}
 		var sa scriptArgs
-		sa.args = append(sa.args, "1")
+		sa.args = append(sa.args, "1", s.ttlFloor)
 		idx := make([]int, len(groups[gi]))
 		for j := range idx {
 			idx[j] = groups[gi][len(idx)-1-j]
 		}
-		s.appendGroup(&sa, opRollback, s.testNow(), reqs, idx, at)
+		s.appendGroup(&sa, opRollback, s.testNow(), reqs, idx, stamps)
 		calls = append(calls, sa)
 		keys = append(keys, reqs[idx[0]].Key)
 	}
@@ -671,9 +695,9 @@ func (s *Store) execBatch(calls []*call) {
 	defer cancel()
 	if s.mode != Cluster || len(calls) == 1 {
 		sa := scriptArgs{args: make([]string, 0, 1+len(calls)*12), keys: make([]string, 0, len(calls))}
-		sa.args = append(sa.args, itoa(int64(len(calls))))
+		sa.args = append(sa.args, itoa(int64(len(calls))), s.ttlFloor)
 		for _, c := range calls {
-			s.appendGroup(&sa, c.op, c.now, c.reqs, nil, "")
+			s.appendGroup(&sa, c.op, c.now, c.reqs, nil, nil)
 		}
 		r := s.eval(ctx, decideScript, sa.keys, sa.args)
 		s.finish(calls, r)
@@ -690,9 +714,9 @@ func (s *Store) execBatch(calls []*call) {
 	sas := make([]scriptArgs, len(order))
 	for i, sl := range order {
 		cs := bySlot[sl]
-		sas[i].args = append(sas[i].args, itoa(int64(len(cs))))
+		sas[i].args = append(sas[i].args, itoa(int64(len(cs))), s.ttlFloor)
 		for _, c := range cs {
-			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, "")
+			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
 		}
 	}
 	for i, r := range s.evalMulti(ctx, decideScript, sas) {
@@ -711,7 +735,7 @@ func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
 		if err != nil {
 			c.err = err
 		} else {
-			c.res, c.err = decodeTake(g, c.reqs, nil, c.out)
+			c.res, c.err = decodeTake(g, c.reqs, nil, c.out, nil)
 		}
 		c.sig <- sigDone
 	}
@@ -763,10 +787,10 @@ func decodeString(key, v string) (algo.State, bool, error) {
 		}
 		st.A, st.B, st.C = int64(nums[1]), int64(nums[2]), int64(nums[3])
 	case algo.TokenBucket, algo.GCRA, algo.Shaper:
-		if len(nums) != 3 {
+		if len(nums) != 4 {
 			return bad()
 		}
-		st.A, st.B = int64(nums[1]), int64(nums[2])
+		st.A, st.B, st.C = int64(nums[1]), int64(nums[2]), int64(nums[3])
 	case algo.SmoothBursty, algo.SmoothWarmup:
 		if len(nums) != 4 {
 			return bad()

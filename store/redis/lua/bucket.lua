@@ -78,7 +78,7 @@ local function bucket(kind)
       else
         retry = micros(cdiv(cost * per - level, rate))
       end
-      return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay
+      return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
     end,
     refund = function(st, p, now, at, cost)
       if st.c == 0 then return end

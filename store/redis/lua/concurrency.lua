@@ -86,7 +86,7 @@ ALG[9] = {
     if allowed == 1 and cost > 0 and not commit then
       reset = math.max(reset, micros(p.ttl)) -- what take would report
     end
-    return allowed, rem, retry, reset, 0
+    return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)
     -- Leases are given back by release.

@@ -79,7 +79,7 @@ ALG[1] = {
       rem, retry = math.max(p.limit - st.b, 0), micros(stop - now)
     end
     if st.b > 0 or (allowed == 1 and cost > 0) then reset = micros(stop - now) end
-    return allowed, rem, retry, reset, 0
+    return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)
     local start = windowBounds(p, at)

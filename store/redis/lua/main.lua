@@ -1,26 +1,26 @@
--- The entry point. ARGV: the number of groups, then for each group its
+-- The entry point. ARGV: the number of groups, the TTL floor (ms) for
+-- groups with an explicit time, then for each group its
 -- op, its time (µs; '' for the server's TIME), its number of requests, and
 -- for each request: kind, the kind's params, cost, lease (a decimal id,
 -- kept as a string), at (the time of the take being refunded, for refund
 -- and rollback; '' for the group's time). KEYS: the requests' keys in the
 -- same order.
 --
--- Ops: 't' take (all or nothing over the group), 'p' peek (writes
--- nothing), 'r' refund, 'b' rollback (undo a reservation, including a
--- concurrency lease's slots), 'l' release.
+-- Ops: 't' take (all or nothing over the group), 'T' reserve (a take that
+-- also reports, per request, the time its units were stamped with, for
+-- the rollback), 'p' peek (writes nothing), 'r' refund, 'b' rollback (undo
+-- a reservation, including a concurrency lease's slots), 'l' release.
 --
 -- The reply, per group: status (take: 1 if admitted; others: 1), the time
 -- used, then per request for take and peek: allowed (0/1), remaining,
--- retry-after (µs, -1 for never), reset-after (µs), delay (µs); for
+-- retry-after (µs, -1 for never), reset-after (µs), delay (µs) (and for
+-- reserve the stamp time); for
 -- release: 1 if the lease held slots; for refund and rollback: nothing.
 --
 -- States follow store/storetest's reference: a state whose ExpiresAt has
 -- passed reads as fresh; a refused take charges nothing and leaves each
 -- state as that request alone would (a peek if it would pass, a refused
 -- take if not).
-
--- TESTTTL is minTTL (ms) for groups with an explicit time.
-local TESTTTL = 1000
 
 local servertime
 local function clock()
@@ -51,11 +51,12 @@ local function emit(v)
   out[o] = v
 end
 
-local function emitDecision(d)
-  for i = 1, 5 do emit(d[i]) end
+local function emitDecision(d, n)
+  for i = 1, n do emit(d[i]) end
 end
 
-local ai, ki = 2, 1
+local testTTL = tonumber(ARGV[2]) or 0
+local ai, ki = 3, 1
 for _ = 1, tonumber(ARGV[1]) do
   local op, tnow = ARGV[ai], ARGV[ai + 1]
   local nreq = tonumber(ARGV[ai + 2])
@@ -64,7 +65,7 @@ for _ = 1, tonumber(ARGV[1]) do
   if tnow == '' then
     now, minTTL = clock(), 0
   else
-    now, minTTL = clamp(tonumber(tnow)), TESTTTL
+    now, minTTL = clamp(tonumber(tnow)), testTTL
   end
   local ro = op == 'p'
 
@@ -82,15 +83,21 @@ for _ = 1, tonumber(ARGV[1]) do
     local st = states[sk]
     if not st then
       st = h.load(key, p, ro)
-      if h.expires(st, p) <= now then h.fresh(st) end
+      if h.expires(st, p) <= now then
+        if op == 't' or op == 'T' or op == 'p' then
+          h.fresh(st)
+        else
+          st.expired = true -- refund and release leave it alone
+        end
+      end
       states[sk] = st
-      order[#order + 1] = { h = h, st = st, p = p }
+      if not st.expired then order[#order + 1] = { h = h, st = st, p = p } end
     end
     reqs[r] = { h = h, p = p, st = st, cost = tonumber(ARGV[ai]), lease = ARGV[ai + 1], at = ARGV[ai + 2] }
     ai = ai + 3
   end
 
-  if op == 't' then
+  if op == 't' or op == 'T' then
     local ds, ok = {}, true
     if nreq == 1 then
       local q = reqs[1]
@@ -122,7 +129,7 @@ for _ = 1, tonumber(ARGV[1]) do
             ok = false
             for j = #charged, 1, -1 do
               local c = reqs[charged[j]]
-              if c.h.rollback then c.h.rollback(c.st, c.p, now, now, c.cost, c.lease) end
+              if c.h.rollback then c.h.rollback(c.st, c.p, now, d2[charged[j]][6], c.cost, c.lease) end
             end
             for i = 1, #order do restore(order[i].st, snaps[i]) end
             break
@@ -135,20 +142,24 @@ for _ = 1, tonumber(ARGV[1]) do
     for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
     emit(ok and 1 or 0)
     emit(now)
-    for r = 1, nreq do emitDecision(ds[r]) end
+    local width = 5
+    if op == 'T' then width = 6 end
+    for r = 1, nreq do emitDecision(ds[r], width) end
   elseif op == 'p' then
     emit(1)
     emit(now)
     for r = 1, nreq do
       local q = reqs[r]
-      emitDecision({ q.h.decide(q.st, q.p, now, q.cost, q.lease, false) })
+      emitDecision({ q.h.decide(q.st, q.p, now, q.cost, q.lease, false) }, 5)
     end
   elseif op == 'r' or op == 'b' then
     for r = 1, nreq do
       local q = reqs[r]
       local at = now
       if q.at ~= '' then at = clamp(tonumber(q.at)) end
-      if op == 'b' and q.h.rollback then
+      if q.st.expired then
+        -- Nothing left to give back.
+      elseif op == 'b' and q.h.rollback then
         q.h.rollback(q.st, q.p, now, at, q.cost, q.lease)
       elseif q.cost > 0 then
         q.h.refund(q.st, q.p, now, at, q.cost)
@@ -163,7 +174,7 @@ for _ = 1, tonumber(ARGV[1]) do
     for r = 1, nreq do
       local q = reqs[r]
       local found = false
-      if q.h.release then found = q.h.release(q.st, q.p, now, q.lease) end
+      if q.h.release and not q.st.expired then found = q.h.release(q.st, q.p, now, q.lease) end
       emit(found and 1 or 0)
     end
     for i = 1, #order do

@@ -80,7 +80,8 @@ end
 
 -- minTTL (ms) is set by main for groups with an explicit (test) time:
 -- their TTLs follow the test clock, and a floor keeps real time between
--- two steps of a test from expiring a key the test clock still holds.
+-- two steps of a test from expiring a key the test clock still holds
+-- (see WithTestClock).
 local minTTL = 0
 
 -- ttlms is the TTL (ms) of a state that expires at exp (µs) > now.
@@ -202,7 +203,9 @@ end
 --   fresh(st)                   make st fresh
 --   decide(st, p, now, cost, lease, commit)
 --                               algo's decide: allowed, remaining,
---                               retry-after, reset-after, delay
+--                               retry-after, reset-after, delay, and the
+--                               time it used (now, or the state's later
+--                               time: what a refund or rollback needs)
 --   refund(st, p, now, at, cost), rollback (sorted sets), release
 --   save(st, p, now)            write st back with its TTL
 local ALG = {}

@@ -83,7 +83,7 @@ ALG[2] = {
     if allowed == 1 and cost > 0 and not commit then
       reset = micros(p.per) -- what take would report
     end
-    return allowed, rem, retry, reset, 0
+    return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)
     slidingLogRefund(st, at, cost)

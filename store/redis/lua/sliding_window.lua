@@ -122,7 +122,7 @@ ALG[3] = {
       exp = (idx + p.n + 1) * sub -- what take would report
     end
     if exp > now then reset = micros(exp - now) end
-    return allowed, rem, retry, reset, 0
+    return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)
     local i, cur = tdiv(at, p.sub), tdiv(st.a, p.sub)

@@ -78,7 +78,7 @@ local function smooth(kind)
       local stored = resync(st, p, now)
       local wait = st.b - now
       if wait > p.maxWait then
-        return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0
+        return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0, now
       end
       local spend = math.min(cost, stored)
       local fresh = cost - spend
@@ -102,7 +102,7 @@ local function smooth(kind)
       local rem = 0
       if kind ~= WARMUP then rem = trunc(stored) end
       if nxt <= now then rem = rem + 1 end
-      return 1, rem, 0, micros(untilFull(p, nxt, stored) - now), micros(wait)
+      return 1, rem, 0, micros(untilFull(p, nxt, stored) - now), micros(wait), now
     end,
     refund = function(st, p, now, at, cost)
       -- Give back the ticket time the cost is worth at the stable rate,

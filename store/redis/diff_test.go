@@ -1,0 +1,349 @@
+package redis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// The differential test: traces run through the Go reference (algo's pure
+// functions on local states, with the store rules storetest documents)
+// and through the Lua scripts with explicit times, and every decision,
+// every Result and every state read back by Inspect must be identical.
+
+// clock is a settable test clock.
+type clock struct{ us atomic.Int64 }
+
+func (c *clock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
+
+// model is the reference: algo on local states; a state past its
+// ExpiresAt is fresh; a refused Take leaves each state as its request
+// alone would; Peek writes nothing.
+type model struct{ states map[string]*algo.State }
+
+func (m *model) state(key string, l *algo.Limit, now int64) algo.State {
+	s, ok := m.states[key]
+	if !ok || l.ExpiresAt(s) <= now {
+		return algo.State{}
+	}
+	return s.Clone()
+}
+
+func (m *model) put(key string, l *algo.Limit, s algo.State, now int64) {
+	if l.ExpiresAt(&s) <= now {
+		delete(m.states, key)
+		return
+	}
+	m.states[key] = &s
+}
+
+func (m *model) take(reqs []store.Request, now int64) (bool, []algo.Decision) {
+	out := make([]algo.Decision, len(reqs))
+	states := map[string]*algo.State{}
+	for i, q := range reqs {
+		s, seen := states[q.Key]
+		if !seen {
+			v := m.state(q.Key, q.Limit, now)
+			s = &v
+			states[q.Key] = s
+		}
+		out[i] = q.Limit.TakeLease(s, now, q.Cost, q.Lease)
+		if !out[i].Allowed {
+			for j, q := range reqs {
+				s := m.state(q.Key, q.Limit, now)
+				d := q.Limit.Peek(&s, now, q.Cost)
+				if !d.Allowed {
+					d = q.Limit.TakeLease(&s, now, q.Cost, q.Lease)
+				}
+				out[j] = store.Unwind(d, q.Cost)
+				m.put(q.Key, q.Limit, s, now)
+			}
+			return false, out
+		}
+	}
+	for _, q := range reqs {
+		if s, ok := states[q.Key]; ok {
+			m.put(q.Key, q.Limit, *s, now)
+			delete(states, q.Key)
+		}
+	}
+	return true, out
+}
+
+func (m *model) peek(q store.Request, now int64) algo.Decision {
+	s := m.state(q.Key, q.Limit, now)
+	return q.Limit.Peek(&s, now, q.Cost)
+}
+
+func (m *model) refund(q store.Request, now int64) {
+	s, ok := m.states[q.Key]
+	if !ok || q.Limit.ExpiresAt(s) <= now {
+		return
+	}
+	at := q.At
+	if at == 0 {
+		at = now
+	}
+	v := s.Clone()
+	q.Limit.Refund(&v, now, at, q.Cost)
+	m.put(q.Key, q.Limit, v, now)
+}
+
+func (m *model) release(q store.Request, now int64) {
+	s, ok := m.states[q.Key]
+	if !ok || q.Limit.ExpiresAt(s) <= now {
+		return
+	}
+	v := s.Clone()
+	q.Limit.Release(&v, now, q.Lease)
+	m.put(q.Key, q.Limit, v, now)
+}
+
+// diffParams are the limits of the differential test: every algorithm,
+// with the options that change its math.
+func diffParams() []algo.Params {
+	sec, ms := time.Second, time.Millisecond
+	three, zero := int64(3), int64(0)
+	return []algo.Params{
+		{Algorithm: algo.FixedWindow, Limit: 5, Period: sec},
+		{Algorithm: algo.FixedWindow, Limit: 3, Period: 700 * ms},
+		{Algorithm: algo.FixedWindow, Limit: 4, Calendar: algo.CalendarMonth},
+		{Algorithm: algo.FixedWindow, Limit: 4, Calendar: algo.CalendarYear},
+		{Algorithm: algo.SlidingLog, Limit: 5, Period: sec},
+		{Algorithm: algo.SlidingLog, Limit: 2, Period: 333 * ms},
+		{Algorithm: algo.SlidingWindow, Limit: 7, Period: sec},
+		{Algorithm: algo.SlidingWindow, Limit: 10, Period: sec, SubWindows: 4},
+		{Algorithm: algo.SlidingWindow, Limit: 9, Period: 2800 * ms, SubWindows: 7},
+		{Algorithm: algo.TokenBucket, Limit: 5, Period: sec},
+		{Algorithm: algo.TokenBucket, Limit: 3, Period: sec, Burst: 6, InitialTokens: &three},
+		{Algorithm: algo.TokenBucket, Limit: 7, Period: 3 * sec, Burst: 2, InitialTokens: &zero},
+		{Algorithm: algo.GCRA, Limit: 4, Period: sec, Burst: 2},
+		{Algorithm: algo.GCRA, Limit: 1000, Period: 7 * sec},
+		{Algorithm: algo.Shaper, Limit: 5, Period: sec, Burst: 3, Delay: 1},
+		{Algorithm: algo.Shaper, Limit: 3, Period: 900 * ms, Burst: 4},
+		{Algorithm: algo.SmoothBursty, Limit: 5, Period: sec, MaxWait: 300 * ms},
+		{Algorithm: algo.SmoothBursty, Limit: 7, Period: 3 * sec, MaxBurstSeconds: 2.5},
+		{Algorithm: algo.SmoothWarmup, Limit: 5, Period: sec, WarmupPeriod: 2 * sec, MaxWait: 500 * ms},
+		{Algorithm: algo.SmoothWarmup, Limit: 3, Period: 700 * ms, WarmupPeriod: 1300 * ms, ColdFactor: 4.5, MaxWait: sec},
+		{Algorithm: algo.Concurrency, Limit: 3, LeaseTTL: 800 * ms},
+		{Algorithm: algo.Concurrency, Limit: 5, Period: 2 * sec},
+	}
+}
+
+func TestDifferentialRandom(t *testing.T) {
+	url := redisURL(t)
+	ops := 1500
+	if testing.Short() {
+		ops = 300
+	}
+	for i, p := range diffParams() {
+		l, err := algo.Compile(p)
+		if err != nil {
+			t.Fatalf("Compile(%+v): %v", p, err)
+		}
+		t.Run(fmt.Sprintf("%d_%s", i, l), func(t *testing.T) {
+			t.Parallel()
+			seed := uint64(time.Now().UnixNano())
+			if v, err := strconv.ParseUint(os.Getenv("FLOODGATE_DIFF_SEED"), 10, 64); err == nil {
+				seed = v
+			}
+			t.Logf("seed %d (set FLOODGATE_DIFF_SEED to replay)", seed)
+			runDiff(t, url, l, rand.New(rand.NewPCG(seed, uint64(i))), ops)
+		})
+	}
+}
+
+// runDiff runs one random trace of takes on one or several keys (same hash
+// tag), peeks, refunds, releases, resets and clock steps (forward, zero
+// and sometimes backward) and compares everything.
+func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int) {
+	trace := os.Getenv("FLOODGATE_DIFF_TRACE") != ""
+	ck := new(clock)
+	start := time.Date(2025, time.December, 31, 23, 59, 58, 0, time.UTC).UnixMicro()
+	ck.us.Store(start + rng.Int64N(2e6))
+	s := openT(t, url, WithTestClock(ck.Now), withTestTTLFloor(time.Hour))
+	ns := fmt.Sprintf("{diff%s/%s}:", runID, t.Name())
+	keys := []string{ns + "a", ns + "b", ns + "c"}
+	ref := &model{states: map[string]*algo.State{}}
+	lastAt := map[string]int64{}
+	capacity := l.Capacity()
+	cost := func() int64 {
+		switch n := rng.IntN(20); {
+		case n == 0:
+			return 0
+		case n == 1:
+			return capacity + 1 + rng.Int64N(3)
+		case n < 12:
+			return 1
+		default:
+			return 1 + rng.Int64N(max(capacity, 1))
+		}
+	}
+	period := int64(l.Window(ck.us.Load()) / time.Microsecond)
+	for i := 0; i < ops; i++ {
+		now := ck.us.Load()
+		where := fmt.Sprintf("op %d at +%dµs", i, now-start)
+		if trace {
+			t.Logf("%s", where)
+			for _, key := range keys {
+				st, _, _ := s.Inspect(t.Context(), key)
+				t.Logf("    %s store %+v ref %+v", key[len(ns):], st, ref.states[key])
+			}
+		}
+		switch n := rng.IntN(100); {
+		case n < 40:
+			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost(), Lease: uint64(rng.IntN(4))}
+			ok, want := ref.take([]store.Request{q}, now)
+			if trace {
+				t.Logf("  take %s cost %d lease %d -> %v", q.Key[len(ns):], q.Cost, q.Lease, ok)
+			}
+			out := make([]algo.Decision, 1)
+			res, err := s.Take(t.Context(), []store.Request{q}, out)
+			if err != nil {
+				t.Fatalf("%s: Take: %v", where, err)
+			}
+			if res.At != now || res.Allowed != ok || out[0] != want[0] {
+				t.Fatalf("%s: Take(%s, cost %d, lease %d) = %+v %+v, reference %v %+v", where, q.Key, q.Cost, q.Lease, res, out[0], ok, want[0])
+			}
+			if ok {
+				lastAt[q.Key] = now
+			}
+		case n < 55:
+			m := 2 + rng.IntN(3)
+			reqs := make([]store.Request, m)
+			for j := range reqs {
+				reqs[j] = store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost() % (capacity + 1), Lease: uint64(rng.IntN(4))}
+			}
+			ok, want := ref.take(reqs, now)
+			if trace {
+				for _, q := range reqs {
+					t.Logf("  multi %s cost %d lease %d", q.Key[len(ns):], q.Cost, q.Lease)
+				}
+				t.Logf("  -> %v", ok)
+			}
+			out := make([]algo.Decision, m)
+			res, err := s.Take(t.Context(), reqs, out)
+			if err != nil {
+				t.Fatalf("%s: Take: %v", where, err)
+			}
+			if res.Allowed != ok || !slices.Equal(out, want) {
+				t.Fatalf("%s: Take(%+v) = %v %+v, reference %v %+v", where, reqs, res.Allowed, out, ok, want)
+			}
+			if ok {
+				for _, q := range reqs {
+					lastAt[q.Key] = now
+				}
+			}
+		case n < 65:
+			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost()}
+			out := make([]algo.Decision, 1)
+			if err := s.Peek(t.Context(), []store.Request{q}, out); err != nil {
+				t.Fatalf("%s: Peek: %v", where, err)
+			}
+			if want := ref.peek(q, now); out[0] != want {
+				t.Fatalf("%s: Peek(%s, cost %d) = %+v, reference %+v", where, q.Key, q.Cost, out[0], want)
+			}
+		case n < 72:
+			key := keys[rng.IntN(len(keys))]
+			q := store.Request{Key: key, Limit: l, Cost: 1 + rng.Int64N(3), At: lastAt[key]}
+			ref.refund(q, now)
+			if trace {
+				t.Logf("  refund %s cost %d at %d", q.Key[len(ns):], q.Cost, q.At)
+			}
+			if err := s.Refund(t.Context(), []store.Request{q}); err != nil {
+				t.Fatalf("%s: Refund: %v", where, err)
+			}
+		case n < 77:
+			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Lease: uint64(rng.IntN(4))}
+			ref.release(q, now)
+			if err := s.Release(t.Context(), []store.Request{q}); err != nil {
+				t.Fatalf("%s: Release: %v", where, err)
+			}
+		case n < 79:
+			key := keys[rng.IntN(len(keys))]
+			delete(ref.states, key)
+			delete(lastAt, key)
+			if err := s.Reset(t.Context(), key); err != nil {
+				t.Fatalf("%s: Reset: %v", where, err)
+			}
+		default:
+			var d int64
+			switch rng.IntN(12) {
+			case 0:
+				d = period + rng.Int64N(period)
+			case 1, 2:
+				d = 0
+			case 3:
+				d = -rng.Int64N(period / 3) // the clock steps back
+			case 4:
+				d = rng.Int64N(5)
+			default:
+				d = rng.Int64N(period / 4)
+			}
+			ck.us.Add(d)
+			continue
+		}
+		for _, key := range keys {
+			compareState(t, where, s, ref, key, l, ck.us.Load())
+		}
+	}
+}
+
+// compareState checks that Inspect reads back the reference's state.
+func compareState(t *testing.T, where string, s *Store, ref *model, key string, l *algo.Limit, now int64) {
+	t.Helper()
+	got, found, err := s.Inspect(t.Context(), key)
+	if err != nil {
+		t.Fatalf("%s: Inspect(%s): %v", where, key, err)
+	}
+	want, live := ref.states[key]
+	if live && l.ExpiresAt(want) <= now {
+		live = false
+	}
+	if !live {
+		if found && l.ExpiresAt(&got) > now {
+			t.Fatalf("%s: %s: the store holds live state %+v, the reference none", where, key, got)
+		}
+		return
+	}
+	if !found {
+		t.Fatalf("%s: %s: the store holds no state, the reference %+v", where, key, *want)
+	}
+	w := want.Clone()
+	if l.Algorithm() == algo.Concurrency {
+		sortPairs(got.Ext)
+		sortPairs(w.Ext)
+	}
+	if l.Algorithm() == algo.SlidingWindow && len(w.Ext) == 0 {
+		w.Ext = nil
+	}
+	if got.A != w.A || got.B != w.B || got.C != w.C || !slices.Equal(got.Ext, w.Ext) {
+		t.Fatalf("%s: %s: store state %+v, reference %+v", where, key, got, w)
+	}
+}
+
+// sortPairs orders (lease, expiry) pairs by expiry, then lease.
+func sortPairs(ext []int64) {
+	type pair struct{ lease, exp int64 }
+	ps := make([]pair, len(ext)/2)
+	for i := range ps {
+		ps[i] = pair{ext[2*i], ext[2*i+1]}
+	}
+	slices.SortFunc(ps, func(a, b pair) int {
+		if a.exp != b.exp {
+			return int(a.exp - b.exp)
+		}
+		return int(a.lease - b.lease)
+	})
+	for i, p := range ps {
+		ext[2*i], ext[2*i+1] = p.lease, p.exp
+	}
+}
