@@ -25,27 +25,37 @@
 //
 // Token bucket, GCRA, shaper, smooth bursty, smooth warm-up, sliding log and
 // concurrency keep their algo.State (State.MarshalBinary behind a byte
-// naming the algorithm) in one item, updated by gets/cas optimistic
-// concurrency: read the state and its CAS id, decide, and write back only
-// if nobody wrote in between; otherwise re-read and decide again after a
-// jittered exponential backoff (WithBackoff), at most WithRetries times.
-// When the retries run out the operation fails with an error wrapping
-// store.ErrContention and nothing charged: the caller's failure policy
-// (fail open, closed, or local) decides, never a silent over-admission.
-// A refusal writes nothing, so only admissions contend. Stats reports
-// CAS retries per decision. A sliding log or concurrency state grows by
-// about 9 or 18 bytes per unit held; one larger than the item size limit
-// (WithMaxItemSize, memcached's -I, 1 MiB by default: a sliding log of
-// about 100 000 units) is refused with store.ErrBadRequest.
+// naming the algorithm and the state's ExpiresAt) in one item, updated by
+// gets/cas optimistic concurrency: read the state and its CAS id, decide,
+// and write back only if nobody wrote in between; otherwise re-read and
+// decide again after a jittered exponential backoff (WithBackoff), at most
+// WithRetries times. When the retries run out the operation fails with an
+// error wrapping store.ErrContention and nothing charged: the caller's
+// failure policy (fail open, closed, or local) decides, never a silent
+// over-admission. A refusal also stores what the algorithm's Take left (a
+// fresh bucket's clock starts), but with one attempt only, since it charges
+// nothing. Within one process, callers of the same key queue on a local
+// lock (4096 stripes) instead of racing, so retries are only spent against
+// other processes; Stats reports them (CAS retries per decision). A sliding
+// log or concurrency state grows by about 9 or 18 bytes per unit held; one
+// larger than the item size limit (WithMaxItemSize, memcached's -I, 1 MiB
+// by default: a sliding log of about 100 000 units) is refused with
+// store.ErrBadRequest.
+//
+// As in every store, a state whose ExpiresAt has passed on the store's
+// clock reads as fresh, whether or not memcached has dropped it yet.
 //
 // # All or nothing over several keys
 //
 // Take charges the keys one after the other; when one refuses, those
-// already charged are given back in reverse order (the window counters by
-// decr, the others by algo.Limit.Refund, concurrency slots by removing the
-// slots just taken). In between, another caller may find those units
-// taken: all-or-nothing can make a concurrent request refuse, never admit
-// too much.
+// already charged are undone in reverse order: a compare-and-swap state
+// that still holds what the Take wrote is put back as it was, one that
+// another caller changed since is given algo.Limit.Refund (for
+// concurrency, the slots just taken are removed), and a window counter is
+// decremented. In between, another caller may find those units taken:
+// all-or-nothing can make a concurrent request refuse, never admit too
+// much. A roll-back that fails (the server is gone) is returned as an
+// error: the units stay charged until they expire.
 //
 // # Clock
 //
