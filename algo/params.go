@@ -109,9 +109,9 @@ type Params struct {
 	// Concurrency it is the number of leases that may be held at once. Required, > 0.
 	Limit int64
 	// Period is the window length or the time in which Limit units refill.
-	// Any length works (30s, 5m, 36h); it is truncated to whole
-	// microseconds. Required (at least 1µs) unless Calendar is set or the
-	// algorithm is Concurrency.
+	// Any length works (30s, 5m, 36h) from 1µs to 2^53µs (about 285
+	// years); it is truncated to whole microseconds. Required unless
+	// Calendar is set or the algorithm is Concurrency.
 	Period time.Duration
 	// Calendar, for FixedWindow only, aligns windows to UTC months or years.
 	Calendar Calendar
@@ -193,6 +193,9 @@ func Compile(p Params) (*Limit, error) {
 	needPeriod := p.Calendar == CalendarNone && p.Algorithm != Concurrency
 	if needPeriod && p.Period < time.Microsecond {
 		return bad("period", "must be at least 1µs, got %v", p.Period)
+	}
+	if p.Period/time.Microsecond > maxTime {
+		return bad("period", "must be below 2^53µs (about 285 years), got %v", p.Period)
 	}
 	if p.Burst < 0 {
 		return bad("burst", "must be >= 0, got %d", p.Burst)
