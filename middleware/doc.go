@@ -1,0 +1,61 @@
+// Package middleware limits net/http handlers with Floodgate's rules: it maps
+// each request to descriptors (package dimension: client IP behind trusted
+// proxies, API key, user and tenant, route, method, headers, query), asks a
+// policy.Decider (the policy Engine on any store) for a decision, writes the
+// rate limit header fields (package headers) and applies the matched rule's
+// strategy on excess.
+//
+// # Entry points
+//
+//   - [New] returns a [*Middleware] for one domain of the rules. Its
+//     [Middleware.Handler] has the func(http.Handler) http.Handler shape that
+//     net/http, chi's Use and most routers take.
+//   - [Middleware.Check] is the decision without the wrapping, for adapters
+//     (the gin adapter in middleware/ginlimit, the gateway): it writes the
+//     header fields and, on refusal, the response, and returns a release
+//     func to call when the request is done.
+//
+// # What a request gets
+//
+// A request that produces no descriptor, or whose descriptors match no rule,
+// passes untouched: no store call, no header. Otherwise every limited
+// response carries the fields of the limits that applied (RateLimit-Policy
+// and RateLimit per draft-ietf-httpapi-ratelimit-headers-10, X-RateLimit-*
+// of the tightest one, Retry-After on 429), selectable and renameable with
+// [WithHeaders]. The values come from the store's decision, so every
+// instance sharing a store reports the same numbers for the same key.
+//
+// On excess the strategy of the refusing rules applies (see policy's
+// documentation for how several combine):
+//
+//   - reject: 429 Too Many Requests with Retry-After (whole seconds, rounded
+//     up: a client that waits that long is admitted) and an RFC 9457
+//     application/problem+json body of the draft's quota-exceeded type that
+//     names the violated policies;
+//   - wait: the request is held — in the Engine's wait queue when the
+//     Decider is a *policy.Engine, else by retrying after the advised delay —
+//     up to the rule's max_wait and the request context's deadline, then
+//     passed or rejected as above;
+//   - degrade: the fallback handler registered under the rule's fallback
+//     name ([WithFallback]) serves the request, with the header fields;
+//   - shadow: the request passes; the header fields still tell the truth.
+//
+// An admitted request that a shaper delays (Response.Delay) is held for that
+// delay before it reaches the handler, which is how the shaper's burst and
+// delay (nginx's limit_req) space requests out. Concurrency limits hold
+// their slot until the handler returns; the slot is released then, also
+// when the handler panics.
+//
+// # Errors
+//
+// A request the extractor cannot map (a value longer than allowed) gets 400
+// with a problem body saying which entry; a Decider error (the store is
+// down) gets 503 unless [WithFailOpen] lets it pass. Nothing panics on any
+// request. [WithErrorLog] receives every such error.
+//
+// # Concurrency and clock
+//
+// A Middleware is immutable and safe for concurrent use. It reads no clock:
+// decisions use the store's clock, and holding uses the runtime's timers,
+// which testing/synctest fakes.
+package middleware

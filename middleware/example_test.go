@@ -1,0 +1,51 @@
+package middleware_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/floodgate/floodgate/dimension"
+	"github.com/floodgate/floodgate/middleware"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/memory"
+)
+
+// Two calls per minute per client IP, told to clients in the IETF fields.
+func ExampleMiddleware_Handler() {
+	cfg, err := policy.Parse("rules.yaml", []byte(`
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, unit: minute, requests_per_unit: 2}
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A fixed clock keeps the output stable: 20 s into a minute.
+	now := func() time.Time { return time.Date(2025, 1, 1, 0, 0, 20, 0, time.UTC) }
+	st, _ := memory.New(memory.WithClock(now))
+	defer st.Close()
+	engine, _ := policy.NewEngine(cfg, st)
+	x, _ := dimension.NewExtractor(dimension.Spec{Descriptors: []dimension.DescriptorSpec{
+		{Entries: []dimension.EntrySpec{{Source: "remote_address"}}},
+	}})
+	limit, err := middleware.New(engine, "api", x)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/hello", nil))
+		fmt.Printf("%d %s %s retry=%q\n", w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 "per-ip";q=2;w=60 "per-ip";r=1;t=40 retry=""
+	// 200 "per-ip";q=2;w=60 "per-ip";r=0;t=40 retry=""
+	// 429 "per-ip";q=2;w=60 "per-ip";r=0;t=40 retry="40"
+}

@@ -1,0 +1,438 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/dimension"
+	"github.com/floodgate/floodgate/headers"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// Waiter is a Decider that can hold a request for the wait strategy itself,
+// in a bounded queue (policy.Engine.DecideWait). The middleware uses it when
+// the Decider has it, else it retries after the advised delay.
+type Waiter interface {
+	DecideWait(ctx context.Context, req policy.Request) (policy.Response, error)
+}
+
+// Releaser gives back the concurrency slots an admitted response holds
+// (policy.Engine.Release). Without it, slots are only freed when their lease
+// expires.
+type Releaser interface {
+	Release(ctx context.Context, resp policy.Response) error
+}
+
+// Option configures a Middleware; see New for the defaults.
+type Option func(*options)
+
+type options struct {
+	headers   headers.Options
+	fallbacks map[string]http.Handler
+	cost      func(*http.Request) int64
+	priority  func(*http.Request) string
+	failOpen  bool
+	errLog    func(*http.Request, error)
+	maxWait   time.Duration
+}
+
+// WithHeaders chooses which header fields are written and under which
+// names (default: every field under its standard name; see package
+// headers).
+func WithHeaders(o headers.Options) Option { return func(m *options) { m.headers = o } }
+
+// WithFallback registers the handler that serves requests a rule with
+// strategy degrade and fallback: name refuses. A refused request whose
+// fallback is not registered is rejected (429) and reported to the error
+// log. Default: none.
+func WithFallback(name string, h http.Handler) Option {
+	return func(m *options) {
+		if m.fallbacks == nil {
+			m.fallbacks = map[string]http.Handler{}
+		}
+		m.fallbacks[name] = h
+	}
+}
+
+// WithCost sets each request's cost (policy.Request.Hits), e.g. from its
+// size; 0 means 1. Default: every request costs 1.
+func WithCost(fn func(*http.Request) int64) Option { return func(m *options) { m.cost = fn } }
+
+// WithPriority sets each request's priority class (policy.Request.Priority),
+// e.g. from its authenticated plan. Default: "" (the rules decide).
+func WithPriority(fn func(*http.Request) string) Option {
+	return func(m *options) { m.priority = fn }
+}
+
+// WithFailOpen lets requests pass, without header fields, when the Decider
+// fails (the store is unreachable). Default false: they get 503. A
+// policy.Engine over a store/resilient store applies its own failure
+// policy before this one is reached.
+func WithFailOpen(on bool) Option { return func(m *options) { m.failOpen = on } }
+
+// WithErrorLog receives every error the middleware answers for: a request
+// the extractor could not map, a Decider error, a missing fallback, a
+// failed release. Default: none.
+func WithErrorLog(fn func(*http.Request, error)) Option { return func(m *options) { m.errLog = fn } }
+
+// WithMaxWait bounds how long a request may be held by the wait strategy
+// and by a shaper's delay, on top of the rules' max_wait and the request
+// context's deadline. Default 0: no bound of its own. A Decider that is not
+// a Waiter is retried after each advised delay until then, or for at most
+// 30 s when neither this nor the context sets a bound.
+func WithMaxWait(d time.Duration) Option { return func(m *options) { m.maxWait = d } }
+
+// Middleware limits HTTP requests by one domain of the rules. It is
+// immutable and safe for concurrent use.
+type Middleware struct {
+	d        policy.Decider
+	domain   string
+	x        *dimension.Extractor
+	o        options
+	waiter   Waiter
+	releaser Releaser
+	pool     sync.Pool // *scratch
+}
+
+// scratch holds one request's descriptor buffers between requests.
+type scratch struct {
+	dims    []dimension.Descriptor
+	descs   []policy.Descriptor
+	entries []policy.Entry
+}
+
+// defaultFallbackWait bounds the retry loop for a Decider that cannot wait
+// itself when nothing else bounds it.
+const defaultFallbackWait = 30 * time.Second
+
+// New returns a Middleware deciding with d in domain, mapping requests to
+// descriptors with x. Options and their defaults:
+//
+//   - WithHeaders(headers.Options{}): every field, standard names
+//   - WithFallback: none registered
+//   - WithCost: 1 per request
+//   - WithPriority: none
+//   - WithFailOpen(false): a Decider error is a 503
+//   - WithErrorLog: none
+//   - WithMaxWait(0): the rules' max_wait and the request's deadline
+//
+// When d is a *policy.Engine (anything with Config() *policy.Config), New
+// checks that every degrade rule of the domain has its fallback registered.
+func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option) (*Middleware, error) {
+	if d == nil {
+		return nil, errors.New("middleware: New: nil Decider")
+	}
+	if domain == "" {
+		return nil, errors.New("middleware: New: empty domain")
+	}
+	if x == nil {
+		return nil, errors.New("middleware: New: nil Extractor")
+	}
+	m := &Middleware{d: d, domain: domain, x: x}
+	for _, f := range opts {
+		if f != nil {
+			f(&m.o)
+		}
+	}
+	if m.o.maxWait < 0 {
+		return nil, fmt.Errorf("middleware: WithMaxWait(%v): must not be negative", m.o.maxWait)
+	}
+	for name, h := range m.o.fallbacks {
+		if h == nil {
+			return nil, fmt.Errorf("middleware: WithFallback(%q): nil handler", name)
+		}
+	}
+	m.waiter, _ = d.(Waiter)
+	m.releaser, _ = d.(Releaser)
+	if c, ok := d.(interface{ Config() *policy.Config }); ok {
+		if err := CheckFallbacks(c.Config(), domain, m.o.fallbacks); err != nil {
+			return nil, err
+		}
+	}
+	m.pool.New = func() any { return new(scratch) }
+	return m, nil
+}
+
+// CheckFallbacks reports the degrade rules of domain in cfg whose fallback
+// is not in fallbacks, each with where it was written.
+func CheckFallbacks(cfg *policy.Config, domain string, fallbacks map[string]http.Handler) error {
+	dom := cfg.Domain(domain)
+	if dom == nil {
+		return nil
+	}
+	var missing []string
+	for _, r := range dom.Rules() {
+		if r.Strategy != policy.StrategyDegrade {
+			continue
+		}
+		if _, ok := fallbacks[r.Fallback]; !ok {
+			missing = append(missing, fmt.Sprintf("%s: rule %q degrades to fallback %q, which is not registered (WithFallback)", r.Pos, r.Name, r.Fallback))
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New("middleware: " + strings.Join(missing, "; "))
+	}
+	return nil
+}
+
+// Handler wraps next: requests within their limits reach it with the
+// header fields set; the others are answered as their rule's strategy says.
+// Its shape fits net/http, chi's Use and most routers.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done, pass := m.Check(w, r)
+		if !pass {
+			return
+		}
+		defer done()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func nop() {}
+
+// Check decides r. When the request may proceed it sets the header fields
+// on w and returns pass true and a done func to call once the request is
+// complete (it releases concurrency slots; it is never nil). Otherwise it
+// has written the whole response — 429, the fallback's answer, 400 or 503 —
+// and returns pass false.
+func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(), pass bool) {
+	sc := m.pool.Get().(*scratch)
+	defer m.pool.Put(sc)
+	dims, err := m.x.Descriptors(r, sc.dims)
+	sc.dims = dims
+	if err != nil {
+		m.log(r, err)
+		status := http.StatusBadRequest
+		if errors.Is(err, dimension.ErrNoClientIP) {
+			status = http.StatusInternalServerError
+		}
+		WriteProblem(w, Problem{Status: status, Detail: err.Error(), Instance: r.URL.Path})
+		return nop, false
+	}
+	if len(dims) == 0 {
+		return nop, true
+	}
+	req := policy.Request{Domain: m.domain, Descriptors: sc.convert(dims)}
+	if m.o.cost != nil {
+		req.Hits = m.o.cost(r)
+	}
+	if m.o.priority != nil {
+		req.Priority = m.o.priority(r)
+	}
+	ctx := r.Context()
+	resp, err := m.d.Decide(ctx, req)
+	if err != nil {
+		return m.decideFailed(w, r, err)
+	}
+	if resp.Code != policy.CodeOK && resp.Strategy == policy.StrategyWait {
+		resp, err = m.wait(ctx, req, resp)
+		if err != nil {
+			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nop, false // the client is gone
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return m.decideFailed(w, r, err)
+			}
+			resp.Code, resp.Strategy = policy.CodeOverLimit, policy.StrategyReject
+		}
+	}
+	if resp.Code == policy.CodeOK {
+		if resp.Delay > 0 && !m.hold(ctx, resp.Delay) {
+			m.release(r, resp)
+			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nop, false
+			}
+			WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: r.URL.Path,
+				Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
+			return nop, false
+		}
+		ps := headers.FromStatuses(resp.Statuses)
+		if len(ps) > 0 {
+			headers.Write(w.Header(), ps, m.o.headers)
+		}
+		if m.releaser != nil && resp.Holds() {
+			return func() { m.release(r, resp) }, true
+		}
+		return nop, true
+	}
+	ps := headers.FromStatuses(resp.Statuses)
+	if len(ps) > 0 {
+		headers.Write(w.Header(), ps, m.o.headers)
+	}
+	if resp.Strategy == policy.StrategyDegrade {
+		if fb := m.o.fallbacks[resp.Fallback]; fb != nil {
+			fb.ServeHTTP(w, r)
+			return nop, false
+		}
+		m.log(r, fmt.Errorf("middleware: fallback %q is not registered; rejecting", resp.Fallback))
+	}
+	Reject(w, r, resp, ps)
+	return nop, false
+}
+
+// Reject writes the 429 answer for a refused response: Retry-After is
+// expected on w already (headers.Write); the body is a quota-exceeded
+// problem naming the violated policies. ps are the response's policies
+// (headers.FromStatuses).
+func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy) {
+	p := Problem{
+		Type:             TypeQuotaExceeded,
+		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
+		Status:           http.StatusTooManyRequests,
+		Instance:         r.URL.Path,
+		ViolatedPolicies: Violated(resp),
+	}
+	if wait, ok := headers.RetryAfterOf(ps); ok {
+		s := headers.Seconds(wait)
+		p.RetryAfter = &s
+		p.Detail = fmt.Sprintf("rate limit exceeded; retry in %d s", s)
+	} else {
+		p.Detail = "rate limit exceeded; this request can never pass this limit"
+	}
+	if len(p.ViolatedPolicies) > 0 {
+		p.Detail = strings.Join(p.ViolatedPolicies, ", ") + ": " + p.Detail
+	}
+	WriteProblem(w, p)
+}
+
+// Violated returns the names of the limits that refused resp, sorted,
+// without duplicates: the refusing limits of each over-limit descriptor
+// (shadow ones excluded), else the descriptor's rule.
+func Violated(resp policy.Response) []string {
+	var names []string
+	for _, s := range resp.Statuses {
+		if s.Code != policy.CodeOverLimit {
+			continue
+		}
+		n := len(names)
+		for _, l := range s.Limits {
+			if !l.Decision.Allowed && !l.Shadow {
+				names = append(names, l.Name)
+			}
+		}
+		if len(names) == n && s.Rule != "" {
+			names = append(names, s.Rule)
+		}
+	}
+	sort.Strings(names)
+	out := names[:0]
+	for i, n := range names {
+		if i == 0 || n != names[i-1] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err error) (func(), bool) {
+	m.log(r, err)
+	if m.o.failOpen {
+		return nop, true
+	}
+	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: r.URL.Path,
+		Detail: "the rate limiter could not decide: " + err.Error()})
+	return nop, false
+}
+
+// wait holds a request refused with the wait strategy until it is admitted
+// or its wait is over; the returned response is the last decision.
+func (m *Middleware) wait(ctx context.Context, req policy.Request, resp policy.Response) (policy.Response, error) {
+	if m.o.maxWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.o.maxWait)
+		defer cancel()
+	}
+	if m.waiter != nil {
+		// A refused Decide charged nothing, so deciding again is safe.
+		return m.waiter.DecideWait(ctx, req)
+	}
+	limit := m.o.maxWait
+	if _, ok := ctx.Deadline(); !ok && limit == 0 {
+		limit = defaultFallbackWait
+	}
+	var spent time.Duration
+	for resp.Code != policy.CodeOK && resp.Strategy == policy.StrategyWait {
+		d := max(resp.Delay, time.Millisecond)
+		if limit > 0 && spent+d > limit {
+			break
+		}
+		if !m.hold(ctx, d) {
+			return resp, ctx.Err()
+		}
+		spent += d
+		next, err := m.d.Decide(ctx, req)
+		if err != nil {
+			return resp, err
+		}
+		resp = next
+	}
+	if resp.Code != policy.CodeOK {
+		resp.Strategy, resp.Delay = policy.StrategyReject, 0
+	}
+	return resp, nil
+}
+
+// hold waits d, or less when ctx ends first (then it returns false).
+func (m *Middleware) hold(ctx context.Context, d time.Duration) bool {
+	if m.o.maxWait > 0 && d > m.o.maxWait {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (m *Middleware) release(r *http.Request, resp policy.Response) {
+	if m.releaser == nil || !resp.Holds() {
+		return
+	}
+	// The request's context may be cancelled by now (the client hung up);
+	// the slot must come back anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := m.releaser.Release(ctx, resp); err != nil {
+		m.log(r, fmt.Errorf("middleware: releasing concurrency slots: %w", err))
+	}
+}
+
+func (m *Middleware) log(r *http.Request, err error) {
+	if m.o.errLog != nil {
+		m.o.errLog(r, err)
+	}
+}
+
+// convert copies the extractor's descriptors into policy descriptors, in
+// buffers kept between requests.
+func (sc *scratch) convert(dims []dimension.Descriptor) []policy.Descriptor {
+	n := 0
+	for _, d := range dims {
+		n += len(d.Entries)
+	}
+	if cap(sc.entries) < n {
+		sc.entries = make([]policy.Entry, 0, n)
+	}
+	sc.entries, sc.descs = sc.entries[:0], sc.descs[:0]
+	for _, d := range dims {
+		start := len(sc.entries)
+		for _, e := range d.Entries {
+			sc.entries = append(sc.entries, policy.Entry{Key: e.Key, Value: e.Value})
+		}
+		sc.descs = append(sc.descs, policy.Descriptor{Entries: sc.entries[start:len(sc.entries):len(sc.entries)]})
+	}
+	return sc.descs
+}
