@@ -61,7 +61,7 @@ func TestSameSeedSameBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc.Seed = seed
-		sc.Duration = sec(20)
+		sc.Duration = sec(12)
 		res := run(t, sc, withChunk(chunk))
 		var b bytes.Buffer
 		if err := WriteTable(&b, res); err != nil {
@@ -176,12 +176,12 @@ func TestParseRate(t *testing.T) {
 func TestMainWritesTheReport(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	args := []string{"--scenario", "article", "--duration", "3m", "--out", dir, "--seed", "9", "--progress", "never",
+	args := []string{"--scenario", "article", "--duration", "2m", "--out", dir, "--seed", "9", "--progress", "never",
 		"--contender", "fixed_window", "--contender", "sliding_window sub_windows=4", "--contender", "async lag=2s"}
 	if code := MainContext(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"scenario article: 3m0s simulated", "seed 9", "fixed_window", "sliding_window 4×15s", "async sliding_log lag 2s"} {
+	for _, want := range []string{"scenario article: 2m0s simulated", "seed 9", "fixed_window", "sliding_window 4×15s", "async sliding_log lag 2s"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}

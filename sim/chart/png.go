@@ -22,7 +22,7 @@ func (c *Chart) PNG(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	enc := png.Encoder{CompressionLevel: png.BestCompression}
+	enc := png.Encoder{CompressionLevel: png.DefaultCompression}
 	return enc.Encode(w, img)
 }
 
@@ -60,13 +60,16 @@ func (c *Chart) Image() (*image.RGBA, error) {
 		y := L.py(h.At)
 		r.dashed([][2]float64{{L.left, y}, {L.right, y}}, 1.5, ruleColor(h), 2, 3)
 		if h.Label != "" {
-			r.text(h.Label, L.right-6-float64(runeLen(ascii.Replace(h.Label)))*charW, y-5, ruleColor(h), 1, 0)
+			w := float64(runeLen(ascii.Replace(h.Label))) * charW
+			r.box(L.right-8-w, y-18, w+4, 16)
+			r.text(h.Label, L.right-6-w, y-5, ruleColor(h), 1, 0)
 		}
 	}
 	for _, v := range c.VRules {
 		x := L.px(v.At)
 		r.dashed([][2]float64{{x, L.top}, {x, L.bot}}, 1.5, ruleColor(v), 2, 3)
 		if v.Label != "" {
+			r.box(x+2, L.top+2, float64(runeLen(ascii.Replace(v.Label)))*charW+4, 16)
 			r.text(v.Label, x+4, L.top+14, ruleColor(v), 1, 0)
 		}
 	}
@@ -91,6 +94,14 @@ func (c *Chart) Image() (*image.RGBA, error) {
 		r.text(l.Name, L.legendX+36, y+4, ink, 1, 0)
 	}
 	return r.img, nil
+}
+
+// box lightens a rectangle behind a label so that the lines under it do
+// not hide it.
+func (r *raster) box(x, y, w, h float64) {
+	rect := image.Rect(int(x), int(y), int(x+w), int(y+h)).Intersect(r.img.Bounds())
+	veil := image.NewUniform(color.RGBA{0xd9, 0xd9, 0xd9, 0xd9}) // white at 85%, premultiplied
+	draw.Draw(r.img, rect, veil, image.Point{}, draw.Over)
 }
 
 type raster struct {

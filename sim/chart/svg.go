@@ -41,6 +41,8 @@ func (c *Chart) SVG(w io.Writer) error {
 		y := L.py(r.At)
 		f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="2 3"/>`+"\n", L.left, y, L.right, y, hex(ruleColor(r)))
 		if r.Label != "" {
+			w := float64(runeLen(r.Label)) * charW
+			f(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ffffff" fill-opacity="0.85"/>`+"\n", L.right-8-w, y-18, w+4, 16.0)
 			f(`<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%s</text>`+"\n", L.right-6, y-5, hex(ruleColor(r)), xmlEscape(r.Label))
 		}
 	}
@@ -48,6 +50,7 @@ func (c *Chart) SVG(w io.Writer) error {
 		x := L.px(r.At)
 		f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="2 3"/>`+"\n", x, L.top, x, L.bot, hex(ruleColor(r)))
 		if r.Label != "" {
+			f(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ffffff" fill-opacity="0.85"/>`+"\n", x+2, L.top+2, float64(runeLen(r.Label))*charW+4, 16.0)
 			f(`<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", x+4, L.top+14, hex(ruleColor(r)), xmlEscape(r.Label))
 		}
 	}
