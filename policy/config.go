@@ -88,6 +88,10 @@ type Domain struct {
 	DefaultPriority string
 	// Descriptors are the top-level descriptors in file order.
 	Descriptors []*Node
+	// Sections are the compiled domain-level sections other packages
+	// registered (RegisterSection), by field name; e.g.
+	// Sections["dimensions"] as package dimension compiles it.
+	Sections map[string]any
 
 	rules []*Rule // in file order; Root first when set
 	top   level
@@ -324,6 +328,9 @@ func (c *Config) Dump() string {
 		if len(d.Priorities) > 0 {
 			fmt.Fprintf(&b, " priorities=%s default_priority=%s", strings.Join(d.Priorities, ","), d.DefaultPriority)
 		}
+		for _, name := range sortedKeys(d.Sections) {
+			fmt.Fprintf(&b, " %s", name)
+		}
 		b.WriteByte('\n')
 		if d.Root != nil {
 			fmt.Fprintf(&b, "  (root) %s\n", d.Root.dumpRule())
@@ -424,4 +431,13 @@ func formatDuration(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

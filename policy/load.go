@@ -565,7 +565,7 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 		}
 		root = root.Content[0]
 	}
-	fs, ok := l.fields(root, "the domain", rootFields)
+	fs, ok := l.fields(root, "the domain", append(slices.Clip(rootFields), sectionNames()...))
 	if !ok {
 		return nil
 	}
@@ -617,6 +617,11 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 	}
 	if f, ok := fs["descriptors"]; ok {
 		d.Descriptors = l.descriptors(d, nil, f, &d.top, "", 1)
+	}
+	for _, name := range sectionNames() {
+		if f, ok := fs[name]; ok {
+			l.section(d, name, f, sectionFunc(name))
+		}
 	}
 	return d
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,4 +194,51 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+type widgetSection struct {
+	Items []struct {
+		Name string `yaml:"name"`
+		Size int    `yaml:"size"`
+	} `yaml:"items"`
+}
+
+// TestRegisteredSection: a domain-level section another package owns is
+// checked for unknown fields, decoded, validated and kept, with problems at
+// their lines.
+func TestRegisteredSection(t *testing.T) {
+	RegisterSection("widgets", func(decode func(any) error) (any, error) {
+		var s widgetSection
+		if err := decode(&s); err != nil {
+			return nil, err
+		}
+		for i, it := range s.Items {
+			if it.Size < 0 {
+				return nil, fmt.Errorf("widget: items[%d].size: must be >= 0, got %d", i, it.Size)
+			}
+		}
+		return &s, nil
+	})
+	t.Cleanup(func() {
+		sectionsMu.Lock()
+		delete(sections, "widgets")
+		sectionsMu.Unlock()
+	})
+	cfg, err := Parse("w.yaml", []byte("domain: d\nwidgets:\n  items:\n    - name: a\n      size: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := cfg.Domain("d").Sections["widgets"].(*widgetSection); !ok || w.Items[0].Size != 3 {
+		t.Fatalf("Sections = %#v", cfg.Domain("d").Sections)
+	}
+	for body, want := range map[string]string{
+		"domain: d\nwidgets:\n  items:\n    - name: a\n      colour: red\n": `w.yaml:5: unknown field "colour" in widgets.items[0]`,
+		"domain: d\nwidgets:\n  items:\n    - name: a\n      size: big\n":   "w.yaml:5: widgets: cannot unmarshal !!str `big` into int",
+		"domain: d\nwidgets:\n  items:\n    - name: a\n    - size: -1\n":     "w.yaml:5: widgets: items[1].size: must be >= 0, got -1",
+	} {
+		_, err := Parse("w.yaml", []byte(body))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", body, err, want)
+		}
+	}
 }

@@ -228,18 +228,28 @@ func TestWatchReload(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		reports := make(chan error, 10)
 		go e.Watch(ctx, path, 100*time.Millisecond, func(_ *Config, err error) { reports <- err })
+		synctest.Wait() // the watcher has read its baseline
 		quota := func() int64 { return e.EffectiveLimit("live", "r").Params().Limit }
+		next := func() error {
+			select {
+			case err := <-reports:
+				return err
+			case <-time.After(time.Minute):
+				t.Fatal("no report within a minute of fake time")
+				return nil
+			}
+		}
 
 		write(limit("7"))
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
-		if err := <-reports; err != nil || quota() != 7 {
+		if err := next(); err != nil || quota() != 7 {
 			t.Fatalf("valid change: %v, quota %d, want 7", err, quota())
 		}
 		write(limit("-1") + "  - key: k\n")
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		err = <-reports
+		err = next()
 		var ps Problems
 		if !errors.As(err, &ps) || len(ps) != 2 || ps[0].Line != 4 {
 			t.Fatalf("broken file reported %v, want 2 problems from line 4", err)
@@ -254,7 +264,7 @@ func TestWatchReload(t *testing.T) {
 		write(limit("9"))
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if err := <-reports; err != nil || quota() != 9 {
+		if err := next(); err != nil || quota() != 9 {
 			t.Fatalf("fixed file: %v, quota %d, want 9", err, quota())
 		}
 		// No change, no report.

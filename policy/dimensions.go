@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"errors"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// SectionFunc compiles a domain-level section of the configuration that
+// another package defines, such as package dimension's "dimensions" (how
+// HTTP requests become descriptors), which policy cannot import. decode
+// fills v (a pointer to a struct with yaml tags) from the section, after
+// checking that every field of the section is one of v's; the returned
+// value is kept in Domain.Sections. An error that names a field path
+// ("pkg: descriptors[1].entries[0].source: message") is reported at that
+// field's line.
+type SectionFunc func(decode func(v any) error) (any, error)
+
+var (
+	sectionsMu sync.RWMutex
+	sections   = map[string]SectionFunc{}
+)
+
+// RegisterSection makes name a known domain-level field compiled by f.
+// Register before loading, e.g. from the package that owns the section
+// (package dimension registers "dimensions"); a later registration of the
+// same name replaces the earlier one. Envoy's fields cannot be registered.
+func RegisterSection(name string, f SectionFunc) {
+	if slices.Contains(rootFields, name) || f == nil {
+		return
+	}
+	sectionsMu.Lock()
+	sections[name] = f
+	sectionsMu.Unlock()
+}
+
+func sectionFunc(name string) SectionFunc {
+	sectionsMu.RLock()
+	defer sectionsMu.RUnlock()
+	return sections[name]
+}
+
+func sectionNames() []string {
+	sectionsMu.RLock()
+	defer sectionsMu.RUnlock()
+	names := make([]string, 0, len(sections))
+	for n := range sections {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+var fieldPath = regexp.MustCompile(`^[a-z0-9_]+(\[\d+\])?(\.[a-z0-9_]+(\[\d+\])?)*$`)
+
+// section compiles one registered section into d.Sections.
+func (l *loader) section(d *Domain, name string, f field, fn SectionFunc) {
+	n := resolve(f.val)
+	if isNull(n) {
+		return
+	}
+	failed := false
+	decode := func(v any) error {
+		t := reflect.TypeOf(v)
+		if t == nil || t.Kind() != reflect.Pointer {
+			return errors.New("policy: section decode needs a pointer")
+		}
+		before := len(l.probs)
+		l.checkKnown(n, t, name, 0)
+		if len(l.probs) > before {
+			failed = true
+			return errors.New("unknown fields")
+		}
+		if err := n.Decode(v); err != nil {
+			failed = true
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				for _, msg := range te.Errors {
+					line := f.line()
+					if m := yamlLine.FindStringSubmatch("yaml: " + msg); m != nil {
+						line, _ = strconv.Atoi(m[1])
+						msg = m[2]
+					}
+					l.errf(line, "%s: %s", name, msg)
+				}
+			} else {
+				l.errf(f.line(), "%s: %v", name, err)
+			}
+			return err
+		}
+		return nil
+	}
+	v, err := fn(decode)
+	if failed {
+		return
+	}
+	if err != nil {
+		line, msg := f.line(), err.Error()
+		parts := strings.SplitN(msg, ": ", 3)
+		for i := 0; i < len(parts)-1; i++ {
+			if !fieldPath.MatchString(parts[i]) {
+				continue
+			}
+			if at := nodeAt(n, parts[i]); at != nil {
+				line, msg = at.Line, strings.Join(parts[i:], ": ")
+				break
+			}
+		}
+		l.errf(line, "%s: %s", name, msg)
+		return
+	}
+	if d.Sections == nil {
+		d.Sections = map[string]any{}
+	}
+	d.Sections[name] = v
+}
+
+// checkKnown reports mapping keys that t (a struct, through slices and
+// pointers) has no yaml field for.
+func (l *loader) checkKnown(n *yaml.Node, t reflect.Type, where string, depth int) {
+	n = resolve(n)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n == nil || depth > 16 {
+		return
+	}
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if name != "" && name != "-" {
+				fields[name] = t.Field(i).Type
+				names = append(names, name)
+			}
+		}
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fields[k.Value]
+			switch {
+			case !ok:
+				l.errf(k.Line, "unknown field %q in %s%s", k.Value, where, suggest(k.Value, names))
+			case seen[k.Value] > 0:
+				l.errf(k.Line, "duplicate field %q in %s (first at line %d)", k.Value, where, seen[k.Value])
+			default:
+				seen[k.Value] = k.Line
+				l.checkKnown(n.Content[i+1], ft, where+"."+k.Value, depth+1)
+			}
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for i, e := range n.Content {
+			l.checkKnown(e, t.Elem(), where+"["+strconv.Itoa(i)+"]", depth+1)
+		}
+	}
+}
+
+var pathPart = regexp.MustCompile(`^([a-z0-9_]+)(?:\[(\d+)\])?$`)
+
+// nodeAt finds the node a path such as "descriptors[1].entries[0].source"
+// names under n (the value when it is a scalar or a list element, else its
+// key), or nil.
+func nodeAt(n *yaml.Node, path string) *yaml.Node {
+	parts := strings.Split(path, ".")
+	for pi, part := range parts {
+		m := pathPart.FindStringSubmatch(part)
+		n = resolve(n)
+		if m == nil || n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var key, val *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == m[1] {
+				key, val = n.Content[i], resolve(n.Content[i+1])
+			}
+		}
+		if key == nil {
+			return nil
+		}
+		if m[2] != "" {
+			idx, _ := strconv.Atoi(m[2])
+			if val == nil || val.Kind != yaml.SequenceNode || idx >= len(val.Content) {
+				return key
+			}
+			val = resolve(val.Content[idx])
+		}
+		if pi == len(parts)-1 {
+			if val != nil && (val.Kind == yaml.ScalarNode || m[2] != "") {
+				return val
+			}
+			return key
+		}
+		n = val
+	}
+	return n
+}
