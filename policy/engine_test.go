@@ -436,5 +436,3 @@ func TestKeysAreEscaped(t *testing.T) {
 		t.Fatalf("escaped key %q", got)
 	}
 }
-
-

@@ -234,7 +234,7 @@ func TestRegisteredSection(t *testing.T) {
 	for body, want := range map[string]string{
 		"domain: d\nwidgets:\n  items:\n    - name: a\n      colour: red\n": `w.yaml:5: unknown field "colour" in widgets.items[0]`,
 		"domain: d\nwidgets:\n  items:\n    - name: a\n      size: big\n":   "w.yaml:5: widgets: cannot unmarshal !!str `big` into int",
-		"domain: d\nwidgets:\n  items:\n    - name: a\n    - size: -1\n":     "w.yaml:5: widgets: items[1].size: must be >= 0, got -1",
+		"domain: d\nwidgets:\n  items:\n    - name: a\n    - size: -1\n":    "w.yaml:5: widgets: items[1].size: must be >= 0, got -1",
 	} {
 		_, err := Parse("w.yaml", []byte(body))
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
