@@ -593,9 +593,9 @@ func newEngine(sc *Scenario, c *Contender, r *recorder, keys, salt int) (engine,
 			return nil, err
 		}
 		return &async{cluster: cl, limit: sc.Limit, counter: counter, huge: huge,
-			global: make([]algo.State, keys), pending: make([][]int64, cl.k), lag: c.Lag.us()}, nil
+			global: make([]algo.State, min(keys, 1<<16)), pending: make([][]int64, cl.k), lag: c.Lag.us()}, nil
 	case StrategyLease:
-		return &lease{cluster: cl, lim: lim, store: make([]algo.State, keys),
+		return &lease{cluster: cl, lim: lim, store: make([]algo.State, min(keys, 1<<16)),
 			size: c.LeaseSize, ttl: c.LeaseTTL.us(), rtt: c.RTT.us()}, nil
 	}
 	return nil, fmt.Errorf("unknown strategy %q", c.Strategy)

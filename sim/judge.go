@@ -163,7 +163,7 @@ func newRecorder(sc *Scenario, bins, keys int) *recorder {
 	r := &recorder{
 		limit: sc.Limit, period: sc.Period.us(), bin: sc.Bin.us(), end: sc.Duration.us(),
 		focus: sc.FocusKey,
-		keys:  make([]keyLog, max(keys, sc.FocusKey+1)),
+		keys:  make([]keyLog, min(max(keys, sc.FocusKey+1), 1<<16)), // more grow on demand
 		s:     newSeries(bins),
 	}
 	if r.period%r.bin == 0 {

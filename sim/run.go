@@ -131,9 +131,21 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		specs = append(specs, c)
 	}
 
+	// Up to 16 chunks are in flight; they are made as needed, so that a
+	// small run allocates little.
 	free := make(chan *chunk, 16)
-	for range cap(free) {
-		free <- &chunk{arr: make([]arrival, 0, cfg.chunk)}
+	made := 0
+	nextChunk := func() *chunk {
+		select {
+		case ch := <-free:
+			return ch
+		default:
+		}
+		if made < cap(free) {
+			made++
+			return &chunk{arr: make([]arrival, 0, cfg.chunk)}
+		}
+		return <-free
 	}
 	inputs := make([]chan *chunk, len(engines))
 	var wg sync.WaitGroup
@@ -161,7 +173,7 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		ch := <-free
+		ch := nextChunk()
 		ch.arr, more = tr.fill(ch.arr[:0])
 		if len(ch.arr) == 0 {
 			free <- ch
