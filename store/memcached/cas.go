@@ -123,15 +123,19 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 		if exists {
 			u.before = it.Value
 		}
-		mode := noWrite
+		mode, exp := noWrite, int64(0)
 		if restore != nil && exists && bytes.Equal(it.Value, restore.after) {
 			u.after, mode = restore.before, mustWrite
 			if u.after == nil {
 				u.after = encodeState(nil, l, &algo.State{}) // reads as fresh
 			}
+			if _, e, err := decodeState(u.after, &algo.State{}); err == nil {
+				exp = e
+			}
 		} else if u.d, mode = op(&st, exists); mode != noWrite {
+			exp = l.ExpiresAt(&st)
 			u.after = encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
-			if exists && bytes.Equal(u.after, it.Value) || !exists && l.ExpiresAt(&st) <= now {
+			if exists && bytes.Equal(u.after, it.Value) || !exists && exp <= now {
 				mode = noWrite // nothing to store
 			}
 		}
@@ -143,10 +147,6 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 		if len(u.after)+len(mkey) > s.cfg.maxItemSize {
 			return updated{}, fmt.Errorf("%w: memcached: key %q: the %s state is %d bytes, over the item size limit %d (see WithMaxItemSize; use a sliding_window or a lower limit)",
 				store.ErrBadRequest, key, l.Algorithm(), len(u.after), s.cfg.maxItemSize)
-		}
-		var exp int64
-		if _, e, err := decodeState(u.after, &algo.State{}); err == nil {
-			exp = e
 		}
 		item := &memcache.Item{Key: mkey, Value: u.after, Expiration: s.expiration(exp, now)}
 		if exists {

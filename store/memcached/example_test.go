@@ -14,7 +14,8 @@ import (
 // for the example: the fourth call is refused until the window ends.
 func ExampleOpen() {
 	now := time.Date(2026, 3, 1, 12, 0, 45, 0, time.UTC)
-	st, err := memcached.Open("memcached://"+addr, memcached.WithClock(func() time.Time { return now }))
+	st, err := memcached.Open("memcached://"+addr,
+		memcached.WithClock(func() time.Time { return now }), memcached.WithTimeout(time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -45,7 +46,8 @@ func ExampleOpen() {
 // Stats counts the decisions and the retries that contention from other
 // processes would cause (none here).
 func ExampleStore_Stats() {
-	st, err := memcached.Open("memcached://"+addr, memcached.WithClock(func() time.Time { return t0 }))
+	st, err := memcached.Open("memcached://"+addr,
+		memcached.WithClock(func() time.Time { return t0 }), memcached.WithTimeout(time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
