@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/metrics"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/resilient"
+	"github.com/floodgate/floodgate/store/storeurl"
+)
+
+func init() {
+	commands["serve"] = command{"run the rate limit server (gRPC, HTTP, admin)", runServe}
+}
+
+//go:embed default_config.yaml
+var defaultConfig []byte
+
+// exampleConfig is the configuration serve loads when --config is not given
+// and it exists (the repository's example, for `go run ./cmd/floodgate serve`).
+const exampleConfig = "examples/config"
+
+// serveFlags are serve's flags; each can also be set by the environment
+// variable FLOODGATE_<NAME> (upper case, '-' as '_'). A flag on the command
+// line wins over the environment.
+type serveFlags struct {
+	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
+	instances                                                                        int
+	storeTimeout, drainTimeout, reloadInterval                                       time.Duration
+	shadow                                                                           bool
+	logLevel                                                                         string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "configuration: a YAML file or a directory of them (default: ./"+exampleConfig+" if present, else a built-in example)")
+	fs.StringVar(&f.store, "store", "memory://", "store URL: memory://, redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API) and the native /v1/ API")
+	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
+	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")
+	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API")
+	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy other HTTP requests to this URL, rate limited by the configuration's routes")
+	fs.StringVar(&f.onStoreError, "on-store-error", "open", "when a remote store fails or times out: open (admit), closed (refuse) or local (decide in memory on limit ÷ --instances)")
+	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", resilient.DefaultTimeout, "deadline of each remote store call before --on-store-error applies")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long requests in flight may finish after SIGTERM/SIGINT")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload); 0 disables")
+	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// applyEnv sets every flag not given on the command line from
+// FLOODGATE_<NAME> when that variable is set.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "floodgate serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if err := applyEnv(fs, os.Getenv); err != nil {
+		fmt.Fprintln(stderr, "floodgate serve:", err)
+		return 2
+	}
+	if err := serve(ctx, f, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "floodgate serve:", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	policyOnErr, err := resilient.ParsePolicy(f.onStoreError)
+	if err != nil {
+		return fmt.Errorf("--on-store-error: %w", err)
+	}
+	if f.instances < 1 {
+		return fmt.Errorf("--instances must be >= 1, got %d", f.instances)
+	}
+	if f.storeTimeout <= 0 || f.drainTimeout <= 0 || f.reloadInterval < 0 {
+		return errors.New("--store-timeout and --drain-timeout must be > 0, --reload-interval >= 0")
+	}
+
+	cfg, cfgPath, err := loadConfig(f.config)
+	if err != nil {
+		return err
+	}
+	m := metrics.New()
+	m.ConfigLoaded()
+
+	st, err := openStore(f, policyOnErr, m)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow))
+	if err != nil {
+		return err
+	}
+	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken),
+		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout)}
+	if f.upstream != "" {
+		gw, err := gatewayHandler(cfg, engine, f.upstream)
+		if err != nil {
+			return fmt.Errorf("--upstream %s: %w", f.upstream, err)
+		}
+		opts = append(opts, server.WithGateway(gw))
+	}
+	srv, err := server.New(engine, st, opts...)
+	if err != nil {
+		return err
+	}
+	ls, err := server.Listen(f.httpAddr, f.grpcAddr, f.adminAddr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfgPath != "" && f.reloadInterval > 0 {
+		go engine.Watch(ctx, cfgPath, f.reloadInterval, func(c *policy.Config, err error) {
+			m.ConfigReloaded(err == nil)
+			if err != nil {
+				srv.Event("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
+				return
+			}
+			srv.Event("reload", fmt.Sprintf("configuration reloaded: %d domains, %d rules", len(c.Domains()), len(c.Rules())))
+		})
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	go engine.RunAdaptive(ctx, tick.C, func(ch policy.ScaleChange) {
+		m.RateFactor(ch.Domain, ch.Rule, ch.New)
+		srv.Event("adaptive", ch.String())
+	})
+	src := cfgPath
+	if src == "" {
+		src = "built-in example"
+	}
+	log.Info("floodgate serving",
+		"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
+		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
+		"on_store_error", policyOnErr.String())
+	fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
+		ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
+	err = srv.Serve(ctx, ls)
+	log.Info("floodgate stopped")
+	return err
+}
+
+// loadConfig loads path, or the example configuration, or the built-in one.
+// It returns the path to watch ("" for the built-in configuration).
+func loadConfig(path string) (*policy.Config, string, error) {
+	if path == "" {
+		if _, err := os.Stat(exampleConfig); err == nil {
+			path = exampleConfig
+		} else {
+			cfg, err := policy.Parse("built-in example config", defaultConfig)
+			return cfg, "", err
+		}
+	}
+	cfg, err := policy.Load(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("--config %s:\n%w", path, err)
+	}
+	return cfg, path, nil
+}
+
+// openStore opens the store URL; a remote store is wrapped with the
+// timeout, breaker, failure policy and over-limit cache.
+func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Store, error) {
+	st, err := storeurl.Open(f.store, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)))
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {
+		return st, nil
+	}
+	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
+		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
+}
+
+// gatewayHandler builds the reverse proxy of gateway mode.
+func gatewayHandler(_ *policy.Config, _ *policy.Engine, upstream string) (http.Handler, error) {
+	return nil, errors.New("gateway mode is not part of this build yet")
+}

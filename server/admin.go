@@ -1,0 +1,457 @@
+package server
+
+import (
+	"crypto/subtle"
+	"embed"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/metrics"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
+)
+
+//go:embed dashboard.html
+var dashboardFS embed.FS
+
+// AdminHandler serves the --admin address:
+//
+//	GET  /metrics                       Prometheus metrics (open)
+//	GET  /healthz                       200 while the process serves (open)
+//	GET  /readyz                        200 when the config is loaded and the store answers (open)
+//	GET  /dashboard                     live charts (the page asks for the token if one is set)
+//	GET  /admin/api/config              the configuration in force
+//	POST /admin/api/inspect             a request's state per descriptor, charging nothing
+//	POST /admin/api/reset               forget the keys a request's descriptors use
+//	GET|DELETE /admin/api/keys/{key}    a raw store key's state / reset it
+//	GET  /admin/api/overrides           runtime overrides
+//	PUT|DELETE /admin/api/overrides/{domain}/{rule}
+//	GET  /admin/api/adaptive            adaptive rules and rate scales
+//	PUT  /admin/api/scales/{domain}/{rule}
+//	GET  /admin/api/stats               the dashboard's summary
+//	GET  /admin/api/events              recent reloads, adaptive steps, store changes
+//
+// Everything under /admin/api/ requires "Authorization: Bearer <token>"
+// when a token is set.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	mux.HandleFunc("GET /dashboard", s.handleDashboard)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/dashboard", http.StatusFound)
+	})
+	api := http.NewServeMux()
+	api.HandleFunc("GET /admin/api/config", s.handleConfig)
+	api.HandleFunc("POST /admin/api/inspect", s.handleInspect)
+	api.HandleFunc("POST /admin/api/reset", s.handleReset)
+	api.HandleFunc("GET /admin/api/keys/{key...}", s.handleKeyGet)
+	api.HandleFunc("DELETE /admin/api/keys/{key...}", s.handleKeyDelete)
+	api.HandleFunc("GET /admin/api/overrides", s.handleOverrides)
+	api.HandleFunc("PUT /admin/api/overrides/{domain}/{rule...}", s.handleOverridePut)
+	api.HandleFunc("DELETE /admin/api/overrides/{domain}/{rule...}", s.handleOverrideDelete)
+	api.HandleFunc("GET /admin/api/adaptive", s.handleAdaptive)
+	api.HandleFunc("PUT /admin/api/scales/{domain}/{rule...}", s.handleScalePut)
+	api.HandleFunc("GET /admin/api/stats", s.handleStats)
+	api.HandleFunc("GET /admin/api/events", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"events": s.Events()})
+	})
+	api.HandleFunc("/admin/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no admin endpoint %s %s", r.Method, r.URL.Path))
+	})
+	mux.Handle("/admin/api/", s.requireToken(api))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /dashboard, /metrics, /healthz, /readyz, /admin/api/", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// requireToken guards h with the admin token, compared in constant time.
+func (s *Server) requireToken(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.adminToken != "" {
+			auth := r.Header.Get("Authorization")
+			tok, ok := strings.CutPrefix(auth, "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-admin"`)
+				msg := "missing Authorization: Bearer <admin-token>"
+				if auth != "" {
+					msg = "wrong admin token"
+				}
+				writeError(w, http.StatusUnauthorized, msg)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "draining")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+// handleReadyz answers 200 when the configuration is loaded and the store
+// answers a ping now, else 503 with the reason.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.draining.Load():
+		writeError(w, http.StatusServiceUnavailable, "not ready: draining")
+	case s.engine.Config() == nil:
+		writeError(w, http.StatusServiceUnavailable, "not ready: no configuration loaded")
+	default:
+		if err := s.CheckStore(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "not ready: store does not answer: "+err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ready\n"))
+	}
+}
+
+func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
+	b, _ := dashboardFS.ReadFile("dashboard.html")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	w.Write(b)
+}
+
+// ConfigView is the admin API's view of the configuration in force.
+type ConfigView struct {
+	Path    string       `json:"path,omitempty"`
+	Version uint64       `json:"version"`
+	Domains []DomainView `json:"domains"`
+	// Dump is the compiled configuration as text, one line per descriptor.
+	Dump string `json:"dump"`
+}
+
+// DomainView lists a domain's rules.
+type DomainView struct {
+	Name  string     `json:"name"`
+	Rules []RuleView `json:"rules"`
+}
+
+// RuleView is one rule as configured and as in force.
+type RuleView struct {
+	Name      string `json:"name"`
+	Path      string `json:"path,omitempty"`
+	Where     string `json:"where,omitempty"`
+	Limit     string `json:"limit,omitempty"`
+	Effective string `json:"effective,omitempty"`
+	Unlimited bool   `json:"unlimited,omitempty"`
+	Shadow    bool   `json:"shadow,omitempty"`
+	Strategy  string `json:"strategy,omitempty"`
+}
+
+func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	cfg := s.engine.Config()
+	v := ConfigView{Path: s.configPath, Version: s.engine.Version(), Dump: cfg.Dump()}
+	for _, d := range cfg.Domains() {
+		dv := DomainView{Name: d.Name}
+		for _, rule := range d.Rules() {
+			rv := RuleView{Name: rule.Name, Path: rule.Path, Where: rule.Pos.String(), Unlimited: rule.Unlimited,
+				Shadow: rule.Shadow, Strategy: rule.Strategy}
+			if l := rule.Limit(); l != nil {
+				rv.Limit = l.String()
+			}
+			if l := s.engine.EffectiveLimit(d.Name, rule.Name); l != nil {
+				rv.Effective = l.String()
+			}
+			dv.Rules = append(dv.Rules, rv)
+		}
+		v.Domains = append(v.Domains, dv)
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// adminRequest reads a native request from an admin body.
+func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) (policy.Request, bool) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return policy.Request{}, false
+	}
+	var vr V1Request
+	if err := decodeStrict(body, &vr); err != nil {
+		writeErr(w, err)
+		return policy.Request{}, false
+	}
+	req, err := vr.toPolicy()
+	if err == nil {
+		err = s.limits.check(&req)
+	}
+	if err == nil && s.engine.Config().Domain(req.Domain) == nil {
+		err = &httpError{http.StatusNotFound, fmt.Sprintf("unknown domain %q (the configuration has %s)", req.Domain, domainList(s.engine.Config()))}
+	}
+	if err != nil {
+		writeErr(w, err)
+		return policy.Request{}, false
+	}
+	return req, true
+}
+
+// KeyState is a raw store key's state.
+type KeyState struct {
+	Key    string  `json:"key"`
+	Exists bool    `json:"exists"`
+	State  []int64 `json:"state,omitempty"`
+	Error  string  `json:"error,omitempty"`
+}
+
+func (s *Server) keyState(r *http.Request, key string) KeyState {
+	ks := KeyState{Key: key}
+	in, ok := s.store.(store.Inspector)
+	if !ok {
+		ks.Error = "the store cannot inspect keys"
+		return ks
+	}
+	st, found, err := in.Inspect(r.Context(), key)
+	if err != nil {
+		ks.Error = err.Error()
+		return ks
+	}
+	ks.Exists = found
+	if found {
+		ks.State = append([]int64{st.A, st.B, st.C}, st.Ext...)
+	}
+	return ks
+}
+
+// handleInspect answers a request's state without charging: the decision
+// Peek makes, and the raw state of each store key involved.
+func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.adminRequest(w, r)
+	if !ok {
+		return
+	}
+	resp, err := s.engine.Peek(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	keys, err := s.engine.Keys(req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	states := make([]KeyState, 0, len(keys))
+	for _, k := range keys {
+		states = append(states, s.keyState(r, k))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Decision V1Response `json:"decision"`
+		Keys     []KeyState `json:"keys"`
+	}{s.v1Response(&resp), states})
+}
+
+// handleReset forgets every store key a request's descriptors use.
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.adminRequest(w, r)
+	if !ok {
+		return
+	}
+	keys, err := s.engine.Keys(req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if len(keys) > 0 {
+		if err := s.store.Reset(r.Context(), keys...); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "reset failed: "+err.Error())
+			return
+		}
+	}
+	s.Event("reset", fmt.Sprintf("reset %d keys of domain %q", len(keys), req.Domain))
+	writeJSON(w, http.StatusOK, map[string]any{"reset": keys})
+}
+
+func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
+	ks := s.keyState(r, r.PathValue("key"))
+	code := http.StatusOK
+	if ks.Error != "" {
+		code = http.StatusServiceUnavailable
+	} else if !ks.Exists {
+		code = http.StatusNotFound
+	}
+	writeJSON(w, code, ks)
+}
+
+func (s *Server) handleKeyDelete(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	if err := s.store.Reset(r.Context(), key); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "reset failed: "+err.Error())
+		return
+	}
+	s.Event("reset", "reset key "+key)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// OverrideView is a runtime override in the admin API.
+type OverrideView struct {
+	Domain          string `json:"domain"`
+	Rule            string `json:"rule"`
+	RequestsPerUnit int64  `json:"requests_per_unit"`
+	Period          string `json:"period,omitempty"`
+	Burst           int64  `json:"burst,omitempty"`
+	Active          bool   `json:"active"`
+}
+
+func (s *Server) overrideList() []OverrideView {
+	out := []OverrideView{}
+	for _, o := range s.engine.Overrides() {
+		v := OverrideView{Domain: o.Domain, Rule: o.Rule, RequestsPerUnit: o.RequestsPerUnit, Burst: o.Burst, Active: o.Active}
+		if o.Period > 0 {
+			v.Period = o.Period.String()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (s *Server) handleOverrides(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"overrides": s.overrideList()})
+}
+
+// handleOverridePut sets a rule's override from
+// {"requests_per_unit": N, "period": "30s", "burst": N}.
+func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBodyAny(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var in struct {
+		RequestsPerUnit int64  `json:"requests_per_unit"`
+		Period          string `json:"period"`
+		Burst           int64  `json:"burst"`
+	}
+	if err := decodeStrict(body, &in); err != nil {
+		writeErr(w, err)
+		return
+	}
+	o := policy.Override{RequestsPerUnit: in.RequestsPerUnit, Burst: in.Burst}
+	if in.Period != "" {
+		d, ok := unitNames[strings.ToLower(in.Period)]
+		if !ok {
+			if d, err = time.ParseDuration(in.Period); err != nil || d <= 0 {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: want second, minute, hour, day or a duration like 30s", in.Period))
+				return
+			}
+		}
+		o.Period = d
+	}
+	domain, rule := r.PathValue("domain"), r.PathValue("rule")
+	if err := s.engine.SetOverride(domain, rule, o); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.Event("override", fmt.Sprintf("override %s/%s: %d per %s", domain, rule, o.RequestsPerUnit, periodText(o.Period)))
+	writeJSON(w, http.StatusOK, map[string]any{"overrides": s.overrideList()})
+}
+
+func periodText(d time.Duration) string {
+	if d == 0 {
+		return "configured period"
+	}
+	return d.String()
+}
+
+func (s *Server) handleOverrideDelete(w http.ResponseWriter, r *http.Request) {
+	domain, rule := r.PathValue("domain"), r.PathValue("rule")
+	if !s.engine.RemoveOverride(domain, rule) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no override for %s/%s", domain, rule))
+		return
+	}
+	s.Event("override", fmt.Sprintf("override %s/%s removed", domain, rule))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ScaleView is a rule's rate scale.
+type ScaleView struct {
+	Domain string    `json:"domain"`
+	Rule   string    `json:"rule"`
+	Factor float64   `json:"factor"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+func scaleViews(in []policy.RateScale) []ScaleView {
+	out := []ScaleView{}
+	for _, s := range in {
+		out = append(out, ScaleView(s))
+	}
+	return out
+}
+
+func (s *Server) handleAdaptive(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"adaptive": scaleViews(s.engine.AdaptiveRules()),
+		"scales":   scaleViews(s.engine.RateScales()),
+	})
+}
+
+// handleScalePut sets a rule's rate factor by hand: {"factor": 0.5,
+// "reason": "incident 42"}; factor 1 removes the scale.
+func (s *Server) handleScalePut(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBodyAny(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var in struct {
+		Factor float64 `json:"factor"`
+		Reason string  `json:"reason"`
+	}
+	if err := decodeStrict(body, &in); err != nil {
+		writeErr(w, err)
+		return
+	}
+	domain, rule := r.PathValue("domain"), r.PathValue("rule")
+	reason := in.Reason
+	if reason == "" {
+		reason = "set through the admin API"
+	}
+	if err := s.engine.SetRateScale(domain, rule, in.Factor, reason); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.Event("scale", fmt.Sprintf("scale %s/%s = %v: %s", domain, rule, in.Factor, reason))
+	writeJSON(w, http.StatusOK, map[string]any{"scales": scaleViews(s.engine.RateScales())})
+}
+
+// readBodyAny is readBody for methods other than POST.
+func (s *Server) readBodyAny(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	m := r.Method
+	r.Method = http.MethodPost
+	defer func() { r.Method = m }()
+	return s.readBody(w, r)
+}
+
+// Stats is the dashboard's poll.
+type Stats struct {
+	metrics.Summary
+	Version   uint64        `json:"config_version"`
+	Overrides int           `json:"overrides"`
+	Scales    []ScaleView   `json:"scales"`
+	StoreUp   bool          `json:"store_up"`
+	Events    []Event       `json:"events"`
+	Uptime    time.Duration `json:"uptime_ns"`
+}
+
+var started = time.Now()
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	ev := s.Events()
+	if len(ev) > 20 {
+		ev = ev[len(ev)-20:]
+	}
+	writeJSON(w, http.StatusOK, Stats{Summary: s.metrics.Summary(), Version: s.engine.Version(), Overrides: len(s.engine.Overrides()),
+		Scales: scaleViews(s.engine.RateScales()), StoreUp: s.storeOK.Load(), Events: ev, Uptime: time.Since(started)})
+}

@@ -1,0 +1,373 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/headers"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// ErrBadInput is wrapped by every error about a request's content; the
+// transports answer it with 400 / INVALID_ARGUMENT.
+var ErrBadInput = errors.New("bad request")
+
+func badInput(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
+}
+
+// Limits bounds what one request may carry.
+type Limits struct {
+	// Descriptors per request (default 64).
+	Descriptors int
+	// Entries per descriptor (default 16).
+	Entries int
+	// EntryBytes bounds the length of one key or value (default 1024).
+	EntryBytes int
+	// Batch bounds the requests of one /v1 batch (default 100).
+	Batch int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Descriptors <= 0 {
+		l.Descriptors = 64
+	}
+	if l.Entries <= 0 {
+		l.Entries = 16
+	}
+	if l.EntryBytes <= 0 {
+		l.EntryBytes = 1024
+	}
+	if l.Batch <= 0 {
+		l.Batch = 100
+	}
+	return l
+}
+
+// check validates a policy request against the limits: a domain, at least
+// one descriptor, each with entries whose keys are non-empty, everything
+// valid UTF-8 and within bounds. Errors say which descriptor and entry.
+func (l Limits) check(req *policy.Request) error {
+	switch {
+	case req.Domain == "":
+		return badInput("domain must not be empty")
+	case !utf8.ValidString(req.Domain):
+		return badInput("domain is not valid UTF-8")
+	case len(req.Domain) > l.EntryBytes:
+		return badInput("domain is %d bytes long, over the %d-byte limit", len(req.Domain), l.EntryBytes)
+	case len(req.Descriptors) == 0:
+		return badInput("descriptors must not be empty")
+	case len(req.Descriptors) > l.Descriptors:
+		return badInput("%d descriptors, over the limit of %d per request", len(req.Descriptors), l.Descriptors)
+	case req.Hits < 0:
+		return badInput("hits %d is negative", req.Hits)
+	}
+	for i, d := range req.Descriptors {
+		switch {
+		case len(d.Entries) == 0:
+			return badInput("descriptors[%d] has no entries", i)
+		case len(d.Entries) > l.Entries:
+			return badInput("descriptors[%d] has %d entries, over the limit of %d", i, len(d.Entries), l.Entries)
+		case d.Hits < 0:
+			return badInput("descriptors[%d]: hits %d is negative", i, d.Hits)
+		}
+		for j, e := range d.Entries {
+			switch {
+			case e.Key == "":
+				return badInput("descriptors[%d].entries[%d]: key must not be empty", i, j)
+			case len(e.Key) > l.EntryBytes || len(e.Value) > l.EntryBytes:
+				return badInput("descriptors[%d].entries[%d]: key or value over the %d-byte limit", i, j, l.EntryBytes)
+			case !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value):
+				return badInput("descriptors[%d].entries[%d]: key or value is not valid UTF-8", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// maxHits bounds a cost; larger ones would only ever be refused.
+const maxHits = 1 << 52
+
+// fromEnvoy converts an Envoy RateLimitRequest.
+func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
+	req := policy.Request{Domain: in.GetDomain(), Hits: int64(in.GetHitsAddend())}
+	req.Descriptors = make([]policy.Descriptor, len(in.GetDescriptors()))
+	for i, d := range in.GetDescriptors() {
+		if d == nil {
+			return policy.Request{}, badInput("descriptors[%d] is null", i)
+		}
+		if d.GetIsNegativeHits() {
+			return policy.Request{}, badInput("descriptors[%d]: is_negative_hits is not supported", i)
+		}
+		pd := &req.Descriptors[i]
+		pd.Entries = make([]policy.Entry, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			pd.Entries[j] = policy.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			if h.GetValue() > maxHits {
+				return policy.Request{}, badInput("descriptors[%d]: hits_addend %d is too large", i, h.GetValue())
+			}
+			// An explicit 0 falls back to the request's hits_addend.
+			pd.Hits = int64(h.GetValue())
+		}
+		if lo := d.GetLimit(); lo != nil {
+			unit, err := unitDuration(lo.GetUnit(), lo.GetUnitMultiplier().GetValue())
+			if err != nil {
+				return policy.Request{}, badInput("descriptors[%d].limit: %v", i, err)
+			}
+			pd.Limit = &policy.LimitOverride{RequestsPerUnit: int64(lo.GetRequestsPerUnit()), Unit: unit}
+		}
+	}
+	return req, nil
+}
+
+func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, error) {
+	var d time.Duration
+	switch u {
+	case typev3.RateLimitUnit_SECOND:
+		d = time.Second
+	case typev3.RateLimitUnit_MINUTE:
+		d = time.Minute
+	case typev3.RateLimitUnit_HOUR:
+		d = time.Hour
+	case typev3.RateLimitUnit_DAY:
+		d = 24 * time.Hour
+	case typev3.RateLimitUnit_MONTH:
+		d = 30 * 24 * time.Hour
+	case typev3.RateLimitUnit_YEAR:
+		d = 365 * 24 * time.Hour
+	default:
+		return 0, fmt.Errorf("unit %v is not one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR", u)
+	}
+	if mult > 1 {
+		if mult > 1<<20 {
+			return 0, fmt.Errorf("unit_multiplier %d is too large", mult)
+		}
+		d *= time.Duration(mult)
+	}
+	return d, nil
+}
+
+// envoyLimit describes a status's limit as Envoy's RateLimit: the rule's
+// quota per its window, in the largest whole unit (with unit_multiplier for
+// windows such as 30 s).
+func envoyLimit(name string, quota int64, window time.Duration) *rlsv3.RateLimitResponse_RateLimit {
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: clampU32(quota)}
+	units := []struct {
+		d time.Duration
+		u rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{365 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_YEAR},
+		{7 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_WEEK},
+		{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
+		{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
+		{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+		{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
+	}
+	switch {
+	case window >= 28*24*time.Hour && window <= 31*24*time.Hour:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_MONTH
+		return rl
+	case window >= 365*24*time.Hour && window <= 366*24*time.Hour:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_YEAR
+		return rl
+	}
+	for _, u := range units {
+		if window >= u.d && window%u.d == 0 {
+			rl.Unit = u.u
+			if m := window / u.d; m > 1 {
+				rl.UnitMultiplier = wrapU32(uint32(min(m, math.MaxUint32)))
+			}
+			return rl
+		}
+	}
+	return rl // UNKNOWN: a window below a second or not in whole seconds
+}
+
+func clampU32(v int64) uint32 {
+	switch {
+	case v < 0:
+		return 0
+	case v > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(v)
+}
+
+// visible returns the statuses as clients should see them in headers: a
+// shadow rule's refusal is not a refusal.
+func visible(st []policy.Status) []policy.Status {
+	var out []policy.Status
+	for i := range st {
+		if st[i].Shadow && !st[i].Decision.Allowed {
+			if out == nil {
+				out = append([]policy.Status(nil), st...)
+			}
+			out[i].Decision.Allowed = true
+			out[i].Decision.RetryAfter = 0
+		}
+	}
+	if out == nil {
+		return st
+	}
+	return out
+}
+
+// headerFields are the response headers of a decision.
+func headerFields(resp *policy.Response, o headers.Options) [][2]string {
+	return headers.Fields(headers.FromStatuses(visible(resp.Statuses)), o)
+}
+
+// toEnvoy converts a decision into Envoy's RateLimitResponse the way
+// envoyproxy/ratelimit fills it: per descriptor the code, the limit that
+// applied, what remains and when the window resets; OK with no limit for a
+// descriptor no rule matched; OK with remaining 2^32-1 for an unlimited rule;
+// a shadow rule's refusal is OK.
+//
+// limitOf, when not nil, returns a rule's configured limit by name.
+func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
+	out := &rlsv3.RateLimitResponse{OverallCode: envoyCode(resp.Code), Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Statuses))}
+	for i := range resp.Statuses {
+		s := &resp.Statuses[i]
+		ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: envoyCode(s.Code)}
+		switch {
+		case !s.Matched:
+			ds.Code = rlsv3.RateLimitResponse_OK
+		case s.Unlimited:
+			ds.LimitRemaining = math.MaxUint32
+		default:
+			d := s.Decision
+			ds.CurrentLimit = envoyLimit(s.Rule, d.Limit, s.Window)
+			if l := limitOf(s.Rule); l != nil {
+				ds.CurrentLimit = l
+			}
+			if s.Code != policy.CodeOverLimit {
+				// envoyproxy/ratelimit reports 0 left for an over-limit
+				// descriptor, whatever a smaller cost could still take.
+				ds.LimitRemaining = clampU32(d.Remaining)
+			}
+			reset := d.ResetAfter
+			if !d.Allowed && d.RetryAfter != algo.Never && d.RetryAfter > reset {
+				reset = d.RetryAfter
+			}
+			if reset > 0 {
+				ds.DurationUntilReset = durationpb.New(reset)
+			}
+		}
+		out.Statuses[i] = ds
+	}
+	for _, f := range headerFields(resp, ho) {
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: f[0], Value: f[1]})
+	}
+	return out
+}
+
+func envoyCode(c policy.Code) rlsv3.RateLimitResponse_Code {
+	switch c {
+	case policy.CodeOK:
+		return rlsv3.RateLimitResponse_OK
+	case policy.CodeOverLimit:
+		return rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return rlsv3.RateLimitResponse_UNKNOWN
+}
+
+// rlsService is the Envoy rate limit service.
+type rlsService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// ShouldRateLimit decides an Envoy request. Bad input is INVALID_ARGUMENT
+// with the reason; a store failure the failure policy could not answer is
+// UNAVAILABLE (Envoy then applies its failure_mode_deny).
+func (r rlsService) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	start := time.Now()
+	resp, err := r.s.shouldRateLimit(ctx, in)
+	if err != nil {
+		r.s.metrics.Request("grpc", "error", time.Since(start))
+		return nil, grpcError(err)
+	}
+	r.s.metrics.Request("grpc", resp.OverallCode.String(), time.Since(start))
+	return resp, nil
+}
+
+func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	req, err := fromEnvoy(in)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.decide(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	return toEnvoy(&resp, s.headerOpts, func(rule string) *rlsv3.RateLimitResponse_RateLimit {
+		return s.ruleLimit(req.Domain, rule)
+	}), nil
+}
+
+func grpcError(err error) error {
+	switch {
+	case errors.Is(err, ErrBadInput), errors.Is(err, policy.ErrBadRequest):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
+
+// ruleCache maps "domain\x00rule" to the rule's Envoy limit for one
+// version of the engine's snapshot.
+type ruleCache struct {
+	version uint64
+	m       sync.Map
+}
+
+// ruleLimit returns rule's limit in force as Envoy's RateLimit — its
+// requests per period, not the bucket's burst — or nil when the rule is not
+// a configured one (an Envoy per-descriptor limit).
+func (s *Server) ruleLimit(domain, rule string) *rlsv3.RateLimitResponse_RateLimit {
+	v := s.engine.Version()
+	c := s.rules.Load()
+	if c == nil || c.version != v {
+		c = &ruleCache{version: v}
+		s.rules.Store(c)
+	}
+	k := domain + "\x00" + rule
+	if x, ok := c.m.Load(k); ok {
+		return x.(*rlsv3.RateLimitResponse_RateLimit)
+	}
+	var rl *rlsv3.RateLimitResponse_RateLimit
+	if l := s.engine.EffectiveLimit(domain, rule); l != nil {
+		p := l.Params()
+		switch p.Calendar {
+		case algo.CalendarMonth:
+			rl = &rlsv3.RateLimitResponse_RateLimit{Name: rule, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_MONTH}
+		case algo.CalendarYear:
+			rl = &rlsv3.RateLimitResponse_RateLimit{Name: rule, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_YEAR}
+		default:
+			rl = envoyLimit(rule, p.Limit, p.Period)
+		}
+	}
+	c.m.Store(k, rl)
+	return rl
+}

@@ -1,0 +1,278 @@
+package server_test
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func envoyReq(domain string, hits uint32, descs ...[]string) *rlsv3.RateLimitRequest {
+	r := &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: hits}
+	for _, kv := range descs {
+		d := &commonrl.RateLimitDescriptor{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &commonrl.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		r.Descriptors = append(r.Descriptors, d)
+	}
+	return r
+}
+
+// both sends req over gRPC and /json and checks they agree; it returns the
+// gRPC answer and the /json status code.
+func (e *env) both(t *testing.T, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, int) {
+	t.Helper()
+	g, err := e.rls.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("ShouldRateLimit(%v): %v", req, err)
+	}
+	// The same request again over /json must get the next answer; the
+	// test calls both only where the two answers are the same (unlimited,
+	// shadow) or compares codes in sequence, so it sends /json separately.
+	return g, 0
+}
+
+func (e *env) json(t *testing.T, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, int) {
+	t.Helper()
+	b, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := do(t, "POST", e.http.URL+"/json", "application/json", b)
+	var out rlsv3.RateLimitResponse
+	if code == http.StatusOK || code == http.StatusTooManyRequests {
+		if err := protojson.Unmarshal(body, &out); err != nil {
+			t.Fatalf("/json answered %d with %q: %v", code, body, err)
+		}
+	}
+	return &out, code
+}
+
+// TestEnvoyMostSpecificMatch: envoyproxy/ratelimit README example 2.
+func TestEnvoyMostSpecificMatch(t *testing.T) {
+	e := newEnv(t)
+	marketing := []string{"message_type", "marketing", "to_number", "2061234567"}
+	for i := 1; i <= 6; i++ {
+		viaGRPC := i%2 == 1
+		var resp *rlsv3.RateLimitResponse
+		var code int
+		if viaGRPC {
+			resp, _ = e.both(t, envoyReq("messaging", 0, marketing))
+		} else {
+			resp, code = e.json(t, envoyReq("messaging", 0, marketing))
+		}
+		want := rlsv3.RateLimitResponse_OK
+		if i == 6 {
+			want = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if resp.OverallCode != want {
+			t.Fatalf("marketing message %d: %v, want %v", i, resp.OverallCode, want)
+		}
+		if !viaGRPC && (code == http.StatusOK) != (want == rlsv3.RateLimitResponse_OK) {
+			t.Fatalf("marketing message %d over /json: HTTP %d for %v", i, code, want)
+		}
+		st := resp.Statuses[0]
+		if st.CurrentLimit.GetRequestsPerUnit() != 5 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY {
+			t.Fatalf("marketing message %d: current limit %v, want 5 per DAY", i, st.CurrentLimit)
+		}
+		if wantRem := uint32(max(0, 5-i)); st.LimitRemaining != wantRem {
+			t.Fatalf("marketing message %d: remaining %d, want %d", i, st.LimitRemaining, wantRem)
+		}
+		if st.DurationUntilReset.AsDuration() <= 0 || st.DurationUntilReset.AsDuration() > 24*time.Hour {
+			t.Fatalf("marketing message %d: duration until reset %v", i, st.DurationUntilReset.AsDuration())
+		}
+	}
+	// The plain per-number limit is a different rule: 100 a day.
+	resp, _ := e.both(t, envoyReq("messaging", 0, []string{"to_number", "2061234567"}))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 100 {
+		t.Fatalf("to_number alone: %v", resp)
+	}
+	// A deeper descriptor than any rule: no match, OK without a limit.
+	resp, _ = e.both(t, envoyReq("messaging", 0, []string{"to_number", "1", "extra", "x"}))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("unmatched descriptor: %v", resp)
+	}
+}
+
+func TestEnvoyUnlimitedAndUnknownDomain(t *testing.T) {
+	e := newEnv(t)
+	resp, _ := e.both(t, envoyReq("internal", 0, []string{"ldap", "x"}))
+	st := resp.Statuses[0]
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil || st.LimitRemaining != math.MaxUint32 {
+		t.Fatalf("unlimited: %v, want OK, no limit, remaining 2^32-1 (envoyproxy/ratelimit's answer)", resp)
+	}
+	// envoyproxy/ratelimit answers OK for a domain it does not know.
+	resp, code := e.json(t, envoyReq("no-such-domain", 0, []string{"k", "v"}))
+	if code != http.StatusOK || resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("unknown domain over /json: HTTP %d %v", code, resp)
+	}
+}
+
+func TestEnvoyShadowMode(t *testing.T) {
+	e := newEnv(t)
+	for i := 1; i <= 12; i++ {
+		resp, _ := e.both(t, envoyReq("example6", 0, []string{"service", "s", "user", "user-a"}))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("shadow request %d: %v, want OK", i, resp)
+		}
+		for _, h := range resp.ResponseHeadersToAdd {
+			if h.Key == "Retry-After" {
+				t.Fatalf("shadow request %d carries Retry-After", i)
+			}
+		}
+	}
+	for i := 1; i <= 21; i++ {
+		resp, _ := e.both(t, envoyReq("example6", 0, []string{"service", "s", "user", "user-b"}))
+		if want := i <= 20; (resp.OverallCode == rlsv3.RateLimitResponse_OK) != want {
+			t.Fatalf("user-b request %d: %v", i, resp.OverallCode)
+		}
+	}
+}
+
+// TestEnvoyReplaces: README example 7 — the limit named specific_limit is
+// replaced when both descriptors are sent.
+func TestEnvoyReplaces(t *testing.T) {
+	e := newEnv(t)
+	d1 := []string{"key_1", "value_1", "user", "bkthomps"}
+	d2 := []string{"key_2", "value_2", "user", "bkthomps"}
+	for i := 1; i <= 11; i++ {
+		resp, _ := e.both(t, envoyReq("example7", 0, d1, d2))
+		if want := i <= 10; (resp.OverallCode == rlsv3.RateLimitResponse_OK) != want {
+			t.Fatalf("request %d with both descriptors: %v, want OK=%v (only the 10/s limit applies)", i, resp.OverallCode, want)
+		}
+		if resp.Statuses[0].CurrentLimit != nil || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("request %d: the replaced descriptor reports %v", i, resp.Statuses[0])
+		}
+	}
+	// Alone, the first descriptor has its own 5/s limit.
+	for i := 1; i <= 6; i++ {
+		resp, _ := e.both(t, envoyReq("example7", 0, d1))
+		if want := i <= 5; (resp.OverallCode == rlsv3.RateLimitResponse_OK) != want {
+			t.Fatalf("request %d with d1 alone: %v", i, resp.OverallCode)
+		}
+	}
+}
+
+func TestEnvoyHitsAddend(t *testing.T) {
+	e := newEnv(t)
+	d := []string{"message_type", "marketing", "to_number", "555"}
+	resp, _ := e.both(t, envoyReq("messaging", 3, d))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("hits_addend 3 of 5: %v", resp)
+	}
+	resp, code := e.json(t, envoyReq("messaging", 3, d))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || code != http.StatusTooManyRequests || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("second hits_addend 3 of 5: HTTP %d %v", code, resp)
+	}
+	// A per-descriptor hits_addend overrides the request's.
+	req := envoyReq("messaging", 3, d)
+	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(2)
+	resp, _ = e.both(t, req)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("descriptor hits_addend 2 with 2 left: %v", resp)
+	}
+}
+
+// TestAllOrNothing is our stated difference from envoyproxy/ratelimit: a
+// refused descriptor leaves the others uncharged.
+func TestAllOrNothing(t *testing.T) {
+	e := newEnv(t)
+	spent := []string{"message_type", "marketing", "to_number", "777"}
+	for range 5 {
+		e.both(t, envoyReq("messaging", 0, spent))
+	}
+	other := []string{"to_number", "888"}
+	for range 3 {
+		resp, _ := e.both(t, envoyReq("messaging", 0, other, spent))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("%v", resp)
+		}
+	}
+	resp, _ := e.both(t, envoyReq("messaging", 0, other))
+	if resp.Statuses[0].LimitRemaining != 99 {
+		t.Fatalf("after 3 refused requests the other descriptor has %d left, want 99: refused requests must charge nothing", resp.Statuses[0].LimitRemaining)
+	}
+}
+
+func TestEnvoyHeadersAndBucketLimit(t *testing.T) {
+	e := newEnv(t)
+	var resp *rlsv3.RateLimitResponse
+	for range 11 {
+		resp, _ = e.both(t, envoyReq("quota", 0, []string{"bucket", "b1"}))
+	}
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("11th take of a burst of 10: %v", resp.OverallCode)
+	}
+	cl := resp.Statuses[0].CurrentLimit
+	if cl.GetName() != "per-bucket" || cl.GetRequestsPerUnit() != 60 || cl.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		t.Fatalf("current limit %v, want per-bucket 60 per MINUTE (the rate, not the burst)", cl)
+	}
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	want := map[string]string{
+		"RateLimit-Policy": `"per-bucket";q=10;w=60`, "RateLimit": `"per-bucket";r=0;t=10`,
+		"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "10", "Retry-After": "1",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if d := resp.Statuses[0].DurationUntilReset.AsDuration(); d != 10*time.Second {
+		t.Errorf("duration until reset %v, want 10s (a bucket refills in 6s per token)", d)
+	}
+}
+
+func TestGRPCBadInput(t *testing.T) {
+	e := newEnv(t)
+	for _, r := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{"empty domain", envoyReq("", 0, []string{"k", "v"}), "domain must not be empty"},
+		{"no descriptors", envoyReq("messaging", 0), "descriptors must not be empty"},
+		{"empty descriptor", &rlsv3.RateLimitRequest{Domain: "messaging", Descriptors: []*commonrl.RateLimitDescriptor{{}}}, "descriptors[0] has no entries"},
+		{"empty key", envoyReq("messaging", 0, []string{"", "v"}), "key must not be empty"},
+		{"huge value", envoyReq("messaging", 0, []string{"k", strings.Repeat("v", 5000)}), "byte limit"},
+		{"too many descriptors", envoyReq("messaging", 0, make([][]string, 65)...), "over the limit"},
+		{"negative hits", func() *rlsv3.RateLimitRequest {
+			r := envoyReq("messaging", 0, []string{"k", "v"})
+			r.Descriptors[0].IsNegativeHits = true
+			return r
+		}(), "is_negative_hits"},
+	} {
+		_, err := e.rls.ShouldRateLimit(context.Background(), r.req)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("%s: %v, want InvalidArgument saying %q", r.name, err, r.want)
+		}
+	}
+}
+
+func TestGRPCHealth(t *testing.T) {
+	e := newEnv(t)
+	hc := healthpb.NewHealthClient(e.conn)
+	if err := e.srv.CheckStore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q: %v %v", svc, r, err)
+		}
+	}
+}
+

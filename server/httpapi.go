@@ -1,0 +1,527 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// HTTPHandler serves the --http address: POST /json (Envoy's JSON twin),
+// the native API under /v1/, GET /healthcheck (envoyproxy/ratelimit's
+// health path) and, in gateway mode, everything else through the gateway.
+func (s *Server) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/json", s.handleJSON)
+	mux.HandleFunc("/v1/decide", s.handleV1(false))
+	mux.HandleFunc("/v1/peek", s.handleV1(true))
+	mux.HandleFunc("/v1/observe", s.handleObserve)
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek and POST /v1/observe", r.URL.Path))
+	})
+	mux.HandleFunc("/healthcheck", s.handleHealthz)
+	if s.gateway != nil {
+		mux.Handle("/", s.gateway)
+	} else {
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; use POST /json or POST /v1/decide (no --upstream is set)", r.URL.Path))
+		})
+	}
+	return mux
+}
+
+// httpError is an error with the status code it is answered with.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// writeError answers {"error": msg} with code.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	w.Write(append(b, '\n'))
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		writeError(w, he.code, he.msg)
+	case errors.Is(err, ErrBadInput), errors.Is(err, policy.ErrBadRequest):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, policy.ErrUnknownRule):
+		writeError(w, http.StatusNotFound, err.Error())
+	default:
+		writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+err.Error())
+	}
+}
+
+// jsonContentType reports whether a request's Content-Type may carry JSON:
+// none, application/json or any +json type, text/plain, and
+// application/x-www-form-urlencoded (what `curl -d` sends; the body is
+// still read as JSON, as envoyproxy/ratelimit does).
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == "text/plain" ||
+		mt == "application/x-www-form-urlencoded"
+}
+
+// readBody checks the method and content type and reads a bounded,
+// UTF-8 body.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return nil, &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use POST with a JSON body", r.Method, r.URL.Path)}
+	}
+	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+		return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: the body must be JSON (application/json)", ct)}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over the %d-byte limit", s.maxBody)}
+		}
+		return nil, &httpError{http.StatusBadRequest, "reading the body: " + err.Error()}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, &httpError{http.StatusBadRequest, "empty body: want a JSON object"}
+	}
+	if !utf8.Valid(body) {
+		return nil, &httpError{http.StatusBadRequest, fmt.Sprintf("body is not valid UTF-8 (first bad byte at offset %d)", badUTF8(body))}
+	}
+	return body, nil
+}
+
+func badUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// handleJSON is envoyproxy/ratelimit's /json: the protojson form of
+// RateLimitRequest in, of RateLimitResponse out; 200 for OK, 429 for
+// OVER_LIMIT, 400 with the reason for a bad request. The response also
+// carries response_headers_to_add as real HTTP headers.
+func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	code := "error"
+	defer func() { s.metrics.Request("json", code, time.Since(start)) }()
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var in rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &in); err != nil {
+		writeError(w, http.StatusBadRequest, "not a RateLimitRequest in protojson: "+err.Error())
+		return
+	}
+	resp, err := s.shouldRateLimit(r.Context(), &in)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
+		return
+	}
+	code = resp.OverallCode.String()
+	h := w.Header()
+	for _, hv := range resp.ResponseHeadersToAdd {
+		h.Set(hv.GetKey(), hv.GetValue())
+	}
+	h.Set("Content-Type", "application/json")
+	switch resp.OverallCode {
+	case rlsv3.RateLimitResponse_OVER_LIMIT:
+		w.WriteHeader(http.StatusTooManyRequests)
+	case rlsv3.RateLimitResponse_OK:
+		w.WriteHeader(http.StatusOK)
+	default:
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	w.Write(out)
+}
+
+// V1Request is a native API request (one element of a batch).
+type V1Request struct {
+	Domain      string         `json:"domain"`
+	Descriptors []V1Descriptor `json:"descriptors"`
+	// Hits is the cost (default 1).
+	Hits int64 `json:"hits,omitempty"`
+	// Priority is the request's priority class.
+	Priority string `json:"priority,omitempty"`
+	// Wait asks /v1/decide to hold the request while a wait-strategy rule
+	// queues it (up to the rule's max_wait or the HTTP request's end).
+	Wait bool `json:"wait,omitempty"`
+}
+
+// V1Descriptor is one descriptor of a native request.
+type V1Descriptor struct {
+	Entries []V1Entry `json:"entries"`
+	// Hits overrides the request's hits for this descriptor.
+	Hits int64 `json:"hits,omitempty"`
+	// Limit replaces the configured limit for this descriptor.
+	Limit *V1Limit `json:"limit,omitempty"`
+}
+
+// V1Entry is one key/value pair.
+type V1Entry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// V1Limit is a per-request limit: requests_per_unit per unit ("second",
+// "minute", "hour", "day" or a duration such as "30s").
+type V1Limit struct {
+	RequestsPerUnit int64  `json:"requests_per_unit"`
+	Unit            string `json:"unit"`
+}
+
+// V1Batch is a batch of native requests.
+type V1Batch struct {
+	Requests []V1Request `json:"requests"`
+}
+
+// V1Response is the answer to one native request.
+type V1Response struct {
+	// Code is "OK" or "OVER_LIMIT"; Allowed is Code == "OK".
+	Code    string `json:"code"`
+	Allowed bool   `json:"allowed"`
+	// Statuses has one entry per descriptor, in order.
+	Statuses []V1Status `json:"statuses"`
+	// DelayMS is how long to hold the request before passing it on (shapers).
+	DelayMS int64 `json:"delay_ms,omitempty"`
+	// Strategy is the refusing rules' strategy on excess (reject, wait,
+	// degrade, shadow); Fallback the degrade fallback's name.
+	Strategy string `json:"strategy,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	Priority string `json:"priority,omitempty"`
+	// WaitedMS is how long a "wait": true request was held.
+	WaitedMS int64 `json:"waited_ms,omitempty"`
+	// Headers are the rate limit header fields for the client.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Error is set instead of the rest for a batch element that failed.
+	Error string `json:"error,omitempty"`
+}
+
+// V1Status is one descriptor's outcome. Times are in milliseconds, rounded
+// up; retry_after_ms is -1 when the cost can never be admitted.
+type V1Status struct {
+	Code         string          `json:"code"`
+	Matched      bool            `json:"matched"`
+	Rule         string          `json:"rule,omitempty"`
+	Unlimited    bool            `json:"unlimited,omitempty"`
+	Shadow       bool            `json:"shadow,omitempty"`
+	Borrowed     bool            `json:"borrowed,omitempty"`
+	Limit        int64           `json:"limit,omitempty"`
+	Remaining    int64           `json:"remaining,omitempty"`
+	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
+	ResetAfterMS int64           `json:"reset_after_ms,omitempty"`
+	WindowMS     int64           `json:"window_ms,omitempty"`
+	Limits       []V1LimitStatus `json:"limits,omitempty"`
+}
+
+// V1LimitStatus is one of the limits a descriptor was measured against.
+type V1LimitStatus struct {
+	Name         string `json:"name"`
+	Allowed      bool   `json:"allowed"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	ResetAfterMS int64  `json:"reset_after_ms,omitempty"`
+	WindowMS     int64  `json:"window_ms,omitempty"`
+	Shadow       bool   `json:"shadow,omitempty"`
+}
+
+func ms(d time.Duration) int64 {
+	if d == algo.Never {
+		return -1
+	}
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+var unitNames = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
+
+// toPolicy converts and validates a native request; i names it in a batch.
+func (v V1Request) toPolicy() (policy.Request, error) {
+	req := policy.Request{Domain: v.Domain, Hits: v.Hits, Priority: v.Priority}
+	req.Descriptors = make([]policy.Descriptor, len(v.Descriptors))
+	for i, d := range v.Descriptors {
+		pd := &req.Descriptors[i]
+		pd.Hits = d.Hits
+		pd.Entries = make([]policy.Entry, len(d.Entries))
+		for j, e := range d.Entries {
+			pd.Entries[j] = policy.Entry(e)
+		}
+		if d.Limit != nil {
+			unit, ok := unitNames[strings.ToLower(d.Limit.Unit)]
+			if !ok {
+				var err error
+				if unit, err = time.ParseDuration(d.Limit.Unit); err != nil || unit <= 0 {
+					return req, badInput("descriptors[%d].limit.unit %q: want second, minute, hour, day or a duration like 30s", i, d.Limit.Unit)
+				}
+			}
+			if d.Limit.RequestsPerUnit < 0 {
+				return req, badInput("descriptors[%d].limit.requests_per_unit %d is negative", i, d.Limit.RequestsPerUnit)
+			}
+			pd.Limit = &policy.LimitOverride{RequestsPerUnit: d.Limit.RequestsPerUnit, Unit: unit}
+		}
+	}
+	return req, nil
+}
+
+func (s *Server) v1Response(resp *policy.Response) V1Response {
+	out := V1Response{Code: resp.Code.String(), Allowed: resp.Code == policy.CodeOK, Statuses: make([]V1Status, len(resp.Statuses)),
+		DelayMS: ms(resp.Delay), Priority: resp.Priority, WaitedMS: ms(resp.Waited)}
+	if resp.Code != policy.CodeOK || resp.Strategy == policy.StrategyShadow {
+		out.Strategy, out.Fallback = resp.Strategy, resp.Fallback
+	}
+	for i, st := range resp.Statuses {
+		vs := V1Status{Code: st.Code.String(), Matched: st.Matched, Rule: st.Rule, Unlimited: st.Unlimited, Shadow: st.Shadow,
+			Borrowed: st.Borrowed, WindowMS: ms(st.Window)}
+		if st.Matched && !st.Unlimited {
+			vs.Limit, vs.Remaining = st.Decision.Limit, st.Decision.Remaining
+			vs.RetryAfterMS, vs.ResetAfterMS = ms(st.Decision.RetryAfter), ms(st.Decision.ResetAfter)
+		}
+		for _, l := range st.Limits {
+			vs.Limits = append(vs.Limits, V1LimitStatus{Name: l.Name, Allowed: l.Decision.Allowed, Limit: l.Decision.Limit, Remaining: l.Decision.Remaining,
+				RetryAfterMS: ms(l.Decision.RetryAfter), ResetAfterMS: ms(l.Decision.ResetAfter), WindowMS: ms(l.Window), Shadow: l.Shadow})
+		}
+		out.Statuses[i] = vs
+	}
+	if f := headerFields(resp, s.headerOpts); len(f) > 0 {
+		out.Headers = make(map[string]string, len(f))
+		for _, kv := range f {
+			out.Headers[kv[0]] = kv[1]
+		}
+	}
+	return out
+}
+
+// decodeStrict decodes JSON into v, rejecting unknown fields and trailing
+// data, with errors that say where.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return badInput("malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.As(err, &te):
+			return badInput("field %q: want %s, got %s (at byte %d)", te.Field, te.Type, te.Value, te.Offset)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return badInput("truncated JSON")
+		}
+		return badInput("%v", err)
+	}
+	if dec.More() {
+		return badInput("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// handleV1 serves /v1/decide (peek false) and /v1/peek: one request, or a
+// batch {"requests": [...]} answered by {"results": [...]}. A single
+// decide answers 200 when allowed and 429 when over the limit, with the
+// rate limit headers; peeks and batches always answer 200.
+func (s *Server) handleV1(peek bool) http.HandlerFunc {
+	transport := "v1"
+	if peek {
+		transport = "v1-peek"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := "error"
+		defer func() { s.metrics.Request(transport, code, time.Since(start)) }()
+		body, err := s.readBody(w, r)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(body, &probe); err != nil {
+			writeErr(w, decodeStrict(body, &probe))
+			return
+		}
+		if _, isBatch := probe["requests"]; isBatch {
+			var b V1Batch
+			if err := decodeStrict(body, &b); err != nil {
+				writeErr(w, err)
+				return
+			}
+			if len(b.Requests) == 0 {
+				writeError(w, http.StatusBadRequest, "requests must not be empty")
+				return
+			}
+			if len(b.Requests) > s.limits.Batch {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("%d requests in the batch, over the limit of %d", len(b.Requests), s.limits.Batch))
+				return
+			}
+			results := make([]V1Response, len(b.Requests))
+			for i, vr := range b.Requests {
+				resp, err := s.v1Decide(r, vr, peek)
+				if err != nil {
+					results[i] = V1Response{Error: fmt.Sprintf("requests[%d]: %v", i, err)}
+					continue
+				}
+				results[i] = s.v1Response(&resp)
+			}
+			code = "batch"
+			writeJSON(w, http.StatusOK, struct {
+				Results []V1Response `json:"results"`
+			}{results})
+			return
+		}
+		var vr V1Request
+		if err := decodeStrict(body, &vr); err != nil {
+			writeErr(w, err)
+			return
+		}
+		resp, err := s.v1Decide(r, vr, peek)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out := s.v1Response(&resp)
+		code = out.Code
+		status := http.StatusOK
+		if !peek {
+			for k, v := range out.Headers {
+				w.Header().Set(k, v)
+			}
+			if !out.Allowed {
+				status = http.StatusTooManyRequests
+			}
+		}
+		writeJSON(w, status, out)
+	}
+}
+
+func (s *Server) v1Decide(r *http.Request, vr V1Request, peek bool) (policy.Response, error) {
+	req, err := vr.toPolicy()
+	if err != nil {
+		return policy.Response{}, err
+	}
+	if err := s.limits.check(&req); err != nil {
+		return policy.Response{}, err
+	}
+	if s.engine.Config().Domain(req.Domain) == nil {
+		return policy.Response{}, &httpError{http.StatusNotFound, fmt.Sprintf("unknown domain %q (the configuration has %s)", req.Domain, domainList(s.engine.Config()))}
+	}
+	if vr.Wait && !peek {
+		resp, err := s.engine.DecideWait(r.Context(), req)
+		if err == nil {
+			s.metrics.Decided(req.Domain, &resp)
+		}
+		return resp, err
+	}
+	return s.decide(r.Context(), req, peek)
+}
+
+func domainList(c *policy.Config) string {
+	var names []string
+	for _, d := range c.Domains() {
+		names = append(names, fmt.Sprintf("%q", d.Name))
+	}
+	if len(names) == 0 {
+		return "no domains"
+	}
+	return "domains " + strings.Join(names, ", ")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// V1Sample is a load signal sample for adaptive rules (POST /v1/observe).
+type V1Sample struct {
+	Domain    string  `json:"domain"`
+	Rule      string  `json:"rule"`
+	LatencyMS float64 `json:"latency_ms"`
+	Failed    bool    `json:"failed,omitempty"`
+}
+
+// handleObserve feeds samples of the protected service's latency and errors
+// to the adaptive controllers: {"domain","rule","latency_ms","failed"} or
+// {"samples":[...]}; 204 on success.
+func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var in struct {
+		V1Sample
+		Samples []V1Sample `json:"samples"`
+	}
+	if err := decodeStrict(body, &in); err != nil {
+		writeErr(w, err)
+		return
+	}
+	samples := in.Samples
+	if in.Domain != "" || in.Rule != "" {
+		samples = append(samples, in.V1Sample)
+	}
+	if len(samples) == 0 {
+		writeError(w, http.StatusBadRequest, "no sample: want {\"domain\",\"rule\",\"latency_ms\"} or {\"samples\":[...]}")
+		return
+	}
+	if len(samples) > 10_000 {
+		writeError(w, http.StatusBadRequest, "more than 10000 samples")
+		return
+	}
+	for i, sm := range samples {
+		if sm.Domain == "" || sm.Rule == "" || !(sm.LatencyMS >= 0) || sm.LatencyMS > 1e9 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("samples[%d]: want a domain, a rule and 0 <= latency_ms <= 1e9", i))
+			return
+		}
+	}
+	for _, sm := range samples {
+		s.engine.Observe(sm.Domain, sm.Rule, time.Duration(sm.LatencyMS*float64(time.Millisecond)), sm.Failed)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,340 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/headers"
+	"github.com/floodgate/floodgate/metrics"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults of the options.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultDrainTimeout = 10 * time.Second
+	// RLSServiceName is the gRPC service name of the Envoy rate limit
+	// service, also reported by the health service.
+	RLSServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+)
+
+// Option configures a Server; see New for the defaults.
+type Option func(*Server)
+
+// WithMetrics sets the metrics the server records (default: new Metrics).
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics = m } }
+
+// WithLogger sets the structured logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithAdminToken makes the admin API require "Authorization: Bearer token"
+// (default "": no token, for a loopback-only admin address).
+func WithAdminToken(token string) Option { return func(s *Server) { s.adminToken = token } }
+
+// WithConfigPath records where the configuration was loaded from, for the
+// admin API's config view (default "").
+func WithConfigPath(p string) Option { return func(s *Server) { s.configPath = p } }
+
+// WithLimits bounds what one request may carry (default Limits{}: 64
+// descriptors, 16 entries each, 1024-byte keys and values, 100 requests per
+// /v1 batch).
+func WithLimits(l Limits) Option { return func(s *Server) { s.limits = l } }
+
+// WithMaxBodyBytes bounds HTTP request bodies (default DefaultMaxBodyBytes,
+// 1 MiB); larger ones get 413.
+func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBody = n } }
+
+// WithHeaders chooses the rate limit header fields of responses (default
+// headers.Options{}: IETF, X-RateLimit-* and Retry-After).
+func WithHeaders(o headers.Options) Option { return func(s *Server) { s.headerOpts = o } }
+
+// WithGateway mounts h at "/" of the HTTP address, behind /json and /v1/
+// (gateway mode; default none: 404).
+func WithGateway(h http.Handler) Option { return func(s *Server) { s.gateway = h } }
+
+// WithDrainTimeout bounds the graceful drain on shutdown (default
+// DefaultDrainTimeout, 10 s); connections still open after it are closed.
+func WithDrainTimeout(d time.Duration) Option { return func(s *Server) { s.drain = d } }
+
+// WithPinger sets how readiness checks the store (default: the store's own
+// Ping(ctx) error method if it has one, else a Peek of a probe key).
+func WithPinger(ping func(ctx context.Context) error) Option {
+	return func(s *Server) { s.ping = ping }
+}
+
+// Server is the floodgate server: the Envoy rate limit gRPC service and the
+// standard health service, the HTTP API (/json and /v1/), and the admin
+// address (/metrics, /healthz, /readyz, /admin/api/, /dashboard).
+type Server struct {
+	engine     *policy.Engine
+	store      store.Store
+	metrics    *metrics.Metrics
+	log        *slog.Logger
+	adminToken string
+	configPath string
+	limits     Limits
+	maxBody    int64
+	headerOpts headers.Options
+	gateway    http.Handler
+	drain      time.Duration
+	ping       func(ctx context.Context) error
+
+	rules    atomic.Pointer[ruleCache]
+	grpc     *grpc.Server
+	health   *health.Server
+	draining atomic.Bool
+	storeOK  atomic.Bool
+
+	eventsMu sync.Mutex
+	events   []Event
+}
+
+// New returns a server deciding with engine on st (the store engine was
+// built on: the admin API resets and inspects keys there, readiness pings
+// it). Options and their defaults:
+//
+//   - WithMetrics(metrics.New())
+//   - WithLogger(slog.Default())
+//   - WithAdminToken(""): the admin API is open (bind it to loopback)
+//   - WithConfigPath("")
+//   - WithLimits(Limits{}): 64 descriptors, 16 entries, 1024-byte strings, batches of 100
+//   - WithMaxBodyBytes(1 MiB)
+//   - WithHeaders(headers.Options{}): every header field, default names
+//   - WithGateway(nil)
+//   - WithDrainTimeout(10s)
+//   - WithPinger(nil): the store's Ping, else a Peek of a probe key
+func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
+	if engine == nil || st == nil {
+		return nil, errors.New("server: New needs an engine and a store")
+	}
+	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New()
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBody <= 0 {
+		return nil, fmt.Errorf("server: max body bytes must be > 0, got %d", s.maxBody)
+	}
+	if s.drain <= 0 {
+		return nil, fmt.Errorf("server: drain timeout must be > 0, got %v", s.drain)
+	}
+	s.limits = s.limits.withDefaults()
+	if s.ping == nil {
+		if p, ok := st.(interface{ Ping(context.Context) error }); ok {
+			s.ping = p.Ping
+		} else {
+			s.ping = func(ctx context.Context) error { return peekProbe(ctx, st) }
+		}
+	}
+	s.metrics.SetQueueDepth(engine.Waiting)
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.maxBody)))
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	return s, nil
+}
+
+var probeLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
+
+// peekProbe checks that st answers with a Peek that charges nothing.
+func peekProbe(ctx context.Context, st store.Store) error {
+	return st.Peek(ctx, []store.Request{{Key: "fg:__ping", Limit: probeLimit}}, make([]algo.Decision, 1))
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// GRPCServer returns the gRPC server with the rate limit and health
+// services registered.
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(RLSServiceName, st)
+}
+
+// CheckStore pings the store with a short deadline and updates the
+// readiness and the gRPC health status.
+func (s *Server) CheckStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := s.ping(ctx)
+	was := s.storeOK.Swap(err == nil)
+	if was != (err == nil) {
+		if err != nil {
+			s.Event("store", "store not answering: "+err.Error())
+		} else {
+			s.Event("store", "store answering")
+		}
+	}
+	if !s.draining.Load() {
+		if err == nil {
+			s.setHealth(healthpb.HealthCheckResponse_SERVING)
+		} else {
+			s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+		}
+	}
+	return err
+}
+
+// decide validates req and decides or peeks it, recording metrics.
+func (s *Server) decide(ctx context.Context, req policy.Request, peek bool) (policy.Response, error) {
+	if err := s.limits.check(&req); err != nil {
+		return policy.Response{}, err
+	}
+	var resp policy.Response
+	var err error
+	if peek {
+		resp, err = s.engine.Peek(ctx, req)
+	} else {
+		resp, err = s.engine.Decide(ctx, req)
+	}
+	if err != nil {
+		return policy.Response{}, err
+	}
+	if !peek {
+		s.metrics.Decided(req.Domain, &resp)
+	}
+	return resp, nil
+}
+
+// Event is a notable change shown by the admin API and the dashboard.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+}
+
+const maxEvents = 100
+
+// Event records a notable change (a reload, an adaptive step, the store
+// going away) and logs it.
+func (s *Server) Event(kind, msg string) {
+	s.log.Info(msg, "event", kind)
+	s.eventsMu.Lock()
+	defer s.eventsMu.Unlock()
+	if len(s.events) == maxEvents {
+		copy(s.events, s.events[1:])
+		s.events = s.events[:maxEvents-1]
+	}
+	s.events = append(s.events, Event{Time: time.Now().UTC(), Kind: kind, Message: msg})
+}
+
+// Events returns the recent events, oldest first.
+func (s *Server) Events() []Event {
+	s.eventsMu.Lock()
+	defer s.eventsMu.Unlock()
+	return append([]Event(nil), s.events...)
+}
+
+// Listeners are the three listening sockets of Serve.
+type Listeners struct {
+	HTTP, GRPC, Admin net.Listener
+}
+
+// Listen opens the three addresses.
+func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
+	var ls Listeners
+	var err error
+	if ls.HTTP, err = net.Listen("tcp", httpAddr); err != nil {
+		return ls, fmt.Errorf("server: listen --http %s: %w", httpAddr, err)
+	}
+	if ls.GRPC, err = net.Listen("tcp", grpcAddr); err != nil {
+		ls.HTTP.Close()
+		return ls, fmt.Errorf("server: listen --grpc %s: %w", grpcAddr, err)
+	}
+	if ls.Admin, err = net.Listen("tcp", adminAddr); err != nil {
+		ls.HTTP.Close()
+		ls.GRPC.Close()
+		return ls, fmt.Errorf("server: listen --admin %s: %w", adminAddr, err)
+	}
+	return ls, nil
+}
+
+// Serve serves on the listeners until ctx is done, then drains: health
+// turns NOT_SERVING, the listeners close, requests in flight finish (up to
+// the drain timeout) and Serve returns nil. It also pings the store every
+// second for readiness. An error from a listener stops everything and is
+// returned.
+func (s *Server) Serve(ctx context.Context, ls Listeners) error {
+	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 3)
+	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
+	go func() { errc <- serveHTTP(adminSrv, ls.Admin, "admin") }()
+	go func() {
+		if err := s.grpc.Serve(ls.GRPC); err != nil {
+			errc <- fmt.Errorf("server: grpc: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	s.CheckStore(ctx)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			s.CheckStore(ctx)
+		case err = <-errc:
+			break loop
+		}
+	}
+	s.draining.Store(true)
+	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	dctx, cancel := context.WithTimeout(context.Background(), s.drain)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	herr := httpSrv.Shutdown(dctx)
+	aerr := adminSrv.Shutdown(dctx)
+	select {
+	case <-done:
+	case <-dctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+	if err != nil {
+		return err
+	}
+	if herr != nil || aerr != nil {
+		return fmt.Errorf("server: drain: %w", errors.Join(herr, aerr))
+	}
+	return nil
+}
+
+func serveHTTP(srv *http.Server, ln net.Listener, name string) error {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("server: %s: %w", name, err)
+	}
+	return nil
+}
