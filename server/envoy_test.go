@@ -275,4 +275,3 @@ func TestGRPCHealth(t *testing.T) {
 		}
 	}
 }
-
