@@ -18,9 +18,12 @@ import (
 // NamedChart is a chart with the file name (without extension) it is
 // written under and a sentence saying what it shows.
 type NamedChart struct {
-	Name    string
+	// Name is the file name without extension, e.g. "count-01-fixed-window".
+	Name string
+	// Caption says what the chart shows, in a sentence.
 	Caption string
-	Chart   *chart.Chart
+	// Chart is the chart itself.
+	Chart *chart.Chart
 }
 
 // timeAxis picks the unit of the x axis for a run of length d.

@@ -248,8 +248,10 @@ func isTerminal(w io.Writer) bool {
 // scaleFlags collects --scale AT:K.
 type scaleFlags []Event
 
+// String is flag.Value's; the default is empty.
 func (s *scaleFlags) String() string { return "" }
 
+// Set adds one scale event.
 func (s *scaleFlags) Set(v string) error {
 	at, k, ok := strings.Cut(v, ":")
 	if !ok {
@@ -270,8 +272,10 @@ func (s *scaleFlags) Set(v string) error {
 // contenderFlags collects --contender "KIND key=value ...".
 type contenderFlags []Contender
 
+// String is flag.Value's; the default is empty.
 func (c *contenderFlags) String() string { return "" }
 
+// Set adds one contender.
 func (c *contenderFlags) Set(v string) error {
 	ct, err := ParseContender(v)
 	if err != nil {

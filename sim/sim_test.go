@@ -149,12 +149,12 @@ func TestReadReplayErrors(t *testing.T) {
 		{"-1 a\n", "log:1: time \"-1\" must be between"},
 		{"2024-01-01T00:00:01Z a\n2024-01-01T00:00:00Z a\n", "log:2: time \"2024-01-01T00:00:00Z\" is before the first line"},
 	} {
-		_, _, err := ReadReplay("log", strings.NewReader(tc.log), 0)
+		_, _, err := readReplay("log", strings.NewReader(tc.log), 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ReadReplay(%q) = %v, want %q", tc.log, err, tc.want)
+			t.Errorf("readReplay(%q) = %v, want %q", tc.log, err, tc.want)
 		}
 	}
-	arr, names, err := ReadReplay("log", strings.NewReader("2024-01-01T00:00:00Z a\n2024-01-01T00:00:00.5Z b 4\n"), 10)
+	arr, names, err := readReplay("log", strings.NewReader("2024-01-01T00:00:00Z a\n2024-01-01T00:00:00.5Z b 4\n"), 10)
 	if err != nil || len(arr) != 2 || arr[1].t != 500000 || arr[1].key != 11 || arr[1].cost != 4 || names[1] != "b" {
 		t.Errorf("RFC 3339 replay = %v %v %v", arr, names, err)
 	}
@@ -284,7 +284,7 @@ func FuzzReadReplay(f *testing.F) {
 	f.Add("0 a\n0.5 b 3\n# c\n")
 	f.Add("2024-01-01T00:00:00Z a\n")
 	f.Fuzz(func(t *testing.T, log string) {
-		arr, _, err := ReadReplay("log", strings.NewReader(log), 0)
+		arr, _, err := readReplay("log", strings.NewReader(log), 0)
 		if err != nil {
 			if !errors.Is(err, ErrScenario) {
 				t.Fatalf("error %v does not wrap ErrScenario", err)

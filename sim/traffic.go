@@ -209,14 +209,14 @@ func (g *replayGen) next() (arrival, bool) {
 	return g.arrivals[g.i-1], true
 }
 
-// ReadReplay parses a replay log: one request per line, "time key [cost]",
+// readReplay parses a replay log: one request per line, "time key [cost]",
 // fields separated by spaces or tabs. time is seconds since the start
 // (decimal, e.g. 12.5) or an RFC 3339 instant taken relative to the first
 // line's; times must not go backwards. key is any word; keys are numbered
 // from keyOffset in order of first appearance. cost defaults to 1. Blank
 // lines and lines starting with '#' are skipped. Errors read "file:line: …".
 // It returns the arrivals and the key names by index (from keyOffset).
-func ReadReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, error) {
+func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	var (
@@ -303,7 +303,7 @@ func (sc *Scenario) loadReplays() ([][]arrival, error) {
 		if err != nil {
 			return nil, sc.errorf(s.line, "traffic[%d].file: %v", i, err)
 		}
-		arr, _, err := ReadReplay(s.File, f, s.KeyOffset)
+		arr, _, err := readReplay(s.File, f, s.KeyOffset)
 		f.Close()
 		if err != nil {
 			return nil, err
