@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ type Local struct {
 	st    algo.State
 	limit *algo.Limit
 	clock clock
+	// bucket is set for TokenBucket and GCRA, whose Allow and AllowN skip
+	// the divisions that only the full Decision needs; see allowBucket.
+	bucket                   bool
+	per, rate, cap, capLevel int64
 }
 
 // NewLocal returns a limiter applying p. Options and their defaults:
@@ -53,17 +58,73 @@ func NewLocal(p algo.Params, opts ...LocalOption) (*Local, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	return &Local{limit: l, clock: newClock(c.clock)}, nil
+	loc := &Local{limit: l, clock: newClock(c.clock)}
+	if k := l.Algorithm(); k == algo.TokenBucket || k == algo.GCRA {
+		p := l.Params()
+		loc.bucket = true
+		loc.per = int64(p.Period / time.Microsecond)
+		loc.rate = p.Limit
+		loc.cap = l.Capacity()
+		loc.capLevel = loc.cap * loc.per
+	}
+	return loc, nil
 }
 
 // Limit returns the compiled limit.
 func (l *Local) Limit() *algo.Limit { return l.limit }
 
 // Allow reports whether one unit may be taken now and, if so, takes it.
-func (l *Local) Allow() bool { return l.Take(1).Allowed }
+func (l *Local) Allow() bool { return l.AllowN(1) }
 
 // AllowN reports whether n units may be taken now and, if so, takes them.
-func (l *Local) AllowN(n int64) bool { return l.Take(n).Allowed }
+func (l *Local) AllowN(n int64) bool {
+	now := l.clock.now()
+	l.mu.Lock()
+	ok, done := l.allowBucket(now, n)
+	if !done {
+		ok = l.limit.Take(&l.st, now, n).Allowed
+	}
+	l.mu.Unlock()
+	return ok
+}
+
+// maxTime is the latest instant the algo package works with (2^53-1 µs);
+// later ones, and times before the epoch, take algo's own path.
+const maxTime = 1<<53 - 1
+
+// allowBucket is algo's token bucket (and GCRA) Take for a key in use,
+// reduced to the admission: the same exact integer refill in unit·µs (see
+// algo/bucket.go), with the refill test done by a 128-bit multiplication
+// instead of a division, and without the Remaining and ResetAfter that
+// Allow does not report. It leaves the state exactly as algo's Take would
+// (TestLocalMatchesAlgo and FuzzLocalMatchesAlgo hold it to that). done is
+// false when the case is not the common one (a fresh state, a cost beyond
+// the capacity or below 0, a time out of range): the caller then asks algo.
+// l.mu is held.
+func (l *Local) allowBucket(now, n int64) (ok, done bool) {
+	s := &l.st
+	if !l.bucket || s.C == 0 || n < 0 || n > l.cap || now < 0 || now > maxTime {
+		return false, false
+	}
+	level := min(max(s.A, 0), l.capLevel)
+	if now > s.B {
+		if need := l.capLevel - level; need > 0 {
+			hi, lo := bits.Mul64(uint64(now-s.B), uint64(l.rate))
+			if hi != 0 || lo >= uint64(need) {
+				level = l.capLevel
+			} else {
+				level += int64(lo)
+			}
+		}
+		s.B = now
+	}
+	if cost := n * l.per; level >= cost {
+		level -= cost
+		ok = true
+	}
+	s.A = level
+	return ok, true
+}
 
 // Take decides n units now, takes them if admitted, and returns the whole
 // decision. Negative n counts as 0.

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,5 +146,82 @@ func TestLocalWaitSmooth(t *testing.T) {
 		if after := l.Peek(1); after.Delay != before.Delay {
 			t.Errorf("after the paced Wait gave up: next Delay %v, want %v as before", after.Delay, before.Delay)
 		}
+	})
+}
+
+// localOps drives a Local with a fake clock and a plain algo state side by
+// side, from a byte string (a fuzz input), and reports the first
+// difference. Every byte pair is one operation.
+func localOps(t *testing.T, p algo.Params, ops []byte) {
+	t.Helper()
+	clock := storetest.NewClock(storetest.Epoch)
+	loc, err := limiter.NewLocal(p, limiter.WithLocalClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := algo.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st algo.State
+	for i := 0; i+1 < len(ops); i += 2 {
+		op, arg := ops[i], int64(ops[i+1])
+		now := clock.Now().UnixMicro()
+		switch op % 8 {
+		case 0, 1, 2: // AllowN of a small cost, sometimes beyond the capacity or negative
+			n := arg%7 - 1
+			want := ref.Take(&st, now, n).Allowed
+			if got := loc.AllowN(n); got != want {
+				t.Fatalf("op %d at %v: AllowN(%d) = %v, algo %v", i/2, clock.Now().Sub(storetest.Epoch), n, got, want)
+			}
+		case 3:
+			want := ref.Take(&st, now, arg%4)
+			if got := loc.Take(arg % 4); got != want {
+				t.Fatalf("op %d: Take(%d) = %+v, algo %+v", i/2, arg%4, got, want)
+			}
+		case 4:
+			clock.Advance(time.Duration(arg) * time.Duration(arg) * 37 * time.Microsecond)
+		case 5:
+			clock.Advance(-time.Duration(arg) * time.Millisecond) // the clock steps back
+		case 6:
+			clock.Advance(time.Duration(arg) * time.Second)
+		case 7:
+			if arg == 0 {
+				loc.Reset()
+				st = algo.State{}
+			}
+		}
+		if got, want := loc.Peek(1), ref.Peek(&st, clock.Now().UnixMicro(), 1); got != want {
+			t.Fatalf("op %d: state differs: Peek = %+v, algo %+v", i/2, got, want)
+		}
+	}
+}
+
+var localParams = []algo.Params{
+	{Algorithm: algo.TokenBucket, Limit: 3, Period: time.Second, Burst: 5},
+	{Algorithm: algo.TokenBucket, Limit: 7, Period: 1500 * time.Millisecond, Burst: 2, InitialTokens: new(int64)},
+	{Algorithm: algo.GCRA, Limit: 1000, Period: time.Millisecond, Burst: 3},
+	{Algorithm: algo.GCRA, Limit: 1, Period: time.Hour},
+}
+
+// TestLocalMatchesAlgo holds Local's allocation-free bucket path to algo's
+// decisions and state on random operation sequences.
+func TestLocalMatchesAlgo(t *testing.T) {
+	for _, p := range localParams {
+		rng := rand.New(rand.NewPCG(1, uint64(p.Limit)))
+		for range 50 {
+			ops := make([]byte, 400)
+			for i := range ops {
+				ops[i] = byte(rng.IntN(256))
+			}
+			localOps(t, p, ops)
+		}
+	}
+}
+
+func FuzzLocalMatchesAlgo(f *testing.F) {
+	f.Add(byte(0), []byte{0, 1, 0, 1, 4, 9, 0, 6, 3, 2, 5, 1, 0, 1})
+	f.Fuzz(func(t *testing.T, which byte, ops []byte) {
+		localOps(t, localParams[int(which)%len(localParams)], ops)
 	})
 }
