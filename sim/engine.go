@@ -416,7 +416,9 @@ func (e *async) arrive(a arrival) {
 func (e *async) finish() { e.r.finish() }
 
 // lease lets each instance take slices of budget from a central store and
-// spend them locally; unused units go back when the lease expires.
+// spend them locally; unused units go back when the lease expires. When the
+// store refuses, the instance rejects that key locally until the store's
+// retry time.
 type lease struct {
 	cluster
 	lim     *algo.Limit
@@ -430,17 +432,19 @@ type lease struct {
 }
 
 type leaseState struct {
-	balance  int64
-	gen      int32
-	at       int64 // when the store granted the current lease
-	inflight bool
-	waiters  []arrival
+	balance   int64
+	gen       int32
+	at        int64 // when the store granted the current lease
+	denyUntil int64 // the store refused: reject locally until then
+	inflight  bool
+	waiters   []arrival
 }
 
 type grant struct {
 	t, at         int64
 	inst, key     int32
 	granted, want int64
+	retry         int64 // when nothing was granted: how long until one unit fits
 }
 
 type expiry struct {
@@ -505,14 +509,23 @@ func (e *lease) fetch(i int, key int32, now int64) {
 			got = d.Remaining
 		}
 	}
+	var retry int64
+	if got == 0 {
+		retry = e.lim.Peek(st, epoch+at, int64(ls.waiters[0].cost)).RetryAfter.Microseconds()
+	}
 	e.r.m.StoreCalls++
 	ls.inflight = true
-	e.grants.push(grant{t: now + e.rtt, at: at, inst: int32(i), key: key, granted: got, want: want})
+	e.grants.push(grant{t: now + e.rtt, at: at, inst: int32(i), key: key, granted: got, want: want, retry: retry})
 }
 
 func (e *lease) granted(g grant) {
 	ls := e.slot(int(g.inst), g.key)
 	ls.inflight = false
+	if g.granted == 0 && g.retry > 0 {
+		// Remember the refusal, as an instance caches keys already over
+		// their limit, instead of asking the store again for every request.
+		ls.denyUntil = g.at + g.retry
+	}
 	if g.granted > 0 {
 		ls.balance += g.granted
 		ls.gen++
@@ -551,6 +564,10 @@ func (e *lease) arrive(a arrival) {
 	if len(ls.waiters) == 0 && ls.balance >= cost {
 		ls.balance -= cost
 		e.r.decide(a.t, a.t, a.key, cost, true, a.t)
+		return
+	}
+	if len(ls.waiters) == 0 && a.t < ls.denyUntil {
+		e.r.decide(a.t, a.t, a.key, cost, false, a.t)
 		return
 	}
 	ls.waiters = append(ls.waiters, a)

@@ -212,3 +212,58 @@ func TestLatencyAndStoreCalls(t *testing.T) {
 		t.Errorf("shaper added no latency")
 	}
 }
+
+// The articles' figures, as numbers: on the same traffic, the two-window
+// estimate is closer to the perfect count than the fixed window, and four
+// 15 s sub-windows closer still.
+func TestEstimatesApproachThePerfectCount(t *testing.T) {
+	sc, err := LoadScenario("article")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, sc)
+	perfect := res.Offered.Series.Window
+	errOf := func(name string) float64 {
+		for _, c := range res.Contenders {
+			if c.Name == name {
+				sum := 0.0
+				for i, e := range c.Series.Estimate {
+					sum += math.Abs(e - float64(perfect[i]))
+				}
+				return sum / float64(len(perfect))
+			}
+		}
+		t.Fatalf("no contender %q", name)
+		return 0
+	}
+	fixed, two, four := errOf("fixed_window"), errOf("sliding_window 1×1m"), errOf("sliding_window 4×15s")
+	if !(fixed > 2*two && two > four && four > 0) {
+		t.Errorf("mean distance from the perfect count: fixed %.1f, two windows %.1f, 4×15s %.1f; want fixed ≫ two > four > 0", fixed, two, four)
+	}
+}
+
+// Leases trade a bounded error for fewer store calls: units are charged to
+// the store when leased and spent within the lease's life, so a window can
+// hold at most the units leased but unspent at its start on top of the
+// limit: K instances × (a lease plus a remainder below one cost).
+func TestLeaseErrorIsBounded(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		const k, size = 4, 25
+		sc := &Scenario{
+			Seed: seed, Duration: sec(60), Limit: 500, Period: sec(1),
+			Traffic: []Source{
+				{Kind: SourcePoisson, Rate: 400, Keys: 3},
+				{Kind: SourceBursts, Rate: 3000, On: sec(3), Off: sec(7), Keys: 3},
+			},
+			Contenders: []Contender{{Strategy: StrategyLease, Instances: k, LeaseSize: size, LeaseTTL: Duration(200 * time.Millisecond), Balancer: BalanceRandom}},
+		}
+		res := run(t, sc)
+		m := res.Contenders[0].Metrics
+		if bound := sc.Limit + 2*k*size; m.MaxWindow > bound {
+			t.Errorf("seed %d: max in a window %d, want <= limit + 2·K·lease = %d", seed, m.MaxWindow, bound)
+		}
+		if cpd := m.CallsPerDecision(); cpd > 0.2 {
+			t.Errorf("seed %d: %.3f store calls per decision, want far fewer than one", seed, cpd)
+		}
+	}
+}
