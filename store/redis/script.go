@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -25,37 +26,89 @@ func newProgram(src string) program {
 	return program{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-// scriptParts are the files of the decision script, in load order: the
-// helpers, one file per algorithm family, then the entry point.
-var scriptParts = []string{
-	"prelude.lua",
-	"fixed_window.lua",
-	"sliding_log.lua",
-	"sliding_window.lua",
-	"bucket.lua",
-	"smooth.lua",
-	"concurrency.lua",
-	"main.lua",
+// families are the algorithm files of the decision script, indexed by
+// family (see familyOf and KINDFILE in lua/prelude.lua).
+var families = []string{
+	"fixed_window",
+	"sliding_log",
+	"sliding_window",
+	"bucket",
+	"smooth",
+	"concurrency",
 }
 
+// familyOf maps an algorithm to its family's bit.
+func familyOf(k algo.Kind) uint8 {
+	switch k {
+	case algo.FixedWindow:
+		return 1 << 0
+	case algo.SlidingLog:
+		return 1 << 1
+	case algo.SlidingWindow:
+		return 1 << 2
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		return 1 << 3
+	case algo.SmoothBursty, algo.SmoothWarmup:
+		return 1 << 4
+	case algo.Concurrency:
+		return 1 << 5
+	}
+	return 0
+}
+
+const allFamilies = 1<<6 - 1
+
 var (
-	decideScript  = newProgram(assemble(scriptParts...))
-	inspectScript = newProgram(assemble("inspect.lua"))
+	// decideScripts holds the decision script for each single family and
+	// for all of them (index allFamilies).
+	decideScripts = func() (p [allFamilies + 1]program) {
+		for i := range families {
+			p[1<<i] = newProgram(decideSource(1 << i))
+		}
+		p[allFamilies] = newProgram(decideSource(allFamilies))
+		return p
+	}()
+	decideScript  = decideScripts[allFamilies]
+	inspectScript = newProgram(luaFile("inspect"))
 )
 
-func assemble(names ...string) string {
-	var b strings.Builder
-	for _, n := range names {
-		src, err := luaFiles.ReadFile("lua/" + n)
-		if err != nil {
-			// The files are embedded at build time; a missing one is a
-			// build mistake that every test catches.
-			panic("store/redis: missing embedded script " + n)
-		}
-		b.Write(src)
-		b.WriteByte('\n')
+// scriptFor returns the smallest script that holds the families in mask.
+func scriptFor(mask uint8) program {
+	if p := decideScripts[mask]; p.sha != "" {
+		return p
 	}
+	return decideScript
+}
+
+// decideSource assembles a decision script: the helpers, the families in
+// mask each wrapped in a loader, then the entry point. Redis runs a
+// script's whole body on every call, and defining every algorithm's
+// functions costs more than a decision: so a family's functions are
+// created only when a call uses one of its algorithms, and a call whose
+// requests are all of one family uses a script holding only that family.
+func decideSource(mask uint8) string {
+	var b strings.Builder
+	b.WriteString(luaFile("prelude"))
+	if mask&(familyOf(algo.SlidingLog)|familyOf(algo.Concurrency)) != 0 {
+		b.WriteString(luaFile("zset"))
+	}
+	for i, f := range families {
+		if mask&(1<<i) != 0 {
+			fmt.Fprintf(&b, "LOADERS[%q] = function()\n%s\nend\n", f, luaFile(f))
+		}
+	}
+	b.WriteString(luaFile("main"))
 	return b.String()
+}
+
+func luaFile(name string) string {
+	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		// The files are embedded at build time; a missing one is a build
+		// mistake that every test catches.
+		panic("store/redis: missing embedded script " + name)
+	}
+	return string(src) + "\n"
 }
 
 // Ops of the decision script (see lua/main.lua).

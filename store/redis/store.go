@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -149,7 +150,7 @@ func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
 // restart, a failover to a fresh replica) are handled by the calls.
 func (s *Store) loadScripts(ctx context.Context) error {
 	for addr, n := range s.client.Nodes() {
-		for _, p := range []program{decideScript, inspectScript} {
+		for _, p := range allPrograms() {
 			sha, err := n.Do(ctx, n.B().ScriptLoad().Script(p.src).Build()).ToString()
 			if err != nil {
 				return fmt.Errorf("redis: SCRIPT LOAD on %s: %w: %w", addr, store.ErrUnavailable, err)
@@ -160,6 +161,17 @@ func (s *Store) loadScripts(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// allPrograms lists every script the store runs.
+func allPrograms() []program {
+	ps := []program{inspectScript}
+	for _, p := range decideScripts {
+		if p.sha != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // Mode reports how the store reaches Redis.
@@ -322,20 +334,22 @@ func (s *Store) eval(ctx context.Context, p program, keys, args []string) rueidi
 	return r
 }
 
-// evalMulti is eval for several calls, pipelined (and sent to each key's
-// node on a Cluster).
-func (s *Store) evalMulti(ctx context.Context, p program, calls []scriptArgs) []rueidis.RedisResult {
+// evalMulti runs several calls of the decision script, pipelined (and
+// sent to each key's node on a Cluster).
+func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.RedisResult {
 	if len(calls) == 1 {
-		return []rueidis.RedisResult{s.eval(ctx, p, calls[0].keys, calls[0].args)}
+		return []rueidis.RedisResult{s.eval(ctx, scriptFor(calls[0].fams), calls[0].keys, calls[0].argv(s.ttlFloor))}
 	}
 	cmds := make(rueidis.Commands, len(calls))
+	args := make([][]string, len(calls))
 	for i, c := range calls {
-		cmds[i] = s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+		args[i] = c.argv(s.ttlFloor)
+		cmds[i] = s.client.B().Evalsha().Sha1(scriptFor(c.fams).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
 	}
 	res := s.client.DoMulti(ctx, cmds...)
 	for i, r := range res {
 		if isNoScript(r.Error()) {
-			res[i] = s.eval(ctx, p, calls[i].keys, calls[i].args)
+			res[i] = s.eval(ctx, scriptFor(calls[i].fams), calls[i].keys, args[i])
 		}
 	}
 	return res
@@ -346,9 +360,44 @@ func isNoScript(err error) bool {
 	return ok && re.IsNoScript()
 }
 
-// scriptArgs are the KEYS and ARGV of one script call.
+// scriptArgs collect the KEYS and ARGV of one call of the decision
+// script: the distinct limits go once in a header (specs, head), each
+// request names its limit by index (body).
 type scriptArgs struct {
-	keys, args []string
+	keys   []string
+	fams   uint8 // the algorithm families named (see familyOf)
+	specs  []*algo.Limit
+	head   []string
+	body   []string
+	groups int
+}
+
+// specIndex returns l's index in the call's header, adding it if new.
+func (s *Store) specIndex(sa *scriptArgs, l *algo.Limit) string {
+	for i, x := range sa.specs {
+		if x == l {
+			return itoa(int64(i + 1))
+		}
+	}
+	sa.specs = append(sa.specs, l)
+	sa.fams |= familyOf(l.Algorithm())
+	sa.head = append(sa.head, s.specOf(l)...)
+	return itoa(int64(len(sa.specs)))
+}
+
+// argv returns the script's ARGV (see lua/main.lua).
+func (sa *scriptArgs) argv(ttlFloor string) []string {
+	args := make([]string, 0, 3+len(sa.head)+len(sa.body))
+	args = append(args, itoa(int64(sa.groups)), ttlFloor, itoa(int64(len(sa.specs))))
+	args = append(args, sa.head...)
+	return append(args, sa.body...)
+}
+
+// reset empties sa for reuse, keeping its storage.
+func (sa *scriptArgs) reset() {
+	clear(sa.specs)
+	clear(sa.keys)
+	*sa = scriptArgs{keys: sa.keys[:0], specs: sa.specs[:0], head: sa.head[:0], body: sa.body[:0]}
 }
 
 // appendGroup appends one group (see lua/main.lua) to a script call: the
@@ -359,7 +408,8 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 	if idx != nil {
 		n = len(idx)
 	}
-	sa.args = append(sa.args, op, now, itoa(int64(n)))
+	sa.groups++
+	sa.body = append(sa.body, op, now, itoa(int64(n)))
 	for j := 0; j < n; j++ {
 		i := j
 		if idx != nil {
@@ -367,7 +417,7 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 		}
 		r := &reqs[i]
 		sa.keys = append(sa.keys, r.Key)
-		sa.args = append(sa.args, s.specOf(r.Limit)...)
+		spec := s.specIndex(sa, r.Limit)
 		at := r.At
 		if ats != nil {
 			at = ats[i]
@@ -376,7 +426,7 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 		if at != 0 {
 			rat = strconv.FormatInt(at, 10)
 		}
-		sa.args = append(sa.args, itoa(r.Cost), utoa(r.Lease), rat)
+		sa.body = append(sa.body, spec, itoa(r.Cost), utoa(r.Lease), rat)
 	}
 }
 
@@ -518,10 +568,9 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 	now := s.testNow()
 	calls := make([]scriptArgs, len(groups))
 	for gi, idx := range groups {
-		calls[gi].args = append(calls[gi].args, "1", s.ttlFloor)
 		s.appendGroup(&calls[gi], op, now, reqs, idx, nil)
 	}
-	for gi, r := range s.evalMulti(ctx, decideScript, calls) {
+	for gi, r := range s.evalMulti(ctx, calls) {
 		v, err := r.AsIntSlice()
 		if err != nil {
 			return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
@@ -599,11 +648,10 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	nowArg := strconv.FormatInt(now, 10)
 	calls := make([]scriptArgs, len(groups))
 	for gi, idx := range groups {
-		calls[gi].args = append(calls[gi].args, "1", s.ttlFloor)
 		s.appendGroup(&calls[gi], opReserve, nowArg, reqs, idx, nil)
 	}
 	stamps := make([]int64, len(reqs))
-	results := s.evalMulti(ctx, decideScript, calls)
+	results := s.evalMulti(ctx, calls)
 	admitted := make([]bool, len(groups))
 	allowed := true
 	var firstErr error
@@ -651,7 +699,6 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 			continue
 		}
 		var sa scriptArgs
-		sa.args = append(sa.args, "1", s.ttlFloor)
 		idx := make([]int, len(groups[gi]))
 		for j := range idx {
 			idx[j] = groups[gi][len(idx)-1-j]
@@ -666,7 +713,7 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.timeout)
 	defer cancel()
 	var errs []error
-	for i, r := range s.evalMulti(rctx, decideScript, calls) {
+	for i, r := range s.evalMulti(rctx, calls) {
 		if err := r.Error(); err != nil {
 			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w: %w", keys[i], store.ErrUnavailable, err))
 		}
@@ -694,12 +741,13 @@ func (s *Store) execBatch(calls []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
 	defer cancel()
 	if s.mode != Cluster || len(calls) == 1 {
-		sa := scriptArgs{args: make([]string, 0, 1+len(calls)*12), keys: make([]string, 0, len(calls))}
-		sa.args = append(sa.args, itoa(int64(len(calls))), s.ttlFloor)
+		sa := argsPool.Get().(*scriptArgs)
 		for _, c := range calls {
-			s.appendGroup(&sa, c.op, c.now, c.reqs, nil, nil)
+			s.appendGroup(sa, c.op, c.now, c.reqs, nil, nil)
 		}
-		r := s.eval(ctx, decideScript, sa.keys, sa.args)
+		r := s.eval(ctx, scriptFor(sa.fams), sa.keys, sa.argv(s.ttlFloor))
+		sa.reset()
+		argsPool.Put(sa)
 		s.finish(calls, r)
 		return
 	}
@@ -714,15 +762,16 @@ func (s *Store) execBatch(calls []*call) {
 	sas := make([]scriptArgs, len(order))
 	for i, sl := range order {
 		cs := bySlot[sl]
-		sas[i].args = append(sas[i].args, itoa(int64(len(cs))), s.ttlFloor)
 		for _, c := range cs {
 			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
 		}
 	}
-	for i, r := range s.evalMulti(ctx, decideScript, sas) {
+	for i, r := range s.evalMulti(ctx, sas) {
 		s.finish(bySlot[order[i]], r)
 	}
 }
+
+var argsPool = sync.Pool{New: func() any { return new(scriptArgs) }}
 
 // finish decodes one script reply into its calls and wakes them.
 func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
@@ -763,42 +812,37 @@ func decodeState(key string, vals []string) (algo.State, bool, error) {
 	return bad("unexpected key type " + vals[0])
 }
 
+// decodeString decodes a packed string state (see lua/prelude.lua): the
+// kind, then little-endian doubles.
 func decodeString(key, v string) (algo.State, bool, error) {
-	f := strings.Fields(v)
+	if len(v) < 1+8 || (len(v)-1)%8 != 0 {
+		return algo.State{}, false, fmt.Errorf("redis: inspect %q: not a floodgate state (%d bytes)", key, len(v))
+	}
+	f := make([]float64, (len(v)-1)/8)
+	for i := range f {
+		f[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[1+8*i : 9+8*i])))
+	}
 	bad := func() (algo.State, bool, error) {
-		return algo.State{}, false, fmt.Errorf("redis: inspect %q: not a floodgate state: %q", key, v)
-	}
-	if len(f) < 3 {
-		return bad()
-	}
-	nums := make([]float64, len(f))
-	for i, w := range f {
-		x, err := strconv.ParseFloat(w, 64)
-		if err != nil {
-			return bad()
-		}
-		nums[i] = x
+		return algo.State{}, false, fmt.Errorf("redis: inspect %q: malformed state of kind %d (%d fields)", key, v[0], len(f))
 	}
 	var st algo.State
-	switch algo.Kind(nums[0]) {
-	case algo.FixedWindow:
-		if len(nums) != 4 {
+	switch algo.Kind(v[0]) {
+	case algo.FixedWindow, algo.TokenBucket, algo.GCRA, algo.Shaper:
+		if len(f) != 3 {
 			return bad()
 		}
-		st.A, st.B, st.C = int64(nums[1]), int64(nums[2]), int64(nums[3])
-	case algo.TokenBucket, algo.GCRA, algo.Shaper:
-		if len(nums) != 4 {
-			return bad()
-		}
-		st.A, st.B, st.C = int64(nums[1]), int64(nums[2]), int64(nums[3])
+		st.A, st.B, st.C = int64(f[0]), int64(f[1]), int64(f[2])
 	case algo.SmoothBursty, algo.SmoothWarmup:
-		if len(nums) != 4 {
+		if len(f) != 3 {
 			return bad()
 		}
-		st.A, st.B, st.C = int64(math.Float64bits(nums[1])), int64(nums[2]), int64(nums[3])
+		st.A, st.B, st.C = int64(math.Float64bits(f[0])), int64(f[1]), int64(f[2])
 	case algo.SlidingWindow:
-		ring := nums[2:]
-		st.A = int64(nums[1])
+		if len(f) < 3 {
+			return bad()
+		}
+		st.A = int64(f[0])
+		ring := f[1:]
 		if len(ring) == 2 {
 			st.B, st.C = int64(ring[0]), int64(ring[1])
 		} else {

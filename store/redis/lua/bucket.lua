@@ -1,5 +1,5 @@
--- Token bucket, GCRA and Shaper (algo/bucket.go). State string: "K A B C"
--- with K the kind (4, 5 or 6), A = level in unit·µs, B = time of the last
+-- Token bucket, GCRA and Shaper (algo/bucket.go). State (see load3): the
+-- kind (4, 5 or 6), A = level in unit·µs, B = time of the last
 -- update (µs), C = 1 once the key is in use (0 marks a fresh key).
 -- Params: rate (limit per period), period (µs), capacity, delay (shaper),
 -- initial level in units (-1: full).
@@ -31,70 +31,57 @@ local function refill(st, p, now)
   return now
 end
 
-local function bucket(kind)
-  local tag = tostring(kind)
-  local h
-  h = {
-    np = 5,
-    parse = function(a, i)
-      return {
-        rate = tonumber(a[i]), per = tonumber(a[i + 1]), cap = tonumber(a[i + 2]),
-        delay = tonumber(a[i + 3]), init = tonumber(a[i + 4]),
-      }
-    end,
-    load = function(key, p, ro)
-      local st = { key = key, a = 0, b = 0, c = 0 }
-      local v = getstring(key)
-      if v then
-        local k, a, b, c = string.match(v, '^(%d+) (%S+) (%S+) (%S+)$')
-        if k == tag then st.a, st.b, st.c = tonumber(a), tonumber(b), tonumber(c) end
+local h
+h = {
+  np = 5,
+  parse = function(a, i)
+    return {
+      rate = tonumber(a[i]), per = tonumber(a[i + 1]), cap = tonumber(a[i + 2]),
+      delay = tonumber(a[i + 3]), init = tonumber(a[i + 4]),
+    }
+  end,
+  load = function(key, p, ro)
+    return load3(key, p.kind)
+  end,
+  expires = function(st, p)
+    if st.c == 0 then return 0 end
+    local capLevel = p.cap * p.per
+    return st.b + cdiv(capLevel - math.min(math.max(st.a, 0), capLevel), p.rate)
+  end,
+  fresh = sfresh,
+  decide = function(st, p, now, cost, lease, commit)
+    if not commit and st.c == 0 then
+      -- Peek must not start a fresh key's clock.
+      st = { a = st.a, b = st.b, c = st.c }
+    end
+    now = refill(st, p, now)
+    local per, rate, capLevel = p.per, p.rate, p.cap * p.per
+    local level = st.a
+    local allowed, retry, delay = 0, 0, 0
+    if cost > p.cap then
+      retry = NEVER
+    elseif level >= cost * per then
+      allowed = 1
+      if p.kind == SHAPER then
+        delay = micros(cdiv(capLevel - level - p.delay * per, rate))
       end
-      return st
-    end,
-    expires = function(st, p)
-      if st.c == 0 then return 0 end
-      local capLevel = p.cap * p.per
-      return st.b + cdiv(capLevel - math.min(math.max(st.a, 0), capLevel), p.rate)
-    end,
-    fresh = sfresh,
-    decide = function(st, p, now, cost, lease, commit)
-      if not commit and st.c == 0 then
-        -- Peek must not start a fresh key's clock.
-        st = { a = st.a, b = st.b, c = st.c }
-      end
-      now = refill(st, p, now)
-      local per, rate, capLevel = p.per, p.rate, p.cap * p.per
-      local level = st.a
-      local allowed, retry, delay = 0, 0, 0
-      if cost > p.cap then
-        retry = NEVER
-      elseif level >= cost * per then
-        allowed = 1
-        if kind == SHAPER then
-          delay = micros(cdiv(capLevel - level - p.delay * per, rate))
-        end
-        level = level - cost * per
-        if commit then st.a = level end
-      else
-        retry = micros(cdiv(cost * per - level, rate))
-      end
-      return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
-    end,
-    refund = function(st, p, now, at, cost)
-      if st.c == 0 then return end
-      refill(st, p, now)
-      local capLevel = p.cap * p.per
-      if cost > p.cap then cost = p.cap end
-      st.a = st.a + cost * p.per
-      if st.a > capLevel then st.a = capLevel end
-    end,
-    save = function(st, p, now)
-      savestring(st.key, tag .. ' ' .. num(st.a) .. ' ' .. num(st.b) .. ' ' .. num(st.c), now, h.expires(st, p))
-    end,
-  }
-  return h
-end
-
-ALG[4] = bucket(4)
-ALG[5] = bucket(5)
-ALG[6] = bucket(SHAPER)
+      level = level - cost * per
+      if commit then st.a = level end
+    else
+      retry = micros(cdiv(cost * per - level, rate))
+    end
+    return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
+  end,
+  refund = function(st, p, now, at, cost)
+    if st.c == 0 then return end
+    refill(st, p, now)
+    local capLevel = p.cap * p.per
+    if cost > p.cap then cost = p.cap end
+    st.a = st.a + cost * p.per
+    if st.a > capLevel then st.a = capLevel end
+  end,
+  save = function(st, p, now)
+    save3(st, p.kind, now, h.expires(st, p))
+  end,
+}
+ALG[4], ALG[5], ALG[6] = h, h, h

@@ -1,4 +1,4 @@
--- Fixed window (algo/window.go). State string: "1 A B C" with A = start of
+-- Fixed window (algo/window.go). State (see load3): kind 1, A = start of
 -- the current window (µs), B = units counted in it, C = the latest time seen.
 -- Params: limit, period (µs), calendar (0 none, 1 month, 2 year).
 
@@ -49,13 +49,7 @@ ALG[1] = {
     return { limit = tonumber(a[i]), per = tonumber(a[i + 1]), cal = tonumber(a[i + 2]) }
   end,
   load = function(key, p, ro)
-    local st = { key = key, a = 0, b = 0, c = 0 }
-    local v = getstring(key)
-    if v then
-      local k, a, b, c = string.match(v, '^(%d+) (%S+) (%S+) (%S+)$')
-      if k == '1' then st.a, st.b, st.c = tonumber(a), tonumber(b), tonumber(c) end
-    end
-    return st
+    return load3(key, 1)
   end,
   expires = function(st, p)
     if st.b == 0 then return 0 end
@@ -88,6 +82,6 @@ ALG[1] = {
     if st.b < 0 then st.b = 0 end
   end,
   save = function(st, p, now)
-    savestring(st.key, '1 ' .. num(st.a) .. ' ' .. num(st.b) .. ' ' .. num(st.c), now, ALG[1].expires(st, p))
+    save3(st, 1, now, ALG[1].expires(st, p))
   end,
 }

@@ -1,10 +1,10 @@
--- The entry point. ARGV: the number of groups, the TTL floor (ms) for
--- groups with an explicit time, then for each group its
--- op, its time (µs; '' for the server's TIME), its number of requests, and
--- for each request: kind, the kind's params, cost, lease (a decimal id,
--- kept as a string), at (the time of the take being refunded, for refund
--- and rollback; '' for the group's time). KEYS: the requests' keys in the
--- same order.
+-- The entry point. ARGV: the number of groups; the TTL floor (ms) for
+-- groups with an explicit time; the number of limits, then each limit's
+-- kind and params; then for each group its op, its time (µs; '' for the
+-- server's TIME) and its number of requests, and for each request: the
+-- limit's index (1-based), cost, lease (a decimal id, kept as a string),
+-- at (the time of the take being refunded, for refund and rollback; ''
+-- for the group's time). KEYS: the requests' keys in the same order.
 --
 -- Ops: 't' take (all or nothing over the group), 'T' reserve (a take that
 -- also reports, per request, the time its units were stamped with, for
@@ -14,13 +14,13 @@
 -- The reply, per group: status (take: 1 if admitted; others: 1), the time
 -- used, then per request for take and peek: allowed (0/1), remaining,
 -- retry-after (µs, -1 for never), reset-after (µs), delay (µs) (and for
--- reserve the stamp time); for
--- release: 1 if the lease held slots; for refund and rollback: nothing.
+-- reserve the stamp time); for release: 1 if the lease held slots; for
+-- refund and rollback: nothing.
 --
 -- States follow store/storetest's reference: a state whose ExpiresAt has
--- passed reads as fresh; a refused take charges nothing and leaves each
--- state as that request alone would (a peek if it would pass, a refused
--- take if not).
+-- passed reads as fresh (refund and release leave it alone); a refused
+-- take charges nothing and leaves each state as that request alone would
+-- (a peek if it would pass, a refused take if not).
 
 local servertime
 local function clock()
@@ -51,12 +51,26 @@ local function emit(v)
   out[o] = v
 end
 
-local function emitDecision(d, n)
-  for i = 1, n do emit(d[i]) end
+-- put emits a decision (the first five of decide's results) and returns
+-- whether it admitted.
+local function put(allowed, rem, retry, reset, delay)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, retry, reset, delay
+  o = o + 5
+  return allowed
 end
 
 local testTTL = tonumber(ARGV[2]) or 0
-local ai, ki = 3, 1
+local specs, ai = {}, 4
+for i = 1, tonumber(ARGV[3]) do
+  local h = handler(tonumber(ARGV[ai]))
+  if not h then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[ai])) end
+  local p = h.parse(ARGV, ai + 1)
+  p.kind = tonumber(ARGV[ai])
+  specs[i] = { h = h, p = p }
+  ai = ai + 1 + h.np
+end
+
+local ki = 1
 for _ = 1, tonumber(ARGV[1]) do
   local op, tnow = ARGV[ai], ARGV[ai + 1]
   local nreq = tonumber(ARGV[ai + 2])
@@ -67,53 +81,57 @@ for _ = 1, tonumber(ARGV[1]) do
   else
     now, minTTL = clamp(tonumber(tnow)), testTTL
   end
-  local ro = op == 'p'
 
-  -- Parse the group; requests on the same key share one state.
-  local reqs, states, order = {}, {}, {}
-  for r = 1, nreq do
-    local kind = tonumber(ARGV[ai])
-    local h = ALG[kind]
-    if not h then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[ai])) end
-    local p = h.parse(ARGV, ai + 1)
-    ai = ai + 1 + h.np
-    local key = KEYS[ki]
-    ki = ki + 1
-    local sk = kind .. ':' .. key
-    local st = states[sk]
-    if not st then
-      st = h.load(key, p, ro)
-      if h.expires(st, p) <= now then
-        if op == 't' or op == 'T' or op == 'p' then
-          h.fresh(st)
-        else
-          st.expired = true -- refund and release leave it alone
+  if op == 't' and nreq == 1 then
+    -- The common case, kept free of bookkeeping.
+    local sp = specs[tonumber(ARGV[ai])]
+    local h, p = sp.h, sp.p
+    local st = h.load(KEYS[ki], p, false)
+    if h.expires(st, p) <= now then h.fresh(st) end
+    local base = o
+    o = o + 2
+    out[base + 1] = put(h.decide(st, p, now, tonumber(ARGV[ai + 1]), ARGV[ai + 2], true))
+    out[base + 2] = now
+    h.save(st, p, now)
+    ai, ki = ai + 4, ki + 1
+  else
+    -- Parse the group; requests on the same key share one state.
+    local ro = op == 'p'
+    local reqs, states, order = {}, {}, {}
+    for r = 1, nreq do
+      local sp = specs[tonumber(ARGV[ai])]
+      local h, p = sp.h, sp.p
+      local key = KEYS[ki]
+      local sk = ARGV[ai] .. ':' .. key
+      local st = states[sk]
+      if not st then
+        st = h.load(key, p, ro)
+        if h.expires(st, p) <= now then
+          if op == 't' or op == 'T' or op == 'p' then
+            h.fresh(st)
+          else
+            st.expired = true -- refund and release leave it alone
+          end
         end
+        states[sk] = st
+        if not st.expired then order[#order + 1] = { h = h, st = st, p = p } end
       end
-      states[sk] = st
-      if not st.expired then order[#order + 1] = { h = h, st = st, p = p } end
+      reqs[r] = { h = h, p = p, st = st, cost = tonumber(ARGV[ai + 1]), lease = ARGV[ai + 2], at = ARGV[ai + 3] }
+      ai, ki = ai + 4, ki + 1
     end
-    reqs[r] = { h = h, p = p, st = st, cost = tonumber(ARGV[ai]), lease = ARGV[ai + 1], at = ARGV[ai + 2] }
-    ai = ai + 3
-  end
 
-  if op == 't' or op == 'T' then
-    local ds, ok = {}, true
-    if nreq == 1 then
-      local q = reqs[1]
-      ds[1] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) }
-      ok = ds[1][1] == 1
-    else
+    if op == 't' or op == 'T' then
+      local ds, ok = {}, true
       -- Decide every request alone first, charging nothing.
       for r = 1, nreq do
         local q = reqs[r]
-        ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, false) }
+        ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, nreq == 1) }
         if ds[r][1] ~= 1 then
           ok = false
-          ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) }
+          if nreq > 1 then ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) } end
         end
       end
-      if ok then
+      if ok and nreq > 1 then
         -- All pass alone: charge them in order.
         local snaps = {}
         for i = 1, #order do snaps[i] = copystate(order[i].st) end
@@ -138,50 +156,52 @@ for _ = 1, tonumber(ARGV[1]) do
         end
         if ok then ds = d2 end
       end
-    end
-    for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
-    emit(ok and 1 or 0)
-    emit(now)
-    local width = 5
-    if op == 'T' then width = 6 end
-    for r = 1, nreq do emitDecision(ds[r], width) end
-  elseif op == 'p' then
-    emit(1)
-    emit(now)
-    for r = 1, nreq do
-      local q = reqs[r]
-      emitDecision({ q.h.decide(q.st, q.p, now, q.cost, q.lease, false) }, 5)
-    end
-  elseif op == 'r' or op == 'b' then
-    for r = 1, nreq do
-      local q = reqs[r]
-      local at = now
-      if q.at ~= '' then at = clamp(tonumber(q.at)) end
-      if q.st.expired then
-        -- Nothing left to give back.
-      elseif op == 'b' and q.h.rollback then
-        q.h.rollback(q.st, q.p, now, at, q.cost, q.lease)
-      elseif q.cost > 0 then
-        q.h.refund(q.st, q.p, now, at, q.cost)
+      for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
+      emit(ok and 1 or 0)
+      emit(now)
+      for r = 1, nreq do
+        local d = ds[r]
+        put(d[1], d[2], d[3], d[4], d[5])
+        if op == 'T' then emit(d[6]) end
       end
+    elseif op == 'p' then
+      emit(1)
+      emit(now)
+      for r = 1, nreq do
+        local q = reqs[r]
+        put(q.h.decide(q.st, q.p, now, q.cost, q.lease, false))
+      end
+    elseif op == 'r' or op == 'b' then
+      for r = 1, nreq do
+        local q = reqs[r]
+        local at = now
+        if q.at ~= '' then at = clamp(tonumber(q.at)) end
+        if q.st.expired then
+          -- Nothing left to give back.
+        elseif op == 'b' and q.h.rollback then
+          q.h.rollback(q.st, q.p, now, at, q.cost, q.lease)
+        elseif q.cost > 0 then
+          q.h.refund(q.st, q.p, now, at, q.cost)
+        end
+      end
+      for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
+      emit(1)
+      emit(now)
+    elseif op == 'l' then
+      emit(1)
+      emit(now)
+      for r = 1, nreq do
+        local q = reqs[r]
+        local found = false
+        if q.h.release and not q.st.expired then found = q.h.release(q.st, q.p, now, q.lease) end
+        emit(found and 1 or 0)
+      end
+      for i = 1, #order do
+        if order[i].h.release then order[i].h.save(order[i].st, order[i].p, now) end
+      end
+    else
+      return redis.error_reply('floodgate: unknown op ' .. tostring(op))
     end
-    for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
-    emit(1)
-    emit(now)
-  elseif op == 'l' then
-    emit(1)
-    emit(now)
-    for r = 1, nreq do
-      local q = reqs[r]
-      local found = false
-      if q.h.release and not q.st.expired then found = q.h.release(q.st, q.p, now, q.lease) end
-      emit(found and 1 or 0)
-    end
-    for i = 1, #order do
-      if order[i].h.release then order[i].h.save(order[i].st, order[i].p, now) end
-    end
-  else
-    return redis.error_reply('floodgate: unknown op ' .. tostring(op))
   end
 end
 return out

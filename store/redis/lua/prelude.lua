@@ -1,5 +1,6 @@
 -- Floodgate's algorithms for Redis. The Go package store/redis concatenates
--- prelude.lua, the algorithm files and main.lua (in that order) into one
+-- prelude.lua, the algorithm files (each wrapped in a loader, see handler)
+-- and main.lua into one
 -- script, loads it once and calls it by EVALSHA.
 --
 -- Every number here is a Lua number (an IEEE double). The algo package keeps
@@ -78,6 +79,22 @@ local function getstring(key)
   return nil
 end
 
+-- String states are packed binary: the kind (one byte), then the fields
+-- as little-endian doubles, which hold algo's integers and floats exactly
+-- and cost less to read and write than text.
+local spack, sunpack = struct.pack, struct.unpack
+
+-- load3 reads a state of three fields (A, B, C) written by kind; anything
+-- else reads as fresh (zeros).
+local function load3(key, kind)
+  local v = getstring(key)
+  if v and #v == 25 then
+    local k, a, b, c = sunpack('<Bddd', v)
+    if k == kind then return { key = key, a = a, b = b, c = c } end
+  end
+  return { key = key, a = 0, b = 0, c = 0 }
+end
+
 -- minTTL (ms) is set by main for groups with an explicit (test) time:
 -- their TTLs follow the test clock, and a floor keeps real time between
 -- two steps of a test from expiring a key the test clock still holds
@@ -89,102 +106,13 @@ local function ttlms(now, exp)
   return math.max(cdiv(exp - now, 1000), minTTL)
 end
 
--- savestring writes a string state with a TTL that ends at exp (µs), or
--- deletes the key when the state is no different from a fresh one.
-local function savestring(key, value, now, exp)
-  if exp <= now then
-    redis.call('DEL', key)
-  else
-    redis.call('SET', key, value, 'PX', ttlms(now, exp))
-  end
-end
-
--- META is the member of a sorted-set state that carries the latest time the
--- state has seen (its score). Entry members start with a digit or '-', so
--- META sorts after every entry of the same score.
-local META = '~'
-
--- zload reads a sorted-set state's META: st.c is the latest time seen (0
--- if none) and st.mscore META's score in Redis (nil if none). A key of
--- another type reads as fresh (and is deleted unless read-only).
-local function zload(key, ro)
-  local st = { key = key, c = 0, ro = ro }
-  local c = redis.pcall('ZSCORE', key, META)
-  if type(c) == 'table' and c.err then
-    if not ro then redis.call('DEL', key) end
-    st.gone = true
-  elseif c then
-    st.c = tonumber(c)
-    st.mscore = st.c
-  end
-  return st
-end
-
--- zfresh makes st a fresh sorted-set state (a read-only one keeps the
--- members, which then lie outside every count).
-local function zfresh(st)
-  st.c, st.gone = 0, true
-  if not st.ro then
-    redis.call('DEL', st.key)
-    st.mscore = nil
-  end
-end
-
--- zmeta records st.c in META.
-local function zmeta(st)
-  redis.call('ZADD', st.key, num(st.c), META)
-  st.mscore, st.gone = st.c, false
-end
-
--- zcount returns how many entries score above lo (exclusive), META
--- excluded.
-local function zcount(st, lo)
-  local n = redis.call('ZCOUNT', st.key, '(' .. num(lo), '+inf')
-  if st.mscore and st.mscore > lo then n = n - 1 end
-  return n
-end
-
--- zsave sets the TTL of a sorted-set state to end at exp, or deletes it.
-local function zsave(st, now, exp)
+-- save3 writes a three-field state (see load3).
+local function save3(st, kind, now, exp)
   if exp <= now then
     redis.call('DEL', st.key)
   else
-    redis.call('PEXPIRE', st.key, ttlms(now, exp))
+    redis.call('SET', st.key, spack('<Bddd', kind, st.a, st.b, st.c), 'PX', ttlms(now, exp))
   end
-end
-
--- zadd adds members (a list) with one score, in chunks that stay inside
--- Lua's stack limit for unpack.
-local function zadd(key, score, members)
-  local s = num(score)
-  local i, n = 1, #members
-  while i <= n do
-    local args, j = {}, 0
-    while i <= n and j < 1000 do
-      args[j + 1] = s
-      args[j + 2] = members[i]
-      j, i = j + 2, i + 1
-    end
-    redis.call('ZADD', key, unpack(args))
-  end
-end
-
--- zrem removes members (a list) in chunks.
-local function zrem(key, members)
-  local i, n = 1, #members
-  while i <= n do
-    local j = math.min(n, i + 999)
-    redis.call('ZREM', key, unpack(members, i, j))
-    i = j + 1
-  end
-end
-
--- zscoreabove returns the score of the k-th member (1-based) with a score
--- above lo (exclusive), or nil.
-local function zscoreabove(key, lo, k)
-  local r = redis.call('ZRANGEBYSCORE', key, '(' .. num(lo), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-  if r[2] then return tonumber(r[2]) end
-  return nil
 end
 
 -- sfresh makes st a fresh string state (fields a, b, c and the ring).
@@ -197,7 +125,8 @@ end
 
 -- ALG maps an algorithm kind (algo.Kind) to its handler:
 --   np                          number of params
---   parse(argv, i)              params from ARGV[i..i+np-1]
+--   parse(argv, i)              params from ARGV[i..i+np-1] (main adds
+--                               p.kind: families share one handler)
 --   load(key, p, ro)            the key's state (ro: a read-only peek)
 --   expires(st, p)              algo's ExpiresAt (0: no different from fresh)
 --   fresh(st)                   make st fresh
@@ -208,4 +137,26 @@ end
 --                               time: what a refund or rollback needs)
 --   refund(st, p, now, at, cost), rollback (sorted sets), release
 --   save(st, p, now)            write st back with its TTL
+-- Handlers are created on first use (see handler).
 local ALG = {}
+
+-- LOADERS maps an algorithm file to the function that defines its
+-- handlers; KINDFILE maps each kind to its file.
+local LOADERS = {}
+local KINDFILE = {
+  'fixed_window', 'sliding_log', 'sliding_window', 'bucket', 'bucket', 'bucket',
+  'smooth', 'smooth', 'concurrency',
+}
+
+-- handler returns kind's handler, loading its file on first use, or nil
+-- for an unknown kind.
+local function handler(kind)
+  local h = ALG[kind]
+  if h then return h end
+  local f = KINDFILE[kind]
+  if f and LOADERS[f] then
+    LOADERS[f]()
+    LOADERS[f] = nil
+  end
+  return ALG[kind]
+end

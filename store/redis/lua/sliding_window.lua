@@ -1,5 +1,5 @@
--- Sliding window counter (algo/sliding.go). State string:
--- "3 A c0 c1 ... cN": A = the latest time seen (µs), whose sub-window
+-- Sliding window counter (algo/sliding.go). State: packed binary (see
+-- load3) of kind 3, A = the latest time seen (µs), whose sub-window
 -- (A ÷ sub-window length) is the current one, then the ring of N+1
 -- sub-window counts, slot i at position floorMod(i, N+1).
 -- Params: limit, sub-window length (µs), N.
@@ -72,22 +72,25 @@ end
 ALG[3] = {
   np = 3,
   parse = function(a, i)
-    return { limit = tonumber(a[i]), sub = tonumber(a[i + 1]), n = tonumber(a[i + 2]) }
+    local n = tonumber(a[i + 2])
+    return {
+      limit = tonumber(a[i]), sub = tonumber(a[i + 1]), n = n,
+      fmt = '<Bd' .. string.rep('d', n + 1), size = 1 + 8 * (n + 2),
+    }
   end,
   load = function(key, p, ro)
     local st = { key = key, a = 0, ring = {} }
     for i = 0, p.n do st.ring[i] = 0 end
     local v = getstring(key)
-    if v and string.sub(v, 1, 2) == '3 ' then
-      local vals, j = {}, 0
-      for w in string.gmatch(v, '%S+') do
-        vals[j] = tonumber(w)
-        j = j + 1
-      end
-      st.a = vals[1] or 0
-      -- A ring of another length (N changed since) starts empty.
-      if j == p.n + 3 then
-        for i = 0, p.n do st.ring[i] = vals[i + 2] end
+    if v and #v >= 9 then
+      local k, a = sunpack('<Bd', v)
+      if k == 3 then
+        st.a = a
+        -- A ring of another length (N changed since) starts empty.
+        if #v == p.size then
+          local vals = { sunpack(p.fmt, v) }
+          for i = 0, p.n do st.ring[i] = vals[i + 3] end
+        end
       end
     end
     return st
@@ -132,8 +135,13 @@ ALG[3] = {
     if st.ring[s] < 0 then st.ring[s] = 0 end
   end,
   save = function(st, p, now)
-    local parts = { '3', num(st.a) }
-    for i = 0, p.n do parts[i + 3] = num(st.ring[i]) end
-    savestring(st.key, table.concat(parts, ' '), now, slidingExpiry(st, p))
+    local exp = slidingExpiry(st, p)
+    if exp <= now then
+      redis.call('DEL', st.key)
+      return
+    end
+    local ring = {}
+    for i = 0, p.n do ring[i + 1] = st.ring[i] end
+    redis.call('SET', st.key, spack(p.fmt, 3, st.a, unpack(ring)), 'PX', ttlms(now, exp))
   end,
 }

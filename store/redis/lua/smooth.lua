@@ -1,6 +1,5 @@
--- Guava's SmoothBursty and SmoothWarmingUp (algo/smooth.go). State string:
--- "K A B C" with K the kind (7 or 8), A = stored permits (a float, written
--- with 17 significant digits so it reads back bit for bit), B = the next
+-- Guava's SmoothBursty and SmoothWarmingUp (algo/smooth.go). State (see
+-- load3): the kind (7 or 8), A = stored permits (a float), B = the next
 -- free ticket (µs; 0 marks a fresh key), C = the latest time seen.
 -- Params (floats precomputed by Go exactly as algo.Compile does): stable
 -- and coolDown intervals (µs per permit), maxPermits, threshold, slope,
@@ -8,120 +7,108 @@
 
 local WARMUP = 8
 
-local function smooth(kind)
-  local tag = tostring(kind)
-
-  local function toWait(p, stored, take)
-    if kind ~= WARMUP then return 0 end
-    local us = 0
-    local above = stored - p.threshold
-    if above > 0 then
-      local t = math.min(above, take)
-      local length = p.stable + above * p.slope + p.stable + (above - t) * p.slope
-      us = trunc(t * length / 2.0)
-      take = take - t
-    end
-    return us + trunc(p.stable * take)
+local function toWait(p, stored, take)
+  if p.kind ~= WARMUP then return 0 end
+  local us = 0
+  local above = stored - p.threshold
+  if above > 0 then
+    local t = math.min(above, take)
+    local length = p.stable + above * p.slope + p.stable + (above - t) * p.slope
+    us = trunc(t * length / 2.0)
+    take = take - t
   end
-
-  local function resync(st, p, now)
-    if st.b == 0 then
-      st.b = now
-      local stored = 0
-      if kind == WARMUP then stored = p.maxPermits end -- a new limiter starts cold
-      st.a = stored
-      return stored
-    end
-    local stored = st.a
-    if not (stored >= 0) then stored = 0 end -- NaN or negative: not our state
-    stored = math.min(stored, p.maxPermits)
-    if now > st.b then
-      stored = math.min(p.maxPermits, stored + (now - st.b) / p.coolDown)
-      st.b = now
-      st.a = stored
-    end
-    return stored
-  end
-
-  local function untilFull(p, nxt, stored)
-    return nxt + trunc(ceil((p.maxPermits - stored) * p.coolDown))
-  end
-
-  return {
-    np = 6,
-    parse = function(a, i)
-      return {
-        stable = tonumber(a[i]), coolDown = tonumber(a[i + 1]), maxPermits = tonumber(a[i + 2]),
-        threshold = tonumber(a[i + 3]), slope = tonumber(a[i + 4]), maxWait = tonumber(a[i + 5]),
-      }
-    end,
-    load = function(key, p, ro)
-      local st = { key = key, a = 0, b = 0, c = 0 }
-      local v = getstring(key)
-      if v then
-        local k, a, b, c = string.match(v, '^(%d+) (%S+) (%S+) (%S+)$')
-        if k == tag then st.a, st.b, st.c = tonumber(a), tonumber(b), tonumber(c) end
-      end
-      return st
-    end,
-    expires = function(st, p)
-      if st.b == 0 then return 0 end
-      return untilFull(p, st.b, st.a)
-    end,
-    fresh = sfresh,
-    decide = function(st, p, now, cost, lease, commit)
-      if not commit and st.b == 0 then
-        -- Peek must not start a fresh key's clock.
-        st = { a = st.a, b = st.b, c = st.c }
-      end
-      if now < st.c then now = st.c else st.c = now end
-      local stored = resync(st, p, now)
-      local wait = st.b - now
-      if wait > p.maxWait then
-        return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0, now
-      end
-      local spend = math.min(cost, stored)
-      local fresh = cost - spend
-      -- Like Guava's saturated add: a huge cost pushes the ticket to the
-      -- end of time.
-      local nxt = st.b + toWait(p, stored, spend)
-      local pay = fresh * p.stable
-      if pay < MAXTIME - nxt then
-        nxt = nxt + trunc(pay)
-      elseif nxt < MAXTIME then
-        nxt = MAXTIME
-      end
-      stored = stored - spend
-      if commit then
-        st.b = nxt
-        st.a = stored
-      end
-      -- Remaining counts the unit requests that would pass now without
-      -- waiting: SmoothBursty's stored permits are free, SmoothWarmup's
-      -- are not, and one more passes if the ticket is still free.
-      local rem = 0
-      if kind ~= WARMUP then rem = trunc(stored) end
-      if nxt <= now then rem = rem + 1 end
-      return 1, rem, 0, micros(untilFull(p, nxt, stored) - now), micros(wait), now
-    end,
-    refund = function(st, p, now, at, cost)
-      -- Give back the ticket time the cost is worth at the stable rate,
-      -- never moving the ticket before the latest time seen.
-      if st.b == 0 or st.b <= st.c then return end
-      local back = cost * p.stable
-      if back < st.b - st.c then
-        st.b = st.b - trunc(back)
-      else
-        st.b = st.c
-      end
-    end,
-    save = function(st, p, now)
-      local exp = 0
-      if st.b ~= 0 then exp = untilFull(p, st.b, st.a) end
-      savestring(st.key, tag .. ' ' .. num(st.a) .. ' ' .. num(st.b) .. ' ' .. num(st.c), now, exp)
-    end,
-  }
+  return us + trunc(p.stable * take)
 end
 
-ALG[7] = smooth(7)
-ALG[8] = smooth(WARMUP)
+local function resync(st, p, now)
+  if st.b == 0 then
+    st.b = now
+    local stored = 0
+    if p.kind == WARMUP then stored = p.maxPermits end -- a new limiter starts cold
+    st.a = stored
+    return stored
+  end
+  local stored = st.a
+  if not (stored >= 0) then stored = 0 end -- NaN or negative: not our state
+  stored = math.min(stored, p.maxPermits)
+  if now > st.b then
+    stored = math.min(p.maxPermits, stored + (now - st.b) / p.coolDown)
+    st.b = now
+    st.a = stored
+  end
+  return stored
+end
+
+local function untilFull(p, nxt, stored)
+  return nxt + trunc(ceil((p.maxPermits - stored) * p.coolDown))
+end
+
+local h = {
+  np = 6,
+  parse = function(a, i)
+    return {
+      stable = tonumber(a[i]), coolDown = tonumber(a[i + 1]), maxPermits = tonumber(a[i + 2]),
+      threshold = tonumber(a[i + 3]), slope = tonumber(a[i + 4]), maxWait = tonumber(a[i + 5]),
+    }
+  end,
+  load = function(key, p, ro)
+    return load3(key, p.kind)
+  end,
+  expires = function(st, p)
+    if st.b == 0 then return 0 end
+    return untilFull(p, st.b, st.a)
+  end,
+  fresh = sfresh,
+  decide = function(st, p, now, cost, lease, commit)
+    if not commit and st.b == 0 then
+      -- Peek must not start a fresh key's clock.
+      st = { a = st.a, b = st.b, c = st.c }
+    end
+    if now < st.c then now = st.c else st.c = now end
+    local stored = resync(st, p, now)
+    local wait = st.b - now
+    if wait > p.maxWait then
+      return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0, now
+    end
+    local spend = math.min(cost, stored)
+    local fresh = cost - spend
+    -- Like Guava's saturated add: a huge cost pushes the ticket to the
+    -- end of time.
+    local nxt = st.b + toWait(p, stored, spend)
+    local pay = fresh * p.stable
+    if pay < MAXTIME - nxt then
+      nxt = nxt + trunc(pay)
+    elseif nxt < MAXTIME then
+      nxt = MAXTIME
+    end
+    stored = stored - spend
+    if commit then
+      st.b = nxt
+      st.a = stored
+    end
+    -- Remaining counts the unit requests that would pass now without
+    -- waiting: SmoothBursty's stored permits are free, SmoothWarmup's
+    -- are not, and one more passes if the ticket is still free.
+    local rem = 0
+    if p.kind ~= WARMUP then rem = trunc(stored) end
+    if nxt <= now then rem = rem + 1 end
+    return 1, rem, 0, micros(untilFull(p, nxt, stored) - now), micros(wait), now
+  end,
+  refund = function(st, p, now, at, cost)
+    -- Give back the ticket time the cost is worth at the stable rate,
+    -- never moving the ticket before the latest time seen.
+    if st.b == 0 or st.b <= st.c then return end
+    local back = cost * p.stable
+    if back < st.b - st.c then
+      st.b = st.b - trunc(back)
+    else
+      st.b = st.c
+    end
+  end,
+  save = function(st, p, now)
+    local exp = 0
+    if st.b ~= 0 then exp = untilFull(p, st.b, st.a) end
+    save3(st, p.kind, now, exp)
+  end,
+}
+ALG[7], ALG[8] = h, h
