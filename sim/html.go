@@ -62,11 +62,12 @@ func slug(s string) string {
 //     the algorithm keeps of the focus key's requests (dashed orange)
 //     against the perfect sliding window's count (grey): the articles'
 //     figures;
+//   - rate: every contender's admitted rate over time against the offered
+//     rate and the limit, with the scale events marked;
+//   - rate-NN-…: the same for one contender at a time (runs with several keys);
 //   - window-NN-…: for each contender, the focus key's admitted units in the
 //     trailing window (dashed orange) against the ideal's (grey) and the
-//     limit (dotted red);
-//   - rate: every contender's admitted rate over time against the offered
-//     rate and the limit, with the scale events marked.
+//     limit (dotted red).
 func Charts(res *Result) []NamedChart {
 	sc := res.Scenario
 	xl, div := timeAxis(sc.Duration.D())
@@ -104,8 +105,9 @@ func Charts(res *Result) []NamedChart {
 			},
 		})
 	}
+	var windows []NamedChart
 	for i, c := range res.Contenders {
-		out = append(out, NamedChart{
+		windows = append(windows, NamedChart{
 			Name:    fmt.Sprintf("window-%02d-%s", i+1, slug(c.Name)),
 			Caption: fmt.Sprintf("Units %s admitted for %s in the trailing %s (dashed orange) against the ideal limiter's (grey) and the limit.", c.Name, focus, per),
 			Chart: &chart.Chart{
@@ -136,6 +138,20 @@ func Charts(res *Result) []NamedChart {
 	}
 	offeredLine := chart.Line{Name: "offered", X: xs, Y: i64(res.Offered.Series.AllWindow, perSec), Color: chart.Light, Width: 1.5}
 	idealLine := chart.Line{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.AllWindow, perSec), Color: chart.Grey, Width: 3}
+	rate := &chart.Chart{
+		Title:  "admitted rate per contender",
+		XLabel: xl, YLabel: ratePer,
+		Lines:  []chart.Line{offeredLine, idealLine},
+		HRules: rules, VRules: events,
+	}
+	for i, c := range res.Contenders {
+		rate.Lines = append(rate.Lines, chart.Line{Name: c.Name, X: xs, Y: i64(c.Series.AllWindow, perSec), Color: chart.Palette[i%len(chart.Palette)], Width: 1.5, Dashed: i >= len(chart.Palette)})
+	}
+	out = append(out, NamedChart{
+		Name:    "rate",
+		Caption: "Units admitted per second by each contender over all keys (averaged over one window), against the offered rate (light grey), the ideal limiter (grey) and the sum of the limits of the keys seen.",
+		Chart:   rate,
+	})
 	if res.Keys > 1 {
 		for i, c := range res.Contenders {
 			out = append(out, NamedChart{
@@ -151,21 +167,7 @@ func Charts(res *Result) []NamedChart {
 			})
 		}
 	}
-	rate := &chart.Chart{
-		Title:  "admitted rate per contender",
-		XLabel: xl, YLabel: ratePer,
-		Lines:  []chart.Line{offeredLine, idealLine},
-		HRules: rules, VRules: events,
-	}
-	for i, c := range res.Contenders {
-		rate.Lines = append(rate.Lines, chart.Line{Name: c.Name, X: xs, Y: i64(c.Series.AllWindow, perSec), Color: chart.Palette[i%len(chart.Palette)], Width: 1.5, Dashed: i >= len(chart.Palette)})
-	}
-	out = append(out, NamedChart{
-		Name:    "rate",
-		Caption: "Units admitted per second by each contender over all keys (averaged over one window), against the offered rate (light grey), the ideal limiter (grey) and the sum of the limits of the keys seen.",
-		Chart:   rate,
-	})
-	return out
+	return append(out, windows...)
 }
 
 func trimFloat(f float64) string {
