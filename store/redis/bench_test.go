@@ -1,0 +1,66 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// BenchmarkScriptServerTime measures what one decision costs the Redis
+// server itself, from INFO commandstats (usec per EVALSHA call), for a
+// single-key GCRA take sent alone and in batches: the client, the network
+// and the scheduler do not enter it. Metric: server-us/decision.
+func BenchmarkScriptServerTime(b *testing.B) {
+	s := openT(b, redisURL(b))
+	c := s.client
+	l, err := algo.Compile(algo.Params{Algorithm: algo.GCRA, Limit: 1, Period: time.Hour, Burst: 2_000_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []int{1, 16, 64} {
+		b.Run("batch"+strconv.Itoa(n), func(b *testing.B) {
+			var sa scriptArgs
+			for i := 0; i < n; i++ {
+				s.appendGroup(&sa, opTake, "", []store.Request{{Key: runID + ":srv:" + strconv.Itoa(i), Limit: l, Cost: 1}}, nil, nil)
+			}
+			p, args := scriptFor(sa.fams), sa.argv(s.ttlFloor)
+			if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.eval(ctx, p, sa.keys, args).Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(usecPerCall(b, info, "evalsha")/float64(n), "server-us/decision")
+		})
+	}
+}
+
+// usecPerCall extracts usec_per_call of cmd from INFO commandstats.
+func usecPerCall(b *testing.B, info, cmd string) float64 {
+	i := strings.Index(info, "cmdstat_"+cmd+":")
+	if i < 0 {
+		b.Fatalf("no %s in commandstats", cmd)
+	}
+	line := info[i:]
+	j := strings.Index(line, "usec_per_call=")
+	end := strings.IndexAny(line[j:], ",\r\n")
+	v, err := strconv.ParseFloat(line[j+len("usec_per_call="):j+end], 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
