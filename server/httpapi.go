@@ -55,10 +55,11 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	b, _ := json.Marshal(struct {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
 		Error string `json:"error"`
 	}{msg})
-	w.Write(append(b, '\n'))
 }
 
 func writeErr(w http.ResponseWriter, err error) {
@@ -351,8 +352,8 @@ func decodeStrict(body []byte, v any) error {
 		}
 		return badInput("%v", err)
 	}
-	if dec.More() {
-		return badInput("unexpected data after the JSON object")
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return badInput("unexpected data after the JSON object at byte %d", dec.InputOffset())
 	}
 	return nil
 }
@@ -377,7 +378,13 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 		}
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(body, &probe); err != nil {
-			writeErr(w, decodeStrict(body, &probe))
+			if derr := decodeStrict(body, &probe); derr != nil {
+				err = derr
+			}
+			if !errors.Is(err, ErrBadInput) {
+				err = badInput("malformed JSON: %v", err)
+			}
+			writeErr(w, err)
 			return
 		}
 		if _, isBatch := probe["requests"]; isBatch {
@@ -467,14 +474,16 @@ func domainList(c *policy.Config) string {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	w.Write(append(b, '\n'))
+	w.Write(buf.Bytes())
 }
 
 // V1Sample is a load signal sample for adaptive rules (POST /v1/observe).
