@@ -50,11 +50,12 @@
 // never toward admitting. If the rollback itself cannot reach Redis (the
 // connection dies in between), Take returns an error wrapping
 // store.ErrUnavailable and the reserved charge stays until it lapses by
-// the algorithm's own rules: at most one window for the fixed window, one
-// period for the sliding log and the sliding window (N+1 sub-windows), cost
-// ÷ rate for the buckets and GCRA, cost × the stable interval for the
-// smooth algorithms, and LeaseTTL for a concurrency reservation. The key's
-// TTL never extends past that.
+// the algorithm's own rules, which are the key's TTL: at most one window
+// for the fixed window, one period for the sliding log, one period and one
+// sub-window for the sliding window, cost ÷ rate for the buckets and GCRA,
+// cost × the stable interval plus the time to refill the stored permits
+// (MaxBurstSeconds, or the warm-up period) for the smooth algorithms, and
+// LeaseTTL for a concurrency reservation.
 //
 // # Throughput
 //

@@ -31,8 +31,9 @@ type Store struct {
 	ttlFloor string
 
 	// beforeRollback, when set by a test, runs between a cross-slot
-	// reservation that was refused and its rollback.
-	beforeRollback func()
+	// reservation that was refused and its rollback; an error stands for
+	// a rollback that could not reach Redis.
+	beforeRollback func() error
 }
 
 var (
@@ -672,10 +673,8 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	if allowed {
 		return store.Result{Allowed: true, At: now}, nil
 	}
-	if s.beforeRollback != nil {
-		s.beforeRollback()
-	}
-	if err := s.rollback(ctx, reqs, groups, admitted, stamps); err != nil {
+	err := s.rollback(ctx, reqs, groups, admitted, stamps)
+	if err != nil {
 		return store.Result{At: now}, errors.Join(firstErr, err)
 	}
 	for gi, idx := range groups {
@@ -709,6 +708,11 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 	}
 	if len(calls) == 0 {
 		return nil
+	}
+	if s.beforeRollback != nil {
+		if err := s.beforeRollback(); err != nil {
+			return fmt.Errorf("redis: roll back the reservation of %q: %w: %w (the charges lapse by themselves; see the store/redis package documentation)", keys[0], store.ErrUnavailable, err)
+		}
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.timeout)
 	defer cancel()
