@@ -252,6 +252,9 @@ type Rule struct {
 	fp     string      // key fingerprint: algorithm and period
 	broken bool        // had problems; never compiled
 	named  bool        // Name came from rate_limit.name (only those can be replaced)
+	// metricKey is Status.MetricKey when it takes no request value; ""
+	// when detailed_metric or value_to_metric put values in it.
+	metricKey string
 }
 
 // Limit returns the compiled limit as configured, or nil for unlimited and

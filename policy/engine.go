@@ -267,6 +267,46 @@ type plan struct {
 	descs []descPlan
 	class string
 	rank  int
+
+	// Scratch reused across decisions (plans are pooled).
+	reqs    []store.Request
+	idx     []int
+	out     []algo.Decision
+	enforce []int
+	shadow  []int
+	buf     []byte
+}
+
+var planPool = sync.Pool{New: func() any { return new(plan) }}
+
+// getPlan returns a pooled plan for n descriptors.
+func getPlan(snap *snapshot, dom *Domain, n int) *plan {
+	p := planPool.Get().(*plan)
+	p.snap, p.dom, p.class, p.rank = snap, dom, "", -1
+	if cap(p.descs) < n {
+		p.descs = make([]descPlan, n)
+	}
+	p.descs = p.descs[:n]
+	for i := range p.descs {
+		d := &p.descs[i]
+		d.rule, d.items, d.deny, d.cost = nil, d.items[:0], d.deny[:0], 0
+	}
+	return p
+}
+
+// release returns p to the pool, dropping its references.
+func (p *plan) release() {
+	if cap(p.items) > 256 || cap(p.descs) > 256 {
+		return
+	}
+	clear(p.items)
+	clear(p.reqs)
+	for i := range p.descs {
+		clear(p.descs[i].deny)
+	}
+	p.items, p.reqs = p.items[:0], p.reqs[:0]
+	p.snap, p.dom = nil, nil
+	planPool.Put(p)
 }
 
 func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, error) {
@@ -282,10 +322,12 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, 
 	if dom == nil {
 		return resp, nil
 	}
-	p, err := e.plan(snap, dom, &req, resp.Statuses)
-	if err != nil {
+	p := getPlan(snap, dom, len(req.Descriptors))
+	defer p.release()
+	if err := e.plan(p, &req, resp.Statuses); err != nil {
 		return Response{}, err
 	}
+	var err error
 	resp.Priority = p.class
 	if len(p.items) == 0 && !p.hasDeny() {
 		return resp, nil
@@ -333,8 +375,8 @@ func (p *plan) hasDeny() bool {
 
 // plan matches every descriptor, applies replaces and priority, and lists
 // the store keys to decide.
-func (e *Engine) plan(snap *snapshot, dom *Domain, req *Request, st []Status) (*plan, error) {
-	p := &plan{snap: snap, dom: dom, descs: make([]descPlan, len(req.Descriptors)), rank: -1}
+func (e *Engine) plan(p *plan, req *Request, st []Status) error {
+	dom := p.dom
 	var replaced map[string]bool
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
@@ -342,7 +384,7 @@ func (e *Engine) plan(snap *snapshot, dom *Domain, req *Request, st []Status) (*
 		if d.Limit != nil {
 			var err error
 			if r, err = e.requestRule(dom.Name, d.Limit); err != nil {
-				return nil, fmt.Errorf("descriptor %d: %w", i, err)
+				return fmt.Errorf("descriptor %d: %w", i, err)
 			}
 		} else {
 			r = dom.match(d.Entries)
@@ -399,7 +441,10 @@ func (e *Engine) plan(snap *snapshot, dom *Domain, req *Request, st []Status) (*
 		s.Rule = ruleName(r, d.Entries)
 		s.Unlimited = r.Unlimited
 		s.Shadow = r.Shadow || e.o.shadow
-		s.MetricKey = metricKey(r, d.Entries)
+		s.MetricKey = r.metricKey
+		if r.metricKey == "" {
+			s.MetricKey = metricKey(r, d.Entries)
+		}
 		if r.Unlimited {
 			s.Decision = algo.Decision{Allowed: true, Remaining: math.MaxUint32}
 			continue
@@ -422,7 +467,7 @@ func (e *Engine) plan(snap *snapshot, dom *Domain, req *Request, st []Status) (*
 			}
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // ruleName is the Status.Rule of a match: the rule's name, or for an Envoy
@@ -486,13 +531,13 @@ func (e *Engine) addItems(p *plan, dp *descPlan, l *Rule, entries []Entry, reqLi
 	if rl.rate == nil {
 		return
 	}
-	base := e.baseKey(p.dom.Name, l, entries, rl.fp)
+	base := e.appendKey(p, l, entries, rl.fp)
 	shadow := l.Shadow || e.o.shadow
 	rate := item{key: base, lim: rl.rate, cost: dp.cost, rule: l, role: roleRate, shadow: shadow}
 	if rl.ceil != nil && l.parent != nil {
 		rate.borrow = true
 		if prl := p.snap.limits[l.parent.index]; prl.lend != nil {
-			rate.lendKey = e.baseKey(p.dom.Name, l.parent, entries, prl.fp) + "~lend"
+			rate.lendKey = e.appendKey(p, l.parent, entries, prl.fp) + "~lend"
 			rate.lendLim = prl.lend
 		}
 	}
@@ -530,7 +575,16 @@ func (p *plan) add(it item) int {
 // limit's fingerprint. Separators inside names and values are escaped, so
 // two different descriptors never share a key, and '{' '}' are escaped so a
 // value cannot pick a Redis Cluster slot.
+func (e *Engine) appendKey(p *plan, l *Rule, entries []Entry, fp string) string {
+	p.buf = e.appendBaseKey(p.buf[:0], p.dom.Name, l, entries, fp)
+	return string(p.buf)
+}
+
 func (e *Engine) baseKey(domain string, l *Rule, entries []Entry, fp string) string {
+	return string(e.appendBaseKey(nil, domain, l, entries, fp))
+}
+
+func (e *Engine) appendBaseKey(b []byte, domain string, l *Rule, entries []Entry, fp string) []byte {
 	depth := 0
 	if l.Node != nil {
 		depth = l.Node.depth
@@ -549,7 +603,6 @@ func (e *Engine) baseKey(domain string, l *Rule, entries []Entry, fp string) str
 			path[n.depth-1] = n
 		}
 	}
-	b := make([]byte, 0, 64)
 	b = append(b, e.o.prefix...)
 	b = appendEscaped(b, domain)
 	for i := 0; i < depth && i < len(entries); i++ {
@@ -564,7 +617,7 @@ func (e *Engine) baseKey(domain string, l *Rule, entries []Entry, fp string) str
 	}
 	b = append(b, '#')
 	b = append(b, fp...)
-	return string(b)
+	return b
 }
 
 func escape(s string) string { return string(appendEscaped(nil, s)) }
@@ -619,7 +672,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		// and the other keys are only looked at for the statuses.
 		return e.peekItems(ctx, p, allItems(p), true)
 	}
-	var enforce, shadow []int
+	enforce, shadow := p.enforce[:0], p.shadow[:0]
 	for i := range p.items {
 		if p.items[i].shadow {
 			shadow = append(shadow, i)
@@ -627,6 +680,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 			enforce = append(enforce, i)
 		}
 	}
+	p.enforce, p.shadow = enforce, shadow
 	admitted := true
 	if len(enforce) > 0 {
 		var err error
@@ -643,8 +697,9 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	}
 	// Shadow keys are charged for admitted requests, each on its own so
 	// that one shadow refusal does not hide another's count.
-	reqs := make([]store.Request, 1)
-	out := make([]algo.Decision, 1)
+	reqs := append(p.reqs[:0], store.Request{})
+	out := append(p.out[:0], algo.Decision{})
+	p.reqs, p.out = reqs, out
 	for _, i := range shadow {
 		it := &p.items[i]
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
@@ -660,9 +715,8 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 }
 
 func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease uint64, resp *Response) (bool, error) {
-	reqs := make([]store.Request, 0, len(enforce)+2)
-	idx := make([]int, 0, len(enforce)+2) // item index per request; -1-i for item i's lend pool
-	var out []algo.Decision
+	reqs, idx, out := p.reqs[:0], p.idx[:0], p.out[:0] // idx: item index per request; -1-i for item i's lend pool
+	defer func() { p.reqs, p.idx, p.out = reqs, idx, out }()
 	for attempt := 0; attempt <= len(enforce); attempt++ {
 		reqs, idx = reqs[:0], idx[:0]
 		for _, i := range enforce {
@@ -677,7 +731,7 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 			reqs = append(reqs, store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease})
 			idx = append(idx, i)
 		}
-		out = append(out[:0], make([]algo.Decision, len(reqs))...)
+		out = growDecisions(out, len(reqs))
 		res, err := e.st.Take(ctx, reqs, out)
 		if err != nil {
 			return false, err
@@ -731,6 +785,16 @@ func (p *plan) lendDecision(i int, d algo.Decision) {
 	}
 }
 
+// growDecisions returns out resized to n zeroed decisions.
+func growDecisions(out []algo.Decision, n int) []algo.Decision {
+	if cap(out) < n {
+		return make([]algo.Decision, n)
+	}
+	out = out[:n]
+	clear(out)
+	return out
+}
+
 func hasKey(reqs []store.Request, key string) bool {
 	for i := range reqs {
 		if reqs[i].Key == key {
@@ -760,8 +824,8 @@ func allItems(p *plan) []int {
 // charged, as after a refused Take (store.Unwind), rather than what would
 // be left after this request.
 func (e *Engine) peekItems(ctx context.Context, p *plan, which []int, refused bool) error {
-	reqs := make([]store.Request, 0, len(which))
-	idx := make([]int, 0, len(which))
+	reqs, idx := p.reqs[:0], p.idx[:0]
+	defer func() { p.reqs, p.idx = reqs, idx }()
 	for _, i := range which {
 		it := &p.items[i]
 		reqs = append(reqs, store.Request{Key: it.key, Limit: it.lim, Cost: it.cost})
@@ -771,7 +835,8 @@ func (e *Engine) peekItems(ctx context.Context, p *plan, which []int, refused bo
 			idx = append(idx, -1-i)
 		}
 	}
-	out := make([]algo.Decision, len(reqs))
+	out := growDecisions(p.out, len(reqs))
+	p.out = out
 	if err := e.st.Peek(ctx, reqs, out); err != nil {
 		return err
 	}
@@ -818,6 +883,11 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 	var maxRetry, maxDelay time.Duration
 	var waitItem *item
 	shadowRefused := false
+	total := 0
+	for i := range p.descs {
+		total += len(p.descs[i].items)*2 + len(p.descs[i].deny)
+	}
+	backing := make([]LimitStatus, 0, total)
 	for i := range p.descs {
 		dp := &p.descs[i]
 		s := &resp.Statuses[i]
@@ -825,6 +895,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			continue
 		}
 		s.Window = ruleWindow(dp.rule, nowUS)
+		s.Limits = backing[len(backing):len(backing):cap(backing)]
 		var tight *algo.Decision
 		tightRefused, refused, borrowed := false, false, false
 		for _, r := range dp.deny {
@@ -897,6 +968,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			resp.Code = CodeOverLimit
 		}
 		s.Borrowed = borrowed && !refused
+		backing = backing[:len(backing)+len(s.Limits)]
 	}
 	if resp.Code == CodeOK {
 		resp.Delay = maxDelay

@@ -13,8 +13,9 @@ func (e *Engine) Keys(req Request) ([]string, error) {
 	if dom == nil {
 		return nil, nil
 	}
-	p, err := e.plan(snap, dom, &req, make([]Status, len(req.Descriptors)))
-	if err != nil {
+	p := getPlan(snap, dom, len(req.Descriptors))
+	defer p.release()
+	if err := e.plan(p, &req, make([]Status, len(req.Descriptors))); err != nil {
 		return nil, err
 	}
 	var keys []string

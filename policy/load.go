@@ -1210,6 +1210,15 @@ func (l *loader) finish(d *Domain) {
 		if r.Ceil > 0 && r.parent == nil {
 			l.errf(line("ceil"), "ceil lets a rule borrow from its parent, and this one has none: set hierarchy: true and give an enclosing descriptor (or the domain) a rate_limit")
 		}
+		if r.Node != nil {
+			static := !r.DetailedMetric
+			for n := r.Node; n != nil; n = n.Parent {
+				static = static && !n.valueToMetric
+			}
+			if static {
+				r.metricKey = d.Name + "." + r.Path
+			}
+		}
 		if r.Unlimited || r.Deny || r.broken {
 			continue
 		}

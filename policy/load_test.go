@@ -242,3 +242,16 @@ func TestRegisteredSection(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleConfig: the configuration the server loads by default is valid.
+func TestExampleConfig(t *testing.T) {
+	cfg, err := Load("../examples/config")
+	if err != nil {
+		t.Fatalf("examples/config:\n%v", err)
+	}
+	for _, d := range []string{"api", "saas", "edge"} {
+		if cfg.Domain(d) == nil {
+			t.Errorf("examples/config lacks domain %q", d)
+		}
+	}
+}
