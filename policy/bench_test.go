@@ -98,4 +98,3 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
-
