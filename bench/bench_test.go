@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"runtime"
+	"syscall"
+	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -66,4 +68,24 @@ func (s *stride) next() int {
 		s.i -= s.n
 	}
 	return i
+}
+
+// cpuTime is the CPU time (user and system) the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measureCPU runs loop and reports the metric cpu-ns/op: the process's CPU
+// time per operation. Unlike ns/op (wall time), it does not grow when other
+// processes take the cores, so it is the figure to compare on a shared
+// machine; in a parallel benchmark it sums every goroutine's time, so it is
+// about GOMAXPROCS × ns/op when the cores are free.
+func measureCPU(b *testing.B, loop func()) {
+	start := cpuTime()
+	loop()
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }

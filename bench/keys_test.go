@@ -32,14 +32,16 @@ func runKeys(b *testing.B, name string, keys []string, bpk float64, allow func(s
 	b.Run(name, func(b *testing.B) {
 		var seq atomic.Int64
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			s := stride{i: int(seq.Add(1)*104729) % len(keys), n: len(keys)}
-			for pb.Next() {
-				if !allow(keys[s.next()]) {
-					b.Error("refused")
-					return
+		measureCPU(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				s := stride{i: int(seq.Add(1)*104729) % len(keys), n: len(keys)}
+				for pb.Next() {
+					if !allow(keys[s.next()]) {
+						b.Error("refused")
+						return
+					}
 				}
-			}
+			})
 		})
 		b.ReportMetric(bpk, "B/key")
 	})

@@ -17,37 +17,45 @@ func BenchmarkSingleKeySerial(b *testing.B) {
 	b.Run("floodgate", func(b *testing.B) {
 		l := newLocal(b, neverParams)
 		b.ReportAllocs()
-		for b.Loop() {
-			if !l.Allow() {
-				b.Fatal("refused")
+		measureCPU(b, func() {
+			for b.Loop() {
+				if !l.Allow() {
+					b.Fatal("refused")
+				}
 			}
-		}
+		})
 	})
 	b.Run("floodgate-store", func(b *testing.B) {
 		l := newStoreLimiter(b, neverParams)
 		ctx := b.Context()
 		b.ReportAllocs()
-		for b.Loop() {
-			if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
-				b.Fatal("refused", err)
+		measureCPU(b, func() {
+			for b.Loop() {
+				if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+					b.Fatal("refused", err)
+				}
 			}
-		}
+		})
 	})
 	b.Run("x-time-rate", func(b *testing.B) {
 		l := rate.NewLimiter(neverRate, neverBurst)
 		b.ReportAllocs()
-		for b.Loop() {
-			if !l.Allow() {
-				b.Fatal("refused")
+		measureCPU(b, func() {
+			for b.Loop() {
+				if !l.Allow() {
+					b.Fatal("refused")
+				}
 			}
-		}
+		})
 	})
 	b.Run("uber-ratelimit", func(b *testing.B) {
 		l := ratelimit.New(uberRate, ratelimit.WithoutSlack)
 		b.ReportAllocs()
-		for b.Loop() {
-			l.Take()
-		}
+		measureCPU(b, func() {
+			for b.Loop() {
+				l.Take()
+			}
+		})
 	})
 }
 
@@ -57,47 +65,55 @@ func BenchmarkSingleKeyParallel(b *testing.B) {
 	b.Run("floodgate", func(b *testing.B) {
 		l := newLocal(b, neverParams)
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !l.Allow() {
-					b.Error("refused")
-					return
+		measureCPU(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !l.Allow() {
+						b.Error("refused")
+						return
+					}
 				}
-			}
+			})
 		})
 	})
 	b.Run("floodgate-store", func(b *testing.B) {
 		l := newStoreLimiter(b, neverParams)
 		ctx := b.Context()
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
-					b.Error("refused", err)
-					return
+		measureCPU(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+						b.Error("refused", err)
+						return
+					}
 				}
-			}
+			})
 		})
 	})
 	b.Run("x-time-rate", func(b *testing.B) {
 		l := rate.NewLimiter(neverRate, neverBurst)
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if !l.Allow() {
-					b.Error("refused")
-					return
+		measureCPU(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !l.Allow() {
+						b.Error("refused")
+						return
+					}
 				}
-			}
+			})
 		})
 	})
 	b.Run("uber-ratelimit", func(b *testing.B) {
 		l := ratelimit.New(uberRate, ratelimit.WithoutSlack)
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				l.Take()
-			}
+		measureCPU(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l.Take()
+				}
+			})
 		})
 	})
 }
@@ -109,32 +125,38 @@ func BenchmarkSingleKeySerialDenied(b *testing.B) {
 		l := newLocal(b, deniedParams)
 		l.Allow()
 		b.ReportAllocs()
-		for b.Loop() {
-			if l.Allow() {
-				b.Fatal("admitted")
+		measureCPU(b, func() {
+			for b.Loop() {
+				if l.Allow() {
+					b.Fatal("admitted")
+				}
 			}
-		}
+		})
 	})
 	b.Run("floodgate-store", func(b *testing.B) {
 		l := newStoreLimiter(b, deniedParams)
 		ctx := b.Context()
 		_, _ = l.Allow(ctx, "k")
 		b.ReportAllocs()
-		for b.Loop() {
-			if d, err := l.Allow(ctx, "k"); err != nil || d.Allowed {
-				b.Fatal("admitted", err)
+		measureCPU(b, func() {
+			for b.Loop() {
+				if d, err := l.Allow(ctx, "k"); err != nil || d.Allowed {
+					b.Fatal("admitted", err)
+				}
 			}
-		}
+		})
 	})
 	b.Run("x-time-rate", func(b *testing.B) {
 		l := rate.NewLimiter(rate.Every(time.Hour), 1)
 		l.Allow()
 		b.ReportAllocs()
-		for b.Loop() {
-			if l.Allow() {
-				b.Fatal("admitted")
+		measureCPU(b, func() {
+			for b.Loop() {
+				if l.Allow() {
+					b.Fatal("admitted")
+				}
 			}
-		}
+		})
 	})
 }
 
