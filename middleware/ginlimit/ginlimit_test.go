@@ -28,7 +28,9 @@ func engine(t *testing.T, yaml string) *policy.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := memory.New()
+	// A stopped clock: token buckets do not refill during a test.
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	st, err := memory.New(memory.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

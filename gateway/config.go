@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/floodgate/floodgate/dimension"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// SectionName is the domain-level field of a rules file that declares the
+// gateway's routes. The package registers it with policy.RegisterSection,
+// so any program that imports it (the floodgate binary does) loads and
+// validates it, problems reported as file:line.
+const SectionName = "gateway"
+
+func init() { policy.RegisterSection(SectionName, compileSection) }
+
+// Section is the gateway: section of one domain: how requests are matched
+// to routes and mapped to descriptors that this domain's rules decide.
+//
+//	domain: edge
+//	gateway:
+//	  trusted_proxies: [10.0.0.0/8]
+//	  routes:
+//	    - name: search
+//	      host: api.example.com
+//	      path_prefix: /search
+//	      methods: [GET]
+//	      descriptors:
+//	        - entries: [{source: remote_address}]
+//	descriptors:
+//	  - key: remote_address
+//	    rate_limit: {unit: second, requests_per_unit: 10, algorithm: shaper, burst: 20, delay: 5}
+//
+// The client-identification fields (trusted proxies and the rest) are
+// dimension.Spec's and apply to every route of the section.
+type Section struct {
+	// TrustedProxies, ProxyHeader, IPv4Prefix, IPv6Prefix, APIKey,
+	// UserHeader and TenantHeader are dimension.Spec's fields of the same
+	// names, shared by the routes.
+	TrustedProxies []string             `yaml:"trusted_proxies"`
+	ProxyHeader    string               `yaml:"proxy_header"`
+	IPv4Prefix     int                  `yaml:"ipv4_prefix"`
+	IPv6Prefix     int                  `yaml:"ipv6_prefix"`
+	APIKey         dimension.APIKeySpec `yaml:"api_key"`
+	UserHeader     string               `yaml:"user_header"`
+	TenantHeader   string               `yaml:"tenant_header"`
+	// Routes are the request classes the domain limits. At least one.
+	Routes []RouteSpec `yaml:"routes"`
+
+	compiled []*routeSpec
+}
+
+// RouteSpec is one route: which requests it matches and the descriptors
+// they produce.
+type RouteSpec struct {
+	// Name identifies the route in logs (default: its path prefix).
+	Name string `yaml:"name"`
+	// Host matches the request's host, port excluded, case-insensitively:
+	// "api.example.com" exactly, "*.example.com" any subdomain. Empty:
+	// any host.
+	Host string `yaml:"host"`
+	// PathPrefix matches the cleaned request path the way route prefixes
+	// do in package dimension: "/api" covers "/api" and "/api/x", not
+	// "/apix"; "/api/" covers everything below it. Default "/": every path.
+	PathPrefix string `yaml:"path_prefix"`
+	// Methods lists the methods matched (case-insensitive); empty: any.
+	Methods []string `yaml:"methods"`
+	// Descriptors are what a matching request is decided on (see
+	// dimension.DescriptorSpec): e.g. remote_address, a header, the path.
+	// A route without descriptors passes its requests unlimited.
+	Descriptors []dimension.DescriptorSpec `yaml:"descriptors"`
+}
+
+// routeSpec is a validated RouteSpec.
+type routeSpec struct {
+	name     string
+	host     string // lower case; "" any; ".example.com" for "*.example.com"
+	wildcard bool
+	prefix   string
+	methods  []string // upper case, sorted
+	spec     *dimension.Spec
+}
+
+func compileSection(decode func(any) error) (any, error) {
+	s := &Section{}
+	if err := decode(s); err != nil {
+		return nil, err
+	}
+	if err := s.compile(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// compile validates the section. Errors start with the offending field's
+// path ("routes[1].methods[0]: ..."), which the policy loader turns into a
+// line.
+func (s *Section) compile() error {
+	if len(s.Routes) == 0 {
+		return errors.New("routes: no routes (declare at least one, or drop the gateway section)")
+	}
+	base := dimension.Spec{TrustedProxies: s.TrustedProxies, ProxyHeader: s.ProxyHeader, IPv4Prefix: s.IPv4Prefix,
+		IPv6Prefix: s.IPv6Prefix, APIKey: s.APIKey, UserHeader: s.UserHeader, TenantHeader: s.TenantHeader}
+	// The shared fields are checked once, with a descriptor that needs
+	// nothing of them.
+	probe := base
+	probe.Descriptors = []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "method"}}}}
+	if _, err := dimension.NewExtractor(probe); err != nil {
+		return specError("", err)
+	}
+	seen := map[string]int{}
+	for i, rs := range s.Routes {
+		at := fmt.Sprintf("routes[%d]", i)
+		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/")}
+		if !strings.HasPrefix(r.prefix, "/") {
+			return fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix)
+		}
+		if r.name == "" {
+			r.name = r.prefix
+		}
+		host := strings.ToLower(strings.TrimSpace(rs.Host))
+		if strings.HasPrefix(host, "*.") {
+			r.wildcard, host = true, host[1:]
+		}
+		if strings.ContainsAny(host, ":/*@ ") || host == "." {
+			return fmt.Errorf("%s.host: %q is not a host name (no port, scheme or path; \"*.\" only as a prefix)", at, rs.Host)
+		}
+		r.host = host
+		for j, m := range rs.Methods {
+			u := strings.ToUpper(strings.TrimSpace(m))
+			if u == "" || strings.IndexFunc(u, func(c rune) bool { return c < 'A' || c > 'Z' }) >= 0 {
+				return fmt.Errorf("%s.methods[%d]: %q is not an HTTP method", at, j, m)
+			}
+			if !slices.Contains(r.methods, u) {
+				r.methods = append(r.methods, u)
+			}
+		}
+		slices.Sort(r.methods)
+		key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + r.prefix + "|" + strings.Join(r.methods, ",")
+		if first, dup := seen[key]; dup {
+			return fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods)", at, first)
+		}
+		seen[key] = i
+		if len(rs.Descriptors) > 0 {
+			spec := base
+			spec.Descriptors = rs.Descriptors
+			// User and tenant functions are options of the gateway, not
+			// known here: an extractor built with placeholders checks
+			// everything else.
+			if _, err := dimension.NewExtractor(spec, placeholders(spec)...); err != nil {
+				return specError(at+".", err)
+			}
+			r.spec = &spec
+		}
+		s.compiled = append(s.compiled, r)
+	}
+	return nil
+}
+
+// placeholders returns user and tenant functions for a spec whose entries
+// need them and whose headers are not set, so that validation does not
+// fail on what a gateway option may supply.
+func placeholders(spec dimension.Spec) []dimension.Option {
+	var opts []dimension.Option
+	need := func(src string) bool {
+		for _, d := range spec.Descriptors {
+			for _, e := range d.Entries {
+				if e.Source == src {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	none := func(*http.Request) string { return "" }
+	if spec.UserHeader == "" && need("user") {
+		opts = append(opts, dimension.WithUser(none))
+	}
+	if spec.TenantHeader == "" && need("tenant") {
+		opts = append(opts, dimension.WithTenant(none))
+	}
+	return opts
+}
+
+// specError rewrites a dimension.SpecError's field as a path in the
+// section.
+func specError(prefix string, err error) error {
+	var se *dimension.SpecError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s%s: %s", prefix, se.Field, se.Msg)
+	}
+	return err
+}

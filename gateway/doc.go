@@ -1,0 +1,53 @@
+// Package gateway is Floodgate's gateway mode (`floodgate serve --upstream
+// URL`): a reverse proxy (net/http/httputil.ReverseProxy) in front of a
+// service that has no rate limiting of its own, limiting requests by routes
+// declared in the rules, the way nginx's limit_req and limit_conn do at the
+// edge.
+//
+// # Routes
+//
+// A domain of the rules declares its routes in a gateway: section (see
+// [Section]): each matches requests by host ("api.example.com" or
+// "*.example.com"), path prefix and methods, and maps them to descriptors
+// (package dimension: remote address behind trusted proxies, headers, path,
+// query, API key, ...) that the domain's descriptors then limit. The most
+// specific route wins: the longest path prefix, then an exact host over a
+// wildcard over any host, then listed methods over any, then file order.
+// A request that matches no route is proxied unlimited. The package
+// registers the section with the policy loader (policy.RegisterSection), so
+// `floodgate validate` checks it and reports problems as file:line.
+//
+// # Shaping, not only rejecting
+//
+// Whatever a rule's algorithm says applies (package middleware does the
+// deciding): a shaper rule (algorithm: shaper, burst: N, delay: D) is
+// nginx's limit_req burst=N delay=D — the first D excess requests pass at
+// once, the rest of the burst are held and released at the rule's rate,
+// and requests beyond the burst are refused; a concurrency rule is
+// limit_conn — a key holds a slot from the moment its request is admitted
+// until its response (streamed body and websocket included) is complete;
+// wait, degrade and shadow strategies work as in the middleware.
+//
+// # Proxying
+//
+// Admitted requests go to the upstream URL with the request's path appended
+// to its path; X-Forwarded-For carries the client chain only when the peer
+// is one of the route's trusted proxies, plus the peer (a client's own
+// header is not passed on as if a proxy had written it), with
+// X-Forwarded-Host and -Proto. Responses stream through: text/event-stream
+// and bodies without a length are flushed as they arrive, and protocol
+// upgrades (websockets) are spliced through untouched. An upstream that
+// fails is reported, not hidden: 502 (504 on a timeout) with an RFC 9457
+// problem body naming the upstream and the error.
+//
+// Rate limit fields: the gateway's are set on every limited response; the
+// upstream's IETF RateLimit and RateLimit-Policy members are kept beside
+// them (they are lists), its X-RateLimit-Limit, -Remaining and -Reset are
+// replaced by the gateway's.
+//
+// # Reload, concurrency, clock
+//
+// When the Decider is a *policy.Engine the routes follow its configuration
+// reloads. A Gateway is safe for concurrent use. It reads no clock itself:
+// decisions use the store's clock, holding uses the runtime's timers.
+package gateway
