@@ -127,9 +127,7 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 		return algo.Decision{}, 0, err
 	}
 	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
+		return l.takeWithTimeout(ctx, key, n, lease)
 	}
 	if l.mem != nil {
 		d, at, err := l.mem.TakeKey(ctx, l.prefix, key, l.limit, n, lease)
@@ -139,6 +137,16 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 	out := make([]algo.Decision, 1)
 	res, err := l.st.Take(ctx, reqs, out)
 	return out[0], res.At, l.wrap(err)
+}
+
+// takeWithTimeout is take under WithStoreTimeout, kept apart so that the
+// common path has no deferred call.
+func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	c := *l
+	c.timeout = 0
+	return c.take(ctx, key, n, lease)
 }
 
 // Allow is AllowN(ctx, key, 1).

@@ -463,3 +463,23 @@ func TestAllowAllocs(t *testing.T) {
 		t.Errorf("Local.Allow allocates %v times per call, want 0", n)
 	}
 }
+
+// slowStore answers after its context is done, like a store that hangs.
+type slowStore struct{ store.Store }
+
+func (s slowStore) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	<-ctx.Done()
+	return store.Result{}, fmt.Errorf("slow: %w", ctx.Err())
+}
+
+func TestStoreTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := slowStore{newStore(t, memory.WithSweepInterval(0))}
+		l := newLimiter(t, st, "slow", algo.Params{Algorithm: algo.GCRA, Limit: 1, Period: time.Second}, limiter.WithStoreTimeout(50*time.Millisecond))
+		start := time.Now()
+		_, err := l.Allow(t.Context(), "k")
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 50*time.Millisecond {
+			t.Errorf("Allow on a hanging store = %v after %v; want DeadlineExceeded after 50ms", err, time.Since(start))
+		}
+	})
+}
