@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/gateway"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
@@ -226,7 +227,8 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
 }
 
-// gatewayHandler builds the reverse proxy of gateway mode.
-func gatewayHandler(_ *policy.Config, _ *policy.Engine, upstream string) (http.Handler, error) {
-	return nil, errors.New("gateway mode is not part of this build yet")
+// gatewayHandler builds the reverse proxy of gateway mode (package gateway:
+// routes from the configuration's gateway: sections, following reloads).
+func gatewayHandler(cfg *policy.Config, engine *policy.Engine, upstream string) (http.Handler, error) {
+	return gateway.New(cfg, engine, upstream)
 }

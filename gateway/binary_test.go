@@ -1,0 +1,147 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/middleware"
+)
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// buildFloodgate builds the floodgate binary into a temporary folder.
+func buildFloodgate(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	bin := filepath.Join(t.TempDir(), "floodgate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/floodgate")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/floodgate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The source article's scenario through the real binary in gateway mode:
+// `floodgate serve --upstream URL` in front of a real upstream, 1200
+// requests at a budget of 1000 → exactly 1000 × 200 (all reaching the
+// upstream) and 200 × 429; the fields and the problem body on the way.
+func TestBinaryGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the floodgate binary")
+	}
+	bin := buildFloodgate(t)
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		io.WriteString(w, "pong")
+	}))
+	defer up.Close()
+
+	dir := t.TempDir()
+	// A token bucket of 1000 that refills one token every 43 minutes: no
+	// refill can blur the count during the test.
+	cfg := `
+domain: edge
+gateway:
+  routes:
+    - name: ping
+      path_prefix: /ping
+      descriptors: [{entries: [{source: remote_address}]}]
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, algorithm: token_bucket, period: 720h, requests_per_unit: 1000}
+`
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := freeAddr(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "serve", "--config", dir, "--upstream", up.URL,
+		"--http", httpAddr, "--grpc", freeAddr(t), "--admin", freeAddr(t), "--reload-interval", "0")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("floodgate serve exited with %v after SIGTERM\n%s", err, stderr.String())
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("floodgate serve did not exit within 15 s of SIGTERM")
+		}
+	}()
+
+	base := "http://" + httpAddr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health-of-the-gateway") // no route: proxied, counts nothing
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("floodgate serve exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("floodgate serve not answering on %s: %v\n%s", httpAddr, err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	reached.Store(0)
+
+	first := do(t, "GET", base+"/ping")
+	if first.status != 200 || first.body != "pong" {
+		t.Fatalf("first request: %d %q", first.status, first.body)
+	}
+	for k, want := range map[string]string{
+		"RateLimit-Policy":      `"per-ip";q=1000;w=2592000`,
+		"X-RateLimit-Limit":     "1000",
+		"X-RateLimit-Remaining": "999",
+	} {
+		if got := first.h.Get(k); got != want {
+			t.Errorf("first request: %s = %q, want %q", k, got, want)
+		}
+	}
+	ok, limited, other := load(t, base+"/ping", 1199, 32)
+	if ok != 999 || limited != 200 || other != 0 || reached.Load() != 1000 {
+		t.Errorf("200s %d (+1), 429s %d, other %d, upstream reached %d; want 1000, 200, 0, 1000", ok, limited, other, reached.Load())
+	}
+	last := do(t, "GET", base+"/ping")
+	var p middleware.Problem
+	if last.status != 429 || json.Unmarshal([]byte(last.body), &p) != nil || p.Type != middleware.TypeQuotaExceeded ||
+		fmt.Sprint(p.ViolatedPolicies) != "[per-ip]" || last.h.Get("Retry-After") != "2592" {
+		t.Errorf("over the limit: %d Retry-After %q %s", last.status, last.h.Get("Retry-After"), last.body)
+	}
+}
