@@ -1,0 +1,404 @@
+// Package loadgen is the load generator behind `floodgate bench`: it sends
+// rate limit requests to a running floodgate server (gRPC ShouldRateLimit,
+// HTTP /json or the native /v1/decide) from a number of concurrent callers
+// over a number of connections, bounded by a request count and a duration,
+// and reports admitted and rejected counts, errors, decisions per second and
+// a latency histogram.
+//
+// Every run is bounded: it stops after Requests requests or after Duration,
+// whichever comes first (at least one of them must be set), or when its
+// context is done.
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Protocols a Config may name.
+const (
+	GRPC = "grpc"
+	JSON = "json"
+	V1   = "v1"
+)
+
+// Entry is one key/value of a descriptor; "{i}" in Value is replaced by the
+// request's key index (0 to Keys-1).
+type Entry struct{ Key, Value string }
+
+// Config describes a run.
+type Config struct {
+	// Protocol is GRPC, JSON or V1 (default GRPC).
+	Protocol string
+	// Addr is the server's host:port: the --grpc address for GRPC, the
+	// --http address for JSON and V1.
+	Addr string
+	// Domain of every request (default "api").
+	Domain string
+	// Descriptors of every request (default one descriptor
+	// generic_key=default).
+	Descriptors [][]Entry
+	// Keys is the number of distinct values "{i}" takes; request n uses
+	// key n mod Keys (default 1).
+	Keys int
+	// Hits is each request's cost (default 1).
+	Hits int
+	// Requests bounds the number of requests (0: no bound).
+	Requests int64
+	// Duration bounds the run's length (0: no bound).
+	Duration time.Duration
+	// Concurrency is the number of callers (default 16).
+	Concurrency int
+	// Connections is the number of connections the callers share (default
+	// min(Concurrency, 4)).
+	Connections int
+	// Timeout bounds each request (default 5s).
+	Timeout time.Duration
+	// Progress, when not nil, receives a progress bar, redrawn about five
+	// times a second.
+	Progress io.Writer
+}
+
+// Result is a run's outcome.
+type Result struct {
+	Config   Config
+	Requests int64
+	Admitted int64
+	Rejected int64
+	Errors   int64
+	Elapsed  time.Duration
+	Latency  Histogram
+	// FirstErrors holds up to five distinct error messages.
+	FirstErrors []string
+}
+
+// DecisionsPerSecond is the answered (admitted + rejected) requests per second.
+func (r *Result) DecisionsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Admitted+r.Rejected) / r.Elapsed.Seconds()
+}
+
+func (c *Config) defaults() error {
+	if c.Protocol == "" {
+		c.Protocol = GRPC
+	}
+	switch c.Protocol {
+	case GRPC, JSON, V1:
+	default:
+		return fmt.Errorf("loadgen: unknown protocol %q (want grpc, json or v1)", c.Protocol)
+	}
+	if c.Addr == "" {
+		return errors.New("loadgen: no server address")
+	}
+	if c.Domain == "" {
+		c.Domain = "api"
+	}
+	if len(c.Descriptors) == 0 {
+		c.Descriptors = [][]Entry{{{Key: "generic_key", Value: "default"}}}
+	}
+	if c.Keys <= 0 {
+		c.Keys = 1
+	}
+	if c.Hits <= 0 {
+		c.Hits = 1
+	}
+	if c.Requests < 0 || c.Duration < 0 {
+		return errors.New("loadgen: requests and duration must not be negative")
+	}
+	if c.Requests == 0 && c.Duration == 0 {
+		return errors.New("loadgen: set a request count, a duration or both: a run must be bounded")
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 16
+	}
+	if c.Concurrency > 10000 {
+		return fmt.Errorf("loadgen: concurrency %d is over 10000", c.Concurrency)
+	}
+	if c.Connections <= 0 {
+		c.Connections = min(c.Concurrency, 4)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	return nil
+}
+
+// ParseDescriptor parses "key=value,key2=value2" (a value-less "key" is
+// allowed) into entries.
+func ParseDescriptor(s string) ([]Entry, error) {
+	var out []Entry
+	for _, part := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if k == "" {
+			return nil, fmt.Errorf("descriptor %q: empty key (want key=value,key2=value2)", s)
+		}
+		out = append(out, Entry{Key: k, Value: v})
+	}
+	return out, nil
+}
+
+// caller sends one request for key index i and reports whether it was
+// admitted.
+type caller interface {
+	call(ctx context.Context, i int) (admitted bool, err error)
+	close()
+}
+
+// Run runs the load described by cfg.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	callers, err := dial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, c := range callers {
+			c.close()
+		}
+	}()
+	// Requests run on the caller's context; the duration only stops new
+	// ones, so that a request in flight at the end is counted, not failed.
+	reqCtx := ctx
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	res := &Result{Config: cfg}
+	var next, admitted, rejected, errs atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	hists := make([]Histogram, cfg.Concurrency)
+	start := time.Now()
+	stopProgress := startProgress(ctx, cfg, start, &admitted, &rejected, &errs)
+	var wg sync.WaitGroup
+	for w := range cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := callers[w%len(callers)]
+			h := &hists[w]
+			for ctx.Err() == nil {
+				n := next.Add(1) - 1
+				if cfg.Requests > 0 && n >= cfg.Requests {
+					return
+				}
+				rctx, cancel := context.WithTimeout(reqCtx, cfg.Timeout)
+				t0 := time.Now()
+				ok, err := c.call(rctx, int(n%int64(cfg.Keys)))
+				d := time.Since(t0)
+				cancel()
+				if err != nil {
+					if reqCtx.Err() != nil {
+						return // the caller stopped the run
+					}
+					errs.Add(1)
+					mu.Lock()
+					if msg := err.Error(); !seen[msg] && len(seen) < 5 {
+						seen[msg] = true
+						res.FirstErrors = append(res.FirstErrors, msg)
+					}
+					mu.Unlock()
+					continue
+				}
+				h.Record(d)
+				if ok {
+					admitted.Add(1)
+				} else {
+					rejected.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	stopProgress()
+	for i := range hists {
+		res.Latency.Merge(&hists[i])
+	}
+	res.Admitted, res.Rejected, res.Errors = admitted.Load(), rejected.Load(), errs.Load()
+	res.Requests = res.Admitted + res.Rejected + res.Errors
+	return res, nil
+}
+
+func dial(cfg Config) ([]caller, error) {
+	var out []caller
+	for range cfg.Connections {
+		var c caller
+		var err error
+		switch cfg.Protocol {
+		case GRPC:
+			c, err = newGRPCCaller(cfg)
+		default:
+			c = newHTTPCaller(cfg)
+		}
+		if err != nil {
+			for _, o := range out {
+				o.close()
+			}
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func value(v string, i int) string {
+	if strings.Contains(v, "{i}") {
+		return strings.ReplaceAll(v, "{i}", strconv.Itoa(i))
+	}
+	return v
+}
+
+type grpcCaller struct {
+	conn *grpc.ClientConn
+	rls  rlsv3.RateLimitServiceClient
+	cfg  Config
+}
+
+func newGRPCCaller(cfg Config) (*grpcCaller, error) {
+	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: grpc %s: %w", cfg.Addr, err)
+	}
+	return &grpcCaller{conn: conn, rls: rlsv3.NewRateLimitServiceClient(conn), cfg: cfg}, nil
+}
+
+// EnvoyRequest builds the RateLimitRequest for key index i.
+func (c Config) EnvoyRequest(i int) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: c.Domain, HitsAddend: uint32(max(c.Hits, 0))}
+	for _, d := range c.Descriptors {
+		rd := &commonrl.RateLimitDescriptor{}
+		for _, e := range d {
+			rd.Entries = append(rd.Entries, &commonrl.RateLimitDescriptor_Entry{Key: e.Key, Value: value(e.Value, i)})
+		}
+		req.Descriptors = append(req.Descriptors, rd)
+	}
+	return req
+}
+
+func (g *grpcCaller) call(ctx context.Context, i int) (bool, error) {
+	resp, err := g.rls.ShouldRateLimit(ctx, g.cfg.EnvoyRequest(i))
+	if err != nil {
+		return false, err
+	}
+	switch resp.OverallCode {
+	case rlsv3.RateLimitResponse_OK:
+		return true, nil
+	case rlsv3.RateLimitResponse_OVER_LIMIT:
+		return false, nil
+	}
+	return false, fmt.Errorf("overall code %v", resp.OverallCode)
+}
+
+func (g *grpcCaller) close() { g.conn.Close() }
+
+type httpCaller struct {
+	client *http.Client
+	url    string
+	cfg    Config
+}
+
+func newHTTPCaller(cfg Config) *httpCaller {
+	per := max(1, cfg.Concurrency/cfg.Connections)
+	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
+	if per > 1 {
+		// HTTP/1.1 carries one request at a time per connection: the
+		// callers of one "connection" share a small pool of that size.
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = per, per
+	}
+	addr := cfg.Addr
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	path := "/json"
+	if cfg.Protocol == V1 {
+		path = "/v1/decide"
+	}
+	return &httpCaller{client: &http.Client{Transport: tr}, url: strings.TrimSuffix(addr, "/") + path, cfg: cfg}
+}
+
+type v1Entry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type v1Desc struct {
+	Entries []v1Entry `json:"entries"`
+}
+
+type v1Req struct {
+	Domain      string   `json:"domain"`
+	Descriptors []v1Desc `json:"descriptors"`
+	Hits        int      `json:"hits,omitempty"`
+}
+
+func (h *httpCaller) body(i int) ([]byte, error) {
+	if h.cfg.Protocol == JSON {
+		return protojson.Marshal(h.cfg.EnvoyRequest(i))
+	}
+	r := v1Req{Domain: h.cfg.Domain, Hits: h.cfg.Hits}
+	for _, d := range h.cfg.Descriptors {
+		var vd v1Desc
+		for _, e := range d {
+			vd.Entries = append(vd.Entries, v1Entry{e.Key, value(e.Value, i)})
+		}
+		r.Descriptors = append(r.Descriptors, vd)
+	}
+	return json.Marshal(r)
+}
+
+func (h *httpCaller) call(ctx context.Context, i int) (bool, error) {
+	b, err := h.body(i)
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(b))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		return false, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusTooManyRequests:
+		return false, nil
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return false, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+}
+
+func (h *httpCaller) close() { h.client.CloseIdleConnections() }

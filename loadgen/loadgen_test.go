@@ -1,0 +1,155 @@
+package loadgen_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/loadgen"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memory"
+)
+
+const cfgYAML = `
+domain: bench
+descriptors:
+  - key: client
+    # A sliding log: no window boundary can fall inside the test.
+    rate_limit: {name: hourly, algorithm: sliding_log, unit: hour, requests_per_unit: 1000}
+  - key: open
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
+`
+
+func startServer(t *testing.T) (httpAddr, grpcAddr string) {
+	t.Helper()
+	cfg, err := policy.Parse("bench.yaml", []byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := memory.New()
+	eng, _ := policy.NewEngine(cfg, st)
+	srv, err := server.New(eng, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := server.Listen("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		st.Close()
+	})
+	return ls.HTTP.Addr().String(), ls.GRPC.Addr().String()
+}
+
+// TestExactOverEveryProtocol: 4 connections × 2 callers send 1200
+// single-hit requests at a 1000-per-hour descriptor: exactly 1000 admitted.
+func TestExactOverEveryProtocol(t *testing.T) {
+	httpAddr, grpcAddr := startServer(t)
+	for _, p := range []string{loadgen.GRPC, loadgen.JSON, loadgen.V1} {
+		addr := httpAddr
+		if p == loadgen.GRPC {
+			addr = grpcAddr
+		}
+		var progress bytes.Buffer
+		res, err := loadgen.Run(context.Background(), loadgen.Config{
+			Protocol: p, Addr: addr, Domain: "bench",
+			Descriptors: [][]loadgen.Entry{{{Key: "client", Value: "exact-" + p}}},
+			Requests:    1200, Duration: time.Minute, Concurrency: 8, Connections: 4, Progress: &progress,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Admitted != 1000 || res.Rejected != 200 || res.Errors != 0 {
+			t.Fatalf("%s: admitted %d rejected %d errors %d %v, want exactly 1000 and 200", p, res.Admitted, res.Rejected, res.Errors, res.FirstErrors)
+		}
+		var out bytes.Buffer
+		res.Print(&out)
+		for _, want := range []string{"admitted    1000 (83.3%)", "rejected    200 (16.7%)", "decisions/s", "p99", "histogram"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s report lacks %q:\n%s", p, want, out.String())
+			}
+		}
+		if !strings.Contains(progress.String(), "100%") {
+			t.Errorf("%s progress bar never reached 100%%: %q", p, progress.String())
+		}
+	}
+}
+
+func TestBoundedByDuration(t *testing.T) {
+	_, grpcAddr := startServer(t)
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Addr: grpcAddr, Domain: "bench",
+		Descriptors: [][]loadgen.Entry{{{Key: "open", Value: "{i}"}}}, Keys: 100, Duration: 300 * time.Millisecond, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Elapsed > 2*time.Second || res.Admitted == 0 || res.Errors != 0 {
+		t.Fatalf("a 300ms run took %v with %d admitted and %d errors %v", res.Elapsed, res.Admitted, res.Errors, res.FirstErrors)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []loadgen.Config{
+		{Addr: "x"}, // unbounded
+		{Addr: "x", Requests: 1, Protocol: "carrier"}, // unknown protocol
+		{Requests: 1}, // no address
+	} {
+		if _, err := loadgen.Run(context.Background(), c); err == nil {
+			t.Errorf("Run(%+v) succeeded", c)
+		}
+	}
+	if _, err := loadgen.ParseDescriptor("a=1,,b=2"); err == nil {
+		t.Error("ParseDescriptor accepted an empty key")
+	}
+	d, err := loadgen.ParseDescriptor("user={i},path=/x=y")
+	if err != nil || len(d) != 2 || d[1].Value != "/x=y" {
+		t.Errorf("ParseDescriptor = %v, %v", d, err)
+	}
+}
+
+func TestServerDownIsAnError(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Protocol: loadgen.JSON, Addr: addr, Requests: 5, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 5 || len(res.FirstErrors) == 0 {
+		t.Fatalf("errors %d %v, want 5", res.Errors, res.FirstErrors)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h loadgen.Histogram
+	for i := 1; i <= 1000; i++ {
+		h.Record(time.Duration(i) * time.Microsecond)
+	}
+	for q, want := range map[float64]time.Duration{0.5: 500 * time.Microsecond, 0.99: 990 * time.Microsecond, 1: 1000 * time.Microsecond} {
+		got := h.Quantile(q)
+		if d := got - want; d < -want/50 || d > want/50 {
+			t.Errorf("Quantile(%v) = %v, want %v within 2%%", q, got, want)
+		}
+	}
+	if h.Min() != time.Microsecond || h.Max() != time.Millisecond || h.Count() != 1000 {
+		t.Errorf("min %v max %v count %d", h.Min(), h.Max(), h.Count())
+	}
+	var total uint64
+	for _, b := range h.Bars() {
+		total += b.Count
+	}
+	if total != 1000 {
+		t.Errorf("bars hold %d samples, want 1000", total)
+	}
+}

@@ -1,0 +1,116 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const barWidth = 30
+
+// startProgress redraws a progress bar on cfg.Progress until the returned
+// stop is called; stop erases it.
+func startProgress(ctx context.Context, cfg Config, start time.Time, ok, rej, errs *atomic.Int64) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	draw := func() {
+		n := ok.Load() + rej.Load() + errs.Load()
+		el := time.Since(start)
+		frac := 0.0
+		if cfg.Requests > 0 {
+			frac = float64(n) / float64(cfg.Requests)
+		}
+		if cfg.Duration > 0 {
+			frac = max(frac, el.Seconds()/cfg.Duration.Seconds())
+		}
+		frac = min(frac, 1)
+		fill := int(frac * barWidth)
+		rate := 0.0
+		if el > 0 {
+			rate = float64(n) / el.Seconds()
+		}
+		fmt.Fprintf(cfg.Progress, "\r[%s%s] %3.0f%% %d req %6.0f/s ok %d over %d err %d ",
+			strings.Repeat("=", fill), strings.Repeat(" ", barWidth-fill), 100*frac, n, rate, ok.Load(), rej.Load(), errs.Load())
+	}
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		draw()
+		fmt.Fprintln(cfg.Progress)
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%dµs", d/time.Microsecond)
+}
+
+func pct(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// Print writes the report: counts, throughput, latency quantiles and a
+// histogram.
+func (r *Result) Print(w io.Writer) {
+	c := r.Config
+	nd := len(c.Descriptors)
+	fmt.Fprintf(w, "target      %s %s (domain %q, %d descriptor(s), %d key(s))\n", c.Protocol, c.Addr, c.Domain, nd, c.Keys)
+	fmt.Fprintf(w, "requests    %d in %s, %d callers over %d connection(s)\n", r.Requests, fmt.Sprintf("%.2fs", r.Elapsed.Seconds()), c.Concurrency, c.Connections)
+	fmt.Fprintf(w, "throughput  %.0f decisions/s\n", r.DecisionsPerSecond())
+	fmt.Fprintf(w, "admitted    %d (%.1f%%)\n", r.Admitted, pct(r.Admitted, r.Requests))
+	fmt.Fprintf(w, "rejected    %d (%.1f%%)\n", r.Rejected, pct(r.Rejected, r.Requests))
+	fmt.Fprintf(w, "errors      %d (%.1f%%)\n", r.Errors, pct(r.Errors, r.Requests))
+	for _, e := range r.FirstErrors {
+		fmt.Fprintf(w, "            %s\n", e)
+	}
+	h := &r.Latency
+	if h.Count() == 0 {
+		return
+	}
+	fmt.Fprintf(w, "latency     min %s  mean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+		fmtDur(h.Min()), fmtDur(h.Mean()), fmtDur(h.Quantile(0.5)), fmtDur(h.Quantile(0.9)),
+		fmtDur(h.Quantile(0.99)), fmtDur(h.Quantile(0.999)), fmtDur(h.Max()))
+	bars := h.Bars()
+	var top uint64
+	for _, b := range bars {
+		top = max(top, b.Count)
+	}
+	fmt.Fprintln(w, "histogram")
+	for _, b := range bars {
+		n := 0
+		if top > 0 {
+			n = int(float64(b.Count) / float64(top) * 40)
+		}
+		fmt.Fprintf(w, "  %9s – %-9s %-40s %8d %5.1f%%\n", fmtDur(b.From), fmtDur(b.To), strings.Repeat("█", n), b.Count,
+			100*float64(b.Count)/float64(h.Count()))
+	}
+}
