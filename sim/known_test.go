@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -264,6 +265,28 @@ func TestLeaseErrorIsBounded(t *testing.T) {
 		}
 		if cpd := m.CallsPerDecision(); cpd > 0.2 {
 			t.Errorf("seed %d: %.3f store calls per decision, want far fewer than one", seed, cpd)
+		}
+	}
+}
+
+// The Zipf key mix follows its law: key k is drawn with probability
+// proportional to (k+1)^-s.
+func TestZipfKeysFollowTheLaw(t *testing.T) {
+	const n, s, draws = 50, 1.3, 400_000
+	a := zipfAlias(s, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	counts := make([]float64, n)
+	for range draws {
+		counts[a.pick(rng)]++
+	}
+	sum := 0.0
+	for k := range n {
+		sum += math.Pow(float64(k+1), -s)
+	}
+	for _, k := range []int{0, 1, 4, 20, 49} {
+		want := draws * math.Pow(float64(k+1), -s) / sum
+		if got := counts[k]; math.Abs(got-want) > 5*math.Sqrt(want)+1 {
+			t.Errorf("key %d drawn %.0f times, want %.0f ± 5σ", k, got, want)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (tr *traffic) fill(buf []arrival) ([]arrival, bool) {
 type rateGen struct {
 	s        *Source
 	rng      *rand.Rand
-	zipf     *rand.Zipf
+	zipf     *alias
 	from, to float64 // µs
 	tau      float64 // µs: real time, or time inside bursts for bursts
 	k        float64 // steady: arrivals so far
@@ -101,7 +101,7 @@ func newRateGen(sc *Scenario, s *Source, i int) *rateGen {
 		g.to = float64(s.To.us())
 	}
 	if s.Zipf > 1 && s.Keys > 1 {
-		g.zipf = rand.NewZipf(g.rng, s.Zipf, 1, uint64(s.Keys-1))
+		g.zipf = zipfAlias(s.Zipf, s.Keys)
 	}
 	rate := float64(s.Rate) / 1e6
 	peak := float64(s.Peak) / 1e6
@@ -190,7 +190,7 @@ func (g *rateGen) pick() int {
 	case g.s.Keys == 1:
 		return 0
 	case g.zipf != nil:
-		return int(g.zipf.Uint64())
+		return g.zipf.pick(g.rng)
 	}
 	return g.rng.IntN(g.s.Keys)
 }
@@ -331,4 +331,59 @@ func (sc *Scenario) loadReplays() ([][]arrival, error) {
 		sc.Duration = Duration(time.Duration(lastT) * time.Microsecond)
 	}
 	return out, nil
+}
+
+// alias draws from a fixed discrete distribution in constant time (Vose's
+// alias method): one random number picks a column, a second decides between
+// the column and its alias.
+type alias struct {
+	prob  []float64
+	alias []int32
+}
+
+// zipfAlias is the Zipf law over n keys: key k has weight (k+1)^-s, the
+// distribution math/rand's Zipf draws with v = 1, without its per-draw
+// exponentials.
+func zipfAlias(s float64, n int) *alias {
+	w := make([]float64, n)
+	sum := 0.0
+	for k := range w {
+		w[k] = math.Pow(float64(k+1), -s)
+		sum += w[k]
+	}
+	a := &alias{prob: make([]float64, n), alias: make([]int32, n)}
+	var small, large []int32
+	for k := range w {
+		w[k] = w[k] * float64(n) / sum
+		if w[k] < 1 {
+			small = append(small, int32(k))
+		} else {
+			large = append(large, int32(k))
+		}
+	}
+	for len(small) > 0 && len(large) > 0 {
+		l, g := small[len(small)-1], large[len(large)-1]
+		small = small[:len(small)-1]
+		a.prob[l], a.alias[l] = w[l], g
+		w[g] -= 1 - w[l]
+		if w[g] < 1 {
+			large = large[:len(large)-1]
+			small = append(small, g)
+		}
+	}
+	for _, k := range large {
+		a.prob[k] = 1
+	}
+	for _, k := range small {
+		a.prob[k] = 1 // rounding left a column a hair short of full
+	}
+	return a
+}
+
+func (a *alias) pick(rng *rand.Rand) int {
+	k := rng.IntN(len(a.prob))
+	if rng.Float64() < a.prob[k] {
+		return k
+	}
+	return int(a.alias[k])
 }
