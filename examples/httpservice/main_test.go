@@ -1,0 +1,52 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// The example service answers as its README says.
+func TestService(t *testing.T) {
+	h, closeStore, err := newHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string, hdr ...string) *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for i := range 5 {
+		if r := get("/hello"); r.StatusCode != 200 || r.Header.Get("RateLimit-Policy") != `"hello-per-ip";q=5;w=60` {
+			t.Fatalf("/hello %d: %d %v", i, r.StatusCode, r.Header)
+		}
+	}
+	if r := get("/hello"); r.StatusCode != 429 || r.Header.Get("Retry-After") == "" {
+		t.Errorf("/hello over the limit: %d %v", r.StatusCode, r.Header)
+	}
+	if r := get("/api/orders", "X-API-Key", "k-1"); r.StatusCode != 200 || r.Header.Get("RateLimit") != `"per-key";r=9;t=1` {
+		t.Errorf("/api with a key: %d RateLimit %q", r.StatusCode, r.Header.Get("RateLimit"))
+	}
+	if r := get("/api/orders"); r.StatusCode != 200 || r.Header.Get("RateLimit-Policy") != `"anonymous";q=1;w=1` {
+		t.Errorf("/api without a key: %d %q", r.StatusCode, r.Header.Get("RateLimit-Policy"))
+	}
+	for range 3 {
+		get("/report")
+	}
+	if r := get("/report"); r.StatusCode != 200 || r.Header.Get("X-Report") != "cached" {
+		t.Errorf("/report over the limit: %d X-Report %q", r.StatusCode, r.Header.Get("X-Report"))
+	}
+}
