@@ -81,6 +81,9 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sc.checkBin(); err != nil {
+		return nil, err
+	}
 	keys := sc.FocusKey + 1
 	for _, s := range sc.Traffic {
 		keys = max(keys, s.KeyOffset+s.Keys)

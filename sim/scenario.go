@@ -36,6 +36,7 @@ type Scenario struct {
 	Duration Duration `yaml:"duration"`
 	// Bin is the resolution of every time series in the report. Default 1s,
 	// or Duration/3600 rounded up to a second for runs longer than an hour.
+	// At most a million bins.
 	Bin Duration `yaml:"bin"`
 	// Limit is the number of units each key may use in any span of Period:
 	// the policy every contender is configured with and the perfect sliding
@@ -485,17 +486,13 @@ func (sc *Scenario) Validate() error {
 	if sc.Bin < 0 {
 		return sc.errorf(0, "bin: must be > 0, got %v", sc.Bin.D())
 	}
-	if sc.Bin == 0 {
-		sc.Bin = Duration(time.Second)
-		if sc.Duration.D() > time.Hour {
-			sc.Bin = Duration((sc.Duration.D()/3600 + time.Second - 1).Truncate(time.Second))
-		}
-	}
-	if sc.Duration > 0 && sc.Duration.D()/sc.Bin.D() > 1_000_000 {
-		return sc.errorf(0, "bin: %v gives more than a million points over %v", sc.Bin.D(), sc.Duration.D())
-	}
-	if sc.Bin.D() < time.Millisecond {
+	if sc.Bin != 0 && sc.Bin.D() < time.Millisecond {
 		return sc.errorf(0, "bin: must be at least 1ms, got %v", sc.Bin.D())
+	}
+	if sc.Duration > 0 {
+		if err := sc.checkBin(); err != nil {
+			return err
+		}
 	}
 	for i, e := range sc.Events {
 		if e.At < 0 || (sc.Duration > 0 && e.At > sc.Duration) {
@@ -526,6 +523,21 @@ func (sc *Scenario) Validate() error {
 		return err
 	}
 	sc.validated = true
+	return nil
+}
+
+// checkBin fills in the default bin once the duration is known (a replay's
+// is known only when it is read) and bounds the number of points.
+func (sc *Scenario) checkBin() error {
+	if sc.Bin == 0 {
+		sc.Bin = Duration(time.Second)
+		if sc.Duration.D() > time.Hour {
+			sc.Bin = Duration((sc.Duration.D()/3600 + time.Second - 1).Truncate(time.Second))
+		}
+	}
+	if sc.Duration.D()/sc.Bin.D() > 1_000_000 {
+		return sc.errorf(0, "bin: %v gives more than a million points over %v; set a larger bin", sc.Bin.D(), sc.Duration.D())
+	}
 	return nil
 }
 
