@@ -82,16 +82,33 @@ func TestScenarios(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
-	for _, st := range scenarioStores {
-		for _, f := range files {
-			t.Run(st.name+"/"+filepath.Base(f), func(t *testing.T) {
-				runScenario(t, f, st)
-			})
-		}
+	for _, ss := range scenarioStores {
+		t.Run(ss.name, func(t *testing.T) {
+			// One store per kind, shared by the scenarios (each with its
+			// own key prefix and a clock reset to the start).
+			clock := &fakeClock{t: scenarioT0}
+			st, opts := ss.open(t, clock.Now)
+			for _, f := range files {
+				t.Run(filepath.Base(f), func(t *testing.T) {
+					clock.Set(scenarioT0)
+					o := append(append([]Option(nil), opts...), WithKeyPrefix(prefixOf(opts)+filepath.Base(f)+":"))
+					runScenario(t, f, st, o, clock)
+				})
+			}
+		})
 	}
 }
 
-func runScenario(t *testing.T, path string, ss scenarioStore) {
+// prefixOf returns the key prefix opts set (DefaultKeyPrefix if none).
+func prefixOf(opts []Option) string {
+	o := options{prefix: DefaultKeyPrefix}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o.prefix
+}
+
+func runScenario(t *testing.T, path string, st store.Store, opts []Option, clock *fakeClock) {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +116,6 @@ func runScenario(t *testing.T, path string, ss scenarioStore) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	var e *Engine
-	clock := &fakeClock{t: scenarioT0}
 	ln := 0
 	for sc.Scan() {
 		ln++
@@ -122,7 +138,6 @@ func runScenario(t *testing.T, path string, ss scenarioStore) {
 				t.Fatalf("%s:%d: config: %v", path, start, err)
 			}
 			if e == nil {
-				st, opts := ss.open(t, clock.Now)
 				e, err = NewEngine(cfg, st, append(opts, WithClock(clock.Now))...)
 				if err != nil {
 					t.Fatal(err)
