@@ -20,6 +20,10 @@
 //     (adaptive limits driven by package adaptive).
 //
 // docs/CONFIG.md is the field-by-field reference of the configuration.
+// Packages that own a domain-level section policy cannot import (package
+// dimension's description of how HTTP requests become descriptors) register
+// it with [RegisterSection]; it is then checked with the same file:line
+// problems and kept in [Domain].Sections.
 //
 // # Matching, as envoyproxy/ratelimit does
 //

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,20 +165,20 @@ func TestHierarchyConcurrentMemory(t *testing.T) {
 	hierarchyRun(t, newMemEngine(t, cfg, frozen(time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC))))
 }
 
-// TestReloadUnderLoad swaps between two configurations while 16 goroutines
-// decide: no request fails, and none sees half of a change (both of its
-// descriptors answer from the same configuration).
-func TestReloadUnderLoad(t *testing.T) {
-	mk := func(v string) *Config {
-		return mustParse(t, strings.ReplaceAll(`
+const liveYAML = `
 domain: live
 descriptors:
   - key: x
     rate_limit: {name: V-x, unit: second, requests_per_unit: 1000000}
   - key: y
     rate_limit: {name: V-y, unit: second, requests_per_unit: 1000000}
-`, "V", v))
-	}
+`
+
+// TestReloadUnderLoad swaps between two configurations while 16 goroutines
+// decide: no request fails, and none sees half of a change (both of its
+// descriptors answer from the same configuration).
+func TestReloadUnderLoad(t *testing.T) {
+	mk := func(v string) *Config { return mustParse(t, strings.ReplaceAll(liveYAML, "V", v)) }
 	a, b := mk("a"), mk("b")
 	e := newMemEngine(t, a, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,12 +205,31 @@ descriptors:
 			}
 		}()
 	}
+	// Half the swaps go through a file and Reload, with a broken file in
+	// between that must leave the rules in force.
+	path := filepath.Join(t.TempDir(), "live.yaml")
 	for i := 0; i < 200; i++ {
 		cfg := a
 		if i%2 == 0 {
 			cfg = b
 		}
-		if err := e.SetConfig(cfg); err != nil {
+		if i%4 < 2 {
+			if err := e.SetConfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		before := e.Version()
+		if err := os.WriteFile(path, []byte("domain: live\ndescriptors:\n  - key: x\n    rate_limit: {unit: parsec}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Reload(path); err == nil || e.Version() != before {
+			t.Fatalf("a broken file was installed (err %v, version %d -> %d)", err, before, e.Version())
+		}
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(liveYAML, "V", string("ab"[i%2]))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Reload(path); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,8 +241,8 @@ descriptors:
 	if decided.Load() != 16*2000 {
 		t.Fatalf("decided %d requests, want %d", decided.Load(), 16*2000)
 	}
-	if e.Version() < 201 {
-		t.Fatalf("version %d after 200 swaps", e.Version())
+	if e.Version() != 201 {
+		t.Fatalf("version %d after 200 swaps, want 201", e.Version())
 	}
 }
 
