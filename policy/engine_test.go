@@ -457,3 +457,37 @@ func TestKeysAreEscaped(t *testing.T) {
 		t.Fatalf("escaped key %q", got)
 	}
 }
+
+// FuzzDecide: no request makes the engine panic; a request with entries
+// is always decided (an error only for what checkRequest rejects).
+func FuzzDecide(f *testing.F) {
+	cfg, err := Load("../examples/config")
+	if err != nil {
+		f.Fatal(err)
+	}
+	e := newMemEngine(f, cfg, frozen(scenarioT0))
+	f.Add("saas", "tenant\x00acme\x00user\x00bob\x00path\x00/reports/x", "high", int64(1))
+	f.Add("api", "plan\x00pro\x00api_key\x00k", "", int64(3))
+	f.Add("api", "remote_address\x00198.51.100.66", "", int64(0))
+	f.Add("edge", "destination_cluster\x00a\x00source_cluster\x00b", "low", int64(2))
+	f.Fuzz(func(t *testing.T, domain, entries, priority string, hits int64) {
+		parts := strings.Split(entries, "\x00")
+		var d Descriptor
+		for i := 0; i+1 < len(parts); i += 2 {
+			d.Entries = append(d.Entries, Entry{parts[i], parts[i+1]})
+		}
+		r := Request{Domain: domain, Descriptors: []Descriptor{d, d}, Hits: hits % 1000, Priority: priority}
+		for _, decide := range []func(context.Context, Request) (Response, error){e.Decide, e.Peek} {
+			resp, err := decide(context.Background(), r)
+			if err != nil {
+				if !errors.Is(err, ErrBadRequest) {
+					t.Fatalf("%+v: %v", r, err)
+				}
+				continue
+			}
+			if len(resp.Statuses) != 2 {
+				t.Fatalf("%d statuses for 2 descriptors", len(resp.Statuses))
+			}
+		}
+	})
+}
