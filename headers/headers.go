@@ -90,14 +90,22 @@ func FromStatuses(st []policy.Status) []Policy {
 	return ps
 }
 
-// FromDecision describes one algorithm decision as a Policy.
+// FromDecision describes one algorithm decision as a Policy. Reset (t) is
+// the time until the key is back to full capacity, except for a refusal that
+// can pass sooner: then it is the retry time, since
+// draft-ietf-httpapi-ratelimit-headers-10 §6 asks that Retry-After not point
+// earlier than t (a bucket refused for 1 s would otherwise say t=10).
 func FromDecision(name string, d algo.Decision, window time.Duration) Policy {
+	reset := d.ResetAfter
+	if !d.Allowed && d.RetryAfter != algo.Never && d.RetryAfter < reset {
+		reset = d.RetryAfter
+	}
 	return Policy{
 		Name:       name,
 		Quota:      d.Limit,
 		Window:     window,
 		Remaining:  d.Remaining,
-		Reset:      d.ResetAfter,
+		Reset:      reset,
 		Allowed:    d.Allowed,
 		RetryAfter: d.RetryAfter,
 	}

@@ -82,3 +82,23 @@ func TestFromStatusesSkipsUnlimitedAndUnmatched(t *testing.T) {
 		t.Error("no policies should give no fields")
 	}
 }
+
+// A refusal's t is its retry when that comes before the full reset, so
+// that Retry-After never points earlier than t (draft -10 §6).
+func TestRefusedResetIsRetry(t *testing.T) {
+	h := http.Header{}
+	Write(h, []Policy{FromDecision("bucket", algo.Decision{Limit: 10, RetryAfter: 1500 * time.Millisecond, ResetAfter: 10 * time.Second}, 10*time.Second)}, Options{})
+	for k, want := range map[string]string{"RateLimit": `"bucket";r=0;t=2`, "X-RateLimit-Reset": "2", "Retry-After": "2"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	allowed := FromDecision("bucket", algo.Decision{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 7 * time.Second}, 10*time.Second)
+	if allowed.Reset != 7*time.Second {
+		t.Errorf("admitted: Reset %v, want the time to full capacity 7s", allowed.Reset)
+	}
+	never := FromDecision("bucket", algo.Decision{Limit: 10, RetryAfter: algo.Never, ResetAfter: 4 * time.Second}, 10*time.Second)
+	if never.Reset != 4*time.Second {
+		t.Errorf("never: Reset %v, want 4s", never.Reset)
+	}
+}

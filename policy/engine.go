@@ -915,13 +915,13 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			if !it.decided {
 				continue
 			}
-			ls := LimitStatus{Name: itemName(it), Decision: it.dec, Window: it.lim.Window(nowUS), Shadow: it.shadow}
+			ls := LimitStatus{Name: itemName(it), Decision: it.dec, Window: headerWindow(it.lim, nowUS), Shadow: it.shadow}
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
 				if it.lendDecided {
 					s.Limits = append(s.Limits, LimitStatus{Name: it.rule.parent.Name + "/lend", Decision: it.lendDec,
-						Window: it.lendLim.Window(nowUS), Shadow: it.shadow})
+						Window: headerWindow(it.lendLim, nowUS), Shadow: it.shadow})
 					if !it.lendDec.Allowed && !it.shadow {
 						refused = true
 						refusing = append(refusing, it.rule)
@@ -1026,10 +1026,28 @@ func itemName(it *item) string {
 	return it.rule.Name
 }
 
+// headerWindow is a limit's window as the RateLimit-Policy field states it
+// (w), for the quota q = the limit's capacity: a bucket's capacity refills
+// in capacity/limit periods (burst 10 at 60 per minute: q=10;w=10, not the
+// period's 60 s, which would understate the rate sixfold). Concurrency slots
+// have no window (0: w is omitted).
+func headerWindow(l *algo.Limit, nowUS int64) time.Duration {
+	switch l.Algorithm() {
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		p := l.Params()
+		us := int64(p.Period / time.Microsecond)
+		// capacity × period fits in 2^53 µs (Compile checks it).
+		return time.Duration(us*l.Capacity()/p.Limit) * time.Microsecond
+	case algo.Concurrency:
+		return 0
+	}
+	return l.Window(nowUS)
+}
+
 // ruleWindow is the rule's window for headers at now.
 func ruleWindow(r *Rule, nowUS int64) time.Duration {
 	if r.limit != nil {
-		return r.limit.Window(nowUS)
+		return headerWindow(r.limit, nowUS)
 	}
 	if d, ok := unitPeriods[r.Unit]; ok {
 		return d

@@ -223,8 +223,10 @@ func TestEnvoyHeadersAndBucketLimit(t *testing.T) {
 		got[h.Key] = h.Value
 	}
 	want := map[string]string{
-		"RateLimit-Policy": `"per-bucket";q=10;w=60`, "RateLimit": `"per-bucket";r=0;t=10`,
-		"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "10", "Retry-After": "1",
+		// q=10 refills in 10 s at 1 per second (w); refused, t is the
+		// 1 s until the next token, which Retry-After must not undercut.
+		"RateLimit-Policy": `"per-bucket";q=10;w=10`, "RateLimit": `"per-bucket";r=0;t=1`,
+		"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1", "Retry-After": "1",
 	}
 	for k, v := range want {
 		if got[k] != v {
