@@ -131,7 +131,10 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 	}
 	if l.mem != nil {
 		d, at, err := l.mem.TakeKey(ctx, l.prefix, key, l.limit, n, lease)
-		return d, at, l.wrap(err)
+		if err != nil {
+			return d, at, l.wrap(err)
+		}
+		return d, at, nil
 	}
 	reqs := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n, Lease: lease}}
 	out := make([]algo.Decision, 1)

@@ -33,13 +33,14 @@
 // evicts a key to make room (see WithMaxKeys for the policy and its cost in
 // exactness), and Stats counts evictions.
 //
-// Measured on amd64 with 16-byte keys (BenchmarkFootprint; see
-// docs/BENCHMARKS.md for the figures of the last run): a token bucket or
-// GCRA key costs about 100 bytes of heap at one million keys — a 48-byte
-// entry, a 16-byte copy of the key and about 38 bytes of map slot at the
-// map's average load. Algorithms with variable state (sliding log,
-// concurrency, sliding window with more than one sub-window) add a slice of
-// 8 bytes per timestamp, lease or sub-window.
+// Measured on amd64 with 16-byte keys (BenchmarkFootprint; figures in
+// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 104
+// bytes of heap at one million keys — a 32-byte entry (the state's three
+// words and one word for its expiry and algorithm), a 16-byte copy of the
+// key, and about 56 bytes of map slot at the map's load at that size.
+// Algorithms with variable state (sliding log, concurrency, sliding window
+// with more than one sub-window) add a slice of 8 bytes per timestamp,
+// lease or sub-window, kept in a side map of the shard.
 //
 // # Allocations
 //
