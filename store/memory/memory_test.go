@@ -38,3 +38,7 @@ func BenchmarkTake(b *testing.B) {
 	}
 	storetest.Bench(b, h)
 }
+
+func FuzzConformance(f *testing.F) {
+	storetest.Fuzz(f, harness())
+}

@@ -89,6 +89,12 @@
 // expectation is the overall outcome and the fields are those of the first
 // request.
 //
+// # Fuzzing
+//
+// Fuzz(f, h) is the randomized trace test with a fuzzer choosing the
+// algorithm, the parameters and every operation; a store exposes it as a
+// FuzzXxx function of its own.
+//
 // # Benchmarks
 //
 // Bench runs Take on 1, 10 000 and 1 000 000 keys (Harness.BenchKeys)

@@ -58,7 +58,45 @@ func testRandom(t *testing.T, h *Harness) {
 	}
 }
 
-func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng *rand.Rand, ops int) {
+// chooser is where runRandom takes its choices from: a seeded generator,
+// or a fuzzer's bytes.
+type chooser interface {
+	IntN(n int) int
+	Int64N(n int64) int64
+}
+
+// byteChooser reads choices from a fuzz input; once it is spent every
+// choice is 0.
+type byteChooser struct{ b []byte }
+
+func (c *byteChooser) Int64N(n int64) int64 {
+	var v uint64
+	for i := 0; i < 4 && len(c.b) > 0; i++ {
+		v = v<<8 | uint64(c.b[0])
+		c.b = c.b[1:]
+	}
+	return int64(v % uint64(n))
+}
+
+func (c *byteChooser) IntN(n int) int { return int(c.Int64N(int64(n))) }
+
+// Fuzz is the randomized trace test with the fuzzer choosing the
+// algorithm, its parameters and every operation: a store's FuzzXxx calls
+// it. Any difference from the reference fails.
+func Fuzz(f *testing.F, h Harness) {
+	h.defaults(f)
+	f.Add(uint8(0), uint8(0), []byte("take take peek time take two refund reset"))
+	f.Add(uint8(8), uint8(0), []byte{1, 2, 3, 90, 5, 200, 7, 8, 9, 70, 11, 12, 13, 99, 0, 0, 255, 81})
+	f.Fuzz(func(t *testing.T, kind, param uint8, ops []byte) {
+		k := h.Kinds[int(kind)%len(h.Kinds)]
+		ps := randomParams(k)
+		p := ps[int(param)%len(ps)]
+		clock := NewClock(Epoch)
+		runRandom(t, compile(t, p), h.open(t, clock.Now), clock, &byteChooser{b: ops}, len(ops)/2)
+	})
+}
+
+func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng chooser, ops int) {
 	ns := namespace(t)
 	keys := []string{ns + "a", ns + "b", ns + "c"}
 	ref := newReference()
