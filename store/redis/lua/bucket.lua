@@ -16,7 +16,7 @@ local function refill(st, p, now)
   end
   -- A level outside [0, capacity] comes from a limit whose burst was
   -- lowered since: the smaller capacity rules.
-  st.a = math.min(math.max(st.a, 0), capLevel)
+  st.a = min(max(st.a, 0), capLevel)
   if now <= st.b then return st.b end
   local need = capLevel - st.a
   if need > 0 then
@@ -46,7 +46,7 @@ h = {
   expires = function(st, p)
     if st.c == 0 then return 0 end
     local capLevel = p.cap * p.per
-    return st.b + cdiv(capLevel - math.min(math.max(st.a, 0), capLevel), p.rate)
+    return st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate)
   end,
   fresh = sfresh,
   decide = function(st, p, now, cost, lease, commit)
@@ -84,4 +84,61 @@ h = {
     save3(st, p.kind, now, h.expires(st, p))
   end,
 }
+-- take1 is load, expires, decide (commit) and save for one key in local
+-- variables: the same steps as above without a state table, for the
+-- single-key take that batches are made of. The differential test holds
+-- both paths to algo.
+h.take1 = function(key, p, now, cost)
+  local per, rate, cap = p.per, p.rate, p.cap
+  local capLevel = cap * per
+  local a, b, c = 0, 0, 0
+  local v = rpcall('GET', key)
+  if type(v) == 'string' and #v == 25 then
+    local k
+    k, a, b, c = sunpack('<Bddd', v)
+    if k ~= p.kind then a, b, c = 0, 0, 0 end
+  end
+  if c ~= 0 and b + cdiv(capLevel - min(max(a, 0), capLevel), rate) <= now then
+    a, b, c = 0, 0, 0 -- expired: fresh
+  end
+  -- refill (t is the call's time, now the state's)
+  local t = now
+  if c == 0 then
+    a = capLevel
+    if p.init >= 0 then a = p.init * per end
+    b, c = now, 1
+  else
+    a = min(max(a, 0), capLevel)
+    if now <= b then
+      now = b
+    else
+      local need = capLevel - a
+      if need > 0 then
+        if now - b >= cdiv(need, rate) then a = capLevel else a = a + (now - b) * rate end
+      end
+      b = now
+    end
+  end
+  -- decide
+  local allowed, retry, delay = 0, 0, 0
+  if cost > cap then
+    retry = NEVER
+  elseif a >= cost * per then
+    allowed = 1
+    if p.kind == SHAPER then delay = micros(cdiv(capLevel - a - p.delay * per, rate)) end
+    a = a - cost * per
+  else
+    retry = micros(cdiv(cost * per - a, rate))
+  end
+  local reset = cdiv(capLevel - a, rate)
+  -- save: the state expires when the bucket is full again
+  local exp = b + reset
+  if exp <= t then
+    rcall('DEL', key)
+  else
+    rcall('SET', key, spack('<Bddd', p.kind, a, b, c), 'PX', ttlms(t, exp))
+  end
+  return allowed, tdiv(a, per), retry, micros(reset), delay
+end
+
 ALG[4], ALG[5], ALG[6] = h, h, h

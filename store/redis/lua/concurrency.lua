@@ -13,21 +13,21 @@ local function leaseSlots(key, lease, exp)
   local m
   if exp then
     local s = num(exp)
-    m = redis.call('ZRANGEBYSCORE', key, s, s)
+    m = rcall('ZRANGEBYSCORE', key, s, s)
   else
-    m = redis.call('ZRANGE', key, 0, -1)
+    m = rcall('ZRANGE', key, 0, -1)
   end
   local prefix = lease .. ':'
   local out = {}
   for i = 1, #m do
-    if string.sub(m[i], 1, #prefix) == prefix then out[#out + 1] = m[i] end
+    if sub(m[i], 1, #prefix) == prefix then out[#out + 1] = m[i] end
   end
   return out
 end
 
 -- leaseLast returns the latest lease expiry, or nil.
 local function leaseLast(st)
-  local r = redis.call('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
+  local r = rcall('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
   for i = 1, #r, 2 do
     if r[i] ~= META then return tonumber(r[i + 1]) end
   end
@@ -39,7 +39,7 @@ end
 local function prune(st, now)
   if now < st.c then now = st.c else st.c = now end
   if not st.ro then
-    redis.call('ZREMRANGEBYSCORE', st.key, '-inf', num(now))
+    rcall('ZREMRANGEBYSCORE', st.key, '-inf', num(now))
     zmeta(st)
   end
   return now
@@ -64,7 +64,7 @@ ALG[9] = {
     local n = zcount(st, now)
     local allowed, rem, retry, reset = 0, 0, 0, 0
     if cost > p.limit then
-      rem, retry = math.max(p.limit - n, 0), NEVER
+      rem, retry = max(p.limit - n, 0), NEVER
     elseif n + cost <= p.limit then
       allowed, rem = 1, p.limit - n - cost
       if commit and cost > 0 then
@@ -78,13 +78,13 @@ ALG[9] = {
         n = n + cost
       end
     else
-      rem = math.max(p.limit - n, 0)
+      rem = max(p.limit - n, 0)
       -- At the latest, the oldest leases expire; a release may come sooner.
       retry = micros(zscoreabove(key, now, n + cost - p.limit) - now)
     end
     if n > 0 then reset = micros(leaseLast(st) - now) end
     if allowed == 1 and cost > 0 and not commit then
-      reset = math.max(reset, micros(p.ttl)) -- what take would report
+      reset = max(reset, micros(p.ttl)) -- what take would report
     end
     return allowed, rem, retry, reset, 0, now
   end,
@@ -97,7 +97,7 @@ ALG[9] = {
     local m = leaseSlots(st.key, lease, at + p.ttl)
     table.sort(m, function(x, y) return #x < #y or (#x == #y and x < y) end)
     local drop = {}
-    for i = #m, math.max(1, #m - cost + 1), -1 do
+    for i = #m, max(1, #m - cost + 1), -1 do
       drop[#drop + 1] = m[i]
     end
     if #drop > 0 then zrem(st.key, drop) end

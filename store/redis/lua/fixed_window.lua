@@ -63,14 +63,14 @@ ALG[1] = {
     if st.a ~= start or st.b < 0 then st.a, st.b = start, 0 end
     local allowed, rem, retry, reset = 0, 0, 0, 0
     if cost > p.limit then
-      rem, retry = math.max(p.limit - st.b, 0), NEVER
+      rem, retry = max(p.limit - st.b, 0), NEVER
     elseif st.b + cost <= p.limit then
       allowed = 1
       if commit then st.b = st.b + cost end
       rem = p.limit - st.b
       if not commit then rem = rem - cost end
     else
-      rem, retry = math.max(p.limit - st.b, 0), micros(stop - now)
+      rem, retry = max(p.limit - st.b, 0), micros(stop - now)
     end
     if st.b > 0 or (allowed == 1 and cost > 0) then reset = micros(stop - now) end
     return allowed, rem, retry, reset, 0, now

@@ -25,7 +25,7 @@
 local servertime
 local function clock()
   if not servertime then
-    local t = redis.call('TIME')
+    local t = rcall('TIME')
     servertime = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
   return servertime
@@ -86,13 +86,17 @@ for _ = 1, tonumber(ARGV[1]) do
     -- The common case, kept free of bookkeeping.
     local sp = specs[tonumber(ARGV[ai])]
     local h, p = sp.h, sp.p
-    local st = h.load(KEYS[ki], p, false)
-    if h.expires(st, p) <= now then h.fresh(st) end
     local base = o
     o = o + 2
-    out[base + 1] = put(h.decide(st, p, now, tonumber(ARGV[ai + 1]), ARGV[ai + 2], true))
+    if h.take1 then
+      out[base + 1] = put(h.take1(KEYS[ki], p, now, tonumber(ARGV[ai + 1])))
+    else
+      local st = h.load(KEYS[ki], p, false)
+      if h.expires(st, p) <= now then h.fresh(st) end
+      out[base + 1] = put(h.decide(st, p, now, tonumber(ARGV[ai + 1]), ARGV[ai + 2], true))
+      h.save(st, p, now)
+    end
     out[base + 2] = now
-    h.save(st, p, now)
     ai, ki = ai + 4, ki + 1
   else
     -- Parse the group; requests on the same key share one state.

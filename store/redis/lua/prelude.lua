@@ -8,7 +8,11 @@
 -- make division and modulo exact too, so these functions compute the same
 -- bits as the Go reference. Float formulas are written in the Go order.
 
-local floor, ceil, fmt, tonumber = math.floor, math.ceil, string.format, tonumber
+-- Globals are read through locals: in Redis a global lookup goes through
+-- the protected globals table, and these run many times per call.
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local fmt, sub, tonumber, type = string.format, string.sub, tonumber, type
+local rcall, rpcall = redis.call, redis.pcall
 
 -- idiv returns floor(a / b) for integers a, b (b > 0), exact below 2^53:
 -- the double quotient can round across an integer, so it is corrected.
@@ -74,7 +78,7 @@ local NEVER = -1
 -- getstring reads a string-valued state; a key of another type (left by a
 -- limit of another algorithm) reads as fresh and is overwritten on save.
 local function getstring(key)
-  local v = redis.pcall('GET', key)
+  local v = rpcall('GET', key)
   if type(v) == 'string' then return v end
   return nil
 end
@@ -103,15 +107,15 @@ local minTTL = 0
 
 -- ttlms is the TTL (ms) of a state that expires at exp (µs) > now.
 local function ttlms(now, exp)
-  return math.max(cdiv(exp - now, 1000), minTTL)
+  return max(cdiv(exp - now, 1000), minTTL)
 end
 
 -- save3 writes a three-field state (see load3).
 local function save3(st, kind, now, exp)
   if exp <= now then
-    redis.call('DEL', st.key)
+    rcall('DEL', st.key)
   else
-    redis.call('SET', st.key, spack('<Bddd', kind, st.a, st.b, st.c), 'PX', ttlms(now, exp))
+    rcall('SET', st.key, spack('<Bddd', kind, st.a, st.b, st.c), 'PX', ttlms(now, exp))
   end
 end
 

@@ -12,7 +12,7 @@
 -- logAt returns the members stamped at (sorted by seq), META excluded.
 local function logAt(key, at)
   local s = num(at)
-  local m = redis.call('ZRANGEBYSCORE', key, s, s)
+  local m = rcall('ZRANGEBYSCORE', key, s, s)
   if m[#m] == META then m[#m] = nil end
   return m
 end
@@ -21,7 +21,7 @@ end
 local function slidingLogRefund(st, at, cost)
   local m = logAt(st.key, at)
   local drop = {}
-  for i = #m, math.max(1, #m - cost + 1), -1 do
+  for i = #m, max(1, #m - cost + 1), -1 do
     drop[#drop + 1] = m[i]
   end
   if #drop > 0 then zrem(st.key, drop) end
@@ -29,7 +29,7 @@ end
 
 -- logNewest returns the time of the newest entry, or nil.
 local function logNewest(st)
-  local r = redis.call('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
+  local r = rcall('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
   for i = 1, #r, 2 do
     if r[i] ~= META then return tonumber(r[i + 1]) end
   end
@@ -56,13 +56,13 @@ ALG[2] = {
     if now < st.c then now = st.c else st.c = now end
     local lo = now - p.per
     if not st.ro then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', num(lo))
+      rcall('ZREMRANGEBYSCORE', key, '-inf', num(lo))
       zmeta(st)
     end
     local n = zcount(st, lo)
     local allowed, rem, retry, reset = 0, 0, 0, 0
     if cost > p.limit then
-      rem, retry = math.max(p.limit - n, 0), NEVER
+      rem, retry = max(p.limit - n, 0), NEVER
     elseif n + cost <= p.limit then
       allowed, rem = 1, p.limit - n - cost
       if commit and cost > 0 then
@@ -75,7 +75,7 @@ ALG[2] = {
         n = n + cost
       end
     else
-      rem = math.max(p.limit - n, 0)
+      rem = max(p.limit - n, 0)
       -- The oldest n + cost - limit units must leave the window first.
       retry = micros(zscoreabove(key, lo, n + cost - p.limit) + p.per - now)
     end

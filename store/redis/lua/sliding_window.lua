@@ -13,7 +13,7 @@ end
 local function advance(st, p, now)
   if now < st.a then now = st.a end
   local cur, idx = tdiv(st.a, p.sub), tdiv(now, p.sub)
-  for j = 0, math.min(idx - cur, p.n + 1) - 1 do
+  for j = 0, min(idx - cur, p.n + 1) - 1 do
     st.ring[slot(p, idx - j)] = 0
   end
   st.a = now
@@ -137,11 +137,11 @@ ALG[3] = {
   save = function(st, p, now)
     local exp = slidingExpiry(st, p)
     if exp <= now then
-      redis.call('DEL', st.key)
+      rcall('DEL', st.key)
       return
     end
     local ring = {}
     for i = 0, p.n do ring[i + 1] = st.ring[i] end
-    redis.call('SET', st.key, spack(p.fmt, 3, st.a, unpack(ring)), 'PX', ttlms(now, exp))
+    rcall('SET', st.key, spack(p.fmt, 3, st.a, unpack(ring)), 'PX', ttlms(now, exp))
   end,
 }

@@ -12,7 +12,7 @@ local function toWait(p, stored, take)
   local us = 0
   local above = stored - p.threshold
   if above > 0 then
-    local t = math.min(above, take)
+    local t = min(above, take)
     local length = p.stable + above * p.slope + p.stable + (above - t) * p.slope
     us = trunc(t * length / 2.0)
     take = take - t
@@ -30,9 +30,9 @@ local function resync(st, p, now)
   end
   local stored = st.a
   if not (stored >= 0) then stored = 0 end -- NaN or negative: not our state
-  stored = math.min(stored, p.maxPermits)
+  stored = min(stored, p.maxPermits)
   if now > st.b then
-    stored = math.min(p.maxPermits, stored + (now - st.b) / p.coolDown)
+    stored = min(p.maxPermits, stored + (now - st.b) / p.coolDown)
     st.b = now
     st.a = stored
   end
@@ -70,7 +70,7 @@ local h = {
     if wait > p.maxWait then
       return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0, now
     end
-    local spend = math.min(cost, stored)
+    local spend = min(cost, stored)
     local fresh = cost - spend
     -- Like Guava's saturated add: a huge cost pushes the ticket to the
     -- end of time.

@@ -11,9 +11,9 @@ local META = '~'
 -- another type reads as fresh (and is deleted unless read-only).
 local function zload(key, ro)
   local st = { key = key, c = 0, ro = ro }
-  local c = redis.pcall('ZSCORE', key, META)
+  local c = rpcall('ZSCORE', key, META)
   if type(c) == 'table' and c.err then
-    if not ro then redis.call('DEL', key) end
+    if not ro then rcall('DEL', key) end
     st.gone = true
   elseif c then
     st.c = tonumber(c)
@@ -27,21 +27,21 @@ end
 local function zfresh(st)
   st.c, st.gone = 0, true
   if not st.ro then
-    redis.call('DEL', st.key)
+    rcall('DEL', st.key)
     st.mscore = nil
   end
 end
 
 -- zmeta records st.c in META.
 local function zmeta(st)
-  redis.call('ZADD', st.key, num(st.c), META)
+  rcall('ZADD', st.key, num(st.c), META)
   st.mscore, st.gone = st.c, false
 end
 
 -- zcount returns how many entries score above lo (exclusive), META
 -- excluded.
 local function zcount(st, lo)
-  local n = redis.call('ZCOUNT', st.key, '(' .. num(lo), '+inf')
+  local n = rcall('ZCOUNT', st.key, '(' .. num(lo), '+inf')
   if st.mscore and st.mscore > lo then n = n - 1 end
   return n
 end
@@ -49,9 +49,9 @@ end
 -- zsave sets the TTL of a sorted-set state to end at exp, or deletes it.
 local function zsave(st, now, exp)
   if exp <= now then
-    redis.call('DEL', st.key)
+    rcall('DEL', st.key)
   else
-    redis.call('PEXPIRE', st.key, ttlms(now, exp))
+    rcall('PEXPIRE', st.key, ttlms(now, exp))
   end
 end
 
@@ -67,7 +67,7 @@ local function zadd(key, score, members)
       args[j + 2] = members[i]
       j, i = j + 2, i + 1
     end
-    redis.call('ZADD', key, unpack(args))
+    rcall('ZADD', key, unpack(args))
   end
 end
 
@@ -75,8 +75,8 @@ end
 local function zrem(key, members)
   local i, n = 1, #members
   while i <= n do
-    local j = math.min(n, i + 999)
-    redis.call('ZREM', key, unpack(members, i, j))
+    local j = min(n, i + 999)
+    rcall('ZREM', key, unpack(members, i, j))
     i = j + 1
   end
 end
@@ -84,7 +84,7 @@ end
 -- zscoreabove returns the score of the k-th member (1-based) with a score
 -- above lo (exclusive), or nil.
 local function zscoreabove(key, lo, k)
-  local r = redis.call('ZRANGEBYSCORE', key, '(' .. num(lo), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+  local r = rcall('ZRANGEBYSCORE', key, '(' .. num(lo), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
   if r[2] then return tonumber(r[2]) end
   return nil
 end
