@@ -11,7 +11,6 @@ package headers
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -130,41 +129,63 @@ func Fields(ps []Policy, o Options) [][2]string {
 		set = Default
 	}
 	n := o.Names.withDefaults()
-	var out [][2]string
+	// Every value is appended to one buffer and cut from one string: two
+	// allocations in all instead of several per field.
+	buf := make([]byte, 0, 64+48*len(ps))
+	var ends [6]int
+	var names [6]string
+	k := 0
+	mark := func(name string) {
+		names[k], ends[k] = name, len(buf)
+		k++
+	}
 	if set&IETF != 0 {
-		var pol, cur strings.Builder
 		for i, p := range ps {
 			if i > 0 {
-				pol.WriteString(", ")
-				cur.WriteString(", ")
+				buf = append(buf, ", "...)
 			}
-			name := sfString(p.Name)
-			pol.WriteString(name)
-			pol.WriteString(";q=")
-			pol.WriteString(strconv.FormatInt(p.Quota, 10))
+			buf = appendSFString(buf, p.Name)
+			buf = append(buf, ";q="...)
+			buf = strconv.AppendInt(buf, p.Quota, 10)
 			if w := Seconds(p.Window); w > 0 {
-				pol.WriteString(";w=")
-				pol.WriteString(strconv.FormatInt(w, 10))
+				buf = append(buf, ";w="...)
+				buf = strconv.AppendInt(buf, w, 10)
 			}
-			cur.WriteString(name)
-			cur.WriteString(";r=")
-			cur.WriteString(strconv.FormatInt(p.Remaining, 10))
-			cur.WriteString(";t=")
-			cur.WriteString(strconv.FormatInt(Seconds(p.Reset), 10))
 		}
-		out = append(out, [2]string{n.Policy, pol.String()}, [2]string{n.RateLimit, cur.String()})
+		mark(n.Policy)
+		for i, p := range ps {
+			if i > 0 {
+				buf = append(buf, ", "...)
+			}
+			buf = appendSFString(buf, p.Name)
+			buf = append(buf, ";r="...)
+			buf = strconv.AppendInt(buf, p.Remaining, 10)
+			buf = append(buf, ";t="...)
+			buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
+		}
+		mark(n.RateLimit)
 	}
 	tight := Tightest(ps)
 	if set&XRateLimit != 0 {
-		out = append(out,
-			[2]string{n.Limit, strconv.FormatInt(tight.Quota, 10)},
-			[2]string{n.Remaining, strconv.FormatInt(tight.Remaining, 10)},
-			[2]string{n.Reset, strconv.FormatInt(Seconds(tight.Reset), 10)})
+		buf = strconv.AppendInt(buf, tight.Quota, 10)
+		mark(n.Limit)
+		buf = strconv.AppendInt(buf, tight.Remaining, 10)
+		mark(n.Remaining)
+		buf = strconv.AppendInt(buf, Seconds(tight.Reset), 10)
+		mark(n.Reset)
 	}
 	if set&RetryAfter != 0 {
 		if wait, ok := RetryAfterOf(ps); ok {
-			out = append(out, [2]string{n.RetryAfter, strconv.FormatInt(Seconds(wait), 10)})
+			buf = strconv.AppendInt(buf, Seconds(wait), 10)
+			mark(n.RetryAfter)
 		}
+	}
+	all := string(buf)
+	out := make([][2]string, k)
+	from := 0
+	for i := range k {
+		out[i] = [2]string{names[i], all[from:ends[i]]}
+		from = ends[i]
 	}
 	return out
 }
@@ -207,22 +228,18 @@ func RetryAfterOf(ps []Policy) (wait time.Duration, ok bool) {
 	return wait, ok
 }
 
-// sfString renders s as a structured-field string (RFC 8941 §3.3.3):
+// appendSFString appends s as a structured-field string (RFC 8941 §3.3.3):
 // quoted, with backslash and quote escaped and non-printable ASCII dropped.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c >= 0x20 && c < 0x7f:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }

@@ -102,3 +102,17 @@ func TestRefusedResetIsRetry(t *testing.T) {
 		t.Errorf("never: Reset %v, want 4s", never.Reset)
 	}
 }
+
+// BenchmarkFields: every field for two policies, on every limited response.
+func BenchmarkFields(b *testing.B) {
+	ps := []Policy{
+		{Name: "per-user", Quota: 100, Window: time.Minute, Remaining: 42, Reset: 17 * time.Second, Allowed: true},
+		{Name: "global", Quota: 1000, Window: time.Hour, Remaining: 900, Reset: time.Hour, Allowed: true},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Fields(ps, Options{})) != 5 {
+			b.Fatal("fields")
+		}
+	}
+}

@@ -337,13 +337,18 @@ func Violated(resp policy.Response) []string {
 
 // writeFields is headers.Write with the field names canonicalised once at
 // New rather than on every request (a quarter of the middleware's own cost).
+// The values share one backing array: one allocation instead of one per
+// field.
 func (m *Middleware) writeFields(h http.Header, ps []headers.Policy) {
-	for _, f := range headers.Fields(ps, m.o.headers) {
+	fs := headers.Fields(ps, m.o.headers)
+	vals := make([]string, len(fs))
+	for i, f := range fs {
 		k, ok := m.canon[f[0]]
 		if !ok {
 			k = textproto.CanonicalMIMEHeaderKey(f[0])
 		}
-		h[k] = []string{f[1]}
+		vals[i] = f[1]
+		h[k] = vals[i : i+1 : i+1]
 	}
 }
 
