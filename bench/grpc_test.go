@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	guber "github.com/gubernator-io/gubernator/v2"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/resilient"
+	"github.com/floodgate/floodgate/store/storeurl"
+)
+
+// The gRPC scenario GRPCShouldRateLimit64: 64 concurrent callers over 4
+// client connections send one-descriptor rate limit requests over 10 000
+// descriptor values to a gRPC server on the loopback, never refused:
+//
+//   - floodgate-memory: the floodgate server (server.New) on the memory store;
+//   - floodgate-redis: the same on a local redis-server, wrapped in the
+//     resilient store exactly as `floodgate serve` wraps remote stores;
+//   - noop-handler: the same gRPC server answering OK without deciding —
+//     the transport's own ceiling;
+//   - gubernator: github.com/gubernator-io/gubernator/v2 v2.13.0 as one
+//     in-process node (GetRateLimits, token bucket), the nearest Go peer.
+//
+// Metrics: decisions/s, p50-us and p99-us (one call's latency as its caller
+// sees it), and cpu-ns/op (CPU time of the whole process — client and
+// server — per decision).
+func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
+	b.Run("floodgate-memory", func(b *testing.B) {
+		st, err := memory.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		addr := floodgateServer(b, st)
+		runGRPC(b, rlsCaller(b, addr))
+		if n := st.Stats().Keys; b.N >= grpcKeys && n < grpcKeys {
+			b.Fatalf("the memory store holds %d keys after %d decisions over %d values", n, b.N, grpcKeys)
+		}
+	})
+	b.Run("floodgate-redis", func(b *testing.B) {
+		raddr := testserver.Redis(b)
+		if raddr == "" {
+			return
+		}
+		inner, err := storeurl.Open("redis://" + raddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := resilient.New(inner)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		addr := floodgateServer(b, st)
+		runGRPC(b, rlsCaller(b, addr))
+	})
+	b.Run("noop-handler", func(b *testing.B) {
+		runGRPC(b, rlsCaller(b, grpcServe(b, func(s *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(s, noopRLS{}) })))
+	})
+	b.Run("gubernator", func(b *testing.B) {
+		runGRPC(b, gubernatorCaller(b))
+	})
+}
+
+const grpcKeys = 10_000
+
+// grpcDomain's rule never refuses within a run: a GCRA of 2e6 burst that
+// refills one unit per hour keeps every key's state live.
+var grpcDomain = fmt.Sprintf(`
+domain: bench
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, algorithm: gcra, unit: hour, requests_per_unit: 1, burst: %d}
+`, 2_000_000)
+
+func floodgateServer(b *testing.B, st store.Store) string {
+	b.Helper()
+	cfg, err := policy.Parse("bench.yaml", []byte(grpcDomain))
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := policy.NewEngine(cfg, st, policy.WithKeyPrefix(uniquePrefix("grpc")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := server.New(eng, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.GRPCServer().Serve(ln)
+	b.Cleanup(srv.GRPCServer().Stop)
+	return ln.Addr().String()
+}
+
+func grpcServe(b *testing.B, register func(*grpc.Server)) string {
+	b.Helper()
+	s := grpc.NewServer()
+	register(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(ln)
+	b.Cleanup(s.Stop)
+	return ln.Addr().String()
+}
+
+// noopRLS answers OK with one status per descriptor, deciding nothing.
+type noopRLS struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (noopRLS) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	for range req.Descriptors {
+		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK})
+	}
+	return resp, nil
+}
+
+const grpcConns = 4
+
+// rlsCaller returns a decision function over 4 connections to addr, with
+// the 10 000 requests built beforehand.
+func rlsCaller(b *testing.B, addr string) func(g, i int) (bool, error) {
+	b.Helper()
+	clients := make([]rlsv3.RateLimitServiceClient, grpcConns)
+	for c := range clients {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		clients[c] = rlsv3.NewRateLimitServiceClient(conn)
+	}
+	reqs := make([]*rlsv3.RateLimitRequest, grpcKeys)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*commonrl.RateLimitDescriptor{
+			{Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("u%05d", i)}}}}}
+	}
+	return func(g, i int) (bool, error) {
+		resp, err := clients[g%grpcConns].ShouldRateLimit(context.Background(), reqs[i])
+		if err != nil {
+			return false, err
+		}
+		return resp.OverallCode == rlsv3.RateLimitResponse_OK, nil
+	}
+}
+
+func gubernatorCaller(b *testing.B) func(g, i int) (bool, error) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := guber.SpawnDaemon(ctx, guber.DaemonConfig{
+		GRPCListenAddress: "127.0.0.1:0",
+		HTTPListenAddress: "127.0.0.1:0",
+		Logger:            quietLogger(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(d.Close)
+	addr := d.GRPCListeners[0].Addr().String()
+	d.SetPeers([]guber.PeerInfo{{GRPCAddress: addr, HTTPAddress: d.HTTPListener.Addr().String(), IsOwner: true}})
+	clients := make([]guber.V1Client, grpcConns)
+	for c := range clients {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		clients[c] = guber.NewV1Client(conn)
+	}
+	reqs := make([]*guber.GetRateLimitsReq, grpcKeys)
+	for i := range reqs {
+		reqs[i] = &guber.GetRateLimitsReq{Requests: []*guber.RateLimitReq{{
+			Name: "bench", UniqueKey: fmt.Sprintf("u%05d", i), Hits: 1, Limit: 2_000_000,
+			Duration: time.Hour.Milliseconds(), Algorithm: guber.Algorithm_TOKEN_BUCKET,
+		}}}
+	}
+	return func(g, i int) (bool, error) {
+		resp, err := clients[g%grpcConns].GetRateLimits(context.Background(), reqs[i])
+		if err != nil {
+			return false, err
+		}
+		r := resp.Responses[0]
+		if r.Error != "" {
+			return false, fmt.Errorf("gubernator: %s", r.Error)
+		}
+		return r.Status == guber.Status_UNDER_LIMIT, nil
+	}
+}
+
+// runGRPC runs call from 64 goroutines over the 10 000 values and reports
+// decisions/s, p50-us, p99-us and cpu-ns/op; every decision must admit.
+func runGRPC(b *testing.B, call func(g, i int) (bool, error)) {
+	var (
+		mu     sync.Mutex
+		merged latencies
+		seq    atomic.Int64
+		next   atomic.Int64
+		denied atomic.Int64
+	)
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	measureCPU(b, func() {
+		b.RunParallel(func(pb *testing.PB) {
+			g := int(seq.Add(1))
+			h := new(latencies)
+			for pb.Next() {
+				// Values in turn across all callers: a run of b.N >= 10 000
+				// uses every one of them.
+				i := int(next.Add(1)-1) % grpcKeys
+				t0 := time.Now()
+				ok, err := call(g, i)
+				h.add(time.Since(t0))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if !ok {
+					denied.Add(1)
+				}
+			}
+			mu.Lock()
+			for j, c := range h {
+				merged[j] += c
+			}
+			mu.Unlock()
+		})
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if d := denied.Load(); d > 0 {
+		b.Fatalf("%d decisions refused: the scenario's limits must admit everything", d)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(merged.quantile(0.50).Microseconds()), "p50-us")
+	b.ReportMetric(float64(merged.quantile(0.99).Microseconds()), "p99-us")
+}
+
+// quietLogger keeps gubernator's logrus output to warnings and worse.
+func quietLogger() guber.FieldLogger {
+	l := logrus.New()
+	l.SetLevel(logrus.WarnLevel)
+	return l
+}
