@@ -6,33 +6,7 @@
 
 local SHAPER = 6
 
-local function refill(st, p, now)
-  local per, capLevel = p.per, p.cap * p.per
-  if st.c == 0 then
-    st.a = capLevel
-    if p.init >= 0 then st.a = p.init * per end
-    st.b, st.c = now, 1
-    return now
-  end
-  -- A level outside [0, capacity] comes from a limit whose burst was
-  -- lowered since: the smaller capacity rules.
-  st.a = min(max(st.a, 0), capLevel)
-  if now <= st.b then return st.b end
-  local need = capLevel - st.a
-  if need > 0 then
-    local dt = now - st.b
-    if dt >= cdiv(need, p.rate) then
-      st.a = capLevel
-    else
-      st.a = st.a + dt * p.rate
-    end
-  end
-  st.b = now
-  return now
-end
-
-local h
-h = {
+local h = {
   np = 5,
   parse = function(a, i)
     return {
@@ -40,54 +14,12 @@ h = {
       delay = tonumber(a[i + 3]), init = tonumber(a[i + 4]),
     }
   end,
-  load = function(key, p, ro)
-    return load3(key, p.kind)
-  end,
-  expires = function(st, p)
-    if st.c == 0 then return 0 end
-    local capLevel = p.cap * p.per
-    return st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate)
-  end,
-  fresh = sfresh,
-  decide = function(st, p, now, cost, lease, commit)
-    if not commit and st.c == 0 then
-      -- Peek must not start a fresh key's clock.
-      st = { a = st.a, b = st.b, c = st.c }
-    end
-    now = refill(st, p, now)
-    local per, rate, capLevel = p.per, p.rate, p.cap * p.per
-    local level = st.a
-    local allowed, retry, delay = 0, 0, 0
-    if cost > p.cap then
-      retry = NEVER
-    elseif level >= cost * per then
-      allowed = 1
-      if p.kind == SHAPER then
-        delay = micros(cdiv(capLevel - level - p.delay * per, rate))
-      end
-      level = level - cost * per
-      if commit then st.a = level end
-    else
-      retry = micros(cdiv(cost * per - level, rate))
-    end
-    return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
-  end,
-  refund = function(st, p, now, at, cost)
-    if st.c == 0 then return end
-    refill(st, p, now)
-    local capLevel = p.cap * p.per
-    if cost > p.cap then cost = p.cap end
-    st.a = st.a + cost * p.per
-    if st.a > capLevel then st.a = capLevel end
-  end,
-  save = function(st, p, now)
-    save3(st, p.kind, now, h.expires(st, p))
-  end,
 }
+
 -- take1 is load, expires, decide (commit) and save for one key in local
--- variables: the same steps as above without a state table, for the
--- single-key take that batches are made of. The differential test holds
--- both paths to algo.
+-- variables: the same steps as full's methods without a state table, for
+-- the single-key takes that batches are made of. The differential test
+-- holds both paths to algo.
 h.take1 = function(key, p, now, cost)
   local per, rate, cap = p.per, p.rate, p.cap
   local capLevel = cap * per
@@ -139,6 +71,81 @@ h.take1 = function(key, p, now, cost)
     rcall('SET', key, spack('<Bddd', p.kind, a, b, c), 'PX', ttlms(t, exp))
   end
   return allowed, tdiv(a, per), retry, micros(reset), delay
+end
+
+-- full defines the handler's general methods (multi-key takes, peek,
+-- refund), which single-key takes do not need: Redis runs a script's whole
+-- body on every call, so they are created only when a call uses them.
+h.full = function()
+  h.full = nil
+  local function refill(st, p, now)
+    local per, capLevel = p.per, p.cap * p.per
+    if st.c == 0 then
+      st.a = capLevel
+      if p.init >= 0 then st.a = p.init * per end
+      st.b, st.c = now, 1
+      return now
+    end
+    -- A level outside [0, capacity] comes from a limit whose burst was
+    -- lowered since: the smaller capacity rules.
+    st.a = min(max(st.a, 0), capLevel)
+    if now <= st.b then return st.b end
+    local need = capLevel - st.a
+    if need > 0 then
+      local dt = now - st.b
+      if dt >= cdiv(need, p.rate) then
+        st.a = capLevel
+      else
+        st.a = st.a + dt * p.rate
+      end
+    end
+    st.b = now
+    return now
+  end
+
+  h.load = function(key, p, ro)
+    return load3(key, p.kind)
+  end
+  h.expires = function(st, p)
+    if st.c == 0 then return 0 end
+    local capLevel = p.cap * p.per
+    return st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate)
+  end
+  h.fresh = sfresh
+  h.decide = function(st, p, now, cost, lease, commit)
+    if not commit and st.c == 0 then
+      -- Peek must not start a fresh key's clock.
+      st = { a = st.a, b = st.b, c = st.c }
+    end
+    now = refill(st, p, now)
+    local per, rate, capLevel = p.per, p.rate, p.cap * p.per
+    local level = st.a
+    local allowed, retry, delay = 0, 0, 0
+    if cost > p.cap then
+      retry = NEVER
+    elseif level >= cost * per then
+      allowed = 1
+      if p.kind == SHAPER then
+        delay = micros(cdiv(capLevel - level - p.delay * per, rate))
+      end
+      level = level - cost * per
+      if commit then st.a = level end
+    else
+      retry = micros(cdiv(cost * per - level, rate))
+    end
+    return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
+  end
+  h.refund = function(st, p, now, at, cost)
+    if st.c == 0 then return end
+    refill(st, p, now)
+    local capLevel = p.cap * p.per
+    if cost > p.cap then cost = p.cap end
+    st.a = st.a + cost * p.per
+    if st.a > capLevel then st.a = capLevel end
+  end
+  h.save = function(st, p, now)
+    save3(st, p.kind, now, h.expires(st, p))
+  end
 end
 
 ALG[4], ALG[5], ALG[6] = h, h, h
