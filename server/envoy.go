@@ -242,9 +242,14 @@ func headerFields(resp *policy.Response, o headers.Options) [][2]string {
 // limitOf, when not nil, returns a rule's configured limit by name.
 func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
 	out := &rlsv3.RateLimitResponse{OverallCode: envoyCode(resp.Code), Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Statuses))}
+	// One backing array each for the statuses and the headers: a handful
+	// of allocations per response instead of one per element.
+	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Statuses))
+	var durs []durationpb.Duration
 	for i := range resp.Statuses {
 		s := &resp.Statuses[i]
-		ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: envoyCode(s.Code)}
+		ds := &sts[i]
+		ds.Code = envoyCode(s.Code)
 		switch {
 		case !s.Matched:
 			ds.Code = rlsv3.RateLimitResponse_OK
@@ -252,9 +257,10 @@ func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string
 			ds.LimitRemaining = math.MaxUint32
 		default:
 			d := s.Decision
-			ds.CurrentLimit = envoyLimit(s.Rule, d.Limit, s.Window)
 			if l := limitOf(s.Rule); l != nil {
 				ds.CurrentLimit = l
+			} else {
+				ds.CurrentLimit = envoyLimit(s.Rule, d.Limit, s.Window)
 			}
 			if s.Code != policy.CodeOverLimit {
 				// envoyproxy/ratelimit reports 0 left for an over-limit
@@ -266,13 +272,22 @@ func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string
 				reset = d.RetryAfter
 			}
 			if reset > 0 {
-				ds.DurationUntilReset = durationpb.New(reset)
+				if durs == nil {
+					durs = make([]durationpb.Duration, len(resp.Statuses))
+				}
+				durs[i] = durationpb.Duration{Seconds: int64(reset / time.Second), Nanos: int32(reset % time.Second)}
+				ds.DurationUntilReset = &durs[i]
 			}
 		}
 		out.Statuses[i] = ds
 	}
-	for _, f := range headerFields(resp, ho) {
-		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: f[0], Value: f[1]})
+	if fields := headerFields(resp, ho); len(fields) > 0 {
+		hvs := make([]corev3.HeaderValue, len(fields))
+		out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, len(fields))
+		for i, f := range fields {
+			hvs[i].Key, hvs[i].Value = f[0], f[1]
+			out.ResponseHeadersToAdd[i] = &hvs[i]
+		}
 	}
 	return out
 }
