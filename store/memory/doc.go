@@ -36,8 +36,10 @@
 // Measured on amd64 with 16-byte keys (BenchmarkFootprint; figures in
 // docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 104
 // bytes of heap at one million keys — a 32-byte entry (the state's three
-// words and one word for its expiry and algorithm), a 16-byte copy of the
-// key, and about 56 bytes of map slot at the map's load at that size.
+// words and one word for its expiry and algorithm) followed by the store's
+// copy of the key in one 48-byte block, and about 56 bytes of map slot at
+// the map's load at that size. A longer key costs its bytes rounded up to
+// the allocator's next size class.
 // Algorithms with variable state (sliding log, concurrency, sliding window
 // with more than one sub-window) add a slice of 8 bytes per timestamp,
 // lease or sub-window, kept in a side map of the shard.
