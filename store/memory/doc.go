@@ -47,8 +47,8 @@
 // # Allocations
 //
 // Take and Peek on keys that already exist allocate nothing (except for the
-// variable-state algorithms when their state grows). A new key allocates its
-// entry and a copy of its key; the store never keeps the caller's key
-// string. TakeKey is the form the limiter package uses to decide a key made
-// of a prefix and a suffix without concatenating them.
+// variable-state algorithms when their state grows). A new key allocates
+// one block for its entry and its copy of the key; the store never keeps
+// the caller's key string. TakeKey is the form the limiter package uses to
+// decide a key made of a prefix and a suffix without concatenating them.
 package memory
