@@ -253,7 +253,8 @@ func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, leas
 // capacity, and ctx's error when ctx ends first. An admitted decision with
 // a Delay (Shaper, SmoothBursty, SmoothWarmup) is waited out as well; if
 // that wait cannot finish, the units are given back. Wait sleeps with
-// time.Timer.
+// time.Timer. For a Concurrency limit the units are held under an anonymous
+// lease that only expires, as with AllowN; use Acquire to release them.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 	for {
 		d, at, err := l.take(ctx, key, n, 0)
