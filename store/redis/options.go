@@ -26,7 +26,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		batchSize: 64,
-		inflight:  4,
+		inflight:  1,
 		timeout:   3 * time.Second,
 	}
 }
@@ -59,7 +59,10 @@ func WithBatchWindow(d time.Duration) Option {
 }
 
 // WithInflightBatches sets how many batches may be in flight at once
-// (pipelined on the connection). Default 4.
+// (pipelined on the connection). Default 1: on the 2-core machine of
+// docs/BENCHMARKS.md one batch at a time decided the most (fewer, larger
+// batches, fewer wake-ups); a Redis far away (a long round trip) may want
+// 2 to 4.
 func WithInflightBatches(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 1024 {

@@ -46,7 +46,7 @@ var (
 //
 //	WithBatchSize(64)          decisions coalesced into one script call
 //	WithBatchWindow(0)         no waiting for a batch to fill
-//	WithInflightBatches(4)     batches in flight at once
+//	WithInflightBatches(1)     batches in flight at once
 //	WithTimeout(3s)            bound on each round trip and on rollbacks
 //	WithTLSConfig(nil)         rediss:// verifies against the system roots
 //	WithClientOption(nil)      adjust the rueidis client options
