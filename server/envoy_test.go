@@ -12,6 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -275,5 +276,29 @@ func TestGRPCHealth(t *testing.T) {
 		if err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health of %q: %v %v", svc, r, err)
 		}
+	}
+}
+
+// TestGRPCReflection: grpcurl can list and describe the service without
+// .proto files.
+func TestGRPCReflection(t *testing.T) {
+	e := newEnv(t)
+	stream, err := reflectionpb.NewServerReflectionClient(e.conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Fatalf("reflection lists %v", names)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
@@ -152,6 +153,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc) // grpcurl and friends need no .proto files
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }
