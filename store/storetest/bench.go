@@ -35,15 +35,16 @@ func Bench(b *testing.B, h Harness) {
 		b.Fatal(err)
 	}
 	for _, n := range h.BenchKeys {
+		// The store is populated once per cardinality, outside the timed
+		// runs: b.Run calls its function again for every b.N.
+		st := h.open(b, nil)
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = BenchKey(i)
+		}
+		Populate(b, st, l, keys)
 		b.Run("keys="+strconv.Itoa(n), func(b *testing.B) {
-			st := h.open(b, nil)
-			keys := make([]string, n)
-			for i := range keys {
-				keys[i] = BenchKey(i)
-			}
-			Populate(b, st, l, keys)
 			b.ReportAllocs()
-			b.ResetTimer()
 			var seq atomic.Uint64
 			b.RunParallel(func(pb *testing.PB) {
 				reqs := []store.Request{{Limit: l, Cost: 1}}
@@ -69,6 +70,7 @@ func Bench(b *testing.B, h Harness) {
 				}
 			})
 		})
+		_ = st.Close()
 	}
 }
 
