@@ -68,6 +68,9 @@ type Policy struct {
 	// Quota is the limit's capacity (q) and Window its period (w).
 	Quota  int64
 	Window time.Duration
+	// QuotaUnit (qu) is the quota's unit when it is not requests, e.g.
+	// "concurrent-requests" (draft -10 §3.1.2); "" omits the parameter.
+	QuotaUnit string
 	// Remaining (r) and Reset (t) describe the current state.
 	Remaining int64
 	Reset     time.Duration
@@ -84,7 +87,9 @@ func FromStatuses(st []policy.Status) []Policy {
 		if !s.Matched || s.Unlimited {
 			continue
 		}
-		ps = append(ps, FromDecision(s.Rule, s.Decision, s.Window))
+		p := FromDecision(s.Rule, s.Decision, s.Window)
+		p.QuotaUnit = s.QuotaUnit
+		ps = append(ps, p)
 	}
 	return ps
 }
@@ -147,6 +152,10 @@ func Fields(ps []Policy, o Options) [][2]string {
 			buf = appendSFString(buf, p.Name)
 			buf = append(buf, ";q="...)
 			buf = strconv.AppendInt(buf, p.Quota, 10)
+			if p.QuotaUnit != "" {
+				buf = append(buf, ";qu="...)
+				buf = appendSFString(buf, p.QuotaUnit)
+			}
 			if w := Seconds(p.Window); w > 0 {
 				buf = append(buf, ";w="...)
 				buf = strconv.AppendInt(buf, w, 10)

@@ -431,7 +431,7 @@ descriptors:
 	if r.status != 429 {
 		t.Errorf("third in flight: %d, want 429", r.status)
 	}
-	if r.h.Get("RateLimit-Policy") != `"in-flight";q=2` {
+	if r.h.Get("RateLimit-Policy") != `"in-flight";q=2;qu="concurrent-requests"` {
 		t.Errorf("RateLimit-Policy %q", r.h.Get("RateLimit-Policy"))
 	}
 	close(release)

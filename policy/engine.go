@@ -895,6 +895,9 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			continue
 		}
 		s.Window = ruleWindow(dp.rule, nowUS)
+		if l := dp.rule.limit; l != nil && l.Algorithm() == algo.Concurrency {
+			s.QuotaUnit = "concurrent-requests"
+		}
 		s.Limits = backing[len(backing):len(backing):cap(backing)]
 		var tight *algo.Decision
 		tightRefused, refused, borrowed := false, false, false

@@ -89,6 +89,9 @@ type Status struct {
 	Decision algo.Decision
 	// Window is the policy window for headers (w).
 	Window time.Duration
+	// QuotaUnit is the unit of the quota for headers (qu): "" for
+	// requests, "concurrent-requests" for a concurrency limit.
+	QuotaUnit string
 	// Borrowed reports that the descriptor's own rate refused and the
 	// request passed on its ceil by borrowing from its parent.
 	Borrowed bool
