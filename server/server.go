@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,7 +150,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		}
 	}
 	s.metrics.SetQueueDepth(engine.Waiting)
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.maxBody)))
+	// Stream workers reuse goroutines whose stacks have already grown to
+	// the handler's depth, instead of a fresh goroutine per call.
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0)))))
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
