@@ -171,6 +171,10 @@ func peekProbe(ctx context.Context, st store.Store) error {
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
+// RLS returns the Envoy rate limit service implementation, for callers
+// that register it on a gRPC server of their own.
+func (s *Server) RLS() rlsv3.RateLimitServiceServer { return rlsService{s: s} }
+
 // GRPCServer returns the gRPC server with the rate limit and health
 // services registered.
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
