@@ -148,7 +148,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout)}
 	if f.upstream != "" {
-		gw, err := gatewayHandler(cfg, engine, f.upstream)
+		gw, err := gatewayHandler(cfg, engine, f.upstream, log)
 		if err != nil {
 			return fmt.Errorf("--upstream %s: %w", f.upstream, err)
 		}
@@ -229,6 +229,9 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 
 // gatewayHandler builds the reverse proxy of gateway mode (package gateway:
 // routes from the configuration's gateway: sections, following reloads).
-func gatewayHandler(cfg *policy.Config, engine *policy.Engine, upstream string) (http.Handler, error) {
-	return gateway.New(cfg, engine, upstream)
+// Upstream failures and requests it could not decide are logged.
+func gatewayHandler(cfg *policy.Config, engine *policy.Engine, upstream string, log *slog.Logger) (http.Handler, error) {
+	return gateway.New(cfg, engine, upstream, gateway.WithErrorLog(func(r *http.Request, err error) {
+		log.Warn("gateway", "method", r.Method, "path", r.URL.Path, "err", err)
+	}))
 }
