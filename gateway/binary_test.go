@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -56,10 +57,33 @@ func TestBinaryGateway(t *testing.T) {
 	}
 	bin := buildFloodgate(t)
 	var reached atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	next := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
 		io.WriteString(w, "pong")
-	}))
+	})
+	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-next
+		io.WriteString(w, "data: second\n\n")
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		if line, err := rw.ReadString('\n'); err == nil {
+			rw.WriteString("echo " + line)
+			rw.Flush()
+		}
+	})
+	up := httptest.NewServer(mux)
 	defer up.Close()
 
 	dir := t.TempDir()
@@ -139,6 +163,35 @@ descriptors:
 	if ok != 999 || limited != 200 || other != 0 || reached.Load() != 1000 {
 		t.Errorf("200s %d (+1), 429s %d, other %d, upstream reached %d; want 1000, 200, 0, 1000", ok, limited, other, reached.Load())
 	}
+	// Streaming and upgrades pass through the server untouched.
+	resp, err := http.Get(base + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "data: first\n" {
+		t.Errorf("first event through the binary: %q %v (not flushed)", line, err)
+	}
+	close(next)
+	if rest, _ := io.ReadAll(br); string(rest) != "\ndata: second\n\n" {
+		t.Errorf("rest of the stream: %q", rest)
+	}
+	resp.Body.Close()
+	conn, err := net.Dial("tcp", httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	cr := bufio.NewReader(conn)
+	if up, err := http.ReadResponse(cr, nil); err != nil || up.StatusCode != 101 {
+		t.Fatalf("upgrade through the binary: %v %v", up, err)
+	}
+	io.WriteString(conn, "hello\n")
+	if got, err := cr.ReadString('\n'); err != nil || got != "echo hello\n" {
+		t.Errorf("through the upgraded connection: %q %v", got, err)
+	}
+
 	last := do(t, "GET", base+"/ping")
 	var p middleware.Problem
 	// One token per 2592 s, a little of it refilled while the test ran.
