@@ -29,7 +29,7 @@ func BenchmarkScriptServerTime(b *testing.B) {
 			for i := 0; i < n; i++ {
 				s.appendGroup(&sa, opTake, "", []store.Request{{Key: runID + ":srv:" + strconv.Itoa(i), Limit: l, Cost: 1}}, nil, nil)
 			}
-			p, args := scriptFor(sa.fams), sa.argv(s.ttlFloor)
+			p, args := programFor(&sa), sa.argv(s.ttlFloor)
 			if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
 				b.Fatal(err)
 			}

@@ -70,6 +70,9 @@ var (
 	}()
 	decideScript  = decideScripts[allFamilies]
 	inspectScript = newProgram(luaFile("inspect"))
+	// bucketTakes decides batches of single-key token bucket, GCRA and
+	// shaper takes, the common call, without main.lua's machinery.
+	bucketTakes = newProgram(luaFile("bucket_takes"))
 )
 
 // scriptFor returns the smallest script that holds the families in mask.
@@ -78,6 +81,15 @@ func scriptFor(mask uint8) program {
 		return p
 	}
 	return decideScript
+}
+
+// programFor returns the script for a call: bucketTakes when it holds only
+// single-key takes of the bucket family, else scriptFor its families.
+func programFor(sa *scriptArgs) program {
+	if sa.singleTakes && sa.fams == familyOf(algo.GCRA) {
+		return bucketTakes
+	}
+	return scriptFor(sa.fams)
 }
 
 // decideSource assembles a decision script: the helpers, the families in

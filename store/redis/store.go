@@ -166,7 +166,7 @@ func (s *Store) loadScripts(ctx context.Context) error {
 
 // allPrograms lists every script the store runs.
 func allPrograms() []program {
-	ps := []program{inspectScript}
+	ps := []program{inspectScript, bucketTakes}
 	for _, p := range decideScripts {
 		if p.sha != "" {
 			ps = append(ps, p)
@@ -339,18 +339,18 @@ func (s *Store) eval(ctx context.Context, p program, keys, args []string) rueidi
 // sent to each key's node on a Cluster).
 func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.RedisResult {
 	if len(calls) == 1 {
-		return []rueidis.RedisResult{s.eval(ctx, scriptFor(calls[0].fams), calls[0].keys, calls[0].argv(s.ttlFloor))}
+		return []rueidis.RedisResult{s.eval(ctx, programFor(&calls[0]), calls[0].keys, calls[0].argv(s.ttlFloor))}
 	}
 	cmds := make(rueidis.Commands, len(calls))
 	args := make([][]string, len(calls))
 	for i, c := range calls {
 		args[i] = c.argv(s.ttlFloor)
-		cmds[i] = s.client.B().Evalsha().Sha1(scriptFor(c.fams).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
+		cmds[i] = s.client.B().Evalsha().Sha1(programFor(&calls[i]).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
 	}
 	res := s.client.DoMulti(ctx, cmds...)
 	for i, r := range res {
 		if isNoScript(r.Error()) {
-			res[i] = s.eval(ctx, scriptFor(calls[i].fams), calls[i].keys, args[i])
+			res[i] = s.eval(ctx, programFor(&calls[i]), calls[i].keys, args[i])
 		}
 	}
 	return res
@@ -365,12 +365,14 @@ func isNoScript(err error) bool {
 // script: the distinct limits go once in a header (specs, head), each
 // request names its limit by index (body).
 type scriptArgs struct {
-	keys   []string
-	fams   uint8 // the algorithm families named (see familyOf)
-	specs  []*algo.Limit
-	head   []string
-	body   []string
-	groups int
+	keys []string
+	fams uint8 // the algorithm families named (see familyOf)
+	// singleTakes is whether every group so far is a one-key take.
+	singleTakes bool
+	specs       []*algo.Limit
+	head        []string
+	body        []string
+	groups      int
 }
 
 // specIndex returns l's index in the call's header, adding it if new.
@@ -409,7 +411,11 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 	if idx != nil {
 		n = len(idx)
 	}
+	if sa.groups == 0 {
+		sa.singleTakes = true
+	}
 	sa.groups++
+	sa.singleTakes = sa.singleTakes && op == opTake && n == 1
 	sa.body = append(sa.body, op, now, itoa(int64(n)))
 	for j := 0; j < n; j++ {
 		i := j
@@ -749,7 +755,7 @@ func (s *Store) execBatch(calls []*call) {
 		for _, c := range calls {
 			s.appendGroup(sa, c.op, c.now, c.reqs, nil, nil)
 		}
-		r := s.eval(ctx, scriptFor(sa.fams), sa.keys, sa.argv(s.ttlFloor))
+		r := s.eval(ctx, programFor(sa), sa.keys, sa.argv(s.ttlFloor))
 		sa.reset()
 		argsPool.Put(sa)
 		s.finish(calls, r)

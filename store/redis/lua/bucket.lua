@@ -16,136 +16,73 @@ local h = {
   end,
 }
 
--- take1 is load, expires, decide (commit) and save for one key in local
--- variables: the same steps as full's methods without a state table, for
--- the single-key takes that batches are made of. The differential test
--- holds both paths to algo.
-h.take1 = function(key, p, now, cost)
-  local per, rate, cap = p.per, p.rate, p.cap
-  local capLevel = cap * per
-  local a, b, c = 0, 0, 0
-  local v = rpcall('GET', key)
-  if type(v) == 'string' and #v == 25 then
-    local k
-    k, a, b, c = sunpack('<Bddd', v)
-    if k ~= p.kind then a, b, c = 0, 0, 0 end
-  end
-  if c ~= 0 and b + cdiv(capLevel - min(max(a, 0), capLevel), rate) <= now then
-    a, b, c = 0, 0, 0 -- expired: fresh
-  end
-  -- refill (t is the call's time, now the state's)
-  local t = now
-  if c == 0 then
-    a = capLevel
-    if p.init >= 0 then a = p.init * per end
-    b, c = now, 1
-  else
-    a = min(max(a, 0), capLevel)
-    if now <= b then
-      now = b
-    else
-      local need = capLevel - a
-      if need > 0 then
-        if now - b >= cdiv(need, rate) then a = capLevel else a = a + (now - b) * rate end
-      end
-      b = now
-    end
-  end
-  -- decide
-  local allowed, retry, delay = 0, 0, 0
-  if cost > cap then
-    retry = NEVER
-  elseif a >= cost * per then
-    allowed = 1
-    if p.kind == SHAPER then delay = micros(cdiv(capLevel - a - p.delay * per, rate)) end
-    a = a - cost * per
-  else
-    retry = micros(cdiv(cost * per - a, rate))
-  end
-  local reset = cdiv(capLevel - a, rate)
-  -- save: the state expires when the bucket is full again
-  local exp = b + reset
-  if exp <= t then
-    rcall('DEL', key)
-  else
-    rcall('SET', key, spack('<Bddd', p.kind, a, b, c), 'PX', ttlms(t, exp))
-  end
-  return allowed, tdiv(a, per), retry, micros(reset), delay
-end
-
--- full defines the handler's general methods (multi-key takes, peek,
--- refund), which single-key takes do not need: Redis runs a script's whole
--- body on every call, so they are created only when a call uses them.
-h.full = function()
-  h.full = nil
-  local function refill(st, p, now)
-    local per, capLevel = p.per, p.cap * p.per
-    if st.c == 0 then
-      st.a = capLevel
-      if p.init >= 0 then st.a = p.init * per end
-      st.b, st.c = now, 1
-      return now
-    end
-    -- A level outside [0, capacity] comes from a limit whose burst was
-    -- lowered since: the smaller capacity rules.
-    st.a = min(max(st.a, 0), capLevel)
-    if now <= st.b then return st.b end
-    local need = capLevel - st.a
-    if need > 0 then
-      local dt = now - st.b
-      if dt >= cdiv(need, p.rate) then
-        st.a = capLevel
-      else
-        st.a = st.a + dt * p.rate
-      end
-    end
-    st.b = now
+local function refill(st, p, now)
+  local per, capLevel = p.per, p.cap * p.per
+  if st.c == 0 then
+    st.a = capLevel
+    if p.init >= 0 then st.a = p.init * per end
+    st.b, st.c = now, 1
     return now
   end
-
-  h.load = function(key, p, ro)
-    return load3(key, p.kind)
-  end
-  h.expires = function(st, p)
-    if st.c == 0 then return 0 end
-    local capLevel = p.cap * p.per
-    return st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate)
-  end
-  h.fresh = sfresh
-  h.decide = function(st, p, now, cost, lease, commit)
-    if not commit and st.c == 0 then
-      -- Peek must not start a fresh key's clock.
-      st = { a = st.a, b = st.b, c = st.c }
-    end
-    now = refill(st, p, now)
-    local per, rate, capLevel = p.per, p.rate, p.cap * p.per
-    local level = st.a
-    local allowed, retry, delay = 0, 0, 0
-    if cost > p.cap then
-      retry = NEVER
-    elseif level >= cost * per then
-      allowed = 1
-      if p.kind == SHAPER then
-        delay = micros(cdiv(capLevel - level - p.delay * per, rate))
-      end
-      level = level - cost * per
-      if commit then st.a = level end
+  -- A level outside [0, capacity] comes from a limit whose burst was
+  -- lowered since: the smaller capacity rules.
+  st.a = min(max(st.a, 0), capLevel)
+  if now <= st.b then return st.b end
+  local need = capLevel - st.a
+  if need > 0 then
+    local dt = now - st.b
+    if dt >= cdiv(need, p.rate) then
+      st.a = capLevel
     else
-      retry = micros(cdiv(cost * per - level, rate))
+      st.a = st.a + dt * p.rate
     end
-    return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
   end
-  h.refund = function(st, p, now, at, cost)
-    if st.c == 0 then return end
-    refill(st, p, now)
-    local capLevel = p.cap * p.per
-    if cost > p.cap then cost = p.cap end
-    st.a = st.a + cost * p.per
-    if st.a > capLevel then st.a = capLevel end
+  st.b = now
+  return now
+end
+
+h.load = function(key, p, ro)
+  return load3(key, p.kind)
+end
+h.expires = function(st, p)
+  if st.c == 0 then return 0 end
+  local capLevel = p.cap * p.per
+  return st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate)
+end
+h.fresh = sfresh
+h.decide = function(st, p, now, cost, lease, commit)
+  if not commit and st.c == 0 then
+    -- Peek must not start a fresh key's clock.
+    st = { a = st.a, b = st.b, c = st.c }
   end
-  h.save = function(st, p, now)
-    save3(st, p.kind, now, h.expires(st, p))
+  now = refill(st, p, now)
+  local per, rate, capLevel = p.per, p.rate, p.cap * p.per
+  local level = st.a
+  local allowed, retry, delay = 0, 0, 0
+  if cost > p.cap then
+    retry = NEVER
+  elseif level >= cost * per then
+    allowed = 1
+    if p.kind == SHAPER then
+      delay = micros(cdiv(capLevel - level - p.delay * per, rate))
+    end
+    level = level - cost * per
+    if commit then st.a = level end
+  else
+    retry = micros(cdiv(cost * per - level, rate))
   end
+  return allowed, tdiv(level, per), retry, micros(cdiv(capLevel - level, rate)), delay, now
+end
+h.refund = function(st, p, now, at, cost)
+  if st.c == 0 then return end
+  refill(st, p, now)
+  local capLevel = p.cap * p.per
+  if cost > p.cap then cost = p.cap end
+  st.a = st.a + cost * p.per
+  if st.a > capLevel then st.a = capLevel end
+end
+h.save = function(st, p, now)
+  save3(st, p.kind, now, h.expires(st, p))
 end
 
 ALG[4], ALG[5], ALG[6] = h, h, h

@@ -88,15 +88,10 @@ for _ = 1, tonumber(ARGV[1]) do
     local h, p = sp.h, sp.p
     local base = o
     o = o + 2
-    if h.take1 then
-      out[base + 1] = put(h.take1(KEYS[ki], p, now, tonumber(ARGV[ai + 1])))
-    else
-      if h.full then h.full() end
-      local st = h.load(KEYS[ki], p, false)
-      if h.expires(st, p) <= now then h.fresh(st) end
-      out[base + 1] = put(h.decide(st, p, now, tonumber(ARGV[ai + 1]), ARGV[ai + 2], true))
-      h.save(st, p, now)
-    end
+    local st = h.load(KEYS[ki], p, false)
+    if h.expires(st, p) <= now then h.fresh(st) end
+    out[base + 1] = put(h.decide(st, p, now, tonumber(ARGV[ai + 1]), ARGV[ai + 2], true))
+    h.save(st, p, now)
     out[base + 2] = now
     ai, ki = ai + 4, ki + 1
   else
@@ -106,7 +101,6 @@ for _ = 1, tonumber(ARGV[1]) do
     for r = 1, nreq do
       local sp = specs[tonumber(ARGV[ai])]
       local h, p = sp.h, sp.p
-      if h.full then h.full() end
       local key = KEYS[ki]
       local sk = ARGV[ai] .. ':' .. key
       local st = states[sk]

@@ -141,9 +141,7 @@ end
 --                               time: what a refund or rollback needs)
 --   refund(st, p, now, at, cost), rollback (sorted sets), release
 --   save(st, p, now)            write st back with its TTL
--- Handlers are created on first use (see handler); a handler with a
--- take1 (one key's take without a state table) may define the rest in
--- full(), which main calls before using them.
+-- Handlers are created on first use (see handler).
 local ALG = {}
 
 -- LOADERS maps an algorithm file to the function that defines its
