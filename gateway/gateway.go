@@ -268,7 +268,10 @@ func (t *routeTable) match(r *http.Request) *route {
 		host = h
 	}
 	host = strings.TrimSuffix(host, ".")
-	p := r.URL.Path
+	var p string
+	if r.URL != nil {
+		p = r.URL.Path
+	}
 	if p == "" || p[0] != '/' {
 		p = "/" + p
 	}
@@ -394,7 +397,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		Status:   status,
 		Title:    http.StatusText(status),
 		Detail:   fmt.Sprintf("the upstream %s did not answer %s %s: %v", g.upstream.Redacted(), r.Method, r.URL.Path, err),
-		Instance: r.URL.Path,
+		Instance: r.URL.Path, // the proxy only gets here with a URL
 	})
 }
 

@@ -205,6 +205,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 func nop() {}
 
+// pathOf is r's path for problem bodies ("" for a request without a URL,
+// which net/http never makes but a caller might).
+func pathOf(r *http.Request) string {
+	if r.URL == nil {
+		return ""
+	}
+	return r.URL.Path
+}
+
 // Check decides r. When the request may proceed it sets the header fields
 // on w and returns pass true and a done func to call once the request is
 // complete (it releases concurrency slots; it is never nil). Otherwise it
@@ -221,7 +230,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		if errors.Is(err, dimension.ErrNoClientIP) {
 			status = http.StatusInternalServerError
 		}
-		WriteProblem(w, Problem{Status: status, Detail: err.Error(), Instance: r.URL.Path})
+		WriteProblem(w, Problem{Status: status, Detail: err.Error(), Instance: pathOf(r)})
 		return nop, false
 	}
 	if len(dims) == 0 {
@@ -257,7 +266,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false
 			}
-			WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: r.URL.Path,
+			WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
 				Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
 			return nop, false
 		}
@@ -290,7 +299,7 @@ func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 		Type:             TypeQuotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
-		Instance:         r.URL.Path,
+		Instance:         pathOf(r),
 		ViolatedPolicies: Violated(resp),
 	}
 	if wait, ok := headers.RetryAfterOf(ps); ok {
@@ -357,7 +366,7 @@ func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err er
 	if m.o.failOpen {
 		return nop, true
 	}
-	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: r.URL.Path,
+	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
 		Detail: "the rate limiter could not decide: " + err.Error()})
 	return nop, false
 }
