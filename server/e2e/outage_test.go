@@ -96,10 +96,10 @@ descriptors:
 	}
 
 	time.Sleep(time.Second) // load against a healthy store first
-	killAt := time.Since(begin)
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	killAt := time.Since(begin) // Kill returns once the process is gone
 	time.Sleep(3 * time.Second) // the outage
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
