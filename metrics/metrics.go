@@ -52,6 +52,10 @@ type Metrics struct {
 	mu     sync.RWMutex
 	series map[[2]string]bool
 
+	// counters caches decisions_total's children by (domain, rule,
+	// outcome): a map lookup instead of hashing three label values.
+	counters sync.Map
+
 	queueMu    sync.Mutex
 	queueDepth func() int
 }
@@ -146,12 +150,22 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 				m.shadow.WithLabelValues(domain, m.label(domain, ls.Name)).Inc()
 			}
 		}
-		m.decisions.WithLabelValues(domain, rule, outcome).Inc()
+		m.decision(domain, rule, outcome).Inc()
 		if outcome == OutcomeOK && s.Decision.Limit > 0 &&
 			float64(s.Decision.Remaining) < (1-NearLimitRatio)*float64(s.Decision.Limit) {
 			m.nearLimit.WithLabelValues(domain, rule).Inc()
 		}
 	}
+}
+
+func (m *Metrics) decision(domain, rule, outcome string) prometheus.Counter {
+	k := [3]string{domain, rule, outcome}
+	if c, ok := m.counters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.decisions.WithLabelValues(domain, rule, outcome)
+	m.counters.Store(k, c)
+	return c
 }
 
 // Request records one request on a transport ("grpc", "json", "v1",

@@ -350,8 +350,10 @@ func grpcError(err error) error {
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
 
-// ruleCache maps "domain\x00rule" to the rule's Envoy limit for one
-// version of the engine's snapshot.
+type ruleKey struct{ domain, rule string }
+
+// ruleCache maps a (domain, rule) to the rule's Envoy limit for one version
+// of the engine's snapshot.
 type ruleCache struct {
 	version uint64
 	m       sync.Map
@@ -367,7 +369,7 @@ func (s *Server) ruleLimit(domain, rule string) *rlsv3.RateLimitResponse_RateLim
 		c = &ruleCache{version: v}
 		s.rules.Store(c)
 	}
-	k := domain + "\x00" + rule
+	k := ruleKey{domain, rule}
 	if x, ok := c.m.Load(k); ok {
 		return x.(*rlsv3.RateLimitResponse_RateLimit)
 	}
