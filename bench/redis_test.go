@@ -157,13 +157,22 @@ func uniquePrefix(what string) string {
 	return fmt.Sprintf("bench:%s:%d:", what, time.Now().UnixNano())
 }
 
-// latencies is a histogram of decision latencies in 10µs buckets up to
-// 200ms (one per goroutine, merged at the end), so recording costs no
-// allocation and no shared cache line.
-type latencies [20_000]uint32
+// latencies is a histogram of decision latencies: 1µs buckets up to 10ms,
+// then 100µs buckets up to about 1s (one per goroutine, merged at the
+// end), so recording costs no allocation and no shared cache line.
+type latencies [latFine + latCoarse]uint32
+
+const (
+	latFine   = 10_000 // 1µs buckets
+	latCoarse = 9_900  // 100µs buckets from 10ms
+)
 
 func (h *latencies) add(d time.Duration) {
-	i := int(d / (10 * time.Microsecond))
+	us := int(d / time.Microsecond)
+	i := us
+	if us >= latFine {
+		i = latFine + (us-latFine)/100
+	}
 	if i >= len(h) {
 		i = len(h) - 1
 	}
@@ -181,10 +190,13 @@ func (h *latencies) quantile(q float64) time.Duration {
 	for i, c := range h {
 		seen += uint64(c)
 		if seen > want {
-			return time.Duration(i+1) * 10 * time.Microsecond
+			if i < latFine {
+				return time.Duration(i+1) * time.Microsecond
+			}
+			return time.Duration(latFine+(i-latFine+1)*100) * time.Microsecond
 		}
 	}
-	return time.Duration(len(h)) * 10 * time.Microsecond
+	return time.Duration(latFine+latCoarse*100) * time.Microsecond
 }
 
 // runRedisParallel runs take from 64 goroutines over keys and reports
@@ -233,7 +245,10 @@ func runRedisParallel(b *testing.B, keys []string, take func(key string) (bool, 
 }
 
 // BenchmarkRedisSerial is one goroutine: a floodgate GCRA decision against
-// a bare go-redis GET, the round trip no Redis limiter can beat.
+// a bare go-redis GET, the round trip no Redis limiter can beat, and
+// against script-floor, the least any Lua limiter does per call (an
+// EVALSHA, through rueidis, of a script that reads TIME, GETs and SETs one
+// key and returns seven integers, as floodgate's does).
 func BenchmarkRedisSerial(b *testing.B) {
 	addr := testserver.Redis(b)
 	if addr == "" {
@@ -276,7 +291,29 @@ func BenchmarkRedisSerial(b *testing.B) {
 			return c.Get(ctx, prefix+keys[i%len(keys)]).Err()
 		})
 	})
+	b.Run("script-floor", func(b *testing.B) {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		s := rueidis.NewLuaScript(floorScript)
+		prefix := uniquePrefix("floor")
+		ctx := context.Background()
+		args := []string{"1"}
+		runRedisSerial(b, func(i int) error {
+			return s.Exec(ctx, c, []string{prefix + keys[i%len(keys)]}, args).Error()
+		})
+	})
 }
+
+// floorScript is the least a Redis limiter script does.
+const floorScript = `
+local t = redis.call('TIME')
+redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], 'abcdefghijklmnopqrstuvwxy', 'PX', 3600000)
+return {1, t[1], 1, 0, 0, 0, 0}
+`
 
 // runRedisSerial times op and reports p50-us and p99-us besides ns/op.
 func runRedisSerial(b *testing.B, op func(i int) error) {

@@ -22,12 +22,12 @@ local function idiv(a, b)
 end
 
 local testTTL = tonumber(ARGV[2]) or 0
-local kinds, rates, pers, caps, delays, inits = {}, {}, {}, {}, {}, {}
-local ai = 4
-for i = 1, tonumber(ARGV[3]) do
-  kinds[i], rates[i], pers[i] = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-  caps[i], delays[i], inits[i] = tonumber(ARGV[ai + 3]), tonumber(ARGV[ai + 4]), tonumber(ARGV[ai + 5])
-  ai = ai + 6
+-- The limits, six numbers each (kind, rate, period, capacity, delay,
+-- initial level), in one flat list.
+local specs, ai = {}, 4
+for j = 1, tonumber(ARGV[3]) * 6 do
+  specs[j] = tonumber(ARGV[ai])
+  ai = ai + 1
 end
 
 local out, o, servertime = {}, 0, nil
@@ -43,9 +43,9 @@ for g = 1, tonumber(ARGV[1]) do
   else
     t, minTTL = min(max(tonumber(t), 0), MAXTIME), testTTL
   end
-  local i, cost, key = tonumber(ARGV[ai + 3]), tonumber(ARGV[ai + 4]), KEYS[g]
+  local j, cost, key = tonumber(ARGV[ai + 3]) * 6 - 5, tonumber(ARGV[ai + 4]), KEYS[g]
   ai = ai + 7
-  local kind, rate, per, cap = kinds[i], rates[i], pers[i], caps[i]
+  local kind, rate, per, cap, delayUnits, init = specs[j], specs[j + 1], specs[j + 2], specs[j + 3], specs[j + 4], specs[j + 5]
   local capLevel = cap * per
 
   -- load: a state of another kind or type reads as fresh
@@ -66,7 +66,7 @@ for g = 1, tonumber(ARGV[1]) do
   local now = t
   if c == 0 then
     a = capLevel
-    if inits[i] >= 0 then a = inits[i] * per end
+    if init >= 0 then a = init * per end
     b, c = now, 1
   else
     a = min(max(a, 0), capLevel)
@@ -87,7 +87,7 @@ for g = 1, tonumber(ARGV[1]) do
   elseif a >= cost * per then
     allowed = 1
     if kind == SHAPER then
-      local wait = capLevel - a - delays[i] * per
+      local wait = capLevel - a - delayUnits * per
       if wait > 0 then delay = idiv(wait + rate - 1, rate) end
     end
     a = a - cost * per
