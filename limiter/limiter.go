@@ -154,8 +154,7 @@ func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, leas
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) {
-	d, _, err := l.take(ctx, key, 1, 0)
-	return d, err
+	return l.AllowN(ctx, key, 1)
 }
 
 // AllowN decides whether n units may be taken for key now and, if so,
@@ -164,6 +163,14 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) 
 // expires; use Acquire to be able to release it. A negative n is an error
 // wrapping store.ErrBadRequest.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
+	if l.mem != nil && l.timeout == 0 && n >= 0 {
+		// The common case, straight to the memory store.
+		d, _, err := l.mem.TakeKey(ctx, l.prefix, key, l.limit, n, 0)
+		if err != nil {
+			return d, l.wrap(err)
+		}
+		return d, nil
+	}
 	d, _, err := l.take(ctx, key, n, 0)
 	return d, err
 }
