@@ -67,12 +67,7 @@ func start(t *testing.T, config string, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		b, _ := io.ReadAll(stderr)
-		p.mu.Lock()
-		p.stderr.Write(b)
-		p.mu.Unlock()
-	}()
+	go io.Copy(p, stderr) // the log, readable while the process runs
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -103,6 +98,13 @@ func start(t *testing.T, config string, args ...string) *proc {
 		}
 	})
 	return p
+}
+
+// Write collects the process's stderr.
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.Write(b)
 }
 
 func (p *proc) logs() string {
