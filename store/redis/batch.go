@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 // A call is one Take waiting for its decision. Calls are pooled: a busy
 // store allocates none per decision.
 type call struct {
+	ctx  context.Context
 	op   string
 	reqs []store.Request
 	out  []algo.Decision
@@ -35,9 +37,9 @@ const (
 
 var callPool = sync.Pool{New: func() any { return &call{sig: make(chan uint8, 2)} }}
 
-func getCall(op string, reqs []store.Request, out []algo.Decision, slot int, now string) *call {
+func getCall(ctx context.Context, op string, reqs []store.Request, out []algo.Decision, slot int, now string) *call {
 	c := callPool.Get().(*call)
-	c.op, c.reqs, c.out, c.slot, c.now = op, reqs, out, slot, now
+	c.ctx, c.op, c.reqs, c.out, c.slot, c.now = ctx, op, reqs, out, slot, now
 	return c
 }
 

@@ -73,8 +73,11 @@ func WithInflightBatches(n int) Option {
 	}
 }
 
-// WithTimeout bounds every round trip the store makes, including the
-// rollback of a reservation after the caller's context is done. Default 3s.
+// WithTimeout bounds the round trips the store makes on behalf of several
+// callers or after its caller has gone: a batch of coalesced decisions,
+// and the rollback of a reservation (which runs even after the caller's
+// context is done). A call sent on its own runs under its caller's
+// context. Default 3s.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

@@ -47,7 +47,7 @@ var (
 //	WithBatchSize(64)          decisions coalesced into one script call
 //	WithBatchWindow(0)         no waiting for a batch to fill
 //	WithInflightBatches(1)     batches in flight at once
-//	WithTimeout(3s)            bound on each round trip and on rollbacks
+//	WithTimeout(3s)            bound on batches and rollbacks
 //	WithTLSConfig(nil)         rediss:// verifies against the system roots
 //	WithClientOption(nil)      adjust the rueidis client options
 //	WithTestClock(nil)         the Redis server's TIME decides (tests only)
@@ -242,7 +242,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if !one {
 		return s.takeCrossSlot(ctx, reqs, out)
 	}
-	c := getCall(opTake, reqs, out, slot, s.testNow())
+	c := getCall(ctx, opTake, reqs, out, slot, s.testNow())
 	s.submit(c)
 	res, err := c.res, c.err
 	putCall(c)
@@ -369,10 +369,12 @@ type scriptArgs struct {
 	fams uint8 // the algorithm families named (see familyOf)
 	// singleTakes is whether every group so far is a one-key take.
 	singleTakes bool
-	specs       []*algo.Limit
-	head        []string
-	body        []string
-	groups      int
+	// args is storage for the ARGV of a pooled scriptArgs.
+	args   []string
+	specs  []*algo.Limit
+	head   []string
+	body   []string
+	groups int
 }
 
 // specIndex returns l's index in the call's header, adding it if new.
@@ -390,7 +392,10 @@ func (s *Store) specIndex(sa *scriptArgs, l *algo.Limit) string {
 
 // argv returns the script's ARGV (see lua/main.lua).
 func (sa *scriptArgs) argv(ttlFloor string) []string {
-	args := make([]string, 0, 3+len(sa.head)+len(sa.body))
+	return sa.appendArgv(make([]string, 0, 3+len(sa.head)+len(sa.body)), ttlFloor)
+}
+
+func (sa *scriptArgs) appendArgv(args []string, ttlFloor string) []string {
 	args = append(args, itoa(int64(sa.groups)), ttlFloor, itoa(int64(len(sa.specs))))
 	args = append(args, sa.head...)
 	return append(args, sa.body...)
@@ -400,7 +405,8 @@ func (sa *scriptArgs) argv(ttlFloor string) []string {
 func (sa *scriptArgs) reset() {
 	clear(sa.specs)
 	clear(sa.keys)
-	*sa = scriptArgs{keys: sa.keys[:0], specs: sa.specs[:0], head: sa.head[:0], body: sa.body[:0]}
+	clear(sa.args)
+	*sa = scriptArgs{keys: sa.keys[:0], specs: sa.specs[:0], head: sa.head[:0], body: sa.body[:0], args: sa.args[:0]}
 }
 
 // appendGroup appends one group (see lua/main.lua) to a script call: the
@@ -439,17 +445,27 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 
 // groupReply walks a script reply group by group.
 type groupReply struct {
-	v   []int64
+	v   []rueidis.RedisMessage
 	pos int
+	err error // the first value that was not an integer
+}
+
+// int returns value i of the reply.
+func (g *groupReply) int(i int) int64 {
+	n, err := g.v[i].AsInt64()
+	if err != nil && g.err == nil {
+		g.err = fmt.Errorf("redis: bad script reply: %w", err)
+	}
+	return n
 }
 
 func (g *groupReply) header() (status, now int64, err error) {
 	if g.pos+2 > len(g.v) {
 		return 0, 0, errShortReply
 	}
-	status, now = g.v[g.pos], g.v[g.pos+1]
+	status, now = g.int(g.pos), g.int(g.pos+1)
 	g.pos += 2
-	return status, now, nil
+	return status, now, g.err
 }
 
 // decision reads one request's decision; a reserve reply has a sixth
@@ -462,23 +478,24 @@ func (g *groupReply) decision(l *algo.Limit, stamp *int64) (algo.Decision, error
 	if g.pos+width > len(g.v) {
 		return algo.Decision{}, errShortReply
 	}
-	v := g.v[g.pos : g.pos+width]
+	p := g.pos
 	g.pos += width
 	if stamp != nil {
-		*stamp = v[5]
+		*stamp = g.int(p + 5)
 	}
+	retry := g.int(p + 2)
 	d := algo.Decision{
-		Allowed:    v[0] == 1,
+		Allowed:    g.int(p) == 1,
 		Limit:      l.Capacity(),
-		Remaining:  v[1],
-		RetryAfter: time.Duration(v[2]) * time.Microsecond,
-		ResetAfter: time.Duration(v[3]) * time.Microsecond,
-		Delay:      time.Duration(v[4]) * time.Microsecond,
+		Remaining:  g.int(p + 1),
+		RetryAfter: time.Duration(retry) * time.Microsecond,
+		ResetAfter: time.Duration(g.int(p+3)) * time.Microsecond,
+		Delay:      time.Duration(g.int(p+4)) * time.Microsecond,
 	}
-	if v[2] < 0 {
+	if retry < 0 {
 		d.RetryAfter = algo.Never
 	}
-	return d, nil
+	return d, g.err
 }
 
 func (g *groupReply) skip(n int) error {
@@ -578,7 +595,7 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 		s.appendGroup(&calls[gi], op, now, reqs, idx, nil)
 	}
 	for gi, r := range s.evalMulti(ctx, calls) {
-		v, err := r.AsIntSlice()
+		v, err := r.ToArray()
 		if err != nil {
 			return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
 		}
@@ -663,7 +680,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	allowed := true
 	var firstErr error
 	for gi, r := range results {
-		v, err := r.AsIntSlice()
+		v, err := r.ToArray()
 		if err == nil {
 			var res store.Result
 			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, stamps)
@@ -748,17 +765,24 @@ func (s *Store) submit(c *call) {
 // execBatch runs calls (single-slot takes) as few script calls as the
 // deployment allows: one outside a Cluster, one per hash slot on it.
 func (s *Store) execBatch(calls []*call) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
-	defer cancel()
+	// A lone call runs under its caller's context; a batch, which serves
+	// several callers, under the store's timeout.
+	ctx := calls[0].ctx
+	if len(calls) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), s.o.timeout)
+		defer cancel()
+	}
 	if s.mode != Cluster || len(calls) == 1 {
 		sa := argsPool.Get().(*scriptArgs)
 		for _, c := range calls {
 			s.appendGroup(sa, c.op, c.now, c.reqs, nil, nil)
 		}
-		r := s.eval(ctx, programFor(sa), sa.keys, sa.argv(s.ttlFloor))
+		sa.args = sa.appendArgv(sa.args[:0], s.ttlFloor)
+		r := s.eval(ctx, programFor(sa), sa.keys, sa.args)
+		s.finish(calls, r)
 		sa.reset()
 		argsPool.Put(sa)
-		s.finish(calls, r)
 		return
 	}
 	bySlot := map[int][]*call{}
@@ -785,7 +809,7 @@ var argsPool = sync.Pool{New: func() any { return new(scriptArgs) }}
 
 // finish decodes one script reply into its calls and wakes them.
 func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
-	v, err := r.AsIntSlice()
+	v, err := r.ToArray()
 	if err != nil {
 		err = fmt.Errorf("redis: take %q: %w: %w", calls[0].reqs[0].Key, store.ErrUnavailable, err)
 	}
