@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -60,6 +62,17 @@ descriptors:
           requests_per_unit: 10
           unit: day
 `, "{S}", sfx)
+}
+
+func post(t *testing.T, url, body string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 func envoyRequest(domain string, hits uint32, descs ...[]string) *rlsv3.RateLimitRequest {
@@ -142,6 +155,19 @@ func TestEnvoySemanticsOnRealStores(t *testing.T) {
 				if resp := ask(envoyRequest("shadow"+sfx, 0, []string{"service", "s", "user", "user-a"})); resp.OverallCode != ok {
 					t.Fatalf("shadow request %d: %v", i, resp)
 				}
+			}
+			// The HTTP twins: /json and /v1/decide answer 429 with the headers.
+			body := `{"domain":"messaging` + sfx + `","descriptors":[{"entries":[{"key":"message_type","value":"marketing"},{"key":"to_number","value":"2061234567"}]}]}`
+			for _, path := range []string{"/json", "/v1/decide"} {
+				code, hdr, got := post(t, "http://"+p.http+path, body)
+				if code != 429 || hdr.Get("Retry-After") == "" || hdr.Get("RateLimit-Policy") != `"message_type_marketing.to_number";q=5;w=86400` ||
+					!strings.Contains(got, "OVER_LIMIT") {
+					t.Fatalf("POST %s: %d %v %s", path, code, hdr, got)
+				}
+			}
+			if code, _, got := post(t, "http://"+p.http+"/v1/decide", `{"domain":"messaging`+sfx+`","descriptors":[]}`); code != 400 ||
+				!strings.Contains(got, "descriptors must not be empty") {
+				t.Fatalf("bad /v1 request: %d %s", code, got)
 			}
 			// Replaces: with both descriptors only the 10 a day applies.
 			d1 := []string{"key_1", "value_1", "user", "bkthomps"}

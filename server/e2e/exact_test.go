@@ -27,15 +27,20 @@ descriptors:
 
 // TestExactEndToEnd: through the real binary, 4 client connections × 2
 // goroutines send 1200 single-hit requests at a 1000-per-hour descriptor:
-// exactly 1000 are admitted, on every store and over every protocol.
+// exactly 1000 are admitted, on every store (Sentinel too) and over every
+// protocol.
 func TestExactEndToEnd(t *testing.T) {
 	stores := map[string]func(t *testing.T) string{
 		"memory":    func(*testing.T) string { return "memory://" },
 		"redis":     func(t *testing.T) string { return "redis://" + testserver.Redis(t) },
 		"cluster":   func(t *testing.T) string { return "redis-cluster://" + strings.Join(testserver.RedisCluster(t), ",") },
 		"memcached": func(t *testing.T) string { return "memcached://" + testserver.Memcached(t) },
+		"sentinel": func(t *testing.T) string {
+			master, sentinels := testserver.RedisSentinel(t)
+			return "redis-sentinel://" + master + "@" + strings.Join(sentinels, ",")
+		},
 	}
-	for _, name := range []string{"memory", "redis", "cluster", "memcached"} {
+	for _, name := range []string{"memory", "redis", "cluster", "memcached", "sentinel"} {
 		t.Run(name, func(t *testing.T) {
 			url := stores[name](t)
 			domain := uniqueDomain(name)
