@@ -1,0 +1,11 @@
+// Package loadgen is the load generator behind `floodgate bench`: it sends
+// rate limit requests to a running floodgate server (gRPC ShouldRateLimit,
+// HTTP /json or the native /v1/decide) from a number of concurrent callers
+// over a number of connections, bounded by a request count and a duration,
+// and reports admitted and rejected counts, errors, decisions per second and
+// a latency histogram.
+//
+// Every run is bounded: it stops after Requests requests or after Duration,
+// whichever comes first (at least one of them must be set), or when its
+// context is done.
+package loadgen

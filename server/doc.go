@@ -1,0 +1,43 @@
+// Package server is the floodgate server's transports: the Envoy rate limit
+// service over gRPC, its JSON twin and the native API over HTTP, and the
+// admin address. cmd/floodgate's serve command wires it to a store and a
+// configuration; the decisions themselves are the policy package's.
+//
+// # APIs
+//
+//   - gRPC: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit with
+//     go-control-plane's types, the standard grpc.health.v1 service (SERVING
+//     while the store answers, NOT_SERVING while draining) and reflection.
+//   - HTTP: POST /json (protojson RateLimitRequest in, RateLimitResponse out;
+//     200 OK, 429 OVER_LIMIT, as envoyproxy/ratelimit), POST /v1/decide,
+//     POST /v1/peek (both batch-capable), POST /v1/observe (samples for the
+//     adaptive controllers), GET /healthcheck, and in gateway mode everything
+//     else through the gateway handler.
+//   - Admin: /metrics, /healthz, /readyz, /dashboard and the token-guarded
+//     /admin/api/ (config, inspect, reset, overrides, scales, stats, events).
+//
+// docs/SERVER.md is the reference with every field and status code.
+//
+// # Semantics
+//
+// Answers follow envoyproxy/ratelimit: a descriptor no rule matches is OK
+// without a limit, an unlimited rule is OK with 2^32-1 remaining, a shadow
+// rule's refusal is OK, an unknown domain is OK (except on /v1, where it is
+// a 404), per-descriptor hits_addend and limit apply. The one deliberate
+// difference is the engine's: all descriptors of a request are decided all
+// or nothing.
+//
+// # Input
+//
+// Every request is validated before any store call: a domain, 1 to 64
+// descriptors of 1 to 16 entries, non-empty keys, keys and values of at most
+// 1024 bytes, valid UTF-8, bodies of at most 1 MiB with a JSON content type.
+// Bad input is 400 (415, 413, 405 where they apply; INVALID_ARGUMENT over
+// gRPC) with a message that says what and where; the decoders are fuzzed.
+//
+// # Lifecycle
+//
+// Serve runs until its context is done, then drains: health turns
+// NOT_SERVING, listeners close, requests in flight finish within the drain
+// timeout, and Serve returns nil. Readiness pings the store every second.
+package server
