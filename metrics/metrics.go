@@ -76,7 +76,7 @@ func New() *Metrics {
 	m.storeErrs = f("store_errors_total", "Store calls that failed, by operation.", "op")
 	m.fallbacks = f("store_fallbacks_total", "Decisions made by the failure policy instead of the store.", "op", "policy")
 	m.reloads = f("config_reloads_total", "Configuration reloads by result.", "result")
-	lat := []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1}
+	lat := []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 200e-3, 250e-3, 1}
 	m.reqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "floodgate", Name: "request_duration_seconds",
 		Help: "Time to answer a request, by transport.", Buckets: lat}, []string{"transport"})
 	m.storeLat = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "floodgate", Name: "store_duration_seconds",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +39,29 @@ func TestStoreOutage(t *testing.T) {
 	for _, policy := range []string{"open", "closed", "local"} {
 		t.Run(policy, func(t *testing.T) { outage(t, policy) })
 	}
+}
+
+// serverSlow scrapes the server's gRPC request latency histogram: the
+// requests answered in over 200 ms, and all of them.
+func serverSlow(t *testing.T, p *proc) (slow, total int64) {
+	t.Helper()
+	code, body, err := get("http://" + p.admin + "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("scraping /metrics: %d %v", code, err)
+	}
+	var le200 int64 = -1
+	for _, l := range strings.Split(body, "\n") {
+		switch {
+		case strings.HasPrefix(l, `floodgate_request_duration_seconds_bucket{transport="grpc",le="0.2"} `):
+			le200, _ = strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+		case strings.HasPrefix(l, `floodgate_request_duration_seconds_count{transport="grpc"} `):
+			total, _ = strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+		}
+	}
+	if le200 < 0 {
+		t.Fatalf("no 0.2s bucket in the gRPC latency histogram:\n%s", grep(body, "request_duration"))
+	}
+	return total - le200, total
 }
 
 func outage(t *testing.T, policy string) {
@@ -100,10 +125,12 @@ descriptors:
 		t.Fatal(err)
 	}
 	killAt := time.Since(begin) // Kill returns once the process is gone
+	slowBefore, totalBefore := serverSlow(t, p)
 	time.Sleep(3 * time.Second) // the outage
 	// Calls between restartAt and backAt may meet the store on its way up:
 	// they belong to neither the outage nor the recovery.
 	restartAt := time.Since(begin)
+	slowAfter, totalAfter := serverSlow(t, p)
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,13 +173,23 @@ descriptors:
 	if len(down) < 1000 {
 		t.Fatalf("%s: only %d calls during the outage", policy, len(down))
 	}
+	// Every call during the outage is answered within 200 ms as the server
+	// measures it (floodgate_request_duration_seconds); as the callers
+	// measure it, the test machine's own scheduling adds to it, so the
+	// client-side bound is looser.
+	if slow := slowAfter - slowBefore; slow > 0 {
+		t.Fatalf("%s: the server took over 200ms to answer %d of the %d calls during the outage", policy, slow, totalAfter-totalBefore)
+	}
+	if totalAfter-totalBefore < 1000 {
+		t.Fatalf("%s: the server answered only %d calls during the outage", policy, totalAfter-totalBefore)
+	}
 	sort.Slice(down, func(i, j int) bool { return down[i].latency > down[j].latency })
-	if worst := down[0].latency; worst > 200*time.Millisecond {
+	if worst := down[0].latency; worst > time.Second {
 		var slow []string
 		for _, c := range down[:min(10, len(down))] {
 			slow = append(slow, fmt.Sprintf("%v at %v", c.latency.Round(time.Millisecond), c.at.Round(time.Millisecond)))
 		}
-		t.Fatalf("%s: a call during the outage took %v, want every one within 200ms; slowest: %v", policy, worst, slow)
+		t.Fatalf("%s: a call during the outage took %v as its caller saw it; slowest: %v", policy, worst, slow)
 	}
 	// After-recovery answers come from the store: at least one admitted
 	// call after the server was ready again.
@@ -186,6 +223,6 @@ descriptors:
 	if okAfter == 0 {
 		t.Fatalf("%s: no call admitted after recovery", policy)
 	}
-	t.Logf("%s: %d calls, %d during the 3s outage (slowest %v, %d admitted), ready %v after the store came back",
+	t.Logf("%s: %d calls, %d during the 3s outage (none over 200ms at the server, slowest %v at the caller, %d admitted), ready %v after the store came back",
 		policy, len(calls), len(down), down[0].latency, total, readyAfter)
 }
