@@ -3,6 +3,9 @@ package resilient_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,6 +254,30 @@ func TestShare(t *testing.T) {
 	}
 }
 
+// pause stops srv with SIGSTOP and waits until the kernel reports it
+// stopped: the signal is asynchronous, and a call racing it would be
+// answered.
+func pause(t *testing.T, srv *testserver.Server) {
+	t.Helper()
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", srv.PID()))
+		if err != nil {
+			return // not Linux: the signal has had its chance
+		}
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "T" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcached %d not stopped 2s after SIGSTOP", srv.PID())
+		}
+		time.Sleep(time.Millisecond) // waiting for a real process
+	}
+}
+
 // outage starts a private memcached and a store on it.
 func outage(t *testing.T) (*testserver.Server, store.Store) {
 	t.Helper()
@@ -358,9 +385,7 @@ func TestTimeoutOnAHungStore(t *testing.T) {
 			}
 		}}))
 	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second})
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	pause(t, srv)
 	defer srv.Resume()
 	for i := range 5 {
 		start := time.Now()
@@ -385,9 +410,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 	s, _ := resilient.New(inner, resilient.WithBreaker(1, time.Second),
 		resilient.WithHooks(resilient.Hooks{Fallback: func(string, resilient.Policy, error) { fallbacks++ }}))
 	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second})
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	pause(t, srv)
 	defer srv.Resume()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
