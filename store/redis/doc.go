@@ -13,10 +13,15 @@
 // below 2^53 where Lua's doubles are exact, division and modulo are made
 // exact, and float formulas run in Go's order, so a script decides exactly
 // what algo decides on the same trace (the differential test holds this
-// for every algorithm). They are concatenated into one script, loaded on
-// every node when the store opens and called by EVALSHA; a NOSCRIPT reply
-// (a restart, a failover to a node that never saw the script) is answered
-// by EVAL, which also caches the script there.
+// for every algorithm and every path). They are assembled into a few
+// scripts, all loaded on every node when the store opens and called by
+// EVALSHA: one per algorithm family and one holding them all, plus a flat
+// script for batches of single-key token bucket, GCRA and shaper takes.
+// Redis runs a script's whole body on every call, so the assembled scripts
+// create an algorithm's functions only when a call uses it, and the flat
+// one defines nothing per call. A NOSCRIPT reply (a restart, a failover to
+// a node that never saw the script) is answered by EVAL, which also caches
+// the script there.
 //
 // # Clock
 //

@@ -145,3 +145,25 @@ func ExampleSlot() {
 	fmt.Println(Slot("{tenant42}:global") == Slot("{tenant42}:user7"))
 	// Output: true
 }
+
+// FuzzParseURL checks that no input panics and every error wraps ErrBadURL.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{
+		"redis://h:1/2", "rediss://u:p@h", "redis-sentinel://m@a:1,b:2/3",
+		"redis-cluster://a:1,b:2", "redis://[::1]", "redis://%zz@h:1", "redis-sentinel://@@@",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		e, err := ParseURL(raw)
+		if err != nil {
+			if !errors.Is(err, ErrBadURL) {
+				t.Fatalf("ParseURL(%q): %v does not wrap ErrBadURL", raw, err)
+			}
+			return
+		}
+		if len(e.Addrs) == 0 || e.Mode == 0 {
+			t.Fatalf("ParseURL(%q) = %+v without an error", raw, e)
+		}
+	})
+}
