@@ -488,14 +488,26 @@ func (g *groupReply) decision(l *algo.Limit, stamp *int64) (algo.Decision, error
 		Allowed:    g.int(p) == 1,
 		Limit:      l.Capacity(),
 		Remaining:  g.int(p + 1),
-		RetryAfter: time.Duration(retry) * time.Microsecond,
-		ResetAfter: time.Duration(g.int(p+3)) * time.Microsecond,
-		Delay:      time.Duration(g.int(p+4)) * time.Microsecond,
+		RetryAfter: micros(retry),
+		ResetAfter: micros(g.int(p + 3)),
+		Delay:      micros(g.int(p + 4)),
 	}
 	if retry < 0 {
 		d.RetryAfter = algo.Never
 	}
 	return d, g.err
+}
+
+// micros is algo's: a µs count as a Duration, saturating below Never (a
+// wait of more than 292 years is not one a caller can act on).
+func micros(us int64) time.Duration {
+	switch {
+	case us <= 0:
+		return 0
+	case us >= int64(algo.Never/time.Microsecond):
+		return algo.Never - 1
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 func (g *groupReply) skip(n int) error {

@@ -80,7 +80,7 @@ ALG[9] = {
     else
       rem = max(p.limit - n, 0)
       -- At the latest, the oldest leases expire; a release may come sooner.
-      retry = micros(zscoreabove(key, now, n + cost - p.limit) - now)
+      retry = micros(max(zscoreabove(key, now, n + cost - p.limit) - now, 1))
     end
     if n > 0 then reset = micros(leaseLast(st) - now) end
     if allowed == 1 and cost > 0 and not commit then

@@ -77,7 +77,7 @@ ALG[2] = {
     else
       rem = max(p.limit - n, 0)
       -- The oldest n + cost - limit units must leave the window first.
-      retry = micros(zscoreabove(key, lo, n + cost - p.limit) + p.per - now)
+      retry = micros(max(zscoreabove(key, lo, n + cost - p.limit) + p.per - now, 1))
     end
     if n > 0 then reset = micros(zscoreabove(key, lo, n) + p.per - now) end
     if allowed == 1 and cost > 0 and not commit then

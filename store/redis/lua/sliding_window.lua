@@ -20,17 +20,12 @@ local function advance(st, p, now)
   return now, idx
 end
 
-local function windowSums(st, p, idx, k)
-  local n = p.n
-  local cur = idx + k
-  local full, old = 0, 0
-  for j = 0, n - 1 do
-    local i = cur - j
-    if i <= idx and i >= idx - n then full = full + st.ring[slot(p, i)] end
-  end
-  local i = cur - n
-  if i <= idx and i >= idx - n then old = st.ring[slot(p, i)] end
-  return full, old
+-- windowSums returns, for the current sub-window idx, the count of the N
+-- newest sub-windows and the count of the oldest, weighted one.
+local function windowSums(st, p, idx)
+  local full = 0
+  for j = 0, p.n - 1 do full = full + st.ring[slot(p, idx - j)] end
+  return full, st.ring[slot(p, idx - p.n)]
 end
 
 local function estimate(full, old, sub, elapsed)
@@ -47,23 +42,40 @@ local function slidingExpiry(st, p)
   return 0
 end
 
+-- slidingRetry is algo's: walk the sub-windows from the current one;
+-- within one the estimate only falls, so search the first microsecond
+-- that fits (after trying the closed form).
 local function slidingRetry(st, p, idx, now, cost)
   local sub, n, limit = p.sub, p.n, p.limit
+  local full, old = windowSums(st, p, idx)
   for k = 0, n + 1 do
-    local full, old = windowSums(st, p, idx, k)
-    if full + cost <= limit then
-      local start = (idx + k) * sub
-      local e = 0
+    if k > 0 then
+      -- Sub-window idx+k: sub-window idx+k-n becomes the oldest and
+      -- leaves the full sum; newer ones are empty.
+      old = 0
+      if k <= n then old = st.ring[slot(p, idx + k - n)] end
+      full = full - old
+    end
+    if full + cost <= limit and estimate(full, old, sub, sub - 1) + cost <= limit then
+      local lo, hi = 0, sub - 1
+      if k == 0 then lo = now - idx * sub end
+      local e = nil
       if old > 0 then
         local x = (limit - cost - full) * sub / old
-        e = sub - trunc(floor(x))
-        if e < 0 then e = 0 end
+        local g = sub - trunc(x)
+        if g > lo and g < hi and estimate(full, old, sub, g) + cost <= limit
+          and estimate(full, old, sub, g - 1) + cost > limit then
+          e = g
+        end
       end
-      if start + e < now then e = now - start end
-      while e < sub and estimate(full, old, sub, e) + cost > limit do
-        e = e + 1
+      if not e then
+        while lo < hi do
+          local mid = lo + idiv(hi - lo, 2)
+          if estimate(full, old, sub, mid) + cost <= limit then hi = mid else lo = mid + 1 end
+        end
+        e = lo
       end
-      if e < sub then return start + e - now end
+      return (idx + k) * sub + e - now
     end
   end
   return (idx + n + 1) * sub - now
@@ -102,7 +114,7 @@ ALG[3] = {
     local idx
     now, idx = advance(st, p, now)
     local elapsed = now - idx * sub
-    local full, old = windowSums(st, p, idx, 0)
+    local full, old = windowSums(st, p, idx)
     local est = estimate(full, old, sub, elapsed)
     local limit = p.limit
     local allowed, rem, retry, reset = 0, 0, 0, 0
@@ -119,7 +131,9 @@ ALG[3] = {
       rem = trunc(floor(limit - est))
       retry = micros(slidingRetry(st, p, idx, now, cost))
     end
-    if rem < 0 then rem = 0 end
+    -- (Only counts this package did not write could take Remaining
+    -- above the limit.)
+    rem = min(max(rem, 0), p.limit)
     local exp = slidingExpiry(st, p)
     if allowed == 1 and cost > 0 and not commit then
       exp = (idx + p.n + 1) * sub -- what take would report
