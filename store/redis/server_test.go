@@ -71,7 +71,7 @@ func TestScriptReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	take("after a restart")
-	exists, err := s.client.Do(t.Context(), s.client.B().ScriptExists().Sha1(scriptFor(familyOf(algo.TokenBucket)).sha).Build()).AsIntSlice()
+	exists, err := s.client.Do(t.Context(), s.client.B().ScriptExists().Sha1(bucketTakes.sha).Build()).AsIntSlice()
 	if err != nil || len(exists) != 1 || exists[0] != 1 {
 		t.Errorf("after the reload, SCRIPT EXISTS = %v, %v; want the script cached again", exists, err)
 	}
@@ -79,18 +79,20 @@ func TestScriptReload(t *testing.T) {
 
 // TestServerClockRules shows what the server clock buys. Two instances
 // whose callers' clocks are 30s apart, passing their own time (as a store
-// on the caller's clock would), straddle a one-minute fixed window's
+// on the caller's clock would), straddle a one-hour fixed window's
 // boundary and admit more than the limit within a minute; on the server's
-// clock the same calls count in one window and stop at the limit.
+// clock the same calls count in one window and stop at the limit. (A real
+// hour boundary falling inside the test's few milliseconds would split
+// that window too: a chance of about one in a million.)
 func TestServerClockRules(t *testing.T) {
 	url := redisURL(t)
-	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 45s into a minute: the second instance's clock, 30s ahead, is in
-	// the next window.
-	callerNow := time.Date(2025, 6, 1, 12, 0, 45, 0, time.UTC)
+	// 15s before an hour ends: the second instance's clock, 30s ahead, is
+	// in the next window.
+	callerNow := time.Date(2025, 6, 1, 12, 59, 45, 0, time.UTC)
 	run := func(a, b *Store, key string) (admitted int, resets []time.Duration) {
 		out := make([]algo.Decision, 1)
 		for i := 0; i < 20; i++ {
@@ -114,7 +116,7 @@ func TestServerClockRules(t *testing.T) {
 	callerA := openT(t, url, WithTestClock(func() time.Time { return callerNow }))
 	callerB := openT(t, url, WithTestClock(func() time.Time { return callerNow.Add(30 * time.Second) }))
 	if got, _ := run(callerA, callerB, fmt.Sprintf("skew:%s:caller", runID)); got <= 10 {
-		t.Fatalf("on the callers' clocks 30s apart, the two instances admitted %d of 20 against a limit of 10 per minute; want more than 10 (the skew splits the window)", got)
+		t.Fatalf("on the callers' clocks 30s apart, the two instances admitted %d of 20 against a limit of 10 per hour; want more than 10 (the skew splits the window)", got)
 	}
 
 	// The server's clock: both instances read it.
