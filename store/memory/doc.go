@@ -4,17 +4,22 @@
 // # Model
 //
 // Keys are spread over a power-of-two number of shards by a fast seeded hash
-// (hash/maphash); each shard is a map under its own mutex, so callers working
-// on different keys rarely meet on a lock, and callers on the same key are
+// (hash/maphash). Each shard indexes its keys in an open-addressing table of
+// pointers that readers probe without a lock; the shard's lock serialises
+// only the writers of the index (a new key, a removal, a growth). Each key
+// has its own lock, in the same cache line as its state and its copy of the
+// key: a decision on an existing key takes that lock and nothing else, so
+// callers on different keys never meet, and callers on the same key are
 // serialised exactly. Every decision is one of the algo package's pure
-// functions applied under the shard lock, so the memory store decides
+// functions applied under the key's lock, so the memory store decides
 // exactly as the reference does: a budget of K admits exactly K under any
 // number of goroutines.
 //
-// A Take over several requests is all-or-nothing: the store locks the shards
-// involved in ascending order (so two such calls cannot deadlock), checks
-// every request, and charges them only if all pass. No refund is ever
-// needed, and no other caller can see a half-charged state.
+// A Take over several requests is all-or-nothing: the store locks their keys
+// in one global order (by address, so two such calls cannot deadlock),
+// decides every request on a copy of its state, and stores the copies only
+// if all pass. No refund is ever needed, and no other caller can see a
+// half-charged state.
 //
 // # Time
 //
@@ -26,7 +31,7 @@
 //
 // # Memory
 //
-// A key costs its state and its map slot. A key whose state no longer
+// A key costs its state and its index slot. A key whose state no longer
 // differs from a fresh one (algo.Limit.ExpiresAt has passed) is removed: at
 // once when a call finds it so, and in the background by the janitor
 // (WithSweepInterval). WithMaxKeys caps the number of keys; a full shard
@@ -34,12 +39,12 @@
 // exactness), and Stats counts evictions.
 //
 // Measured on amd64 with 16-byte keys (BenchmarkFootprint; figures in
-// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 104
-// bytes of heap at one million keys — a 32-byte entry (the state's three
-// words and one word for its expiry and algorithm) followed by the store's
-// copy of the key in one 48-byte block, and about 56 bytes of map slot at
-// the map's load at that size. A longer key costs its bytes rounded up to
-// the allocator's next size class.
+// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 81
+// bytes of heap at one million keys — one 64-byte block holding the key's
+// lock, its state (three words and one for its expiry and algorithm) and its
+// copy of the key, and an 8-byte index slot at a load between 3/8 and 3/4.
+// A longer key costs its bytes rounded up to the allocator's next size
+// class.
 // Algorithms with variable state (sliding log, concurrency, sliding window
 // with more than one sub-window) add a slice of 8 bytes per timestamp,
 // lease or sub-window, kept in a side map of the shard.

@@ -1,11 +1,11 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -29,38 +29,6 @@ type Store struct {
 	stop   chan struct{}
 	done   chan struct{}
 }
-
-// shard is one lock and the keys under it, padded to a cache line so that
-// callers on neighbouring shards do not invalidate each other's lock.
-type shard struct {
-	mu        sync.Mutex
-	m         map[string]*entry // nil once the store is closed
-	ext       map[*entry][]int64
-	evictions int64
-	expired   int64
-	_         [24]byte
-}
-
-// entry is one key's state: algo.State's fixed part and a word holding the
-// state's expiry and what wrote it, 32 bytes in all. The variable part
-// (algo.State.Ext), which only sliding logs, concurrency leases and
-// multi-sub-window sliding windows use, lives in the shard's ext map, so
-// the common key does not pay for a slice header.
-type entry struct {
-	a, b, c int64
-	meta    uint64 // expiry µs (bits 0-54) | hasExt (bit 55) | algo.Kind (bits 56-63)
-}
-
-const (
-	expBits   = 55
-	expMask   = 1<<expBits - 1
-	hasExt    = 1 << expBits
-	kindShift = 56
-)
-
-func (e *entry) exp() int64      { return int64(e.meta & expMask) }
-func (e *entry) kind() algo.Kind { return algo.Kind(e.meta >> kindShift) }
-func (e *entry) ext() bool       { return e.meta&hasExt != 0 }
 
 // Stats counts the store's keys and the removals that were not asked for.
 type Stats struct {
@@ -114,7 +82,7 @@ func New(opts ...Option) (*Store, error) {
 		s.perShard = (c.maxKeys + n - 1) / n
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[string]*entry)
+		s.shards[i].tab.Store(newTable(8))
 		s.shards[i].ext = make(map[*entry][]int64)
 	}
 	if c.sweep > 0 {
@@ -132,121 +100,90 @@ func (s *Store) now() int64 {
 	return s.baseUS + int64(time.Since(s.base)/time.Microsecond)
 }
 
-func (s *Store) shardIndex(key string) int {
-	return int(maphash.String(s.seed, key) & s.mask)
+func (s *Store) hash(key string) (uint64, *shard) {
+	h := maphash.String(s.seed, key)
+	return h, &s.shards[h&s.mask]
 }
 
-// newEntry allocates a zero entry and a copy of key in one pointer-free
-// block, the key's bytes right after the entry: the map's comparison of the
-// key and the read of the entry then touch the same cache lines, which
-// matters once the keys outnumber the cache, and a new key costs one
-// allocation instead of two. The entry holds no pointers, so the block needs
-// no scanning, and the string keeps the whole block alive.
-func newEntry(key string) (*entry, string) {
-	const size = int(unsafe.Sizeof(entry{}))
-	b := make([]byte, size+len(key))
-	copy(b[size:], key)
-	return (*entry)(unsafe.Pointer(&b[0])), unsafe.String(&b[size], len(key))
-}
-
-func (sh *shard) load(e *entry, st *algo.State) {
-	st.A, st.B, st.C = e.a, e.b, e.c
-	if e.ext() {
-		st.Ext = sh.ext[e]
-	}
-}
-
-func (sh *shard) save(e *entry, st *algo.State, exp int64, k algo.Kind) {
-	e.a, e.b, e.c = st.A, st.B, st.C
-	meta := uint64(min(exp, expMask)) | uint64(k)<<kindShift
-	switch {
-	case st.Ext != nil:
-		sh.ext[e] = st.Ext
-		meta |= hasExt
-	case e.ext():
-		delete(sh.ext, e)
-	}
-	e.meta = meta
-}
-
-// remove deletes key, whose entry is e.
-func (sh *shard) remove(key string, e *entry) {
-	if e.ext() {
-		delete(sh.ext, e)
-	}
-	delete(sh.m, key)
-}
-
-// lookup returns key's state in st and its entry if any. A missing key, a
-// key written by another algorithm (its limit was reconfigured) and a key
-// whose state has expired all read as a fresh (zero) state, whether or not
-// the janitor has removed them yet, so that decisions do not depend on when
-// it runs. The shard lock is held.
-func (sh *shard) lookup(key string, k algo.Kind, st *algo.State, now int64) *entry {
-	e := sh.m[key]
-	if e != nil && e.kind() == k && e.exp() > now {
-		sh.load(e, st)
-	}
-	return e
-}
-
-// peek is Peek on key's state, which it leaves as it was: the variable part
-// is copied because Peek forgets expired entries in place. The shard lock
-// is held.
-func (sh *shard) peek(r *store.Request, now int64) algo.Decision {
-	var st algo.State
-	sh.lookup(r.Key, r.Limit.Algorithm(), &st, now)
-	if st.Ext != nil {
-		st.Ext = slices.Clone(st.Ext)
-	}
-	return r.Limit.Peek(&st, now, r.Cost)
-}
-
-// put records st as key's state, or removes the key when st no longer
-// differs from a fresh state. e is the key's entry, nil if it has none. The
-// shard lock is held; key is copied if kept.
-func (s *Store) put(sh *shard, key string, e *entry, st *algo.State, l *algo.Limit, now int64) {
-	exp := l.ExpiresAt(st)
-	if exp <= now {
-		if e != nil {
-			sh.remove(key, e)
-			sh.expired++
+// acquire returns key's entry, locked and in the table, creating it if
+// need be (create false: nil for a missing key), or errClosed.
+func (s *Store) acquire(key string, create bool, now int64) (*entry, *shard, error) {
+	h, sh := s.hash(key)
+	for {
+		e := sh.find(h, key)
+		if e == nil {
+			if !create {
+				if sh.tab.Load() == nil {
+					return nil, sh, errClosed
+				}
+				return nil, sh, nil
+			}
+			var ok bool
+			if e, ok = sh.insert(h, key, s.perShard, now); !ok {
+				return nil, sh, errClosed
+			}
 		}
+		e.mu.Lock()
+		if !e.dead() {
+			return e, sh, nil
+		}
+		e.mu.Unlock() // removed meanwhile: look again
+	}
+}
+
+// load returns e's state: zero when it was written by another algorithm
+// (its limit was reconfigured) or has expired, whether or not the janitor
+// has removed it yet, so that decisions do not depend on when it runs.
+// e.mu is held.
+func (sh *shard) load(e *entry, k algo.Kind, st *algo.State, now int64) {
+	if e.kind() != k || e.exp() <= now {
 		return
 	}
-	if e == nil {
-		if s.perShard > 0 && len(sh.m) >= s.perShard {
-			sh.evict(now)
-		}
-		var k string
-		e, k = newEntry(key)
-		sh.m[k] = e
+	st.A, st.B, st.C = e.a, e.b, e.c
+	if e.ext() {
+		sh.extMu.Lock()
+		st.Ext = sh.ext[e]
+		sh.extMu.Unlock()
 	}
-	sh.save(e, st, exp, l.Algorithm())
 }
 
-// evict removes one key of a full shard; see WithMaxKeys.
-func (sh *shard) evict(now int64) {
-	var victim string
-	var ve *entry
-	n := 0
-	for k, e := range sh.m { // map iteration starts at a random place
-		if e.exp() <= now {
-			sh.remove(k, e)
-			sh.expired++
-			return
-		}
-		if ve == nil || e.exp() < ve.exp() {
-			victim, ve = k, e
-		}
-		if n++; n == evictSamples {
-			break
-		}
+// save stores st in e and reports whether st still differs from a fresh
+// state; when it does not, the caller removes the key (see release).
+// e.mu is held.
+func (sh *shard) save(e *entry, st *algo.State, l *algo.Limit, now int64) bool {
+	exp := l.ExpiresAt(st)
+	e.a, e.b, e.c = st.A, st.B, st.C
+	meta := uint64(min(max(exp, 0), expMask)) | uint64(l.Algorithm())<<kindShift
+	switch {
+	case st.Ext != nil:
+		sh.extMu.Lock()
+		sh.ext[e] = st.Ext
+		sh.extMu.Unlock()
+		meta |= hasExt
+	case e.ext():
+		sh.extMu.Lock()
+		delete(sh.ext, e)
+		sh.extMu.Unlock()
 	}
-	if ve != nil {
-		sh.remove(victim, ve)
-		sh.evictions++
+	e.meta = meta
+	return exp > now
+}
+
+// release unlocks e and, if its state no longer differs from a fresh one,
+// removes the key: a decision that leaves nothing to remember leaves no key.
+func (s *Store) release(sh *shard, e *entry, live bool, now int64) {
+	e.mu.Unlock()
+	if live {
+		return
 	}
+	sh.mu.Lock()
+	e.mu.Lock()
+	if !e.dead() && e.exp() <= now {
+		sh.remove(e)
+		sh.expired++
+	}
+	e.mu.Unlock()
+	sh.mu.Unlock()
 }
 
 func checkOne(key string, l *algo.Limit) error {
@@ -260,10 +197,10 @@ func checkOne(key string, l *algo.Limit) error {
 }
 
 // Take decides reqs as one all-or-nothing acquisition (see store.Store).
-// out must have len(reqs). A single request locks one shard; several lock
-// their shards in ascending order, check every request and charge them only
-// if all pass. A refused Take charges nothing (see store/storetest for the
-// exact rule all stores follow).
+// out must have len(reqs). A single request locks its key; several lock
+// their keys in a fixed order (by address), check every request and charge
+// them only if all pass. A refused Take charges nothing (see
+// store/storetest for the exact rule all stores follow).
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, err
@@ -308,7 +245,7 @@ func (s *Store) TakeKey(ctx context.Context, prefix, key string, l *algo.Limit, 
 		return algo.Decision{}, 0, errEmptyKey
 	}
 	// The string aliases buf only for this call: takeOne never keeps its
-	// key (put copies the keys it stores), so buf stays on the stack.
+	// key (a new entry copies it), so buf stays on the stack.
 	k := unsafe.String(&b[0], len(b))
 	if err := checkOne(k, l); err != nil {
 		return algo.Decision{}, 0, err
@@ -322,166 +259,164 @@ func (s *Store) TakeKey(ctx context.Context, prefix, key string, l *algo.Limit, 
 }
 
 func (s *Store) takeOne(key string, l *algo.Limit, cost int64, lease uint64, now int64) (algo.Decision, error) {
-	sh := &s.shards[s.shardIndex(key)]
-	var st algo.State
-	sh.mu.Lock()
-	if sh.m == nil {
-		sh.mu.Unlock()
-		return algo.Decision{}, errClosed
-	}
-	e := sh.lookup(key, l.Algorithm(), &st, now)
-	d := l.TakeLease(&st, now, cost, lease)
-	s.put(sh, key, e, &st, l, now)
-	sh.mu.Unlock()
-	return d, nil
-}
-
-// lockShards locks the shards of reqs in ascending order, each once, and
-// returns their indexes in the order locked.
-func (s *Store) lockShards(reqs []store.Request, buf []int) []int {
-	idx := buf[:0]
-	for i := range reqs {
-		j := s.shardIndex(reqs[i].Key)
-		at := len(idx)
-		for at > 0 && idx[at-1] > j {
-			at--
+	h, sh := s.hash(key)
+	for {
+		e := sh.find(h, key)
+		if e == nil {
+			d, done, err := s.takeNew(sh, h, key, l, cost, lease, now)
+			if done || err != nil {
+				return d, err
+			}
+			continue // inserted meanwhile
 		}
-		if at > 0 && idx[at-1] == j {
+		e.mu.Lock()
+		if e.dead() {
+			e.mu.Unlock()
 			continue
 		}
-		idx = append(idx, 0)
-		copy(idx[at+1:], idx[at:])
-		idx[at] = j
-	}
-	for _, j := range idx {
-		s.shards[j].mu.Lock()
-	}
-	return idx
-}
-
-func (s *Store) unlockShards(idx []int) {
-	for i := len(idx) - 1; i >= 0; i-- {
-		s.shards[idx[i]].mu.Unlock()
-	}
-}
-
-// hasDuplicateKeys reports whether two requests name the same key.
-func hasDuplicateKeys(reqs []store.Request) bool {
-	if len(reqs) > 32 {
-		seen := make(map[string]struct{}, len(reqs))
-		for i := range reqs {
-			if _, ok := seen[reqs[i].Key]; ok {
-				return true
-			}
-			seen[reqs[i].Key] = struct{}{}
-		}
-		return false
-	}
-	for i := range reqs {
-		for j := i + 1; j < len(reqs); j++ {
-			if reqs[i].Key == reqs[j].Key {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (s *Store) takeMany(reqs []store.Request, out []algo.Decision, now int64) (bool, error) {
-	var buf [8]int
-	idx := s.lockShards(reqs, buf[:])
-	defer s.unlockShards(idx)
-	for _, j := range idx {
-		if s.shards[j].m == nil {
-			return false, errClosed
-		}
-	}
-	if hasDuplicateKeys(reqs) {
-		return s.takeSequential(reqs, out, now), nil
-	}
-	// Distinct keys: the Take of each is exactly its Peek, so peek all and
-	// charge only when every one passes.
-	ok := true
-	for i := range reqs {
-		out[i] = s.check(&reqs[i], now)
-		ok = ok && out[i].Allowed
-	}
-	if !ok {
-		for i := range reqs {
-			out[i] = store.Unwind(out[i], reqs[i].Cost)
-		}
-		return false, nil
-	}
-	for i := range reqs {
-		r := &reqs[i]
-		sh := &s.shards[s.shardIndex(r.Key)]
 		var st algo.State
-		e := sh.lookup(r.Key, r.Limit.Algorithm(), &st, now)
-		out[i] = r.Limit.TakeLease(&st, now, r.Cost, r.Lease)
-		s.put(sh, r.Key, e, &st, r.Limit, now)
+		sh.load(e, l.Algorithm(), &st, now)
+		d := l.TakeLease(&st, now, cost, lease)
+		s.release(sh, e, sh.save(e, &st, l, now), now)
+		return d, nil
 	}
-	return true, nil
 }
 
-// check decides r without charging it: a request that passes leaves its
-// state as algo Peek does, and one that is refused as its refused algo Take
-// does, which starts a fresh bucket's clock. The shard lock is held.
-func (s *Store) check(r *store.Request, now int64) algo.Decision {
-	sh := &s.shards[s.shardIndex(r.Key)]
+// takeNew decides a request on a key the table does not hold, under the
+// shard's writer lock, which every other decision on a missing key of the
+// shard also takes: the key is created only if the decision leaves a state
+// worth keeping (a refused or zero-cost request on a fresh key leaves
+// none, and evicts nobody). done is false if the key appeared meanwhile.
+func (s *Store) takeNew(sh *shard, h uint64, key string, l *algo.Limit, cost int64, lease uint64, now int64) (d algo.Decision, done bool, err error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.tab.Load() == nil {
+		return d, true, errClosed
+	}
+	if sh.find(h, key) != nil {
+		return d, false, nil
+	}
 	var st algo.State
-	e := sh.lookup(r.Key, r.Limit.Algorithm(), &st, now)
-	d := r.Limit.Peek(&st, now, r.Cost)
-	if !d.Allowed {
-		d = r.Limit.TakeLease(&st, now, r.Cost, r.Lease)
+	d = l.TakeLease(&st, now, cost, lease)
+	if l.ExpiresAt(&st) > now {
+		e := newEntry(h, key)
+		sh.save(e, &st, l, now) // before anyone can find it
+		sh.add(e, s.perShard, now)
 	}
-	s.put(sh, r.Key, e, &st, r.Limit, now)
-	return d
+	return d, true, nil
 }
 
-// takeSequential decides requests that share keys: each is taken on a copy
-// of the state that the earlier requests on its key left, and the copies are
-// kept only if all pass. The shard locks are held.
-func (s *Store) takeSequential(reqs []store.Request, out []algo.Decision, now int64) bool {
-	states := make([]algo.State, len(reqs))
-	first := make([]int, len(reqs)) // index of the first request on the same key
-	for i := range reqs {
-		first[i] = i
-		for j := 0; j < i; j++ {
-			if reqs[j].Key == reqs[i].Key {
-				first[i] = j
+// held is one key of a Take over several requests.
+type held struct {
+	e  *entry
+	sh *shard
+}
+
+// lockAll returns the entries of reqs, each locked once, in ascending
+// order of address — the order every Take over several keys locks in, so
+// that two of them cannot deadlock — and for each request the index of its
+// entry.
+func (s *Store) lockAll(reqs []store.Request, now int64, idx []int) ([]held, error) {
+	for {
+		hs := make([]held, 0, len(reqs))
+		for i := range reqs {
+			e, sh, err := s.acquire(reqs[i].Key, true, now)
+			if err != nil {
+				return nil, err
+			}
+			e.mu.Unlock()
+			hs = append(hs, held{e, sh})
+		}
+		order := make([]held, 0, len(hs))
+		for _, h := range hs {
+			if !slices.ContainsFunc(order, func(o held) bool { return o.e == h.e }) {
+				order = append(order, h)
+			}
+		}
+		slices.SortFunc(order, func(a, b held) int {
+			return cmp.Compare(uintptr(unsafe.Pointer(a.e)), uintptr(unsafe.Pointer(b.e)))
+		})
+		dead := false
+		for i, h := range order {
+			h.e.mu.Lock()
+			if h.e.dead() {
+				for _, u := range order[:i+1] {
+					u.e.mu.Unlock()
+				}
+				dead = true
 				break
 			}
 		}
-		if first[i] == i {
-			sh := &s.shards[s.shardIndex(reqs[i].Key)]
-			sh.lookup(reqs[i].Key, reqs[i].Limit.Algorithm(), &states[i], now)
-			states[i] = states[i].Clone()
+		if dead {
+			continue // a key was removed between the lookup and the lock
 		}
+		for i, h := range hs {
+			idx[i] = slices.IndexFunc(order, func(o held) bool { return o.e == h.e })
+		}
+		return order, nil
+	}
+}
+
+func (s *Store) takeMany(reqs []store.Request, out []algo.Decision, now int64) (bool, error) {
+	idx := make([]int, len(reqs))
+	order, err := s.lockAll(reqs, now, idx)
+	if err != nil {
+		return false, err
+	}
+	states := make([]algo.State, len(order))
+	for j, h := range order {
+		h.sh.load(h.e, reqs[slices.Index(idx, j)].Limit.Algorithm(), &states[j], now)
+		states[j] = states[j].Clone()
+	}
+	// Take each request on a copy of the state the earlier requests on its
+	// key left; keep the copies only if all pass.
+	work := make([]algo.State, len(order))
+	for j := range states {
+		work[j] = states[j].Clone()
 	}
 	ok := true
 	for i := range reqs {
 		r := &reqs[i]
-		out[i] = r.Limit.TakeLease(&states[first[i]], now, r.Cost, r.Lease)
+		out[i] = r.Limit.TakeLease(&work[idx[i]], now, r.Cost, r.Lease)
 		if !out[i].Allowed {
 			ok = false
 			break
 		}
 	}
+	live := make([]bool, len(order))
 	if ok {
-		for i := range reqs {
-			if first[i] != i {
-				continue
-			}
-			r := &reqs[i]
-			sh := &s.shards[s.shardIndex(r.Key)]
-			s.put(sh, r.Key, sh.m[r.Key], &states[i], r.Limit, now)
+		for j, h := range order {
+			live[j] = h.sh.save(h.e, &work[j], reqs[slices.Index(idx, j)].Limit, now)
 		}
-		return true
+	} else {
+		// Nothing is charged: each request is decided alone on the state
+		// as it was, which keeps what its Peek — or, refused alone, its
+		// refused Take — leaves.
+		for i := range reqs {
+			r := &reqs[i]
+			st := &states[idx[i]]
+			d := r.Limit.Peek(st, now, r.Cost)
+			if !d.Allowed {
+				d = r.Limit.TakeLease(st, now, r.Cost, r.Lease)
+			}
+			out[i] = store.Unwind(d, r.Cost)
+		}
+		for j, h := range order {
+			live[j] = h.sh.save(h.e, &states[j], reqs[slices.Index(idx, j)].Limit, now)
+		}
 	}
-	for i := range reqs {
-		out[i] = store.Unwind(s.check(&reqs[i], now), reqs[i].Cost)
+	// Unlock every key before removing the ones left fresh: a removal takes
+	// the shard's lock, which must never wait while a key's lock is held.
+	for _, h := range order {
+		h.e.mu.Unlock()
 	}
-	return false
+	for j, h := range order {
+		if !live[j] {
+			h.e.mu.Lock()
+			s.release(h.sh, h.e, false, now)
+		}
+	}
+	return ok, nil
 }
 
 // Peek fills out with the decision Take would make for each request on its
@@ -496,14 +431,18 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	}
 	now := s.now()
 	for i := range reqs {
-		sh := &s.shards[s.shardIndex(reqs[i].Key)]
-		sh.mu.Lock()
-		if sh.m == nil {
-			sh.mu.Unlock()
-			return errClosed
+		r := &reqs[i]
+		e, sh, err := s.acquire(r.Key, false, now)
+		if err != nil {
+			return err
 		}
-		out[i] = sh.peek(&reqs[i], now)
-		sh.mu.Unlock()
+		var st algo.State
+		if e != nil {
+			sh.load(e, r.Limit.Algorithm(), &st, now)
+			st.Ext = slices.Clone(st.Ext) // Peek forgets expired entries in place
+			e.mu.Unlock()
+		}
+		out[i] = r.Limit.Peek(&st, now, r.Cost)
 	}
 	return nil
 }
@@ -560,24 +499,22 @@ func (s *Store) begin(ctx context.Context, reqs []store.Request) error {
 	return nil
 }
 
-// each applies f to r's state under its shard lock and stores the result.
-// A key that holds no live state is left alone: there is nothing to give
-// back.
+// each applies f to r's state under its lock and stores the result. A key
+// that holds no live state is left alone: there is nothing to give back.
 func (s *Store) each(r *store.Request, now int64, f func(*algo.State, *store.Request)) error {
-	sh := &s.shards[s.shardIndex(r.Key)]
-	k := r.Limit.Algorithm()
-	var st algo.State
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.m == nil {
-		return errClosed
+	e, sh, err := s.acquire(r.Key, false, now)
+	if err != nil || e == nil {
+		return err
 	}
-	e := sh.lookup(r.Key, k, &st, now)
-	if e == nil || e.kind() != k || e.exp() <= now {
+	k := r.Limit.Algorithm()
+	if e.kind() != k || e.exp() <= now {
+		e.mu.Unlock()
 		return nil
 	}
+	var st algo.State
+	sh.load(e, k, &st, now)
 	f(&st, r)
-	s.put(sh, r.Key, e, &st, r.Limit, now)
+	s.release(sh, e, sh.save(e, &st, r.Limit, now), now)
 	return nil
 }
 
@@ -595,14 +532,16 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 		return errClosed
 	}
 	for _, k := range keys {
-		sh := &s.shards[s.shardIndex(k)]
+		h, sh := s.hash(k)
 		sh.mu.Lock()
-		if sh.m == nil {
+		if sh.tab.Load() == nil {
 			sh.mu.Unlock()
 			return errClosed
 		}
-		if e := sh.m[k]; e != nil {
-			sh.remove(k, e)
+		if e := sh.find(h, k); e != nil {
+			e.mu.Lock()
+			sh.remove(e)
+			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}
@@ -618,36 +557,50 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	if key == "" {
 		return algo.State{}, false, errEmptyKey
 	}
-	sh := &s.shards[s.shardIndex(key)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.m == nil {
-		return algo.State{}, false, errClosed
+	now := s.now()
+	e, sh, err := s.acquire(key, false, now)
+	if err != nil || e == nil {
+		return algo.State{}, false, err
 	}
-	e := sh.m[key]
-	if e == nil || e.exp() <= s.now() {
+	defer e.mu.Unlock()
+	if e.exp() <= now {
 		return algo.State{}, false, nil
 	}
 	var st algo.State
-	sh.load(e, &st)
+	sh.load(e, e.kind(), &st, now)
 	return st.Clone(), true, nil
 }
 
 // Sweep removes every key whose state has expired and returns how many it
-// removed. The janitor calls it every sweep interval; it locks one shard at
-// a time.
+// removed. The janitor calls it every sweep interval. It holds one shard's
+// writer lock at a time, which delays only new keys of that shard, and
+// each key's lock for an instant; it shrinks tables that emptied.
 func (s *Store) Sweep() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		t := sh.tab.Load()
+		if t == nil {
+			sh.mu.Unlock()
+			continue
+		}
 		now := s.now()
-		for k, e := range sh.m {
+		for j := range t.slots {
+			e := t.slots[j].Load()
+			if e == nil || e == tomb {
+				continue
+			}
+			e.mu.Lock()
 			if e.exp() <= now {
-				sh.remove(k, e)
+				sh.remove(e)
 				sh.expired++
 				n++
 			}
+			e.mu.Unlock()
+		}
+		if sh.tombs > 0 && (sh.tombs >= sh.live || sh.live*8 < len(t.slots)) {
+			sh.rebuild() // drop the tombstones, shrink an emptied table
 		}
 		sh.mu.Unlock()
 	}
@@ -676,7 +629,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Keys += int64(len(sh.m))
+		st.Keys += int64(sh.live)
 		st.Evictions += sh.evictions
 		st.Expired += sh.expired
 		sh.mu.Unlock()
@@ -697,7 +650,11 @@ func (s *Store) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.m, sh.ext = nil, nil
+		sh.tab.Store(nil)
+		sh.live, sh.tombs = 0, 0
+		sh.extMu.Lock()
+		sh.ext = nil
+		sh.extMu.Unlock()
 		sh.mu.Unlock()
 	}
 	return nil

@@ -12,9 +12,9 @@ var ErrInvalidOption = errors.New("memory: invalid option")
 // Defaults of the options.
 const (
 	// DefaultShards is the number of shards when WithShards is not given:
-	// enough that parallel callers on different keys rarely share a lock on
+	// enough that callers creating keys in parallel rarely share a lock on
 	// machines up to a few dozen cores, few enough that an empty store stays
-	// small (one cache line per shard).
+	// small (about 50 KB).
 	DefaultShards = 256
 	// DefaultSweepInterval is how often the janitor removes expired keys
 	// when WithSweepInterval is not given.
@@ -44,8 +44,10 @@ func WithClock(clock func() time.Time) Option {
 }
 
 // WithShards sets the number of shards, rounded up to a power of two
-// (default DefaultShards, at most MaxShards). More shards mean less lock
-// contention between callers on different keys; each costs 64 bytes.
+// (default DefaultShards, at most MaxShards). A shard's lock serialises the
+// changes to its index (new keys, removals, growth), not decisions on
+// existing keys, so more shards help workloads that create many keys at
+// once; each costs about 200 bytes.
 func WithShards(n int) Option {
 	return func(c *config) { c.shards = n }
 }

@@ -3,6 +3,8 @@ package memory_test
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,4 +276,64 @@ func BenchmarkTakeKey(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestExactUnderChurn holds the lock-free index to exactness while it
+// changes under the readers: goroutines take from 300 stable keys (5 each
+// per hour, the clock standing still) while others create and reset
+// thousands of other keys, which grows tables, leaves tombstones and
+// rebuilds them, and sweep. Every stable key must admit exactly 5.
+func TestExactUnderChurn(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	st := mustStore(t, memory.WithClock(clock.Now), memory.WithShards(4), memory.WithSweepInterval(0))
+	l := mustLimit(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Hour})
+	ctx := t.Context()
+	const stable = 300
+	admitted := make([]atomic.Int64, stable)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 4 { // churn
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("churn-%d-%d", g, i%2000)
+				take(t, st, k, l, 1)
+				if i%3 == 0 {
+					_ = st.Reset(ctx, k)
+				}
+				if g == 0 && i%500 == 0 {
+					st.Sweep()
+				}
+			}
+		})
+	}
+	var takers sync.WaitGroup
+	for g := range 8 {
+		takers.Go(func() {
+			out := make([]algo.Decision, 2)
+			for i := range 20 * stable {
+				k := (i*7 + g*31) % stable
+				reqs := []store.Request{{Key: fmt.Sprint("stable-", k), Limit: l, Cost: 1}}
+				if _, err := st.Take(ctx, reqs, out[:1]); err != nil {
+					t.Error(err)
+					return
+				}
+				if out[0].Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		})
+	}
+	takers.Wait()
+	close(stop)
+	wg.Wait()
+	for k := range admitted {
+		if got := admitted[k].Load(); got != 5 {
+			t.Errorf("stable key %d admitted %d, want exactly 5", k, got)
+		}
+	}
 }
