@@ -16,7 +16,8 @@
 // for every algorithm and every path). They are assembled into a few
 // scripts, all loaded on every node when the store opens and called by
 // EVALSHA: one per algorithm family and one holding them all, plus a flat
-// script for batches of single-key token bucket, GCRA and shaper takes.
+// script for batches of single-key takes of fixed windows, token buckets,
+// GCRA and shapers.
 // Redis runs a script's whole body on every call, so the assembled scripts
 // create an algorithm's functions only when a call uses it, and the flat
 // one defines nothing per call. A NOSCRIPT reply (a restart, a failover to

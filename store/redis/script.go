@@ -70,9 +70,9 @@ var (
 	}()
 	decideScript  = decideScripts[allFamilies]
 	inspectScript = newProgram(luaFile("inspect"))
-	// bucketTakes decides batches of single-key token bucket, GCRA and
-	// shaper takes, the common call, without main.lua's machinery.
-	bucketTakes = newProgram(luaFile("bucket_takes"))
+	// flatTakes decides batches of single-key takes of fixed windows and
+	// the bucket family, the common call, without main.lua's machinery.
+	flatTakes = newProgram(luaFile("takes"))
 )
 
 // scriptFor returns the smallest script that holds the families in mask.
@@ -83,11 +83,15 @@ func scriptFor(mask uint8) program {
 	return decideScript
 }
 
-// programFor returns the script for a call: bucketTakes when it holds only
-// single-key takes of the bucket family, else scriptFor its families.
+// flatFamilies are the families lua/takes.lua decides.
+var flatFamilies = familyOf(algo.FixedWindow) | familyOf(algo.GCRA)
+
+// programFor returns the script for a call: flatTakes when it holds only
+// single-key takes of (non-calendar) fixed windows and the bucket family,
+// else scriptFor its families.
 func programFor(sa *scriptArgs) program {
-	if sa.singleTakes && sa.fams == familyOf(algo.GCRA) {
-		return bucketTakes
+	if sa.singleTakes && !sa.calendar && sa.fams&^flatFamilies == 0 {
+		return flatTakes
 	}
 	return scriptFor(sa.fams)
 }

@@ -71,7 +71,7 @@ func TestScriptReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	take("after a restart")
-	exists, err := s.client.Do(t.Context(), s.client.B().ScriptExists().Sha1(bucketTakes.sha).Build()).AsIntSlice()
+	exists, err := s.client.Do(t.Context(), s.client.B().ScriptExists().Sha1(flatTakes.sha).Build()).AsIntSlice()
 	if err != nil || len(exists) != 1 || exists[0] != 1 {
 		t.Errorf("after the reload, SCRIPT EXISTS = %v, %v; want the script cached again", exists, err)
 	}
@@ -297,5 +297,58 @@ func TestNewFromClient(t *testing.T) {
 	}
 	if !strings.Contains(s.Mode().String(), "standalone") {
 		t.Errorf("Mode.String = %q", s.Mode())
+	}
+}
+
+// TestBatchingMixedKinds has callers of different algorithms and limits,
+// each on its own key, share batches (and so both the flat script and the
+// general one): every decision must be the reference's for its key.
+func TestBatchingMixedKinds(t *testing.T) {
+	url := redisURL(t)
+	ck := new(clock)
+	ck.us.Store(time.Date(2026, 2, 2, 2, 2, 2, 0, time.UTC).UnixMicro())
+	s := openT(t, url, WithTestClock(ck.Now), WithBatchSize(16), WithBatchWindow(100*time.Microsecond))
+	two := int64(2)
+	params := []algo.Params{
+		{Algorithm: algo.FixedWindow, Limit: 20, Period: time.Minute},
+		{Algorithm: algo.FixedWindow, Limit: 7, Period: 10 * time.Second},
+		{Algorithm: algo.GCRA, Limit: 10, Period: time.Second, Burst: 15},
+		{Algorithm: algo.TokenBucket, Limit: 5, Period: time.Second, Burst: 9, InitialTokens: &two},
+		{Algorithm: algo.Shaper, Limit: 4, Period: time.Second, Burst: 6, Delay: 2},
+		{Algorithm: algo.SlidingLog, Limit: 12, Period: time.Minute},
+		{Algorithm: algo.SmoothBursty, Limit: 10, Period: time.Second, MaxWait: 300 * time.Millisecond},
+		{Algorithm: algo.FixedWindow, Limit: 9, Calendar: algo.CalendarMonth},
+	}
+	errs := make(chan error, 3*len(params))
+	for g := 0; g < 3*len(params); g++ {
+		go func() {
+			l, err := algo.Compile(params[g%len(params)])
+			if err != nil {
+				errs <- err
+				return
+			}
+			key := fmt.Sprintf("mixed:%s:%d", runID, g)
+			ref := &model{states: map[string]*algo.State{}}
+			out := make([]algo.Decision, 1)
+			for i := 0; i < 25; i++ {
+				q := store.Request{Key: key, Limit: l, Cost: int64(1 + (g+i)%3)}
+				ok, want := ref.take([]store.Request{q}, ck.us.Load())
+				res, err := s.Take(context.Background(), []store.Request{q}, out)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Allowed != ok || out[0] != want[0] {
+					errs <- fmt.Errorf("%s, take %d (cost %d): %+v, reference %+v", l, i, q.Cost, out[0], want[0])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 3 * len(params) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

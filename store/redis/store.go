@@ -166,7 +166,7 @@ func (s *Store) loadScripts(ctx context.Context) error {
 
 // allPrograms lists every script the store runs.
 func allPrograms() []program {
-	ps := []program{inspectScript, bucketTakes}
+	ps := []program{inspectScript, flatTakes}
 	for _, p := range decideScripts {
 		if p.sha != "" {
 			ps = append(ps, p)
@@ -369,6 +369,8 @@ type scriptArgs struct {
 	fams uint8 // the algorithm families named (see familyOf)
 	// singleTakes is whether every group so far is a one-key take.
 	singleTakes bool
+	// calendar is whether a limit is a calendar fixed window.
+	calendar bool
 	// args is storage for the ARGV of a pooled scriptArgs.
 	args   []string
 	specs  []*algo.Limit
@@ -386,6 +388,7 @@ func (s *Store) specIndex(sa *scriptArgs, l *algo.Limit) string {
 	}
 	sa.specs = append(sa.specs, l)
 	sa.fams |= familyOf(l.Algorithm())
+	sa.calendar = sa.calendar || l.Params().Calendar != algo.CalendarNone
 	sa.head = append(sa.head, s.specOf(l)...)
 	return itoa(int64(len(sa.specs)))
 }
