@@ -39,10 +39,11 @@
 // exactness), and Stats counts evictions.
 //
 // Measured on amd64 with 16-byte keys (BenchmarkFootprint; figures in
-// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 81
+// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 89
 // bytes of heap at one million keys — one 64-byte block holding the key's
 // lock, its state (three words and one for its expiry and algorithm) and its
-// copy of the key, and an 8-byte index slot at a load between 3/8 and 3/4.
+// copy of the key, and a 12-byte index slot (a pointer and a hash tag) at
+// a load between 3/8 and 3/4.
 // A longer key costs its bytes rounded up to the allocator's next size
 // class.
 // Algorithms with variable state (sliding log, concurrency, sliding window

@@ -68,14 +68,30 @@ func newEntry(h uint64, key string) *entry {
 // unbroken, until the next growth rebuilds the table.
 type table struct {
 	slots []atomic.Pointer[entry]
-	mask  uint64
+	// tags holds, per slot, a tag of the hash of the slot's key (never 0),
+	// or 0 for a slot never used: a probe compares tags, contiguous in
+	// memory, and follows a pointer only when a tag matches, instead of
+	// reading the entry of every slot it passes.
+	tags []atomic.Uint32
+	mask uint64
 }
+
+// tagOf is the table tag of hash h: its high 32 bits, never 0.
+func tagOf(h uint64) uint32 { return uint32(h>>32) | 1 }
 
 // tomb marks a slot whose entry was removed. It never matches a key.
 var tomb = new(entry)
 
 func newTable(size int) *table {
-	return &table{slots: make([]atomic.Pointer[entry], size), mask: uint64(size - 1)}
+	return &table{slots: make([]atomic.Pointer[entry], size), tags: make([]atomic.Uint32, size), mask: uint64(size - 1)}
+}
+
+// set publishes e in slot i: the pointer first, then the tag, so that a
+// reader that sees the tag sees the entry; a reader that sees neither yet
+// misses, and a miss is always settled under the shard's lock.
+func (t *table) set(i uint64, e *entry) {
+	t.slots[i].Store(e)
+	t.tags[i].Store(tagOf(e.hk))
 }
 
 // slotIndex is where a probe for hash h starts: the shard was chosen by
@@ -103,14 +119,15 @@ func (sh *shard) find(h uint64, key string) *entry {
 	if t == nil {
 		return nil
 	}
-	hk := hashKey(h, key)
+	hk, tag := hashKey(h, key), tagOf(h)
 	for i := t.slotIndex(h); ; i = (i + 1) & t.mask {
-		e := t.slots[i].Load()
-		if e == nil {
+		switch t.tags[i].Load() {
+		case 0:
 			return nil
-		}
-		if e.hk == hk && e != tomb && e.key() == key {
-			return e
+		case tag:
+			if e := t.slots[i].Load(); e != nil && e.hk == hk && e != tomb && e.key() == key {
+				return e
+			}
 		}
 	}
 }
@@ -150,7 +167,7 @@ func (sh *shard) add(e *entry, perShard int, now int64) {
 			if cur == tomb {
 				sh.tombs--
 			}
-			t.slots[i].Store(e)
+			t.set(i, e)
 			break
 		}
 	}
@@ -175,7 +192,7 @@ func (sh *shard) rebuild() *table {
 		for t.slots[j].Load() != nil {
 			j = (j + 1) & t.mask
 		}
-		t.slots[j].Store(e)
+		t.set(j, e)
 	}
 	sh.tombs = 0
 	sh.tab.Store(t)
