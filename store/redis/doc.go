@@ -75,6 +75,12 @@
 // pooled, so a busy store does not allocate per decision beyond the
 // client's command buffers.
 //
+// # Redis versions
+//
+// The scripts need Redis 5 or later (scripts that read TIME and then write
+// rely on effects replication, the default since 5.0); they are tested on
+// Redis 7.0.
+//
 // # Failures
 //
 // Errors wrap store.ErrUnavailable (connection, timeout, failover in
@@ -82,6 +88,9 @@
 // fails may or may not have run: the store never retries it, so a failure
 // can under-admit (a charge without a decision) but never over-admit. On
 // a Cluster failover the client follows MOVED replies and refreshes its
-// slot map; Redis replicates asynchronously, so charges acknowledged by a
-// master in the last moments before it dies may be lost with it.
+// slot map, and under Sentinel it asks the sentinels for the new master;
+// decisions fail (store.ErrUnavailable) until the replica is promoted. Redis
+// replicates asynchronously, so charges acknowledged by a master in the
+// last moments before it dies may be lost with it, and a key may then
+// admit that many units more than its budget.
 package redis

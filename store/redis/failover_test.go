@@ -166,3 +166,67 @@ func withLimit(p algo.Params, limit int64) algo.Params {
 	}
 	return p
 }
+
+// TestSentinelFailover kills the master of a Sentinel set: once the
+// sentinels promote the replica, the store (which asks the sentinels where
+// the master is) decides again, on the state the replica received.
+func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a master")
+	}
+	set := testserver.NewRedisSentinel(t)
+	if set == nil {
+		return
+	}
+	s := openT(t, "redis-sentinel://"+set.MasterName+"@"+strings.Join(set.Addrs(), ","), WithTimeout(time.Second))
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 50, Period: 1000 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "sentinel:" + runID
+	out := make([]algo.Decision, 1)
+	take := func() error {
+		_, err := s.Take(t.Context(), []store.Request{{Key: key, Limit: l, Cost: 1}}, out)
+		return err
+	}
+	for i := 0; i < 20; i++ {
+		if err := take(); err != nil || !out[0].Allowed {
+			t.Fatalf("take %d before the failover: %+v %v", i, out[0], err)
+		}
+	}
+	// Let the replica catch up before the master dies (synchronising with
+	// replication, not testing time).
+	want, err := testserver.RedisDo(set.Master.Addr, time.Second, "GET", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if got, _ := testserver.RedisDo(set.Replica.Addr, time.Second, "GET", key); got == want {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	killAt := time.Now()
+	if err := set.Master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	errs, deadline := 0, time.Now().Add(60*time.Second)
+	for {
+		err := take()
+		if err == nil {
+			break
+		}
+		errs++
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision %v after the master was killed (%d errors, last %v)", time.Since(killAt), errs, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("decisions resumed %v after the kill, %d errors meanwhile", time.Since(killAt).Round(time.Millisecond), errs)
+	if !out[0].Allowed || out[0].Remaining != 50-21 {
+		t.Errorf("first take after the failover = %+v, want admitted with %d remaining (the 20 earlier units kept)", out[0], 50-21)
+	}
+	if addr, err := set.MasterAddr(); err != nil || addr == set.Master.Addr {
+		t.Errorf("the sentinels' master is %s (%v); want the promoted replica", addr, err)
+	}
+}
