@@ -73,11 +73,12 @@ func WithInflightBatches(n int) Option {
 	}
 }
 
-// WithTimeout bounds the round trips the store makes on behalf of several
-// callers or after its caller has gone: a batch of coalesced decisions,
-// and the rollback of a reservation (which runs even after the caller's
-// context is done). A call sent on its own runs under its caller's
-// context. Default 3s.
+// WithTimeout bounds every round trip: a batch of coalesced decisions and
+// the rollback of a reservation (which runs even after the caller's
+// context is done) get a context with this timeout; a call sent on its own
+// runs under its caller's context, and the connection's reply timeout
+// (rueidis's ConnWriteTimeout, for stores Open creates) bounds it too.
+// Default 3s.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -350,5 +351,50 @@ func TestBatchingMixedKinds(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestStoreTimeout pauses the server (SIGSTOP): a Take with no deadline
+// of its own must fail with store.ErrUnavailable within about the store's
+// timeout, and decide again once the server resumes.
+func TestStoreTimeout(t *testing.T) {
+	srv := testserver.NewRedis(t)
+	if srv == nil {
+		return
+	}
+	s := openT(t, "redis://"+srv.Addr, WithTimeout(300*time.Millisecond))
+	l, err := algo.Compile(algo.Params{Algorithm: algo.GCRA, Limit: 10, Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []store.Request{{Key: "timeout", Limit: l, Cost: 1}}
+	out := make([]algo.Decision, 1)
+	if _, err := s.Take(context.Background(), reqs, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Take(context.Background(), reqs, out)
+	took := time.Since(start)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Take on a paused server: %v, want store.ErrUnavailable", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("Take on a paused server failed after %v; want about the 300ms timeout", took)
+	}
+	t.Logf("failed after %v: %v", took.Round(time.Millisecond), err)
+	for i := 0; ; i++ {
+		if _, err = s.Take(context.Background(), reqs, out); err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("no decision after the server resumed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

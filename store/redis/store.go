@@ -47,7 +47,7 @@ var (
 //	WithBatchSize(64)          decisions coalesced into one script call
 //	WithBatchWindow(0)         no waiting for a batch to fill
 //	WithInflightBatches(1)     batches in flight at once
-//	WithTimeout(3s)            bound on batches and rollbacks
+//	WithTimeout(3s)            bound on every round trip
 //	WithTLSConfig(nil)         rediss:// verifies against the system roots
 //	WithClientOption(nil)      adjust the rueidis client options
 //	WithTestClock(nil)         the Redis server's TIME decides (tests only)
@@ -73,6 +73,9 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		ClientName:   "floodgate",
 	}
 	co.Dialer.Timeout = o.timeout
+	// Bounds the wait for any reply, lone calls included, without a
+	// timer per call.
+	co.ConnWriteTimeout = o.timeout
 	switch e.Mode {
 	case Standalone:
 		co.ForceSingleClient = true
