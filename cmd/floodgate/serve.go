@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	exampleconfig "github.com/floodgate/floodgate/examples/config"
 	"github.com/floodgate/floodgate/gateway"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
@@ -25,9 +25,6 @@ import (
 func init() {
 	commands["serve"] = command{"run the rate limit server (gRPC, HTTP, admin)", runServe}
 }
-
-//go:embed default_config.yaml
-var defaultConfig []byte
 
 // exampleConfig is the configuration serve loads when --config is not given
 // and it exists (the repository's example, for `go run ./cmd/floodgate serve`).
@@ -202,7 +199,7 @@ func loadConfig(path string) (*policy.Config, string, error) {
 		if _, err := os.Stat(exampleConfig); err == nil {
 			path = exampleConfig
 		} else {
-			cfg, err := policy.Parse("built-in example config", defaultConfig)
+			cfg, err := policy.LoadFS(exampleconfig.FS, "built-in examples/config/")
 			return cfg, "", err
 		}
 	}
