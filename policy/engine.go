@@ -894,12 +894,21 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		if dp.rule == nil || dp.rule.Unlimited {
 			continue
 		}
+		// The window goes with the quota the status reports: the limit in
+		// force (after overrides and scales), or the tightest of a
+		// hierarchy's limits below.
 		s.Window = ruleWindow(dp.rule, nowUS)
+		if dp.rule.index >= 0 {
+			if l := p.snap.limits[dp.rule.index].rate; l != nil {
+				s.Window = headerWindow(l, nowUS)
+			}
+		}
 		if l := dp.rule.limit; l != nil && l.Algorithm() == algo.Concurrency {
 			s.QuotaUnit = "concurrent-requests"
 		}
 		s.Limits = backing[len(backing):len(backing):cap(backing)]
 		var tight *algo.Decision
+		var tightWindow time.Duration
 		tightRefused, refused, borrowed := false, false, false
 		for _, r := range dp.deny {
 			st := LimitStatus{Name: r.Name, Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, nowUS),
@@ -946,7 +955,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 					waitItem = it
 				}
 				if !tightRefused || d.RetryAfter > tight.RetryAfter {
-					tight, tightRefused = d, true
+					tight, tightRefused, tightWindow = d, true, ls.Window
 				}
 				continue
 			}
@@ -955,16 +964,17 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			}
 			maxDelay = max(maxDelay, d.Delay)
 			if !tightRefused && (tight == nil || d.Remaining < tight.Remaining) {
-				tight = d
+				tight, tightWindow = d, ls.Window
 			}
 		}
 		switch {
 		case tight != nil:
-			s.Decision = *tight
+			s.Decision, s.Window = *tight, tightWindow
 		case len(dp.deny) > 0:
 			s.Decision = algo.Decision{RetryAfter: algo.Never}
 		case len(dp.items) > 0 && p.items[dp.items[0]].decided:
-			s.Decision = p.items[dp.items[0]].dec
+			it := &p.items[dp.items[0]]
+			s.Decision, s.Window = it.dec, headerWindow(it.lim, nowUS)
 		}
 		if refused {
 			s.Code = CodeOverLimit

@@ -491,3 +491,91 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// TestOverrideWindowAndBurst: a status's window follows the limit in force
+// (override, scale), not the configured one, and an override without a
+// burst scales the configured burst with the quota.
+func TestOverrideWindowAndBurst(t *testing.T) {
+	cfg := mustParse(t, `
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 20, burst: 40}
+`)
+	now := time.Unix(1_700_000_000, 0)
+	e := newMemEngine(t, cfg, frozen(now), WithClock(frozen(now)))
+	ctx := context.Background()
+	admitAll := func(ip string) (int, Status) {
+		t.Helper()
+		var first Status
+		for n := 0; n < 100; n++ {
+			resp, err := e.Decide(ctx, req("api", ent("remote_address", ip)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				first = resp.Statuses[0]
+			}
+			if resp.Code != CodeOK {
+				return n, first
+			}
+		}
+		return 100, first
+	}
+	if n, s := admitAll("192.0.2.1"); n != 40 || s.Window != 2*time.Second || s.Decision.Limit != 40 {
+		t.Fatalf("configured: admitted %d at once, window %v, limit %d; want 40, 2s, 40", n, s.Window, s.Decision.Limit)
+	}
+	i := 0
+	for _, tc := range []struct {
+		name   string
+		o      Override
+		scale  float64
+		admits int
+		window time.Duration
+	}{
+		// 5 a minute keeps the configured burst of twice the quota: 10,
+		// which refills in 2 minutes.
+		{"override without burst", Override{RequestsPerUnit: 5, Period: time.Minute}, 1, 10, 2 * time.Minute},
+		{"override with burst", Override{RequestsPerUnit: 5, Period: time.Minute, Burst: 5}, 1, 5, time.Minute},
+		// A scale of 0.4 on top: 2 a minute, burst 4.
+		{"override and scale", Override{RequestsPerUnit: 5, Period: time.Minute}, 0.4, 4, 2 * time.Minute},
+	} {
+		i++
+		if err := e.SetOverride("api", "per-ip", tc.o); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SetRateScale("api", "per-ip", tc.scale, "test"); err != nil {
+			t.Fatal(err)
+		}
+		n, s := admitAll(fmt.Sprintf("198.51.100.%d", i))
+		if n != tc.admits || s.Window != tc.window || s.Decision.Limit != int64(tc.admits) {
+			t.Errorf("%s: admitted %d at once, window %v, limit %d; want %d, %v, %d", tc.name, n, s.Window, s.Decision.Limit,
+				tc.admits, tc.window, tc.admits)
+		}
+		if len(s.Limits) != 1 || s.Limits[0].Window != s.Window {
+			t.Errorf("%s: limits %+v, want one with the status's window %v", tc.name, s.Limits, s.Window)
+		}
+	}
+}
+
+// TestStatusWindowGoesWithItsQuota: when an ancestor of a hierarchy is the
+// tightest limit, the status reports its quota and its window together.
+func TestStatusWindowGoesWithItsQuota(t *testing.T) {
+	cfg := mustParse(t, `
+domain: d
+hierarchy: true
+rate_limit: {name: root, unit: hour, requests_per_unit: 3}
+descriptors:
+  - key: user
+    rate_limit: {name: user, unit: minute, requests_per_unit: 10}
+`)
+	now := time.Unix(1_700_000_000, 0)
+	e := newMemEngine(t, cfg, frozen(now), WithClock(frozen(now)))
+	resp, err := e.Decide(context.Background(), req("d", ent("user", "u1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := resp.Statuses[0]; s.Rule != "user" || s.Decision.Limit != 3 || s.Decision.Remaining != 2 || s.Window != time.Hour {
+		t.Fatalf("status %s: limit %d, remaining %d, window %v; want the root's 3, 2, 1h", s.Rule, s.Decision.Limit, s.Decision.Remaining, s.Window)
+	}
+}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // Override replaces a rule's limit at run time: the admin API's runtime
-// overrides. Zero fields keep the configured value.
+// overrides. A zero Period keeps the configured period; a zero Burst
+// scales the configured one with the quota (see Burst).
 type Override struct {
 	// RequestsPerUnit is the new quota per period. Required, > 0.
 	RequestsPerUnit int64
@@ -18,7 +20,10 @@ type Override struct {
 	// unit becomes this fixed period).
 	Period time.Duration
 	// Burst, when > 0, replaces the rule's burst (bucket capacity, or the
-	// shaper's queue).
+	// shaper's queue). When 0, a token bucket's or GCRA's configured burst
+	// (and initial_tokens) scales with the quota, keeping the configured
+	// burst-to-quota ratio: 20 per second with burst 40 overridden to 5 per
+	// minute has burst 10, not 40.
 	Burst int64
 }
 
@@ -77,18 +82,44 @@ func (e *Engine) effectiveLocked(r *Rule) algo.Params {
 	p := r.Params
 	ref := ruleRef{r.Domain, r.Name}
 	if o, ok := e.overrides[ref]; ok {
+		if o.Burst > 0 {
+			p.Burst = o.Burst
+		} else if o.RequestsPerUnit != p.Limit {
+			// An explicit burst is a multiple of the quota; keep the
+			// multiple, or a smaller quota would still admit the whole
+			// configured burst at once.
+			if p.Burst > 0 && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) {
+				p.Burst = mulDiv(p.Burst, o.RequestsPerUnit, p.Limit)
+			}
+			if p.InitialTokens != nil {
+				v := mulDiv(*p.InitialTokens, o.RequestsPerUnit, p.Limit)
+				if *p.InitialTokens == 0 {
+					v = 0
+				}
+				p.InitialTokens = &v
+			}
+		}
 		p.Limit = o.RequestsPerUnit
 		if o.Period > 0 {
 			p.Period, p.Calendar = o.Period, algo.CalendarNone
-		}
-		if o.Burst > 0 {
-			p.Burst = o.Burst
 		}
 	}
 	if s, ok := e.scales[ref]; ok && s.Factor != 1 {
 		p = scaled(p, s.Factor)
 	}
 	return p
+}
+
+// mulDiv returns v × num ÷ den for positive num and den, rounded down,
+// exactly (no float rounding), at least 1 and at most 2^53 (Compile
+// reports a value that large).
+func mulDiv(v, num, den int64) int64 {
+	hi, lo := bits.Mul64(uint64(v), uint64(num))
+	if hi >= uint64(den) {
+		return 1 << 53
+	}
+	q, _ := bits.Div64(hi, lo, uint64(den))
+	return int64(min(max(q, 1), 1<<53))
 }
 
 // SetOverride makes rule (a rule's name) of domain use o instead of its

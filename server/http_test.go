@@ -191,12 +191,17 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatalf("set override: %d %s", code, body)
 	}
 	var codes []int
+	var hdr http.Header
 	for range 3 {
-		c, _, _ := do(t, "POST", e.http.URL+"/v1/decide", "application/json", []byte(req))
-		codes = append(codes, c)
+		c, _, h := do(t, "POST", e.http.URL+"/v1/decide", "application/json", []byte(req))
+		codes, hdr = append(codes, c), h
 	}
 	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 {
 		t.Fatalf("decisions under the override of 2 per minute: %v", codes)
+	}
+	// The headers state the limit in force: its quota and its window.
+	if p := hdr.Get("RateLimit-Policy"); p != `"hourly";q=2;w=60` {
+		t.Fatalf("RateLimit-Policy under the override of 2 per minute: %q", p)
 	}
 	code, body, _ = do(t, "GET", e.admin.URL+"/admin/api/config", "", nil, auth...)
 	if code != 200 || !strings.Contains(string(body), `"effective":"fixed_window 2/1m0s"`) {
