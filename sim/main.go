@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +23,10 @@ distributed strategies, and measures each against a perfect sliding window.
 Prints a table; with --out, writes a report folder (index.html, SVG and PNG
 charts, series.csv). The same --seed gives byte-identical output.
 
-Either a scenario (a YAML file, or a built-in name: %s) or flags:
+Either a scenario (a YAML file, or a built-in name: %s) or flags;
+with neither, the built-in article scenario runs:
 
+  floodgate sim
   floodgate sim --scenario article --out report/
   floodgate sim --traffic poisson --rate 120/m --limit 100 --period 1m \
       --duration 10m --contender fixed_window --contender "sliding_window sub_windows=4"
@@ -35,6 +38,10 @@ e.g. "token_bucket burst=20" or "lease algorithm=gcra lease_size=50 rtt=2ms".
 
 Flags:
 `
+
+// DefaultScenario is the built-in scenario `floodgate sim` runs when no
+// flag describes a run: the algorithms' accuracy comparison.
+const DefaultScenario = "article"
 
 // Main is the `floodgate sim` command: it parses args (without the command
 // name), runs the simulation and writes the table to stdout, progress and
@@ -98,6 +105,16 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	trafficFlags := []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "at", "rise", "hold", "replay"}
+	if *scenario == "" && !set["limit"] && !set["period"] && !slices.ContainsFunc(trafficFlags, func(n string) bool { return set[n] }) {
+		// Nothing describes a run: show the built-in comparison (a
+		// 10-minute simulation that takes milliseconds) rather than fail.
+		*scenario = DefaultScenario
+		fmt.Fprintf(stderr, "floodgate sim: no --scenario, --limit or --traffic: running the built-in %q scenario (built-ins: --scenario %s; or describe a run with --traffic, --rate, --limit and --period; --help for every flag)\n",
+			DefaultScenario, strings.Join(Presets(), "|"))
+	}
 	var sc *Scenario
 	if *scenario != "" {
 		var err error
@@ -118,10 +135,8 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		src.Keys, src.Zipf, src.Cost = *keys, *zipf, *cost
 		sc.Traffic = []Source{src}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *scenario != "" {
-		for _, name := range []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "at", "rise", "hold", "replay"} {
+		for _, name := range trafficFlags {
 			if set[name] {
 				return fail(fmt.Errorf("--%s describes traffic; with --scenario, edit the scenario's traffic instead", name))
 			}
@@ -147,6 +162,13 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if set["limit"] {
 		sc.Limit = *limit
+	}
+	if *scenario == "" && (!set["limit"] || !set["period"]) {
+		missing := "--limit"
+		if set["limit"] {
+			missing = "--period"
+		}
+		return fail(fmt.Errorf("%s is required without --scenario: describe the run with --limit N --period D (e.g. --limit 100 --period 1m) and --traffic, or run a built-in scenario: --scenario %s", missing, strings.Join(Presets(), "|")))
 	}
 	if set["instances"] {
 		sc.Instances = *instances

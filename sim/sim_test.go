@@ -210,7 +210,14 @@ func TestMainFlagsAndErrors(t *testing.T) {
 		{[]string{"--traffic", "bursts", "--rate", "50", "--on", "1s", "--off", "4s", "--limit", "20", "--period", "5s", "--duration", "30s", "--contender", "token_bucket burst=5", "--csv", "-"}, 0, "time_s,offered:units"},
 		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--scale", "2s:3", "--contender", "sticky"}, 0, "sticky sliding_log K=4"},
 		{[]string{"--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "traffic[0] (poisson): rate: must be > 0"},
-		{[]string{"--rate", "1", "--period", "1s", "--duration", "5s"}, 1, "limit: must be > 0"},
+		{[]string{"--rate", "1", "--period", "1s", "--duration", "5s"}, 1, "--limit is required without --scenario: describe the run with --limit N --period D"},
+		{[]string{"--rate", "1", "--limit", "5"}, 1, "--period is required without --scenario"},
+		{[]string{"--limit", "0", "--period", "1s", "--rate", "1"}, 1, "limit: must be > 0"},
+		// Nothing describes a run: the built-in article scenario, and a
+		// note naming the other ways.
+		{nil, 0, `running the built-in "article" scenario (built-ins: --scenario article|distributed; or describe a run with --traffic, --rate, --limit and --period`},
+		{nil, 0, "scenario article: 10m0s simulated, limit 100 per 1m per key, seed 1"},
+		{[]string{"--duration", "1m", "--seed", "3"}, 0, "scenario article: 1m0s simulated, limit 100 per 1m per key, seed 3"},
 		{[]string{"--contender", "token_bucket bogus=1"}, 2, `unknown field "bogus"`},
 		{[]string{"--scale", "soon"}, 2, "want AT:K"},
 		{[]string{"--scenario", "article", "--rate", "5"}, 1, "--rate describes traffic"},
