@@ -215,6 +215,10 @@ func loadConfig(path string) (*policy.Config, string, error) {
 func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Store, error) {
 	st, err := storeurl.Open(f.store, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)))
 	if err != nil {
+		// The flag, its value and what is wrong, each once.
+		if ue, ok := errors.AsType[*storeurl.URLError](err); ok {
+			return nil, fmt.Errorf("--store %s: %s", ue.URL, ue.Reason)
+		}
 		return nil, fmt.Errorf("--store: %w", err)
 	}
 	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {

@@ -8,7 +8,7 @@
 //	redis-sentinel://master@host:port,host:port     Redis through Sentinel
 //	memcached://host:port[,host:port]               one or several memcached servers
 //
-// Every problem with a URL is an error wrapping ErrBadURL that quotes the
-// URL (with any password hidden) and says what is wrong; a store that cannot
-// be reached is an error wrapping store.ErrUnavailable.
+// Every problem with a URL is a *URLError wrapping ErrBadURL that quotes
+// the URL once (with any password hidden) and says what is wrong; a store
+// that cannot be reached is an error wrapping store.ErrUnavailable.
 package storeurl

@@ -29,5 +29,5 @@ func ExampleOpen() {
 	// true 1
 	// true 0
 	// false 0
-	// storeurl: bad store URL: redis: bad store URL "redis://127.0.0.1:99999": address "127.0.0.1:99999": port must be 1-65535, got "99999"
+	// storeurl: bad store URL "redis://127.0.0.1:99999": address "127.0.0.1:99999": port must be 1-65535, got "99999"
 }

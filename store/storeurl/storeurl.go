@@ -17,6 +17,50 @@ import (
 // ErrBadURL is wrapped by every URL error of Open.
 var ErrBadURL = errors.New("storeurl: bad store URL")
 
+// URLError is a store URL that Open cannot use. It wraps ErrBadURL and,
+// when a store package found the problem, that package's error (such as
+// redis.ErrBadURL), and says the URL once: `storeurl: bad store URL
+// "redis://h:99999": address "h:99999": port must be 1-65535, got "99999"`.
+type URLError struct {
+	// URL is the store URL with any password hidden.
+	URL string
+	// Reason says what is wrong, without the URL.
+	Reason string
+	// Err is the store package's error; nil when Open found the problem.
+	Err error
+}
+
+// Error renders ErrBadURL, the quoted URL and the reason.
+func (e *URLError) Error() string { return fmt.Sprintf("%v %q: %s", ErrBadURL, e.URL, e.Reason) }
+
+// Unwrap returns ErrBadURL and the store package's error, for errors.Is.
+func (e *URLError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrBadURL}
+	}
+	return []error{ErrBadURL, e.Err}
+}
+
+func badURL(rawURL, format string, args ...any) error {
+	return &URLError{URL: redact(rawURL), Reason: fmt.Sprintf(format, args...)}
+}
+
+// wrapURLError turns a store package's URL error, which names the package
+// and quotes the URL itself ("redis: bad store URL \"…\": reason",
+// "memcached: store URL \"…\": reason"), into a URLError whose Reason is
+// what follows the quoted URL.
+func wrapURLError(rawURL string, err error) error {
+	reason := err.Error()
+	if i := strings.IndexByte(reason, '"'); i >= 0 {
+		if q, qerr := strconv.QuotedPrefix(reason[i:]); qerr == nil {
+			if rest, ok := strings.CutPrefix(reason[i+len(q):], ": "); ok && rest != "" {
+				reason = rest
+			}
+		}
+	}
+	return &URLError{URL: redact(rawURL), Reason: reason, Err: err}
+}
+
 // Schemes lists the URL schemes Open accepts.
 func Schemes() []string {
 	return []string{"memory", "redis", "rediss", "redis-cluster", "redis-sentinel", "memcached"}
@@ -74,8 +118,8 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 	}
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("%w %q: missing scheme: want one of %s, e.g. memory:// or redis://127.0.0.1:6379",
-			ErrBadURL, redact(rawURL), strings.Join(withColons(Schemes()), ", "))
+		return nil, badURL(rawURL, "missing scheme: want one of %s, e.g. memory:// or redis://127.0.0.1:6379",
+			strings.Join(withColons(Schemes()), ", "))
 	}
 	switch strings.ToLower(scheme) {
 	case "memory":
@@ -88,14 +132,14 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 		st, err := redis.Open(rawURL, ro...)
 		if err != nil {
 			if errors.Is(err, redis.ErrBadURL) {
-				return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+				return nil, wrapURLError(rawURL, err)
 			}
 			return nil, err
 		}
 		return st, nil
 	case "memcached":
 		if _, err := memcached.ParseURL(rawURL); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+			return nil, wrapURLError(rawURL, err)
 		}
 		var mo []memcached.Option
 		if c.clock != nil {
@@ -106,13 +150,12 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 		}
 		return memcached.Open(rawURL, append(mo, c.mcOpts...)...)
 	}
-	return nil, fmt.Errorf("%w %q: unknown scheme %q: want one of %s", ErrBadURL, redact(rawURL), scheme,
-		strings.Join(withColons(Schemes()), ", "))
+	return nil, badURL(rawURL, "unknown scheme %q: want one of %s", scheme, strings.Join(withColons(Schemes()), ", "))
 }
 
 func openMemory(rawURL string, c config) (store.Store, error) {
 	bad := func(format string, args ...any) (store.Store, error) {
-		return nil, fmt.Errorf("%w %q: %s", ErrBadURL, rawURL, fmt.Sprintf(format, args...))
+		return nil, badURL(rawURL, format, args...)
 	}
 	rest := rawURL[len("memory://"):]
 	path, query, _ := strings.Cut(rest, "?")
@@ -150,7 +193,7 @@ func openMemory(rawURL string, c config) (store.Store, error) {
 	st, err := memory.New(append(mo, c.memOpts...)...)
 	if err != nil {
 		if errors.Is(err, memory.ErrInvalidOption) {
-			return nil, fmt.Errorf("%w %q: %w", ErrBadURL, rawURL, err)
+			return nil, &URLError{URL: redact(rawURL), Reason: err.Error(), Err: err}
 		}
 		return nil, err
 	}

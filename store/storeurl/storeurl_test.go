@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/storeurl"
 )
 
@@ -44,6 +45,43 @@ func TestBadURLs(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open(%q) error shows the password: %v", r.url, err)
+		}
+	}
+}
+
+// TestBadURLSaysItOnce: a URL error names the problem once, the URL once
+// (password hidden), and keeps the store package's error for errors.Is.
+func TestBadURLSaysItOnce(t *testing.T) {
+	for _, r := range []struct {
+		url, shown, reason string
+		pkgErr             error
+	}{
+		{"redis://h:99999", "redis://h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
+		{"redis://u:s3cret@h:99999", "redis://u:xxxxx@h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
+		{"rediss://h:1/x", "rediss://h:1/x", `database must be a non-negative integer, got "x"`, redis.ErrBadURL},
+		{"redis-cluster://h:99999", "redis-cluster://h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
+		{"redis-cluster://", "redis-cluster://", "missing host", redis.ErrBadURL},
+		{"redis-sentinel://h:26379", "redis-sentinel://h:26379", "missing master name (want redis-sentinel://master@host:port,...)", redis.ErrBadURL},
+		{"memcached://h:99999", "memcached://h:99999", `server 1 "h:99999": port must be 1-65535`, nil},
+		{"memcached://", "memcached://", "no server", nil},
+		{"memory://x", "memory://x", `memory:// takes no host or path, got "x"`, nil},
+		{"postgres://db", "postgres://db", `unknown scheme "postgres": want one of memory://, redis://, rediss://, redis-cluster://, redis-sentinel://, memcached://`, nil},
+	} {
+		_, err := storeurl.Open(r.url)
+		ue, ok := errors.AsType[*storeurl.URLError](err)
+		if !ok {
+			t.Errorf("Open(%q) = %v, want a *URLError", r.url, err)
+			continue
+		}
+		if ue.URL != r.shown || ue.Reason != r.reason {
+			t.Errorf("Open(%q): URL %q, reason %q; want %q, %q", r.url, ue.URL, ue.Reason, r.shown, r.reason)
+		}
+		want := `storeurl: bad store URL "` + r.shown + `": ` + r.reason
+		if err.Error() != want {
+			t.Errorf("Open(%q) = %q, want %q", r.url, err, want)
+		}
+		if !errors.Is(err, storeurl.ErrBadURL) || (r.pkgErr != nil && !errors.Is(err, r.pkgErr)) {
+			t.Errorf("Open(%q) = %v: errors.Is ErrBadURL %v, %v %v", r.url, err, errors.Is(err, storeurl.ErrBadURL), r.pkgErr, errors.Is(err, r.pkgErr))
 		}
 	}
 }
