@@ -71,11 +71,33 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(env); v != "" {
 			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+				errs = append(errs, fmt.Errorf("%s=%q: %s", env, v, wantForm(f, err)))
 			}
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// wantForm says what a flag's value must look like, for a value its Set
+// refused (the flag package only says "parse error").
+func wantForm(f *flag.Flag, err error) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration such as 500ms, 5s or 1m30s (the unit is required)"
+	case bool:
+		return "want true or false (also 1, 0, t, f)"
+	case int, int64:
+		return "want an integer, e.g. " + f.DefValue
+	case uint, uint64:
+		return "want a non-negative integer, e.g. " + f.DefValue
+	case float64:
+		return "want a number, e.g. " + f.DefValue
+	}
+	return err.Error()
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -28,7 +28,10 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "extra"}, nil, 2, `unexpected argument "extra"`},
 		{[]string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_ON_STORE_ERROR": "never"}, 1, `unknown failure policy "never"`},
-		{[]string{"serve"}, map[string]string{"FLOODGATE_INSTANCES": "many"}, 2, "FLOODGATE_INSTANCES"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_INSTANCES": "many"}, 2, `FLOODGATE_INSTANCES="many": want an integer, e.g. 1`},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "x"}, 2, `FLOODGATE_DRAIN_TIMEOUT="x": want a duration such as 500ms, 5s or 1m30s`},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "100"}, 2, `FLOODGATE_STORE_TIMEOUT="100": want a duration such as 500ms, 5s or 1m30s (the unit is required)`},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_SHADOW": "yes"}, 2, `FLOODGATE_SHADOW="yes": want true or false`},
 	} {
 		for k, v := range r.env {
 			t.Setenv(k, v)
