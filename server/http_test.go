@@ -61,6 +61,21 @@ func TestV1DecideAndPeek(t *testing.T) {
 	if code != http.StatusTooManyRequests || r.Code != "OVER_LIMIT" || r.Statuses[0].RetryAfterMS != 3600_000 || hdr.Get("Retry-After") != "3600" {
 		t.Fatalf("over the limit: %d %s Retry-After %q", code, body, hdr.Get("Retry-After"))
 	}
+	// A refused status states its limit and that nothing remains (0 is
+	// not omitted); a descriptor no rule matches has neither.
+	var raw struct {
+		Statuses []map[string]any `json:"statuses"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if st := raw.Statuses[0]; st["limit"] != 1000.0 || st["remaining"] != 0.0 {
+		t.Fatalf("refused status %v: want limit 1000 and remaining 0", st)
+	}
+	unmatched := map[string]any{"domain": "quota", "descriptors": []any{desc("nobody", "x")}}
+	if code, body, _ = postJSON(t, e.http.URL+"/v1/decide", unmatched); code != 200 || strings.Contains(string(body), "remaining") {
+		t.Fatalf("unmatched descriptor: %d %s, want 200 without limit or remaining", code, body)
+	}
 }
 
 func TestV1Batch(t *testing.T) {

@@ -238,7 +238,10 @@ type V1Response struct {
 }
 
 // V1Status is one descriptor's outcome. Times are in milliseconds, rounded
-// up; retry_after_ms is -1 when the cost can never be admitted.
+// up; retry_after_ms is -1 when the cost can never be admitted. Limit and
+// Remaining are set (and encoded, 0 included) exactly when the descriptor
+// matched a rule with a limit; they are nil for no match and for an
+// unlimited rule.
 type V1Status struct {
 	Code         string          `json:"code"`
 	Matched      bool            `json:"matched"`
@@ -246,8 +249,8 @@ type V1Status struct {
 	Unlimited    bool            `json:"unlimited,omitempty"`
 	Shadow       bool            `json:"shadow,omitempty"`
 	Borrowed     bool            `json:"borrowed,omitempty"`
-	Limit        int64           `json:"limit,omitempty"`
-	Remaining    int64           `json:"remaining,omitempty"`
+	Limit        *int64          `json:"limit,omitempty"`
+	Remaining    *int64          `json:"remaining,omitempty"`
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
 	ResetAfterMS int64           `json:"reset_after_ms,omitempty"`
 	WindowMS     int64           `json:"window_ms,omitempty"`
@@ -316,7 +319,7 @@ func (s *Server) v1Response(resp *policy.Response) V1Response {
 		vs := V1Status{Code: st.Code.String(), Matched: st.Matched, Rule: st.Rule, Unlimited: st.Unlimited, Shadow: st.Shadow,
 			Borrowed: st.Borrowed, WindowMS: ms(st.Window)}
 		if st.Matched && !st.Unlimited {
-			vs.Limit, vs.Remaining = st.Decision.Limit, st.Decision.Remaining
+			vs.Limit, vs.Remaining = &st.Decision.Limit, &st.Decision.Remaining
 			vs.RetryAfterMS, vs.ResetAfterMS = ms(st.Decision.RetryAfter), ms(st.Decision.ResetAfter)
 		}
 		for _, l := range st.Limits {
