@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -93,6 +94,14 @@ func TestV1Batch(t *testing.T) {
 	if !out.Results[0].Allowed || !strings.Contains(out.Results[1].Error, `unknown domain "nope"`) ||
 		out.Results[2].Allowed || out.Results[2].Statuses[0].RetryAfterMS != -1 {
 		t.Fatalf("batch results %s", body)
+	}
+	// A failed element is {"error": ...} and nothing else.
+	var raw struct{ Results []map[string]any }
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if el := raw.Results[1]; len(el) != 1 || !strings.HasPrefix(fmt.Sprint(el["error"]), `requests[1]: unknown domain "nope"`) {
+		t.Fatalf("failed batch element %v, want only an error", el)
 	}
 }
 

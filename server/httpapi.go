@@ -233,7 +233,9 @@ type V1Response struct {
 	WaitedMS int64 `json:"waited_ms,omitempty"`
 	// Headers are the rate limit header fields for the client.
 	Headers map[string]string `json:"headers,omitempty"`
-	// Error is set instead of the rest for a batch element that failed.
+	// Error is the message of a batch element that failed, which the
+	// server sends as {"error": "..."} alone: decoded into a V1Response,
+	// it is the only field set.
 	Error string `json:"error,omitempty"`
 }
 
@@ -404,18 +406,21 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("%d requests in the batch, over the limit of %d", len(b.Requests), s.limits.Batch))
 				return
 			}
-			results := make([]V1Response, len(b.Requests))
+			// Each element is a V1Response, or {"error": "..."} alone.
+			results := make([]any, len(b.Requests))
 			for i, vr := range b.Requests {
 				resp, err := s.v1Decide(r, vr, peek)
 				if err != nil {
-					results[i] = V1Response{Error: fmt.Sprintf("requests[%d]: %v", i, err)}
+					results[i] = struct {
+						Error string `json:"error"`
+					}{fmt.Sprintf("requests[%d]: %v", i, err)}
 					continue
 				}
 				results[i] = s.v1Response(&resp)
 			}
 			code = "batch"
 			writeJSON(w, http.StatusOK, struct {
-				Results []V1Response `json:"results"`
+				Results []any `json:"results"`
 			}{results})
 			return
 		}
