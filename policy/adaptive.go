@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/adaptive"
@@ -74,15 +76,43 @@ func (e *Engine) syncAdaptiveLocked(cfg *Config) {
 }
 
 // Observe feeds one request's outcome (its latency, and whether it failed)
-// to the adaptive controller of rule in domain. It is lock-free and a no-op
-// for a rule without an adaptive block. The server calls it for every
-// request that a rule with an adaptive block admitted.
-func (e *Engine) Observe(domain, rule string, latency time.Duration, failed bool) {
-	if s := e.adaptiveSet.Load(); s != nil {
+// to the adaptive controller of rule in domain. It is lock-free. For a rule
+// without an adaptive block it records nothing and returns nil; when the
+// configuration in force has no such domain or rule it records nothing and
+// returns an error wrapping ErrUnknownRule that names it and the rules
+// with an adaptive block. The server calls it for every sample posted to
+// /v1/observe.
+func (e *Engine) Observe(domain, rule string, latency time.Duration, failed bool) error {
+	s := e.adaptiveSet.Load()
+	if s != nil {
 		if c := (*s)[ruleRef{domain, rule}]; c != nil {
 			c.Observe(latency, failed)
+			return nil
 		}
 	}
+	d := e.snap.Load().cfg.Domain(domain)
+	if d == nil {
+		return fmt.Errorf("%w: no domain %q%s", ErrUnknownRule, domain, s.list())
+	}
+	for _, r := range d.rules {
+		if r.Name == rule {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no rule %q in domain %q%s", ErrUnknownRule, rule, domain, s.list())
+}
+
+// list names the adaptive rules for an error message.
+func (s *adaptiveSet) list() string {
+	if s == nil || len(*s) == 0 {
+		return " (no rule has an adaptive block)"
+	}
+	names := make([]string, 0, len(*s))
+	for ref := range *s {
+		names = append(names, ref.domain+"/"+ref.rule)
+	}
+	sort.Strings(names)
+	return " (rules with an adaptive block: " + strings.Join(names, ", ") + ")"
 }
 
 // AdaptiveRules lists the rules with an adaptive block and their current

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +106,34 @@ descriptors:
 	}
 	if q := e.EffectiveLimit("a", "r").Params().Limit; q != 70 {
 		t.Fatalf("quota %d, want 70", q)
+	}
+}
+
+// TestObserveUnknownRule: a sample for a domain or rule the configuration
+// does not have is an error naming it and the adaptive rules; one for a
+// rule without an adaptive block is accepted and ignored.
+func TestObserveUnknownRule(t *testing.T) {
+	cfg := mustParse(t, `
+domain: a
+descriptors:
+  - key: b
+    rate_limit: {name: r, unit: second, requests_per_unit: 100, adaptive: {error_ratio: 0.1, min_samples: 1}}
+  - key: c
+    rate_limit: {name: plain, unit: second, requests_per_unit: 100}
+`)
+	e := newMemEngine(t, cfg, nil)
+	for _, tc := range []struct{ domain, rule, want string }{
+		{"a", "nope", `no rule "nope" in domain "a" (rules with an adaptive block: a/r)`},
+		{"zz", "r", `no domain "zz" (rules with an adaptive block: a/r)`},
+	} {
+		err := e.Observe(tc.domain, tc.rule, time.Millisecond, false)
+		if !errors.Is(err, ErrUnknownRule) || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("Observe(%s, %s) = %v, want ErrUnknownRule saying %q", tc.domain, tc.rule, err, tc.want)
+		}
+	}
+	for _, rule := range []string{"r", "plain"} {
+		if err := e.Observe("a", rule, time.Millisecond, false); err != nil {
+			t.Errorf("Observe(a, %s) = %v, want nil", rule, err)
+		}
 	}
 }

@@ -152,6 +152,10 @@ func TestBadInput(t *testing.T) {
 		{"/v1/decide", `{"requests":[]}`, 400, "must not be empty"},
 		{"/v1/decide", `{"domain":"quota","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requests_per_unit":1,"unit":"fortnight"}}]}`, 400, "fortnight"},
 		{"/v1/observe", `{}`, 400, "no sample"},
+		{"/v1/observe", `{"domain":"quota","rule":"nope","latency_ms":5}`, 404, `unknown rule: no rule "nope" in domain "quota" (no rule has an adaptive block)`},
+		{"/v1/observe", `{"domain":"nope","rule":"hourly","latency_ms":5}`, 404, `no domain "nope"`},
+		{"/v1/observe", `{"samples":[{"domain":"quota","rule":"hourly","latency_ms":5},{"domain":"quota","rule":"nope","latency_ms":5}]}`, 404,
+			`samples[1]: policy: unknown rule: no rule "nope" in domain "quota" (no rule has an adaptive block); the other 1 sample(s) were recorded`},
 		{"/json", `{"domain":"quota","descriptors":[{"entries":[{"key":"k","value":"v"}]}],"hits_addend":-3}`, 400, "RateLimitRequest"},
 		{"/v1/nothing", good, 404, "no such endpoint"},
 	} {
@@ -292,4 +296,16 @@ func errMsg(body []byte) string {
 		return e.Error
 	}
 	return string(body)
+}
+
+// TestV1ObserveKnownRule: samples for a rule the configuration has are
+// accepted with 204 (a rule without an adaptive block ignores them).
+func TestV1ObserveKnownRule(t *testing.T) {
+	e := newEnv(t)
+	for _, body := range []string{`{"domain":"quota","rule":"hourly","latency_ms":5}`,
+		`{"samples":[{"domain":"quota","rule":"hourly","latency_ms":5,"failed":true},{"domain":"quota","rule":"per-bucket","latency_ms":1}]}`} {
+		if code, out, _ := do(t, "POST", e.http.URL+"/v1/observe", "application/json", []byte(body)); code != http.StatusNoContent {
+			t.Errorf("observe %s: %d %s, want 204", body, code, out)
+		}
+	}
 }

@@ -504,7 +504,8 @@ type V1Sample struct {
 
 // handleObserve feeds samples of the protected service's latency and errors
 // to the adaptive controllers: {"domain","rule","latency_ms","failed"} or
-// {"samples":[...]}; 204 on success.
+// {"samples":[...]}; 204 on success, 404 naming the first sample whose
+// domain or rule the configuration does not have.
 func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -537,8 +538,25 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for _, sm := range samples {
-		s.engine.Observe(sm.Domain, sm.Rule, time.Duration(sm.LatencyMS*float64(time.Millisecond)), sm.Failed)
+	// Each sample is recorded on its own; any naming a rule the
+	// configuration does not have makes the answer a 404 naming it.
+	var unknown []string
+	for i, sm := range samples {
+		if err := s.engine.Observe(sm.Domain, sm.Rule, time.Duration(sm.LatencyMS*float64(time.Millisecond)), sm.Failed); err != nil {
+			if len(samples) == 1 {
+				writeErr(w, err)
+				return
+			}
+			unknown = append(unknown, fmt.Sprintf("samples[%d]: %v", i, err))
+		}
+	}
+	if len(unknown) > 0 {
+		msg := unknown[0]
+		if n := len(unknown) - 1; n > 0 {
+			msg += fmt.Sprintf("; and %d more sample(s) of unknown rules", n)
+		}
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s; the other %d sample(s) were recorded", msg, len(samples)-len(unknown)))
+		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
