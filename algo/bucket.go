@@ -1,5 +1,10 @@
 package algo
 
+import (
+	"math/bits"
+	"time"
+)
+
 // Token bucket, GCRA and Shaper state: A = level, B = time of the last
 // update (µs), C = 1 once the key is in use (the zero C marks a fresh key;
 // B cannot, since 0 is a valid time).
@@ -14,12 +19,18 @@ package algo
 // missing level is the water in a leaky bucket, and an admitted request
 // waits until the water ahead of it, less Delay units, has drained.
 
+// The divisions by the period and by the rate are multiplications by
+// precomputed reciprocals (see divisor), and the refill test is a 128-bit
+// multiplication: the results are those of the integer divisions they
+// replace, exactly (the Redis and Memcached stores compute the same with
+// plain arithmetic).
+
 func (l *Limit) refill(s *State, now int64) int64 {
-	per, capLevel := l.periodUS, l.capacity*l.periodUS
+	capLevel := l.capLevel
 	if s.C == 0 {
 		s.A = capLevel
 		if init := l.p.InitialTokens; init != nil {
-			s.A = *init * per
+			s.A = *init * l.periodUS
 		}
 		s.B, s.C = now, 1
 		return now
@@ -31,17 +42,20 @@ func (l *Limit) refill(s *State, now int64) int64 {
 		return s.B
 	}
 	if need := capLevel - s.A; need > 0 {
-		if dt := now - s.B; dt >= ceilDiv(need, l.p.Limit) {
+		// dt ≥ ⌈need ÷ rate⌉ ⟺ dt × rate ≥ need, with the product in 128
+		// bits (dt and rate are below 2^53).
+		dt := now - s.B
+		if hi, lo := bits.Mul64(uint64(dt), uint64(l.p.Limit)); hi != 0 || lo >= uint64(need) {
 			s.A = capLevel
 		} else {
-			s.A += dt * l.p.Limit
+			s.A += int64(lo)
 		}
 	}
 	s.B = now
 	return now
 }
 
-func (l *Limit) bucket(s *State, now, cost int64, commit bool) Decision {
+func (l *Limit) bucket(d *Decision, s *State, now, cost int64, commit bool) {
 	if !commit && s.C == 0 {
 		// Peek must not start a fresh key's clock: with InitialTokens
 		// below the capacity that would refill it from this instant.
@@ -49,27 +63,34 @@ func (l *Limit) bucket(s *State, now, cost int64, commit bool) Decision {
 		s = &tmp
 	}
 	now = l.refill(s, now)
-	per, rate, capLevel := l.periodUS, l.p.Limit, l.capacity*l.periodUS
-	d := Decision{Limit: l.capacity}
+	per, capLevel := l.periodUS, l.capLevel
 	level := s.A
+	// The Decision's fields are computed in locals and written once at
+	// the end (see decide).
+	var allowed bool
+	var retry, delay time.Duration
 	switch {
 	case cost > l.capacity:
-		d.RetryAfter = Never
+		retry = Never
 	case level >= cost*per:
-		d.Allowed = true
+		allowed = true
 		if l.p.Algorithm == Shaper {
-			d.Delay = micros(ceilDiv(capLevel-level-l.p.Delay*per, rate))
+			delay = micros(l.rateDiv.ceil(capLevel - level - l.p.Delay*per))
 		}
 		level -= cost * per
 		if commit {
 			s.A = level
 		}
 	default:
-		d.RetryAfter = micros(ceilDiv(cost*per-level, rate))
+		retry = micros(l.rateDiv.ceil(cost*per - level))
 	}
-	d.Remaining = level / per
-	d.ResetAfter = micros(ceilDiv(capLevel-level, rate))
-	return d
+	// level is in [0, capLevel]: the quotients of non-negative numbers.
+	d.Allowed = allowed
+	d.Limit = l.capacity
+	d.Remaining = int64(l.perDiv.div(uint64(level)))
+	d.RetryAfter = retry
+	d.ResetAfter = micros(l.rateDiv.ceil(capLevel - level))
+	d.Delay = delay
 }
 
 func (l *Limit) bucketRefund(s *State, now, cost int64) {
@@ -77,7 +98,7 @@ func (l *Limit) bucketRefund(s *State, now, cost int64) {
 		return
 	}
 	l.refill(s, now)
-	capLevel := l.capacity * l.periodUS
+	capLevel := l.capLevel
 	if cost > l.capacity {
 		cost = l.capacity
 	}
@@ -91,5 +112,5 @@ func (l *Limit) bucketExpiry(s *State) int64 {
 	if s.C == 0 {
 		return 0
 	}
-	return s.B + ceilDiv(l.capacity*l.periodUS-min(max(s.A, 0), l.capacity*l.periodUS), l.p.Limit)
+	return s.B + l.rateDiv.ceil(l.capLevel-min(max(s.A, 0), l.capLevel))
 }

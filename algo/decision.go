@@ -86,7 +86,9 @@ func (s State) Clone() State {
 // anonymous lease that can only expire; use TakeLease to be able to release
 // it.
 func (l *Limit) Take(s *State, now, cost int64) Decision {
-	return l.decide(s, now, cost, 0, true)
+	var d Decision
+	l.decide(&d, s, now, cost, 0, true)
+	return d
 }
 
 // Peek returns the decision Take would make, without changing s beyond
@@ -94,7 +96,9 @@ func (l *Limit) Take(s *State, now, cost int64) Decision {
 // well). On a fresh key it reports as if the key started at now, but leaves
 // it fresh.
 func (l *Limit) Peek(s *State, now, cost int64) Decision {
-	return l.decide(s, now, cost, 0, false)
+	var d Decision
+	l.decide(&d, s, now, cost, 0, false)
+	return d
 }
 
 // TakeLease is Take for Concurrency: the cost slots are held under lease
@@ -102,7 +106,9 @@ func (l *Limit) Peek(s *State, now, cost int64) Decision {
 // LeaseTTL passes. Lease 0 is Take's anonymous lease, which only expires.
 // Other algorithms ignore lease.
 func (l *Limit) TakeLease(s *State, now, cost int64, lease uint64) Decision {
-	return l.decide(s, now, cost, lease, true)
+	var d Decision
+	l.decide(&d, s, now, cost, lease, true)
+	return d
 }
 
 // maxTime is the latest instant the algorithms work with, 2^53-1 µs (in the
@@ -122,26 +128,32 @@ func clampTime(t int64) int64 {
 	return t
 }
 
-func (l *Limit) decide(s *State, now, cost int64, lease uint64, commit bool) Decision {
+// decide writes the decision into d rather than returning it: Decision has
+// too many fields for the compiler to keep in registers, and each return
+// of one by value through a call chain costs a copy through memory that
+// the processor cannot forward (a stall worth more than the arithmetic of
+// a token bucket).
+func (l *Limit) decide(d *Decision, s *State, now, cost int64, lease uint64, commit bool) {
 	if cost < 0 {
 		cost = 0
 	}
 	now = clampTime(now)
 	switch l.p.Algorithm {
-	case FixedWindow:
-		return l.fixedWindow(s, now, cost, commit)
-	case SlidingLog:
-		return l.slidingLog(s, now, cost, commit)
-	case SlidingWindow:
-		return l.slidingWindow(s, now, cost, commit)
 	case TokenBucket, GCRA, Shaper:
-		return l.bucket(s, now, cost, commit)
+		l.bucket(d, s, now, cost, commit)
+	case FixedWindow:
+		l.fixedWindow(d, s, now, cost, commit)
+	case SlidingLog:
+		*d = l.slidingLog(s, now, cost, commit)
+	case SlidingWindow:
+		*d = l.slidingWindow(s, now, cost, commit)
 	case SmoothBursty, SmoothWarmup:
-		return l.smoothTake(s, now, cost, commit)
+		*d = l.smoothTake(s, now, cost, commit)
 	case Concurrency:
-		return l.concurrency(s, now, cost, lease, commit)
+		*d = l.concurrency(s, now, cost, lease, commit)
+	default:
+		*d = Decision{}
 	}
-	return Decision{}
 }
 
 // Refund gives back cost units that a Take at time at admitted, as far as

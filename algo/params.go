@@ -163,6 +163,12 @@ type Limit struct {
 	leaseUS  int64 // Concurrency
 	maxWait  int64 // Smooth*
 	smooth   smoothParams
+	// perDiv and rateDiv divide by periodUS and p.Limit without a
+	// division instruction (see divisor); perDiv is unusable when
+	// periodUS is 0 (calendar windows, Concurrency without a Period).
+	perDiv, rateDiv divisor
+	// capLevel is the buckets' capacity in unit·µs: capacity × periodUS.
+	capLevel int64
 }
 
 // Compile validates p, fills in defaults and precomputes what the
@@ -266,6 +272,7 @@ func Compile(p Params) (*Limit, error) {
 		if l.capacity > maxExact/l.periodUS {
 			return bad("burst", "capacity %d × period %v exceeds 2^53 µs; use a shorter period or a smaller burst", l.capacity, p.Period)
 		}
+		l.capLevel = l.capacity * l.periodUS
 	case SmoothBursty, SmoothWarmup:
 		if err := l.compileSmooth(); err != nil {
 			return nil, err
@@ -285,6 +292,10 @@ func Compile(p Params) (*Limit, error) {
 	if p.InitialTokens != nil && p.Algorithm != TokenBucket {
 		return bad("initial_tokens", "applies to token_bucket only, not %s", p.Algorithm)
 	}
+	if l.periodUS > 0 {
+		l.perDiv = newDivisor(uint64(l.periodUS))
+	}
+	l.rateDiv = newDivisor(uint64(p.Limit))
 	return l, nil
 }
 

@@ -24,7 +24,11 @@ func (l *Limit) windowBounds(now int64) (start, end int64) {
 		}
 		return s.UnixMicro(), e.UnixMicro()
 	}
-	start = now - floorMod(now, l.periodUS)
+	if now >= 0 {
+		start = int64(l.perDiv.div(uint64(now))) * l.periodUS
+	} else {
+		start = now - floorMod(now, l.periodUS)
+	}
 	return start, start + l.periodUS
 }
 
@@ -48,7 +52,7 @@ func monotonic(last *int64, now int64) int64 {
 	return now
 }
 
-func (l *Limit) fixedWindow(s *State, now, cost int64, commit bool) Decision {
+func (l *Limit) fixedWindow(out *Decision, s *State, now, cost int64, commit bool) {
 	now = monotonic(&s.C, now)
 	start, end := l.windowBounds(now)
 	if s.A != start || s.B < 0 {
@@ -77,7 +81,7 @@ func (l *Limit) fixedWindow(s *State, now, cost int64, commit bool) Decision {
 	if s.B > 0 || (d.Allowed && cost > 0) {
 		d.ResetAfter = micros(end - now)
 	}
-	return d
+	*out = d
 }
 
 func (l *Limit) fixedWindowRefund(s *State, at, cost int64) {
