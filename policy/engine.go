@@ -911,7 +911,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		var tightWindow time.Duration
 		tightRefused, refused, borrowed := false, false, false
 		for _, r := range dp.deny {
-			st := LimitStatus{Name: r.Name, Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, nowUS),
+			st := LimitStatus{Name: limitName(r, r.Name, s.Rule), Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, nowUS),
 				Shadow: r.Shadow || e.o.shadow, Deny: true}
 			s.Limits = append(s.Limits, st)
 			if st.Shadow {
@@ -927,7 +927,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			if !it.decided {
 				continue
 			}
-			ls := LimitStatus{Name: itemName(it), Decision: it.dec, Window: headerWindow(it.lim, nowUS), Shadow: it.shadow}
+			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Decision: it.dec, Window: headerWindow(it.lim, nowUS), Shadow: it.shadow}
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
@@ -1027,6 +1027,16 @@ func strategyOf(refusing []*Rule, retry time.Duration) (string, string, time.Dur
 		return StrategyWait, "", retry
 	}
 	return StrategyReject, "", 0
+}
+
+// limitName is a LimitStatus's name: name, or for an Envoy per-descriptor
+// limit (which has no name of its own) the status's rule, the descriptor's
+// path with values.
+func limitName(r *Rule, name, statusRule string) string {
+	if r.index < 0 {
+		return statusRule
+	}
+	return name
 }
 
 func itemName(it *item) string {

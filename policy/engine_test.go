@@ -267,6 +267,9 @@ descriptors:
 		if s := resp.Statuses[0]; s.Rule != "k_v" || s.Decision.Limit != 2 || s.Window != time.Second {
 			t.Fatalf("status %+v: want rule k_v, limit 2, window 1s", s)
 		}
+		if l := resp.Statuses[0].Limits; len(l) != 1 || l[0].Name != "k_v" {
+			t.Fatalf("limits %+v: want one named k_v, as the status's rule", l)
+		}
 	}
 	// The configured rule's counter is separate and untouched.
 	resp, _ := e.Decide(ctx, req("d", ent("k", "v")))
@@ -277,6 +280,8 @@ descriptors:
 	r.Descriptors[0].Limit = &LimitOverride{RequestsPerUnit: 0, Unit: time.Second}
 	if resp, err := e.Decide(ctx, r); err != nil || resp.Code != CodeOverLimit {
 		t.Fatalf("limit 0: %v %v, want OVER_LIMIT", resp.Code, err)
+	} else if l := resp.Statuses[0].Limits; len(l) != 1 || l[0].Name != "k_v" || !l[0].Deny {
+		t.Fatalf("limit 0: limits %+v, want one deny named k_v", l)
 	}
 	r.Descriptors[0].Limit = &LimitOverride{RequestsPerUnit: 5}
 	if _, err := e.Decide(ctx, r); !errors.Is(err, ErrBadRequest) {

@@ -109,7 +109,9 @@ type Status struct {
 // LimitStatus is the outcome of one limit a descriptor was measured against.
 type LimitStatus struct {
 	// Name is the rule's name; a derived limit appends its role:
-	// "name/ceil", "name/lend", "name/<priority class>".
+	// "name/ceil", "name/lend", "name/<priority class>". An Envoy
+	// per-descriptor limit has no name of its own: its Name is the
+	// Status's Rule, the descriptor's path ("remote_address_192.0.2.9").
 	Name string
 	// Decision is the store's answer for this limit alone. After a
 	// refusal by another limit, it says whether this one would have
