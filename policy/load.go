@@ -975,14 +975,19 @@ func (l *loader) reserve(r *Rule, f field) {
 // algorithm with its parameters.
 func (l *loader) params(r *Rule, fs map[string]field) {
 	p := algo.Params{Algorithm: algo.FixedWindow}
+	// knownAlgo is false when the algorithm field is bad: the checks that
+	// depend on the algorithm are skipped (they would only guess), the
+	// others still report every problem of the rule.
+	knownAlgo := true
 	if f, ok := fs["algorithm"]; ok {
+		knownAlgo = false
 		if s, ok := l.str(f, "algorithm"); ok {
 			k, err := algo.ParseKind(s)
 			if err != nil {
 				l.errf(f.line(), "unknown algorithm %q (want one of %s)", s, kindList())
-				return
+			} else {
+				p.Algorithm, knownAlgo = k, true
 			}
-			p.Algorithm = k
 		}
 	}
 	uf, hasUnit := fs["unit"]
@@ -1004,7 +1009,7 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 			if u == "year" {
 				p.Calendar = algo.CalendarYear
 			}
-			if p.Algorithm != algo.FixedWindow {
+			if knownAlgo && p.Algorithm != algo.FixedWindow {
 				l.errf(uf.line(), "unit %s is a calendar period for fixed_window only; use a period such as 30d with %s", u, p.Algorithm)
 			}
 		} else {
@@ -1012,7 +1017,7 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 		}
 	case hasPeriod:
 		p.Period, _ = l.duration(pf, "period")
-	case p.Algorithm != algo.Concurrency:
+	case knownAlgo && p.Algorithm != algo.Concurrency:
 		l.errf(r.Pos.Line, "rate_limit needs a unit (second, minute, hour, day, week, month, year) or a period")
 	}
 	rf, hasRPU := fs["requests_per_unit"]
@@ -1034,7 +1039,7 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 		}
 	}
 	for name, algos := range fieldAlgos {
-		if f, ok := fs[name]; ok && !slices.Contains(algos, p.Algorithm) {
+		if f, ok := fs[name]; ok && knownAlgo && !slices.Contains(algos, p.Algorithm) {
 			names := make([]string, len(algos))
 			for i, k := range algos {
 				names[i] = k.String()
@@ -1116,7 +1121,7 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 		switch {
 		case smooth:
 			p.MaxWait = r.MaxWait
-		case r.Strategy != StrategyWait:
+		case knownAlgo && r.Strategy != StrategyWait:
 			l.errf(f.key.Line, "max_wait applies to strategy: wait and to the smooth algorithms")
 		}
 	}
