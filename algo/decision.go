@@ -111,6 +111,16 @@ func (l *Limit) TakeLease(s *State, now, cost int64, lease uint64) Decision {
 	return d
 }
 
+// TakeLeaseTo is TakeLease writing its decision into *d: the same
+// decision, for callers on a hot path that keep it in place (a store
+// filling its out slice). A Decision has too many fields to travel in
+// registers, and one returned by value through a chain of calls is copied
+// through memory at each step, which costs more than a token bucket's
+// arithmetic.
+func (l *Limit) TakeLeaseTo(d *Decision, s *State, now, cost int64, lease uint64) {
+	l.decide(d, s, now, cost, lease, true)
+}
+
 // maxTime is the latest instant the algorithms work with, 2^53-1 µs (in the
 // year 2255): later times are treated as it, so that every sum of a time and
 // a period stays exact in a double and far from int64 overflow.

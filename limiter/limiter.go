@@ -130,7 +130,8 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 		return l.takeWithTimeout(ctx, key, n, lease)
 	}
 	if l.mem != nil {
-		d, at, err := l.mem.TakeKey(ctx, l.prefix, key, l.limit, n, lease)
+		var d algo.Decision
+		at, err := l.mem.TakeKey(ctx, &d, l.prefix, key, l.limit, n, lease)
 		if err != nil {
 			return d, at, l.wrap(err)
 		}
@@ -165,8 +166,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) 
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
 	if l.mem != nil && l.timeout == 0 && n >= 0 {
 		// The common case, straight to the memory store.
-		d, _, err := l.mem.TakeKey(ctx, l.prefix, key, l.limit, n, 0)
-		if err != nil {
+		var d algo.Decision
+		if _, err := l.mem.TakeKey(ctx, &d, l.prefix, key, l.limit, n, 0); err != nil {
 			return d, l.wrap(err)
 		}
 		return d, nil

@@ -39,11 +39,12 @@
 // exactness), and Stats counts evictions.
 //
 // Measured on amd64 with 16-byte keys (BenchmarkFootprint; figures in
-// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 89
+// docs/BENCHMARKS.md): a token bucket, GCRA or fixed window key costs 98
 // bytes of heap at one million keys — one 64-byte block holding the key's
-// lock, its state (three words and one for its expiry and algorithm) and its
-// copy of the key, and a 12-byte index slot (a pointer and a hash tag) at
-// a load between 3/8 and 3/4.
+// lock, its state (three words and one for its expiry and algorithm), its
+// length and its copy of the key (up to 20 bytes fit in the 64), and a
+// 16-byte index slot (a pointer beside the key's hash and length, so that a
+// probe reads one cache line per slot) at a load between 3/8 and 3/4.
 // A longer key costs its bytes rounded up to the allocator's next size
 // class.
 // Algorithms with variable state (sliding log, concurrency, sliding window

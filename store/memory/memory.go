@@ -100,32 +100,34 @@ func (s *Store) now() int64 {
 	return s.baseUS + int64(time.Since(s.base)/time.Microsecond)
 }
 
+// hash returns key's hashKey (see table.go) and its shard.
 func (s *Store) hash(key string) (uint64, *shard) {
 	h := maphash.String(s.seed, key)
-	return h, &s.shards[h&s.mask]
+	return hashKey(h, key), &s.shards[h&s.mask]
 }
 
 // acquire returns key's entry, locked and in the table, creating it if
-// need be (create false: nil for a missing key), or errClosed.
-func (s *Store) acquire(key string, create bool, now int64) (*entry, *shard, error) {
-	h, sh := s.hash(key)
+// need be (create false: nil for a missing key), its shard and its
+// hashKey, or errClosed.
+func (s *Store) acquire(key string, create bool, now int64) (*entry, *shard, uint64, error) {
+	hk, sh := s.hash(key)
 	for {
-		e := sh.find(h, key)
+		e := sh.find(hk, key)
 		if e == nil {
 			if !create {
 				if sh.tab.Load() == nil {
-					return nil, sh, errClosed
+					return nil, sh, hk, errClosed
 				}
-				return nil, sh, nil
+				return nil, sh, hk, nil
 			}
 			var ok bool
-			if e, ok = sh.insert(h, key, s.perShard, now); !ok {
-				return nil, sh, errClosed
+			if e, ok = sh.insert(hk, key, s.perShard, now); !ok {
+				return nil, sh, hk, errClosed
 			}
 		}
 		e.mu.Lock()
 		if !e.dead() {
-			return e, sh, nil
+			return e, sh, hk, nil
 		}
 		e.mu.Unlock() // removed meanwhile: look again
 	}
@@ -171,7 +173,8 @@ func (sh *shard) save(e *entry, st *algo.State, l *algo.Limit, now int64) bool {
 
 // release unlocks e and, if its state no longer differs from a fresh one,
 // removes the key: a decision that leaves nothing to remember leaves no key.
-func (s *Store) release(sh *shard, e *entry, live bool, now int64) {
+// hk is e's hashKey.
+func (s *Store) release(sh *shard, e *entry, hk uint64, live bool, now int64) {
 	e.mu.Unlock()
 	if live {
 		return
@@ -179,7 +182,7 @@ func (s *Store) release(sh *shard, e *entry, live bool, now int64) {
 	sh.mu.Lock()
 	e.mu.Lock()
 	if !e.dead() && e.exp() <= now {
-		sh.remove(e)
+		sh.remove(e, hk)
 		sh.expired++
 	}
 	e.mu.Unlock()
@@ -217,9 +220,8 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			return store.Result{}, errClosed
 		}
 		now := s.now()
-		d, err := s.takeOne(r.Key, r.Limit, r.Cost, r.Lease, now)
-		out[0] = d
-		return store.Result{Allowed: d.Allowed, At: now}, err
+		err := s.takeOne(&out[0], r.Key, r.Limit, r.Cost, r.Lease, now)
+		return store.Result{Allowed: out[0].Allowed, At: now}, err
 	}
 	if err := store.Check(reqs, out); err != nil {
 		return store.Result{}, fmt.Errorf("memory: %w", err)
@@ -234,38 +236,44 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 
 // TakeKey is Take for one request whose key is prefix+key, decided without
 // building that string: the allocation-free path of the limiter package. It
-// returns the decision and the store time of the decision (µs), for Refund.
-func (s *Store) TakeKey(ctx context.Context, prefix, key string, l *algo.Limit, cost int64, lease uint64) (algo.Decision, int64, error) {
+// writes the decision into *d (the zero Decision on an error) and returns
+// the store time of the decision (µs), for Refund. The decision is written
+// in place because an algo.Decision returned by value is copied through
+// memory at every call it passes (see algo.Limit.TakeLeaseTo).
+func (s *Store) TakeKey(ctx context.Context, d *algo.Decision, prefix, key string, l *algo.Limit, cost int64, lease uint64) (int64, error) {
+	*d = algo.Decision{}
 	if err := ctx.Err(); err != nil {
-		return algo.Decision{}, 0, err
+		return 0, err
 	}
 	var buf [128]byte
 	b := append(append(buf[:0], prefix...), key...)
 	if len(b) == 0 {
-		return algo.Decision{}, 0, errEmptyKey
+		return 0, errEmptyKey
 	}
 	// The string aliases buf only for this call: takeOne never keeps its
 	// key (a new entry copies it), so buf stays on the stack.
 	k := unsafe.String(&b[0], len(b))
 	if err := checkOne(k, l); err != nil {
-		return algo.Decision{}, 0, err
+		return 0, err
 	}
 	if s.closed.Load() {
-		return algo.Decision{}, 0, errClosed
+		return 0, errClosed
 	}
 	now := s.now()
-	d, err := s.takeOne(k, l, cost, lease, now)
-	return d, now, err
+	return now, s.takeOne(d, k, l, cost, lease, now)
 }
 
-func (s *Store) takeOne(key string, l *algo.Limit, cost int64, lease uint64, now int64) (algo.Decision, error) {
-	h, sh := s.hash(key)
+// takeOne decides one request and writes the decision into d, in place:
+// an algo.Decision returned by value through a chain of calls is copied
+// through memory at each (see algo.Limit.TakeLeaseTo).
+func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64, lease uint64, now int64) error {
+	hk, sh := s.hash(key)
 	for {
-		e := sh.find(h, key)
+		e := sh.find(hk, key)
 		if e == nil {
-			d, done, err := s.takeNew(sh, h, key, l, cost, lease, now)
+			done, err := s.takeNew(d, sh, hk, key, l, cost, lease, now)
 			if done || err != nil {
-				return d, err
+				return err
 			}
 			continue // inserted meanwhile
 		}
@@ -276,9 +284,9 @@ func (s *Store) takeOne(key string, l *algo.Limit, cost int64, lease uint64, now
 		}
 		var st algo.State
 		sh.load(e, l.Algorithm(), &st, now)
-		d := l.TakeLease(&st, now, cost, lease)
-		s.release(sh, e, sh.save(e, &st, l, now), now)
-		return d, nil
+		l.TakeLeaseTo(d, &st, now, cost, lease)
+		s.release(sh, e, hk, sh.save(e, &st, l, now), now)
+		return nil
 	}
 }
 
@@ -287,29 +295,30 @@ func (s *Store) takeOne(key string, l *algo.Limit, cost int64, lease uint64, now
 // shard also takes: the key is created only if the decision leaves a state
 // worth keeping (a refused or zero-cost request on a fresh key leaves
 // none, and evicts nobody). done is false if the key appeared meanwhile.
-func (s *Store) takeNew(sh *shard, h uint64, key string, l *algo.Limit, cost int64, lease uint64, now int64) (d algo.Decision, done bool, err error) {
+func (s *Store) takeNew(d *algo.Decision, sh *shard, hk uint64, key string, l *algo.Limit, cost int64, lease uint64, now int64) (done bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.tab.Load() == nil {
-		return d, true, errClosed
+		return true, errClosed
 	}
-	if sh.find(h, key) != nil {
-		return d, false, nil
+	if sh.find(hk, key) != nil {
+		return false, nil
 	}
 	var st algo.State
-	d = l.TakeLease(&st, now, cost, lease)
+	l.TakeLeaseTo(d, &st, now, cost, lease)
 	if l.ExpiresAt(&st) > now {
-		e := newEntry(h, key)
+		e := newEntry(key)
 		sh.save(e, &st, l, now) // before anyone can find it
-		sh.add(e, s.perShard, now)
+		sh.add(e, hk, s.perShard, now)
 	}
-	return d, true, nil
+	return true, nil
 }
 
 // held is one key of a Take over several requests.
 type held struct {
 	e  *entry
 	sh *shard
+	hk uint64
 }
 
 // lockAll returns the entries of reqs, each locked once, in ascending
@@ -320,12 +329,12 @@ func (s *Store) lockAll(reqs []store.Request, now int64, idx []int) ([]held, err
 	for {
 		hs := make([]held, 0, len(reqs))
 		for i := range reqs {
-			e, sh, err := s.acquire(reqs[i].Key, true, now)
+			e, sh, hk, err := s.acquire(reqs[i].Key, true, now)
 			if err != nil {
 				return nil, err
 			}
 			e.mu.Unlock()
-			hs = append(hs, held{e, sh})
+			hs = append(hs, held{e, sh, hk})
 		}
 		order := make([]held, 0, len(hs))
 		for _, h := range hs {
@@ -413,7 +422,7 @@ func (s *Store) takeMany(reqs []store.Request, out []algo.Decision, now int64) (
 	for j, h := range order {
 		if !live[j] {
 			h.e.mu.Lock()
-			s.release(h.sh, h.e, false, now)
+			s.release(h.sh, h.e, h.hk, false, now)
 		}
 	}
 	return ok, nil
@@ -432,7 +441,7 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	now := s.now()
 	for i := range reqs {
 		r := &reqs[i]
-		e, sh, err := s.acquire(r.Key, false, now)
+		e, sh, _, err := s.acquire(r.Key, false, now)
 		if err != nil {
 			return err
 		}
@@ -502,7 +511,7 @@ func (s *Store) begin(ctx context.Context, reqs []store.Request) error {
 // each applies f to r's state under its lock and stores the result. A key
 // that holds no live state is left alone: there is nothing to give back.
 func (s *Store) each(r *store.Request, now int64, f func(*algo.State, *store.Request)) error {
-	e, sh, err := s.acquire(r.Key, false, now)
+	e, sh, hk, err := s.acquire(r.Key, false, now)
 	if err != nil || e == nil {
 		return err
 	}
@@ -514,7 +523,7 @@ func (s *Store) each(r *store.Request, now int64, f func(*algo.State, *store.Req
 	var st algo.State
 	sh.load(e, k, &st, now)
 	f(&st, r)
-	s.release(sh, e, sh.save(e, &st, r.Limit, now), now)
+	s.release(sh, e, hk, sh.save(e, &st, r.Limit, now), now)
 	return nil
 }
 
@@ -532,15 +541,15 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 		return errClosed
 	}
 	for _, k := range keys {
-		h, sh := s.hash(k)
+		hk, sh := s.hash(k)
 		sh.mu.Lock()
 		if sh.tab.Load() == nil {
 			sh.mu.Unlock()
 			return errClosed
 		}
-		if e := sh.find(h, k); e != nil {
+		if e := sh.find(hk, k); e != nil {
 			e.mu.Lock()
-			sh.remove(e)
+			sh.remove(e, hk)
 			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
@@ -558,7 +567,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 		return algo.State{}, false, errEmptyKey
 	}
 	now := s.now()
-	e, sh, err := s.acquire(key, false, now)
+	e, sh, _, err := s.acquire(key, false, now)
 	if err != nil || e == nil {
 		return algo.State{}, false, err
 	}
@@ -587,13 +596,13 @@ func (s *Store) Sweep() int {
 		}
 		now := s.now()
 		for j := range t.slots {
-			e := t.slots[j].Load()
+			e := t.slots[j].e.Load()
 			if e == nil || e == tomb {
 				continue
 			}
 			e.mu.Lock()
 			if e.exp() <= now {
-				sh.remove(e)
+				sh.remove(e, t.slots[j].hk.Load())
 				sh.expired++
 				n++
 			}

@@ -150,7 +150,8 @@ func TestTakeKeyMatchesTake(t *testing.T) {
 	l := mustLimit(t, algo.Params{Algorithm: algo.GCRA, Limit: 3, Period: time.Second})
 	ctx := t.Context()
 	for i := range 5 {
-		d, at, err := st.TakeKey(ctx, "api:", "alice", l, 1, 0)
+		var d algo.Decision
+		at, err := st.TakeKey(ctx, &d, "api:", "alice", l, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,13 +169,14 @@ func TestTakeKeyMatchesTake(t *testing.T) {
 	for i := range long {
 		long[i] = 'x'
 	}
-	if d, _, err := st.TakeKey(ctx, "p:", string(long), l, 1, 0); err != nil || !d.Allowed {
+	var d algo.Decision
+	if _, err := st.TakeKey(ctx, &d, "p:", string(long), l, 1, 0); err != nil || !d.Allowed {
 		t.Errorf("TakeKey with a 302-byte key = %+v, %v", d, err)
 	}
-	if _, _, err := st.TakeKey(ctx, "", "", l, 1, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := st.TakeKey(ctx, &d, "", "", l, 1, 0); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("TakeKey with an empty key: %v, want ErrBadRequest", err)
 	}
-	if _, _, err := st.TakeKey(ctx, "a", "b", nil, 1, 0); !errors.Is(err, store.ErrBadRequest) {
+	if _, err := st.TakeKey(ctx, &d, "a", "b", nil, 1, 0); !errors.Is(err, store.ErrBadRequest) {
 		t.Errorf("TakeKey with a nil limit: %v, want ErrBadRequest", err)
 	}
 }
@@ -235,7 +237,7 @@ func TestHotPathAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { _, _ = st.Take(ctx, reqs, out) }); n != 0 {
 			t.Errorf("%s: Take allocates %v times per call, want 0", k, n)
 		}
-		if n := testing.AllocsPerRun(100, func() { _, _, _ = st.TakeKey(ctx, "alloc:", k.String(), l, 1, 0) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { var d algo.Decision; _, _ = st.TakeKey(ctx, &d, "alloc:", k.String(), l, 1, 0) }); n != 0 {
 			t.Errorf("%s: TakeKey allocates %v times per call, want 0", k, n)
 		}
 		if n := testing.AllocsPerRun(100, func() { _ = st.Peek(ctx, reqs, out) }); n != 0 {
@@ -252,8 +254,9 @@ func BenchmarkTakeKey(b *testing.B) {
 	ctx := b.Context()
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
+		var d algo.Decision
 		for b.Loop() {
-			if _, _, err := st.TakeKey(ctx, "bench:", "user-000000001", l, 1, 0); err != nil {
+			if _, err := st.TakeKey(ctx, &d, "bench:", "user-000000001", l, 1, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -266,8 +269,9 @@ func BenchmarkTakeKey(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
+			var d algo.Decision
 			for pb.Next() {
-				if _, _, err := st.TakeKey(ctx, "bench:", keys[i], l, 1, 0); err != nil {
+				if _, err := st.TakeKey(ctx, &d, "bench:", keys[i], l, 1, 0); err != nil {
 					b.Fatal(err)
 				}
 				if i++; i == len(keys) {

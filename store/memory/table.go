@@ -12,22 +12,28 @@ import (
 // entry is one key's state and its lock, followed in the same
 // pointer-free block by the key's bytes (see newEntry): a lookup compares
 // the key, takes the lock and reads the state in the same cache line, and
-// a decision writes only that line. The variable part of a state
-// (algo.State.Ext), which only sliding logs, concurrency leases and
-// multi-sub-window sliding windows use, lives in the shard's ext map.
+// a decision writes only that line. The header is 44 bytes, so an entry
+// with a key of up to 20 bytes is one 64-byte block, aligned on a cache
+// line by the allocator. The variable part of a state (algo.State.Ext),
+// which only sliding logs, concurrency leases and multi-sub-window sliding
+// windows use, lives in the shard's ext map.
 type entry struct {
-	mu sync.Mutex
-	// hk is the key's hash (high 32 bits) and length (low 32 bits); it
-	// never changes, so lookups read it without the lock.
-	hk      uint64
+	mu      sync.Mutex
 	a, b, c int64 // algo.State's fixed part, under mu
 	// meta is, under mu: the state's expiry in µs (bits 0-53), dead
 	// (bit 54: removed from the table), hasExt (bit 55) and the algo.Kind
 	// that wrote the state (bits 56-63).
 	meta uint64
+	// klen is the key's length; it never changes, so lookups read it
+	// without the lock. The key's hash is kept in the index (slot.hk).
+	klen uint32
+	// The key's bytes follow, from keyOffset.
 }
 
 const (
+	// keyOffset is where the key's bytes start in an entry's block: right
+	// after klen, before the struct's trailing padding.
+	keyOffset = int(unsafe.Offsetof(entry{}.klen)) + 4
 	entrySize = int(unsafe.Sizeof(entry{}))
 	expBits   = 54
 	expMask   = 1<<expBits - 1
@@ -41,63 +47,70 @@ func (e *entry) kind() algo.Kind { return algo.Kind(e.meta >> kindShift) }
 func (e *entry) ext() bool       { return e.meta&hasExt != 0 }
 func (e *entry) dead() bool      { return e.meta&deadBit != 0 }
 
-// key returns the entry's key, stored right after it.
+// key returns the entry's key, stored right after its header.
 func (e *entry) key() string {
-	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(e), entrySize)), int(uint32(e.hk)))
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(e), keyOffset)), int(e.klen))
 }
 
-// hashKey packs what entry.hk holds.
-func hashKey(h uint64, key string) uint64 { return h>>32<<32 | uint64(uint32(len(key))) }
+// hashKey is what the index keeps of a key to tell keys apart without
+// reading their entries: the high 31 bits of its hash, a 1 bit (so that
+// it is never 0, the mark of a slot never used) and its length.
+func hashKey(h uint64, key string) uint64 {
+	return (h>>33<<1|1)<<32 | uint64(uint32(len(key)))
+}
 
-// newEntry allocates an entry for key, whose hash is h, and a copy of the
-// key in one pointer-free block: nothing in it needs scanning, a new key
-// costs one allocation, and the key is in the entry's cache line.
-func newEntry(h uint64, key string) *entry {
-	b := make([]byte, entrySize+len(key))
-	copy(b[entrySize:], key)
+// newEntry allocates an entry for key and a copy of the key in one
+// pointer-free block: nothing in it needs scanning, a new key costs one
+// allocation, and the key is in the entry's cache line.
+func newEntry(key string) *entry {
+	b := make([]byte, max(keyOffset+len(key), entrySize))
+	copy(b[keyOffset:], key)
 	e := (*entry)(unsafe.Pointer(&b[0]))
-	e.hk = hashKey(h, key)
+	e.klen = uint32(len(key))
 	return e
 }
 
-// table is a shard's index: open addressing with linear probing over
-// atomic pointers to entries. Readers probe it without a lock; the shard's
-// lock serialises the writers (insert, remove, grow), which publish every
-// change with an atomic store, and a grown table replaces the old one
-// whole. A removed entry leaves a tombstone so that probe sequences stay
-// unbroken, until the next growth rebuilds the table.
-type table struct {
-	slots []atomic.Pointer[entry]
-	// tags holds, per slot, a tag of the hash of the slot's key (never 0),
-	// or 0 for a slot never used: a probe compares tags, contiguous in
-	// memory, and follows a pointer only when a tag matches, instead of
-	// reading the entry of every slot it passes.
-	tags []atomic.Uint32
-	mask uint64
+// slot is one place of a shard's index: the hashKey of its key, or 0 if
+// the slot was never used, beside the pointer to the key's entry, so that
+// a probe reads one cache line per slot and follows a pointer only when
+// the hash and length match.
+type slot struct {
+	hk atomic.Uint64
+	e  atomic.Pointer[entry]
 }
 
-// tagOf is the table tag of hash h: its high 32 bits, never 0.
-func tagOf(h uint64) uint32 { return uint32(h>>32) | 1 }
+// table is a shard's index: open addressing with linear probing over
+// slots. Readers probe it without a lock; the shard's lock serialises the
+// writers (insert, remove, grow), which publish every change with atomic
+// stores, and a grown table replaces the old one whole. A removed entry
+// leaves a tombstone (its slot keeps its hk, its pointer becomes tomb) so
+// that probe sequences stay unbroken, until the next rebuild.
+type table struct {
+	slots []slot
+	mask  uint64
+}
 
 // tomb marks a slot whose entry was removed. It never matches a key.
 var tomb = new(entry)
 
 func newTable(size int) *table {
-	return &table{slots: make([]atomic.Pointer[entry], size), tags: make([]atomic.Uint32, size), mask: uint64(size - 1)}
+	return &table{slots: make([]slot, size), mask: uint64(size - 1)}
 }
 
-// set publishes e in slot i: the pointer first, then the tag, so that a
-// reader that sees the tag sees the entry; a reader that sees neither yet
-// misses, and a miss is always settled under the shard's lock.
-func (t *table) set(i uint64, e *entry) {
-	t.slots[i].Store(e)
-	t.tags[i].Store(tagOf(e.hk))
+// set publishes e, whose hashKey is hk, in slot i: the pointer first, then
+// hk, so that a reader that sees hk sees the entry (or, in a reused
+// tombstone's slot that already had this hk, the tombstone); a reader that
+// sees neither yet misses, and a miss is always settled under the shard's
+// lock. A reader that pairs a slot's old hk with its new entry compares
+// the entry's own key, so it can only miss.
+func (t *table) set(i uint64, e *entry, hk uint64) {
+	t.slots[i].e.Store(e)
+	t.slots[i].hk.Store(hk)
 }
 
-// slotIndex is where a probe for hash h starts: the shard was chosen by
-// h's low bits, the slot comes from its high 32, which entry.hk keeps (so
-// slotIndex(e.hk) is where e's probe starts).
-func (t *table) slotIndex(h uint64) uint64 { return (h >> 32) & t.mask }
+// slotIndex is where a probe for hk starts. The shard was chosen by the
+// hash's low bits; hk keeps its high ones.
+func (t *table) slotIndex(hk uint64) uint64 { return (hk >> 33) & t.mask }
 
 // shard is a share of the keys: their index and the lock its writers take,
 // on one cache line. Decisions on existing keys only read it.
@@ -113,19 +126,20 @@ type shard struct {
 	expired   int64
 }
 
-// find returns key's entry, or nil. It takes no lock.
-func (sh *shard) find(h uint64, key string) *entry {
+// find returns key's entry, or nil; hk is hashKey of key. It takes no
+// lock.
+func (sh *shard) find(hk uint64, key string) *entry {
 	t := sh.tab.Load()
 	if t == nil {
 		return nil
 	}
-	hk, tag := hashKey(h, key), tagOf(h)
-	for i := t.slotIndex(h); ; i = (i + 1) & t.mask {
-		switch t.tags[i].Load() {
+	for i := t.slotIndex(hk); ; i = (i + 1) & t.mask {
+		sl := &t.slots[i]
+		switch sl.hk.Load() {
 		case 0:
 			return nil
-		case tag:
-			if e := t.slots[i].Load(); e != nil && e.hk == hk && e != tomb && e.key() == key {
+		case hk:
+			if e := sl.e.Load(); e != nil && e != tomb && e.key() == key {
 				return e
 			}
 		}
@@ -135,25 +149,26 @@ func (sh *shard) find(h uint64, key string) *entry {
 // insert returns key's entry, adding a fresh one if there is none, and
 // false once the store is closed. perShard caps the live entries (0: no
 // cap); a full shard evicts one first.
-func (sh *shard) insert(h uint64, key string, perShard int, now int64) (*entry, bool) {
+func (sh *shard) insert(hk uint64, key string, perShard int, now int64) (*entry, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.tab.Load()
 	if t == nil {
 		return nil, false
 	}
-	if e := sh.find(h, key); e != nil {
+	if e := sh.find(hk, key); e != nil {
 		return e, true
 	}
-	e := newEntry(h, key)
-	sh.add(e, perShard, now)
+	e := newEntry(key)
+	sh.add(e, hk, perShard, now)
 	return e, true
 }
 
-// add publishes e, whose key the table does not hold, evicting first if the
-// shard is full and growing the table if need be. Everything written to e
-// before is visible to whoever finds it. sh.mu is held.
-func (sh *shard) add(e *entry, perShard int, now int64) {
+// add publishes e, whose key the table does not hold and whose hashKey is
+// hk, evicting first if the shard is full and growing the table if need
+// be. Everything written to e before is visible to whoever finds it.
+// sh.mu is held.
+func (sh *shard) add(e *entry, hk uint64, perShard int, now int64) {
 	t := sh.tab.Load()
 	if perShard > 0 && sh.live >= perShard {
 		sh.evict(now)
@@ -161,13 +176,13 @@ func (sh *shard) add(e *entry, perShard int, now int64) {
 	if (sh.live+sh.tombs+1)*4 > len(t.slots)*3 {
 		t = sh.rebuild()
 	}
-	for i := t.slotIndex(e.hk); ; i = (i + 1) & t.mask {
-		cur := t.slots[i].Load()
+	for i := t.slotIndex(hk); ; i = (i + 1) & t.mask {
+		cur := t.slots[i].e.Load()
 		if cur == nil || cur == tomb {
 			if cur == tomb {
 				sh.tombs--
 			}
-			t.set(i, e)
+			t.set(i, e, hk)
 			break
 		}
 	}
@@ -184,34 +199,35 @@ func (sh *shard) rebuild() *table {
 	old := sh.tab.Load()
 	t := newTable(size)
 	for i := range old.slots {
-		e := old.slots[i].Load()
+		e := old.slots[i].e.Load()
 		if e == nil || e == tomb {
 			continue
 		}
-		j := t.slotIndex(e.hk)
-		for t.slots[j].Load() != nil {
+		hk := old.slots[i].hk.Load()
+		j := t.slotIndex(hk)
+		for t.slots[j].e.Load() != nil {
 			j = (j + 1) & t.mask
 		}
-		t.set(j, e)
+		t.set(j, e, hk)
 	}
 	sh.tombs = 0
 	sh.tab.Store(t)
 	return t
 }
 
-// remove takes e, whose lock the caller holds, out of the table. sh.mu is
-// held.
-func (sh *shard) remove(e *entry) {
+// remove takes e, whose lock the caller holds and whose hashKey is hk, out
+// of the table. sh.mu is held.
+func (sh *shard) remove(e *entry, hk uint64) {
 	e.meta |= deadBit
 	t := sh.tab.Load()
 	if t != nil {
-		for i := t.slotIndex(e.hk); ; i = (i + 1) & t.mask {
-			cur := t.slots[i].Load()
+		for i := t.slotIndex(hk); ; i = (i + 1) & t.mask {
+			cur := t.slots[i].e.Load()
 			if cur == nil {
 				break
 			}
 			if cur == e {
-				t.slots[i].Store(tomb)
+				t.slots[i].e.Store(tomb)
 				sh.live--
 				sh.tombs++
 				break
@@ -230,29 +246,31 @@ func (sh *shard) remove(e *entry) {
 func (sh *shard) evict(now int64) {
 	t := sh.tab.Load()
 	var victim *entry
+	var victimHK uint64
 	var best int64
 	seen := 0
 	start := rand.Uint64() & t.mask
 	for n := uint64(0); n <= t.mask && seen < evictSamples; n++ {
-		e := t.slots[(start+n)&t.mask].Load()
+		sl := &t.slots[(start+n)&t.mask]
+		e := sl.e.Load()
 		if e == nil || e == tomb {
 			continue
 		}
 		seen++
 		e.mu.Lock()
 		if exp := e.exp(); exp <= now {
-			sh.remove(e)
+			sh.remove(e, sl.hk.Load())
 			e.mu.Unlock()
 			sh.expired++
 			return
 		} else if victim == nil || exp < best {
-			victim, best = e, exp
+			victim, victimHK, best = e, sl.hk.Load(), exp
 		}
 		e.mu.Unlock()
 	}
 	if victim != nil {
 		victim.mu.Lock()
-		sh.remove(victim)
+		sh.remove(victim, victimHK)
 		victim.mu.Unlock()
 		sh.evictions++
 	}
