@@ -155,7 +155,9 @@ func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, leas
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	var d algo.Decision // see AllowN
+	err := l.allowN(ctx, &d, key, 1)
+	return d, err
 }
 
 // AllowN decides whether n units may be taken for key now and, if so,
@@ -164,16 +166,25 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) 
 // expires; use Acquire to be able to release it. A negative n is an error
 // wrapping store.ErrBadRequest.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
+	// Small enough to be inlined: the decision is then written straight
+	// into the caller's variable instead of being copied through memory
+	// on its way back (see algo.Limit.TakeLeaseTo).
+	var d algo.Decision
+	err := l.allowN(ctx, &d, key, n)
+	return d, err
+}
+
+func (l *Limiter) allowN(ctx context.Context, d *algo.Decision, key string, n int64) error {
 	if l.mem != nil && l.timeout == 0 && n >= 0 {
 		// The common case, straight to the memory store.
-		var d algo.Decision
-		if _, err := l.mem.TakeKey(ctx, &d, l.prefix, key, l.limit, n, 0); err != nil {
-			return d, l.wrap(err)
+		if _, err := l.mem.TakeKey(ctx, d, l.prefix, key, l.limit, n, 0); err != nil {
+			return l.wrap(err)
 		}
-		return d, nil
+		return nil
 	}
-	d, _, err := l.take(ctx, key, n, 0)
-	return d, err
+	var err error
+	*d, _, err = l.take(ctx, key, n, 0)
+	return err
 }
 
 // Peek returns the decision AllowN(ctx, key, n) would make, taking nothing.
