@@ -176,9 +176,13 @@ func (sh *shard) save(e *entry, st *algo.State, l *algo.Limit, now int64) bool {
 // hk is e's hashKey.
 func (s *Store) release(sh *shard, e *entry, hk uint64, live bool, now int64) {
 	e.mu.Unlock()
-	if live {
-		return
+	if !live {
+		s.removeFresh(sh, e, hk, now)
 	}
+}
+
+// removeFresh removes e, unlocked, if its state is as good as fresh.
+func (s *Store) removeFresh(sh *shard, e *entry, hk uint64, now int64) {
 	sh.mu.Lock()
 	e.mu.Lock()
 	if !e.dead() && e.exp() <= now {
@@ -267,7 +271,9 @@ func (s *Store) TakeKey(ctx context.Context, d *algo.Decision, prefix, key strin
 // an algo.Decision returned by value through a chain of calls is copied
 // through memory at each (see algo.Limit.TakeLeaseTo).
 func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64, lease uint64, now int64) error {
-	hk, sh := s.hash(key)
+	h := maphash.String(s.seed, key) // s.hash, by hand: it is not inlined
+	hk, sh := hashKey(h, key), &s.shards[h&s.mask]
+	kind := l.Algorithm()
 	for {
 		e := sh.find(hk, key)
 		if e == nil {
@@ -282,10 +288,26 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 			e.mu.Unlock()
 			continue
 		}
+		// sh.load and sh.save, by hand for a state without Ext.
 		var st algo.State
-		sh.load(e, l.Algorithm(), &st, now)
+		m := e.meta
+		if m&hasExt != 0 {
+			sh.load(e, kind, &st, now)
+		} else if algo.Kind(m>>kindShift) == kind && int64(m&expMask) > now {
+			st.A, st.B, st.C = e.a, e.b, e.c
+		}
 		l.TakeLeaseTo(d, &st, now, cost, lease)
-		s.release(sh, e, hk, sh.save(e, &st, l, now), now)
+		if st.Ext != nil || m&hasExt != 0 {
+			s.release(sh, e, hk, sh.save(e, &st, l, now), now)
+			return nil
+		}
+		exp := l.ExpiresAt(&st)
+		e.a, e.b, e.c = st.A, st.B, st.C
+		e.meta = uint64(min(max(exp, 0), expMask)) | uint64(kind)<<kindShift
+		e.mu.Unlock()
+		if exp <= now {
+			s.removeFresh(sh, e, hk, now)
+		}
 		return nil
 	}
 }
