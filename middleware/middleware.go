@@ -273,7 +273,10 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		ps := headers.FromStatuses(resp.Statuses)
 		m.writeFields(w.Header(), ps)
 		if m.releaser != nil && resp.Holds() {
-			return func() { m.release(r, resp) }, true
+			// A copy for the closure, so that resp itself stays on the
+			// stack when nothing is held (the common case).
+			held := resp
+			return func() { m.release(r, held) }, true
 		}
 		return nop, true
 	}
