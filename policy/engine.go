@@ -10,9 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
 )
 
 // Errors of the Engine, for errors.Is.
@@ -60,6 +62,10 @@ func WithClock(clock func() time.Time) Option { return func(o *options) { o.cloc
 type Engine struct {
 	st store.Store
 	o  options
+	// aliasKeys: st is the memory store, which never keeps a key string
+	// beyond a call, so the plan's keys may alias its buffer (see
+	// appendKey) instead of being allocated one by one.
+	aliasKeys bool
 
 	snap atomic.Pointer[snapshot]
 
@@ -108,6 +114,7 @@ func NewEngine(cfg *Config, st store.Store, opts ...Option) (*Engine, error) {
 		cfg = &Config{domains: map[string]*Domain{}}
 	}
 	e := &Engine{st: st, o: o, overrides: map[ruleRef]Override{}, scales: map[ruleRef]RateScale{}}
+	_, e.aliasKeys = st.(*memory.Store)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.swapLocked(cfg); err != nil {
@@ -274,7 +281,8 @@ type plan struct {
 	out     []algo.Decision
 	enforce []int
 	shadow  []int
-	buf     []byte
+	buf     []byte // the keys' bytes (see appendKey)
+	limits  []LimitStatus
 }
 
 var planPool = sync.Pool{New: func() any { return new(plan) }}
@@ -283,6 +291,7 @@ var planPool = sync.Pool{New: func() any { return new(plan) }}
 func getPlan(snap *snapshot, dom *Domain, n int) *plan {
 	p := planPool.Get().(*plan)
 	p.snap, p.dom, p.class, p.rank = snap, dom, "", -1
+	p.buf, p.limits = p.buf[:0], nil
 	if cap(p.descs) < n {
 		p.descs = make([]descPlan, n)
 	}
@@ -296,7 +305,7 @@ func getPlan(snap *snapshot, dom *Domain, n int) *plan {
 
 // release returns p to the pool, dropping its references.
 func (p *plan) release() {
-	if cap(p.items) > 256 || cap(p.descs) > 256 {
+	if cap(p.items) > 256 || cap(p.descs) > 256 || cap(p.buf) > 4096 {
 		return
 	}
 	clear(p.items)
@@ -305,7 +314,7 @@ func (p *plan) release() {
 		clear(p.descs[i].deny)
 	}
 	p.items, p.reqs = p.items[:0], p.reqs[:0]
-	p.snap, p.dom = nil, nil
+	p.snap, p.dom, p.limits = nil, nil, nil
 	planPool.Put(p)
 }
 
@@ -314,16 +323,20 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, 
 		return Response{}, err
 	}
 	snap := e.snap.Load()
-	resp := Response{Code: CodeOK, Statuses: make([]Status, len(req.Descriptors))}
+	resp := Response{Code: CodeOK}
+	dom := snap.cfg.Domain(req.Domain)
+	var p *plan
+	if dom != nil {
+		p = getPlan(snap, dom, len(req.Descriptors))
+		defer p.release()
+	}
+	resp.Statuses = newStatuses(p, len(req.Descriptors))
 	for i := range resp.Statuses {
 		resp.Statuses[i].Code = CodeOK
 	}
-	dom := snap.cfg.Domain(req.Domain)
 	if dom == nil {
 		return resp, nil
 	}
-	p := getPlan(snap, dom, len(req.Descriptors))
-	defer p.release()
 	if err := e.plan(p, &req, resp.Statuses); err != nil {
 		return Response{}, err
 	}
@@ -341,6 +354,9 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, 
 		return Response{}, err
 	}
 	e.finish(p, &resp, take)
+	if e.aliasKeys {
+		resp.detachKeys()
+	}
 	return resp, nil
 }
 
@@ -575,9 +591,21 @@ func (p *plan) add(it item) int {
 // limit's fingerprint. Separators inside names and values are escaped, so
 // two different descriptors never share a key, and '{' '}' are escaped so a
 // value cannot pick a Redis Cluster slot.
+//
+// On the memory store (aliasKeys) the key is not allocated: it aliases the
+// plan's buffer, to which each key of the plan is appended (a buffer that
+// grows leaves the earlier keys in the old array, which they keep alive).
+// Such keys live as long as the plan: the store copies the keys it keeps,
+// and what a Response keeps (its leases, its wait key) is copied out by
+// detachKeys before the plan goes back to the pool.
 func (e *Engine) appendKey(p *plan, l *Rule, entries []Entry, fp string) string {
-	p.buf = e.appendBaseKey(p.buf[:0], p.dom.Name, l, entries, fp)
-	return string(p.buf)
+	if !e.aliasKeys {
+		p.buf = e.appendBaseKey(p.buf[:0], p.dom.Name, l, entries, fp)
+		return string(p.buf)
+	}
+	start := len(p.buf)
+	p.buf = e.appendBaseKey(p.buf, p.dom.Name, l, entries, fp)
+	return unsafe.String(&p.buf[start], len(p.buf)-start)
 }
 
 func (e *Engine) baseKey(domain string, l *Rule, entries []Entry, fp string) string {
@@ -887,7 +915,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 	for i := range p.descs {
 		total += len(p.descs[i].items)*2 + len(p.descs[i].deny)
 	}
-	backing := make([]LimitStatus, 0, total)
+	backing := p.limitStatuses(total)
 	for i := range p.descs {
 		dp := &p.descs[i]
 		s := &resp.Statuses[i]

@@ -1,5 +1,7 @@
 package policy
 
+import "strings"
+
 // Keys returns the store keys Decide would use for req — every limit of
 // every matched descriptor, with the derived keys of borrowing and priority
 // classes — without touching the store. The admin API resets and inspects
@@ -23,10 +25,49 @@ func (e *Engine) Keys(req Request) ([]string, error) {
 	for i := range p.items {
 		for _, k := range []string{p.items[i].key, p.items[i].lendKey} {
 			if k != "" && !seen[k] {
+				k = strings.Clone(k) // it may alias the plan's buffer (appendKey)
 				seen[k] = true
 				keys = append(keys, k)
 			}
 		}
 	}
 	return keys, nil
+}
+
+// detachKeys copies the store keys a response keeps — its concurrency
+// leases, for Release, and the wait strategy's key — out of the plan's key
+// buffer, which the next decision reuses (see Engine.appendKey).
+func (r *Response) detachKeys() {
+	for i := range r.leases {
+		r.leases[i].Key = strings.Clone(r.leases[i].Key)
+	}
+	r.waitKey = strings.Clone(r.waitKey)
+}
+
+// statusBlock holds a one-descriptor response's status and the limit
+// statuses of its usual plan (one key, and room for a lend pool's status)
+// in one allocation instead of two.
+type statusBlock struct {
+	status [1]Status
+	limits [2]LimitStatus
+}
+
+// newStatuses returns n statuses for a response. For one descriptor they
+// come with room for the plan's limit statuses (see limitStatuses).
+func newStatuses(p *plan, n int) []Status {
+	if n != 1 || p == nil {
+		return make([]Status, n)
+	}
+	b := new(statusBlock)
+	p.limits = b.limits[:0]
+	return b.status[:]
+}
+
+// limitStatuses returns an empty slice with room for n limit statuses: the
+// room newStatuses made if it is enough, else a new array.
+func (p *plan) limitStatuses(n int) []LimitStatus {
+	if cap(p.limits) >= n {
+		return p.limits[:0:n]
+	}
+	return make([]LimitStatus, 0, n)
 }
