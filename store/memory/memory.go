@@ -275,7 +275,7 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 	hk, sh := hashKey(h, key), &s.shards[h&s.mask]
 	kind := l.Algorithm()
 	for {
-		e := sh.find(hk, key)
+		e := sh.findLocked(hk, key)
 		if e == nil {
 			done, err := s.takeNew(d, sh, hk, key, l, cost, lease, now)
 			if done || err != nil {
@@ -283,7 +283,6 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 			}
 			continue // inserted meanwhile
 		}
-		e.mu.Lock()
 		if e.dead() {
 			e.mu.Unlock()
 			continue

@@ -146,6 +146,35 @@ func (sh *shard) find(hk uint64, key string) *entry {
 	}
 }
 
+// findLocked is find returning the entry locked. It takes the entry's lock
+// before it reads the key, so that its first touch of the entry's cache
+// line asks for it exclusively: reading the key first and then locking
+// would fetch a line another core wrote twice, once to share it and once
+// to own it. An entry whose key turns out to differ (a collision of hk) is
+// unlocked again. The caller holds no other lock (see lockAll for
+// several keys), and checks dead.
+func (sh *shard) findLocked(hk uint64, key string) *entry {
+	t := sh.tab.Load()
+	if t == nil {
+		return nil
+	}
+	for i := t.slotIndex(hk); ; i = (i + 1) & t.mask {
+		sl := &t.slots[i]
+		switch sl.hk.Load() {
+		case 0:
+			return nil
+		case hk:
+			if e := sl.e.Load(); e != nil && e != tomb {
+				e.mu.Lock()
+				if e.key() == key {
+					return e
+				}
+				e.mu.Unlock()
+			}
+		}
+	}
+}
+
 // insert returns key's entry, adding a fresh one if there is none, and
 // false once the store is closed. perShard caps the live entries (0: no
 // cap); a full shard evicts one first.
