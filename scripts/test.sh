@@ -30,9 +30,8 @@ run_cmd go vet ./... || {
 	_fg_log "go vet FAILED (exit $status); running the tests anyway"
 }
 
-_fg_log "go test -race -count=1 -timeout 60m ${extra[*]} ./..."
-run_cmd go test -race -count=1 -timeout 60m "${extra[@]}" ./... || status=$?
-
+# The bench module first (it holds benchmarks, compiled and vetted here), so that
+# the run closes on the main suite's results.
 if [ -f bench/go.mod ]; then
 	_fg_log "(cd bench && go test -race -count=1 -timeout 60m ${extra[*]} ./...)"
 	run_cmd bash -c 'cd bench && exec go test -race -count=1 -timeout 60m "$@" ./...' bash "${extra[@]}" || {
@@ -40,6 +39,9 @@ if [ -f bench/go.mod ]; then
 		[ "$status" -ne 0 ] || status=$rc
 	}
 fi
+
+_fg_log "go test -race -count=1 -timeout 60m ${extra[*]} ./..."
+run_cmd go test -race -count=1 -timeout 60m "${extra[@]}" ./... || status=$?
 
 if [ "$status" -ne 0 ]; then
 	_fg_log "tests FAILED (exit $status)"
