@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -656,17 +657,30 @@ func escape(s string) string { return string(appendEscaped(nil, s)) }
 // control bytes).
 func appendEscaped(b []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
+	// The common case, a string with nothing to escape, is one copy.
+	i := 0
+	for i < len(s) && !mustEscape[s[i]] {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c <= ' ' || c >= 0x7f, c == '%', c == '|', c == '=', c == '#', c == '~', c == '{', c == '}':
+		if mustEscape[c] {
 			b = append(b, '%', hex[c>>4], hex[c&15])
-		default:
+		} else {
 			b = append(b, c)
 		}
 	}
 	return b
 }
+
+// mustEscape marks the bytes appendEscaped percent-encodes.
+var mustEscape = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c <= ' ' || c >= 0x7f || strings.IndexByte("%|=#~{}", byte(c)) >= 0
+	}
+	return t
+}()
 
 // leaseNeeded reports whether any key is a concurrency limit.
 func (p *plan) leaseNeeded() bool {

@@ -49,3 +49,25 @@ func TestKeysOutliveLaterDecisions(t *testing.T) {
 		t.Fatalf("after releasing the first response's lease: %s, want OK (its key was not job=a's any more)", again.Code)
 	}
 }
+
+// FuzzAppendEscaped holds appendEscaped to its definition, byte by byte:
+// the bytes below '!' and above '~', and % | = # ~ { }, percent-encoded.
+func FuzzAppendEscaped(f *testing.F) {
+	for _, s := range []string{"", "alice", "a b", "10.0.0.1", "x|y=z#w~v{u}%", "caf\u00e9", "\x00\x7f\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want []byte
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if c <= ' ' || c >= 0x7f || strings.IndexByte("%|=#~{}", c) >= 0 {
+				want = append(want, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15])
+			} else {
+				want = append(want, c)
+			}
+		}
+		if got := appendEscaped([]byte("p:"), s); string(got) != "p:"+string(want) {
+			t.Fatalf("appendEscaped(%q) = %q, want %q", s, got[2:], want)
+		}
+	})
+}
