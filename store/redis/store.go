@@ -87,11 +87,11 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	}
 	client, err := rueidis.NewClient(co)
 	if err != nil {
-		return nil, fmt.Errorf("redis: connect to %s: %w: %w", redact(rawURL), store.ErrUnavailable, err)
+		return nil, fmt.Errorf("redis: connect to %s: %w: %w", store.RedactURL(rawURL), store.ErrUnavailable, err)
 	}
 	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
 		client.Close()
-		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, redact(rawURL))
+		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, store.RedactURL(rawURL))
 	}
 	s, err := newStore(client, e.Mode, o)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // ErrBadURL is wrapped by every store URL error from Open.
@@ -62,7 +64,7 @@ type Endpoint struct {
 // Errors wrap ErrBadURL and say what is wrong; the password never appears
 // in them.
 func ParseURL(raw string) (Endpoint, error) {
-	shown := redact(raw)
+	shown := store.RedactURL(raw)
 	bad := func(format string, args ...any) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, shown, fmt.Sprintf(format, args...))
 	}
@@ -163,32 +165,6 @@ func hostPort(h string, defaultPort bool) (string, error) {
 		return "", fmt.Errorf("port must be 1-65535, got %q", port)
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// redact hides the password of a store URL for error messages.
-func redact(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return raw
-	}
-	rest := raw[i+3:]
-	end := strings.IndexByte(rest, '/')
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return raw
-	}
-	colon := strings.IndexByte(rest[:at], ':')
-	if colon < 0 {
-		return raw
-	}
-	stop := at
-	if j := strings.IndexByte(rest[colon:at], '@'); j >= 0 {
-		stop = colon + j // redis-sentinel://user:pass@master@...
-	}
-	return raw[:i+3] + rest[:colon+1] + "xxxxx" + rest[stop:]
 }
 
 // tlsConfig returns the TLS configuration for e: the one given, or a

@@ -42,7 +42,7 @@ func (e *URLError) Unwrap() []error {
 }
 
 func badURL(rawURL, format string, args ...any) error {
-	return &URLError{URL: redact(rawURL), Reason: fmt.Sprintf(format, args...)}
+	return &URLError{URL: store.RedactURL(rawURL), Reason: fmt.Sprintf(format, args...)}
 }
 
 // wrapURLError turns a store package's URL error, which names the package
@@ -58,7 +58,7 @@ func wrapURLError(rawURL string, err error) error {
 			}
 		}
 	}
-	return &URLError{URL: redact(rawURL), Reason: reason, Err: err}
+	return &URLError{URL: store.RedactURL(rawURL), Reason: reason, Err: err}
 }
 
 // Schemes lists the URL schemes Open accepts.
@@ -193,7 +193,7 @@ func openMemory(rawURL string, c config) (store.Store, error) {
 	st, err := memory.New(append(mo, c.memOpts...)...)
 	if err != nil {
 		if errors.Is(err, memory.ErrInvalidOption) {
-			return nil, &URLError{URL: redact(rawURL), Reason: err.Error(), Err: err}
+			return nil, &URLError{URL: store.RedactURL(rawURL), Reason: err.Error(), Err: err}
 		}
 		return nil, err
 	}
@@ -209,29 +209,4 @@ func withColons(ss []string) []string {
 }
 
 // Redact returns the URL with any password replaced by "xxxxx", for logs.
-func Redact(rawURL string) string { return redact(rawURL) }
-
-func redact(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return raw
-	}
-	rest := raw[i+3:]
-	end := strings.IndexByte(rest, '/')
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return raw
-	}
-	colon := strings.IndexByte(rest[:at], ':')
-	if colon < 0 {
-		return raw
-	}
-	stop := at
-	if j := strings.IndexByte(rest[colon:at], '@'); j >= 0 {
-		stop = colon + j
-	}
-	return raw[:i+3] + rest[:colon+1] + "xxxxx" + rest[stop:]
-}
+func Redact(rawURL string) string { return store.RedactURL(rawURL) }
