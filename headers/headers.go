@@ -134,34 +134,55 @@ func Fields(ps []Policy, o Options) [][2]string {
 		set = Default
 	}
 	n := o.Names.withDefaults()
-	// Every value is appended to one buffer and cut from one string: two
-	// allocations in all instead of several per field.
-	buf := make([]byte, 0, 64+48*len(ps))
-	var ends [6]int
-	var names [6]string
-	k := 0
-	mark := func(name string) {
-		names[k], ends[k] = name, len(buf)
-		k++
+	names := [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
+	var vs values
+	all := vs.build(make([]byte, 0, 64+48*len(ps)), ps, set)
+	out := make([][2]string, vs.n)
+	for i := range vs.n {
+		out[i] = [2]string{names[vs.field[i]], vs.value(all, i)}
 	}
+	return out
+}
+
+// values are the fields of one response, cut from one string: field[i]
+// is the i-th value's field, and its text is all[from[i]:to[i]].
+type values struct {
+	n        int
+	field    [nFields]int8
+	from, to [nFields]int
+}
+
+// Field indexes, in the order Fields lists them.
+const (
+	fPolicy = iota
+	fRateLimit
+	fLimit
+	fRemaining
+	fReset
+	fRetryAfter
+	nFields
+)
+
+func (v *values) add(field, from, to int) {
+	v.field[v.n], v.from[v.n], v.to[v.n] = int8(field), from, to
+	v.n++
+}
+
+func (v *values) value(all string, i int) string { return all[v.from[i]:v.to[i]] }
+
+// build appends the values of the fields in set for ps (at least one) to
+// buf and returns them as one string; v records where each one is.
+func (v *values) build(buf []byte, ps []Policy, set Set) string {
 	if set&IETF != 0 {
+		from := len(buf)
 		for i, p := range ps {
 			if i > 0 {
 				buf = append(buf, ", "...)
 			}
-			buf = appendSFString(buf, p.Name)
-			buf = append(buf, ";q="...)
-			buf = strconv.AppendInt(buf, p.Quota, 10)
-			if p.QuotaUnit != "" {
-				buf = append(buf, ";qu="...)
-				buf = appendSFString(buf, p.QuotaUnit)
-			}
-			if w := Seconds(p.Window); w > 0 {
-				buf = append(buf, ";w="...)
-				buf = strconv.AppendInt(buf, w, 10)
-			}
+			buf = appendPolicy(buf, p)
 		}
-		mark(n.Policy)
+		v.add(fPolicy, from, len(buf))
+		from = len(buf)
 		for i, p := range ps {
 			if i > 0 {
 				buf = append(buf, ", "...)
@@ -172,31 +193,44 @@ func Fields(ps []Policy, o Options) [][2]string {
 			buf = append(buf, ";t="...)
 			buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
 		}
-		mark(n.RateLimit)
+		v.add(fRateLimit, from, len(buf))
 	}
 	tight := Tightest(ps)
 	if set&XRateLimit != 0 {
+		from := len(buf)
 		buf = strconv.AppendInt(buf, tight.Quota, 10)
-		mark(n.Limit)
+		v.add(fLimit, from, len(buf))
+		from = len(buf)
 		buf = strconv.AppendInt(buf, tight.Remaining, 10)
-		mark(n.Remaining)
+		v.add(fRemaining, from, len(buf))
+		from = len(buf)
 		buf = strconv.AppendInt(buf, Seconds(tight.Reset), 10)
-		mark(n.Reset)
+		v.add(fReset, from, len(buf))
 	}
 	if set&RetryAfter != 0 {
 		if wait, ok := RetryAfterOf(ps); ok {
+			from := len(buf)
 			buf = strconv.AppendInt(buf, Seconds(wait), 10)
-			mark(n.RetryAfter)
+			v.add(fRetryAfter, from, len(buf))
 		}
 	}
-	all := string(buf)
-	out := make([][2]string, k)
-	from := 0
-	for i := range k {
-		out[i] = [2]string{names[i], all[from:ends[i]]}
-		from = ends[i]
+	return string(buf)
+}
+
+// appendPolicy appends p's RateLimit-Policy member.
+func appendPolicy(buf []byte, p Policy) []byte {
+	buf = appendSFString(buf, p.Name)
+	buf = append(buf, ";q="...)
+	buf = strconv.AppendInt(buf, p.Quota, 10)
+	if p.QuotaUnit != "" {
+		buf = append(buf, ";qu="...)
+		buf = appendSFString(buf, p.QuotaUnit)
 	}
-	return out
+	if w := Seconds(p.Window); w > 0 {
+		buf = append(buf, ";w="...)
+		buf = strconv.AppendInt(buf, w, 10)
+	}
+	return buf
 }
 
 // Write sets the fields for ps on h, replacing earlier values.

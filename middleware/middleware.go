@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/textproto"
 	"sort"
 	"strings"
 	"sync"
@@ -98,8 +97,8 @@ type Middleware struct {
 	o        options
 	waiter   Waiter
 	releaser Releaser
-	pool     sync.Pool         // *scratch
-	canon    map[string]string // field name → canonical form, computed once
+	pool     sync.Pool // *scratch
+	fields   *headers.Writer
 }
 
 // scratch holds one request's descriptor buffers between requests.
@@ -158,12 +157,7 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 		}
 	}
 	m.pool.New = func() any { return new(scratch) }
-	n := m.o.headers.Names
-	m.canon = map[string]string{}
-	for _, name := range []string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter,
-		"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
-		m.canon[name] = textproto.CanonicalMIMEHeaderKey(name)
-	}
+	m.fields = headers.NewWriter(m.o.headers)
 	return m, nil
 }
 
@@ -270,8 +264,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 				Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
 			return nop, false
 		}
-		ps := headers.FromStatuses(resp.Statuses)
-		m.writeFields(w.Header(), ps)
+		m.fields.WriteStatuses(w.Header(), resp.Statuses)
 		if m.releaser != nil && resp.Holds() {
 			// A copy for the closure, so that resp itself stays on the
 			// stack when nothing is held (the common case).
@@ -280,8 +273,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		}
 		return nop, true
 	}
-	ps := headers.FromStatuses(resp.Statuses)
-	m.writeFields(w.Header(), ps)
+	m.fields.WriteStatuses(w.Header(), resp.Statuses)
 	if resp.Strategy == policy.StrategyDegrade {
 		if fb := m.o.fallbacks[resp.Fallback]; fb != nil {
 			fb.ServeHTTP(w, r)
@@ -289,7 +281,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		}
 		m.log(r, fmt.Errorf("middleware: fallback %q is not registered; rejecting", resp.Fallback))
 	}
-	Reject(w, r, resp, ps)
+	Reject(w, r, resp, headers.FromStatuses(resp.Statuses))
 	return nop, false
 }
 
@@ -345,23 +337,6 @@ func Violated(resp policy.Response) []string {
 		}
 	}
 	return out
-}
-
-// writeFields is headers.Write with the field names canonicalised once at
-// New rather than on every request (a quarter of the middleware's own cost).
-// The values share one backing array: one allocation instead of one per
-// field.
-func (m *Middleware) writeFields(h http.Header, ps []headers.Policy) {
-	fs := headers.Fields(ps, m.o.headers)
-	vals := make([]string, len(fs))
-	for i, f := range fs {
-		k, ok := m.canon[f[0]]
-		if !ok {
-			k = textproto.CanonicalMIMEHeaderKey(f[0])
-		}
-		vals[i] = f[1]
-		h[k] = vals[i : i+1 : i+1]
-	}
 }
 
 func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err error) (func(), bool) {

@@ -1,0 +1,190 @@
+package headers
+
+import (
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// Writer sets a response's fields on an http.Header: the same fields and
+// values as Write with FromStatuses, at a fraction of the cost. The field
+// names are canonicalised once, by NewWriter; the values that depend only
+// on the rule (the RateLimit-Policy value, X-RateLimit-Limit, the start of
+// the RateLimit member) are formatted once per rule and reused; the others
+// are appended to one buffer and cut from one string, and the values of a
+// response share one []string backing. A response on one limit costs two
+// allocations: that string and that backing.
+//
+// A Writer is safe for concurrent use. It keeps the values of at most
+// maxRules rules (name, quota, window, quota unit); responses on further
+// rules are formatted whole, as by Write.
+type Writer struct {
+	set  Set
+	keys [nFields]string // canonical field names, by field index
+
+	mu    sync.Mutex                            // serialises additions to rules
+	rules atomic.Pointer[map[ruleKey]*ruleVals] // replaced, never modified
+}
+
+// maxRules bounds the per-rule values kept: rules named by the descriptor's
+// path (Envoy's per-descriptor limits) or whose quota moves (adaptive
+// limits) would otherwise grow them without end.
+const maxRules = 1024
+
+// ruleKey is everything a rule's cached values depend on.
+type ruleKey struct {
+	name   string
+	quota  int64
+	window time.Duration
+	unit   string
+}
+
+// ruleVals are one rule's values, formatted once.
+type ruleVals struct {
+	policy string // `"name";q=10;w=60`: the RateLimit-Policy value
+	member string // `"name";r=`: the start of the RateLimit value
+	limit  string // "10": X-RateLimit-Limit
+}
+
+// NewWriter returns a Writer for o (the zero Options: every field under
+// its default name).
+func NewWriter(o Options) *Writer {
+	w := &Writer{set: o.Set}
+	if w.set == 0 {
+		w.set = Default
+	}
+	n := o.Names.withDefaults()
+	for i, name := range [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter} {
+		w.keys[i] = textproto.CanonicalMIMEHeaderKey(name)
+	}
+	return w
+}
+
+// WriteStatuses sets the fields for the matched, limited statuses of st on
+// h, replacing earlier values: the fields and values of
+// Write(h, FromStatuses(st), o) for the Writer's Options o. It writes
+// nothing when no status is limited.
+func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
+	var one *policy.Status
+	n := 0
+	for i := range st {
+		if st[i].Matched && !st[i].Unlimited {
+			one = &st[i]
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return
+	case 1:
+		w.writeOne(h, one)
+	default:
+		var vs values
+		var arr [256]byte
+		all := vs.build(arr[:0], FromStatuses(st), w.set)
+		w.set1(h, &vs, all)
+	}
+}
+
+// writeOne is WriteStatuses for one limited status, the common case: the
+// rule's values come from the cache, and X-RateLimit-Remaining and -Reset
+// are the numbers of the RateLimit value rather than copies of them.
+func (w *Writer) writeOne(h http.Header, s *policy.Status) {
+	p := FromDecision(s.Rule, s.Decision, s.Window)
+	p.QuotaUnit = s.QuotaUnit
+	rv := w.rule(p)
+	var arr [96]byte
+	buf := arr[:0]
+	var vs values
+	// Values from the cache are marked with from = -1 and taken from
+	// fixed instead of the buffer.
+	var fixed [nFields]string
+	if w.set&IETF != 0 {
+		fixed[vs.n] = rv.policy
+		vs.add(fPolicy, -1, -1)
+		buf = append(buf, rv.member...)
+	}
+	remFrom := len(buf)
+	buf = strconv.AppendInt(buf, p.Remaining, 10)
+	remTo := len(buf)
+	if w.set&IETF != 0 {
+		buf = append(buf, ";t="...)
+	}
+	resetFrom := len(buf)
+	buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
+	resetTo := len(buf)
+	if w.set&IETF != 0 {
+		vs.add(fRateLimit, 0, resetTo)
+	}
+	if w.set&XRateLimit != 0 {
+		fixed[vs.n] = rv.limit
+		vs.add(fLimit, -1, -1)
+		vs.add(fRemaining, remFrom, remTo)
+		vs.add(fReset, resetFrom, resetTo)
+	}
+	if w.set&RetryAfter != 0 && !p.Allowed && p.RetryAfter != algo.Never {
+		from := len(buf)
+		buf = strconv.AppendInt(buf, Seconds(p.RetryAfter), 10)
+		vs.add(fRetryAfter, from, len(buf))
+	}
+	if vs.n == 0 {
+		return
+	}
+	all := string(buf)
+	vals := make([]string, vs.n)
+	for i := range vs.n {
+		if vs.from[i] < 0 {
+			vals[i] = fixed[i]
+		} else {
+			vals[i] = vs.value(all, i)
+		}
+		h[w.keys[vs.field[i]]] = vals[i : i+1 : i+1]
+	}
+}
+
+// set1 sets the values vs cut from all on h, sharing one backing array.
+func (w *Writer) set1(h http.Header, vs *values, all string) {
+	vals := make([]string, vs.n)
+	for i := range vs.n {
+		vals[i] = vs.value(all, i)
+		h[w.keys[vs.field[i]]] = vals[i : i+1 : i+1]
+	}
+}
+
+// rule returns p's rule values, from the cache when they are there.
+func (w *Writer) rule(p Policy) *ruleVals {
+	key := ruleKey{name: p.Name, quota: p.Quota, window: p.Window, unit: p.QuotaUnit}
+	if m := w.rules.Load(); m != nil {
+		if rv := (*m)[key]; rv != nil {
+			return rv
+		}
+	}
+	rv := &ruleVals{
+		policy: string(appendPolicy(nil, p)),
+		member: string(append(appendSFString(nil, p.Name), ";r="...)),
+		limit:  strconv.FormatInt(p.Quota, 10),
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var m map[ruleKey]*ruleVals
+	if old := w.rules.Load(); old != nil {
+		if len(*old) >= maxRules {
+			return rv
+		}
+		m = make(map[ruleKey]*ruleVals, len(*old)+1)
+		for k, v := range *old {
+			m[k] = v
+		}
+	} else {
+		m = make(map[ruleKey]*ruleVals, 1)
+	}
+	m[key] = rv
+	w.rules.Store(&m)
+	return rv
+}
