@@ -105,8 +105,17 @@ const maxHits = 1 << 52
 // fromEnvoy converts an Envoy RateLimitRequest.
 func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
 	req := policy.Request{Domain: in.GetDomain(), Hits: int64(in.GetHitsAddend())}
-	req.Descriptors = make([]policy.Descriptor, len(in.GetDescriptors()))
-	for i, d := range in.GetDescriptors() {
+	ds := in.GetDescriptors()
+	if len(ds) == 1 && ds[0] != nil && len(ds[0].GetEntries()) <= len(oneDescriptor{}.e) {
+		// The common request, one descriptor of a few entries: both in
+		// one allocation.
+		one := new(oneDescriptor)
+		req.Descriptors = one.d[:]
+		one.d[0].Entries = one.e[:len(ds[0].GetEntries())]
+	} else {
+		req.Descriptors = make([]policy.Descriptor, len(ds))
+	}
+	for i, d := range ds {
 		if d == nil {
 			return policy.Request{}, badInput("descriptors[%d] is null", i)
 		}
@@ -114,7 +123,9 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
 			return policy.Request{}, badInput("descriptors[%d]: is_negative_hits is not supported", i)
 		}
 		pd := &req.Descriptors[i]
-		pd.Entries = make([]policy.Entry, len(d.GetEntries()))
+		if pd.Entries == nil {
+			pd.Entries = make([]policy.Entry, len(d.GetEntries()))
+		}
 		for j, e := range d.GetEntries() {
 			pd.Entries[j] = policy.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
@@ -134,6 +145,12 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
 		}
 	}
 	return req, nil
+}
+
+// oneDescriptor holds a one-descriptor request's descriptor and entries.
+type oneDescriptor struct {
+	d [1]policy.Descriptor
+	e [4]policy.Entry
 }
 
 func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, error) {
@@ -230,7 +247,39 @@ func visible(st []policy.Status) []policy.Status {
 
 // headerFields are the response headers of a decision.
 func headerFields(resp *policy.Response, o headers.Options) [][2]string {
-	return headers.Fields(headers.FromStatuses(visible(resp.Statuses)), o)
+	st := visible(resp.Statuses)
+	if len(st) != 1 {
+		return headers.Fields(headers.FromStatuses(st), o)
+	}
+	// One status, the common case: its policy lives on the stack (Fields
+	// keeps nothing of its argument) instead of in FromStatuses' slice.
+	s := &st[0]
+	if !s.Matched || s.Unlimited {
+		return nil
+	}
+	var ps [1]headers.Policy
+	ps[0] = headers.FromDecision(s.Rule, s.Decision, s.Window)
+	ps[0].QuotaUnit = s.QuotaUnit
+	return headers.Fields(ps[:], o)
+}
+
+// maxFields is the number of header fields headers.Fields can return:
+// RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining, -Reset and
+// Retry-After.
+const maxFields = 6
+
+// envoyParts holds a response's messages in one allocation instead of one
+// per message: the response, a one-descriptor response's status and its
+// duration, and the header fields. Nothing is pooled: grpc-go marshals the
+// response after the handler has returned, so the parts live as long as the
+// response and are never reused.
+type envoyParts struct {
+	resp      rlsv3.RateLimitResponse
+	statusPtr [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	status    [1]rlsv3.RateLimitResponse_DescriptorStatus
+	reset     [1]durationpb.Duration
+	headerPtr [maxFields]*corev3.HeaderValue
+	header    [maxFields]corev3.HeaderValue
 }
 
 // toEnvoy converts a decision into Envoy's RateLimitResponse the way
@@ -241,11 +290,17 @@ func headerFields(resp *policy.Response, o headers.Options) [][2]string {
 //
 // limitOf, when not nil, returns a rule's configured limit by name.
 func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
-	out := &rlsv3.RateLimitResponse{OverallCode: envoyCode(resp.Code), Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Statuses))}
-	// One backing array each for the statuses and the headers: a handful
-	// of allocations per response instead of one per element.
-	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Statuses))
+	p := new(envoyParts)
+	out := &p.resp
+	out.OverallCode = envoyCode(resp.Code)
+	var sts []rlsv3.RateLimitResponse_DescriptorStatus
 	var durs []durationpb.Duration
+	if n := len(resp.Statuses); n == 1 {
+		sts, durs, out.Statuses = p.status[:], p.reset[:], p.statusPtr[:]
+	} else {
+		// One backing array for the statuses: one allocation for them all.
+		sts, out.Statuses = make([]rlsv3.RateLimitResponse_DescriptorStatus, n), make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
 	for i := range resp.Statuses {
 		s := &resp.Statuses[i]
 		ds := &sts[i]
@@ -282,11 +337,14 @@ func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string
 		out.Statuses[i] = ds
 	}
 	if fields := headerFields(resp, ho); len(fields) > 0 {
-		hvs := make([]corev3.HeaderValue, len(fields))
-		out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, len(fields))
+		hvs, ptrs := p.header[:], p.headerPtr[:]
+		if len(fields) > maxFields {
+			hvs, ptrs = make([]corev3.HeaderValue, len(fields)), make([]*corev3.HeaderValue, len(fields))
+		}
+		out.ResponseHeadersToAdd = ptrs[:len(fields)]
 		for i, f := range fields {
 			hvs[i].Key, hvs[i].Value = f[0], f[1]
-			out.ResponseHeadersToAdd[i] = &hvs[i]
+			ptrs[i] = &hvs[i]
 		}
 	}
 	return out
