@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,9 +53,18 @@ type Metrics struct {
 	mu     sync.RWMutex
 	series map[[2]string]bool
 
-	// counters caches decisions_total's children by (domain, rule,
-	// outcome): a map lookup instead of hashing three label values.
-	counters sync.Map
+	// rules caches, by (domain, rule), the pair's label and its children
+	// of the per-rule counters: one lock-free map lookup per decision
+	// instead of the series lock and a label lookup per counter.
+	rules sync.Map // [2]string → *ruleSeries
+	// noRule caches decisions_total{outcome="no_rule"} by domain.
+	noRule sync.Map // string → prometheus.Counter
+	// reqs and reqLat cache the children of requests_total by (transport,
+	// code) and of request_duration_seconds by transport.
+	reqs   sync.Map // [2]string → prometheus.Counter
+	reqLat sync.Map // string → prometheus.Observer
+	// storeLatOp caches store_duration_seconds's children by operation.
+	storeLatOp sync.Map // string → prometheus.Observer
 
 	queueMu    sync.Mutex
 	queueDepth func() int
@@ -131,53 +141,117 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 	for i := range resp.Statuses {
 		s := &resp.Statuses[i]
 		if !s.Matched {
-			m.decisions.WithLabelValues(domain, "", OutcomeNoRule).Inc()
+			m.noRuleCounter(domain).Inc()
 			continue
 		}
-		rule := m.label(domain, s.Rule)
-		outcome := OutcomeOK
+		rs := m.ruleSeries(domain, s.Rule)
+		outcome := outOK
 		switch {
 		case s.Unlimited:
-			outcome = OutcomeUnlimited
+			outcome = outUnlimited
 		case s.Code == policy.CodeOverLimit:
-			outcome = OutcomeOverLimit
+			outcome = outOverLimit
 		case s.Shadow && !s.Decision.Allowed:
-			outcome = OutcomeShadow
-			m.shadow.WithLabelValues(domain, rule).Inc()
+			outcome = outShadow
+			rs.counter(cShadow, m.shadow, domain).Inc()
 		}
 		for _, ls := range s.Limits {
 			if ls.Shadow && !ls.Decision.Allowed && !s.Shadow {
 				m.shadow.WithLabelValues(domain, m.label(domain, ls.Name)).Inc()
 			}
 		}
-		m.decision(domain, rule, outcome).Inc()
-		if outcome == OutcomeOK && s.Decision.Limit > 0 &&
+		rs.counter(outcome, m.decisions, domain).Inc()
+		if outcome == outOK && s.Decision.Limit > 0 &&
 			float64(s.Decision.Remaining) < (1-NearLimitRatio)*float64(s.Decision.Limit) {
-			m.nearLimit.WithLabelValues(domain, rule).Inc()
+			rs.counter(cNearLimit, m.nearLimit, domain).Inc()
 		}
 	}
 }
 
-func (m *Metrics) decision(domain, rule, outcome string) prometheus.Counter {
-	k := [3]string{domain, rule, outcome}
-	if c, ok := m.counters.Load(k); ok {
+// Indexes of ruleSeries.c: decisions_total by outcome, then
+// shadow_decisions_total and near_limit_total.
+const (
+	outOK = iota
+	outOverLimit
+	outShadow
+	outUnlimited
+	cShadow
+	cNearLimit
+	nRuleCounters
+)
+
+// outcomeNames are decisions_total's outcome labels by index.
+var outcomeNames = [...]string{outOK: OutcomeOK, outOverLimit: OutcomeOverLimit, outShadow: OutcomeShadow, outUnlimited: OutcomeUnlimited}
+
+// ruleSeries is a (domain, rule) pair's label and its counters, each
+// resolved on first use (a series appears once it has counted something).
+type ruleSeries struct {
+	label string // the rule, or "_other" past MaxSeries
+	c     [nRuleCounters]atomic.Pointer[prometheus.Counter]
+}
+
+func (m *Metrics) ruleSeries(domain, rule string) *ruleSeries {
+	k := [2]string{domain, rule}
+	if rs, ok := m.rules.Load(k); ok {
+		return rs.(*ruleSeries)
+	}
+	// A pair over MaxSeries keeps "_other" for good: series are never
+	// forgotten.
+	rs, _ := m.rules.LoadOrStore(k, &ruleSeries{label: m.label(domain, rule)})
+	return rs.(*ruleSeries)
+}
+
+// counter returns counter i, from vec, resolving it on first use. Two
+// goroutines may both resolve it: WithLabelValues returns the same child.
+func (rs *ruleSeries) counter(i int, vec *prometheus.CounterVec, domain string) prometheus.Counter {
+	if c := rs.c[i].Load(); c != nil {
+		return *c
+	}
+	var c prometheus.Counter
+	if i < len(outcomeNames) {
+		c = vec.WithLabelValues(domain, rs.label, outcomeNames[i])
+	} else {
+		c = vec.WithLabelValues(domain, rs.label)
+	}
+	rs.c[i].Store(&c)
+	return c
+}
+
+func (m *Metrics) noRuleCounter(domain string) prometheus.Counter {
+	if c, ok := m.noRule.Load(domain); ok {
 		return c.(prometheus.Counter)
 	}
-	c := m.decisions.WithLabelValues(domain, rule, outcome)
-	m.counters.Store(k, c)
+	c := m.decisions.WithLabelValues(domain, "", OutcomeNoRule)
+	m.noRule.Store(domain, c)
 	return c
 }
 
 // Request records one request on a transport ("grpc", "json", "v1",
 // "v1-peek") with its overall code ("OK", "OVER_LIMIT" or "error").
 func (m *Metrics) Request(transport, code string, d time.Duration) {
-	m.requests.WithLabelValues(transport, code).Inc()
-	m.reqLatency.WithLabelValues(transport).Observe(d.Seconds())
+	k := [2]string{transport, code}
+	c, ok := m.reqs.Load(k)
+	if !ok {
+		c = m.requests.WithLabelValues(transport, code)
+		m.reqs.Store(k, c)
+	}
+	c.(prometheus.Counter).Inc()
+	o, ok := m.reqLat.Load(transport)
+	if !ok {
+		o = m.reqLatency.WithLabelValues(transport)
+		m.reqLat.Store(transport, o)
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // StoreCall records a store call's latency and error.
 func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
-	m.storeLat.WithLabelValues(op).Observe(d.Seconds())
+	o, ok := m.storeLatOp.Load(op)
+	if !ok {
+		o = m.storeLat.WithLabelValues(op)
+		m.storeLatOp.Store(op, o)
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 	if err != nil {
 		m.storeErrs.WithLabelValues(op).Inc()
 	}
