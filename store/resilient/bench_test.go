@@ -49,7 +49,9 @@ func BenchmarkTake(b *testing.B) {
 	})
 	b.Run("resilient-cached-refusal", func(b *testing.B) {
 		m, _ := memory.New()
-		s, _ := resilient.New(m)
+		// A long deadline: on a busy machine a fill call past the default
+		// 50 ms would be answered by the policy and its key not cached.
+		s, _ := resilient.New(m, resilient.WithTimeout(10*time.Second))
 		defer s.Close()
 		for _, k := range keys { // fill every key and get it refused once
 			for range 2 {

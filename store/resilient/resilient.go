@@ -129,10 +129,76 @@ func classify(parent context.Context, err error) outcome {
 // errTimeout reports a call abandoned at its deadline.
 var errTimeout = fmt.Errorf("resilient: no answer within the timeout: %w", store.ErrUnavailable)
 
-// call runs f against the store under the breaker and the timeout. It
+// A job is one store call, run on a goroutine of its own so that the
+// caller can leave at the deadline. Jobs are pooled with their buffers: a
+// call answered in time gives its job back, and a call abandoned at its
+// deadline leaves its job to the garbage collector, since the goroutine may
+// still write to it.
+type job struct {
+	s    *Store
+	ctx  context.Context // the call's, with its deadline
+	run  func(j *job) error
+	fn   func(ctx context.Context) error // run by runFn
+	reqs []store.Request                 // a copy: the call may outlive the caller
+	out  []algo.Decision
+	res  store.Result
+	done chan error // capacity 1: the goroutine never blocks
+	// abandoned is set by the caller that left at the deadline; the
+	// goroutine never reads it.
+	abandoned bool
+}
+
+var jobs = sync.Pool{New: func() any { return &job{done: make(chan error, 1)} }}
+
+// getJob returns a job running run with a copy of reqs and room for as
+// many decisions.
+func (s *Store) getJob(run func(*job) error, reqs []store.Request) *job {
+	j := jobs.Get().(*job)
+	j.s, j.run = s, run
+	j.reqs = append(j.reqs[:0], reqs...)
+	if cap(j.out) < len(reqs) {
+		j.out = make([]algo.Decision, len(reqs))
+	}
+	j.out = j.out[:len(reqs)]
+	return j
+}
+
+// putJob gives j back to the pool unless its goroutine may still use it.
+func putJob(j *job) {
+	if j.abandoned {
+		return
+	}
+	clear(j.reqs) // keys and limits are the caller's: keep them alive no longer
+	*j = job{reqs: j.reqs[:0], out: j.out[:0], done: j.done}
+	jobs.Put(j)
+}
+
+// start is the job's goroutine.
+func (j *job) start() { j.done <- j.run(j) }
+
+func runTake(j *job) (err error) {
+	j.res, err = j.s.inner.Take(j.ctx, j.reqs, j.out)
+	return err
+}
+
+func runPeek(j *job) error { return j.s.inner.Peek(j.ctx, j.reqs, j.out) }
+
+func runFn(j *job) error { return j.fn(j.ctx) }
+
+// callFunc runs f against the store as call does, for the calls that are
+// not worth a job of their own.
+func (s *Store) callFunc(ctx context.Context, op string, f func(ctx context.Context) error) (outcome, error) {
+	j := s.getJob(runFn, nil)
+	j.fn = f
+	defer putJob(j)
+	return s.call(ctx, op, j)
+}
+
+// call runs j against the store under the breaker and the timeout. It
 // returns the call's outcome and error; when the breaker refuses the call it
-// returns failed and ErrCircuitOpen without calling f.
-func (s *Store) call(ctx context.Context, op string, f func(ctx context.Context) error) (outcome, error) {
+// returns failed and ErrCircuitOpen without running j. When the deadline
+// passes first, j is marked abandoned.
+func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	allowed, probe := s.br.allow()
 	if !allowed {
 		return failed, ErrCircuitOpen
@@ -140,12 +206,13 @@ func (s *Store) call(ctx context.Context, op string, f func(ctx context.Context)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- f(cctx) }()
+	j.ctx = cctx
+	go j.start()
 	var err error
 	select {
-	case err = <-done:
+	case err = <-j.done:
 	case <-cctx.Done():
+		j.abandoned = true
 		if ctx.Err() == nil {
 			err = errTimeout
 		} else {
@@ -183,17 +250,13 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			return res, nil
 		}
 	}
-	rs := append([]store.Request(nil), reqs...) // the call may outlive Take
-	buf := make([]algo.Decision, len(reqs))
-	var res store.Result
-	o, err := s.call(ctx, "take", func(ctx context.Context) error {
-		var err error
-		res, err = s.inner.Take(ctx, rs, buf)
-		return err
-	})
+	j := s.getJob(runTake, reqs)
+	defer putJob(j)
+	o, err := s.call(ctx, "take", j)
 	switch o {
 	case ok:
-		copy(out, buf)
+		copy(out, j.out)
+		res := j.res
 		if !res.Allowed && s.cache != nil {
 			now := s.nowUS()
 			for i := range reqs {
@@ -257,12 +320,12 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if err := store.Check(reqs, out); err != nil {
 		return err
 	}
-	rs := append([]store.Request(nil), reqs...)
-	buf := make([]algo.Decision, len(reqs))
-	o, err := s.call(ctx, "peek", func(ctx context.Context) error { return s.inner.Peek(ctx, rs, buf) })
+	j := s.getJob(runPeek, reqs)
+	defer putJob(j)
+	o, err := s.call(ctx, "peek", j)
 	switch o {
 	case ok:
-		copy(out, buf)
+		copy(out, j.out)
 		return nil
 	case callers:
 		return err
@@ -301,7 +364,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	}
 	s.dropCached(reqs)
 	rs := append([]store.Request(nil), reqs...)
-	o, err := s.call(ctx, "refund", func(ctx context.Context) error { return s.inner.Refund(ctx, rs) })
+	o, err := s.callFunc(ctx, "refund", func(ctx context.Context) error { return s.inner.Refund(ctx, rs) })
 	if o == callers {
 		return err
 	}
@@ -321,7 +384,7 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 		return err
 	}
 	rs := append([]store.Request(nil), reqs...)
-	o, err := s.call(ctx, "release", func(ctx context.Context) error { return s.inner.Release(ctx, rs) })
+	o, err := s.callFunc(ctx, "release", func(ctx context.Context) error { return s.inner.Release(ctx, rs) })
 	if local := s.localIfAny(); local != nil {
 		if lerr := local.Release(ctx, s.divide(reqs)); lerr != nil && o == ok {
 			return lerr
@@ -348,7 +411,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 		}
 	}
 	ks := append([]string(nil), keys...)
-	_, err := s.call(ctx, "reset", func(ctx context.Context) error { return s.inner.Reset(ctx, ks...) })
+	_, err := s.callFunc(ctx, "reset", func(ctx context.Context) error { return s.inner.Reset(ctx, ks...) })
 	return err
 }
 
@@ -361,7 +424,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	}
 	var st algo.State
 	var found bool
-	_, err := s.call(ctx, "inspect", func(ctx context.Context) error {
+	_, err := s.callFunc(ctx, "inspect", func(ctx context.Context) error {
 		var err error
 		st, found, err = in.Inspect(ctx, key)
 		return err
@@ -381,7 +444,7 @@ const PingKey = "fg:__ping"
 func (s *Store) Ping(ctx context.Context) error {
 	reqs := []store.Request{{Key: PingKey, Limit: pingLimit}}
 	buf := make([]algo.Decision, 1)
-	_, err := s.call(ctx, "ping", func(ctx context.Context) error { return s.inner.Peek(ctx, reqs, buf) })
+	_, err := s.callFunc(ctx, "ping", func(ctx context.Context) error { return s.inner.Peek(ctx, reqs, buf) })
 	return err
 }
 
