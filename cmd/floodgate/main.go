@@ -12,6 +12,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,4 +68,26 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'floodgate <command> -h' for the command's flags.")
+}
+
+// parseFlags parses args into fs and checks that exactly positional
+// arguments follow the flags. ok false means the command must exit with
+// code: 0 after -h (the usage is printed), 2 after a bad flag or a wrong
+// number of arguments (the problem and, for a count, the usage printed).
+func parseFlags(fs *flag.FlagSet, args []string, positional int, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if positional == 0 && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	if fs.NArg() != positional {
+		fs.Usage()
+		return 2, false
+	}
+	return 0, true
 }

@@ -24,12 +24,8 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "usage: floodgate validate [-v] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args, 1, stderr); !ok {
+		return code
 	}
 	cfg, err := policy.Load(fs.Arg(0))
 	if err != nil {
