@@ -376,8 +376,20 @@ func (r rlsService) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequ
 		r.s.metrics.Request("grpc", "error", time.Since(start))
 		return nil, grpcError(err)
 	}
-	r.s.metrics.Request("grpc", resp.OverallCode.String(), time.Since(start))
+	r.s.metrics.Request("grpc", codeName(resp.OverallCode), time.Since(start))
 	return resp, nil
+}
+
+// codeName is c.String() without the enum descriptor's lookup for the two
+// codes a decision answers.
+func codeName(c rlsv3.RateLimitResponse_Code) string {
+	switch c {
+	case rlsv3.RateLimitResponse_OK:
+		return "OK"
+	case rlsv3.RateLimitResponse_OVER_LIMIT:
+		return "OVER_LIMIT"
+	}
+	return c.String()
 }
 
 func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {

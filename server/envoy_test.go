@@ -302,3 +302,71 @@ func TestGRPCReflection(t *testing.T) {
 		t.Fatalf("reflection lists %v", names)
 	}
 }
+
+// TestEnvoyResponseShapes: a response on two descriptors carries a full
+// status for each and one list member per limit in the headers, like two
+// one-descriptor responses; a descriptor of many entries that no rule
+// matches is OK with no limit and no headers.
+func TestEnvoyResponseShapes(t *testing.T) {
+	e := newEnv(t)
+	resp, _ := e.both(t, envoyReq("quota", 0, []string{"bucket", "b1"}, []string{"client", "c1"}))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != 2 {
+		t.Fatalf("two descriptors: %v", resp)
+	}
+	for i, want := range []struct {
+		name   string
+		left   uint32
+		unit   rlsv3.RateLimitResponse_RateLimit_Unit
+		period time.Duration
+	}{{"per-bucket", 9, rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Second}, {"hourly", 999, rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour}} {
+		st := resp.Statuses[i]
+		if st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit.GetName() != want.name || st.CurrentLimit.GetUnit() != want.unit || st.LimitRemaining != want.left {
+			t.Errorf("status %d: %v, want OK, %s per %v, %d left", i, st, want.name, want.unit, want.left)
+		}
+		if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > want.period {
+			t.Errorf("status %d: duration until reset %v, want in (0, %v]", i, d, want.period)
+		}
+	}
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	if p := got["RateLimit-Policy"]; p != `"per-bucket";q=10;w=10, "hourly";q=1000;w=3600` {
+		t.Errorf("RateLimit-Policy %q, want both limits", p)
+	}
+	if len(resp.ResponseHeadersToAdd) != 5 {
+		t.Errorf("%d header fields, want 5: %v", len(resp.ResponseHeadersToAdd), got)
+	}
+
+	many := []string{"a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f", "6"}
+	resp, _ = e.both(t, envoyReq("quota", 0, many))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != 1 || resp.Statuses[0].CurrentLimit != nil ||
+		resp.Statuses[0].DurationUntilReset != nil || len(resp.ResponseHeadersToAdd) != 0 {
+		t.Fatalf("six entries matching no rule: %v, want OK with no limit and no headers", resp)
+	}
+}
+
+// TestGRPCRequestMetrics: every gRPC request is counted by its overall
+// code, and its descriptors by rule and outcome.
+func TestGRPCRequestMetrics(t *testing.T) {
+	e := newEnv(t)
+	for range 11 {
+		e.both(t, envoyReq("quota", 0, []string{"bucket", "metrics"}))
+	}
+	if _, err := e.rls.ShouldRateLimit(context.Background(), envoyReq("", 0, []string{"k", "v"})); err == nil {
+		t.Fatal("a request without a domain was answered")
+	}
+	_, body, _ := do(t, "GET", e.admin.URL+"/metrics", "", nil)
+	for _, want := range []string{
+		`floodgate_requests_total{code="OK",transport="grpc"} 10`,
+		`floodgate_requests_total{code="OVER_LIMIT",transport="grpc"} 1`,
+		`floodgate_requests_total{code="error",transport="grpc"} 1`,
+		`floodgate_request_duration_seconds_count{transport="grpc"} 12`,
+		`floodgate_decisions_total{domain="quota",outcome="ok",rule="per-bucket"} 10`,
+		`floodgate_decisions_total{domain="quota",outcome="over_limit",rule="per-bucket"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

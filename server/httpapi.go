@@ -158,7 +158,7 @@ func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
 	}
-	code = resp.OverallCode.String()
+	code = codeName(resp.OverallCode)
 	h := w.Header()
 	for _, hv := range resp.ResponseHeadersToAdd {
 		h.Set(hv.GetKey(), hv.GetValue())
