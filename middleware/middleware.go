@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -97,15 +98,25 @@ type Middleware struct {
 	o        options
 	waiter   Waiter
 	releaser Releaser
+	into     intoDecider
 	pool     sync.Pool // *scratch
 	fields   *headers.Writer
 }
 
-// scratch holds one request's descriptor buffers between requests.
+// scratch holds one request's descriptor and status buffers between
+// requests.
 type scratch struct {
-	dims    []dimension.Descriptor
-	descs   []policy.Descriptor
-	entries []policy.Entry
+	dims     []dimension.Descriptor
+	descs    []policy.Descriptor
+	entries  []policy.Entry
+	statuses policy.StatusBuffer
+}
+
+// intoDecider is a Decider that can place a response's statuses in a
+// buffer the caller keeps (policy.Engine.DecideInto): the middleware's
+// scratch, which saves an allocation per request.
+type intoDecider interface {
+	DecideInto(ctx context.Context, req policy.Request, buf *policy.StatusBuffer) (policy.Response, error)
 }
 
 // defaultFallbackWait bounds the retry loop for a Decider that cannot wait
@@ -151,6 +162,7 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	}
 	m.waiter, _ = d.(Waiter)
 	m.releaser, _ = d.(Releaser)
+	m.into, _ = d.(intoDecider)
 	if c, ok := d.(interface{ Config() *policy.Config }); ok {
 		if err := CheckFallbacks(c.Config(), domain, m.o.fallbacks); err != nil {
 			return nil, err
@@ -199,6 +211,16 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 func nop() {}
 
+// detach copies statuses, which may live in a scratch buffer, for a
+// response kept after Check returns.
+func detach(st []policy.Status) []policy.Status {
+	st = slices.Clone(st)
+	for i := range st {
+		st[i].Limits = slices.Clone(st[i].Limits)
+	}
+	return st
+}
+
 // pathOf is r's path for problem bodies ("" for a request without a URL,
 // which net/http never makes but a caller might).
 func pathOf(r *http.Request) string {
@@ -238,7 +260,13 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		req.Priority = m.o.priority(r)
 	}
 	ctx := r.Context()
-	resp, err := m.d.Decide(ctx, req)
+	var resp policy.Response
+	if m.into != nil {
+		// resp.Statuses live in sc until Check returns.
+		resp, err = m.into.DecideInto(ctx, req, &sc.statuses)
+	} else {
+		resp, err = m.d.Decide(ctx, req)
+	}
 	if err != nil {
 		return m.decideFailed(w, r, err)
 	}
@@ -269,6 +297,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			// A copy for the closure, so that resp itself stays on the
 			// stack when nothing is held (the common case).
 			held := resp
+			held.Statuses = detach(resp.Statuses)
 			return func() { m.release(r, held) }, true
 		}
 		return nop, true

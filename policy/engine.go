@@ -211,12 +211,28 @@ func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
 // Decide charges the request's descriptors all or nothing and reports each
 // one's outcome. See the package documentation for the semantics.
 func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
-	return e.decide(ctx, req, true)
+	return e.decide(ctx, req, true, nil)
+}
+
+// StatusBuffer is room for the statuses of a one-descriptor response, kept
+// by a caller between decisions (see DecideInto). Its zero value is ready.
+type StatusBuffer struct {
+	block statusBlock
+}
+
+// DecideInto is Decide with the statuses of a one-descriptor response
+// placed in buf instead of a new allocation: resp.Statuses (and their
+// Limits) alias buf and are valid until buf is used again, so a caller that
+// keeps them longer copies them. A response on several descriptors is
+// allocated as by Decide. The HTTP middleware keeps one buffer per request
+// in flight.
+func (e *Engine) DecideInto(ctx context.Context, req Request, buf *StatusBuffer) (Response, error) {
+	return e.decide(ctx, req, true, &buf.block)
 }
 
 // Peek reports what Decide would answer now, charging nothing.
 func (e *Engine) Peek(ctx context.Context, req Request) (Response, error) {
-	return e.decide(ctx, req, false)
+	return e.decide(ctx, req, false, nil)
 }
 
 // Release gives back the concurrency slots an admitted response holds
@@ -319,7 +335,9 @@ func (p *plan) release() {
 	planPool.Put(p)
 }
 
-func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, error) {
+// decide is Decide (take) or Peek; buf, when not nil, holds the statuses
+// of a one-descriptor response (DecideInto).
+func (e *Engine) decide(ctx context.Context, req Request, take bool, buf *statusBlock) (Response, error) {
 	if err := checkRequest(&req); err != nil {
 		return Response{}, err
 	}
@@ -331,7 +349,7 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool) (Response, 
 		p = getPlan(snap, dom, len(req.Descriptors))
 		defer p.release()
 	}
-	resp.Statuses = newStatuses(p, len(req.Descriptors))
+	resp.Statuses = newStatuses(p, len(req.Descriptors), buf)
 	for i := range resp.Statuses {
 		resp.Statuses[i].Code = CodeOK
 	}

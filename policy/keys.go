@@ -53,12 +53,18 @@ type statusBlock struct {
 }
 
 // newStatuses returns n statuses for a response. For one descriptor they
-// come with room for the plan's limit statuses (see limitStatuses).
-func newStatuses(p *plan, n int) []Status {
+// come with room for the plan's limit statuses (see limitStatuses), in buf
+// when it is not nil (DecideInto).
+func newStatuses(p *plan, n int, buf *statusBlock) []Status {
 	if n != 1 || p == nil {
 		return make([]Status, n)
 	}
-	b := new(statusBlock)
+	b := buf
+	if b == nil {
+		b = new(statusBlock)
+	} else {
+		*b = statusBlock{}
+	}
 	p.limits = b.limits[:0]
 	return b.status[:]
 }

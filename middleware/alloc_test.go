@@ -1,0 +1,39 @@
+package middleware_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/floodgate/floodgate/middleware"
+)
+
+// An admitted request of a known client, on the memory store, costs the
+// middleware two allocations: the string its header values are cut from
+// and their []string backing (headers.Writer). The descriptors, the
+// client's text and the Engine's statuses cost none.
+func TestAdmittedAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts do not hold under the race detector (sync.Pool)")
+	}
+	m, err := middleware.New(engine(t, `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1, burst: 1000000000}
+`, nil), "web", extractor(t, perIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "198.18.0.1:1234"
+	w := &discard{h: http.Header{}}
+	h.ServeHTTP(w, r)
+	if w.h.Get("RateLimit") == "" {
+		t.Fatal("no RateLimit field: the middleware did not limit")
+	}
+	if n := testing.AllocsPerRun(200, func() { clear(w.h); h.ServeHTTP(w, r) }); n > 2 {
+		t.Errorf("%v allocations per admitted request, want at most 2", n)
+	}
+}
