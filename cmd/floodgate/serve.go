@@ -18,6 +18,7 @@ import (
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/lease"
 	"github.com/floodgate/floodgate/store/resilient"
 	"github.com/floodgate/floodgate/store/storeurl"
 )
@@ -36,7 +37,8 @@ const exampleConfig = "examples/config"
 type serveFlags struct {
 	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
 	instances                                                                        int
-	storeTimeout, drainTimeout, reloadInterval                                       time.Duration
+	leaseSlice                                                                       int64
+	storeTimeout, drainTimeout, reloadInterval, leaseTTL                             time.Duration
 	shadow                                                                           bool
 	logLevel                                                                         string
 }
@@ -51,6 +53,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy other HTTP requests to this URL, rate limited by the configuration's routes")
 	fs.StringVar(&f.onStoreError, "on-store-error", "open", "when a remote store fails or times out: open (admit), closed (refuse) or local (decide in memory on limit ÷ --instances)")
 	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
+	fs.Int64Var(&f.leaseSlice, "lease-slice", 0, "remote stores: take this many units of a key at a time and admit from them in process (0: off; see store/lease for the bounded error)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a leased slice is used before its unused units go back to the store")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", resilient.DefaultTimeout, "deadline of each remote store call before --on-store-error applies")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long requests in flight may finish after SIGTERM/SIGINT")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload); 0 disables")
@@ -135,6 +139,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	if f.instances < 1 {
 		return fmt.Errorf("--instances must be >= 1, got %d", f.instances)
+	}
+	if f.leaseSlice < 0 || f.leaseSlice == 1 {
+		return fmt.Errorf("--lease-slice must be 0 (off) or at least 2, got %d", f.leaseSlice)
+	}
+	if f.leaseTTL <= 0 {
+		return fmt.Errorf("--lease-ttl must be > 0, got %v", f.leaseTTL)
 	}
 	if f.storeTimeout <= 0 || f.drainTimeout <= 0 || f.reloadInterval < 0 {
 		return errors.New("--store-timeout and --drain-timeout must be > 0, --reload-interval >= 0")
@@ -226,7 +236,8 @@ func loadConfig(path string) (*policy.Config, string, error) {
 }
 
 // openStore opens the store URL; a remote store is wrapped with the
-// timeout, breaker, failure policy and over-limit cache.
+// timeout, breaker, failure policy and over-limit cache, and with local
+// leases when --lease-slice is set.
 func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Store, error) {
 	st, err := storeurl.Open(f.store, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)))
 	if err != nil {
@@ -239,8 +250,17 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {
 		return st, nil
 	}
-	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
+	rs, err := resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
 		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
+	if err != nil || f.leaseSlice == 0 {
+		return rs, err
+	}
+	ls, err := lease.New(rs, lease.WithSlice(f.leaseSlice), lease.WithTTL(f.leaseTTL))
+	if err != nil {
+		_ = rs.Close()
+		return nil, fmt.Errorf("--lease-slice %d --lease-ttl %v: %w", f.leaseSlice, f.leaseTTL, err)
+	}
+	return ls, nil
 }
 
 // gatewayHandler builds the reverse proxy of gateway mode (package gateway:

@@ -1,0 +1,59 @@
+// Package lease serves decisions from slices of a limit's budget taken
+// ahead from a shared store: local token leases.
+//
+// A Store wraps a shared store (Redis, Redis Cluster, Memcached, or any
+// store.Store). The first request on a key takes a slice of units (the
+// Slice option, say 10) from the shared store in one call, admits itself
+// from it and keeps the rest; the following requests on that key are
+// admitted from the slice in process, with no round trip, until it runs
+// out or its time to live ends. An instance then makes about one store call
+// per Slice admitted units instead of one per request: the way to serve
+// more decisions per second than one Redis shard executes, for keys hot
+// enough to use a slice before it expires.
+//
+// # The trade, bounded
+//
+// Every unit admitted was first charged to the shared store, so leases
+// never create budget: over the life of a limit, admitted ≤ charged. What
+// they change is when a unit is charged: up to TTL before it is used. With
+// K instances:
+//
+//   - Over-admission in time: a unit charged in one window (or before an
+//     interval of a bucket) may be admitted in the next, so any window or
+//     interval admits at most K × Slice units beyond its limit. A budget that
+//     does not refill (a quota) is never exceeded.
+//   - Under-admission: each instance holds at most Slice − 1 unused units of a
+//     key; other instances cannot use them until they are given back. Units
+//     left when a slice expires (TTL) or the Store is closed go back to the
+//     shared store (store.Store.Refund, at the time they were charged, so a
+//     window that has passed takes nothing back), and when the shared store
+//     has fewer units left than a slice, a Store takes only what the
+//     request needs: the last units of a budget go one by one.
+//   - Headers: Remaining is the shared store's figure at the slice's take
+//     plus the units this instance still holds; ResetAfter is the one
+//     reported when the slice was taken.
+//
+// A refusal is always the shared store's own, for the request's own cost,
+// with its exact RetryAfter; until that RetryAfter has passed, requests on
+// the key that need as much or more are refused in process, from that
+// decision, without a round trip (a refusal cannot turn into an admission
+// before then unless units are given back by a Refund, which clears it).
+//
+// # What is leased
+//
+// Single-request Takes of the token bucket, GCRA, fixed window and sliding
+// window with a cost of at least 1 and at most Slice. Everything else goes
+// to the shared store unchanged: several requests at once (all-or-nothing
+// acquisitions, hierarchies), zero-cost Takes, concurrency leases, the
+// shaper and the Smooth algorithms (whose admitted requests carry a delay
+// that depends on when they arrive) and the sliding log (which keeps each
+// request's own time).
+//
+// # Concurrency and clock
+//
+// Decisions on one key are serialised in process by the key's lock, held
+// across the store call that refills the slice, so concurrent requests on
+// an empty slice cause one store call, not one each; a request waiting for
+// the lock gives up when its context is done. Slices expire by the
+// process's monotonic clock (injectable with WithClock for tests).
+package lease

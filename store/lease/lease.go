@@ -1,0 +1,510 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Defaults of the options.
+const (
+	// DefaultSlice is how many units a Store takes from the shared store
+	// at a time.
+	DefaultSlice = 10
+	// DefaultTTL is how long a slice may be used before its unused units
+	// go back to the shared store.
+	DefaultTTL = time.Second
+)
+
+// ErrInvalidOption is wrapped by New's errors for an option out of range.
+var ErrInvalidOption = errors.New("lease: invalid option")
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	slice int64
+	ttl   time.Duration
+	clock func() time.Time
+}
+
+// WithSlice sets how many units are taken from the shared store at a time
+// (default DefaultSlice; at least 2 — a slice of 1 is no lease).
+func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
+
+// WithTTL sets how long a slice may be used (default DefaultTTL): its
+// unused units then go back to the shared store. It bounds how long a unit
+// is charged before it is admitted.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithClock replaces the monotonic clock that expires slices (tests).
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// Stats counts what a Store did since New.
+type Stats struct {
+	// Local is the number of decisions made in process: admissions from
+	// a slice and refusals repeated from the shared store's.
+	Local int64
+	// Takes is the number of Takes sent to the shared store for leased
+	// keys (slices and exact retries); pass-through calls are not counted.
+	Takes int64
+	// Returned is the number of unused units given back to the shared
+	// store (expired slices, Close, Reset excluded).
+	Returned int64
+	// Keys is the number of keys with a slice or a remembered refusal.
+	Keys int
+}
+
+// Store is a store.Store that leases slices of each key's budget from
+// another; see the package documentation. It is safe for concurrent use.
+type Store struct {
+	inner store.Store
+	slice int64
+	ttl   time.Duration
+	clock func() time.Time
+	seed  maphash.Seed
+
+	shards [64]shard
+
+	local, takes, returned atomic.Int64
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*entry
+}
+
+// entry is one key's lease. lock (a one-slot channel, so that a waiter can
+// give up with its context) guards everything below it.
+type entry struct {
+	lock chan struct{}
+
+	limit   *algo.Limit
+	units   int64     // unused units of the slice
+	at      int64     // the shared store's time of the slice's take (µs)
+	expires time.Time // when the slice's units go back
+	dec     algo.Decision
+
+	// A refusal of the shared store for refusedCost, repeated until
+	// refusedUntil for requests that need as much.
+	refusedUntil time.Time
+	refusedCost  int64
+	refused      algo.Decision
+
+	// dead: removed from its shard's map; a caller holding it looks again.
+	dead bool
+}
+
+// New wraps inner, which the Store then owns (Close closes it). Options and
+// their defaults: WithSlice (DefaultSlice), WithTTL (DefaultTTL), WithClock
+// (time.Now). An option out of range is an error wrapping ErrInvalidOption.
+// The Store runs one goroutine, which gives back expired slices; Close
+// stops it.
+func New(inner store.Store, opts ...Option) (*Store, error) {
+	if inner == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
+	}
+	c := config{slice: DefaultSlice, ttl: DefaultTTL, clock: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.slice < 2:
+		return nil, fmt.Errorf("%w: slice %d: must be at least 2", ErrInvalidOption, c.slice)
+	case c.ttl <= 0:
+		return nil, fmt.Errorf("%w: ttl %v: must be positive", ErrInvalidOption, c.ttl)
+	case c.clock == nil:
+		return nil, fmt.Errorf("%w: nil clock", ErrInvalidOption)
+	}
+	s := &Store{
+		inner: inner, slice: c.slice, ttl: c.ttl, clock: c.clock, seed: maphash.MakeSeed(),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]*entry)
+	}
+	go s.janitor(max(c.ttl/2, 10*time.Millisecond))
+	return s, nil
+}
+
+// Unwrap returns the shared store.
+func (s *Store) Unwrap() store.Store { return s.inner }
+
+// Stats returns the Store's counters.
+func (s *Store) Stats() Stats {
+	st := Stats{Local: s.local.Load(), Takes: s.takes.Load(), Returned: s.returned.Load()}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// leasable reports whether r is decided from slices (see the package
+// documentation).
+func (s *Store) leasable(r *store.Request) bool {
+	if r.Limit == nil || r.Key == "" || r.Lease != 0 || r.Cost < 1 || r.Cost > s.slice {
+		return false
+	}
+	switch r.Limit.Algorithm() {
+	case algo.TokenBucket, algo.GCRA, algo.FixedWindow, algo.SlidingWindow:
+		return true
+	}
+	return false
+}
+
+func (s *Store) shard(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)%uint64(len(s.shards))]
+}
+
+// entry returns key's entry, creating it.
+func (s *Store) entry(key string) *entry {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	if e == nil {
+		e = &entry{lock: make(chan struct{}, 1)}
+		sh.m[key] = e
+	}
+	sh.mu.Unlock()
+	return e
+}
+
+// lookup returns key's entry or nil.
+func (s *Store) lookup(key string) *entry {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	sh.mu.Unlock()
+	return e
+}
+
+// Take decides reqs; a single leasable request is decided from its key's
+// slice (see the package documentation), anything else by the shared
+// store.
+func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if len(reqs) != 1 || len(out) != 1 || !s.leasable(&reqs[0]) {
+		return s.inner.Take(ctx, reqs, out)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, err
+	}
+	r := &reqs[0]
+	for {
+		e := s.entry(r.Key)
+		select {
+		case e.lock <- struct{}{}:
+		case <-ctx.Done():
+			return store.Result{}, ctx.Err()
+		}
+		if e.dead { // swept meanwhile
+			<-e.lock
+			continue
+		}
+		res, err := s.take(ctx, e, r, &out[0])
+		<-e.lock
+		return res, err
+	}
+}
+
+// take decides r from e, refilling the slice from the shared store when
+// it holds too few units. e's lock is held.
+func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.Decision) (store.Result, error) {
+	now := s.clock()
+	if e.limit != r.Limit {
+		// A new key, or its limit was reconfigured: what the entry holds
+		// belongs to the old limit.
+		s.giveBack(ctx, r.Key, e)
+		e.limit, e.units, e.at, e.dec = r.Limit, 0, 0, algo.Decision{}
+		e.refusedUntil, e.refusedCost = time.Time{}, 0
+	}
+	if e.units > 0 && !now.Before(e.expires) {
+		s.giveBack(ctx, r.Key, e)
+	}
+	if e.units >= r.Cost {
+		e.units -= r.Cost
+		s.local.Add(1)
+		*d = e.dec
+		d.Remaining = min(e.dec.Remaining+e.units, e.dec.Limit)
+		return store.Result{Allowed: true, At: e.at}, nil
+	}
+	if now.Before(e.refusedUntil) && r.Cost >= e.refusedCost {
+		s.local.Add(1)
+		*d = e.refused
+		d.RetryAfter = max(e.refusedUntil.Sub(now), time.Microsecond)
+		d.Remaining = min(d.Remaining+e.units, d.Limit)
+		return store.Result{At: e.at}, nil
+	}
+	// Too few units for this cost: they go back before a new slice is
+	// taken, since units charged at different times cannot be given back
+	// as one.
+	s.giveBack(ctx, r.Key, e)
+	// A slice's worth, or the request's cost if that is more.
+	want := min(max(r.Cost, s.slice), r.Limit.Capacity())
+	res, err := s.takeInner(ctx, r, want, d)
+	if err != nil {
+		return res, err
+	}
+	if !res.Allowed && want > r.Cost {
+		// The shared store has less than a slice left: take what is left,
+		// or only this request's cost, for its own decision (and its
+		// exact RetryAfter).
+		want = r.Cost
+		if d.Remaining > r.Cost {
+			want = min(d.Remaining, s.slice)
+		}
+		if res, err = s.takeInner(ctx, r, want, d); err != nil {
+			return res, err
+		}
+	}
+	if !res.Allowed {
+		e.refused, e.refusedCost = *d, r.Cost
+		e.refusedUntil = now.Add(d.RetryAfter)
+		if d.IsNever() {
+			e.refusedUntil = now.Add(s.ttl)
+		}
+		return res, nil
+	}
+	e.refusedUntil = time.Time{}
+	e.at, e.units = res.At, want-r.Cost
+	e.expires = now.Add(s.ttl)
+	e.dec = *d
+	d.Remaining = min(d.Remaining+e.units, d.Limit)
+	return res, nil
+}
+
+// takeInner takes want units of r's key from the shared store.
+func (s *Store) takeInner(ctx context.Context, r *store.Request, want int64, d *algo.Decision) (store.Result, error) {
+	s.takes.Add(1)
+	req := [1]store.Request{{Key: r.Key, Limit: r.Limit, Cost: want}}
+	out := [1]algo.Decision{}
+	res, err := s.inner.Take(ctx, req[:], out[:])
+	*d = out[0]
+	return res, err
+}
+
+// giveBack returns e's unused units to the shared store, at the time they
+// were charged. A failure loses them for the rest of the window (the
+// bounded under-admission of the package documentation). e's lock is held.
+func (s *Store) giveBack(ctx context.Context, key string, e *entry) {
+	if e.units <= 0 || e.limit == nil {
+		e.units = 0
+		return
+	}
+	n := e.units
+	e.units = 0
+	// Not cancelled with the request that happens to expire the slice,
+	// but bounded: the key's lock is held.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.ttl, time.Second))
+	defer cancel()
+	err := s.inner.Refund(ctx, []store.Request{{Key: key, Limit: e.limit, Cost: n, At: e.at}})
+	if err == nil {
+		s.returned.Add(n)
+	}
+}
+
+// Peek reports the shared store's decisions, with the units this instance
+// holds added to Remaining.
+func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	if err := s.inner.Peek(ctx, reqs, out); err != nil {
+		return err
+	}
+	now := s.clock()
+	for i := range reqs {
+		e := s.lookup(reqs[i].Key)
+		if e == nil {
+			continue
+		}
+		select {
+		case e.lock <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if e.limit == reqs[i].Limit && e.units > 0 && now.Before(e.expires) {
+			d := &out[i]
+			if !d.Allowed && reqs[i].Cost <= e.units {
+				d.Allowed, d.RetryAfter = true, 0
+			}
+			d.Remaining = min(d.Remaining+e.units, d.Limit)
+		}
+		<-e.lock
+	}
+	return nil
+}
+
+// Refund gives units back: to the key's slice when they came from it (the
+// request's At is the slice's), to the shared store otherwise. Either way a
+// remembered refusal of the key is forgotten.
+func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	var rest []store.Request
+	for i := range reqs {
+		r := &reqs[i]
+		e := s.lookup(r.Key)
+		if e == nil {
+			rest = append(rest, *r)
+			continue
+		}
+		select {
+		case e.lock <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		e.refusedUntil = time.Time{}
+		if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 && s.clock().Before(e.expires) {
+			e.units += r.Cost
+		} else {
+			rest = append(rest, *r)
+		}
+		<-e.lock
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return s.inner.Refund(ctx, rest)
+}
+
+// Release passes Concurrency leases, which are never leased here, to the
+// shared store.
+func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
+	return s.inner.Release(ctx, reqs)
+}
+
+// Reset forgets the keys here (their unused units are dropped, not given
+// back: the shared store forgets them too) and in the shared store.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		sh := s.shard(k)
+		sh.mu.Lock()
+		e := sh.m[k]
+		delete(sh.m, k)
+		sh.mu.Unlock()
+		if e != nil {
+			select {
+			case e.lock <- struct{}{}:
+				e.units, e.refusedUntil, e.dead = 0, time.Time{}, true
+				<-e.lock
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return s.inner.Reset(ctx, keys...)
+}
+
+// Close gives every unused unit back to the shared store (within 5
+// seconds), stops the janitor and closes the shared store.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.done
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.sweep(ctx, time.Time{}, true)
+	})
+	return s.inner.Close()
+}
+
+func (s *Store) janitor(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+			s.sweep(ctx, s.clock(), false)
+			cancel()
+		}
+	}
+}
+
+// sweep gives back the units of slices expired at now (all of them when
+// all) and forgets keys that hold nothing. It skips keys busy deciding.
+func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		keys := make([]string, 0, len(sh.m))
+		for k := range sh.m {
+			keys = append(keys, k)
+		}
+		sh.mu.Unlock()
+		for _, k := range keys {
+			sh.mu.Lock()
+			e := sh.m[k]
+			sh.mu.Unlock()
+			if e == nil {
+				continue
+			}
+			if all {
+				select {
+				case e.lock <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			} else {
+				select {
+				case e.lock <- struct{}{}:
+				default:
+					continue
+				}
+			}
+			if all || !now.Before(e.expires) {
+				s.giveBack(ctx, k, e)
+			}
+			if e.units == 0 && (all || !now.Before(e.refusedUntil)) {
+				sh.mu.Lock()
+				if sh.m[k] == e {
+					delete(sh.m, k)
+				}
+				sh.mu.Unlock()
+				e.dead = true
+			}
+			<-e.lock
+		}
+	}
+}
+
+// Inspect reports the shared store's state of key (store.Inspector); the
+// units this instance holds are not in it. It fails with an error wrapping
+// errors.ErrUnsupported when the shared store cannot inspect.
+func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, error) {
+	in, ok := s.inner.(store.Inspector)
+	if !ok {
+		return algo.State{}, false, fmt.Errorf("lease: inspect: %w by the shared store", errors.ErrUnsupported)
+	}
+	return in.Inspect(ctx, key)
+}
+
+// Ping checks the shared store with its own Ping, or a Peek of a probe key
+// when it has none.
+func (s *Store) Ping(ctx context.Context) error {
+	if p, ok := s.inner.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
+	if err != nil {
+		return err
+	}
+	return s.inner.Peek(ctx, []store.Request{{Key: "floodgate:lease:ping", Limit: l}}, make([]algo.Decision, 1))
+}
+
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Inspector = (*Store)(nil)
+)
