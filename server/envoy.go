@@ -263,10 +263,11 @@ func headerFields(resp *policy.Response, o headers.Options) [][2]string {
 	return headers.Fields(ps[:], o)
 }
 
-// maxFields is the number of header fields headers.Fields can return:
-// RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining, -Reset and
-// Retry-After.
-const maxFields = 6
+// admitFields is the number of header fields of an admitted request:
+// RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining and -Reset. A
+// refusal's Retry-After makes six, kept apart so that every response does
+// not carry room for it.
+const admitFields = 5
 
 // envoyParts holds a response's messages in one allocation instead of one
 // per message: the response, a one-descriptor response's status and its
@@ -278,8 +279,8 @@ type envoyParts struct {
 	statusPtr [1]*rlsv3.RateLimitResponse_DescriptorStatus
 	status    [1]rlsv3.RateLimitResponse_DescriptorStatus
 	reset     [1]durationpb.Duration
-	headerPtr [maxFields]*corev3.HeaderValue
-	header    [maxFields]corev3.HeaderValue
+	headerPtr [admitFields]*corev3.HeaderValue
+	header    [admitFields]corev3.HeaderValue
 }
 
 // toEnvoy converts a decision into Envoy's RateLimitResponse the way
@@ -338,7 +339,7 @@ func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string
 	}
 	if fields := headerFields(resp, ho); len(fields) > 0 {
 		hvs, ptrs := p.header[:], p.headerPtr[:]
-		if len(fields) > maxFields {
+		if len(fields) > admitFields {
 			hvs, ptrs = make([]corev3.HeaderValue, len(fields)), make([]*corev3.HeaderValue, len(fields))
 		}
 		out.ResponseHeadersToAdd = ptrs[:len(fields)]
