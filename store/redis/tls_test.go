@@ -1,0 +1,129 @@
+package redis
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+)
+
+// rediss:// against a real redis-server speaking TLS with a certificate of
+// a private CA: decisions work when the CA is trusted (WithTLSConfig), and
+// the connection is refused, saying why, when it is not.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	caPool, certFile, keyFile, caFile := tlsFiles(t, dir)
+	port := freeTCPPort(t)
+	srv := testserver.NewRedis(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile,
+		"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")
+	if srv == nil {
+		return
+	}
+	url := "rediss://127.0.0.1:" + strconv.Itoa(port)
+	l, err := algo.Compile(algo.Params{Algorithm: algo.GCRA, Limit: 3, Period: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := Open(url, WithTLSConfig(&tls.Config{RootCAs: caPool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatalf("Open %s with the CA: %v", url, err)
+	}
+	defer st.Close()
+	out := make([]algo.Decision, 1)
+	for i := range 4 {
+		if _, err := st.Take(context.Background(), []store.Request{{Key: "tls-key", Limit: l, Cost: 1}}, out); err != nil {
+			t.Fatalf("take %d over TLS: %v", i, err)
+		}
+		if want := i < 3; out[0].Allowed != want {
+			t.Fatalf("take %d over TLS: %+v, want allowed %v", i, out[0], want)
+		}
+	}
+
+	// Without the CA the server's certificate is not trusted.
+	bad, err := Open(url, WithTimeout(2*time.Second))
+	if err == nil {
+		_, err = bad.Take(context.Background(), []store.Request{{Key: "tls-key", Limit: l, Cost: 1}}, out)
+		bad.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("rediss:// without trusting the CA: err %v, want a certificate error", err)
+	}
+}
+
+// tlsFiles writes a CA and a server certificate for 127.0.0.1 it signed.
+func tlsFiles(t *testing.T, dir string) (pool *x509.CertPool, certFile, keyFile, caFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "floodgate test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool, write("server.crt", "CERTIFICATE", leafDER), write("server.key", "EC PRIVATE KEY", keyDER), write("ca.crt", "CERTIFICATE", caDER)
+}
+
+// freeTCPPort is a loopback port nobody listens on at the moment.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
