@@ -102,25 +102,28 @@ func (l Limits) check(req *policy.Request) error {
 // maxHits bounds a cost; larger ones would only ever be refused.
 const maxHits = 1 << 52
 
-// fromEnvoy converts an Envoy RateLimitRequest.
-func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
+// fromEnvoy converts an Envoy RateLimitRequest. For the common request,
+// one descriptor of a few entries, it also returns room for the response's
+// statuses (policy.Engine.DecideInto), allocated with the descriptor and its
+// entries; else the buffer is nil.
+func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, *policy.StatusBuffer, error) {
 	req := policy.Request{Domain: in.GetDomain(), Hits: int64(in.GetHitsAddend())}
+	var buf *policy.StatusBuffer
 	ds := in.GetDescriptors()
 	if len(ds) == 1 && ds[0] != nil && len(ds[0].GetEntries()) <= len(oneDescriptor{}.e) {
-		// The common request, one descriptor of a few entries: both in
-		// one allocation.
 		one := new(oneDescriptor)
 		req.Descriptors = one.d[:]
 		one.d[0].Entries = one.e[:len(ds[0].GetEntries())]
+		buf = &one.statuses
 	} else {
 		req.Descriptors = make([]policy.Descriptor, len(ds))
 	}
 	for i, d := range ds {
 		if d == nil {
-			return policy.Request{}, badInput("descriptors[%d] is null", i)
+			return policy.Request{}, nil, badInput("descriptors[%d] is null", i)
 		}
 		if d.GetIsNegativeHits() {
-			return policy.Request{}, badInput("descriptors[%d]: is_negative_hits is not supported", i)
+			return policy.Request{}, nil, badInput("descriptors[%d]: is_negative_hits is not supported", i)
 		}
 		pd := &req.Descriptors[i]
 		if pd.Entries == nil {
@@ -131,7 +134,7 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			if h.GetValue() > maxHits {
-				return policy.Request{}, badInput("descriptors[%d]: hits_addend %d is too large", i, h.GetValue())
+				return policy.Request{}, nil, badInput("descriptors[%d]: hits_addend %d is too large", i, h.GetValue())
 			}
 			// An explicit 0 falls back to the request's hits_addend.
 			pd.Hits = int64(h.GetValue())
@@ -139,18 +142,20 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, error) {
 		if lo := d.GetLimit(); lo != nil {
 			unit, err := unitDuration(lo.GetUnit(), lo.GetUnitMultiplier().GetValue())
 			if err != nil {
-				return policy.Request{}, badInput("descriptors[%d].limit: %v", i, err)
+				return policy.Request{}, nil, badInput("descriptors[%d].limit: %v", i, err)
 			}
 			pd.Limit = &policy.LimitOverride{RequestsPerUnit: int64(lo.GetRequestsPerUnit()), Unit: unit}
 		}
 	}
-	return req, nil
+	return req, buf, nil
 }
 
-// oneDescriptor holds a one-descriptor request's descriptor and entries.
+// oneDescriptor holds a one-descriptor request's descriptor and entries,
+// and its response's statuses: one allocation for them all.
 type oneDescriptor struct {
-	d [1]policy.Descriptor
-	e [4]policy.Entry
+	d        [1]policy.Descriptor
+	e        [4]policy.Entry
+	statuses policy.StatusBuffer
 }
 
 func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, error) {
@@ -394,11 +399,11 @@ func codeName(c rlsv3.RateLimitResponse_Code) string {
 }
 
 func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	req, err := fromEnvoy(in)
+	req, buf, err := fromEnvoy(in)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.decide(ctx, req, false)
+	resp, err := s.decide(ctx, req, false, buf)
 	if err != nil {
 		return nil, err
 	}

@@ -467,7 +467,7 @@ func (s *Server) v1Decide(r *http.Request, vr V1Request, peek bool) (policy.Resp
 		}
 		return resp, err
 	}
-	return s.decide(r.Context(), req, peek)
+	return s.decide(r.Context(), req, peek, nil)
 }
 
 func domainList(c *policy.Config) string {

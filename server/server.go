@@ -208,16 +208,21 @@ func (s *Server) CheckStore(ctx context.Context) error {
 	return err
 }
 
-// decide validates req and decides or peeks it, recording metrics.
-func (s *Server) decide(ctx context.Context, req policy.Request, peek bool) (policy.Response, error) {
+// decide validates req and decides or peeks it, recording metrics. A
+// decision's statuses go to buf when it is not nil (Engine.DecideInto): the
+// response is then valid as long as buf is not used again.
+func (s *Server) decide(ctx context.Context, req policy.Request, peek bool, buf *policy.StatusBuffer) (policy.Response, error) {
 	if err := s.limits.check(&req); err != nil {
 		return policy.Response{}, err
 	}
 	var resp policy.Response
 	var err error
-	if peek {
+	switch {
+	case peek:
 		resp, err = s.engine.Peek(ctx, req)
-	} else {
+	case buf != nil:
+		resp, err = s.engine.DecideInto(ctx, req, buf)
+	default:
 		resp, err = s.engine.Decide(ctx, req)
 	}
 	if err != nil {
