@@ -13,8 +13,10 @@ import (
 
 // BenchmarkScriptServerTime measures what one decision costs the Redis
 // server itself, from INFO commandstats (usec per EVALSHA call), for a
-// single-key GCRA take sent alone and in batches: the client, the network
-// and the scheduler do not enter it. Metric: server-us/decision.
+// single-key GCRA take sent alone (lone: lua/take.lua, what the store
+// sends for a lone call; batch1: lua/takes.lua with a batch of one) and
+// in batches: the client, the network and the scheduler do not enter it.
+// Metric: server-us/decision.
 func BenchmarkScriptServerTime(b *testing.B) {
 	s := openT(b, redisURL(b))
 	c := s.client
@@ -23,6 +25,31 @@ func BenchmarkScriptServerTime(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
+	resetStats := func(b *testing.B) {
+		if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportServer := func(b *testing.B, decisions int) {
+		info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(usecPerCall(b, info, "evalsha")/float64(decisions), "server-us/decision")
+	}
+	b.Run("lone", func(b *testing.B) {
+		keys := []string{runID + ":srv:lone"}
+		args := append([]string{"1", "", s.ttlFloor}, spec(l)...)
+		resetStats(b)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := s.eval(ctx, loneTake, keys, args).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		reportServer(b, 1)
+	})
 	for _, n := range []int{1, 16, 64} {
 		b.Run("batch"+strconv.Itoa(n), func(b *testing.B) {
 			var sa scriptArgs
@@ -30,9 +57,7 @@ func BenchmarkScriptServerTime(b *testing.B) {
 				s.appendGroup(&sa, opTake, "", []store.Request{{Key: runID + ":srv:" + strconv.Itoa(i), Limit: l, Cost: 1}}, nil, nil)
 			}
 			p, args := programFor(&sa), sa.argv(s.ttlFloor)
-			if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
-				b.Fatal(err)
-			}
+			resetStats(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if err := s.eval(ctx, p, sa.keys, args).Error(); err != nil {
@@ -40,11 +65,7 @@ func BenchmarkScriptServerTime(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(usecPerCall(b, info, "evalsha")/float64(n), "server-us/decision")
+			reportServer(b, n)
 		})
 	}
 }

@@ -149,27 +149,39 @@ func TestDifferentialRandom(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Compile(%+v): %v", p, err)
 		}
-		t.Run(fmt.Sprintf("%d_%s", i, l), func(t *testing.T) {
-			t.Parallel()
-			seed := uint64(time.Now().UnixNano())
-			if v, err := strconv.ParseUint(os.Getenv("FLOODGATE_DIFF_SEED"), 10, 64); err == nil {
-				seed = v
-			}
-			t.Logf("seed %d (set FLOODGATE_DIFF_SEED to replay)", seed)
-			runDiff(t, url, l, rand.New(rand.NewPCG(seed, uint64(i))), ops)
-		})
+		type variant struct {
+			name string
+			opts []Option
+		}
+		variants := []variant{{"", nil}}
+		if loneTakes(l, spec(l)) {
+			// A lone take runs lua/take.lua; as part of a batch, a single-key
+			// take of these algorithms runs lua/takes.lua: hold both to algo.
+			variants = append(variants, variant{"_batched", []Option{withoutLoneTake()}})
+		}
+		for _, v := range variants {
+			t.Run(fmt.Sprintf("%d_%s%s", i, l, v.name), func(t *testing.T) {
+				t.Parallel()
+				seed := uint64(time.Now().UnixNano())
+				if v, err := strconv.ParseUint(os.Getenv("FLOODGATE_DIFF_SEED"), 10, 64); err == nil {
+					seed = v
+				}
+				t.Logf("seed %d (set FLOODGATE_DIFF_SEED to replay)", seed)
+				runDiff(t, url, l, rand.New(rand.NewPCG(seed, uint64(i))), ops, v.opts...)
+			})
+		}
 	}
 }
 
 // runDiff runs one random trace of takes on one or several keys (same hash
 // tag), peeks, refunds, releases, resets and clock steps (forward, zero
 // and sometimes backward) and compares everything.
-func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int) {
+func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, opts ...Option) {
 	trace := os.Getenv("FLOODGATE_DIFF_TRACE") != ""
 	ck := new(clock)
 	start := time.Date(2025, time.December, 31, 23, 59, 58, 0, time.UTC).UnixMicro()
 	ck.us.Store(start + rng.Int64N(2e6))
-	s := openT(t, url, WithTestClock(ck.Now), withTestTTLFloor(time.Hour))
+	s := openT(t, url, append([]Option{WithTestClock(ck.Now), withTestTTLFloor(time.Hour)}, opts...)...)
 	ns := fmt.Sprintf("{diff%s/%s}:", runID, t.Name())
 	keys := []string{ns + "a", ns + "b", ns + "c"}
 	ref := &model{states: map[string]*algo.State{}}

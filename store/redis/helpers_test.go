@@ -84,3 +84,12 @@ func withTestTTLFloor(d time.Duration) Option {
 		return nil
 	}
 }
+
+// withoutLoneTake sends lone takes through the batch script
+// (lua/takes.lua) instead of lua/take.lua.
+func withoutLoneTake() Option {
+	return func(o *options) error {
+		o.testNoLone = true
+		return nil
+	}
+}

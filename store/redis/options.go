@@ -21,6 +21,9 @@ type options struct {
 	testClock   func() time.Time
 	// testTTLFloor is the least TTL of a key written at a test-clock time.
 	testTTLFloor time.Duration
+	// testNoLone sends lone takes as batches of one (lua/takes.lua), so
+	// that a serial test can hold that script to algo too.
+	testNoLone bool
 }
 
 func defaultOptions() options {

@@ -73,6 +73,9 @@ var (
 	// flatTakes decides batches of single-key takes of fixed windows and
 	// the bucket family, the common call, without main.lua's machinery.
 	flatTakes = newProgram(luaFile("takes"))
+	// loneTake decides one single-key take of a fixed window or the
+	// bucket family sent on its own, a serial caller's call.
+	loneTake = newProgram(luaFile("take"))
 )
 
 // scriptFor returns the smallest script that holds the families in mask.
@@ -94,6 +97,19 @@ func programFor(sa *scriptArgs) program {
 		return flatTakes
 	}
 	return scriptFor(sa.fams)
+}
+
+// loneTakes reports whether lua/take.lua decides a take on l: a fixed
+// window that is not a calendar one, or the bucket family. spec is l's
+// (see spec).
+func loneTakes(l *algo.Limit, spec []string) bool {
+	switch l.Algorithm() {
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		return true
+	case algo.FixedWindow:
+		return spec[3] == "0"
+	}
+	return false
 }
 
 // decideSource assembles a decision script: the helpers, the families in

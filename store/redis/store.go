@@ -169,7 +169,7 @@ func (s *Store) loadScripts(ctx context.Context) error {
 
 // allPrograms lists every script the store runs.
 func allPrograms() []program {
-	ps := []program{inspectScript, flatTakes}
+	ps := []program{inspectScript, flatTakes, loneTake}
 	for _, p := range decideScripts {
 		if p.sha != "" {
 			ps = append(ps, p)
@@ -791,6 +791,9 @@ func (s *Store) execBatch(calls []*call) {
 		ctx, cancel = context.WithTimeout(context.Background(), s.o.timeout)
 		defer cancel()
 	}
+	if len(calls) == 1 && s.takeLone(ctx, calls[0]) {
+		return
+	}
 	if s.mode != Cluster || len(calls) == 1 {
 		sa := argsPool.Get().(*scriptArgs)
 		for _, c := range calls {
@@ -824,6 +827,53 @@ func (s *Store) execBatch(calls []*call) {
 }
 
 var argsPool = sync.Pool{New: func() any { return new(scriptArgs) }}
+
+// takeLone decides c by lua/take.lua when it is a take of one request that
+// the script handles, and reports whether it did. A lone call is what a
+// serial caller sends: the general script's header and group parsing cost
+// the server more than the decision.
+func (s *Store) takeLone(ctx context.Context, c *call) bool {
+	if c.op != opTake || len(c.reqs) != 1 || s.o.testNoLone {
+		return false
+	}
+	q := &c.reqs[0]
+	spec := s.specOf(q.Limit)
+	if !loneTakes(q.Limit, spec) {
+		return false
+	}
+	sa := argsPool.Get().(*scriptArgs)
+	sa.keys = append(sa.keys, q.Key)
+	sa.args = append(sa.args, itoa(q.Cost), c.now, s.ttlFloor)
+	sa.args = append(sa.args, spec...)
+	r := s.eval(ctx, loneTake, sa.keys, sa.args)
+	sa.reset()
+	argsPool.Put(sa)
+
+	c.res, c.err = decodeLone(r, q, &c.out[0])
+	c.sig <- sigDone
+	return true
+}
+
+// decodeLone reads lua/take.lua's reply (the time used, then the
+// decision) into out; a refused take reports the request as if nothing
+// had been charged, like decodeTake.
+func decodeLone(r rueidis.RedisResult, q *store.Request, out *algo.Decision) (store.Result, error) {
+	v, err := r.ToArray()
+	if err != nil {
+		return store.Result{}, fmt.Errorf("redis: take %q: %w: %w", q.Key, store.ErrUnavailable, err)
+	}
+	g := &groupReply{v: v, pos: 1}
+	d, err := g.decision(q.Limit, nil)
+	if err != nil {
+		return store.Result{}, err
+	}
+	res := store.Result{Allowed: d.Allowed, At: g.int(0)}
+	if !d.Allowed {
+		d = store.Unwind(d, q.Cost)
+	}
+	*out = d
+	return res, g.err
+}
 
 // finish decodes one script reply into its calls and wakes them.
 func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
