@@ -32,7 +32,8 @@ import (
 //     latency as its caller sees it.
 //   - RedisKeys1Parallel64: the same on one hot key.
 //   - RedisSerial: one goroutine, floodgate (a GCRA decision) against a
-//     bare go-redis GET round trip.
+//     bare go-redis GET round trip, the least a limiter script does
+//     (script-floor) and an EVALSHA of 'return 1' (evalsha-return-1).
 //   - RedisClientEvalsha64: the measurement behind the store's choice of
 //     client: EVALSHA of a short script from 64 goroutines through go-redis
 //     and through rueidis, no batching of our own.
@@ -248,7 +249,11 @@ func runRedisParallel(b *testing.B, keys []string, take func(key string) (bool, 
 // a bare go-redis GET, the round trip no Redis limiter can beat, and
 // against script-floor, the least any Lua limiter does per call (an
 // EVALSHA, through rueidis, of a script that reads TIME, GETs and SETs one
-// key and returns seven integers, as floodgate's does).
+// key and returns seven integers, as floodgate's does). The rest place the
+// costs between the two: rueidis-get (the same GET through the store's
+// client), evalsha-return-1 and rueidis-evalsha-return-1 (an EVALSHA of a
+// script that calls nothing, through each client): what running a script
+// at all costs, before its redis.call()s.
 func BenchmarkRedisSerial(b *testing.B) {
 	addr := testserver.Redis(b)
 	if addr == "" {
@@ -291,12 +296,40 @@ func BenchmarkRedisSerial(b *testing.B) {
 			return c.Get(ctx, prefix+keys[i%len(keys)]).Err()
 		})
 	})
-	b.Run("script-floor", func(b *testing.B) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
-		if err != nil {
+	b.Run("rueidis-get", func(b *testing.B) {
+		c := rueidisClient(b, addr)
+		prefix := uniquePrefix("rget")
+		ctx := context.Background()
+		for _, k := range keys {
+			if err := c.Do(ctx, c.B().Set().Key(prefix+k).Value("1").Px(time.Hour).Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runRedisSerial(b, func(i int) error {
+			return c.Do(ctx, c.B().Get().Key(prefix+keys[i%len(keys)]).Build()).Error()
+		})
+	})
+	b.Run("evalsha-return-1", func(b *testing.B) {
+		c := goRedis(b, addr)
+		s := goredis.NewScript("return 1")
+		ctx := context.Background()
+		if err := s.Load(ctx, c).Err(); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(c.Close)
+		runRedisSerial(b, func(i int) error {
+			return s.EvalSha(ctx, c, nil).Err()
+		})
+	})
+	b.Run("rueidis-evalsha-return-1", func(b *testing.B) {
+		c := rueidisClient(b, addr)
+		s := rueidis.NewLuaScript("return 1")
+		ctx := context.Background()
+		runRedisSerial(b, func(i int) error {
+			return s.Exec(ctx, c, nil, nil).Error()
+		})
+	})
+	b.Run("script-floor", func(b *testing.B) {
+		c := rueidisClient(b, addr)
 		s := rueidis.NewLuaScript(floorScript)
 		prefix := uniquePrefix("floor")
 		ctx := context.Background()
@@ -364,11 +397,7 @@ func BenchmarkRedisClientEvalsha64(b *testing.B) {
 		})
 	})
 	b.Run("rueidis", func(b *testing.B) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
+		c := rueidisClient(b, addr)
 		s := rueidis.NewLuaScript(clientScript)
 		ctx := context.Background()
 		args := []string{"1"}
@@ -376,4 +405,15 @@ func BenchmarkRedisClientEvalsha64(b *testing.B) {
 			return true, s.Exec(ctx, c, []string{key}, args).Error()
 		})
 	})
+}
+
+// rueidisClient returns a rueidis client on one connection, as the store
+// uses on a standalone Redis.
+func rueidisClient(b *testing.B, addr string) rueidis.Client {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
 }
