@@ -81,7 +81,6 @@ func WithMaxValueLen(n int) Option { return func(o *options) { o.maxLen = n } }
 // concurrent use.
 type Extractor struct {
 	c      *compiled
-	ips    *ipNames // remote_address values of recent clients
 	user   func(*http.Request) string
 	tenant func(*http.Request) string
 	maxLen int
@@ -102,7 +101,7 @@ func NewExtractor(spec Spec, opts ...Option) (*Extractor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Extractor{c: c, ips: new(ipNames), user: o.user, tenant: o.tenant, maxLen: o.maxLen}, nil
+	return &Extractor{c: c, user: o.user, tenant: o.tenant, maxLen: o.maxLen}, nil
 }
 
 // Proxies returns the trusted proxies and header the Extractor honours.
@@ -120,8 +119,7 @@ func (x *Extractor) ClientIP(r *http.Request) netip.Addr { return x.c.proxies.Cl
 // result: one per DescriptorSpec whose required entries all have a value,
 // in Spec order. It reuses dst's descriptors' Entries arrays, so with a dst
 // kept from an earlier call (and not retained elsewhere) it allocates
-// nothing, except the client IP's text for a client it has not seen lately
-// (the Extractor keeps the texts of up to 65 536 recent clients). It fails with an *Error when a value
+// nothing beyond the client IP's text. It fails with an *Error when a value
 // is too long or a remote_address entry finds no client IP; it never
 // panics, whatever the request holds.
 func (x *Extractor) Descriptors(r *http.Request, dst []Descriptor) ([]Descriptor, error) {
@@ -189,7 +187,7 @@ func (x *Extractor) value(r *http.Request, e *entry, st *reqState) (string, bool
 			return "", false, fmt.Errorf("%w: RemoteAddr %q is not an IP address", ErrNoClientIP, r.RemoteAddr)
 		}
 		if st.text == "" || st.v4 != e.v4 || st.v6 != e.v6 {
-			st.text, st.v4, st.v6 = x.ips.text(st.ip, e.v4, e.v6), e.v4, e.v6
+			st.text, st.v4, st.v6 = ipText(st.ip, e.v4, e.v6), e.v4, e.v6
 		}
 		v, ok = st.text, true
 	case srcHeader:
@@ -228,6 +226,11 @@ func (x *Extractor) value(r *http.Request, e *entry, st *reqState) (string, bool
 
 // ipText is the remote_address value: the address, or its network in CIDR
 // form when collapsed.
+//
+// The text is allocated on every request: a cache of known clients' texts
+// (a sharded map keyed by address) was tried and measured slower than the
+// allocation, a 16-byte string, since its lookup misses the CPU caches
+// with many clients (docs/BENCHMARKS.md, HTTP middleware).
 func ipText(a netip.Addr, v4, v6 int) string {
 	var buf [64]byte // one allocation: the string itself
 	if a.Is4() && v4 == 32 || a.Is6() && v6 == 128 {
