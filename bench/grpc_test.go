@@ -36,11 +36,16 @@ import (
 //   - noop-handler: the same gRPC server answering OK without deciding —
 //     the transport's own ceiling;
 //   - gubernator: github.com/gubernator-io/gubernator/v2 v2.13.0 as one
-//     in-process node (GetRateLimits, token bucket), the nearest Go peer.
+//     in-process node (GetRateLimits, token bucket), the nearest Go peer;
+//   - envoyproxy-ratelimit and envoyproxy-ratelimit-pipelined: the reference
+//     Envoy rate limit service as a server process on a local redis-server,
+//     and floodgate-redis-process, `floodgate serve` run the same way
+//     (envoyratelimit_test.go).
 //
 // Metrics: decisions/s, p50-us and p99-us (one call's latency as its caller
 // sees it), and cpu-ns/op (CPU time of the whole process — client and
-// server — per decision).
+// server — per decision). The Redis contenders add redis-cpu-ns/op and
+// total-cpu-ns/op (see outOfProcessCPU).
 func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
 	b.Run("floodgate-memory", func(b *testing.B) {
 		st, err := memory.New()
@@ -68,8 +73,8 @@ func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		addr := floodgateServer(b, st)
-		runGRPC(b, rlsCaller(b, addr))
+		call := rlsCaller(b, floodgateServer(b, st))
+		outOfProcessCPU(b, raddr, 0, func() { runGRPC(b, call) })
 	})
 	b.Run("noop-handler", func(b *testing.B) {
 		runGRPC(b, rlsCaller(b, grpcServe(b, func(s *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(s, noopRLS{}) })))
@@ -77,6 +82,9 @@ func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
 	b.Run("gubernator", func(b *testing.B) {
 		runGRPC(b, gubernatorCaller(b))
 	})
+	b.Run("floodgate-redis-process", benchFloodgateProcess)
+	b.Run("envoyproxy-ratelimit", func(b *testing.B) { benchEnvoyRateLimit(b, false) })
+	b.Run("envoyproxy-ratelimit-pipelined", func(b *testing.B) { benchEnvoyRateLimit(b, true) })
 }
 
 const grpcKeys = 10_000
