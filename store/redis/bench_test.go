@@ -39,7 +39,7 @@ func BenchmarkScriptServerTime(b *testing.B) {
 	}
 	b.Run("lone", func(b *testing.B) {
 		keys := []string{runID + ":srv:lone"}
-		args := append([]string{"1", "", s.ttlFloor}, spec(l)...)
+		args := []string{"1", "", s.ttlFloor, loneSpec(l)}
 		resetStats(b)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

@@ -17,10 +17,11 @@
 // scripts, all loaded on every node when the store opens and called by
 // EVALSHA: one per algorithm family and one holding them all, plus a flat
 // script for batches of single-key takes of fixed windows, token buckets,
-// GCRA and shapers.
+// GCRA and shapers, and a smaller one still for such a take sent alone
+// (what a serial caller sends).
 // Redis runs a script's whole body on every call, so the assembled scripts
 // create an algorithm's functions only when a call uses it, and the flat
-// one defines nothing per call. A NOSCRIPT reply (a restart, a failover to
+// ones define nothing per call. A NOSCRIPT reply (a restart, a failover to
 // a node that never saw the script) is answered by EVAL, which also caches
 // the script there.
 //

@@ -3,8 +3,10 @@ package redis
 import (
 	"crypto/sha1"
 	"embed"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -99,17 +101,36 @@ func programFor(sa *scriptArgs) program {
 	return scriptFor(sa.fams)
 }
 
-// loneTakes reports whether lua/take.lua decides a take on l: a fixed
-// window that is not a calendar one, or the bucket family. spec is l's
-// (see spec).
-func loneTakes(l *algo.Limit, spec []string) bool {
-	switch l.Algorithm() {
-	case algo.TokenBucket, algo.GCRA, algo.Shaper:
-		return true
+// loneSpec returns l as lua/take.lua's limit argument: the kind, then the
+// parameters of spec as little-endian doubles ('<Bddddd', unused ones
+// zero; every value is an integer below 2^53, exact as a double), or ""
+// when take.lua does not decide l: only fixed windows that are not
+// calendar ones and the bucket family.
+func loneSpec(l *algo.Limit) string {
+	p := l.Params()
+	var vals []int64
+	per := int64(p.Period / time.Microsecond)
+	switch p.Algorithm {
 	case algo.FixedWindow:
-		return spec[3] == "0"
+		if p.Calendar != algo.CalendarNone {
+			return ""
+		}
+		vals = []int64{p.Limit, per}
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		init := int64(-1)
+		if p.InitialTokens != nil {
+			init = *p.InitialTokens
+		}
+		vals = []int64{p.Limit, per, l.Capacity(), p.Delay, init}
+	default:
+		return ""
 	}
-	return false
+	b := make([]byte, 1+5*8)
+	b[0] = byte(p.Algorithm)
+	for i, v := range vals {
+		binary.LittleEndian.PutUint64(b[1+8*i:], math.Float64bits(float64(v)))
+	}
+	return string(b)
 }
 
 // decideSource assembles a decision script: the helpers, the families in

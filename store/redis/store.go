@@ -26,6 +26,7 @@ type Store struct {
 	o      options
 	closed atomic.Bool
 	specs  sync.Map // *algo.Limit → []string (see spec)
+	lones  sync.Map // *algo.Limit → string (see loneSpec)
 	batch  *batcher
 	// ttlFloor is the script argument for o.testTTLFloor (ms).
 	ttlFloor string
@@ -191,6 +192,14 @@ func (s *Store) Close() error {
 	}
 	s.client.Close()
 	return nil
+}
+
+func (s *Store) loneSpecOf(l *algo.Limit) string {
+	if v, ok := s.lones.Load(l); ok {
+		return v.(string)
+	}
+	v, _ := s.lones.LoadOrStore(l, loneSpec(l))
+	return v.(string)
 }
 
 func (s *Store) specOf(l *algo.Limit) []string {
@@ -837,14 +846,13 @@ func (s *Store) takeLone(ctx context.Context, c *call) bool {
 		return false
 	}
 	q := &c.reqs[0]
-	spec := s.specOf(q.Limit)
-	if !loneTakes(q.Limit, spec) {
+	spec := s.loneSpecOf(q.Limit)
+	if spec == "" {
 		return false
 	}
 	sa := argsPool.Get().(*scriptArgs)
 	sa.keys = append(sa.keys, q.Key)
-	sa.args = append(sa.args, itoa(q.Cost), c.now, s.ttlFloor)
-	sa.args = append(sa.args, spec...)
+	sa.args = append(sa.args, itoa(q.Cost), c.now, s.ttlFloor, spec)
 	r := s.eval(ctx, loneTake, sa.keys, sa.args)
 	sa.reset()
 	argsPool.Put(sa)

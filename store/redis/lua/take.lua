@@ -5,9 +5,11 @@
 -- script's whole body on every call, so what is not here costs nothing.
 --
 -- KEYS[1]: the key. ARGV: cost; the time (µs; '' for the server's TIME);
--- the TTL floor (ms) for an explicit time (see WithTestClock); then the
--- limit: its kind, then limit, period (µs) for a fixed window, or rate,
--- period (µs), capacity, delay, initial level (-1: full) for a bucket.
+-- the TTL floor (ms) for an explicit time (see WithTestClock); the limit,
+-- packed ('<Bddddd', see loneSpec): its kind, then limit, period (µs) for
+-- a fixed window, or rate, period (µs), capacity, delay, initial level
+-- (-1: full) for a bucket. One struct.unpack costs the server less than
+-- six arguments and their tonumber()s.
 --
 -- The reply: the time used, then the decision as main.lua writes one:
 -- allowed (0/1), remaining, retry-after (µs, -1 for never), reset-after
@@ -34,7 +36,7 @@ if t == '' then
 else
   t, minTTL = min(max(tonumber(t), 0), 9007199254740991), tonumber(ARGV[3])
 end
-local kind = tonumber(ARGV[4])
+local kind, p1, p2, p3, p4, p5 = struct.unpack('<Bddddd', ARGV[4])
 
 -- load: a state of another kind or type reads as fresh
 local a, b, c = 0, 0, 0
@@ -48,7 +50,7 @@ end
 local allowed, rem, retry, reset, delay, exp = 0, 0, 0, 0, 0, 0
 if kind == 1 then
   -- fixed_window.lua: A = window start, B = count, C = latest time seen
-  local limit, per = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local limit, per = p1, p2
   -- expires: the end of the counted window
   if b ~= 0 and a - (a - idiv(a, per) * per) + per <= t then a, b, c = 0, 0, 0 end
   local now = t
@@ -68,7 +70,7 @@ if kind == 1 then
   if b ~= 0 then exp = stop end
 else
   -- bucket.lua: A = level in unit·µs, B = last update, C = 1 once used
-  local rate, per, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local rate, per, cap = p1, p2, p3
   local capLevel = cap * per
   -- expires: when the bucket is full again
   if c ~= 0 then
@@ -79,7 +81,7 @@ else
   -- refill
   if c == 0 then
     a = capLevel
-    local init = tonumber(ARGV[9])
+    local init = p5
     if init >= 0 then a = init * per end
     b, c = t, 1
   else
@@ -98,7 +100,7 @@ else
   elseif a >= cost * per then
     allowed = 1
     if kind == 6 then -- a shaper's delay
-      local wait = capLevel - a - tonumber(ARGV[8]) * per
+      local wait = capLevel - a - p4 * per
       if wait > 0 then delay = idiv(wait + rate - 1, rate) end
     end
     a = a - cost * per
