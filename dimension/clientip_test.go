@@ -265,3 +265,15 @@ func FuzzParseForwarded(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTrimOWS holds the hand-written trim to strings.Trim(s, " \t").
+func FuzzTrimOWS(f *testing.F) {
+	for _, s := range []string{"", " ", "\t \t", " 1.2.3.4\t", "a b", "\t\x00 ", " ,  "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := trimOWS(s), strings.Trim(s, " \t"); got != want {
+			t.Fatalf("trimOWS(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
