@@ -253,14 +253,15 @@ func runRedisParallel(b *testing.B, keys []string, take func(key string) (bool, 
 // costs between the two: rueidis-get (the same GET through the store's
 // client), evalsha-return-1 and rueidis-evalsha-return-1 (an EVALSHA of a
 // script that calls nothing, through each client): what running a script
-// at all costs, before its redis.call()s.
+// at all costs, before its redis.call()s. floodgate-request-ctx is
+// floodgate under the kind of context a request handler has.
 func BenchmarkRedisSerial(b *testing.B) {
 	addr := testserver.Redis(b)
 	if addr == "" {
 		return
 	}
 	keys := benchKeys(10_000)
-	b.Run("floodgate", func(b *testing.B) {
+	floodgate := func(b *testing.B, ctx context.Context) {
 		l, err := algo.Compile(redisGCRA)
 		if err != nil {
 			b.Fatal(err)
@@ -271,7 +272,6 @@ func BenchmarkRedisSerial(b *testing.B) {
 		}
 		b.Cleanup(func() { _ = st.Close() })
 		prefix := uniquePrefix("fgs")
-		ctx := context.Background()
 		reqs := []store.Request{{Limit: l, Cost: 1}}
 		out := make([]algo.Decision, 1)
 		runRedisSerial(b, func(i int) error {
@@ -282,6 +282,16 @@ func BenchmarkRedisSerial(b *testing.B) {
 			}
 			return err
 		})
+	}
+	b.Run("floodgate", func(b *testing.B) { floodgate(b, context.Background()) })
+	// floodgate-request-ctx decides under a context that can be cancelled
+	// and has no deadline, as an HTTP request's: rueidis then sends even a
+	// lone call through its background writer and reader goroutines
+	// instead of its synchronous path.
+	b.Run("floodgate-request-ctx", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		floodgate(b, ctx)
 	})
 	b.Run("go-redis-get", func(b *testing.B) {
 		c := goRedis(b, addr)
