@@ -6,6 +6,11 @@
 // Values come from the decision the store made (its stored reset time), so
 // every instance reports the same numbers for the same key. Seconds are
 // rounded up: a client that waits Retry-After and retries is admitted.
+//
+// Fields lists the fields for transports that carry headers as a list;
+// Write sets them on an http.Header. A server that writes them on every
+// response uses a Writer, which formats what depends only on the rule once
+// and costs two allocations per response.
 package headers
 
 import (
@@ -233,7 +238,8 @@ func appendPolicy(buf []byte, p Policy) []byte {
 	return buf
 }
 
-// Write sets the fields for ps on h, replacing earlier values.
+// Write sets the fields for ps on h, replacing earlier values. A Writer
+// sets the same ones, cheaper.
 func Write(h http.Header, ps []Policy, o Options) {
 	for _, f := range Fields(ps, o) {
 		h.Set(f[0], f[1])
