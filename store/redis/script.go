@@ -154,6 +154,9 @@ func decideSource(mask uint8) string {
 	return b.String()
 }
 
+// luaFile returns lua/name.lua with its "--#include f.lua" lines replaced
+// by those files: steps that several scripts run are written once and
+// still run inline, with no function call.
 func luaFile(name string) string {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
@@ -161,7 +164,13 @@ func luaFile(name string) string {
 		// mistake that every test catches.
 		panic("store/redis: missing embedded script " + name)
 	}
-	return string(src) + "\n"
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(l), "--#include "); ok {
+			lines[i] = luaFile(strings.TrimSuffix(f, ".lua"))
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // Ops of the decision script (see lua/main.lua).

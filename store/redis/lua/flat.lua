@@ -1,0 +1,93 @@
+-- One single-key take of a fixed window (not a calendar one), a token
+-- bucket, GCRA or a shaper: fixed_window.lua's and bucket.lua's load,
+-- expires, decide and save in local variables, without main.lua's
+-- machinery. take.lua and takes.lua include it where they say
+-- "--#include flat.lua" (see script.go), so the steps are written once.
+--
+-- In: key, kind, cost, t (µs), minTTL (ms), p1..p5 (limit, period for a
+-- fixed window; rate, period, capacity, delay, initial level for a
+-- bucket), the locals rcall, rpcall, spack, sunpack, idiv, min, max and
+-- the constants FIXED, SHAPER. Out: allowed, rem, retry, reset, delay, and
+-- the key saved or deleted.
+
+-- load: a state of another kind or type reads as fresh
+local a, b, c = 0, 0, 0
+local v = rpcall('GET', key)
+if type(v) == 'string' and #v == 25 then
+  local k
+  k, a, b, c = sunpack('<Bddd', v)
+  if k ~= kind then a, b, c = 0, 0, 0 end
+end
+
+local allowed, rem, retry, reset, delay, exp = 0, 0, 0, 0, 0, 0
+if kind == FIXED then
+  -- fixed_window.lua: A = window start, B = count, C = latest time seen
+  local limit, per = p1, p2
+  -- expires: the end of the counted window
+  if b ~= 0 and a - (a - idiv(a, per) * per) + per <= t then a, b, c = 0, 0, 0 end
+  -- decide
+  local now = t
+  if now < c then now = c else c = now end
+  local start = now - (now - idiv(now, per) * per)
+  local stop = start + per
+  if a ~= start or b < 0 then a, b = start, 0 end
+  if cost > limit then
+    rem, retry = max(limit - b, 0), -1
+  elseif b + cost <= limit then
+    allowed, b = 1, b + cost
+    rem = limit - b
+  else
+    rem, retry = max(limit - b, 0), max(stop - now, 0)
+  end
+  if b > 0 or (allowed == 1 and cost > 0) then reset = max(stop - now, 0) end
+  if b ~= 0 then exp = stop end
+else
+  -- bucket.lua: A = level in unit·µs, B = last update, C = 1 once used
+  local rate, per, cap, delayUnits, init = p1, p2, p3, p4, p5
+  local capLevel = cap * per
+  -- expires: when the bucket is full again
+  if c ~= 0 then
+    local need, full = capLevel - min(max(a, 0), capLevel), b
+    if need > 0 then full = b + idiv(need + rate - 1, rate) end
+    if full <= t then a, b, c = 0, 0, 0 end
+  end
+  -- refill
+  local now = t
+  if c == 0 then
+    a = capLevel
+    if init >= 0 then a = init * per end
+    b, c = now, 1
+  else
+    a = min(max(a, 0), capLevel)
+    if now > b then
+      local need = capLevel - a
+      if need > 0 then
+        if now - b >= idiv(need + rate - 1, rate) then a = capLevel else a = a + (now - b) * rate end
+      end
+      b = now
+    end
+  end
+  -- decide
+  if cost > cap then
+    retry = -1 -- never
+  elseif a >= cost * per then
+    allowed = 1
+    if kind == SHAPER then
+      local wait = capLevel - a - delayUnits * per
+      if wait > 0 then delay = idiv(wait + rate - 1, rate) end
+    end
+    a = a - cost * per
+  else
+    retry = idiv(cost * per - a + rate - 1, rate)
+  end
+  rem = idiv(a, per)
+  if capLevel - a > 0 then reset = idiv(capLevel - a + rate - 1, rate) end
+  exp = b + reset
+end
+
+-- save: until the state's ExpiresAt, or not at all
+if exp <= t then
+  rcall('DEL', key)
+else
+  rcall('SET', key, spack('<Bddd', kind, a, b, c), 'PX', max(idiv(exp - t + 999, 1000), minTTL))
+end
