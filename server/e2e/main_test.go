@@ -67,18 +67,31 @@ func start(t *testing.T, config string, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go io.Copy(p, stderr) // the log, readable while the process runs
+	// The pipes are read to their end before Wait, which closes them:
+	// whatever the process wrote before it exited is in p.logs() once
+	// p.done is closed.
+	stderrRead, stdoutRead := make(chan struct{}), make(chan struct{})
+	go func() { // the log, readable while the process runs
+		io.Copy(p, stderr)
+		close(stderrRead)
+	}()
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				lines <- sc.Text()
+				select {
+				case lines <- sc.Text():
+				default:
+				}
 			}
 		}
 		io.Copy(io.Discard, stdout)
+		close(stdoutRead)
 	}()
 	go func() {
+		<-stderrRead
+		<-stdoutRead
 		p.exitErr = p.cmd.Wait()
 		close(p.done)
 	}()
@@ -108,7 +121,6 @@ func (p *proc) Write(b []byte) (int, error) {
 }
 
 func (p *proc) logs() string {
-	time.Sleep(50 * time.Millisecond) // let the stderr reader catch up after an exit
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stderr.String()
