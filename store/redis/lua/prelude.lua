@@ -14,17 +14,7 @@ local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local fmt, sub, tonumber, type = string.format, string.sub, tonumber, type
 local rcall, rpcall = redis.call, redis.pcall
 
--- idiv returns floor(a / b) for integers a, b (b > 0), exact below 2^53:
--- the double quotient can round across an integer, so it is corrected.
-local function idiv(a, b)
-  local q = floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
+--#include idiv.lua
 
 -- tdiv is Go's integer division: it truncates toward zero.
 local function tdiv(a, b)

@@ -20,16 +20,7 @@ local floor, min, max, tonumber = math.floor, math.min, math.max, tonumber
 local rcall, rpcall, spack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
 local FIXED, SHAPER = 1, 6
 
--- idiv is prelude.lua's: floor(a / b), exact below 2^53.
-local function idiv(a, b)
-  local q = floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
+--#include idiv.lua
 
 local key, cost, t, minTTL = KEYS[1], tonumber(ARGV[1]), ARGV[2], 0
 if t == '' then

@@ -11,16 +11,7 @@ local floor, min, max, tonumber = math.floor, math.min, math.max, tonumber
 local rcall, rpcall, spack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
 local MAXTIME, FIXED, SHAPER = 9007199254740991, 1, 6
 
--- idiv is prelude.lua's: floor(a / b), exact below 2^53.
-local function idiv(a, b)
-  local q = floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
+--#include idiv.lua
 
 local testTTL = tonumber(ARGV[2]) or 0
 -- The limits in one flat list: kind, then limit, period, calendar (0) for
