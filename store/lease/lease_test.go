@@ -116,7 +116,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
-
 // One store call serves a slice: 100 requests at slice 10 cost 10 calls,
 // and the shared store is charged exactly what was admitted plus what the
 // instance holds.
