@@ -250,17 +250,19 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {
 		return st, nil
 	}
-	rs, err := resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
+	if f.leaseSlice > 0 {
+		// Leases go right above the store, under the failure policy: a
+		// fail-open answer must not become units the lease holds and
+		// later gives back to a store that never charged them.
+		ls, err := lease.New(st, lease.WithSlice(f.leaseSlice), lease.WithTTL(f.leaseTTL))
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("--lease-slice %d --lease-ttl %v: %w", f.leaseSlice, f.leaseTTL, err)
+		}
+		st = ls
+	}
+	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
 		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
-	if err != nil || f.leaseSlice == 0 {
-		return rs, err
-	}
-	ls, err := lease.New(rs, lease.WithSlice(f.leaseSlice), lease.WithTTL(f.leaseTTL))
-	if err != nil {
-		_ = rs.Close()
-		return nil, fmt.Errorf("--lease-slice %d --lease-ttl %v: %w", f.leaseSlice, f.leaseTTL, err)
-	}
-	return ls, nil
 }
 
 // gatewayHandler builds the reverse proxy of gateway mode (package gateway:

@@ -49,6 +49,14 @@
 // that depends on when they arrive) and the sliding log (which keeps each
 // request's own time).
 //
+// # Where it goes
+//
+// Directly above the shared store, under any wrapper that answers for the
+// store when it cannot be reached (store/resilient's failure policy): such
+// an answer charged nothing, and units taken from it would be given back
+// to the store later as budget it never had. A store error reaches the
+// caller unchanged; the slice's units stay usable meanwhile.
+//
 // # Concurrency and clock
 //
 // Decisions on one key are serialised in process by the key's lock, held

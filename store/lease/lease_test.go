@@ -529,3 +529,42 @@ func TestInspectAndPing(t *testing.T) {
 
 // noInspect hides the memory store's Inspect.
 type noInspect struct{ store.Store }
+
+// When the shared store goes away, a slice already held keeps admitting;
+// the next store call's error reaches the caller unchanged and no units
+// are invented.
+func TestStoreDown(t *testing.T) {
+	srv := testserver.NewRedis(t)
+	if srv == nil {
+		return
+	}
+	r, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := lease.New(r, lease.WithSlice(10), lease.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := quota(t, algo.TokenBucket, 100)
+	out := make([]algo.Decision, 1)
+	req := []store.Request{{Key: "down", Limit: l, Cost: 1}}
+	if _, err := s.Take(context.Background(), req, out); err != nil || !out[0].Allowed {
+		t.Fatalf("first take: %v %+v", err, out[0])
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		if _, err := s.Take(context.Background(), req, out); err != nil || !out[0].Allowed {
+			t.Fatalf("take %d from the slice with the store down: %v %+v", i, err, out[0])
+		}
+	}
+	if _, err := s.Take(context.Background(), req, out); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("take past the slice with the store down: err %v, want store.ErrUnavailable", err)
+	}
+	if st := s.Stats(); st.Local != 9 || st.Takes != 2 {
+		t.Fatalf("stats %+v: want 9 local decisions and 2 store takes", st)
+	}
+}
