@@ -248,6 +248,10 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 		return nil, fmt.Errorf("--store: %w", err)
 	}
 	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {
+		if f.leaseSlice > 0 {
+			_ = st.Close()
+			return nil, fmt.Errorf("--lease-slice %d: leases are for remote stores; --store %s decides in process already", f.leaseSlice, f.store)
+		}
 		return st, nil
 	}
 	if f.leaseSlice > 0 {

@@ -26,6 +26,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--instances", "0"}, nil, 1, "--instances must be >= 1"},
 		{[]string{"serve", "--lease-slice", "1"}, nil, 1, "--lease-slice must be 0 (off) or at least 2, got 1"},
 		{[]string{"serve", "--lease-ttl", "0s"}, nil, 1, "--lease-ttl must be > 0, got 0s"},
+		{[]string{"serve", "--lease-slice", "10"}, nil, 1, "--lease-slice 10: leases are for remote stores; --store memory:// decides in process already"},
 		{[]string{"serve", "--config", "/no/such/config.yaml"}, nil, 1, "/no/such/config.yaml"},
 		{[]string{"serve", "extra"}, nil, 2, `unexpected argument "extra"`},
 		{[]string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
