@@ -25,8 +25,9 @@ import (
 // maxRules rules (name, quota, window, quota unit); responses on further
 // rules are formatted whole, as by Write.
 type Writer struct {
-	set  Set
-	keys [nFields]string // canonical field names, by field index
+	set   Set
+	keys  [nFields]string // canonical field names, by field index
+	names [nFields]string // the names as configured, for StatusFields
 
 	mu    sync.Mutex                            // serialises additions to rules
 	rules atomic.Pointer[map[ruleKey]*ruleVals] // replaced, never modified
@@ -60,7 +61,8 @@ func NewWriter(o Options) *Writer {
 		w.set = Default
 	}
 	n := o.Names.withDefaults()
-	for i, name := range [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter} {
+	w.names = [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
+	for i, name := range w.names {
 		w.keys[i] = textproto.CanonicalMIMEHeaderKey(name)
 	}
 	return w
@@ -92,19 +94,71 @@ func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
 	}
 }
 
-// writeOne is WriteStatuses for one limited status, the common case: the
-// rule's values come from the cache, and X-RateLimit-Remaining and -Reset
-// are the numbers of the RateLimit value rather than copies of them.
+// StatusFields calls f with each field WriteStatuses would set for st, in
+// the order of Fields, under the Options' names as given (not
+// canonicalised): for transports that carry fields as a list (Envoy's
+// response_headers_to_add). The values of one limited status share one
+// string, its rule's own values coming from the cache.
+func (w *Writer) StatusFields(st []policy.Status, f func(name, value string)) {
+	var one *policy.Status
+	n := 0
+	for i := range st {
+		if st[i].Matched && !st[i].Unlimited {
+			one = &st[i]
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return
+	case 1:
+		var fixed [nFields]string
+		vs, all := w.one(one, &fixed)
+		for i := range vs.n {
+			if vs.from[i] < 0 {
+				f(w.names[vs.field[i]], fixed[i])
+			} else {
+				f(w.names[vs.field[i]], vs.value(all, i))
+			}
+		}
+	default:
+		var vs values
+		var arr [256]byte
+		all := vs.build(arr[:0], FromStatuses(st), w.set)
+		for i := range vs.n {
+			f(w.names[vs.field[i]], vs.value(all, i))
+		}
+	}
+}
+
+// writeOne is WriteStatuses for one limited status, the common case.
 func (w *Writer) writeOne(h http.Header, s *policy.Status) {
+	var fixed [nFields]string
+	vs, all := w.one(s, &fixed)
+	if vs.n == 0 {
+		return
+	}
+	vals := make([]string, vs.n)
+	for i := range vs.n {
+		if vs.from[i] < 0 {
+			vals[i] = fixed[i]
+		} else {
+			vals[i] = vs.value(all, i)
+		}
+		h[w.keys[vs.field[i]]] = vals[i : i+1 : i+1]
+	}
+}
+
+// one computes the fields of one limited status: the rule's values come
+// from the cache (into fixed, marked by from = -1), and
+// X-RateLimit-Remaining and -Reset are the numbers of the RateLimit value
+// rather than copies of them; the rest are cut from all.
+func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all string) {
 	p := FromDecision(s.Rule, s.Decision, s.Window)
 	p.QuotaUnit = s.QuotaUnit
 	rv := w.rule(p)
 	var arr [96]byte
 	buf := arr[:0]
-	var vs values
-	// Values from the cache are marked with from = -1 and taken from
-	// fixed instead of the buffer.
-	var fixed [nFields]string
 	if w.set&IETF != 0 {
 		fixed[vs.n] = rv.policy
 		vs.add(fPolicy, -1, -1)
@@ -134,18 +188,9 @@ func (w *Writer) writeOne(h http.Header, s *policy.Status) {
 		vs.add(fRetryAfter, from, len(buf))
 	}
 	if vs.n == 0 {
-		return
+		return vs, ""
 	}
-	all := string(buf)
-	vals := make([]string, vs.n)
-	for i := range vs.n {
-		if vs.from[i] < 0 {
-			vals[i] = fixed[i]
-		} else {
-			vals[i] = vs.value(all, i)
-		}
-		h[w.keys[vs.field[i]]] = vals[i : i+1 : i+1]
-	}
+	return vs, string(buf)
 }
 
 // set1 sets the values vs cut from all on h, sharing one backing array.

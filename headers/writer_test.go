@@ -75,6 +75,24 @@ func TestWriterMatchesWrite(t *testing.T) {
 	}
 }
 
+// StatusFields lists exactly what Fields lists, in its order and under
+// its names, for every option set and status mix.
+func TestStatusFieldsMatchesFields(t *testing.T) {
+	for oname, o := range writerOptions {
+		w := NewWriter(o)
+		for cname, st := range writerCases() {
+			want := Fields(FromStatuses(st), o)
+			for round := range 2 {
+				var got [][2]string
+				w.StatusFields(st, func(name, value string) { got = append(got, [2]string{name, value}) })
+				if !reflect.DeepEqual(got, want) && (len(got) != 0 || len(want) != 0) {
+					t.Errorf("%s, %s, round %d: StatusFields listed\n%q\nFields lists\n%q", oname, cname, round, got, want)
+				}
+			}
+		}
+	}
+}
+
 // WriteStatuses replaces the values a field had, as Header.Set does.
 func TestWriterReplaces(t *testing.T) {
 	h := http.Header{"Ratelimit": {"stale"}, "X-Ratelimit-Remaining": {"1", "2"}}

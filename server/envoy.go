@@ -295,7 +295,7 @@ type envoyParts struct {
 // a shadow rule's refusal is OK.
 //
 // limitOf, when not nil, returns a rule's configured limit by name.
-func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
+func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(rule string) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
 	p := new(envoyParts)
 	out := &p.resp
 	out.OverallCode = envoyCode(resp.Code)
@@ -342,13 +342,23 @@ func toEnvoy(resp *policy.Response, ho headers.Options, limitOf func(rule string
 		}
 		out.Statuses[i] = ds
 	}
-	if fields := headerFields(resp, ho); len(fields) > 0 {
-		hvs, ptrs := p.header[:], p.headerPtr[:]
-		if len(fields) > admitFields {
-			hvs, ptrs = make([]corev3.HeaderValue, len(fields)), make([]*corev3.HeaderValue, len(fields))
+	// The fields, their rule's own values from hw's cache: collected on
+	// the stack, then placed in the response's room for them.
+	var fields [8][2]string
+	n := 0
+	hw.StatusFields(visible(resp.Statuses), func(name, value string) {
+		if n < len(fields) {
+			fields[n] = [2]string{name, value}
+			n++
 		}
-		out.ResponseHeadersToAdd = ptrs[:len(fields)]
-		for i, f := range fields {
+	})
+	if n > 0 {
+		hvs, ptrs := p.header[:], p.headerPtr[:]
+		if n > admitFields {
+			hvs, ptrs = make([]corev3.HeaderValue, n), make([]*corev3.HeaderValue, n)
+		}
+		out.ResponseHeadersToAdd = ptrs[:n]
+		for i, f := range fields[:n] {
 			hvs[i].Key, hvs[i].Value = f[0], f[1]
 			ptrs[i] = &hvs[i]
 		}
@@ -407,7 +417,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest
 	if err != nil {
 		return nil, err
 	}
-	return toEnvoy(&resp, s.headerOpts, func(rule string) *rlsv3.RateLimitResponse_RateLimit {
+	return toEnvoy(&resp, s.headerWriter, func(rule string) *rlsv3.RateLimitResponse_RateLimit {
 		return s.ruleLimit(req.Domain, rule)
 	}), nil
 }

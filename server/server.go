@@ -91,9 +91,12 @@ type Server struct {
 	limits     Limits
 	maxBody    int64
 	headerOpts headers.Options
-	gateway    http.Handler
-	drain      time.Duration
-	ping       func(ctx context.Context) error
+	// headerWriter formats the gRPC responses' fields (headerOpts), each
+	// rule's own values once.
+	headerWriter *headers.Writer
+	gateway      http.Handler
+	drain        time.Duration
+	ping         func(ctx context.Context) error
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
@@ -129,6 +132,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 			o(s)
 		}
 	}
+	s.headerWriter = headers.NewWriter(s.headerOpts)
 	if s.metrics == nil {
 		s.metrics = metrics.New()
 	}
