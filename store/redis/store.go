@@ -47,7 +47,7 @@ var (
 //
 //	WithBatchSize(64)          decisions coalesced into one script call
 //	WithBatchWindow(0)         no waiting for a batch to fill
-//	WithInflightBatches(1)     batches in flight at once
+//	WithInflightBatches(2)     batches in flight at once
 //	WithTimeout(3s)            bound on every round trip
 //	WithTLSConfig(nil)         rediss:// verifies against the system roots
 //	WithClientOption(nil)      adjust the rueidis client options
