@@ -73,14 +73,7 @@ func NewWriter(o Options) *Writer {
 // Write(h, FromStatuses(st), o) for the Writer's Options o. It writes
 // nothing when no status is limited.
 func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
-	var one *policy.Status
-	n := 0
-	for i := range st {
-		if st[i].Matched && !st[i].Unlimited {
-			one = &st[i]
-			n++
-		}
-	}
+	one, n := limited(st)
 	switch n {
 	case 0:
 		return
@@ -100,14 +93,7 @@ func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
 // response_headers_to_add). The values of one limited status share one
 // string, its rule's own values coming from the cache.
 func (w *Writer) StatusFields(st []policy.Status, f func(name, value string)) {
-	var one *policy.Status
-	n := 0
-	for i := range st {
-		if st[i].Matched && !st[i].Unlimited {
-			one = &st[i]
-			n++
-		}
-	}
+	one, n := limited(st)
 	switch n {
 	case 0:
 		return
@@ -129,6 +115,18 @@ func (w *Writer) StatusFields(st []policy.Status, f func(name, value string)) {
 			f(w.names[vs.field[i]], vs.value(all, i))
 		}
 	}
+}
+
+// limited returns how many statuses of st are matched and limited, and the
+// last of them.
+func limited(st []policy.Status) (one *policy.Status, n int) {
+	for i := range st {
+		if st[i].Matched && !st[i].Unlimited {
+			one = &st[i]
+			n++
+		}
+	}
+	return one, n
 }
 
 // writeOne is WriteStatuses for one limited status, the common case.
