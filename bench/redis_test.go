@@ -106,8 +106,10 @@ func benchRedisKeys(b *testing.B, n int) {
 	})
 }
 
-// benchFloodgateRedis runs the Redis store with its default options.
-func benchFloodgateRedis(b *testing.B, addr string, p algo.Params, keys []string) {
+// openFloodgateRedis compiles p and opens the Redis store at addr with its
+// default options, closed when b ends.
+func openFloodgateRedis(b *testing.B, addr string, p algo.Params) (*algo.Limit, *fgredis.Store) {
+	b.Helper()
 	l, err := algo.Compile(p)
 	if err != nil {
 		b.Fatal(err)
@@ -117,6 +119,12 @@ func benchFloodgateRedis(b *testing.B, addr string, p algo.Params, keys []string
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
+	return l, st
+}
+
+// benchFloodgateRedis runs the Redis store with its default options.
+func benchFloodgateRedis(b *testing.B, addr string, p algo.Params, keys []string) {
+	l, st := openFloodgateRedis(b, addr, p)
 	prefix := uniquePrefix("fg")
 	ctx := context.Background()
 	take := func(key string) (bool, error) {
@@ -278,15 +286,7 @@ func BenchmarkRedisSerial(b *testing.B) {
 	}
 	keys := benchKeys(10_000)
 	floodgate := func(b *testing.B, ctx context.Context) {
-		l, err := algo.Compile(redisGCRA)
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := fgredis.Open("redis://" + addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = st.Close() })
+		l, st := openFloodgateRedis(b, addr, redisGCRA)
 		prefix := uniquePrefix("fgs")
 		reqs := []store.Request{{Limit: l, Cost: 1}}
 		out := make([]algo.Decision, 1)
