@@ -250,24 +250,6 @@ func visible(st []policy.Status) []policy.Status {
 	return out
 }
 
-// headerFields are the response headers of a decision.
-func headerFields(resp *policy.Response, o headers.Options) [][2]string {
-	st := visible(resp.Statuses)
-	if len(st) != 1 {
-		return headers.Fields(headers.FromStatuses(st), o)
-	}
-	// One status, the common case: its policy lives on the stack (Fields
-	// keeps nothing of its argument) instead of in FromStatuses' slice.
-	s := &st[0]
-	if !s.Matched || s.Unlimited {
-		return nil
-	}
-	var ps [1]headers.Policy
-	ps[0] = headers.FromDecision(s.Rule, s.Decision, s.Window)
-	ps[0].QuotaUnit = s.QuotaUnit
-	return headers.Fields(ps[:], o)
-}
-
 // admitFields is the number of header fields of an admitted request:
 // RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining and -Reset. A
 // refusal's Retry-After makes six, kept apart so that every response does

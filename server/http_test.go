@@ -39,6 +39,11 @@ func TestV1DecideAndPeek(t *testing.T) {
 		if hdr.Get("RateLimit-Policy") != `"hourly";q=1000;w=3600` {
 			t.Fatalf("decide %d: RateLimit-Policy %q", i, hdr.Get("RateLimit-Policy"))
 		}
+		// The body's headers are the same fields, under their names.
+		if r.Headers["RateLimit-Policy"] != `"hourly";q=1000;w=3600` || r.Headers["X-RateLimit-Remaining"] != fmt.Sprint(1000-i) ||
+			r.Headers["RateLimit"] != fmt.Sprintf(`"hourly";r=%d;t=%s`, 1000-i, hdr.Get("X-RateLimit-Reset")) || len(r.Headers) != 5 {
+			t.Fatalf("decide %d: body headers %v", i, r.Headers)
+		}
 	}
 	// Peek answers what a decide would: remaining after this request.
 	code, body, _ := postJSON(t, e.http.URL+"/v1/peek", req)
@@ -59,7 +64,8 @@ func TestV1DecideAndPeek(t *testing.T) {
 	}
 	code, body, hdr := postJSON(t, e.http.URL+"/v1/decide", req)
 	json.Unmarshal(body, &r)
-	if code != http.StatusTooManyRequests || r.Code != "OVER_LIMIT" || r.Statuses[0].RetryAfterMS != 3600_000 || hdr.Get("Retry-After") != "3600" {
+	if code != http.StatusTooManyRequests || r.Code != "OVER_LIMIT" || r.Statuses[0].RetryAfterMS != 3600_000 || hdr.Get("Retry-After") != "3600" ||
+		r.Headers["Retry-After"] != "3600" {
 		t.Fatalf("over the limit: %d %s Retry-After %q", code, body, hdr.Get("Retry-After"))
 	}
 	// A refused status states its limit and that nothing remains (0 is

@@ -330,12 +330,12 @@ func (s *Server) v1Response(resp *policy.Response) V1Response {
 		}
 		out.Statuses[i] = vs
 	}
-	if f := headerFields(resp, s.headerOpts); len(f) > 0 {
-		out.Headers = make(map[string]string, len(f))
-		for _, kv := range f {
-			out.Headers[kv[0]] = kv[1]
+	s.headerWriter.StatusFields(visible(resp.Statuses), func(name, value string) {
+		if out.Headers == nil {
+			out.Headers = make(map[string]string, 6)
 		}
-	}
+		out.Headers[name] = value
+	})
 	return out
 }
 
