@@ -987,13 +987,15 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			if !it.decided {
 				continue
 			}
-			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Decision: it.dec, Window: headerWindow(it.lim, nowUS), Shadow: it.shadow}
+			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Shadow: it.shadow}
+			ls.Decision, ls.Window = statusOf(it.lim, it.dec, nowUS)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
 				if it.lendDecided {
-					s.Limits = append(s.Limits, LimitStatus{Name: it.rule.parent.Name + "/lend", Decision: it.lendDec,
-						Window: headerWindow(it.lendLim, nowUS), Shadow: it.shadow})
+					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Shadow: it.shadow}
+					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, nowUS)
+					s.Limits = append(s.Limits, lend)
 					if !it.lendDec.Allowed && !it.shadow {
 						refused = true
 						refusing = append(refusing, it.rule)
@@ -1002,7 +1004,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 				}
 				continue // the rate's refusal is what borrowing answers
 			}
-			d := &p.items[k].dec
+			d := &s.Limits[len(s.Limits)-1].Decision // ls's
 			if !d.Allowed {
 				if it.shadow {
 					shadowRefused = true
@@ -1034,7 +1036,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			s.Decision = algo.Decision{RetryAfter: algo.Never}
 		case len(dp.items) > 0 && p.items[dp.items[0]].decided:
 			it := &p.items[dp.items[0]]
-			s.Decision, s.Window = it.dec, headerWindow(it.lim, nowUS)
+			s.Decision, s.Window = statusOf(it.lim, it.dec, nowUS)
 		}
 		if refused {
 			s.Code = CodeOverLimit
@@ -1112,11 +1114,13 @@ func itemName(it *item) string {
 // headerWindow is a limit's window as the RateLimit-Policy field states it
 // (w), for the quota q = the limit's capacity: a bucket's capacity refills
 // in capacity/limit periods (burst 10 at 60 per minute: q=10;w=10, not the
-// period's 60 s, which would understate the rate sixfold). Concurrency slots
-// have no window (0: w is omitted).
+// period's 60 s, which would understate the rate sixfold), and so do
+// SmoothBursty's stored permits. SmoothWarmup states its stable rate
+// instead (see statusOf). Concurrency slots have no window (0: w is
+// omitted).
 func headerWindow(l *algo.Limit, nowUS int64) time.Duration {
 	switch l.Algorithm() {
-	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+	case algo.TokenBucket, algo.GCRA, algo.Shaper, algo.SmoothBursty:
 		p := l.Params()
 		us := int64(p.Period / time.Microsecond)
 		// capacity × period fits in 2^53 µs (Compile checks it).
@@ -1125,6 +1129,22 @@ func headerWindow(l *algo.Limit, nowUS int64) time.Duration {
 		return 0
 	}
 	return l.Window(nowUS)
+}
+
+// statusOf is the decision and window a status reports for a decision d
+// of l: d with the window of headerWindow, except for SmoothWarmup, whose
+// capacity is one request at a time (one every period/limit): stated as
+// q=1 for a window of a fraction of a second, which the header fields
+// round up to whole seconds, it would understate the rate (10 per second
+// would read 1 per second), so its status reports the stable rate, limit
+// per period, as its quota and window.
+func statusOf(l *algo.Limit, d algo.Decision, nowUS int64) (algo.Decision, time.Duration) {
+	if l.Algorithm() == algo.SmoothWarmup {
+		p := l.Params()
+		d.Limit = p.Limit
+		return d, p.Period
+	}
+	return d, headerWindow(l, nowUS)
 }
 
 // ruleWindow is the rule's window for headers at now.

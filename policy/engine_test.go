@@ -584,3 +584,44 @@ descriptors:
 		t.Fatalf("status %s: limit %d, remaining %d, window %v; want the root's 3, 2, 1h", s.Rule, s.Decision.Limit, s.Decision.Remaining, s.Window)
 	}
 }
+
+// TestSmoothStatusStatesTheRate: the Smooth algorithms' statuses state a
+// quota and window that give their configured rate, which the header
+// fields and Envoy's current_limit are made from. SmoothWarmup passes one
+// request at a time (capacity 1, one every 100 ms at 10 per second): it
+// reports its stable rate, 10 per second, rather than 1 per (rounded up)
+// second. SmoothBursty reports its burst, 4 stored permits and the free
+// ticket, and the time its rate takes to store them: 5 in 2.5 s at 2 per
+// second.
+func TestSmoothStatusStatesTheRate(t *testing.T) {
+	cfg := mustParse(t, `
+domain: api
+descriptors:
+  - key: warm
+    rate_limit: {name: warm, algorithm: smooth_warmup, unit: second, requests_per_unit: 10, warmup_period: 5s, cold_factor: 3, max_wait: 1s}
+  - key: bursty
+    rate_limit: {name: bursty, algorithm: smooth_bursty, unit: second, requests_per_unit: 2, max_burst_seconds: 2}
+`)
+	now := time.Unix(1_700_000_000, 0)
+	e := newMemEngine(t, cfg, frozen(now), WithClock(frozen(now)))
+	for _, tc := range []struct {
+		key    string
+		limit  int64
+		window time.Duration
+	}{
+		{"warm", 10, time.Second},
+		{"bursty", 5, 2500 * time.Millisecond},
+	} {
+		resp, err := e.Decide(context.Background(), req("api", ent(tc.key, "v")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := resp.Statuses[0]
+		if s.Decision.Limit != tc.limit || s.Window != tc.window {
+			t.Errorf("%s: status limit %d, window %v; want %d, %v", tc.key, s.Decision.Limit, s.Window, tc.limit, tc.window)
+		}
+		if len(s.Limits) != 1 || s.Limits[0].Decision.Limit != tc.limit || s.Limits[0].Window != tc.window {
+			t.Errorf("%s: limits %+v, want one of limit %d, window %v", tc.key, s.Limits, tc.limit, tc.window)
+		}
+	}
+}
