@@ -197,7 +197,7 @@ func (s *Server) CheckStore(ctx context.Context) error {
 	was := s.storeOK.Swap(err == nil)
 	if was != (err == nil) {
 		if err != nil {
-			s.Event("store", "store not answering: "+err.Error())
+			s.Warn("store", "store not answering: "+err.Error())
 		} else {
 			s.Event("store", "store answering")
 		}
@@ -243,21 +243,32 @@ type Event struct {
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"`
 	Message string    `json:"message"`
+	// Level is the log level it was logged at: "INFO", or "WARN" for a
+	// failure (the store not answering, a configuration not reloaded).
+	Level string `json:"level"`
 }
 
 const maxEvents = 100
 
-// Event records a notable change (a reload, an adaptive step, the store
-// going away) and logs it.
-func (s *Server) Event(kind, msg string) {
-	s.log.Info(msg, "event", kind)
+// Event records a notable change (a reload, an override, the store coming
+// back) and logs it at INFO.
+func (s *Server) Event(kind, msg string) { s.EventAt(slog.LevelInfo, kind, msg) }
+
+// Warn records a failure the operator should see (the store not
+// answering, a configuration that did not reload) and logs it at WARN, so
+// that it shows under --log-level warn.
+func (s *Server) Warn(kind, msg string) { s.EventAt(slog.LevelWarn, kind, msg) }
+
+// EventAt records an event and logs it at level.
+func (s *Server) EventAt(level slog.Level, kind, msg string) {
+	s.log.Log(context.Background(), level, msg, "event", kind)
 	s.eventsMu.Lock()
 	defer s.eventsMu.Unlock()
 	if len(s.events) == maxEvents {
 		copy(s.events, s.events[1:])
 		s.events = s.events[:maxEvents-1]
 	}
-	s.events = append(s.events, Event{Time: time.Now().UTC(), Kind: kind, Message: msg})
+	s.events = append(s.events, Event{Time: time.Now().UTC(), Kind: kind, Message: msg, Level: level.String()})
 }
 
 // Events returns the recent events, oldest first.

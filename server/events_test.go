@@ -1,0 +1,55 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memory"
+)
+
+// TestStoreDownIsAWarning: the store going away is logged at WARN, so an
+// operator running with --log-level warn sees it, and its coming back at
+// INFO; the admin API's events carry the level.
+func TestStoreDownIsAWarning(t *testing.T) {
+	cfg, err := policy.Load("testdata/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.NewEngine(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := server.New(eng, st, server.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.CheckStore(ctx); err != nil {
+		t.Fatalf("an open memory store: %v", err)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("the store answering logged at WARN: %s", logs.String())
+	}
+	st.Close()
+	if err := srv.CheckStore(ctx); err == nil {
+		t.Fatal("a closed store answered the probe")
+	}
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "store not answering") {
+		t.Fatalf("the store going away logged %q, want a WARN line saying the store is not answering", got)
+	}
+	ev := srv.Events()
+	if len(ev) == 0 || ev[len(ev)-1].Kind != "store" || ev[len(ev)-1].Level != "WARN" {
+		t.Fatalf("events %+v, want the last a WARN store event", ev)
+	}
+}
