@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -164,6 +165,9 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	m.releaser, _ = d.(Releaser)
 	m.into, _ = d.(intoDecider)
 	if c, ok := d.(interface{ Config() *policy.Config }); ok {
+		if err := checkDomain(c.Config(), domain); err != nil {
+			return nil, err
+		}
 		if err := CheckFallbacks(c.Config(), domain, m.o.fallbacks); err != nil {
 			return nil, err
 		}
@@ -171,6 +175,26 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	m.pool.New = func() any { return new(scratch) }
 	m.fields = headers.NewWriter(m.o.headers)
 	return m, nil
+}
+
+// checkDomain reports a domain that the Decider's configuration does not
+// have: a middleware for it would let every request through unlimited,
+// silently (a misspelt domain, or a configuration that failed to load).
+func checkDomain(cfg *policy.Config, domain string) error {
+	if cfg.Domain(domain) != nil {
+		return nil
+	}
+	var names []string
+	if cfg != nil {
+		for _, d := range cfg.Domains() {
+			names = append(names, strconv.Quote(d.Name))
+		}
+	}
+	has := "it has no domains"
+	if len(names) > 0 {
+		has = "it has " + strings.Join(names, ", ")
+	}
+	return fmt.Errorf("middleware: domain %q is not in the configuration (%s): every request would pass unlimited", domain, has)
 }
 
 // CheckFallbacks reports the degrade rules of domain in cfg whose fallback

@@ -584,3 +584,27 @@ func TestDeciderErrorIsLogged(t *testing.T) {
 		t.Errorf("status %d, logged %v", w.Code, got)
 	}
 }
+
+// TestUnknownDomainIsAnError: a middleware for a domain its engine's
+// configuration does not have would pass every request unlimited, so New
+// refuses it, naming the domains there are; an engine whose configuration
+// never loaded (nil) has none.
+func TestUnknownDomainIsAnError(t *testing.T) {
+	e := engine(t, perIPConfig, nil)
+	_, err := middleware.New(e, "wbe", extractor(t, perIP))
+	if err == nil || !strings.Contains(err.Error(), `domain "wbe" is not in the configuration (it has "web")`) {
+		t.Fatalf("misspelt domain: %v", err)
+	}
+	st, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	empty, err := policy.NewEngine(nil, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := middleware.New(empty, "web", extractor(t, perIP)); err == nil || !strings.Contains(err.Error(), "it has no domains") {
+		t.Fatalf("engine without a configuration: %v", err)
+	}
+}
