@@ -154,6 +154,9 @@ type Response struct {
 	// on (the refusing wait rule's key with the longest retry).
 	waitKey  string
 	waitRule *Rule
+	// waitEach is what each waiter ahead adds to a wait on waitKey at
+	// least (see queue.Queue.WaitFrom); 0 when unknown.
+	waitEach time.Duration
 }
 
 // Holds reports whether the response holds concurrency leases that the

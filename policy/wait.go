@@ -138,7 +138,10 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 	if d := e.Config().Domain(req.Domain); d != nil && resp.Priority != "" {
 		prio = len(d.Priorities) - d.priorityRank(resp.Priority)
 	}
-	err = wq.q.Wait(context.WithValue(ctx, slotKey{}, slot), prio)
+	// The request cannot pass before its retry (resp.Delay), nor before
+	// the waiters ahead of it took a unit each: one that would outlive its
+	// max_wait even so is refused now rather than held until then.
+	err = wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, slot), prio, resp.Delay, resp.waitEach)
 	if slot.set {
 		resp = slot.resp
 	}

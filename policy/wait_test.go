@@ -276,3 +276,64 @@ func TestWatchReload(t *testing.T) {
 		cancel()
 	})
 }
+
+// TestDecideWaitRefusesWhatCannotFit: a GCRA of 2 per second (burst 1)
+// with max_wait 2s and seven requests at once: the first passes, and the
+// waiters are served one unit (500 ms) apart, at 0.5, 1, 1.5 and 2 s. The
+// waiter that would be served at 2 s (its deadline) and those behind it
+// are refused on arrival, knowing that each waiter ahead takes a unit,
+// rather than held 2 s and refused then.
+func TestDecideWaitRefusesWhatCannotFit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, `
+domain: w
+descriptors:
+  - key: api
+    rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 2, burst: 1, strategy: wait, max_wait: 2s}
+`), nil)
+		ctx := context.Background()
+		r := req("w", ent("api", "x"))
+		if resp, err := e.DecideWait(ctx, r); err != nil || resp.Code != CodeOK || resp.Waited != 0 {
+			t.Fatalf("first: %v %v waited %v, want OK at once", resp.Code, err, resp.Waited)
+		}
+		start := time.Now()
+		var mu sync.Mutex
+		var admitted, refused []time.Duration
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				resp, err := e.DecideWait(ctx, r)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if resp.Code == CodeOK {
+					admitted = append(admitted, time.Since(start))
+				} else {
+					refused = append(refused, time.Since(start))
+				}
+			})
+			synctest.Wait() // arrivals in order
+		}
+		wg.Wait()
+		want := []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond}
+		if len(admitted) != len(want) {
+			t.Fatalf("admitted at %v, want at %v", admitted, want)
+		}
+		for i := range want {
+			if admitted[i] != want[i] {
+				t.Fatalf("admitted at %v, want at %v", admitted, want)
+			}
+		}
+		if len(refused) != 3 {
+			t.Fatalf("refused at %v, want 3 refusals", refused)
+		}
+		for _, at := range refused {
+			if at != 0 {
+				t.Fatalf("refused at %v, want every refusal on arrival (0s), not after waiting", refused)
+			}
+		}
+	})
+}

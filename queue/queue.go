@@ -206,6 +206,20 @@ func (q *Queue) Close() error {
 // first unless the order is FIFO. A waiter that leaves for any reason is
 // removed from the queue at once.
 func (q *Queue) Wait(ctx context.Context, priority int) error {
+	return q.WaitFrom(ctx, priority, 0, 0)
+}
+
+// WaitFrom is Wait for a waiter that knows how soon it could be served at
+// the earliest: not before earliest from now were it alone (its own retry
+// hint), and each waiter to be served before it adds at least each (the
+// time a bucket takes to refill the one unit any request needs; 0 when
+// nothing is known). A waiter whose deadline would pass before
+// earliest + each × (the waiters ahead of it) is refused at once with a
+// *TimeoutError whose RetryAfter is that projection, rather than held until
+// its deadline to be refused then. Only the waiters already queued with at
+// least its priority count (all of them under FIFO): later arrivals can
+// only make its wait longer.
+func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -225,6 +239,15 @@ func (q *Queue) Wait(ctx context.Context, priority int) error {
 	if q.closed {
 		q.mu.Unlock()
 		return ErrClosed
+	}
+	if !w.deadline.IsZero() && (earliest > 0 || each > 0) {
+		// As for a head whose retry hint reaches its deadline: served at
+		// the deadline is too late.
+		if proj := q.projectLocked(priority, earliest, each); proj >= w.deadline.Sub(start) {
+			q.stats.TimedOut++
+			q.mu.Unlock()
+			return &TimeoutError{Deadline: w.deadline, RetryAfter: proj}
+		}
 	}
 	if len(q.h) >= q.cfg.size && !q.evictFor(priority) {
 		q.stats.Rejected++
@@ -327,6 +350,24 @@ func (q *Queue) Wait(ctx context.Context, priority int) error {
 		q.mu.Unlock()
 		retry.reset(after)
 	}
+}
+
+// projectLocked is the soonest a newcomer of priority could be served:
+// earliest, plus each for every waiter that would be served before it.
+// q.mu is held.
+func (q *Queue) projectLocked(priority int, earliest, each time.Duration) time.Duration {
+	ahead := 0
+	for _, w := range q.h {
+		if q.cfg.order == FIFO || w.prio >= priority {
+			ahead++
+		}
+	}
+	// Saturate rather than overflow: a projection past any deadline is
+	// all that matters.
+	if each > 0 && int64(ahead) > (math.MaxInt64-int64(earliest))/int64(each) {
+		return Never
+	}
+	return earliest + time.Duration(ahead)*each
 }
 
 // leave removes w after its own timeout or cancellation and returns err,

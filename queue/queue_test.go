@@ -611,3 +611,64 @@ func BenchmarkWaitAdmitted(b *testing.B) {
 		}
 	})
 }
+
+// TestWaitFromRefusesAtOnce: the reviewer's scenario, one unit every
+// 500 ms (burst 1, spent), a TTL of 2 s and six waiters arriving together,
+// each knowing it cannot be served before the next unit (earliest 500 ms)
+// and that each waiter ahead takes a unit (each 500 ms): waiter k projects
+// 500 ms × (k+1), so waiters 3 (2 s, served at the deadline is too late)
+// to 5 are refused on arrival instead of being held 2 s; waiters 0 to 2
+// are admitted at 0.5, 1 and 1.5 s, as with Wait.
+func TestWaitFromRefusesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := newRefill(500 * time.Millisecond)
+		q := mustNew(t, src.try, WithTTL(2*time.Second))
+		tl := newTimeline()
+		for id := range 6 {
+			tl.wg.Go(func() {
+				err := q.WaitFrom(t.Context(), 0, 500*time.Millisecond, 500*time.Millisecond)
+				tl.mu.Lock()
+				tl.got = append(tl.got, admission{id: id, at: time.Since(tl.start), err: err})
+				tl.mu.Unlock()
+			})
+			synctest.Wait()
+		}
+		got := tl.done()
+		checkTimeline(t, got, []admission{
+			{3, 0, ErrTimeout},
+			{4, 0, ErrTimeout},
+			{5, 0, ErrTimeout},
+			{0, 500 * time.Millisecond, nil},
+			{1, 1000 * time.Millisecond, nil},
+			{2, 1500 * time.Millisecond, nil},
+		})
+		var te *TimeoutError
+		if !errors.As(got[2].err, &te) || te.RetryAfter != 2*time.Second || te.Waited != 0 {
+			t.Errorf("waiter 5 err = %#v, want RetryAfter 2s (500ms + 3 × 500ms), Waited 0", got[2].err)
+		}
+		if s := q.Stats(); s != (Stats{Admitted: 3, TimedOut: 3}) {
+			t.Errorf("Stats() = %+v", s)
+		}
+	})
+}
+
+// TestWaitFromCountsOnlyWaitersAhead: under ByPriority a newcomer of a
+// higher priority is served before the waiters queued with a lower one,
+// so only those of at least its priority count in its projection.
+func TestWaitFromCountsOnlyWaitersAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := newRefill(time.Second)
+		q := mustNew(t, src.try, WithTTL(2500*time.Millisecond))
+		tl := newTimeline()
+		for id := range 3 {
+			tl.wait(t.Context(), q, id, 0)
+		}
+		// Three low-priority waiters ahead would project 1 s + 3 × 1 s;
+		// none of them counts for priority 1: 1 s, within the TTL.
+		if err := q.WaitFrom(t.Context(), 1, time.Second, time.Second); err != nil {
+			t.Errorf("high-priority newcomer: %v, want admitted", err)
+		}
+		q.Close()
+		tl.done()
+	})
+}
