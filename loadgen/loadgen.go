@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,8 +73,14 @@ type Result struct {
 	Admitted int64
 	Rejected int64
 	Errors   int64
-	Elapsed  time.Duration
-	Latency  Histogram
+	// Unmatched counts the answered requests that matched no rule: each
+	// came back admitted with no limit on any descriptor (gRPC and /json:
+	// OK statuses without current_limit that are not unlimited; /v1:
+	// "matched": false). Unmatched == Admitted+Rejected means the run
+	// measured no limit at all.
+	Unmatched int64
+	Elapsed   time.Duration
+	Latency   Histogram
 	// FirstErrors holds up to five distinct error messages.
 	FirstErrors []string
 }
@@ -146,10 +153,16 @@ func ParseDescriptor(s string) ([]Entry, error) {
 	return out, nil
 }
 
-// caller sends one request for key index i and reports whether it was
-// admitted.
+// answer is what one request's response said.
+type answer struct {
+	admitted bool
+	// unmatched: no rule matched any of the request's descriptors.
+	unmatched bool
+}
+
+// caller sends one request for key index i and reports the answer.
 type caller interface {
-	call(ctx context.Context, i int) (admitted bool, err error)
+	call(ctx context.Context, i int) (answer, error)
 	close()
 }
 
@@ -176,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer cancel()
 	}
 	res := &Result{Config: cfg}
-	var next, admitted, rejected, errs atomic.Int64
+	var next, admitted, rejected, errs, unmatched atomic.Int64
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	hists := make([]Histogram, cfg.Concurrency)
@@ -196,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 				rctx, cancel := context.WithTimeout(reqCtx, cfg.Timeout)
 				t0 := time.Now()
-				ok, err := c.call(rctx, int(n%int64(cfg.Keys)))
+				a, err := c.call(rctx, int(n%int64(cfg.Keys)))
 				d := time.Since(t0)
 				cancel()
 				if err != nil {
@@ -213,10 +226,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					continue
 				}
 				h.Record(d)
-				if ok {
+				if a.admitted {
 					admitted.Add(1)
 				} else {
 					rejected.Add(1)
+				}
+				if a.unmatched {
+					unmatched.Add(1)
 				}
 			}
 		}()
@@ -227,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for i := range hists {
 		res.Latency.Merge(&hists[i])
 	}
-	res.Admitted, res.Rejected, res.Errors = admitted.Load(), rejected.Load(), errs.Load()
+	res.Admitted, res.Rejected, res.Errors, res.Unmatched = admitted.Load(), rejected.Load(), errs.Load(), unmatched.Load()
 	res.Requests = res.Admitted + res.Rejected + res.Errors
 	return res, nil
 }
@@ -288,18 +304,31 @@ func (c Config) EnvoyRequest(i int) *rlsv3.RateLimitRequest {
 	return req
 }
 
-func (g *grpcCaller) call(ctx context.Context, i int) (bool, error) {
+func (g *grpcCaller) call(ctx context.Context, i int) (answer, error) {
 	resp, err := g.rls.ShouldRateLimit(ctx, g.cfg.EnvoyRequest(i))
 	if err != nil {
-		return false, err
+		return answer{}, err
 	}
 	switch resp.OverallCode {
 	case rlsv3.RateLimitResponse_OK:
-		return true, nil
+		return answer{admitted: true, unmatched: envoyUnmatched(resp)}, nil
 	case rlsv3.RateLimitResponse_OVER_LIMIT:
-		return false, nil
+		return answer{}, nil
 	}
-	return false, fmt.Errorf("overall code %v", resp.OverallCode)
+	return answer{}, fmt.Errorf("overall code %v", resp.OverallCode)
+}
+
+// envoyUnmatched reports whether no descriptor of resp matched a rule:
+// Envoy's answer for one is OK without current_limit, and an unlimited
+// rule's is the same with limit_remaining at its maximum. A response
+// without statuses says nothing either way.
+func envoyUnmatched(resp *rlsv3.RateLimitResponse) bool {
+	for _, s := range resp.Statuses {
+		if s.Code != rlsv3.RateLimitResponse_OK || s.CurrentLimit != nil || s.LimitRemaining == math.MaxUint32 {
+			return false
+		}
+	}
+	return len(resp.Statuses) > 0
 }
 
 func (g *grpcCaller) close() { g.conn.Close() }
@@ -359,36 +388,62 @@ func (h *httpCaller) body(i int) ([]byte, error) {
 	return json.Marshal(r)
 }
 
-func (h *httpCaller) call(ctx context.Context, i int) (bool, error) {
+func (h *httpCaller) call(ctx context.Context, i int) (answer, error) {
 	b, err := h.body(i)
 	if err != nil {
-		return false, err
+		return answer{}, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(b))
 	if err != nil {
-		return false, err
+		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return false, err
+		return answer{}, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	if err != nil {
-		return false, err
+		return answer{}, err
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return true, nil
+		return answer{admitted: true, unmatched: h.unmatched(body)}, nil
 	case http.StatusTooManyRequests:
-		return false, nil
+		return answer{}, nil
 	}
 	msg := strings.TrimSpace(string(body))
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
 	}
-	return false, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+	return answer{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+}
+
+// unmatched reports whether an admitting body says that no descriptor
+// matched a rule. A body it cannot read says nothing either way.
+func (h *httpCaller) unmatched(body []byte) bool {
+	if h.cfg.Protocol == JSON {
+		var resp rlsv3.RateLimitResponse
+		if protojson.Unmarshal(body, &resp) != nil {
+			return false
+		}
+		return envoyUnmatched(&resp)
+	}
+	var resp struct {
+		Statuses []struct {
+			Matched *bool `json:"matched"`
+		} `json:"statuses"`
+	}
+	if json.Unmarshal(body, &resp) != nil {
+		return false
+	}
+	for _, s := range resp.Statuses {
+		if s.Matched == nil || *s.Matched {
+			return false
+		}
+	}
+	return len(resp.Statuses) > 0
 }
 
 func (h *httpCaller) close() { h.client.CloseIdleConnections() }

@@ -22,6 +22,11 @@ descriptors:
     rate_limit: {name: hourly, algorithm: sliding_log, unit: hour, requests_per_unit: 1000}
   - key: open
     rate_limit: {unit: second, requests_per_unit: 1000000000}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: half
+    value: "1"
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
 `
 
 func startServer(t *testing.T) (httpAddr, grpcAddr string) {
@@ -83,6 +88,50 @@ func TestExactOverEveryProtocol(t *testing.T) {
 		}
 		if !strings.Contains(progress.String(), "100%") {
 			t.Errorf("%s progress bar never reached 100%%: %q", p, progress.String())
+		}
+	}
+}
+
+// TestUnmatchedNote: a run whose descriptors no rule matches is all
+// admitted, and the report says why; an unlimited rule, a limited one and
+// a mix are not mistaken for it.
+func TestUnmatchedNote(t *testing.T) {
+	httpAddr, grpcAddr := startServer(t)
+	const note = `note: no rule matched the descriptors sent; every request was admitted without a limit (domain "bench", descriptor nosuch=x)`
+	for _, p := range []string{loadgen.GRPC, loadgen.JSON, loadgen.V1} {
+		addr := httpAddr
+		if p == loadgen.GRPC {
+			addr = grpcAddr
+		}
+		for _, c := range []struct {
+			desc      string
+			keys      int
+			unmatched int64
+			want      string
+		}{
+			{"nosuch=x", 1, 20, note},
+			{"free=x", 1, 0, ""},
+			{"open=" + p, 1, 0, ""},
+			// Key index 1 matches the half rule, 0 nothing: 10 and 10.
+			{"half={i}", 2, 10, `note: 10 of 20 answered requests (50.0%) matched no rule and were admitted without a limit (domain "bench", descriptor half={i})`},
+		} {
+			d, err := loadgen.ParseDescriptor(c.desc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := loadgen.Config{Protocol: p, Addr: addr, Domain: "bench", Descriptors: [][]loadgen.Entry{d}, Keys: c.keys, Requests: 20, Concurrency: 2}
+			res, err := loadgen.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Admitted != 20 || res.Unmatched != c.unmatched {
+				t.Errorf("%s %s: admitted %d unmatched %d (errors %v), want 20 and %d", p, c.desc, res.Admitted, res.Unmatched, res.FirstErrors, c.unmatched)
+			}
+			var out bytes.Buffer
+			res.Print(&out)
+			if got := strings.Contains(out.String(), "note:"); got != (c.want != "") || c.want != "" && !strings.Contains(out.String(), c.want) {
+				t.Errorf("%s %s: report\n%s\nwant note %q", p, c.desc, out.String(), c.want)
+			}
 		}
 	}
 }

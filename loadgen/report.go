@@ -92,6 +92,14 @@ func (r *Result) Print(w io.Writer) {
 	for _, e := range r.FirstErrors {
 		fmt.Fprintf(w, "            %s\n", e)
 	}
+	if answered := r.Admitted + r.Rejected; r.Unmatched > 0 {
+		if r.Unmatched == answered {
+			fmt.Fprintf(w, "note: no rule matched the descriptors sent; every request was admitted without a limit (domain %q, %s)\n", c.Domain, describe(c.Descriptors))
+		} else {
+			fmt.Fprintf(w, "note: %d of %d answered requests (%.1f%%) matched no rule and were admitted without a limit (domain %q, %s)\n",
+				r.Unmatched, answered, pct(r.Unmatched, answered), c.Domain, describe(c.Descriptors))
+		}
+	}
 	h := &r.Latency
 	if h.Count() == 0 {
 		return
@@ -113,4 +121,21 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %9s – %-9s %-40s %8d %5.1f%%\n", fmtDur(b.From), fmtDur(b.To), strings.Repeat("█", n), b.Count,
 			100*float64(b.Count)/float64(h.Count()))
 	}
+}
+
+// describe is "descriptor k=v,k2=v2", or "descriptors k=v; k2=v2" for
+// several, as -D takes them.
+func describe(ds [][]Entry) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		kv := make([]string, len(d))
+		for j, e := range d {
+			kv[j] = e.Key + "=" + e.Value
+		}
+		parts[i] = strings.Join(kv, ",")
+	}
+	if len(parts) == 1 {
+		return "descriptor " + parts[0]
+	}
+	return "descriptors " + strings.Join(parts, "; ")
 }
