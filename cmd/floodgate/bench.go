@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,13 +51,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of each request")
 	fs.BoolVar(&quiet, "q", false, "no progress bar")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: floodgate bench [flags]\n\nSends rate limit requests to a running floodgate server and reports admitted and rejected\ncounts, errors, decisions/s and a latency histogram. Example:\n\n  floodgate bench -p grpc -n 100000 -c 64 -domain api -D 'user={i}' -keys 10000\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: floodgate bench [flags]\n\nSends rate limit requests to a running floodgate server and reports admitted and rejected\ncounts, errors, decisions/s and a latency histogram. Example:\n\n  floodgate bench -p grpc -n 100000 -c 64 -domain api -D 'user={i}' -keys 10000\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, 0, stderr); !ok {
+	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
 	c.Protocol = strings.ToLower(c.Protocol)
+	if err := checkBench(c); err != nil {
+		fmt.Fprintln(stderr, "floodgate bench:", err)
+		return 2
+	}
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:8080"
 		if c.Protocol == loadgen.GRPC {
@@ -77,4 +82,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// checkBench returns every flag of c out of range, each as "-flag value:
+// what it must be", one a line (loadgen's own checks know no flag names).
+func checkBench(c loadgen.Config) error {
+	var errs []error
+	switch c.Protocol {
+	case loadgen.GRPC, loadgen.JSON, loadgen.V1:
+	default:
+		errs = append(errs, fmt.Errorf("-p %s: want grpc, json or v1", c.Protocol))
+	}
+	if c.Requests < 0 {
+		errs = append(errs, fmt.Errorf("-n %d: must be >= 0 (0: no count bound)", c.Requests))
+	}
+	if c.Duration < 0 {
+		errs = append(errs, fmt.Errorf("-d %v: must be >= 0 (0: no time bound)", c.Duration))
+	}
+	if c.Requests == 0 && c.Duration == 0 {
+		errs = append(errs, errors.New("-n 0 -d 0: set -n, -d or both, a run must be bounded"))
+	}
+	if c.Concurrency > 10000 {
+		errs = append(errs, fmt.Errorf("-c %d: must be at most 10000", c.Concurrency))
+	}
+	return errors.Join(errs...)
 }

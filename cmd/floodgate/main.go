@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -40,21 +41,47 @@ func main() {
 	os.Exit(code)
 }
 
+// run dispatches to the subcommand. Help asked for (-h, --help, help,
+// help COMMAND) goes to stdout with exit 0, so that it can be paged; usage
+// shown because of a mistake goes to stderr with exit 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n", args[0])
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
 	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if args[0] != "help" || len(args) == 1 || args[1] == "help" {
+			usage(stdout)
+			return 0
+		}
+		if _, ok := commands[args[1]]; !ok {
+			unknownCommand(args[1], stderr)
+			return 2
+		}
+		return commands[args[1]].run(ctx, []string{"-h"}, stdout, stderr)
+	case "-version", "--version":
+		return runVersion(ctx, args[1:], stdout, stderr)
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		unknownCommand(args[0], stderr)
+		return 2
+	}
 	return cmd.run(ctx, args[1:], stdout, stderr)
+}
+
+func unknownCommand(name string, stderr io.Writer) {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	hint := ""
+	if s := closest(name, names); s != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	fmt.Fprintf(stderr, "floodgate: unknown command %q%s\n\n", name, hint)
+	usage(stderr)
 }
 
 func usage(w io.Writer) {
@@ -71,14 +98,29 @@ func usage(w io.Writer) {
 }
 
 // parseFlags parses args into fs and checks that exactly positional
-// arguments follow the flags. ok false means the command must exit with
-// code: 0 after -h (the usage is printed), 2 after a bad flag or a wrong
-// number of arguments (the problem and, for a count, the usage printed).
-func parseFlags(fs *flag.FlagSet, args []string, positional int, stderr io.Writer) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
+// arguments follow the flags. fs.Usage must write to fs.Output(): after
+// -h it writes to stdout, after a mistake to stderr. ok false means the
+// command must exit with code: 0 after -h, 2 after a bad flag or a wrong
+// number of arguments (the problem and, for a flag or a count, the usage
+// printed). An unknown flag close to a defined one gets a "did you mean".
+func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr io.Writer) (code int, ok bool) {
+	// The flag package prints its own message and the usage, both to one
+	// output: silence it and print them where they belong.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(stderr)
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "floodgate %s: %v%s\n", fs.Name(), err, flagHint(fs, err))
+		fs.Usage()
 		return 2, false
 	}
 	if positional == 0 && fs.NArg() > 0 {
@@ -90,4 +132,63 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stderr io.Write
 		return 2, false
 	}
 	return 0, true
+}
+
+// flagHint returns " (did you mean --store?)" when err is the flag
+// package's unknown-flag error and a defined flag is close to the name.
+func flagHint(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	s := closest(name, names)
+	if s == "" {
+		return ""
+	}
+	dashes := "--"
+	if len(s) == 1 {
+		dashes = "-"
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", dashes, s)
+}
+
+// closest returns the name in known that s is most likely a typo of: the
+// nearest by edit distance, at most 2 and less than s is long (so that a
+// one-letter s suggests nothing at random), or one s is a prefix of. ""
+// when there is none.
+func closest(s string, known []string) string {
+	best, bestD := "", -1
+	for _, k := range known {
+		d := editDistance(s, k)
+		if d > min(2, len(s)-1) && !(len(s) >= 2 && strings.HasPrefix(k, s)) {
+			continue
+		}
+		if bestD < 0 || d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two short names.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

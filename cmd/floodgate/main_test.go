@@ -3,53 +3,175 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
 
 func TestVersion(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"version"}, &out, &errb); code != 0 {
-		t.Fatalf("version exit %d, stderr %q", code, errb.String())
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errb.String())
+		}
+		if !strings.HasPrefix(out.String(), "floodgate dev") || !strings.Contains(out.String(), "\ngo: go1.") {
+			t.Fatalf("%q: output %q lacks version or go line", args, out.String())
+		}
 	}
-	if !strings.HasPrefix(out.String(), "floodgate dev\n") || !strings.Contains(out.String(), "go: go1.") {
-		t.Fatalf("version output %q lacks version or go line", out.String())
+}
+
+func TestVersionString(t *testing.T) {
+	bi := func(version string, settings ...string) *debug.BuildInfo {
+		b := &debug.BuildInfo{Main: debug.Module{Path: "github.com/floodgate/floodgate", Version: version}}
+		for i := 0; i < len(settings); i += 2 {
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
+		}
+		return b
+	}
+	const rev = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+	for _, c := range []struct {
+		name, ldflags string
+		bi            *debug.BuildInfo
+		want          string
+	}{
+		{"no build info", "dev", nil, "dev"},
+		{"go run", "dev", bi("(devel)"), "dev"},
+		{"vcs", "dev", bi("(devel)", "vcs.revision", rev, "vcs.modified", "false"), "dev (a1b2c3d)"},
+		{"vcs modified", "dev", bi("(devel)", "vcs.revision", rev, "vcs.modified", "true"), "dev (a1b2c3d, modified)"},
+		{"go install @tag", "dev", bi("v1.4.0"), "v1.4.0"},
+		{"tagged checkout", "dev", bi("v1.4.0", "vcs.revision", rev, "vcs.modified", "false"), "v1.4.0 (a1b2c3d)"},
+		{"pseudo-version names the revision", "dev", bi("v0.0.0-20260102150405-a1b2c3d4e5f6+dirty", "vcs.revision", rev, "vcs.modified", "true"),
+			"v0.0.0-20260102150405-a1b2c3d4e5f6+dirty"},
+		{"-ldflags wins", "v2.0.0", bi("v1.4.0", "vcs.revision", rev), "v2.0.0"},
+	} {
+		if got := versionString(c.ldflags, c.bi); got != c.want {
+			t.Errorf("%s: versionString = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// The -ldflags "-X main.version=..." mechanism still sets the first line.
+func TestVersionLdflags(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = "v9.9.9"
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "floodgate v9.9.9\n") {
+		t.Fatalf("exit %d, output %q; want floodgate v9.9.9", code, out.String())
 	}
 }
 
 func TestUnknownCommand(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"frobnicate"}, &out, &errb); code != 2 {
-		t.Fatalf("exit %d, want 2", code)
-	}
-	if !strings.Contains(errb.String(), `unknown command "frobnicate"`) || !strings.Contains(errb.String(), "version") {
-		t.Fatalf("stderr %q should name the bad command and list commands", errb.String())
+	for _, c := range []struct{ arg, hint string }{
+		{"frobnicate", ""},
+		{"serv", ` (did you mean "serve"?)`},
+		{"valdiate", ` (did you mean "validate"?)`},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{c.arg}, &out, &errb); code != 2 {
+			t.Fatalf("%s: exit %d, want 2", c.arg, code)
+		}
+		if want := `unknown command "` + c.arg + `"` + c.hint + "\n"; !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), "version") {
+			t.Errorf("stderr %q should say %q and list commands", errb.String(), want)
+		}
 	}
 }
 
-// Every subcommand that parses flags answers -h with its usage and exit 0,
-// a bad flag or a wrong argument count with exit 2 and what is wrong.
-func TestSubcommandFlags(t *testing.T) {
+// Help asked for goes to stdout with exit 0 (so that `floodgate serve
+// --help | less` works); usage shown for a mistake goes to stderr, exit 2.
+func TestHelp(t *testing.T) {
 	cases := []struct {
 		args []string
-		code int
 		want string
 	}{
-		{[]string{"serve", "-h"}, 0, "usage: floodgate serve"},
-		{[]string{"bench", "-h"}, 0, "usage: floodgate bench"},
-		{[]string{"validate", "-h"}, 0, "usage: floodgate validate"},
-		{[]string{"bench", "-nope"}, 2, "flag provided but not defined: -nope"},
-		{[]string{"bench", "extra"}, 2, `floodgate bench: unexpected argument "extra"`},
-		{[]string{"validate"}, 2, "usage: floodgate validate"},
-		{[]string{"validate", "a.yaml", "b.yaml"}, 2, "usage: floodgate validate"},
+		{[]string{"--help"}, "usage: floodgate <command>"},
+		{[]string{"-help"}, "usage: floodgate <command>"},
+		{[]string{"-h"}, "usage: floodgate <command>"},
+		{[]string{"help"}, "usage: floodgate <command>"},
+		{[]string{"help", "help"}, "usage: floodgate <command>"},
+		{[]string{"help", "serve"}, "usage: floodgate serve"},
+		{[]string{"help", "sim"}, "usage: floodgate sim"},
+		{[]string{"help", "version"}, "usage: floodgate version"},
+		{[]string{"serve", "--help"}, "usage: floodgate serve"},
+		{[]string{"serve", "-h"}, "usage: floodgate serve"},
+		{[]string{"serve", "--store", "redis://x:1", "--help"}, "usage: floodgate serve"},
+		{[]string{"bench", "--help"}, "usage: floodgate bench"},
+		{[]string{"validate", "--help"}, "usage: floodgate validate"},
+		{[]string{"validate", "-h"}, "usage: floodgate validate"},
+		{[]string{"sim", "--help"}, "usage: floodgate sim"},
+		{[]string{"sim", "--limit", "5", "-h"}, "usage: floodgate sim"},
+		{[]string{"version", "--help"}, "usage: floodgate version"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), c.args, &out, &errb); code != c.code {
-			t.Errorf("%q: exit %d, want %d (stderr %q)", c.args, code, c.code, errb.String())
+		if code := run(context.Background(), c.args, &out, &errb); code != 0 {
+			t.Errorf("%q: exit %d, want 0 (stderr %q)", c.args, code, errb.String())
+		}
+		if !strings.HasPrefix(out.String(), c.want) || errb.Len() != 0 {
+			t.Errorf("%q: stdout %q, stderr %q; want the usage %q on stdout alone", c.args, out.String(), errb.String(), c.want)
+		}
+	}
+	for _, args := range [][]string{{}, {"help", "nope"}, {"validate"}, {"serve", "--nope"}, {"sim", "--nope"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+		if out.Len() != 0 || !strings.Contains(errb.String(), "usage: floodgate") {
+			t.Errorf("%q: stdout %q, stderr %q; want the usage on stderr alone", args, out.String(), errb.String())
+		}
+	}
+}
+
+// Every subcommand that parses flags answers a bad flag or a wrong
+// argument count with exit 2 and what is wrong, and an unknown flag close
+// to a defined one with a suggestion.
+func TestSubcommandFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "-nope"}, "floodgate bench: flag provided but not defined: -nope\n"},
+		{[]string{"bench", "-x"}, "floodgate bench: flag provided but not defined: -x\n"},
+		{[]string{"bench", "-conn", "2"}, "floodgate bench: flag provided but not defined: -conn (did you mean --conns?)\n"},
+		{[]string{"bench", "-nn", "2"}, "floodgate bench: flag provided but not defined: -nn (did you mean -n?)\n"},
+		{[]string{"bench", "--domian", "x"}, "(did you mean --domain?)\n"},
+		{[]string{"serve", "--stor", "x"}, "floodgate serve: flag provided but not defined: -stor (did you mean --store?)\n"},
+		{[]string{"serve", "--stroe=x"}, "(did you mean --store?)\n"},
+		{[]string{"serve", "--reload", "1s"}, "(did you mean --reload-interval?)\n"},
+		{[]string{"serve", "--adminn-token", "t"}, "(did you mean --admin-token?)\n"},
+		{[]string{"serve", "--colour"}, "floodgate serve: flag provided but not defined: -colour\n"},
+		{[]string{"validate", "-vv", "x.yaml"}, "floodgate validate: flag provided but not defined: -vv (did you mean -v?)\n"},
+		{[]string{"version", "--verbose"}, "floodgate version: flag provided but not defined: -verbose\n"},
+		{[]string{"bench", "extra"}, `floodgate bench: unexpected argument "extra"`},
+		{[]string{"version", "extra"}, `floodgate version: unexpected argument "extra"`},
+		{[]string{"validate"}, "usage: floodgate validate"},
+		{[]string{"validate", "a.yaml", "b.yaml"}, "usage: floodgate validate"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (stderr %q)", c.args, code, errb.String())
 		}
 		if !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%q: stderr %q lacks %q", c.args, errb.String(), c.want)
+		}
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "-n", "-5"}, "floodgate bench: -n -5: must be >= 0 (0: no count bound)\n"},
+		{[]string{"bench", "-d", "-1s"}, "floodgate bench: -d -1s: must be >= 0 (0: no time bound)\n"},
+		{[]string{"bench", "-d", "0"}, "floodgate bench: -n 0 -d 0: set -n, -d or both, a run must be bounded\n"},
+		{[]string{"bench", "-p", "carrier"}, "floodgate bench: -p carrier: want grpc, json or v1\n"},
+		{[]string{"bench", "-c", "20000"}, "floodgate bench: -c 20000: must be at most 10000\n"},
+		{[]string{"bench", "-n", "-5", "-d", "-1s"}, "floodgate bench: -n -5: must be >= 0 (0: no count bound)\n-d -1s: must be >= 0 (0: no time bound)\n"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errb); code != 2 || errb.String() != c.want {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errb.String(), c.want)
 		}
 	}
 }

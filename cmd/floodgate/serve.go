@@ -110,10 +110,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var f serveFlags
 	f.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, 0, stderr); !ok {
+	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
 	if err := applyEnv(fs, os.Getenv); err != nil {
@@ -127,6 +127,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// check returns every numeric flag out of range, each as "--flag value:
+// what it must be", one a line.
+func (f *serveFlags) check() error {
+	var errs []error
+	bad := func(failed bool, flag string, value any, want string) {
+		if failed {
+			errs = append(errs, fmt.Errorf("%s %v: %s", flag, value, want))
+		}
+	}
+	bad(f.instances < 1, "--instances", f.instances, "must be >= 1")
+	bad(f.leaseSlice < 0 || f.leaseSlice == 1, "--lease-slice", f.leaseSlice, "must be 0 (off) or at least 2")
+	bad(f.leaseTTL <= 0, "--lease-ttl", f.leaseTTL, "must be > 0")
+	bad(f.storeTimeout <= 0, "--store-timeout", f.storeTimeout, "must be > 0")
+	bad(f.drainTimeout <= 0, "--drain-timeout", f.drainTimeout, "must be > 0")
+	bad(f.reloadInterval < 0, "--reload-interval", f.reloadInterval, "must be >= 0 (0 disables reloading)")
+	return errors.Join(errs...)
+}
+
 func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -137,22 +155,19 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--on-store-error: %w", err)
 	}
-	if f.instances < 1 {
-		return fmt.Errorf("--instances must be >= 1, got %d", f.instances)
-	}
-	if f.leaseSlice < 0 || f.leaseSlice == 1 {
-		return fmt.Errorf("--lease-slice must be 0 (off) or at least 2, got %d", f.leaseSlice)
-	}
-	if f.leaseTTL <= 0 {
-		return fmt.Errorf("--lease-ttl must be > 0, got %v", f.leaseTTL)
-	}
-	if f.storeTimeout <= 0 || f.drainTimeout <= 0 || f.reloadInterval < 0 {
-		return errors.New("--store-timeout and --drain-timeout must be > 0, --reload-interval >= 0")
+	if err := f.check(); err != nil {
+		return err
 	}
 
 	cfg, cfgPath, err := loadConfig(f.config)
 	if err != nil {
 		return err
+	}
+	if f.upstream == "" {
+		if doms := gatewayDomains(cfg); len(doms) > 0 {
+			log.Warn("the configuration's gateway routes are ignored without --upstream: set --upstream URL to proxy and limit them",
+				"domains", strings.Join(doms, ","))
+		}
 	}
 	m := metrics.New()
 	m.ConfigLoaded()
@@ -193,7 +208,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 				srv.Event("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
 				return
 			}
-			srv.Event("reload", fmt.Sprintf("configuration reloaded: %d domains, %d rules", len(c.Domains()), len(c.Rules())))
+			srv.Event("reload", fmt.Sprintf("configuration reloaded: %s, %s", count(len(c.Domains()), "domain"), count(len(c.Rules()), "rule")))
 		})
 	}
 	tick := time.NewTicker(time.Second)
@@ -267,6 +282,17 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 	}
 	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
 		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
+}
+
+// gatewayDomains names the domains of cfg that declare a gateway: section.
+func gatewayDomains(cfg *policy.Config) []string {
+	var names []string
+	for _, d := range cfg.Domains() {
+		if d.Sections[gateway.SectionName] != nil {
+			names = append(names, d.Name)
+		}
+	}
+	return names
 }
 
 // gatewayHandler builds the reverse proxy of gateway mode (package gateway:

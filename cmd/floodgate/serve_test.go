@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +26,15 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--store", "redis://u:s3cret@h:1/x"}, nil, 1, "floodgate serve: --store redis://u:xxxxx@h:1/x: database must be a non-negative integer, got \"x\"\n"},
 		{[]string{"serve", "--store", "redis-sentinel://h:26379"}, nil, 1, "floodgate serve: --store redis-sentinel://h:26379: missing master name"},
 		{[]string{"serve", "--on-store-error", "sometimes"}, nil, 1, `unknown failure policy "sometimes"`},
-		{[]string{"serve", "--instances", "0"}, nil, 1, "--instances must be >= 1"},
-		{[]string{"serve", "--lease-slice", "1"}, nil, 1, "--lease-slice must be 0 (off) or at least 2, got 1"},
-		{[]string{"serve", "--lease-ttl", "0s"}, nil, 1, "--lease-ttl must be > 0, got 0s"},
+		{[]string{"serve", "--instances", "0"}, nil, 1, "floodgate serve: --instances 0: must be >= 1\n"},
+		{[]string{"serve", "--lease-slice", "1"}, nil, 1, "floodgate serve: --lease-slice 1: must be 0 (off) or at least 2\n"},
+		{[]string{"serve", "--lease-ttl", "0s"}, nil, 1, "floodgate serve: --lease-ttl 0s: must be > 0\n"},
+		{[]string{"serve", "--store-timeout", "-1s"}, nil, 1, "floodgate serve: --store-timeout -1s: must be > 0\n"},
+		{[]string{"serve", "--drain-timeout", "0s"}, nil, 1, "floodgate serve: --drain-timeout 0s: must be > 0\n"},
+		{[]string{"serve", "--reload-interval", "-5s"}, nil, 1, "floodgate serve: --reload-interval -5s: must be >= 0 (0 disables reloading)\n"},
+		{[]string{"serve", "--store-timeout", "-1s", "--drain-timeout", "-2s", "--instances", "-1"}, nil, 1,
+			"floodgate serve: --instances -1: must be >= 1\n--store-timeout -1s: must be > 0\n--drain-timeout -2s: must be > 0\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-3s"}, 1, "floodgate serve: --drain-timeout -3s: must be > 0\n"},
 		{[]string{"serve", "--lease-slice", "10"}, nil, 1, "--lease-slice 10: leases are for remote stores; --store memory:// decides in process already"},
 		{[]string{"serve", "--config", "/no/such/config.yaml"}, nil, 1, "/no/such/config.yaml"},
 		{[]string{"serve", "extra"}, nil, 2, `unexpected argument "extra"`},
@@ -67,30 +76,93 @@ func TestApplyEnv(t *testing.T) {
 	}
 }
 
-// TestServeStopsOnCancel: serve with the defaults (memory store, built-in or
-// example config) on free ports, then a cancelled context: exit 0.
-func TestServeStopsOnCancel(t *testing.T) {
+// startServe runs serve with args (and the listeners on free ports) until
+// it logs that it serves. stop cancels it and returns its exit code.
+func startServe(t *testing.T, args ...string) (out, errb *lockedBuffer, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	out, errb = new(lockedBuffer), new(lockedBuffer)
 	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, &out, &errb)
-	}()
+	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, out, errb) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(errb.String(), "floodgate serving") {
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("serve exited %d before serving: %s", code, errb.String())
+		default:
+		}
 		if time.Now().After(deadline) {
+			cancel()
 			t.Fatalf("not serving after 10s: %s", errb.String())
 		}
 		time.Sleep(10 * time.Millisecond) // waiting for the server to start, not for math
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after cancel: %s", code, errb.String())
+	return out, errb, func() int {
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(15 * time.Second):
+			t.Fatal("serve did not stop within 15s of the cancel")
+			return -1
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop within 15s of the cancel")
+	}
+}
+
+// TestServeStopsOnCancel: serve with the defaults (memory store, built-in or
+// example config) on free ports, then a cancelled context: exit 0.
+func TestServeStopsOnCancel(t *testing.T) {
+	_, errb, stop := startServe(t)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after cancel: %s", code, errb.String())
+	}
+	if strings.Contains(errb.String(), "level=WARN") {
+		t.Errorf("the example configuration served with the defaults warns: %s", errb.String())
+	}
+}
+
+// A gateway: section without --upstream is ignored, and serve says so.
+func TestServeWarnsGatewayWithoutUpstream(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "domain: edge\ngateway:\n  routes:\n    - path_prefix: /ping\n      descriptors: [{entries: [{source: remote_address}]}]\n" +
+		"descriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "0")
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after cancel: %s", code, errb.String())
+	}
+	want := `level=WARN msg="the configuration's gateway routes are ignored without --upstream: set --upstream URL to proxy and limit them" domains=edge`
+	if !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr %q lacks %q", errb.String(), want)
+	}
+}
+
+// floodgate bench with its defaults against floodgate serve with its
+// defaults sends a descriptor no rule matches: the report says so.
+func TestBenchDefaultsSayNoRuleMatched(t *testing.T) {
+	out, errb, stop := startServe(t, "--reload-interval", "0")
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("serve exit %d after cancel: %s", code, errb.String())
+		}
+	}()
+	m := regexp.MustCompile(`http (\S+), grpc (\S+),`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no addresses in serve's stdout %q", out.String())
+	}
+	for _, c := range []struct{ proto, addr string }{{"grpc", m[2]}, {"json", m[1]}, {"v1", m[1]}} {
+		var bout, berr bytes.Buffer
+		if code := run(context.Background(), []string{"bench", "-q", "-n", "20", "-p", c.proto, "-addr", c.addr}, &bout, &berr); code != 0 {
+			t.Fatalf("bench -p %s: exit %d: %s", c.proto, code, berr.String())
+		}
+		want := `note: no rule matched the descriptors sent; every request was admitted without a limit (domain "api", descriptor generic_key=default)` + "\n"
+		if !strings.Contains(bout.String(), want) {
+			t.Errorf("bench -p %s report lacks %q:\n%s", c.proto, want, bout.String())
+		}
 	}
 }
 

@@ -21,10 +21,10 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print the compiled rules of a valid configuration")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: floodgate validate [-v] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.")
+		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, 1, stderr); !ok {
+	if code, ok := parseFlags(fs, args, 1, stdout, stderr); !ok {
 		return code
 	}
 	cfg, err := policy.Load(fs.Arg(0))
@@ -35,6 +35,14 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if *verbose {
 		fmt.Fprint(stdout, cfg.Dump())
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d domains, %d rules)\n", fs.Arg(0), len(cfg.Domains()), len(cfg.Rules()))
+	fmt.Fprintf(stdout, "%s: valid (%s, %s)\n", fs.Arg(0), count(len(cfg.Domains()), "domain"), count(len(cfg.Rules()), "rule"))
 	return 0
+}
+
+// count is "1 rule", "0 rules", "2 rules": n and the noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

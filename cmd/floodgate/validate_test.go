@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,8 +14,20 @@ func TestValidate(t *testing.T) {
 	if code := run(context.Background(), []string{"validate", "../../policy/testdata/good/saas.yaml"}, &out, &errb); code != 0 {
 		t.Fatalf("valid config: exit %d, stderr %q", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "valid (1 domains, 6 rules)") {
+	if !strings.Contains(out.String(), "valid (1 domain, 6 rules)") {
 		t.Fatalf("stdout %q", out.String())
+	}
+	one := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(one, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"validate", one}, &out, &errb); code != 0 || out.String() != one+": valid (1 domain, 1 rule)\n" {
+		t.Fatalf("one rule: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"validate", "../../examples/config"}, &out, &errb); code != 0 || !strings.Contains(out.String(), " domains, ") {
+		t.Fatalf("examples: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	out.Reset()
 	errb.Reset()
