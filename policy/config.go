@@ -118,9 +118,10 @@ type Node struct {
 	// Rule is the descriptor's rate_limit, or nil for a descriptor that
 	// only groups nested ones (or allows everything when it has none).
 	Rule *Rule
-	// ShadowMode, DetailedMetric and ShareThreshold are the descriptor's
-	// flags of the same names.
-	ShadowMode, DetailedMetric, ShareThreshold bool
+	// ShadowMode, QuotaMode, DetailedMetric and ShareThreshold are the
+	// descriptor's flags of the same names (envoyproxy/ratelimit's); a
+	// QuotaMode descriptor's rule is a shadow rule.
+	ShadowMode, QuotaMode, DetailedMetric, ShareThreshold bool
 	// Hierarchy reports whether a rule matched at or below this descriptor
 	// also takes from the rules above it.
 	Hierarchy bool
@@ -354,7 +355,7 @@ func (n *Node) dump(b *strings.Builder, depth int) {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{n.ShadowMode, "shadow_mode"}, {n.DetailedMetric, "detailed_metric"}, {n.ShareThreshold, "share_threshold"}} {
+	}{{n.ShadowMode, "shadow_mode"}, {n.QuotaMode, "quota_mode"}, {n.DetailedMetric, "detailed_metric"}, {n.ShareThreshold, "share_threshold"}} {
 		if f.on {
 			b.WriteString(" " + f.name)
 		}

@@ -148,7 +148,7 @@ func unwrapPath(err error) error {
 // The fields each mapping accepts. Envoy's come first.
 var (
 	rootFields = []string{"domain", "descriptors", "rate_limit", "hierarchy", "priorities", "default_priority"}
-	descFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+	descFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
 		"value_to_metric", "share_threshold", "hierarchy"}
 	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "period", "burst", "initial_tokens", "sub_windows", "warmup_period", "cold_factor",
@@ -716,7 +716,7 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 	for _, b := range []struct {
 		name string
 		dst  *bool
-	}{{"shadow_mode", &n.ShadowMode}, {"detailed_metric", &n.DetailedMetric}, {"share_threshold", &n.ShareThreshold}} {
+	}{{"shadow_mode", &n.ShadowMode}, {"quota_mode", &n.QuotaMode}, {"detailed_metric", &n.DetailedMetric}, {"share_threshold", &n.ShareThreshold}} {
 		if f, ok := fs[b.name]; ok {
 			*b.dst, _ = l.boolean(f, b.name)
 		}
@@ -750,7 +750,10 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 					r.Name, r.named = s, true
 				}
 			}
-			r.Shadow = r.Shadow || n.ShadowMode
+			// quota_mode answers OK over the limit as shadow_mode does
+			// (envoyproxy/ratelimit also lists the violation in the
+			// response's dynamic metadata, which Floodgate does not send).
+			r.Shadow = r.Shadow || n.ShadowMode || n.QuotaMode
 			r.Hierarchical = n.Hierarchy
 			r.DetailedMetric, r.ShareThreshold = n.DetailedMetric, n.ShareThreshold
 			n.Rule = r

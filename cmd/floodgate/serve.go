@@ -205,7 +205,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		go engine.Watch(ctx, cfgPath, f.reloadInterval, func(c *policy.Config, err error) {
 			m.ConfigReloaded(err == nil)
 			if err != nil {
-				srv.Event("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
+				srv.Warn("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
 				return
 			}
 			srv.Event("reload", fmt.Sprintf("configuration reloaded: %s, %s", count(len(c.Domains()), "domain"), count(len(c.Rules()), "rule")))

@@ -183,3 +183,29 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A configuration that fails to reload is logged at WARN, so that
+// --log-level warn would show it; the previous one stays in force.
+func TestServeWarnsFailedReload(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "api.yaml")
+	good := "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n"
+	if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "20ms")
+	defer stop()
+	if err := os.WriteFile(file, []byte(good+"    burst: -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(errb.String(), "configuration not reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload failure logged within 10s: %s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the watcher, a real process's timing
+	}
+	if !strings.Contains(errb.String(), "level=WARN msg=\"configuration not reloaded") {
+		t.Fatalf("the reload failure is not a WARN line: %s", errb.String())
+	}
+}
