@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/floodgate/floodgate/internal/names"
 )
 
 // Problem is one thing wrong with a configuration: where and what.
@@ -55,7 +57,7 @@ func (ps Problems) sort() {
 func suggest(s string, known []string) string {
 	best, bestD := "", len(s)/3+2
 	for _, k := range known {
-		if d := editDistance(s, k); d < bestD {
+		if d := names.EditDistance(s, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -63,28 +65,4 @@ func suggest(s string, known []string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance, for short field names only.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max(len(a), len(b))
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -60,8 +60,13 @@ func newTimeline() *timeline { return &timeline{start: time.Now()} }
 // wait starts a waiter and lets the bubble settle so that arrival order is
 // the call order.
 func (tl *timeline) wait(ctx context.Context, q *Queue, id, prio int) {
+	tl.waitFrom(ctx, q, id, prio, 0, 0)
+}
+
+// waitFrom is wait through WaitFrom.
+func (tl *timeline) waitFrom(ctx context.Context, q *Queue, id, prio int, earliest, each time.Duration) {
 	tl.wg.Go(func() {
-		err := q.Wait(ctx, prio)
+		err := q.WaitFrom(ctx, prio, earliest, each)
 		tl.mu.Lock()
 		tl.got = append(tl.got, admission{id: id, at: time.Since(tl.start), err: err})
 		tl.mu.Unlock()
@@ -625,13 +630,7 @@ func TestWaitFromRefusesAtOnce(t *testing.T) {
 		q := mustNew(t, src.try, WithTTL(2*time.Second))
 		tl := newTimeline()
 		for id := range 6 {
-			tl.wg.Go(func() {
-				err := q.WaitFrom(t.Context(), 0, 500*time.Millisecond, 500*time.Millisecond)
-				tl.mu.Lock()
-				tl.got = append(tl.got, admission{id: id, at: time.Since(tl.start), err: err})
-				tl.mu.Unlock()
-			})
-			synctest.Wait()
+			tl.waitFrom(t.Context(), q, id, 0, 500*time.Millisecond, 500*time.Millisecond)
 		}
 		got := tl.done()
 		checkTimeline(t, got, []admission{

@@ -21,6 +21,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/floodgate/floodgate/internal/names"
 )
 
 // command is one subcommand: it gets its arguments (without its name) and
@@ -161,7 +163,7 @@ func flagHint(fs *flag.FlagSet, err error) string {
 func closest(s string, known []string) string {
 	best, bestD := "", -1
 	for _, k := range known {
-		d := editDistance(s, k)
+		d := names.EditDistance(s, k)
 		if d > min(2, len(s)-1) && !(len(s) >= 2 && strings.HasPrefix(k, s)) {
 			continue
 		}
@@ -170,25 +172,4 @@ func closest(s string, known []string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of two short names.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
