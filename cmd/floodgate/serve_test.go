@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -195,15 +196,17 @@ func TestServeWarnsFailedReload(t *testing.T) {
 	}
 	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "20ms")
 	defer stop()
-	if err := os.WriteFile(file, []byte(good+"    burst: -1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// The watcher's baseline is the content when it starts, which may be
+	// after a first write: each attempt writes a different invalid file.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(errb.String(), "configuration not reloaded") {
+	for i := 0; !strings.Contains(errb.String(), "configuration not reloaded"); i++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("no reload failure logged within 10s: %s", errb.String())
 		}
-		time.Sleep(20 * time.Millisecond) // waiting for the watcher, a real process's timing
+		if err := os.WriteFile(file, []byte(fmt.Sprintf("%s    burst: -1 # %d\n", good, i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for the watcher, a real process's timing
 	}
 	if !strings.Contains(errb.String(), "level=WARN msg=\"configuration not reloaded") {
 		t.Fatalf("the reload failure is not a WARN line: %s", errb.String())
