@@ -85,16 +85,36 @@ type Policy struct {
 	RetryAfter time.Duration
 }
 
-// FromStatuses returns the policies of the matched, limited statuses.
+// FromStatuses returns the policies of the matched, limited statuses: one
+// per limit that applied (Status.Limits: a rule, the rules above it in a
+// hierarchy, the derived limits of borrowing and priority classes), each
+// under its own name with its own quota, window and state. A policy is
+// refusing (Allowed false) only when its limit refused the request: not a
+// shadow limit, and not a rate whose refusal borrowing answered.
 func FromStatuses(st []policy.Status) []Policy {
-	ps := make([]Policy, 0, len(st))
-	for _, s := range st {
+	n := 0
+	for i := range st {
+		n += max(1, len(st[i].Limits))
+	}
+	ps := make([]Policy, 0, n)
+	for i := range st {
+		s := &st[i]
 		if !s.Matched || s.Unlimited {
 			continue
 		}
-		p := FromDecision(s.Rule, s.Decision, s.Window)
-		p.QuotaUnit = s.QuotaUnit
-		ps = append(ps, p)
+		if len(s.Limits) == 0 {
+			p := FromDecision(s.Rule, s.Decision, s.Window)
+			p.QuotaUnit = s.QuotaUnit
+			p.Allowed = p.Allowed || s.Code != policy.CodeOverLimit || s.Shadow
+			ps = append(ps, p)
+			continue
+		}
+		for _, l := range s.Limits {
+			p := FromDecision(l.Name, l.Decision, l.Window)
+			p.QuotaUnit = l.QuotaUnit
+			p.Allowed = p.Allowed || s.Code != policy.CodeOverLimit || l.Shadow
+			ps = append(ps, p)
+		}
 	}
 	return ps
 }

@@ -74,10 +74,10 @@ func NewWriter(o Options) *Writer {
 // nothing when no status is limited.
 func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
 	one, n := limited(st)
-	switch n {
-	case 0:
+	switch {
+	case n == 0:
 		return
-	case 1:
+	case n == 1 && len(one.Limits) <= 1:
 		w.writeOne(h, one)
 	default:
 		var vs values
@@ -94,10 +94,10 @@ func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
 // string, its rule's own values coming from the cache.
 func (w *Writer) StatusFields(st []policy.Status, f func(name, value string)) {
 	one, n := limited(st)
-	switch n {
-	case 0:
+	switch {
+	case n == 0:
 		return
-	case 1:
+	case n == 1 && len(one.Limits) <= 1:
 		var fixed [nFields]string
 		vs, all := w.one(one, &fixed)
 		for i := range vs.n {
@@ -147,7 +147,9 @@ func (w *Writer) writeOne(h http.Header, s *policy.Status) {
 	}
 }
 
-// one computes the fields of one limited status: the rule's values come
+// one computes the fields of one limited status measured against one
+// limit (its rule's; a status with several goes through FromStatuses):
+// the rule's values come
 // from the cache (into fixed, marked by from = -1), and
 // X-RateLimit-Remaining and -Reset are the numbers of the RateLimit value
 // rather than copies of them; the rest are cut from all.
@@ -180,7 +182,10 @@ func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all s
 		vs.add(fRemaining, remFrom, remTo)
 		vs.add(fReset, resetFrom, resetTo)
 	}
-	if w.set&RetryAfter != 0 && !p.Allowed && p.RetryAfter != algo.Never {
+	// Retry-After only when this status refused the request: not for a
+	// shadow rule's refusal, nor for a rate whose refusal borrowing
+	// answered (the request passed).
+	if w.set&RetryAfter != 0 && s.Code == policy.CodeOverLimit && !s.Shadow && !p.Allowed && p.RetryAfter != algo.Never {
 		from := len(buf)
 		buf = strconv.AppendInt(buf, Seconds(p.RetryAfter), 10)
 		vs.add(fRetryAfter, from, len(buf))

@@ -608,3 +608,81 @@ func TestUnknownDomainIsAnError(t *testing.T) {
 		t.Fatalf("engine without a configuration: %v", err)
 	}
 }
+
+// TestHierarchyOneMemberPerLimit: a request measured against a hierarchy
+// gets one RateLimit-Policy and RateLimit member per limit, each under its
+// own name with its own quota, window and remaining; X-RateLimit-* show
+// the tightest; the 429's Retry-After and problem body name the limit
+// that refused.
+func TestHierarchyOneMemberPerLimit(t *testing.T) {
+	c := newClock(t0)
+	const cfg = `
+domain: web
+descriptors:
+  - key: X-Tenant
+    hierarchy: true
+    rate_limit: {name: tenant-cap, unit: minute, requests_per_unit: 3}
+    descriptors:
+      - key: X-User
+        rate_limit: {name: user-cap, unit: hour, requests_per_unit: 10}
+`
+	spec := dimension.Spec{Descriptors: []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{
+		{Source: "header:X-Tenant"}, {Source: "header:X-User"}}}}}
+	m, err := middleware.New(engine(t, cfg, c), "web", extractor(t, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, m, ok)
+	call := func() result { return get(t, srv.URL+"/x", "X-Tenant", "acme", "X-User", "bob") }
+	call()
+	r := call()
+	wantFields(t, "second request", r.h, map[string]string{
+		"RateLimit-Policy":      `"user-cap";q=10;w=3600, "tenant-cap";q=3;w=60`,
+		"RateLimit":             `"user-cap";r=8;t=3590, "tenant-cap";r=1;t=50`, // t0 is 10 s into the windows
+		"X-RateLimit-Limit":     "3",
+		"X-RateLimit-Remaining": "1",
+		"Retry-After":           "",
+	})
+	call()
+	r = call() // the tenant's fourth in a minute
+	if r.status != 429 {
+		t.Fatalf("fourth request: %d, want 429", r.status)
+	}
+	wantFields(t, "refused request", r.h, map[string]string{
+		"RateLimit-Policy":      `"user-cap";q=10;w=3600, "tenant-cap";q=3;w=60`,
+		"RateLimit":             `"user-cap";r=7;t=3590, "tenant-cap";r=0;t=50`,
+		"X-RateLimit-Limit":     "3",
+		"X-RateLimit-Remaining": "0",
+		"Retry-After":           "50",
+	})
+	if !strings.Contains(r.body, `"violated-policies":["tenant-cap"]`) {
+		t.Errorf("problem body %s, want tenant-cap as the violated policy", r.body)
+	}
+}
+
+// TestShadowRefusalHasNoRetryAfter: a shadow rule over its limit passes
+// the request (200) and says so in the RateLimit fields (r=0), but sends
+// no Retry-After: a client that honours it would back off for nothing.
+func TestShadowRefusalHasNoRetryAfter(t *testing.T) {
+	c := newClock(t0)
+	const cfg = `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: soft, unit: minute, requests_per_unit: 1, strategy: shadow}
+`
+	m, err := middleware.New(engine(t, cfg, c), "web", extractor(t, perIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, m, ok)
+	get(t, srv.URL+"/x")
+	r := get(t, srv.URL+"/x")
+	if r.status != 200 {
+		t.Fatalf("over a shadow limit: %d, want 200", r.status)
+	}
+	wantFields(t, "over the shadow limit", r.h, map[string]string{
+		"RateLimit":   `"soft";r=0;t=50`,
+		"Retry-After": "",
+	})
+}

@@ -963,9 +963,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 				s.Window = headerWindow(l, nowUS)
 			}
 		}
-		if l := dp.rule.limit; l != nil && l.Algorithm() == algo.Concurrency {
-			s.QuotaUnit = "concurrent-requests"
-		}
+		s.QuotaUnit = quotaUnit(dp.rule.limit)
 		s.Limits = backing[len(backing):len(backing):cap(backing)]
 		var tight *algo.Decision
 		var tightWindow time.Duration
@@ -987,13 +985,13 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			if !it.decided {
 				continue
 			}
-			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Shadow: it.shadow}
+			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Shadow: it.shadow, QuotaUnit: quotaUnit(it.lim)}
 			ls.Decision, ls.Window = statusOf(it.lim, it.dec, nowUS)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
 				if it.lendDecided {
-					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Shadow: it.shadow}
+					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim)}
 					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, nowUS)
 					s.Limits = append(s.Limits, lend)
 					if !it.lendDec.Allowed && !it.shadow {
@@ -1061,6 +1059,15 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		resp.waitKey, resp.waitRule = waitItem.key, waitItem.rule
 		resp.waitEach = unitInterval(waitItem.lim)
 	}
+}
+
+// quotaUnit is a limit's quota unit for headers (qu): "concurrent-requests"
+// for a concurrency limit, "" (requests) otherwise.
+func quotaUnit(l *algo.Limit) string {
+	if l != nil && l.Algorithm() == algo.Concurrency {
+		return "concurrent-requests"
+	}
+	return ""
 }
 
 // unitInterval is the least time l takes to give back the one unit any

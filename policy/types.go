@@ -119,6 +119,9 @@ type LimitStatus struct {
 	Decision algo.Decision
 	// Window is the limit's window for headers (w).
 	Window time.Duration
+	// QuotaUnit is the unit of the quota for headers (qu): "" for
+	// requests, "concurrent-requests" for a concurrency limit.
+	QuotaUnit string
 	// Shadow limits never refuse.
 	Shadow bool
 	// Deny marks a requests_per_unit: 0 rule (always refuses, no store).
