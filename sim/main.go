@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/floodgate/floodgate/internal/names"
 )
 
 const usage = `usage: floodgate sim [flags]
@@ -57,9 +59,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // early and fails.
 func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
+	// The flag package's own message is replaced by one that names the
+	// command and the flag the user probably meant, as the other
+	// subcommands' are.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	printUsage := func() {
 		fmt.Fprintf(stderr, usage, strings.Join(Presets(), ", "))
+		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 	}
 	var (
@@ -89,11 +96,14 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		contenders  contenderFlags
 	)
 	fs.Var(&scaleOut, "scale", "scale event AT:K, e.g. 30s:8 (repeatable)")
-	fs.Var(&contenders, "contender", "a contender, e.g. \"sliding_window sub_windows=4\" (repeatable; default every algorithm and strategy)")
+	fs.Var(&contenders, "contender", "a contender, e.g. \"sliding_window sub_windows=4\" (repeatable; default every algorithm and strategy, smooth_warmup warming up over one --period)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "floodgate sim: %v%s\n", err, flagHint(fs, err))
+		printUsage()
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -256,6 +266,38 @@ func applyFlags(src *Source, vals map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// flagHint returns " (did you mean --limit?)" when err is the flag
+// package's unknown-flag error and a defined flag is close to the name.
+func flagHint(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var known []string
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	if s := closest(name, known); s != "" {
+		return fmt.Sprintf(" (did you mean --%s?)", s)
+	}
+	return ""
+}
+
+// closest returns the name in known that s is most likely a typo of, by
+// the rule cmd/floodgate's hints use: the nearest by edit distance, at most
+// 2 and less than s is long, or one s is a prefix of. "" when there is none.
+func closest(s string, known []string) string {
+	best, bestD := "", -1
+	for _, k := range known {
+		d := names.EditDistance(s, k)
+		if d > min(2, len(s)-1) && !(len(s) >= 2 && strings.HasPrefix(k, s)) {
+			continue
+		}
+		if bestD < 0 || d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	return best
 }
 
 func isTerminal(w io.Writer) bool {

@@ -505,8 +505,13 @@ func (sc *Scenario) Validate() error {
 			return sc.errorf(e.line, "events[%d].at: events must be in time order", i)
 		}
 	}
+	// The ideal first: a limit it cannot hold fails every contender too,
+	// and this error says why.
+	if _, err := sc.idealLimit(); err != nil {
+		return err
+	}
 	if len(sc.Contenders) == 0 {
-		sc.Contenders = DefaultContenders()
+		sc.Contenders = DefaultContenders(sc.Limit, sc.Period)
 	}
 	names := map[string]int{}
 	for i := range sc.Contenders {
@@ -518,9 +523,6 @@ func (sc *Scenario) Validate() error {
 			return sc.errorf(c.line, "contenders[%d].name: %q is already contenders[%d]", i, c.Name, j)
 		}
 		names[c.Name] = i
-	}
-	if _, err := sc.idealLimit(); err != nil {
-		return err
 	}
 	sc.validated = true
 	return nil
@@ -622,15 +624,30 @@ func (sc *Scenario) validateSource(i int) error {
 	return nil
 }
 
-// DefaultContenders is every algorithm on one limiter (the sliding window
-// twice: the two-window estimate and 4 sub-windows) and every distributed
-// strategy over sliding_log.
-func DefaultContenders() []Contender {
+// DefaultContenders is what a scenario without contenders runs, for its
+// limit and period: every algorithm on one limiter (the sliding window
+// twice: the two-window estimate and 4 sub-windows; smooth_warmup warming
+// up over one period) and every distributed strategy over sliding_log. An
+// algorithm that cannot hold this limit is left out rather than fail the
+// run: smooth_bursty and smooth_warmup above one permit per µs, the 4
+// sub-windows when the period does not divide into 4 equal µs.
+func DefaultContenders(limit int64, period Duration) []Contender {
 	var cs []Contender
+	add := func(c Contender) {
+		c.kind, _ = algo.ParseKind(c.Algorithm)
+		if _, err := c.compile(limit, period); err == nil {
+			cs = append(cs, c)
+		}
+	}
 	for _, k := range algo.Kinds() {
-		cs = append(cs, Contender{Algorithm: k.String()})
-		if k == algo.SlidingWindow {
-			cs = append(cs, Contender{Algorithm: k.String(), SubWindows: 4})
+		switch k {
+		case algo.SmoothWarmup:
+			add(Contender{Algorithm: k.String(), WarmupPeriod: period})
+		case algo.SlidingWindow:
+			add(Contender{Algorithm: k.String()})
+			add(Contender{Algorithm: k.String(), SubWindows: 4})
+		default:
+			add(Contender{Algorithm: k.String()})
 		}
 	}
 	for _, s := range strategies[1:] {

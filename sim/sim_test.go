@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/algo"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden CSVs in testdata/")
@@ -224,12 +226,77 @@ func TestMainFlagsAndErrors(t *testing.T) {
 		{[]string{"--scenario", "nope"}, 1, "not a file, nor a built-in scenario"},
 		{[]string{"stray"}, 2, `unexpected argument "stray"`},
 		{[]string{"--seed", "x", "--scenario", "article"}, 1, "--seed: want a non-negative integer"},
+		// An unknown flag names the one it is likely a typo of, as the
+		// other subcommands do, before the usage.
+		{[]string{"--limt", "5"}, 2, "floodgate sim: flag provided but not defined: -limt (did you mean --limit?)\nusage: floodgate sim"},
+		{[]string{"-contenders", "gcra"}, 2, "-contenders (did you mean --contender?)"},
+		{[]string{"--duraton", "1m"}, 2, "-duraton (did you mean --duration?)"},
+		{[]string{"--verbose"}, 2, "floodgate sim: flag provided but not defined: -verbose\nusage:"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := MainContext(context.Background(), tc.args, &stdout, &stderr)
 		if code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.want) {
 			t.Errorf("sim %q: exit %d, output %q; want exit %d and %q", tc.args, code, stdout.String()+stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+// The flags-only and replay forms of the docs run every default contender
+// end to end, through MainContext as `floodgate sim` calls it.
+func TestMainWithoutContendersRunsTheDefaults(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "access.log")
+	if err := os.WriteFile(log, []byte("0 alice\n0.2 bob 2\n0.4 alice\n1.5 alice\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--traffic", "poisson", "--rate", "120/m", "--limit", "100", "--period", "1m", "--duration", "1m"},
+		{"--replay", log, "--limit", "10", "--period", "1s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := MainContext(context.Background(), append(args, "--progress", "never"), &stdout, &stderr); code != 0 {
+			t.Errorf("sim %q: exit %d: %s", args, code, stderr.String())
+			continue
+		}
+		for _, c := range DefaultContenders(100, sec(60)) {
+			name := c.Algorithm
+			if name == "" {
+				name = c.Strategy + " sliding_log"
+			}
+			if !strings.Contains(stdout.String(), "\n  "+name) {
+				t.Errorf("sim %q: table lacks the default contender %q:\n%s", args, name, stdout.String())
+			}
+		}
+	}
+}
+
+// Every default contender compiles wherever the ideal does: smooth_warmup
+// gets a warm-up of one period, and an algorithm that cannot hold the limit
+// is left out rather than fail the run.
+func TestDefaultContendersValidate(t *testing.T) {
+	for _, tc := range []struct {
+		limit  int64
+		period Duration
+	}{
+		{100, sec(60)},
+		{10, sec(1)},
+		{1, Duration(time.Millisecond)},
+		{3, Duration(1001 * time.Microsecond)}, // no 4 equal sub-windows
+		{5000, Duration(time.Millisecond)},     // above one permit per µs: no smooth_*
+		{1 << 20, sec(1)},
+	} {
+		sc := &Scenario{Limit: tc.limit, Period: tc.period, Duration: sec(1), Traffic: []Source{{Kind: SourceSteady, Rate: 1}}}
+		if err := sc.Validate(); err != nil {
+			t.Errorf("limit %d per %v with the default contenders: %v", tc.limit, tc.period.D(), err)
+			continue
+		}
+		for _, c := range sc.Contenders {
+			if c.kind == algo.SmoothWarmup && c.WarmupPeriod != tc.period {
+				t.Errorf("limit %d per %v: smooth_warmup warms up over %v, want one period", tc.limit, tc.period.D(), c.WarmupPeriod.D())
+			}
+		}
+	}
+	if got := len(DefaultContenders(100, sec(60))); got != len(algo.Kinds())+1+len(strategies)-1 {
+		t.Errorf("DefaultContenders(100, 1m) has %d contenders, want every algorithm, 4 sub-windows and every strategy", got)
 	}
 }
 
