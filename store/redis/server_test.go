@@ -399,3 +399,20 @@ func TestStoreTimeout(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSentinelURLAtADataNode: redis-sentinel:// pointed at a Redis data
+// node (the master's port, a common slip) fails saying what to check,
+// rather than with the server's bare "unknown command".
+func TestSentinelURLAtADataNode(t *testing.T) {
+	addr := testserver.Redis(t)
+	if addr == "" {
+		return
+	}
+	s, err := Open("redis-sentinel://mymaster@" + addr)
+	if err == nil {
+		s.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses") {
+		t.Fatalf("Open(redis-sentinel:// at a data node) = %v, want the sentinel hint", err)
+	}
+}

@@ -88,7 +88,11 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	}
 	client, err := rueidis.NewClient(co)
 	if err != nil {
-		return nil, fmt.Errorf("redis: connect to %s: %w: %w", store.RedactURL(rawURL), store.ErrUnavailable, err)
+		hint := ""
+		if e.Mode == Sentinel && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			hint = " (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)"
+		}
+		return nil, fmt.Errorf("redis: connect to %s: %w: %w%s", store.RedactURL(rawURL), store.ErrUnavailable, err, hint)
 	}
 	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
 		client.Close()
