@@ -102,7 +102,7 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			printUsage()
 			return 0
 		}
-		fmt.Fprintf(stderr, "floodgate sim: %v%s\n", err, flagHint(fs, err))
+		fmt.Fprintf(stderr, "floodgate sim: %v%s\n", err, names.FlagHint(fs, err))
 		printUsage()
 		return 2
 	}
@@ -266,38 +266,6 @@ func applyFlags(src *Source, vals map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// flagHint returns " (did you mean --limit?)" when err is the flag
-// package's unknown-flag error and a defined flag is close to the name.
-func flagHint(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
-	if !ok {
-		return ""
-	}
-	var known []string
-	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
-	if s := closest(name, known); s != "" {
-		return fmt.Sprintf(" (did you mean --%s?)", s)
-	}
-	return ""
-}
-
-// closest returns the name in known that s is most likely a typo of, by
-// the rule cmd/floodgate's hints use: the nearest by edit distance, at most
-// 2 and less than s is long, or one s is a prefix of. "" when there is none.
-func closest(s string, known []string) string {
-	best, bestD := "", -1
-	for _, k := range known {
-		d := names.EditDistance(s, k)
-		if d > min(2, len(s)-1) && !(len(s) >= 2 && strings.HasPrefix(k, s)) {
-			continue
-		}
-		if bestD < 0 || d < bestD || d == bestD && k < best {
-			best, bestD = k, d
-		}
-	}
-	return best
 }
 
 func isTerminal(w io.Writer) bool {

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/floodgate/floodgate/internal/names"
@@ -74,12 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func unknownCommand(name string, stderr io.Writer) {
-	names := make([]string, 0, len(commands))
+	known := make([]string, 0, len(commands))
 	for n := range commands {
-		names = append(names, n)
+		known = append(known, n)
 	}
 	hint := ""
-	if s := closest(name, names); s != "" {
+	if s := names.Closest(name, known); s != "" {
 		hint = fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	fmt.Fprintf(stderr, "floodgate: unknown command %q%s\n\n", name, hint)
@@ -121,7 +120,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		fs.SetOutput(stderr)
 		return 0, false
 	case err != nil:
-		fmt.Fprintf(stderr, "floodgate %s: %v%s\n", fs.Name(), err, flagHint(fs, err))
+		fmt.Fprintf(stderr, "floodgate %s: %v%s\n", fs.Name(), err, names.FlagHint(fs, err))
 		fs.Usage()
 		return 2, false
 	}
@@ -134,42 +133,4 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		return 2, false
 	}
 	return 0, true
-}
-
-// flagHint returns " (did you mean --store?)" when err is the flag
-// package's unknown-flag error and a defined flag is close to the name.
-func flagHint(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
-	if !ok {
-		return ""
-	}
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	s := closest(name, names)
-	if s == "" {
-		return ""
-	}
-	dashes := "--"
-	if len(s) == 1 {
-		dashes = "-"
-	}
-	return fmt.Sprintf(" (did you mean %s%s?)", dashes, s)
-}
-
-// closest returns the name in known that s is most likely a typo of: the
-// nearest by edit distance, at most 2 and less than s is long (so that a
-// one-letter s suggests nothing at random), or one s is a prefix of. ""
-// when there is none.
-func closest(s string, known []string) string {
-	best, bestD := "", -1
-	for _, k := range known {
-		d := names.EditDistance(s, k)
-		if d > min(2, len(s)-1) && !(len(s) >= 2 && strings.HasPrefix(k, s)) {
-			continue
-		}
-		if bestD < 0 || d < bestD || d == bestD && k < best {
-			best, bestD = k, d
-		}
-	}
-	return best
 }

@@ -1,6 +1,8 @@
 package names
 
 import (
+	"flag"
+	"io"
 	"strings"
 	"testing"
 )
@@ -31,5 +33,44 @@ func TestEditDistance(t *testing.T) {
 	long := strings.Repeat("x", 65)
 	if got := EditDistance(long, "x"); got != 65 {
 		t.Errorf("a 65-byte name: %d, want its length 65 without computing", got)
+	}
+}
+
+func TestClosest(t *testing.T) {
+	known := []string{"store", "store-timeout", "http", "grpc", "limit", "lease-slice"}
+	for _, tc := range []struct{ s, want string }{
+		{"stor", "store"},               // one edit, and a prefix
+		{"stroe", "store"},              // two edits
+		{"store-time", "store-timeout"}, // a prefix, three edits away
+		{"limt", "limit"},
+		{"x", ""},      // one letter suggests nothing
+		{"h", ""},      // not even as a prefix
+		{"zzzzzz", ""}, // nothing near
+		{"grpcs", "grpc"},
+	} {
+		if got := Closest(tc.s, known); got != tc.want {
+			t.Errorf("Closest(%q) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestFlagHint(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.String("store", "", "")
+	fs.Bool("q", false, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stor", "x"}, " (did you mean --store?)"},
+		{[]string{"-qq"}, " (did you mean -q?)"},
+		{[]string{"--zzzzzz"}, ""},
+		{[]string{"--store"}, ""}, // another error: a missing value
+	} {
+		err := fs.Parse(tc.args)
+		if got := FlagHint(fs, err); got != tc.want {
+			t.Errorf("%v: FlagHint = %q (error %v), want %q", tc.args, got, err, tc.want)
+		}
 	}
 }
