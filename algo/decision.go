@@ -101,6 +101,29 @@ func (l *Limit) Peek(s *State, now, cost int64) Decision {
 	return d
 }
 
+// AdmissionDelay is the Delay a request of cost gets when it is admitted at
+// the end of a refusal's RetryAfter, if nobody else takes or gives back
+// units meanwhile: RetryAfter + AdmissionDelay is when a refused request
+// could proceed, which is what a caller with a deadline must compare with
+// it. For Shaper it is the water the request would find ahead of it, less
+// Delay units: (Capacity − cost − Delay) emission intervals, rounded up
+// (at most 1µs more than the Delay the store then reports). For
+// SmoothBursty and SmoothWarmup it is MaxWait, since a refusal's
+// RetryAfter ends when the ticket comes within MaxWait. Zero for the other
+// algorithms, and for a cost over the capacity.
+func (l *Limit) AdmissionDelay(cost int64) time.Duration {
+	switch l.p.Algorithm {
+	case Shaper:
+		if cost < 0 || cost > l.capacity {
+			return 0
+		}
+		return micros(l.rateDiv.ceil(l.capLevel - (cost+l.p.Delay)*l.periodUS))
+	case SmoothBursty, SmoothWarmup:
+		return micros(l.maxWait)
+	}
+	return 0
+}
+
 // TakeLease is Take for Concurrency: the cost slots are held under lease
 // (a non-zero id the caller chose, e.g. random) until Release or until
 // LeaseTTL passes. Lease 0 is Take's anonymous lease, which only expires.

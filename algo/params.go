@@ -326,8 +326,13 @@ func (l *Limit) Window(now int64) time.Duration {
 	return l.p.Period
 }
 
-// String describes the limit, e.g. "token_bucket 100/1m0s burst 20".
+// String describes the limit, e.g. "token_bucket 100/1m0s capacity 20",
+// or for Concurrency the slots and the effective lease TTL (LeaseTTL, or
+// its default), e.g. "concurrency 2 (lease 1m0s)".
 func (l *Limit) String() string {
+	if l.p.Algorithm == Concurrency {
+		return fmt.Sprintf("%s %d (lease %v)", l.p.Algorithm, l.p.Limit, time.Duration(l.leaseUS)*time.Microsecond)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %d/", l.p.Algorithm, l.p.Limit)
 	if l.p.Calendar != CalendarNone {

@@ -165,6 +165,9 @@ func TestLimitString(t *testing.T) {
 		{Params{Algorithm: TokenBucket, Limit: 100, Period: time.Minute, Burst: 20}, "token_bucket 100/1m0s capacity 20"},
 		{Params{Algorithm: FixedWindow, Limit: 5, Calendar: CalendarMonth}, "fixed_window 5/month"},
 		{Params{Algorithm: SlidingLog, Limit: 5, Period: time.Second}, "sliding_log 5/1s"},
+		{Params{Algorithm: Concurrency, Limit: 2}, "concurrency 2 (lease 1m0s)"},
+		{Params{Algorithm: Concurrency, Limit: 2, Period: 10 * time.Second}, "concurrency 2 (lease 10s)"},
+		{Params{Algorithm: Concurrency, Limit: 2, Period: time.Second, LeaseTTL: 30 * time.Second}, "concurrency 2 (lease 30s)"},
 	} {
 		if got := mustCompile(t, tt.p).String(); got != tt.want {
 			t.Errorf("String() = %q, want %q", got, tt.want)

@@ -12,9 +12,15 @@ import (
 
 // Hit is one limit's part in an AllowAll: Cost units of Key under Limiter.
 type Hit struct {
+	// Limiter decides the hit. Required.
 	Limiter *Limiter
-	Key     string
-	Cost    int64
+	// Key is the key under Limiter (its name is prefixed to it).
+	Key string
+	// Cost is the number of units to take. Zero means 1, as
+	// middleware.WithCost and policy descriptors have it, so that a Hit
+	// written without a cost is charged rather than admitted for free; a
+	// negative cost is an error wrapping store.ErrBadRequest.
+	Cost int64
 }
 
 // Result is the outcome of AllowAll.
@@ -55,9 +61,6 @@ func (r Result) Cancel(ctx context.Context) error {
 	var errs []error
 	for i := len(r.hits) - 1; i >= 0; i-- {
 		h := r.hits[i]
-		if h.Cost == 0 {
-			continue
-		}
 		errs = append(errs, h.Limiter.giveBack(ctx, h.Key, h.Cost, r.at[i], r.leases[i]))
 	}
 	return errors.Join(errs...)
@@ -97,6 +100,9 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		if err := h.Limiter.checkCost(h.Cost); err != nil {
 			return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w", i, err)
 		}
+		if h.Cost == 0 {
+			res.hits[i].Cost = 1
+		}
 		if h.Limiter.limit.Algorithm() == algo.Concurrency {
 			res.leases[i] = h.Limiter.leaseID()
 		}
@@ -110,7 +116,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		groups[g].idx = append(groups[g].idx, i)
 	}
 	request := func(i int) store.Request {
-		h := hits[i]
+		h := res.hits[i]
 		return store.Request{Key: h.Limiter.prefix + h.Key, Limit: h.Limiter.limit, Cost: h.Cost, Lease: res.leases[i]}
 	}
 	res.Allowed = true
@@ -146,7 +152,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 				continue
 			}
 			for j, i := range later.idx {
-				res.Decisions[i] = store.Unwind(out[j], hits[i].Cost)
+				res.Decisions[i] = store.Unwind(out[j], res.hits[i].Cost)
 			}
 		}
 		return res, errors.Join(errs...)
@@ -162,10 +168,8 @@ func rollBack(ctx context.Context, res *Result, groups []storeGroup) error {
 	for g := len(groups) - 1; g >= 0; g-- {
 		for _, i := range groups[g].idx {
 			h := res.hits[i]
-			if h.Cost > 0 {
-				if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, res.at[i], res.leases[i]); err != nil {
-					errs = append(errs, err)
-				}
+			if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, res.at[i], res.leases[i]); err != nil {
+				errs = append(errs, err)
 			}
 			res.Decisions[i] = store.Unwind(res.Decisions[i], h.Cost)
 		}

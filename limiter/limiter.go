@@ -268,7 +268,9 @@ func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, leas
 
 // Wait blocks until n units for key are admitted, then returns nil. It
 // returns at once a *RetryError (errors.Is ErrLimited) when the wait would
-// outlast ctx's deadline, an error wrapping ErrNever when n exceeds the
+// outlast ctx's deadline — for a refusal, its RetryAfter plus the Delay an
+// admission would then carry (algo.Limit.AdmissionDelay: a shaper's queue,
+// a smooth limiter's MaxWait) — an error wrapping ErrNever when n exceeds the
 // capacity, and ctx's error when ctx ends first. An admitted decision with
 // a Delay (Shaper, SmoothBursty, SmoothWarmup) is waited out as well; if
 // that wait cannot finish, the units are given back. Wait sleeps with
@@ -294,7 +296,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 		if d.IsNever() {
 			return fmt.Errorf("limiter %q: %w: cost %d, capacity %d", l.name, ErrNever, n, d.Limit)
 		}
-		if err := sleep(ctx, d.RetryAfter); err != nil {
+		if err := sleepThen(ctx, d.RetryAfter, l.limit.AdmissionDelay(n)); err != nil {
 			return err
 		}
 	}
@@ -303,10 +305,21 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 // sleep waits d, or returns a *RetryError at once if d would outlast ctx's
 // deadline, or ctx's error if it ends first.
 func sleep(ctx context.Context, d time.Duration) error {
+	return sleepThen(ctx, d, 0)
+}
+
+// sleepThen is sleep for a wait after which another of then must follow:
+// it returns the *RetryError{d} at once if d + then would outlast ctx's
+// deadline.
+func sleepThen(ctx context.Context, d, then time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+	total := d + then
+	if total < d {
+		total = algo.Never // overflowed: no deadline is that far
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < total {
 		return &RetryError{After: d}
 	}
 	t := time.NewTimer(d)

@@ -483,3 +483,112 @@ func TestStoreTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestAllowAllRefusalResetAfter: after a refusal, a hit that would have
+// passed is reported with nothing charged, ResetAfter included: a fresh
+// key at full capacity has nothing to reset, as its Peek says. One store
+// (the store's own unwinding) and three (roll back, then peek).
+func TestAllowAllRefusalResetAfter(t *testing.T) {
+	check := func(t *testing.T, a, s, b *limiter.Limiter) {
+		ctx := t.Context()
+		if d, err := b.AllowN(ctx, "k", 3); err != nil || !d.Allowed {
+			t.Fatalf("spending b: %+v, %v", d, err)
+		}
+		res, err := limiter.AllowAll(ctx, []limiter.Hit{{Limiter: a, Key: "k", Cost: 1}, {Limiter: s, Key: "k", Cost: 1}, {Limiter: b, Key: "k", Cost: 1}})
+		if err != nil || res.Allowed {
+			t.Fatalf("AllowAll with b spent = %+v, %v; want refused", res, err)
+		}
+		for i, l := range []*limiter.Limiter{a, s} {
+			peek, err := l.Peek(ctx, "k", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Decisions[i]
+			if !got.Allowed || got.Remaining != peek.Remaining || got.ResetAfter != peek.ResetAfter || got.ResetAfter != 0 {
+				t.Errorf("%s after the refusal: %+v; want allowed, Remaining %d, ResetAfter %v as Peek(0) says", l.Name(), got, peek.Remaining, peek.ResetAfter)
+			}
+		}
+	}
+	pa := algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Minute}
+	ps := algo.Params{Algorithm: algo.SlidingWindow, Limit: 5, Period: time.Minute}
+	pb := algo.Params{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Minute}
+	both(t, func(t *testing.T, st store.Store, clock *storetest.Clock) {
+		check(t, newLimiter(t, st, "a", pa), newLimiter(t, st, "s", ps), newLimiter(t, st, "b", pb))
+	})
+	t.Run("stores", func(t *testing.T) {
+		clock := storetest.NewClock(storetest.Epoch)
+		st1 := newStore(t, memory.WithClock(clock.Now))
+		st2 := newStore(t, memory.WithClock(clock.Now))
+		st3 := newStore(t, memory.WithClock(clock.Now))
+		check(t, newLimiter(t, st1, "a", pa), newLimiter(t, st3, "s", ps), newLimiter(t, st2, "b", pb))
+	})
+}
+
+// TestAllowAllZeroCost: a Hit without a Cost is charged one unit, as
+// middleware.WithCost and policy descriptors read 0.
+func TestAllowAllZeroCost(t *testing.T) {
+	both(t, func(t *testing.T, st store.Store, clock *storetest.Clock) {
+		global := newLimiter(t, st, "global", algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: time.Minute})
+		ctx := t.Context()
+		hits := []limiter.Hit{{Limiter: global, Key: "c0"}}
+		res, err := limiter.AllowAll(ctx, hits)
+		if err != nil || !res.Allowed || res.Decisions[0].Remaining != 1 {
+			t.Fatalf("AllowAll(cost 0) = %+v, %v; want admitted with 1 left", res, err)
+		}
+		if d, _ := global.Peek(ctx, "c0", 0); d.Remaining != 1 {
+			t.Errorf("after AllowAll(cost 0): %d left, want 1 (one unit charged)", d.Remaining)
+		}
+		if err := res.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := global.Peek(ctx, "c0", 0); d.Remaining != 2 {
+			t.Errorf("after Cancel: %d left, want 2", d.Remaining)
+		}
+		for range 2 {
+			if res, err := limiter.AllowAll(ctx, hits); err != nil || !res.Allowed {
+				t.Fatalf("AllowAll(cost 0) = %+v, %v", res, err)
+			}
+		}
+		if res, err := limiter.AllowAll(ctx, hits); err != nil || res.Allowed {
+			t.Errorf("third AllowAll(cost 0) on a limit of 2 = %+v, %v; want refused", res, err)
+		}
+		if _, err := limiter.AllowAll(ctx, []limiter.Hit{{Limiter: global, Key: "c0", Cost: -1}}); !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("AllowAll(cost -1): %v, want ErrBadRequest", err)
+		}
+	})
+}
+
+// TestWaitShaperDeadline: a refused shaped request is admitted after its
+// RetryAfter and must then wait its queue Delay; a deadline that cannot
+// cover both fails at once, one that can is met.
+func TestWaitShaperDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStore(t, memory.WithSweepInterval(0))
+		l := newLimiter(t, st, "s", algo.Params{Algorithm: algo.Shaper, Limit: 5, Period: time.Second, Burst: 3})
+		ctx := t.Context()
+		for i := range 4 {
+			if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+				t.Fatalf("Allow %d = %+v, %v", i, d, err)
+			}
+		}
+		// Refused for 200ms, then admitted behind 3 units: 600ms more.
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		before := time.Now()
+		var re *limiter.RetryError
+		if err := l.Wait(short, "k", 1); !errors.As(err, &re) || re.After != 200*time.Millisecond {
+			t.Errorf("Wait with 300ms left for 200ms + a 600ms queue: %v, want RetryError{200ms}", err)
+		}
+		if got := time.Since(before); got != 0 {
+			t.Errorf("the refused Wait slept %v, want 0", got)
+		}
+		enough, cancel2 := context.WithTimeout(ctx, 900*time.Millisecond)
+		defer cancel2()
+		if err := l.Wait(enough, "k", 1); err != nil {
+			t.Errorf("Wait with 900ms left for 800ms: %v", err)
+		}
+		if got := time.Since(before); got != 800*time.Millisecond {
+			t.Errorf("the Wait took %v, want 800ms", got)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // LocalOption configures a Local; see NewLocal for the defaults.
@@ -77,7 +78,12 @@ func (l *Local) Limit() *algo.Limit { return l.limit }
 func (l *Local) Allow() bool { return l.AllowN(1) }
 
 // AllowN reports whether n units may be taken now and, if so, takes them.
+// A negative n is refused (false), as Limiter.AllowN refuses it with an
+// error; 0 takes nothing and reports whether the limiter is usable now.
 func (l *Local) AllowN(n int64) bool {
+	if n < 0 {
+		return false
+	}
 	now := l.clock.now()
 	l.mu.Lock()
 	ok, done := l.allowBucket(now, n)
@@ -127,8 +133,12 @@ func (l *Local) allowBucket(now, n int64) (ok, done bool) {
 }
 
 // Take decides n units now, takes them if admitted, and returns the whole
-// decision. Negative n counts as 0.
+// decision. A negative n is refused and takes nothing: the decision is
+// Peek(n)'s.
 func (l *Local) Take(n int64) algo.Decision {
+	if n < 0 {
+		return l.Peek(n)
+	}
 	now := l.clock.now()
 	l.mu.Lock()
 	d := l.limit.Take(&l.st, now, n)
@@ -136,12 +146,17 @@ func (l *Local) Take(n int64) algo.Decision {
 	return d
 }
 
-// Peek returns the decision Take(n) would make, taking nothing.
+// Peek returns the decision Take(n) would make, taking nothing. For a
+// negative n that is a refusal that no wait can turn into an admission
+// (RetryAfter algo.Never) with the state as Peek(0) reports it.
 func (l *Local) Peek(n int64) algo.Decision {
 	now := l.clock.now()
 	l.mu.Lock()
-	d := l.limit.Peek(&l.st, now, n)
+	d := l.limit.Peek(&l.st, now, max(n, 0))
 	l.mu.Unlock()
+	if n < 0 {
+		d.Allowed, d.RetryAfter, d.Delay = false, algo.Never, 0
+	}
 	return d
 }
 
@@ -153,13 +168,15 @@ func (l *Local) Reset() {
 }
 
 // Wait blocks until n units are admitted, as Limiter.Wait: it returns a
-// *RetryError at once when the wait would outlast ctx's deadline, an error
+// *RetryError at once when the wait would outlast ctx's deadline (a
+// refusal's RetryAfter plus algo.Limit.AdmissionDelay), an error
 // wrapping ErrNever when n exceeds the capacity, and ctx's error when ctx
 // ends first; an admitted Delay is waited out, and the units given back if
-// that wait cannot finish.
+// that wait cannot finish. A negative n is an error wrapping
+// store.ErrBadRequest, as for Limiter.Wait.
 func (l *Local) Wait(ctx context.Context, n int64) error {
 	if n < 0 {
-		n = 0
+		return fmt.Errorf("limiter: %w: cost %d is negative", store.ErrBadRequest, n)
 	}
 	for {
 		now := l.clock.now()
@@ -178,7 +195,7 @@ func (l *Local) Wait(ctx context.Context, n int64) error {
 		if d.IsNever() {
 			return fmt.Errorf("limiter: %w: cost %d, capacity %d", ErrNever, n, d.Limit)
 		}
-		if err := sleep(ctx, d.RetryAfter); err != nil {
+		if err := sleepThen(ctx, d.RetryAfter, l.limit.AdmissionDelay(n)); err != nil {
 			return err
 		}
 	}

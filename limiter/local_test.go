@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/limiter"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/storetest"
 )
 
@@ -170,7 +171,10 @@ func localOps(t *testing.T, p algo.Params, ops []byte) {
 		switch op % 8 {
 		case 0, 1, 2: // AllowN of a small cost, sometimes beyond the capacity or negative
 			n := arg%7 - 1
-			want := ref.Take(&st, now, n).Allowed
+			want := false // a negative cost is refused and touches nothing
+			if n >= 0 {
+				want = ref.Take(&st, now, n).Allowed
+			}
 			if got := loc.AllowN(n); got != want {
 				t.Fatalf("op %d at %v: AllowN(%d) = %v, algo %v", i/2, clock.Now().Sub(storetest.Epoch), n, got, want)
 			}
@@ -223,5 +227,63 @@ func FuzzLocalMatchesAlgo(f *testing.F) {
 	f.Add(byte(0), []byte{0, 1, 0, 1, 4, 9, 0, 6, 3, 2, 5, 1, 0, 1})
 	f.Fuzz(func(t *testing.T, which byte, ops []byte) {
 		localOps(t, localParams[int(which)%len(localParams)], ops)
+	})
+}
+
+// TestLocalNegative: a negative cost is refused by every verb and takes
+// nothing, as Limiter refuses it.
+func TestLocalNegative(t *testing.T) {
+	for _, k := range []algo.Kind{algo.TokenBucket, algo.FixedWindow, algo.SlidingLog} {
+		t.Run(k.String(), func(t *testing.T) {
+			clock := storetest.NewClock(storetest.Epoch)
+			l, err := limiter.NewLocal(algo.Params{Algorithm: k, Limit: 2, Period: time.Second}, limiter.WithLocalClock(clock.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !l.Allow() {
+				t.Fatal("Allow on a fresh limiter: false")
+			}
+			before := l.Peek(0)
+			if l.AllowN(-1) {
+				t.Error("AllowN(-1) = true, want false")
+			}
+			if d := l.Take(-1); d.Allowed || d.RetryAfter != algo.Never {
+				t.Errorf("Take(-1) = %+v, want refused, RetryAfter Never", d)
+			}
+			if d := l.Peek(-1); d.Allowed || d.RetryAfter != algo.Never || d.Remaining != before.Remaining {
+				t.Errorf("Peek(-1) = %+v, want refused, RetryAfter Never, Remaining %d", d, before.Remaining)
+			}
+			if err := l.Wait(t.Context(), -1); !errors.Is(err, store.ErrBadRequest) {
+				t.Errorf("Wait(-1) = %v, want ErrBadRequest", err)
+			}
+			if after := l.Peek(0); after != before {
+				t.Errorf("after the negative calls Peek(0) = %+v, want %+v: something was taken or given", after, before)
+			}
+		})
+	}
+}
+
+// TestLocalWaitShaperDeadline is TestWaitShaperDeadline for Local.
+func TestLocalWaitShaperDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := limiter.NewLocal(algo.Params{Algorithm: algo.Shaper, Limit: 5, Period: time.Second, Burst: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			if !l.Allow() {
+				t.Fatalf("Allow %d = false", i)
+			}
+		}
+		short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		before := time.Now()
+		var re *limiter.RetryError
+		if err := l.Wait(short, 1); !errors.As(err, &re) || re.After != 200*time.Millisecond {
+			t.Errorf("Wait with 300ms left for 200ms + a 600ms queue: %v, want RetryError{200ms}", err)
+		}
+		if got := time.Since(before); got != 0 {
+			t.Errorf("the refused Wait slept %v, want 0", got)
+		}
 	})
 }

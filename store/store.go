@@ -108,14 +108,26 @@ func Check(reqs []Request, out []algo.Decision) error {
 	return nil
 }
 
-// Unwind applies the after-refusal rule of Take to d: Remaining is reported
-// with nothing charged.
+// Unwind applies the after-refusal rule of Take to d, the decision of a
+// request of cost that would have passed alone (a refused decision is
+// returned as is): Remaining is reported with nothing charged and Delay is
+// zero. When cost > 0 and that puts Remaining back at Limit, nothing is
+// held and ResetAfter is zero, as algo.Decision has it for a key at full
+// capacity. Otherwise ResetAfter stays that of the charged state, an upper
+// bound of the uncharged one: exact for FixedWindow, whose reset is the
+// window's end either way; for the others a decision alone does not tell
+// how much of it the cost accounts for. (For the Smooth algorithms, whose
+// Remaining counts unit requests that pass without waiting, Remaining =
+// Limit does not mean that the stored permits are full.)
 func Unwind(d algo.Decision, cost int64) algo.Decision {
-	if d.Allowed {
+	if d.Allowed && cost > 0 {
 		d.Remaining += cost
-		if d.Remaining > d.Limit {
+		if d.Remaining >= d.Limit {
 			d.Remaining = d.Limit
+			d.ResetAfter = 0
 		}
+	}
+	if d.Allowed {
 		d.Delay = 0
 	}
 	return d
