@@ -18,6 +18,32 @@
 //   - NewLocal gives one in-process limiter with no key at all, the
 //     replacement for a single x/time/rate or uber-go/ratelimit limiter.
 //
+// # Coming from golang.org/x/time/rate
+//
+// A rate.Limiter is a Local with a TokenBucket: r per second with burst b
+// is NewLocal(algo.Params{Algorithm: algo.TokenBucket, Limit: n, Period: p,
+// Burst: b}) with n per p equal to r. Burst 0 means Limit here, not "admit
+// nothing". The methods map as follows (l a *Local, r a reservation):
+//
+//	x/time/rate                Floodgate
+//	rate.Every(d)              Limit: 1, Period: d
+//	rate.Limit(100)            Limit: 100, Period: time.Second
+//	rate.Inf                   no limiter, or a policy rule's unlimited: true
+//	Allow()                    l.Allow()
+//	AllowN(t, n)               l.AllowN(n), or l.Take(n) for the Decision;
+//	                           the time is the clock's (WithLocalClock)
+//	Reserve(), ReserveN(t, n)  l.Reserve(n): refused, not in debt, when the
+//	                           units are not there (OK false, Delay the
+//	                           RetryAfter); an OK Delay comes from Shaper,
+//	                           SmoothBursty and SmoothWarmup only
+//	r.OK(), r.Delay()          r.OK(), r.Delay(), r.Decision()
+//	r.Cancel()                 r.Cancel()
+//	Wait(ctx), WaitN(ctx, n)   l.Wait(ctx, n)
+//	SetLimit, SetBurst         l.SetParams(p): the tokens carry over
+//	Tokens()                   l.Peek(0).Remaining: whole units, never < 0
+//	Limit(), Burst()           l.Limit().Params() (Limit per Period),
+//	                           l.Limit().Capacity()
+//
 // # Guarantees
 //
 // Decisions are the algo package's, made atomically by the store, so a

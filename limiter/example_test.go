@@ -135,3 +135,42 @@ func ExampleNewLocal() {
 	fmt.Println(l.Take(1).RetryAfter)
 	// Output: true true true false 10ms
 }
+
+// The limit changes while the limiter runs, as with x/time/rate's SetLimit
+// and SetBurst: the tokens left carry over, clamped to the new burst.
+func ExampleLocal_SetParams() {
+	l, _ := limiter.NewLocal(algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second},
+		limiter.WithLocalClock(fixedClock))
+	l.AllowN(4)
+	fmt.Println("tokens:", l.Peek(0).Remaining)
+	if err := l.SetParams(algo.Params{Algorithm: algo.TokenBucket, Limit: 2, Period: time.Second, Burst: 3}); err != nil {
+		panic(err)
+	}
+	fmt.Println("after a lower burst:", l.Peek(0).Remaining, l.Limit())
+	l.AllowN(3)
+	fmt.Println("next token in:", l.Peek(1).RetryAfter)
+	// Output:
+	// tokens: 6
+	// after a lower burst: 3 token_bucket 2/1s capacity 3
+	// next token in: 500ms
+}
+
+// A reservation gives its units back with Cancel when the work does not
+// happen. A shaper's reservation also says how long to wait before using
+// them, as x/time/rate's Reservation.Delay.
+func ExampleLocal_Reserve() {
+	l, _ := limiter.NewLocal(algo.Params{Algorithm: algo.Shaper, Limit: 10, Period: time.Second, Burst: 5},
+		limiter.WithLocalClock(fixedClock))
+	a := l.Reserve(2)
+	b := l.Reserve(3)
+	fmt.Println("a:", a.OK(), a.Delay(), "b:", b.OK(), b.Delay())
+	b.Cancel() // the upload b was for failed validation
+	c := l.Reserve(1)
+	fmt.Println("c:", c.OK(), c.Delay())
+	big := l.Reserve(7) // more than the capacity, Burst+1
+	fmt.Println("7 at once:", big.OK(), big.Delay() == algo.Never)
+	// Output:
+	// a: true 0s b: true 200ms
+	// c: true 200ms
+	// 7 at once: false true
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -27,8 +28,9 @@ func WithLocalClock(clock func() time.Time) LocalOption {
 
 // Local is one in-process limiter with no key: one algorithm state under a
 // mutex, for code that needs a single limiter object as with
-// golang.org/x/time/rate. It is safe for concurrent use and exact: a budget
-// of K admits exactly K across all goroutines.
+// golang.org/x/time/rate (the package doc maps its methods). It is safe for
+// concurrent use and exact: a budget of K admits exactly K across all
+// goroutines. SetParams changes its limit while it runs.
 type Local struct {
 	mu    sync.Mutex
 	st    algo.State
@@ -36,8 +38,13 @@ type Local struct {
 	clock clock
 	// bucket is set for TokenBucket and GCRA, whose Allow and AllowN skip
 	// the divisions that only the full Decision needs; see allowBucket.
+	// SetParams rewrites these fields with limit, under mu.
 	bucket                   bool
 	per, rate, cap, capLevel int64
+	// gen counts the times the state was dropped (Reset, SetParams to
+	// another algorithm), so that a reservation gives its units back only
+	// to the state it took them from.
+	gen uint64
 }
 
 // NewLocal returns a limiter applying p. Options and their defaults:
@@ -48,31 +55,157 @@ type Local struct {
 // error for algo.Concurrency, whose leases need a key and an ID: use New
 // with a memory store and Acquire.
 func NewLocal(p algo.Params, opts ...LocalOption) (*Local, error) {
-	l, err := algo.Compile(p)
+	lim, err := compileLocal(p, "NewLocal")
 	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
-	if l.Algorithm() == algo.Concurrency {
-		return nil, fmt.Errorf("limiter: NewLocal: %w: use New with a memory store and Acquire for leases", ErrNotConcurrency)
+		return nil, err
 	}
 	var c localConfig
 	for _, o := range opts {
 		o(&c)
 	}
-	loc := &Local{limit: l, clock: newClock(c.clock)}
-	if k := l.Algorithm(); k == algo.TokenBucket || k == algo.GCRA {
-		p := l.Params()
-		loc.bucket = true
-		loc.per = int64(p.Period / time.Microsecond)
-		loc.rate = p.Limit
-		loc.cap = l.Capacity()
-		loc.capLevel = loc.cap * loc.per
-	}
-	return loc, nil
+	l := &Local{clock: newClock(c.clock)}
+	l.install(lim)
+	return l, nil
 }
 
-// Limit returns the compiled limit.
-func (l *Local) Limit() *algo.Limit { return l.limit }
+func compileLocal(p algo.Params, where string) (*algo.Limit, error) {
+	lim, err := algo.Compile(p)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	if lim.Algorithm() == algo.Concurrency {
+		return nil, fmt.Errorf("limiter: %s: %w: use New with a memory store and Acquire for leases", where, ErrNotConcurrency)
+	}
+	return lim, nil
+}
+
+// install makes lim the limit, with the fields of allowBucket. l.mu is
+// held, or l is not shared yet.
+func (l *Local) install(lim *algo.Limit) {
+	l.limit = lim
+	l.bucket = isBucket(lim.Algorithm())
+	l.per, l.rate, l.cap, l.capLevel = 0, 0, 0, 0
+	if l.bucket {
+		p := lim.Params()
+		l.per = int64(p.Period / time.Microsecond)
+		l.rate = p.Limit
+		l.cap = lim.Capacity()
+		l.capLevel = l.cap * l.per
+	}
+}
+
+// isBucket reports whether k keeps a token bucket's level: TokenBucket and
+// GCRA share their state and decide alike.
+func isBucket(k algo.Kind) bool { return k == algo.TokenBucket || k == algo.GCRA }
+
+// Limit returns the compiled limit: the one of NewLocal, or of the latest
+// SetParams.
+func (l *Local) Limit() *algo.Limit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limit
+}
+
+// SetParams compiles p and makes it the limit, atomically with respect to
+// every other method: a decision is made wholly under the old limit or
+// wholly under the new one. It returns the errors of NewLocal, and then
+// changes nothing. It is the counterpart of x/time/rate's SetLimit and
+// SetBurst, and like them keeps what the limiter has used where the state
+// means the same under p:
+//
+//   - TokenBucket and GCRA (to either): the state is first brought to now
+//     at the old rate, then the level carries over in units (a change of
+//     Period rescales it, rounding down), clamped to the new capacity.
+//     InitialTokens applies to a fresh limiter only.
+//   - Shaper: the water in the bucket (the units queued) carries over in
+//     units, rounding up, clamped to the new capacity.
+//   - FixedWindow, SlidingWindow: with the same window (Period, Calendar,
+//     SubWindows) the counts carry over as they are; with another, the
+//     units the old limit counts now (for SlidingWindow its estimate,
+//     rounded up) are counted in the new window that holds now, at most
+//     the new Limit.
+//   - SlidingLog: the log carries over; the new Period decides which of
+//     its units still count.
+//   - SmoothBursty, SmoothWarmup: the stored permits (clamped to the new
+//     maximum) and the next free ticket carry over, as Guava's setRate
+//     keeps the ticket.
+//
+// Any other change of algorithm starts fresh, as NewLocal would, and the
+// reservations made before it then give nothing back on Cancel.
+func (l *Local) SetParams(p algo.Params) error {
+	lim, err := compileLocal(p, "SetParams")
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !carry(l.limit, lim, &l.st, l.clock.now()) {
+		l.st = algo.State{}
+		l.gen++
+	}
+	l.install(lim)
+	return nil
+}
+
+// carry rewrites s, a state of old at now, as a state of lim, and reports
+// whether it could; see SetParams for what carries over. The layouts it
+// reads are algo's (see each algorithm's file there).
+func carry(old, lim *algo.Limit, s *algo.State, now int64) bool {
+	from, to := old.Algorithm(), lim.Algorithm()
+	if from != to && !(isBucket(from) && isBucket(to)) {
+		return false
+	}
+	// Bring the state to now under the old limit: a bucket refills at the
+	// old rate, windows move on, expired units are forgotten.
+	d := old.Peek(s, now, 0)
+	op, np := old.Params(), lim.Params()
+	switch to {
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		if s.C == 0 {
+			return true // fresh: it starts as the new limit says
+		}
+		oldPer, per := int64(op.Period/time.Microsecond), int64(np.Period/time.Microsecond)
+		oldCap, capLevel := old.Capacity()*oldPer, lim.Capacity()*per
+		level := min(max(s.A, 0), oldCap)
+		if to == algo.Shaper {
+			// The level is the room left; what carries over is the water.
+			s.A = capLevel - min(rescale(oldCap-level, per, oldPer, true), capLevel)
+		} else {
+			s.A = min(rescale(level, per, oldPer, false), capLevel)
+		}
+	case algo.FixedWindow, algo.SlidingWindow:
+		if op.Period == np.Period && op.Calendar == np.Calendar && op.SubWindows == np.SubWindows {
+			return true
+		}
+		used := d.Limit - d.Remaining
+		*s = algo.State{}
+		if used > 0 {
+			lim.Take(s, now, min(used, np.Limit))
+		}
+	}
+	return true
+}
+
+// rescale converts a level of x unit·µs at oldPer µs per unit to per µs per
+// unit, x × per ÷ oldPer, rounded down or up, without overflow (a result
+// beyond 2^63 is returned as the largest int64; callers clamp it).
+func rescale(x, per, oldPer int64, up bool) int64 {
+	if per == oldPer {
+		return x
+	}
+	hi, lo := bits.Mul64(uint64(x), uint64(per))
+	if hi >= uint64(oldPer) {
+		return 1<<63 - 1
+	}
+	q, r := bits.Div64(hi, lo, uint64(oldPer))
+	if up && r != 0 {
+		q++
+	}
+	if q > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(q)
+}
 
 // Allow reports whether one unit may be taken now and, if so, takes it.
 func (l *Local) Allow() bool { return l.AllowN(1) }
@@ -160,11 +293,97 @@ func (l *Local) Peek(n int64) algo.Decision {
 	return d
 }
 
-// Reset forgets the state: the limiter is as new.
+// Reset forgets the state: the limiter is as new. Reservations made before
+// it give nothing back.
 func (l *Local) Reset() {
 	l.mu.Lock()
 	l.st = algo.State{}
+	l.gen++
 	l.mu.Unlock()
+}
+
+// take decides n (>= 0) units and returns the decision with what giving
+// them back needs: the instant of the decision, the limit it was made
+// under and the state's generation. The clock is read under the lock, so
+// that with a monotonic clock no decision has seen a later time and the
+// instant is the one algo stamped the units with.
+func (l *Local) take(n int64) (d algo.Decision, at int64, lim *algo.Limit, gen uint64) {
+	l.mu.Lock()
+	at = l.clock.now()
+	lim, gen = l.limit, l.gen
+	d = lim.Take(&l.st, at, n)
+	l.mu.Unlock()
+	return d, at, lim, gen
+}
+
+// giveBack refunds n units taken at the instant at, unless the state they
+// were taken from has been dropped since.
+func (l *Local) giveBack(n, at int64, gen uint64) {
+	l.mu.Lock()
+	if l.gen == gen {
+		l.limit.Refund(&l.st, l.clock.now(), at, n)
+	}
+	l.mu.Unlock()
+}
+
+// LocalReservation is the outcome of Local.Reserve: units taken that can be
+// given back with Cancel. It is safe for concurrent use.
+type LocalReservation struct {
+	l         *Local
+	cost, at  int64
+	gen       uint64
+	d         algo.Decision
+	cancelled atomic.Bool
+}
+
+// Reserve takes n units like Take and returns a reservation that can give
+// them back with Cancel, as Limiter.Reserve does for a key. Unlike
+// x/time/rate's Reserve it never goes into debt: a reservation the limit
+// cannot admit now is refused and holds nothing (OK is false, and Delay
+// says when to try again). A negative n is refused with Peek(n)'s
+// decision, as Take refuses it.
+func (l *Local) Reserve(n int64) *LocalReservation {
+	if n < 0 {
+		return &LocalReservation{d: l.Peek(n)}
+	}
+	d, at, _, gen := l.take(n)
+	return &LocalReservation{l: l, cost: n, at: at, gen: gen, d: d}
+}
+
+// OK reports whether the units were taken.
+func (r *LocalReservation) OK() bool { return r.d.Allowed }
+
+// Delay is how long after the decision to wait before acting on the
+// reservation, as for Limiter's Reservation. When OK it is the decision's
+// Delay: the time until the reserved units may be used, x/time/rate's
+// meaning, which only Shaper (its queue) and SmoothBursty and SmoothWarmup
+// (their pacing) report; the other algorithms admit for now or not at all,
+// so it is 0. When refused it is the decision's RetryAfter, when the same
+// reservation would be admitted if nobody else takes meanwhile, and
+// algo.Never when n exceeds the capacity.
+func (r *LocalReservation) Delay() time.Duration {
+	if r.d.Allowed {
+		return r.d.Delay
+	}
+	return r.d.RetryAfter
+}
+
+// Decision returns the decision the reservation was made with.
+func (r *LocalReservation) Decision() algo.Decision { return r.d }
+
+// Cancel gives the units back (algo.Limit.Refund), as far as the algorithm
+// can tell them apart: a bucket takes them back whenever Cancel comes, a
+// window only while the window they were counted in lasts, and the Smooth
+// algorithms move their ticket back by what the units are worth at the
+// stable rate. Under a limit changed by SetParams that kept the state, the
+// units go back to that state under the new limit. Cancel does nothing for
+// a refused reservation, after a first Cancel, or after Reset or a
+// SetParams that started fresh.
+func (r *LocalReservation) Cancel() {
+	if !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
+		return
+	}
+	r.l.giveBack(r.cost, r.at, r.gen)
 }
 
 // Wait blocks until n units are admitted, as Limiter.Wait: it returns a
@@ -179,15 +398,10 @@ func (l *Local) Wait(ctx context.Context, n int64) error {
 		return fmt.Errorf("limiter: %w: cost %d is negative", store.ErrBadRequest, n)
 	}
 	for {
-		now := l.clock.now()
-		l.mu.Lock()
-		d := l.limit.Take(&l.st, now, n)
-		l.mu.Unlock()
+		d, at, lim, gen := l.take(n)
 		if d.Allowed {
 			if err := sleep(ctx, d.Delay); err != nil {
-				l.mu.Lock()
-				l.limit.Refund(&l.st, l.clock.now(), now, n)
-				l.mu.Unlock()
+				l.giveBack(n, at, gen)
 				return err
 			}
 			return nil
@@ -195,7 +409,7 @@ func (l *Local) Wait(ctx context.Context, n int64) error {
 		if d.IsNever() {
 			return fmt.Errorf("limiter: %w: cost %d, capacity %d", ErrNever, n, d.Limit)
 		}
-		if err := sleepThen(ctx, d.RetryAfter, l.limit.AdmissionDelay(n)); err != nil {
+		if err := sleepThen(ctx, d.RetryAfter, lim.AdmissionDelay(n)); err != nil {
 			return err
 		}
 	}
