@@ -66,6 +66,9 @@ type Options struct {
 	Names Names
 }
 
+// ConcurrentRequests is the quota unit (qu) of a concurrency limit.
+const ConcurrentRequests = "concurrent-requests"
+
 // Policy is one limit as clients see it.
 type Policy struct {
 	// Name identifies the policy in the IETF fields (a rule name).
@@ -279,14 +282,19 @@ func Tightest(ps []Policy) Policy {
 }
 
 // RetryAfterOf returns the longest wait among the refusing policies: after
-// it every one of them admits again. ok is false when none refused or when
-// one can never admit the request (no Retry-After is better than a lie).
+// it every one of them admits again. ok is false when none refused, when
+// one can never admit the request (no Retry-After is better than a lie),
+// or when a concurrency limit refused: a slot frees when a request in
+// flight completes, which nobody can tell in advance, and the one bound
+// there is (the lease's time-to-live, a minute by default) would hold a
+// client that honours it far longer than needed, so the field is left out
+// as nginx's limit_conn does.
 func RetryAfterOf(ps []Policy) (wait time.Duration, ok bool) {
 	for _, p := range ps {
 		if p.Allowed {
 			continue
 		}
-		if p.RetryAfter == algo.Never {
+		if p.RetryAfter == algo.Never || p.QuotaUnit == ConcurrentRequests {
 			return 0, false
 		}
 		ok = true

@@ -185,7 +185,9 @@ func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all s
 	// Retry-After only when this status refused the request: not for a
 	// shadow rule's refusal, nor for a rate whose refusal borrowing
 	// answered (the request passed).
-	if w.set&RetryAfter != 0 && s.Code == policy.CodeOverLimit && !s.Shadow && !p.Allowed && p.RetryAfter != algo.Never {
+	// Nor for a concurrency limit (see RetryAfterOf).
+	if w.set&RetryAfter != 0 && s.Code == policy.CodeOverLimit && !s.Shadow && !p.Allowed && p.RetryAfter != algo.Never &&
+		s.QuotaUnit != ConcurrentRequests {
 		from := len(buf)
 		buf = strconv.AppendInt(buf, Seconds(p.RetryAfter), 10)
 		vs.add(fRetryAfter, from, len(buf))

@@ -434,6 +434,11 @@ descriptors:
 	if r.h.Get("RateLimit-Policy") != `"in-flight";q=2;qu="concurrent-requests"` {
 		t.Errorf("RateLimit-Policy %q", r.h.Get("RateLimit-Policy"))
 	}
+	// A slot frees when a request completes: no Retry-After (the lease's
+	// minute would be the only bound to give).
+	if ra := r.h.Get("Retry-After"); ra != "" {
+		t.Errorf("Retry-After %q on a concurrency refusal, want none", ra)
+	}
 	close(release)
 	wg.Wait()
 	if statuses[0] != 200 || statuses[1] != 200 {
