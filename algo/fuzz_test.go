@@ -201,7 +201,7 @@ func FuzzAdmittedBound(f *testing.F) {
 				p.InitialTokens = &init
 			}
 		case Concurrency:
-			p.LeaseTTL, p.Period = p.Period, 0
+			p.LeaseTTL, p.Period, p.Burst = p.Period, 0, 0
 		case SlidingLog, FixedWindow:
 			p.Burst = 0
 		}
@@ -314,7 +314,10 @@ func FuzzUnmarshalBinary(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 0, 0})
 	limits := make([]*Limit, 0, len(Kinds())+2)
 	for _, k := range Kinds() {
-		p := Params{Algorithm: k, Limit: 4, Period: time.Second, WarmupPeriod: time.Second, SubWindows: 1}
+		p := Params{Algorithm: k, Limit: 4, Period: time.Second}
+		if k == SmoothWarmup {
+			p.WarmupPeriod = time.Second
+		}
 		limits = append(limits, mustCompile(f, p))
 	}
 	limits = append(limits, mustCompile(f, Params{Algorithm: SlidingWindow, Limit: 4, Period: time.Second, SubWindows: 4}))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -173,7 +174,8 @@ type Limit struct {
 
 // Compile validates p, fills in defaults and precomputes what the
 // algorithms need. Every problem is an error wrapping ErrInvalid that names
-// the field; nothing panics.
+// the field, a parameter the algorithm does not use included (a Burst on a
+// window, SubWindows on a bucket); nothing panics.
 func Compile(p Params) (*Limit, error) {
 	bad := func(field, format string, args ...any) (*Limit, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
@@ -226,6 +228,35 @@ func Compile(p Params) (*Limit, error) {
 	}{{"cold_factor", p.ColdFactor}, {"max_burst_seconds", p.MaxBurstSeconds}} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return bad(f.name, "must be a finite number >= 0, got %v", f.v)
+		}
+	}
+	// A parameter set for an algorithm that ignores it is a mistake (a
+	// burst on a window, sub-windows on a bucket): say so rather than
+	// decide with a limit other than the one meant.
+	for _, f := range []struct {
+		name string
+		set  bool
+		for_ []Kind
+	}{
+		{"burst", p.Burst != 0, []Kind{TokenBucket, GCRA, Shaper}},
+		{"sub_windows", p.SubWindows != 0, []Kind{SlidingWindow}},
+		{"delay", p.Delay != 0, []Kind{Shaper}},
+		{"warmup_period", p.WarmupPeriod != 0, []Kind{SmoothWarmup}},
+		{"cold_factor", p.ColdFactor != 0, []Kind{SmoothWarmup}},
+		{"max_burst_seconds", p.MaxBurstSeconds != 0, []Kind{SmoothBursty}},
+		{"max_wait", p.MaxWait != 0, []Kind{SmoothBursty, SmoothWarmup}},
+		{"lease_ttl", p.LeaseTTL != 0, []Kind{Concurrency}},
+	} {
+		if f.set && !slices.Contains(f.for_, p.Algorithm) {
+			names := make([]string, len(f.for_))
+			for i, k := range f.for_ {
+				names[i] = k.String()
+			}
+			list := names[0]
+			if n := len(names); n > 1 {
+				list = strings.Join(names[:n-1], ", ") + " and " + names[n-1]
+			}
+			return bad(f.name, "applies to %s, not %s", list, p.Algorithm)
 		}
 	}
 	l := &Limit{p: p, periodUS: int64(p.Period / time.Microsecond), capacity: p.Limit}

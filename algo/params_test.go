@@ -174,3 +174,28 @@ func TestLimitString(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileRejectsParametersThatDoNotApply: a parameter the algorithm
+// ignores is an error naming it, not a limit other than the one meant.
+func TestCompileRejectsParametersThatDoNotApply(t *testing.T) {
+	sec := time.Second
+	for _, tc := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Algorithm: FixedWindow, Limit: 5, Period: sec, Burst: 10}, "burst: applies to token_bucket, gcra and shaper, not fixed_window"},
+		{Params{Algorithm: TokenBucket, Limit: 5, Period: sec, SubWindows: 4}, "sub_windows: applies to sliding_window, not token_bucket"},
+		{Params{Algorithm: GCRA, Limit: 5, Period: sec, Delay: 1}, "delay: applies to shaper, not gcra"},
+		{Params{Algorithm: SmoothBursty, Limit: 5, Period: sec, WarmupPeriod: sec}, "warmup_period: applies to smooth_warmup, not smooth_bursty"},
+		{Params{Algorithm: SmoothBursty, Limit: 5, Period: sec, ColdFactor: 3}, "cold_factor: applies to smooth_warmup, not smooth_bursty"},
+		{Params{Algorithm: SmoothWarmup, Limit: 5, Period: sec, WarmupPeriod: sec, MaxBurstSeconds: 2}, "max_burst_seconds: applies to smooth_bursty, not smooth_warmup"},
+		{Params{Algorithm: TokenBucket, Limit: 5, Period: sec, MaxWait: sec}, "max_wait: applies to smooth_bursty and smooth_warmup, not token_bucket"},
+		{Params{Algorithm: SlidingLog, Limit: 5, Period: sec, LeaseTTL: sec}, "lease_ttl: applies to concurrency, not sliding_log"},
+		{Params{Algorithm: Concurrency, Limit: 5, Burst: 2}, "burst: applies to token_bucket, gcra and shaper, not concurrency"},
+	} {
+		_, err := Compile(tc.p)
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Compile(%+v) = %v, want ErrInvalid with %q", tc.p, err, tc.want)
+		}
+	}
+}
