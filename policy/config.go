@@ -78,6 +78,13 @@ type Domain struct {
 	// Hierarchy is the domain's default for descriptors that do not set
 	// hierarchy themselves.
 	Hierarchy bool
+	// HashTag (hash_tag: true) makes the first entry of every key's
+	// descriptor path its Redis Cluster hash tag ("fg:d|{tenant=acme}|user=bob#…"):
+	// every limit under one first-level value lives in one slot, so a
+	// hierarchy below it is decided by one atomic script instead of a
+	// reservation per slot. Limits with no entry (the domain's rate_limit)
+	// hash on their own. Other stores ignore it.
+	HashTag bool
 	// Root is the domain-wide limit at the top of every hierarchy (the
 	// domain-level rate_limit), or nil.
 	Root *Rule
@@ -328,6 +335,9 @@ func (c *Config) Dump() string {
 		fmt.Fprintf(&b, "domain %s", d.Name)
 		if d.Hierarchy {
 			b.WriteString(" hierarchy")
+		}
+		if d.HashTag {
+			b.WriteString(" hash_tag")
 		}
 		if len(d.Priorities) > 0 {
 			fmt.Fprintf(&b, " priorities=%s default_priority=%s", strings.Join(d.Priorities, ","), d.DefaultPriority)

@@ -619,19 +619,24 @@ func (p *plan) add(it item) int {
 // detachKeys before the plan goes back to the pool.
 func (e *Engine) appendKey(p *plan, l *Rule, entries []Entry, fp string) string {
 	if !e.aliasKeys {
-		p.buf = e.appendBaseKey(p.buf[:0], p.dom.Name, l, entries, fp)
+		p.buf = e.appendBaseKey(p.buf[:0], p.dom.Name, p.dom.HashTag, l, entries, fp)
 		return string(p.buf)
 	}
 	start := len(p.buf)
-	p.buf = e.appendBaseKey(p.buf, p.dom.Name, l, entries, fp)
+	p.buf = e.appendBaseKey(p.buf, p.dom.Name, p.dom.HashTag, l, entries, fp)
 	return unsafe.String(&p.buf[start], len(p.buf)-start)
 }
 
-func (e *Engine) baseKey(domain string, l *Rule, entries []Entry, fp string) string {
-	return string(e.appendBaseKey(nil, domain, l, entries, fp))
+func (e *Engine) baseKey(domain string, tag bool, l *Rule, entries []Entry, fp string) string {
+	return string(e.appendBaseKey(nil, domain, tag, l, entries, fp))
 }
 
-func (e *Engine) appendBaseKey(b []byte, domain string, l *Rule, entries []Entry, fp string) []byte {
+// appendBaseKey appends the store key of rule l for entries: the prefix,
+// the domain, each entry of l's descriptor path as |key=value, '#' and the
+// limit's fingerprint fp. With tag (Domain.HashTag) the first entry is
+// written in braces, the key's Redis Cluster hash tag; escaping keeps
+// braces out of keys otherwise.
+func (e *Engine) appendBaseKey(b []byte, domain string, tag bool, l *Rule, entries []Entry, fp string) []byte {
 	depth := 0
 	if l.Node != nil {
 		depth = l.Node.depth
@@ -654,12 +659,18 @@ func (e *Engine) appendBaseKey(b []byte, domain string, l *Rule, entries []Entry
 	b = appendEscaped(b, domain)
 	for i := 0; i < depth && i < len(entries); i++ {
 		b = append(b, '|')
+		if tag && i == 0 {
+			b = append(b, '{')
+		}
 		b = appendEscaped(b, entries[i].Key)
 		b = append(b, '=')
 		if len(path) > i && path[i].ShareThreshold {
 			b = appendEscaped(b, path[i].Value)
 		} else {
 			b = appendEscaped(b, entries[i].Value)
+		}
+		if tag && i == 0 {
+			b = append(b, '}')
 		}
 	}
 	b = append(b, '#')

@@ -453,12 +453,12 @@ func TestKeysAreEscaped(t *testing.T) {
 	cfg := mustParse(t, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	e := newMemEngine(t, cfg, frozen(scenarioT0))
 	r := cfg.Domain("d").Rules()[0]
-	k1 := e.baseKey("d", r, ent("a", "x|a=y"), "fp")
-	k2 := e.baseKey("d", r, ent("a", "x"), "fp")
+	k1 := e.baseKey("d", false, r, ent("a", "x|a=y"), "fp")
+	k2 := e.baseKey("d", false, r, ent("a", "x"), "fp")
 	if k1 == k2 || strings.ContainsAny(strings.TrimPrefix(k1, "fg:"), "{} ") || strings.Count(k1, "|") != 1 {
 		t.Fatalf("keys %q and %q: separators not escaped", k1, k2)
 	}
-	if got := e.baseKey("d", r, ent("a", "{slot} x"), "fp"); got != "fg:d|a=%7Bslot%7D%20x#fp" {
+	if got := e.baseKey("d", false, r, ent("a", "{slot} x"), "fp"); got != "fg:d|a=%7Bslot%7D%20x#fp" {
 		t.Fatalf("escaped key %q", got)
 	}
 }

@@ -147,7 +147,7 @@ func unwrapPath(err error) error {
 
 // The fields each mapping accepts. Envoy's come first.
 var (
-	rootFields = []string{"domain", "descriptors", "rate_limit", "hierarchy", "priorities", "default_priority"}
+	rootFields = []string{"domain", "descriptors", "rate_limit", "hierarchy", "priorities", "default_priority", "hash_tag"}
 	descFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
 		"value_to_metric", "share_threshold", "hierarchy"}
 	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
@@ -587,6 +587,9 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 	}
 	if f, ok := fs["hierarchy"]; ok {
 		d.Hierarchy, _ = l.boolean(f, "hierarchy")
+	}
+	if f, ok := fs["hash_tag"]; ok {
+		d.HashTag, _ = l.boolean(f, "hash_tag")
 	}
 	if f, ok := fs["priorities"]; ok {
 		l.priorities(d, f)
