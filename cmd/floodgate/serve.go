@@ -55,9 +55,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
 	fs.Int64Var(&f.leaseSlice, "lease-slice", 0, "remote stores: take this many units of a key at a time and admit from them in process (0: off; see store/lease for the bounded error)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a leased slice is used before its unused units go back to the store")
-	fs.DurationVar(&f.storeTimeout, "store-timeout", resilient.DefaultTimeout, "deadline of each remote store call before --on-store-error applies")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", resilient.DefaultTimeout, "deadline of each remote store call before --on-store-error applies, at least 1ms")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long requests in flight may finish after SIGTERM/SIGINT")
-	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload); 0 disables")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload), at least 100ms; 0 disables")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
@@ -127,6 +127,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// Lower bounds of serve's durations.
+const (
+	// minStoreTimeout: below it every remote store call times out, the
+	// breaker opens and the failure policy answers everything (with the
+	// default open policy, rate limiting is silently off).
+	minStoreTimeout = time.Millisecond
+	// minReloadInterval: below it the watcher rereads and hashes the
+	// configuration in a loop that keeps a core busy.
+	minReloadInterval = 100 * time.Millisecond
+)
+
 // check returns every numeric flag out of range, each as "--flag value:
 // what it must be", one a line.
 func (f *serveFlags) check() error {
@@ -139,9 +150,10 @@ func (f *serveFlags) check() error {
 	bad(f.instances < 1, "--instances", f.instances, "must be >= 1")
 	bad(f.leaseSlice < 0 || f.leaseSlice == 1, "--lease-slice", f.leaseSlice, "must be 0 (off) or at least 2")
 	bad(f.leaseTTL <= 0, "--lease-ttl", f.leaseTTL, "must be > 0")
-	bad(f.storeTimeout <= 0, "--store-timeout", f.storeTimeout, "must be > 0")
+	bad(f.storeTimeout < minStoreTimeout, "--store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
 	bad(f.drainTimeout <= 0, "--drain-timeout", f.drainTimeout, "must be > 0")
-	bad(f.reloadInterval < 0, "--reload-interval", f.reloadInterval, "must be >= 0 (0 disables reloading)")
+	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "--reload-interval", f.reloadInterval,
+		"must be 0 (no reloading) or at least "+minReloadInterval.String())
 	return errors.Join(errs...)
 }
 

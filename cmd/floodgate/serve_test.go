@@ -30,11 +30,15 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--instances", "0"}, nil, 1, "floodgate serve: --instances 0: must be >= 1\n"},
 		{[]string{"serve", "--lease-slice", "1"}, nil, 1, "floodgate serve: --lease-slice 1: must be 0 (off) or at least 2\n"},
 		{[]string{"serve", "--lease-ttl", "0s"}, nil, 1, "floodgate serve: --lease-ttl 0s: must be > 0\n"},
-		{[]string{"serve", "--store-timeout", "-1s"}, nil, 1, "floodgate serve: --store-timeout -1s: must be > 0\n"},
+		{[]string{"serve", "--store-timeout", "-1s"}, nil, 1, "floodgate serve: --store-timeout -1s: must be at least 1ms\n"},
+		{[]string{"serve", "--store", "redis://127.0.0.1:1", "--store-timeout", "1ns"}, nil, 1, "floodgate serve: --store-timeout 1ns: must be at least 1ms\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "999us"}, 1, "floodgate serve: --store-timeout 999µs: must be at least 1ms\n"},
 		{[]string{"serve", "--drain-timeout", "0s"}, nil, 1, "floodgate serve: --drain-timeout 0s: must be > 0\n"},
-		{[]string{"serve", "--reload-interval", "-5s"}, nil, 1, "floodgate serve: --reload-interval -5s: must be >= 0 (0 disables reloading)\n"},
+		{[]string{"serve", "--reload-interval", "-5s"}, nil, 1, "floodgate serve: --reload-interval -5s: must be 0 (no reloading) or at least 100ms\n"},
+		{[]string{"serve", "--reload-interval", "1ns"}, nil, 1, "floodgate serve: --reload-interval 1ns: must be 0 (no reloading) or at least 100ms\n"},
+		{[]string{"serve", "--reload-interval", "99ms"}, nil, 1, "floodgate serve: --reload-interval 99ms: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--store-timeout", "-1s", "--drain-timeout", "-2s", "--instances", "-1"}, nil, 1,
-			"floodgate serve: --instances -1: must be >= 1\n--store-timeout -1s: must be > 0\n--drain-timeout -2s: must be > 0\n"},
+			"floodgate serve: --instances -1: must be >= 1\n--store-timeout -1s: must be at least 1ms\n--drain-timeout -2s: must be > 0\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-3s"}, 1, "floodgate serve: --drain-timeout -3s: must be > 0\n"},
 		{[]string{"serve", "--lease-slice", "10"}, nil, 1, "--lease-slice 10: leases are for remote stores; --store memory:// decides in process already"},
 		{[]string{"serve", "--config", "/no/such/config.yaml"}, nil, 1, "/no/such/config.yaml"},
@@ -194,7 +198,7 @@ func TestServeWarnsFailedReload(t *testing.T) {
 	if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "20ms")
+	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "100ms")
 	defer stop()
 	// The watcher's baseline is the content when it starts, which may be
 	// after a first write: each attempt writes a different invalid file.
