@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -93,7 +94,7 @@ func jsonContentType(ct string) bool {
 }
 
 // readBody checks the method and content type and reads a bounded,
-// UTF-8 body.
+// UTF-8 body, within the body timeout (408 after it).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -102,11 +103,22 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
 		return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: the body must be JSON (application/json)", ct)}
 	}
+	// The connection's read deadline bounds the body. net/http lifts it
+	// when the body's end is read (its background read for the client
+	// going away starts then), so a decision held longer ("wait": true)
+	// is not cancelled by it. After a failed read it stays: the server
+	// then gives up on the rest of the body without waiting for it.
+	// Writers without deadlines (httptest.ResponseRecorder) read unbounded.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over the %d-byte limit", s.maxBody)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			return nil, &httpError{http.StatusRequestTimeout, fmt.Sprintf("request body not received within %v", s.bodyTimeout)}
 		}
 		return nil, &httpError{http.StatusBadRequest, "reading the body: " + err.Error()}
 	}

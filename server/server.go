@@ -29,6 +29,11 @@ import (
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultDrainTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds how long the HTTP API and the admin API
+	// wait for a request body once its headers are in. Only ReadHeaderTimeout
+	// bounds the rest of the HTTP server: a server-wide ReadTimeout would cut
+	// off long uploads that gateway mode streams to the upstream.
+	DefaultBodyTimeout = 10 * time.Second
 	// RLSServiceName is the gRPC service name of the Envoy rate limit
 	// service, also reported by the health service.
 	RLSServiceName = "envoy.service.ratelimit.v3.RateLimitService"
@@ -72,6 +77,14 @@ func WithGateway(h http.Handler) Option { return func(s *Server) { s.gateway = h
 // DefaultDrainTimeout, 10 s); connections still open after it are closed.
 func WithDrainTimeout(d time.Duration) Option { return func(s *Server) { s.drain = d } }
 
+// WithBodyTimeout bounds how long a handler that reads a small JSON body
+// (POST /json, /v1/*, the admin API's) waits for all of it, from when the
+// handler starts (default DefaultBodyTimeout, 10 s). A body that has not
+// arrived by then is answered 408 and its connection closed, so that slow
+// clients cannot hold connections open. The time the decision takes is not
+// counted.
+func WithBodyTimeout(d time.Duration) Option { return func(s *Server) { s.bodyTimeout = d } }
+
 // WithPinger sets how readiness checks the store (default: the store's own
 // Ping(ctx) error method if it has one, else a Peek of a probe key).
 func WithPinger(ping func(ctx context.Context) error) Option {
@@ -96,6 +109,7 @@ type Server struct {
 	headerWriter *headers.Writer
 	gateway      http.Handler
 	drain        time.Duration
+	bodyTimeout  time.Duration
 	ping         func(ctx context.Context) error
 
 	rules    atomic.Pointer[ruleCache]
@@ -121,12 +135,13 @@ type Server struct {
 //   - WithHeaders(headers.Options{}): every header field, default names
 //   - WithGateway(nil)
 //   - WithDrainTimeout(10s)
+//   - WithBodyTimeout(10s)
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
 	if engine == nil || st == nil {
 		return nil, errors.New("server: New needs an engine and a store")
 	}
-	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout}
+	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -144,6 +159,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	if s.drain <= 0 {
 		return nil, fmt.Errorf("server: drain timeout must be > 0, got %v", s.drain)
+	}
+	if s.bodyTimeout <= 0 {
+		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
 	}
 	s.limits = s.limits.withDefaults()
 	if s.ping == nil {
