@@ -142,10 +142,10 @@ func checkDecision(t *testing.T, l *Limit, d Decision, now, cost int64) {
 		t.Fatalf("%v at %d cost %d: admitted with RetryAfter %v", l, now, cost, d.RetryAfter)
 	case !d.Allowed && d.RetryAfter <= 0:
 		t.Fatalf("%v at %d cost %d: refused with RetryAfter %v", l, now, cost, d.RetryAfter)
-	case d.IsNever() && (smooth || cost <= l.Capacity()):
-		t.Fatalf("%v at %d cost %d: Never for a cost within the capacity %d", l, now, cost, l.Capacity())
-	case !d.Allowed && !smooth && cost > l.Capacity() && !d.IsNever():
-		t.Fatalf("%v at %d cost %d: refused a cost above the capacity without Never", l, now, cost)
+	case d.IsNever() && cost <= l.MaxCost():
+		t.Fatalf("%v at %d cost %d: Never for a cost within MaxCost %d", l, now, cost, l.MaxCost())
+	case cost > l.MaxCost() && (d.Allowed || !d.IsNever()):
+		t.Fatalf("%v at %d cost %d: a cost above MaxCost %d not refused as Never: %+v", l, now, cost, l.MaxCost(), d)
 	case d.ResetAfter < 0 || d.Delay < 0:
 		t.Fatalf("%v at %d cost %d: negative duration in %+v", l, now, cost, d)
 	case d.Delay != 0 && !smooth && l.p.Algorithm != Shaper:

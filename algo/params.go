@@ -344,6 +344,23 @@ func (l *Limit) Algorithm() Kind { return l.p.Algorithm }
 // plus one for SmoothBursty, 1 for SmoothWarmup.
 func (l *Limit) Capacity() int64 { return l.capacity }
 
+// MaxCost is the largest cost one request may carry: a larger one can
+// never pass (RetryAfter Never). It is the Capacity (a window's Limit),
+// except for the Smooth algorithms, which admit a request bigger than their
+// burst and make the next ones wait what it is worth (Guava's acquire(n)):
+// for them, the stored permits plus what the longer of Period and MaxWait
+// is worth at the stable rate, so that no single request can hold a key
+// for longer than that.
+func (l *Limit) MaxCost() int64 {
+	switch l.p.Algorithm {
+	case SmoothBursty, SmoothWarmup:
+		return l.smooth.maxCost
+	case Concurrency, FixedWindow, SlidingLog, SlidingWindow:
+		return l.p.Limit
+	}
+	return l.capacity
+}
+
 // Window is the policy window reported to clients (the IETF header's w):
 // Period, or for calendar windows the length of the current window at now.
 func (l *Limit) Window(now int64) time.Duration {

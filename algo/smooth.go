@@ -19,6 +19,22 @@ type smoothParams struct {
 	stable, coolDown      float64 // µs per permit
 	maxPermits, threshold float64
 	slope                 float64 // µs per permit², warm-up only
+	// maxCost bounds one request's cost (see Limit.MaxCost).
+	maxCost int64
+}
+
+// setMaxCost sets the largest cost a request may carry: the stored permits
+// plus what the longer of one Period and MaxWait is worth at the stable
+// rate. Guava admits any acquire(n) and lets the following requests pay for
+// it; bounded so, one request cannot hold a shared key for longer than
+// that (a cost of 2^63 would hold it for centuries).
+func (sp *smoothParams) setMaxCost(p Params, maxWaitUS int64) {
+	horizon := math.Max(float64(p.Limit), float64(maxWaitUS)/sp.stable)
+	c := math.Floor(sp.maxPermits) + math.Floor(horizon)
+	if !(c < float64(maxExact)) {
+		c = float64(maxExact)
+	}
+	sp.maxCost = int64(c)
 }
 
 func (l *Limit) compileSmooth() error {
@@ -41,6 +57,7 @@ func (l *Limit) compileSmooth() error {
 		sp.maxPermits = l.p.MaxBurstSeconds * 1e6 / sp.stable
 		sp.coolDown = sp.stable
 		l.capacity = int64(sp.maxPermits) + 1
+		sp.setMaxCost(l.p, l.maxWait)
 		return nil
 	}
 	if p.WarmupPeriod <= 0 {
@@ -64,6 +81,7 @@ func (l *Limit) compileSmooth() error {
 		return fmt.Errorf("%w: cold_factor: %v is too large for warmup_period %v at this rate", ErrInvalid, l.p.ColdFactor, p.WarmupPeriod)
 	}
 	l.capacity = 1
+	sp.setMaxCost(l.p, l.maxWait)
 	return nil
 }
 
@@ -117,6 +135,17 @@ func (l *Limit) smoothTake(s *State, now, cost int64, commit bool) Decision {
 	now = monotonic(&s.C, now)
 	stored := l.smoothResync(s, now)
 	d := Decision{Limit: l.capacity}
+	if cost > l.MaxCost() {
+		// Guava would admit it and let the following requests pay for
+		// it: one request could then hold a shared key for as long as
+		// its cost is worth (years, for a huge one). Beyond MaxCost it
+		// can never pass instead, as a bucket's request for more than
+		// its capacity.
+		d.RetryAfter = Never
+		d.Remaining = l.smoothFree(s, stored, now)
+		d.ResetAfter = l.smoothReset(s, stored, now)
+		return d
+	}
 	wait := s.B - now
 	if wait > l.maxWait {
 		d.RetryAfter = micros(wait - l.maxWait)
@@ -141,18 +170,24 @@ func (l *Limit) smoothTake(s *State, now, cost int64, commit bool) Decision {
 		s.B = next
 		s.A = int64(math.Float64bits(stored))
 	}
-	// Remaining counts the unit requests that would pass now without
-	// waiting: SmoothBursty's stored permits are free, SmoothWarmup's
-	// are not (they are what make a cold limiter slow), and one more
-	// passes if the ticket is still free.
-	if l.p.Algorithm == SmoothBursty {
-		d.Remaining = int64(stored)
-	}
-	if next <= now {
-		d.Remaining++
-	}
+	d.Remaining = l.smoothFree(&State{B: next}, stored, now)
 	d.ResetAfter = l.smoothReset(&State{B: next}, stored, now)
 	return d
+}
+
+// smoothFree counts the unit requests that would pass at now without
+// waiting, with stored permits and the next free ticket s.B: SmoothBursty's
+// stored permits are free, SmoothWarmup's are not (they are what make a
+// cold limiter slow), and one more passes if the ticket is free.
+func (l *Limit) smoothFree(s *State, stored float64, now int64) int64 {
+	var n int64
+	if l.p.Algorithm == SmoothBursty {
+		n = int64(stored)
+	}
+	if s.B <= now {
+		n++
+	}
+	return n
 }
 
 func (l *Limit) smoothReset(s *State, stored float64, now int64) time.Duration {

@@ -2,6 +2,7 @@ package algo
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -244,12 +245,14 @@ func TestSmoothBurstySteps(t *testing.T) {
 		// storage and the next is free.
 		{at: "t3", cost: 5, allowed: true, remaining: 1},
 		{at: "t3", cost: 1, allowed: true, remaining: 0},
-		// Any size is admitted while the ticket is free; it is paid for by
-		// whoever comes next: 20 units take 4s.
-		{at: "t4", cost: 20, allowed: true, remaining: 0},
-		{at: "t4", cost: 1, allowed: false, remaining: 0, retry: 4 * time.Second},
+		// Up to MaxCost (5 stored + a period's 5) is admitted while the
+		// ticket is free, paid for by whoever comes next: 10 units take
+		// 2s. More can never pass (Guava would admit any size).
+		{at: "t4", cost: 11, allowed: false, remaining: 1, retry: Never},
+		{at: "t4", cost: 10, allowed: true, remaining: 0},
+		{at: "t4", cost: 1, allowed: false, remaining: 0, retry: 2 * time.Second},
 		// A clock that steps back is read as the latest time seen.
-		{at: "t2", cost: 1, allowed: false, remaining: 0, retry: 4 * time.Second},
+		{at: "t2", cost: 1, allowed: false, remaining: 0, retry: 2 * time.Second},
 	})
 }
 
@@ -320,22 +323,47 @@ func randomSmooth(r *rand.Rand) Params {
 	return p
 }
 
-// A huge cost saturates the ticket at the end of time, as Guava's
-// saturated add does, instead of wrapping it into the past.
+// A request can never cost more than MaxCost: the stored permits plus
+// what the longer of Period and MaxWait is worth. Guava would admit a huge
+// acquire(n) and make every later request pay for it, so one request could
+// hold a shared key for centuries; here it is refused as Never and leaves
+// the key as it was. A request of MaxCost is admitted, and the next one
+// passes again within the longer of Period and MaxWait plus what the
+// stored permits are worth.
 func TestSmoothHugeCost(t *testing.T) {
 	for _, p := range []Params{
 		{Algorithm: SmoothBursty, Limit: 1, Period: time.Hour},
+		{Algorithm: SmoothBursty, Limit: 10, Period: time.Second, MaxBurstSeconds: 2},
+		{Algorithm: SmoothBursty, Limit: 1, Period: time.Second, MaxWait: time.Minute},
 		{Algorithm: SmoothWarmup, Limit: 1, Period: time.Hour, WarmupPeriod: time.Hour},
+		{Algorithm: SmoothWarmup, Limit: 10, Period: time.Second, WarmupPeriod: 5 * time.Second},
 	} {
 		l := mustCompile(t, p)
+		horizon := max(p.Period, p.MaxWait)
 		var s State
-		if d := l.Take(&s, base, 1<<62); !d.Allowed {
-			t.Fatalf("%v: the first request of any size is admitted, got %+v", l, d)
-		}
-		for _, later := range []int64{base, base + 1e12, maxTime - 1} {
-			if d := l.Take(&s, later, 1); d.Allowed {
-				t.Fatalf("%v: Take(%d, 1) after a request of 2^62 = %+v, want refused", l, later, d)
+		for _, cost := range []int64{l.MaxCost() + 1, 1 << 62, math.MaxInt64} {
+			if d := l.Take(&s, base, cost); d.Allowed || !d.IsNever() {
+				t.Fatalf("%v: Take(%d) with MaxCost %d = %+v, want Never", l, cost, l.MaxCost(), d)
 			}
+		}
+		if d := l.Take(&s, base, 1); !d.Allowed || d.Delay != 0 {
+			t.Fatalf("%v: Take(1) after refused huge costs = %+v, want admitted at once", l, d)
+		}
+		var fresh State
+		d := l.Take(&fresh, base, l.MaxCost())
+		if !d.Allowed {
+			t.Fatalf("%v: Take(MaxCost %d) on a fresh key = %+v, want admitted", l, l.MaxCost(), d)
+		}
+		// A fresh key's stored permits: none for SmoothBursty (each
+		// unit of MaxCost is then paid at the stable rate), a warm-up's
+		// worth for SmoothWarmup.
+		bound := horizon + time.Duration(p.MaxBurstSeconds*float64(time.Second)) + 2*p.WarmupPeriod
+		if p.Algorithm == SmoothBursty && p.MaxBurstSeconds == 0 {
+			bound += time.Second // the default MaxBurstSeconds
+		}
+		later := base + int64(bound/time.Microsecond)
+		if d := l.Take(&fresh, later, 1); !d.Allowed {
+			t.Fatalf("%v: Take(1) %v after Take(MaxCost %d) = %+v, want admitted", l, bound, l.MaxCost(), d)
 		}
 	}
 }

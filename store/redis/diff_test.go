@@ -192,7 +192,11 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 		case n == 0:
 			return 0
 		case n == 1:
-			return capacity + 1 + rng.Int64N(3)
+			// Past what can ever pass: the capacity, or the Smooth
+			// algorithms' MaxCost, by up to 3.
+			return max(capacity, l.MaxCost()) + 1 + rng.Int64N(3)
+		case n == 2:
+			return l.MaxCost() - rng.Int64N(2) // at the bound
 		case n < 12:
 			return 1
 		default:

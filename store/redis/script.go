@@ -208,7 +208,7 @@ func spec(l *algo.Limit) []string {
 		return []string{kind, i(p.Limit), i(per), i(l.Capacity()), i(p.Delay), i(init)}
 	case algo.SmoothBursty, algo.SmoothWarmup:
 		s := smoothOf(l)
-		return []string{kind, f(s.stable), f(s.coolDown), f(s.maxPermits), f(s.threshold), f(s.slope), i(int64(p.MaxWait / time.Microsecond))}
+		return []string{kind, f(s.stable), f(s.coolDown), f(s.maxPermits), f(s.threshold), f(s.slope), i(int64(p.MaxWait / time.Microsecond)), i(l.MaxCost())}
 	case algo.Concurrency:
 		return []string{kind, i(p.Limit), i(int64(l.Window(0) / time.Microsecond))}
 	}

@@ -3,7 +3,8 @@
 -- free ticket (µs; 0 marks a fresh key), C = the latest time seen.
 -- Params (floats precomputed by Go exactly as algo.Compile does): stable
 -- and coolDown intervals (µs per permit), maxPermits, threshold, slope,
--- maxWait (µs).
+-- maxWait (µs), and maxCost (algo.Limit.MaxCost: a larger cost never
+-- passes).
 
 local WARMUP = 8
 
@@ -43,12 +44,23 @@ local function untilFull(p, nxt, stored)
   return nxt + trunc(ceil((p.maxPermits - stored) * p.coolDown))
 end
 
+-- free counts the unit requests that would pass at now without waiting:
+-- SmoothBursty's stored permits are free, SmoothWarmup's are not, and one
+-- more passes if the ticket nxt is free.
+local function free(p, nxt, stored, now)
+  local rem = 0
+  if p.kind ~= WARMUP then rem = trunc(stored) end
+  if nxt <= now then rem = rem + 1 end
+  return rem
+end
+
 local h = {
-  np = 6,
+  np = 7,
   parse = function(a, i)
     return {
       stable = tonumber(a[i]), coolDown = tonumber(a[i + 1]), maxPermits = tonumber(a[i + 2]),
       threshold = tonumber(a[i + 3]), slope = tonumber(a[i + 4]), maxWait = tonumber(a[i + 5]),
+      maxCost = tonumber(a[i + 6]),
     }
   end,
   load = function(key, p, ro)
@@ -66,6 +78,11 @@ local h = {
     end
     if now < st.c then now = st.c else st.c = now end
     local stored = resync(st, p, now)
+    if cost > p.maxCost then
+      -- More than a period's permits (or the burst): never, rather than
+      -- a debt that would hold the key for what the cost is worth.
+      return 0, free(p, st.b, stored, now), NEVER, micros(untilFull(p, st.b, stored) - now), 0, now
+    end
     local wait = st.b - now
     if wait > p.maxWait then
       return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0, now
@@ -86,13 +103,7 @@ local h = {
       st.b = nxt
       st.a = stored
     end
-    -- Remaining counts the unit requests that would pass now without
-    -- waiting: SmoothBursty's stored permits are free, SmoothWarmup's
-    -- are not, and one more passes if the ticket is still free.
-    local rem = 0
-    if p.kind ~= WARMUP then rem = trunc(stored) end
-    if nxt <= now then rem = rem + 1 end
-    return 1, rem, 0, micros(untilFull(p, nxt, stored) - now), micros(wait), now
+    return 1, free(p, nxt, stored, now), 0, micros(untilFull(p, nxt, stored) - now), micros(wait), now
   end,
   refund = function(st, p, now, at, cost)
     -- Give back the ticket time the cost is worth at the stable rate,
