@@ -10,10 +10,21 @@ import (
 	"github.com/floodgate/floodgate/adaptive"
 )
 
-// ScaleChange is one move of an adaptive rule's rate factor.
+// ScaleChange is one move of an adaptive rule's rate factor. When the
+// controller moved, Old and New are the factors in force before and after
+// the step; they differ from the controller's when its factor was clamped.
 type ScaleChange struct {
 	Domain, Rule string
 	adaptive.Change
+	// Clamped reports that the controller's factor (Wanted) would give a
+	// limit that does not compile (say, a daily token bucket whose
+	// capacity × period passes 2^53 µs): New is the factor nearest it
+	// that does, or Old, and Reason says why.
+	Clamped bool
+	// Wanted is the controller's factor when Clamped, else 0.
+	Wanted float64
+	// report: the change moved the factor, or a clamp began.
+	report bool
 }
 
 // String formats the change for logs, e.g.
@@ -27,6 +38,9 @@ type adaptiveRule struct {
 	ref ruleRef
 	cfg adaptive.Config
 	ctl *adaptive.Controller
+	// clamped: the last factor applied was not the controller's. Guarded
+	// by Engine.mu.
+	clamped bool
 }
 
 // adaptiveSet is what Observe reads without a lock.
@@ -58,10 +72,16 @@ func (e *Engine) syncAdaptiveLocked(cfg *Config) {
 				continue // validated at load; cannot happen
 			}
 			a = &adaptiveRule{ref: ref, cfg: *r.Adaptive, ctl: ctl}
-			if f := ctl.Factor(); f != 1 {
-				e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f, Reason: "adaptive: initial factor", At: e.o.clock()}
-			} else {
-				delete(e.scales, ref)
+			delete(e.scales, ref)
+			want := ctl.Factor()
+			f, err := e.fitScaleLocked(cfg, ref, 1, want)
+			reason := "adaptive: initial factor"
+			if err != nil {
+				a.clamped = true
+				reason = clampReason(reason, want, f, err)
+			}
+			if f != 1 {
+				e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f, Reason: reason, At: e.o.clock()}
 			}
 		}
 		delete(old, ref)
@@ -138,26 +158,28 @@ func (e *Engine) AdaptiveRules() []RateScale {
 }
 
 // StepAdaptive ends every adaptive controller's interval at now, applies
-// the factors that moved (SetRateScale, with the controller's reason) and
-// returns every step's outcome, moved or not.
+// the factors that moved (as SetRateScale would, with the controller's
+// reason; a factor whose limit does not compile is clamped, see
+// ScaleChange) and returns every step's outcome, moved or not.
 func (e *Engine) StepAdaptive(now time.Time) []ScaleChange {
 	e.mu.Lock()
 	rules := append([]*adaptiveRule(nil), e.adaptive...)
 	e.mu.Unlock()
 	out := make([]ScaleChange, 0, len(rules))
 	for _, a := range rules {
-		ch := a.ctl.Step(now)
-		out = append(out, ScaleChange{Domain: a.ref.domain, Rule: a.ref.rule, Change: ch})
+		ch := ScaleChange{Domain: a.ref.domain, Rule: a.ref.rule, Change: a.ctl.Step(now)}
 		if ch.Changed() {
-			e.applyScale(a, ch)
+			ch = e.applyScale(a, ch)
 		}
+		out = append(out, ch)
 	}
 	return out
 }
 
-// applyScale installs a controller's new factor unless a reload replaced
-// the controller meanwhile.
-func (e *Engine) applyScale(a *adaptiveRule, ch adaptive.Change) {
+// applyScale installs a controller's new factor, or the nearest one whose
+// limit compiles, unless a reload replaced the controller meanwhile, and
+// returns the change as applied.
+func (e *Engine) applyScale(a *adaptiveRule, ch ScaleChange) ScaleChange {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	current := false
@@ -165,20 +187,44 @@ func (e *Engine) applyScale(a *adaptiveRule, ch adaptive.Change) {
 		current = current || b == a
 	}
 	if !current {
-		return
+		return ch
 	}
-	if ch.New == 1 {
+	ch.Old = 1
+	if s, ok := e.scales[a.ref]; ok {
+		ch.Old = s.Factor
+	}
+	want := ch.New
+	f, err := e.fitScaleLocked(e.cfg, a.ref, ch.Old, want)
+	ch.New = f
+	ch.report = ch.Changed()
+	if err != nil {
+		ch.Clamped, ch.Wanted = true, want
+		ch.Reason = clampReason(ch.Reason, want, f, err)
+		ch.report = ch.report || !a.clamped
+	}
+	a.clamped = err != nil
+	if f == ch.Old {
+		return ch
+	}
+	if f == 1 {
 		delete(e.scales, a.ref)
 	} else {
-		e.scales[a.ref] = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: ch.New, Reason: ch.Reason, At: ch.At}
+		e.scales[a.ref] = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: f, Reason: ch.Reason, At: ch.At}
 	}
 	_ = e.swapLocked(e.cfg)
+	return ch
+}
+
+// clampReason says why factor want gave way to got.
+func clampReason(reason string, want, got float64, err error) string {
+	return fmt.Sprintf("%s; factor %v refused, %v applied: %v", reason, want, got, err)
 }
 
 // RunAdaptive calls StepAdaptive on every tick until ctx is done (it
 // returns ctx.Err()) or tick is closed (nil), and passes report each change
-// that moved a factor. Give it a time.Ticker's channel in a server (one
-// second is the controllers' default interval), a hand-fed one in tests.
+// that moved a factor or began a clamp (see ScaleChange.Clamped). Give it a
+// time.Ticker's channel in a server (one second is the controllers' default
+// interval), a hand-fed one in tests.
 func (e *Engine) RunAdaptive(ctx context.Context, tick <-chan time.Time, report func(ScaleChange)) error {
 	for {
 		select {
@@ -189,7 +235,7 @@ func (e *Engine) RunAdaptive(ctx context.Context, tick <-chan time.Time, report 
 				return nil
 			}
 			for _, ch := range e.StepAdaptive(now) {
-				if ch.Changed() && report != nil {
+				if ch.report && report != nil {
 					report(ch)
 				}
 			}

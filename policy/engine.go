@@ -152,11 +152,13 @@ func (e *Engine) swapLocked(cfg *Config) error {
 			continue
 		}
 		d := cfg.Domain(r.Domain)
-		rl, err := deriveLimits(d, r, e.effectiveLocked(r))
+		rl, err := e.compileLocked(cfg, r)
 		if err != nil {
 			// An override set for an earlier config may not fit this
 			// one (say, a new ceil below it): the configured limit, which
-			// compiled at load, applies instead.
+			// compiled at load, applies instead. SetOverride,
+			// SetRateScale and RemoveOverride refuse such a combination
+			// for the config in force.
 			if rl, err = deriveLimits(d, r, r.Params); err != nil {
 				return fmt.Errorf("policy: rule %s/%s: %w", r.Domain, r.Name, err)
 			}

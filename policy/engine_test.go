@@ -424,8 +424,11 @@ descriptors:
 	if ov := e.Overrides(); len(ov) != 1 || ov[0].Active {
 		t.Fatalf("after reload Overrides() = %+v, want one inactive", ov)
 	}
-	if !e.RemoveOverride("d", "kid") || e.RemoveOverride("d", "kid") {
-		t.Fatal("RemoveOverride should report true once")
+	if had, err := e.RemoveOverride("d", "kid"); !had || err != nil {
+		t.Fatalf("RemoveOverride = %v, %v, want true, nil", had, err)
+	}
+	if had, err := e.RemoveOverride("d", "kid"); had || err != nil {
+		t.Fatalf("second RemoveOverride = %v, %v, want false, nil", had, err)
 	}
 	if err := e.SetRateScale("d", "kid", 0.5, "x"); !errors.Is(err, ErrUnknownRule) {
 		t.Fatalf("scale of a removed rule: %v", err)

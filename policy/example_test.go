@@ -80,7 +80,9 @@ func ExampleEngine_SetOverride() {
 		fmt.Println(err)
 	}
 	fmt.Println(engine.EffectiveLimit("api", "per-key"))
-	engine.RemoveOverride("api", "per-key")
+	if _, err := engine.RemoveOverride("api", "per-key"); err != nil {
+		fmt.Println(err)
+	}
 	fmt.Println(engine.EffectiveLimit("api", "per-key"))
 	// Output:
 	// fixed_window 100/1m0s

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -111,15 +112,90 @@ func (e *Engine) effectiveLocked(r *Rule) algo.Params {
 }
 
 // mulDiv returns v × num ÷ den for positive num and den, rounded down,
-// exactly (no float rounding), at least 1 and at most 2^53 (Compile
-// reports a value that large).
+// exactly (no float rounding), at least 1 and at most 2^53, a value
+// checkExact refuses.
 func mulDiv(v, num, den int64) int64 {
 	hi, lo := bits.Mul64(uint64(v), uint64(num))
 	if hi >= uint64(den) {
-		return 1 << 53
+		return maxExact
 	}
 	q, _ := bits.Div64(hi, lo, uint64(den))
-	return int64(min(max(q, 1), 1<<53))
+	return int64(min(max(q, 1), maxExact))
+}
+
+// maxExact is the algorithms' bound: a quota, a burst or initial tokens
+// must stay below 2^53 for Go and Lua to compute the same.
+const maxExact = 1 << 53
+
+// checkExact refuses parameters at the bound. mulDiv and scaled stop at
+// 2^53, and algo.Compile refuses a limit that large but takes a burst of
+// 2^53 at a 1µs period, so the check is made here.
+func checkExact(p algo.Params) error {
+	switch {
+	case p.Limit >= maxExact:
+		return fmt.Errorf("requests_per_unit reaches 2^53; it must stay below")
+	case p.Burst >= maxExact:
+		return fmt.Errorf("burst reaches 2^53 (a configured burst scales with the quota; give the override a burst); it must stay below")
+	case p.InitialTokens != nil && *p.InitialTokens >= maxExact:
+		return fmt.Errorf("initial_tokens reach 2^53; they must stay below")
+	}
+	return nil
+}
+
+// describe names a limit's quota for an error message, e.g.
+// "105000 per 24h0m0s" or "20 per 1s, burst 40".
+func describe(p algo.Params) string {
+	per := p.Period.String()
+	if p.Calendar != algo.CalendarNone {
+		per = p.Calendar.String()
+	}
+	s := quantity(p.Limit) + " per " + per
+	if p.Burst > 0 {
+		s += ", burst " + quantity(p.Burst)
+	}
+	return s
+}
+
+// quantity formats v, which mulDiv and scaled cap at 2^53, so that the
+// cap does not read as an exact result.
+func quantity(v int64) string {
+	if v >= maxExact {
+		return "2^53 or more"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// compileLocked compiles r (a rule of cfg) with the override and scale in
+// force; the error names the rule and the limit that does not compile.
+func (e *Engine) compileLocked(cfg *Config, r *Rule) (ruleLimits, error) {
+	p := e.effectiveLocked(r)
+	var rl ruleLimits
+	err := checkExact(p)
+	if err == nil {
+		rl, err = deriveLimits(cfg.Domain(r.Domain), r, p)
+	}
+	if err != nil {
+		return rl, fmt.Errorf("%s/%s: limit %s does not compile: %w", r.Domain, r.Name, describe(p), err)
+	}
+	return rl, nil
+}
+
+// checkRefLocked compiles every limited rule of cfg that ref names with
+// the overrides and scales in force, and returns the first error.
+func (e *Engine) checkRefLocked(cfg *Config, ref ruleRef) error {
+	d := cfg.Domain(ref.domain)
+	if d == nil {
+		return nil
+	}
+	for _, r := range d.rules {
+		if r.Name != ref.rule || r.limit == nil {
+			continue
+		}
+		if _, err := e.compileLocked(cfg, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SetOverride makes rule (a rule's name) of domain use o instead of its
@@ -136,38 +212,41 @@ func (e *Engine) SetOverride(domain, rule string, o Override) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rules, err := e.findRulesLocked(domain, rule)
-	if err != nil {
+	if _, err := e.findRulesLocked(domain, rule); err != nil {
 		return err
 	}
 	ref := ruleRef{domain, rule}
 	old, had := e.overrides[ref]
 	e.overrides[ref] = o
-	for _, r := range rules {
-		if _, err := deriveLimits(e.cfg.Domain(domain), r, e.effectiveLocked(r)); err != nil {
-			if had {
-				e.overrides[ref] = old
-			} else {
-				delete(e.overrides, ref)
-			}
-			return fmt.Errorf("%w: override of %s/%s: %v", ErrBadRequest, domain, rule, err)
+	if err := e.checkRefLocked(e.cfg, ref); err != nil {
+		if had {
+			e.overrides[ref] = old
+		} else {
+			delete(e.overrides, ref)
 		}
+		return fmt.Errorf("%w: override refused: %w", ErrBadRequest, err)
 	}
 	return e.swapLocked(e.cfg)
 }
 
 // RemoveOverride restores the configured limit of rule in domain and
-// reports whether there was an override.
-func (e *Engine) RemoveOverride(domain, rule string) bool {
+// reports whether there was an override. It fails with ErrBadRequest,
+// keeping the override, when the configured limit with the rule's rate
+// scale does not compile.
+func (e *Engine) RemoveOverride(domain, rule string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ref := ruleRef{domain, rule}
-	if _, ok := e.overrides[ref]; !ok {
-		return false
+	o, ok := e.overrides[ref]
+	if !ok {
+		return false, nil
 	}
 	delete(e.overrides, ref)
-	_ = e.swapLocked(e.cfg) // the configured limits compiled before
-	return true
+	if err := e.checkRefLocked(e.cfg, ref); err != nil {
+		e.overrides[ref] = o
+		return false, fmt.Errorf("%w: removing the override refused: %w", ErrBadRequest, err)
+	}
+	return true, e.swapLocked(e.cfg)
 }
 
 // Overrides lists the runtime overrides, sorted by domain and rule.
@@ -191,7 +270,9 @@ func (e *Engine) Overrides() []RuleOverride {
 // SetRateScale multiplies the rate of rule in domain by factor (0 < factor
 // <= 1000; 1 removes the scale) and records reason. It is the hook adaptive
 // controllers drive; a person may call it too. The scale applies on top of
-// an override.
+// an override. It fails with ErrUnknownRule when the rule does not exist,
+// and with ErrBadRequest, changing nothing, when the limit it would give
+// (with the rule's override) does not compile.
 func (e *Engine) SetRateScale(domain, rule string, factor float64, reason string) error {
 	if !(factor > 0 && factor <= 1000) || math.IsNaN(factor) {
 		return fmt.Errorf("%w: rate scale must be in (0, 1000], got %v", ErrBadRequest, factor)
@@ -202,12 +283,65 @@ func (e *Engine) SetRateScale(domain, rule string, factor float64, reason string
 		return err
 	}
 	ref := ruleRef{domain, rule}
+	old, had := e.scales[ref]
 	if factor == 1 {
 		delete(e.scales, ref)
 	} else {
 		e.scales[ref] = RateScale{Domain: domain, Rule: rule, Factor: factor, Reason: reason, At: e.o.clock()}
 	}
+	if err := e.checkRefLocked(e.cfg, ref); err != nil {
+		if had {
+			e.scales[ref] = old
+		} else {
+			delete(e.scales, ref)
+		}
+		return fmt.Errorf("%w: rate scale %v refused: %w", ErrBadRequest, factor, err)
+	}
 	return e.swapLocked(e.cfg)
+}
+
+// fitScaleLocked returns want when the rules of cfg that ref names compile
+// scaled by it. Otherwise it returns the factor nearest want, between prev
+// and want and with at most six decimals, that compiles (prev when none
+// does), and why want does not. It leaves e.scales as it found it.
+func (e *Engine) fitScaleLocked(cfg *Config, ref ruleRef, prev, want float64) (float64, error) {
+	saved, had := e.scales[ref]
+	defer func() {
+		if had {
+			e.scales[ref] = saved
+		} else {
+			delete(e.scales, ref)
+		}
+	}()
+	try := func(f float64) error {
+		e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f}
+		return e.checkRefLocked(cfg, ref)
+	}
+	refused := try(want)
+	if refused == nil {
+		return want, nil
+	}
+	// Bisect: good compiles (or is prev), bad does not.
+	good, bad := prev, want
+	for range 64 {
+		mid := good + (bad-good)/2
+		if mid == good || mid == bad {
+			break
+		}
+		if try(mid) == nil {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	f := math.Floor(good*1e6) / 1e6
+	if want < prev {
+		f = math.Ceil(good*1e6) / 1e6
+	}
+	if (f-prev)*(want-prev) <= 0 || try(f) != nil {
+		f = prev
+	}
+	return f, refused
 }
 
 // RateScales lists the scales in force, sorted by domain and rule.

@@ -189,8 +189,8 @@ func runStep(t *testing.T, where, line string, e *Engine, clock *fakeClock) {
 		}
 		return
 	case "unoverride":
-		if !e.RemoveOverride(f[1], f[2]) {
-			t.Fatalf("%s: no override to remove", where)
+		if had, err := e.RemoveOverride(f[1], f[2]); !had || err != nil {
+			t.Fatalf("%s: no override removed (%v)", where, err)
 		}
 		return
 	case "scale":

@@ -365,7 +365,12 @@ func periodText(d time.Duration) string {
 
 func (s *Server) handleOverrideDelete(w http.ResponseWriter, r *http.Request) {
 	domain, rule := r.PathValue("domain"), r.PathValue("rule")
-	if !s.engine.RemoveOverride(domain, rule) {
+	had, err := s.engine.RemoveOverride(domain, rule)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if !had {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no override for %s/%s", domain, rule))
 		return
 	}
