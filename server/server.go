@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,12 +323,15 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 
 // Serve serves on the listeners until ctx is done, then drains: health
 // turns NOT_SERVING, the listeners close, requests in flight finish (up to
-// the drain timeout) and Serve returns nil. It also pings the store every
-// second for readiness. An error from a listener stops everything and is
-// returned.
+// the drain timeout) and Serve returns nil. Connections still open when the
+// drain timeout passes are closed, and a WARN event says how many requests
+// were cut off. It also pings the store every second for readiness. An
+// error from a listener stops everything and is returned.
 func (s *Server) Serve(ctx context.Context, ls Listeners) error {
-	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	var httpActive, adminActive activeConns
+	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ConnState: httpActive.track}
+	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ConnState: adminActive.track}
 	errc := make(chan error, 3)
 	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
 	go func() { errc <- serveHTTP(adminSrv, ls.Admin, "admin") }()
@@ -362,21 +366,83 @@ loop:
 		s.grpc.GracefulStop()
 		close(done)
 	}()
-	herr := httpSrv.Shutdown(dctx)
-	aerr := adminSrv.Shutdown(dctx)
+	// Both HTTP servers drain at once, each closing what is left when the
+	// drain timeout passes.
+	var cut [2]int
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, d := range []struct {
+		srv    *http.Server
+		active *activeConns
+	}{{httpSrv, &httpActive}, {adminSrv, &adminActive}} {
+		wg.Go(func() {
+			errs[i] = d.srv.Shutdown(dctx)
+			if errors.Is(errs[i], context.DeadlineExceeded) {
+				cut[i] = d.active.count()
+				d.srv.Close()
+				errs[i] = nil
+			}
+		})
+	}
+	wg.Wait()
+	grpcCut := false
 	select {
 	case <-done:
-	case <-dctx.Done():
-		s.grpc.Stop()
-		<-done
+	default:
+		select {
+		case <-done:
+		case <-dctx.Done():
+			grpcCut = true
+			s.grpc.Stop()
+			<-done
+		}
+	}
+	if dctx.Err() != nil && (cut[0] > 0 || cut[1] > 0 || grpcCut) {
+		var what []string
+		if cut[0] > 0 {
+			what = append(what, fmt.Sprintf("%d HTTP API request(s)", cut[0]))
+		}
+		if cut[1] > 0 {
+			what = append(what, fmt.Sprintf("%d admin request(s)", cut[1]))
+		}
+		if grpcCut {
+			what = append(what, "the gRPC calls")
+		}
+		s.Warn("drain", fmt.Sprintf("drain timed out after %v: closed the connections of %s still in flight", s.drain, strings.Join(what, " and ")))
 	}
 	if err != nil {
 		return err
 	}
-	if herr != nil || aerr != nil {
-		return fmt.Errorf("server: drain: %w", errors.Join(herr, aerr))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("server: drain: %w", err)
 	}
 	return nil
+}
+
+// activeConns tracks an http.Server's connections that are serving a
+// request (its ConnState hook), for the drain to say how many it cut off.
+type activeConns struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+}
+
+func (a *activeConns) track(c net.Conn, st http.ConnState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st == http.StateActive {
+		if a.m == nil {
+			a.m = make(map[net.Conn]struct{})
+		}
+		a.m[c] = struct{}{}
+	} else {
+		delete(a.m, c)
+	}
+}
+
+func (a *activeConns) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m)
 }
 
 func serveHTTP(srv *http.Server, ln net.Listener, name string) error {

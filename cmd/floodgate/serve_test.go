@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -214,5 +217,40 @@ func TestServeWarnsFailedReload(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "level=WARN msg=\"configuration not reloaded") {
 		t.Fatalf("the reload failure is not a WARN line: %s", errb.String())
+	}
+}
+
+// A request still in flight when --drain-timeout passes is cut off: serve
+// says so at WARN and still exits 0, as a SIGTERM drain does.
+func TestServeDrainTimeoutCutsOffAndExitsZero(t *testing.T) {
+	out, errb, stop := startServe(t, "--drain-timeout", "300ms", "--reload-interval", "0")
+	m := regexp.MustCompile(`http (\S+),`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no HTTP address in serve's stdout %q", out.String())
+	}
+	conn, err := net.Dial("tcp", m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The 100 Continue says the handler is reading the body: the request
+	// is in flight when the drain starts.
+	io.WriteString(conn, "POST /v1/decide HTTP/1.1\r\nHost: floodgate\r\nContent-Type: application/json\r\n"+
+		"Expect: 100-continue\r\nContent-Length: 100\r\n\r\n")
+	br := bufio.NewReader(conn)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("want 100 Continue, got %q, %v", line, err)
+	}
+	io.WriteString(conn, "{")
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after a drain that timed out: %s", code, errb.String())
+	}
+	want := `level=WARN msg="drain timed out after 300ms: closed the connections of 1 HTTP API request(s) still in flight" event=drain`
+	if !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr %q lacks %q", errb.String(), want)
+	}
+	if _, err := io.ReadAll(br); err != nil {
+		t.Errorf("the cut-off connection: %v; want it closed", err)
 	}
 }
