@@ -29,7 +29,7 @@ func scaled(p algo.Params, f float64) algo.Params {
 			return 1
 		}
 		if x >= 1<<53 {
-			return 1 << 53 // Compile reports it
+			return 1 << 53 // out of bounds: the override and scale checks refuse it
 		}
 		return int64(x)
 	}
