@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -35,6 +36,9 @@ const (
 // Metrics holds the server's collectors on a registry of its own.
 type Metrics struct {
 	reg *prometheus.Registry
+
+	// memStats reads the memory store's figures (MemoryStore); nil until set.
+	memStats atomic.Pointer[func() memory.Stats]
 
 	decisions  *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
@@ -108,6 +112,27 @@ func New() *Metrics {
 
 // Registry returns the registry, to add collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// MemoryStore registers the embedded store's figures, read from stats at
+// each scrape: floodgate_memory_keys, floodgate_memory_evictions_total
+// (keys pushed out by the key cap before their state expired: each one
+// starts afresh if it comes back) and floodgate_memory_expired_total. Call
+// it for a server on the memory store; a later call replaces the store
+// read.
+func (m *Metrics) MemoryStore(stats func() memory.Stats) {
+	if m.memStats.Swap(&stats) != nil {
+		return // registered by the first call, which reads memStats
+	}
+	read := func() memory.Stats { return (*m.memStats.Load())() }
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "memory_keys",
+			Help: "Keys the embedded memory store holds."}, func() float64 { return float64(read().Keys) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "memory_evictions_total",
+			Help: "Keys the memory store's key cap removed before their state expired."}, func() float64 { return float64(read().Evictions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "memory_expired_total",
+			Help: "Keys the memory store removed because their state had expired."}, func() float64 { return float64(read().Expired) }),
+	)
+}
 
 // Handler serves the metrics in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {

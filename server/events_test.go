@@ -3,7 +3,9 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -51,5 +53,22 @@ func TestStoreDownIsAWarning(t *testing.T) {
 	ev := srv.Events()
 	if len(ev) == 0 || ev[len(ev)-1].Kind != "store" || ev[len(ev)-1].Level != "WARN" {
 		t.Fatalf("events %+v, want the last a WARN store event", ev)
+	}
+}
+
+// TestMemoryStoreMetrics: a server on the memory store exports its keys,
+// evictions and expirations, so that a key cap pushing live keys out shows.
+func TestMemoryStoreMetrics(t *testing.T) {
+	e := newEnv(t)
+	resp, err := http.Get(e.admin.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"floodgate_memory_keys ", "floodgate_memory_evictions_total 0", "floodgate_memory_expired_total "} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

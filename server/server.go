@@ -24,6 +24,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
 )
 
 // Defaults of the options.
@@ -173,6 +174,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		}
 	}
 	s.metrics.SetQueueDepth(engine.Waiting)
+	if ms, ok := st.(*memory.Store); ok {
+		s.metrics.MemoryStore(ms.Stats)
+	}
 	// Stream workers reuse goroutines whose stacks have already grown to
 	// the handler's depth, instead of a fresh goroutine per call.
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0)))))

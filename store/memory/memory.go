@@ -70,6 +70,11 @@ func New(opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	n := ceilPow2(c.shards)
+	if c.maxKeys > 0 && !c.shardsSet {
+		for n > 1 && c.maxKeys/n < minKeysPerShard {
+			n >>= 1
+		}
+	}
 	s := &Store{
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),

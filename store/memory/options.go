@@ -24,16 +24,20 @@ const (
 	// evictSamples is how many keys a full shard looks at to choose the one
 	// to evict (Redis samples 5 for its approximated LRU).
 	evictSamples = 5
+	// minKeysPerShard is the fewest keys a capped shard holds when the
+	// shard count is chosen by the store (see WithMaxKeys).
+	minKeysPerShard = 64
 )
 
 // Option configures a Store; see New for the defaults.
 type Option func(*config)
 
 type config struct {
-	clock   func() time.Time
-	shards  int
-	maxKeys int
-	sweep   time.Duration
+	clock     func() time.Time
+	shards    int
+	shardsSet bool // WithShards was given
+	maxKeys   int
+	sweep     time.Duration
 }
 
 // WithClock makes the store read the time from clock instead of its
@@ -49,13 +53,16 @@ func WithClock(clock func() time.Time) Option {
 // existing keys, so more shards help workloads that create many keys at
 // once; each costs about 200 bytes.
 func WithShards(n int) Option {
-	return func(c *config) { c.shards = n }
+	return func(c *config) { c.shards, c.shardsSet = n, true }
 }
 
 // WithMaxKeys caps the number of keys (default 0: no cap; keys leave only
 // when their state expires). The cap is kept per shard, at ⌈n ÷ shards⌉
 // keys each, so the store may hold up to n rounded up to a multiple of the
-// shard count.
+// shard count. Without WithShards, a small cap also lowers the number of
+// shards so that each holds at least minKeysPerShard keys (a cap of 100
+// over the default 256 shards would hold one key per shard, and a new key
+// would push out whichever key shared its shard).
 //
 // A shard that is full when a new key arrives samples up to 5 of its keys
 // and removes one: the first whose state has already expired (counted in

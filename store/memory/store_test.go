@@ -344,3 +344,22 @@ func TestExactUnderChurn(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallCapHoldsItsKeys: a cap of 100 keys without WithShards holds
+// 100 keys. Spread over the default 256 shards (one key each) it held far
+// fewer: a new key pushed out whichever key shared its shard.
+func TestSmallCapHoldsItsKeys(t *testing.T) {
+	st := mustStore(t, memory.WithMaxKeys(100), memory.WithSweepInterval(0))
+	tb := mustLimit(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Hour})
+	for i := range 100 {
+		take(t, st, fmt.Sprintf("k%d", i), tb, 1)
+	}
+	if got := st.Stats(); got.Keys != 100 || got.Evictions != 0 {
+		t.Fatalf("Stats = %+v after 100 keys under a cap of 100, want 100 keys and no eviction", got)
+	}
+	for i := range 100 {
+		if d := take(t, st, fmt.Sprintf("k%d", i), tb, 0); d.Remaining != 9 {
+			t.Fatalf("k%d: Remaining %d, want 9 (its state kept)", i, d.Remaining)
+		}
+	}
+}
