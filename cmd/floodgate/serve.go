@@ -233,6 +233,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if src == "" {
 		src = "built-in example"
 	}
+	// Settle readiness and gRPC health before saying so: a caller that
+	// starts on the line below must find them SERVING (Serve checks the
+	// store again every second).
+	srv.CheckStore(ctx)
 	log.Info("floodgate serving",
 		"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
 		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
