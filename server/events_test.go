@@ -72,3 +72,37 @@ func TestMemoryStoreMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestV1RefusesDuplicateFields: a field named twice in one object is a 400
+// saying which, at any depth, as /json answers; encoding/json alone would
+// keep the last silently (a proxy reading the first would see another
+// request than the limiter decides). The same name in different objects
+// is fine.
+func TestV1RefusesDuplicateFields(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ body, want string }{
+		{`{"domain":"messaging","domain":"internal","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`, `duplicate field \"domain\"`},
+		{`{"domain":"messaging","descriptors":[{"entries":[{"key":"k","key":"j","value":"v"}]}]}`, `duplicate field \"key\"`},
+		{`{"requests":[{"domain":"messaging","descriptors":[],"descriptors":[]}]}`, `duplicate field \"descriptors\"`},
+	} {
+		resp, err := http.Post(e.http.URL+"/v1/decide", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s: %d %s, want 400 with %s", tc.body, resp.StatusCode, b, tc.want)
+		}
+	}
+	ok := `{"domain":"messaging","descriptors":[{"entries":[{"key":"message_type","value":"marketing"}]},{"entries":[{"key":"message_type","value":"x"}]}]}`
+	resp, err := http.Post(e.http.URL+"/v1/decide", "application/json", strings.NewReader(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == 400 {
+		t.Errorf("the same field names in sibling objects: 400 %s", b)
+	}
+}

@@ -351,9 +351,12 @@ func (s *Server) v1Response(resp *policy.Response) V1Response {
 	return out
 }
 
-// decodeStrict decodes JSON into v, rejecting unknown fields and trailing
-// data, with errors that say where.
+// decodeStrict decodes JSON into v, rejecting unknown fields, duplicate
+// fields and trailing data, with errors that say where.
 func decodeStrict(body []byte, v any) error {
+	if err := noDuplicateFields(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -373,6 +376,53 @@ func decodeStrict(body []byte, v any) error {
 		return badInput("unexpected data after the JSON object at byte %d", dec.InputOffset())
 	}
 	return nil
+}
+
+// noDuplicateFields reports a field named twice in one JSON object, which
+// encoding/json would settle silently in favour of the last one (a proxy
+// reading the first would see another request than the limiter does);
+// /json refuses them too. Malformed JSON is left to the decoder's errors.
+func noDuplicateFields(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type level struct {
+		keys   map[string]bool // nil for an array
+		expect bool            // an object's next string token is a key
+	}
+	var stack []level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // EOF, or malformed: decoding says so
+		}
+		top := len(stack) - 1
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				stack = append(stack, level{keys: map[string]bool{}, expect: true})
+			case '[':
+				stack = append(stack, level{})
+			default:
+				stack = stack[:top]
+				if top > 0 && stack[top-1].keys != nil {
+					stack[top-1].expect = true
+				}
+			}
+			continue
+		}
+		if top < 0 || stack[top].keys == nil {
+			continue
+		}
+		if stack[top].expect {
+			k, _ := tok.(string)
+			if stack[top].keys[k] {
+				return badInput("duplicate field %q (at byte %d)", k, dec.InputOffset())
+			}
+			stack[top].keys[k] = true
+			stack[top].expect = false
+		} else {
+			stack[top].expect = true // a scalar value: the next token is a key
+		}
+	}
 }
 
 // handleV1 serves /v1/decide (peek false) and /v1/peek: one request, or a
