@@ -106,3 +106,29 @@ func TestV1RefusesDuplicateFields(t *testing.T) {
 		t.Errorf("the same field names in sibling objects: 400 %s", b)
 	}
 }
+
+// TestV1LimitNeedsRequestsPerUnit: a per-request limit without
+// requests_per_unit is a 400, as in the configuration, rather than a limit
+// of 0 that refuses everything; an explicit 0 still blocks.
+func TestV1LimitNeedsRequestsPerUnit(t *testing.T) {
+	e := newEnv(t)
+	post := func(limit string) (int, string) {
+		body := `{"domain":"messaging","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":` + limit + `}]}`
+		resp, err := http.Post(e.http.URL+"/v1/decide", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(`{"unit":"second"}`); code != 400 || !strings.Contains(body, "requests_per_unit is required") {
+		t.Errorf("limit without requests_per_unit: %d %s, want 400 saying it is required", code, body)
+	}
+	if code, body := post(`{"requests_per_unit":0,"unit":"second"}`); code != 429 {
+		t.Errorf("requests_per_unit 0: %d %s, want 429 (blocks)", code, body)
+	}
+	if code, body := post(`{"requests_per_unit":5,"unit":"second","burst":3}`); code != 400 || !strings.Contains(body, "burst") {
+		t.Errorf("unknown field in limit: %d %s, want 400 naming it", code, body)
+	}
+}

@@ -216,10 +216,32 @@ type V1Entry struct {
 }
 
 // V1Limit is a per-request limit: requests_per_unit per unit ("second",
-// "minute", "hour", "day" or a duration such as "30s").
+// "minute", "hour", "day" or a duration such as "30s"). requests_per_unit
+// is required (0 blocks), as in the configuration.
 type V1Limit struct {
 	RequestsPerUnit int64  `json:"requests_per_unit"`
 	Unit            string `json:"unit"`
+
+	rpuSet bool // requests_per_unit was in the JSON
+}
+
+// UnmarshalJSON decodes l, noting whether requests_per_unit was given:
+// left out it would read as 0, a limit that refuses everything.
+func (l *V1Limit) UnmarshalJSON(b []byte) error {
+	var v struct {
+		RequestsPerUnit *int64 `json:"requests_per_unit"`
+		Unit            string `json:"unit"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	*l = V1Limit{Unit: v.Unit}
+	if v.RequestsPerUnit != nil {
+		l.RequestsPerUnit, l.rpuSet = *v.RequestsPerUnit, true
+	}
+	return nil
 }
 
 // V1Batch is a batch of native requests.
@@ -313,6 +335,9 @@ func (v V1Request) toPolicy() (policy.Request, error) {
 				if unit, err = time.ParseDuration(d.Limit.Unit); err != nil || unit <= 0 {
 					return req, badInput("descriptors[%d].limit.unit %q: want second, minute, hour, day or a duration like 30s", i, d.Limit.Unit)
 				}
+			}
+			if !d.Limit.rpuSet {
+				return req, badInput("descriptors[%d].limit: requests_per_unit is required (0 blocks every request)", i)
 			}
 			if d.Limit.RequestsPerUnit < 0 {
 				return req, badInput("descriptors[%d].limit.requests_per_unit %d is negative", i, d.Limit.RequestsPerUnit)
