@@ -6,37 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/store/memory"
 )
 
 // TestAdminRefusesLimitsThatDoNotCompile: a scale, override or override
 // removal whose resulting limit does not compile answers 400 saying why,
 // and the limit in force stays.
 func TestAdminRefusesLimitsThatDoNotCompile(t *testing.T) {
-	cfg, err := policy.Parse("t.yaml", []byte(`
+	srv := serverFor(t, `
 domain: t
 descriptors:
   - key: k
     rate_limit: {name: daily, algorithm: token_bucket, unit: day, requests_per_unit: 100000}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := memory.New(memory.WithSweepInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eng, err := policy.NewEngine(cfg, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(eng, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	admin := httptest.NewServer(srv.AdminHandler())
 	t.Cleanup(admin.Close)
 

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/store/memory"
 )
 
 // sendPartial opens a raw connection to addr and sends the headers of a
@@ -75,27 +73,11 @@ func TestSlowBodyTimesOut(t *testing.T) {
 // The body timeout bounds reading the body, not the decision: a "wait":
 // true request held longer than it is still admitted.
 func TestBodyTimeoutDoesNotCutWaits(t *testing.T) {
-	cfg, err := policy.Parse("wait.yaml", []byte(`domain: w
+	srv := serverFor(t, `domain: w
 descriptors:
   - key: k
     rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 4, burst: 1, strategy: wait, max_wait: 5s}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := memory.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eng, err := policy.NewEngine(cfg, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(eng, st, server.WithBodyTimeout(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, server.WithBodyTimeout(50*time.Millisecond))
 	hs := httptest.NewServer(srv.HTTPHandler())
 	t.Cleanup(hs.Close)
 	req := []byte(`{"domain":"w","wait":true,"descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`)

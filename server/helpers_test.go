@@ -120,3 +120,27 @@ func desc(kv ...string) map[string]any {
 	}
 	return map[string]any{"entries": entries}
 }
+
+// serverFor returns a server for the configuration yaml on a fresh memory
+// store (no janitor), closed with the test.
+func serverFor(t *testing.T, yaml string, opts ...server.Option) *server.Server {
+	t.Helper()
+	cfg, err := policy.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eng, err := policy.NewEngine(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(eng, st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
