@@ -237,10 +237,13 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	// starts on the line below must find them SERVING (Serve checks the
 	// store again every second).
 	srv.CheckStore(ctx)
-	log.Info("floodgate serving",
-		"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
+	attrs := []any{"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
 		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
-		"on_store_error", policyOnErr.String())
+		"on_store_error", policyOnErr.String()}
+	if f.upstream != "" {
+		attrs = append(attrs, "upstream", f.upstream) // gateway mode: where requests go
+	}
+	log.Info("floodgate serving", attrs...)
 	fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
 		ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
 	err = srv.Serve(ctx, ls)

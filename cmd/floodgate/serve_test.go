@@ -254,3 +254,14 @@ func TestServeDrainTimeoutCutsOffAndExitsZero(t *testing.T) {
 		t.Errorf("the cut-off connection: %v; want it closed", err)
 	}
 }
+
+// In gateway mode the startup line says where requests go.
+func TestServeLogsUpstream(t *testing.T) {
+	_, errb, stop := startServe(t, "--reload-interval", "0", "--upstream", "http://127.0.0.1:1/")
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after cancel: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "upstream=http://127.0.0.1:1/") {
+		t.Errorf("startup log %q: want the upstream", errb.String())
+	}
+}
