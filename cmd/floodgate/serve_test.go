@@ -257,7 +257,13 @@ func TestServeDrainTimeoutCutsOffAndExitsZero(t *testing.T) {
 
 // In gateway mode the startup line says where requests go.
 func TestServeLogsUpstream(t *testing.T) {
-	_, errb, stop := startServe(t, "--reload-interval", "0", "--upstream", "http://127.0.0.1:1/")
+	dir := t.TempDir()
+	cfg := "domain: edge\ngateway:\n  routes:\n    - path_prefix: /ping\n      descriptors: [{entries: [{source: remote_address}]}]\n" +
+		"descriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "0", "--upstream", "http://127.0.0.1:1/")
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d after cancel: %s", code, errb.String())
 	}
