@@ -99,7 +99,9 @@ func (l Limits) check(req *policy.Request) error {
 	return nil
 }
 
-// maxHits bounds a cost; larger ones would only ever be refused.
+// maxHits bounds a request's cost on every API (gRPC, /json, /v1): no
+// limit admits more at once (the algorithms keep their counts below 2^53),
+// so a larger cost is a mistake to report, not a decision to make.
 const maxHits = 1 << 52
 
 // fromEnvoy converts an Envoy RateLimitRequest. For the common request,
@@ -134,7 +136,7 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, *policy.StatusBuffer
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			if h.GetValue() > maxHits {
-				return policy.Request{}, nil, badInput("descriptors[%d]: hits_addend %d is too large", i, h.GetValue())
+				return policy.Request{}, nil, badInput("descriptors[%d]: hits_addend %d is too large: at most 2^52 (%d)", i, h.GetValue(), int64(maxHits))
 			}
 			// An explicit 0 falls back to the request's hits_addend.
 			pd.Hits = int64(h.GetValue())

@@ -132,3 +132,23 @@ func TestV1LimitNeedsRequestsPerUnit(t *testing.T) {
 		t.Errorf("unknown field in limit: %d %s, want 400 naming it", code, body)
 	}
 }
+
+// TestV1HitsBound: /v1 refuses a cost above 2^52 as gRPC does, naming the
+// bound; no limit could ever admit it.
+func TestV1HitsBound(t *testing.T) {
+	e := newEnv(t)
+	for _, body := range []string{
+		`{"domain":"messaging","hits":9223372036854775807,"descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`,
+		`{"domain":"messaging","descriptors":[{"entries":[{"key":"k","value":"v"}],"hits":4503599627370497}]}`,
+	} {
+		resp, err := http.Post(e.http.URL+"/v1/decide", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "too large: at most 2^52") {
+			t.Errorf("%s: %d %s, want 400 naming the bound", body, resp.StatusCode, b)
+		}
+	}
+}
