@@ -273,6 +273,10 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
+	if r.PathValue("key") == "" {
+		writeError(w, http.StatusBadRequest, "no key: want /admin/api/keys/{key}, the key percent-encoded")
+		return
+	}
 	ks := s.keyState(r, r.PathValue("key"))
 	code := http.StatusOK
 	if ks.Error != "" {
@@ -285,6 +289,10 @@ func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleKeyDelete(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "no key: want /admin/api/keys/{key}, the key percent-encoded")
+		return
+	}
 	if err := s.store.Reset(r.Context(), key); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "reset failed: "+err.Error())
 		return

@@ -152,3 +152,21 @@ func TestV1HitsBound(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminEmptyKey: the raw-key endpoints without a key are a 400 that
+// says what is missing, not a 503 from the store.
+func TestAdminEmptyKey(t *testing.T) {
+	e := newEnv(t)
+	for _, method := range []string{"GET", "DELETE"} {
+		req, _ := http.NewRequest(method, e.admin.URL+"/admin/api/keys/", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "no key") {
+			t.Errorf("%s /admin/api/keys/: %d %s, want 400 saying no key", method, resp.StatusCode, b)
+		}
+	}
+}
