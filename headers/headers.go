@@ -67,7 +67,7 @@ type Options struct {
 }
 
 // ConcurrentRequests is the quota unit (qu) of a concurrency limit.
-const ConcurrentRequests = "concurrent-requests"
+const ConcurrentRequests = policy.ConcurrentRequests
 
 // Policy is one limit as clients see it.
 type Policy struct {
@@ -106,20 +106,24 @@ func FromStatuses(st []policy.Status) []Policy {
 			continue
 		}
 		if len(s.Limits) == 0 {
-			p := FromDecision(s.Rule, s.Decision, s.Window)
-			p.QuotaUnit = s.QuotaUnit
-			p.Allowed = p.Allowed || s.Code != policy.CodeOverLimit || s.Shadow
-			ps = append(ps, p)
+			ps = append(ps, statusPolicy(s, s.Rule, s.Decision, s.Window, s.QuotaUnit, s.Shadow))
 			continue
 		}
 		for _, l := range s.Limits {
-			p := FromDecision(l.Name, l.Decision, l.Window)
-			p.QuotaUnit = l.QuotaUnit
-			p.Allowed = p.Allowed || s.Code != policy.CodeOverLimit || l.Shadow
-			ps = append(ps, p)
+			ps = append(ps, statusPolicy(s, l.Name, l.Decision, l.Window, l.QuotaUnit, l.Shadow))
 		}
 	}
 	return ps
+}
+
+// statusPolicy is the Policy of one limit of status s: the limit's decision
+// d under name, refusing only when it refused s's request (s over its
+// limit, and the limit not a shadow one).
+func statusPolicy(s *policy.Status, name string, d algo.Decision, window time.Duration, quotaUnit string, shadow bool) Policy {
+	p := FromDecision(name, d, window)
+	p.QuotaUnit = quotaUnit
+	p.Allowed = p.Allowed || s.Code != policy.CodeOverLimit || shadow
+	return p
 }
 
 // FromDecision describes one algorithm decision as a Policy. Reset (t) is

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -154,8 +153,7 @@ func (w *Writer) writeOne(h http.Header, s *policy.Status) {
 // X-RateLimit-Remaining and -Reset are the numbers of the RateLimit value
 // rather than copies of them; the rest are cut from all.
 func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all string) {
-	p := FromDecision(s.Rule, s.Decision, s.Window)
-	p.QuotaUnit = s.QuotaUnit
+	p := statusPolicy(s, s.Rule, s.Decision, s.Window, s.QuotaUnit, s.Shadow)
 	rv := w.rule(p)
 	var arr [96]byte
 	buf := arr[:0]
@@ -182,15 +180,12 @@ func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all s
 		vs.add(fRemaining, remFrom, remTo)
 		vs.add(fReset, resetFrom, resetTo)
 	}
-	// Retry-After only when this status refused the request: not for a
-	// shadow rule's refusal, nor for a rate whose refusal borrowing
-	// answered (the request passed).
-	// Nor for a concurrency limit (see RetryAfterOf).
-	if w.set&RetryAfter != 0 && s.Code == policy.CodeOverLimit && !s.Shadow && !p.Allowed && p.RetryAfter != algo.Never &&
-		s.QuotaUnit != ConcurrentRequests {
-		from := len(buf)
-		buf = strconv.AppendInt(buf, Seconds(p.RetryAfter), 10)
-		vs.add(fRetryAfter, from, len(buf))
+	if w.set&RetryAfter != 0 {
+		if wait, ok := RetryAfterOf([]Policy{p}); ok {
+			from := len(buf)
+			buf = strconv.AppendInt(buf, Seconds(wait), 10)
+			vs.add(fRetryAfter, from, len(buf))
+		}
 	}
 	if vs.n == 0 {
 		return vs, ""

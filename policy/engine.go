@@ -1074,11 +1074,11 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 	}
 }
 
-// quotaUnit is a limit's quota unit for headers (qu): "concurrent-requests"
+// quotaUnit is a limit's quota unit for headers (qu): ConcurrentRequests
 // for a concurrency limit, "" (requests) otherwise.
 func quotaUnit(l *algo.Limit) string {
 	if l != nil && l.Algorithm() == algo.Concurrency {
-		return "concurrent-requests"
+		return ConcurrentRequests
 	}
 	return ""
 }

@@ -106,6 +106,10 @@ type Status struct {
 	Limits []LimitStatus
 }
 
+// ConcurrentRequests is the quota unit of a concurrency limit, as the
+// header fields state it (qu; draft-ietf-httpapi-ratelimit-headers-10).
+const ConcurrentRequests = "concurrent-requests"
+
 // LimitStatus is the outcome of one limit a descriptor was measured against.
 type LimitStatus struct {
 	// Name is the rule's name; a derived limit appends its role:
