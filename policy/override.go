@@ -198,6 +198,26 @@ func (e *Engine) checkRefLocked(cfg *Config, ref ruleRef) error {
 	return nil
 }
 
+// swapEntry sets m[k] to v, or deletes it when !set, and returns a
+// function that puts back the entry m had before: the override and scale
+// setters try a change, check the limits it gives and undo it if they do
+// not compile.
+func swapEntry[K comparable, V any](m map[K]V, k K, v V, set bool) (restore func()) {
+	old, had := m[k]
+	if set {
+		m[k] = v
+	} else {
+		delete(m, k)
+	}
+	return func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	}
+}
+
 // SetOverride makes rule (a rule's name) of domain use o instead of its
 // configured limit, from the next decision on, until RemoveOverride. An
 // adaptive scale still applies on top. It fails with ErrUnknownRule when
@@ -216,14 +236,9 @@ func (e *Engine) SetOverride(domain, rule string, o Override) error {
 		return err
 	}
 	ref := ruleRef{domain, rule}
-	old, had := e.overrides[ref]
-	e.overrides[ref] = o
+	restore := swapEntry(e.overrides, ref, o, true)
 	if err := e.checkRefLocked(e.cfg, ref); err != nil {
-		if had {
-			e.overrides[ref] = old
-		} else {
-			delete(e.overrides, ref)
-		}
+		restore()
 		return fmt.Errorf("%w: override refused: %w", ErrBadRequest, err)
 	}
 	return e.swapLocked(e.cfg)
@@ -237,13 +252,12 @@ func (e *Engine) RemoveOverride(domain, rule string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ref := ruleRef{domain, rule}
-	o, ok := e.overrides[ref]
-	if !ok {
+	if _, ok := e.overrides[ref]; !ok {
 		return false, nil
 	}
-	delete(e.overrides, ref)
+	restore := swapEntry(e.overrides, ref, Override{}, false)
 	if err := e.checkRefLocked(e.cfg, ref); err != nil {
-		e.overrides[ref] = o
+		restore()
 		return false, fmt.Errorf("%w: removing the override refused: %w", ErrBadRequest, err)
 	}
 	return true, e.swapLocked(e.cfg)
@@ -283,18 +297,10 @@ func (e *Engine) SetRateScale(domain, rule string, factor float64, reason string
 		return err
 	}
 	ref := ruleRef{domain, rule}
-	old, had := e.scales[ref]
-	if factor == 1 {
-		delete(e.scales, ref)
-	} else {
-		e.scales[ref] = RateScale{Domain: domain, Rule: rule, Factor: factor, Reason: reason, At: e.o.clock()}
-	}
+	scale := RateScale{Domain: domain, Rule: rule, Factor: factor, Reason: reason, At: e.o.clock()}
+	restore := swapEntry(e.scales, ref, scale, factor != 1) // 1 removes the scale
 	if err := e.checkRefLocked(e.cfg, ref); err != nil {
-		if had {
-			e.scales[ref] = old
-		} else {
-			delete(e.scales, ref)
-		}
+		restore()
 		return fmt.Errorf("%w: rate scale %v refused: %w", ErrBadRequest, factor, err)
 	}
 	return e.swapLocked(e.cfg)
@@ -305,14 +311,7 @@ func (e *Engine) SetRateScale(domain, rule string, factor float64, reason string
 // and want and with at most six decimals, that compiles (prev when none
 // does), and why want does not. It leaves e.scales as it found it.
 func (e *Engine) fitScaleLocked(cfg *Config, ref ruleRef, prev, want float64) (float64, error) {
-	saved, had := e.scales[ref]
-	defer func() {
-		if had {
-			e.scales[ref] = saved
-		} else {
-			delete(e.scales, ref)
-		}
-	}()
+	defer swapEntry(e.scales, ref, RateScale{}, false)() // each try sets its own
 	try := func(f float64) error {
 		e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f}
 		return e.checkRefLocked(cfg, ref)
