@@ -272,12 +272,22 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"reset": keys})
 }
 
-func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
-	if r.PathValue("key") == "" {
+// keyParam returns the raw store key of a /admin/api/keys/{key} request,
+// or answers 400 and returns false when the path names none.
+func keyParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key := r.PathValue("key")
+	if key == "" {
 		writeError(w, http.StatusBadRequest, "no key: want /admin/api/keys/{key}, the key percent-encoded")
+	}
+	return key, key != ""
+}
+
+func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
+	key, ok := keyParam(w, r)
+	if !ok {
 		return
 	}
-	ks := s.keyState(r, r.PathValue("key"))
+	ks := s.keyState(r, key)
 	code := http.StatusOK
 	if ks.Error != "" {
 		code = http.StatusServiceUnavailable
@@ -288,9 +298,8 @@ func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleKeyDelete(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("key")
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "no key: want /admin/api/keys/{key}, the key percent-encoded")
+	key, ok := keyParam(w, r)
+	if !ok {
 		return
 	}
 	if err := s.store.Reset(r.Context(), key); err != nil {

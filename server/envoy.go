@@ -104,6 +104,16 @@ func (l Limits) check(req *policy.Request) error {
 // so a larger cost is a mistake to report, not a decision to make.
 const maxHits = 1 << 52
 
+// checkHits refuses a cost above maxHits (gRPC's unsigned and /v1's
+// signed ones alike); what names it in the request. Negative costs are the
+// engine's to refuse.
+func checkHits[T int64 | uint64](what string, n T) error {
+	if n > maxHits {
+		return badInput("%s %d is too large: at most 2^52 (%d)", what, n, int64(maxHits))
+	}
+	return nil
+}
+
 // fromEnvoy converts an Envoy RateLimitRequest. For the common request,
 // one descriptor of a few entries, it also returns room for the response's
 // statuses (policy.Engine.DecideInto), allocated with the descriptor and its
@@ -135,8 +145,8 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, *policy.StatusBuffer
 			pd.Entries[j] = policy.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
 		if h := d.GetHitsAddend(); h != nil {
-			if h.GetValue() > maxHits {
-				return policy.Request{}, nil, badInput("descriptors[%d]: hits_addend %d is too large: at most 2^52 (%d)", i, h.GetValue(), int64(maxHits))
+			if err := checkHits(fmt.Sprintf("descriptors[%d]: hits_addend", i), h.GetValue()); err != nil {
+				return policy.Request{}, nil, err
 			}
 			// An explicit 0 falls back to the request's hits_addend.
 			pd.Hits = int64(h.GetValue())

@@ -320,14 +320,14 @@ var unitNames = map[string]time.Duration{"second": time.Second, "minute": time.M
 // toPolicy converts and validates a native request; i names it in a batch.
 func (v V1Request) toPolicy() (policy.Request, error) {
 	req := policy.Request{Domain: v.Domain, Hits: v.Hits, Priority: v.Priority}
-	if v.Hits > maxHits {
-		return req, badInput("hits %d is too large: at most 2^52 (%d)", v.Hits, int64(maxHits))
+	if err := checkHits("hits", v.Hits); err != nil {
+		return req, err
 	}
 	req.Descriptors = make([]policy.Descriptor, len(v.Descriptors))
 	for i, d := range v.Descriptors {
 		pd := &req.Descriptors[i]
-		if d.Hits > maxHits {
-			return req, badInput("descriptors[%d].hits %d is too large: at most 2^52 (%d)", i, d.Hits, int64(maxHits))
+		if err := checkHits(fmt.Sprintf("descriptors[%d].hits", i), d.Hits); err != nil {
+			return req, err
 		}
 		pd.Hits = d.Hits
 		pd.Entries = make([]policy.Entry, len(d.Entries))
