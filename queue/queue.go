@@ -353,12 +353,13 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 }
 
 // projectLocked is the soonest a newcomer of priority could be served:
-// earliest, plus each for every waiter that would be served before it.
-// q.mu is held.
+// earliest, plus each for every waiter that would be served before it,
+// those of at least its priority (under FIFO every priority is 0, so all
+// of them). q.mu is held.
 func (q *Queue) projectLocked(priority int, earliest, each time.Duration) time.Duration {
 	ahead := 0
 	for _, w := range q.h {
-		if q.cfg.order == FIFO || w.prio >= priority {
+		if w.prio >= priority {
 			ahead++
 		}
 	}
