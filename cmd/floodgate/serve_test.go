@@ -131,14 +131,22 @@ func TestServeStopsOnCancel(t *testing.T) {
 	}
 }
 
-// A gateway: section without --upstream is ignored, and serve says so.
-func TestServeWarnsGatewayWithoutUpstream(t *testing.T) {
+// gatewayConfigDir returns a configuration folder with one domain, edge,
+// that has a gateway: section (a route on /ping).
+func gatewayConfigDir(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := "domain: edge\ngateway:\n  routes:\n    - path_prefix: /ping\n      descriptors: [{entries: [{source: remote_address}]}]\n" +
 		"descriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n"
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// A gateway: section without --upstream is ignored, and serve says so.
+func TestServeWarnsGatewayWithoutUpstream(t *testing.T) {
+	dir := gatewayConfigDir(t)
 	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "0")
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d after cancel: %s", code, errb.String())
@@ -257,12 +265,7 @@ func TestServeDrainTimeoutCutsOffAndExitsZero(t *testing.T) {
 
 // In gateway mode the startup line says where requests go.
 func TestServeLogsUpstream(t *testing.T) {
-	dir := t.TempDir()
-	cfg := "domain: edge\ngateway:\n  routes:\n    - path_prefix: /ping\n      descriptors: [{entries: [{source: remote_address}]}]\n" +
-		"descriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n"
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := gatewayConfigDir(t)
 	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "0", "--upstream", "http://127.0.0.1:1/")
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d after cancel: %s", code, errb.String())
