@@ -950,8 +950,7 @@ func (e *Engine) peekItems(ctx context.Context, p *plan, which []int, refused bo
 // finish turns the items' decisions into statuses and the response's code,
 // strategy and delay.
 func (e *Engine) finish(p *plan, resp *Response, take bool) {
-	now := e.o.clock()
-	nowUS := now.UnixMicro()
+	now := &calendarNow{clock: e.o.clock}
 	var refusing []*Rule
 	var maxRetry, maxDelay time.Duration
 	var waitItem *item
@@ -970,10 +969,10 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		// The window goes with the quota the status reports: the limit in
 		// force (after overrides and scales), or the tightest of a
 		// hierarchy's limits below.
-		s.Window = ruleWindow(dp.rule, nowUS)
+		s.Window = ruleWindow(dp.rule, now)
 		if dp.rule.index >= 0 {
 			if l := p.snap.limits[dp.rule.index].rate; l != nil {
-				s.Window = headerWindow(l, nowUS)
+				s.Window = headerWindow(l, now)
 			}
 		}
 		s.QuotaUnit = quotaUnit(dp.rule.limit)
@@ -982,7 +981,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		var tightWindow time.Duration
 		tightRefused, refused, borrowed := false, false, false
 		for _, r := range dp.deny {
-			st := LimitStatus{Name: limitName(r, r.Name, s.Rule), Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, nowUS),
+			st := LimitStatus{Name: limitName(r, r.Name, s.Rule), Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, now),
 				Shadow: r.Shadow || e.o.shadow, Deny: true}
 			s.Limits = append(s.Limits, st)
 			if st.Shadow {
@@ -999,13 +998,13 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 				continue
 			}
 			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Shadow: it.shadow, QuotaUnit: quotaUnit(it.lim)}
-			ls.Decision, ls.Window = statusOf(it.lim, it.dec, nowUS)
+			ls.Decision, ls.Window = statusOf(it.lim, it.dec, now)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
 				if it.lendDecided {
 					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim)}
-					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, nowUS)
+					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, now)
 					s.Limits = append(s.Limits, lend)
 					if !it.lendDec.Allowed && !it.shadow {
 						refused = true
@@ -1047,7 +1046,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			s.Decision = algo.Decision{RetryAfter: algo.Never}
 		case len(dp.items) > 0 && p.items[dp.items[0]].decided:
 			it := &p.items[dp.items[0]]
-			s.Decision, s.Window = statusOf(it.lim, it.dec, nowUS)
+			s.Decision, s.Window = statusOf(it.lim, it.dec, now)
 		}
 		if refused {
 			s.Code = CodeOverLimit
@@ -1155,7 +1154,7 @@ func itemName(it *item) string {
 // SmoothBursty's stored permits. SmoothWarmup states its stable rate
 // instead (see statusOf). Concurrency slots have no window (0: w is
 // omitted).
-func headerWindow(l *algo.Limit, nowUS int64) time.Duration {
+func headerWindow(l *algo.Limit, now *calendarNow) time.Duration {
 	switch l.Algorithm() {
 	case algo.TokenBucket, algo.GCRA, algo.Shaper, algo.SmoothBursty:
 		p := l.Params()
@@ -1165,7 +1164,10 @@ func headerWindow(l *algo.Limit, nowUS int64) time.Duration {
 	case algo.Concurrency:
 		return 0
 	}
-	return l.Window(nowUS)
+	if l.Params().Calendar == algo.CalendarNone {
+		return l.Window(0) // the period: no clock needed
+	}
+	return l.Window(now.us())
 }
 
 // statusOf is the decision and window a status reports for a decision d
@@ -1175,25 +1177,41 @@ func headerWindow(l *algo.Limit, nowUS int64) time.Duration {
 // round up to whole seconds, it would understate the rate (10 per second
 // would read 1 per second), so its status reports the stable rate, limit
 // per period, as its quota and window.
-func statusOf(l *algo.Limit, d algo.Decision, nowUS int64) (algo.Decision, time.Duration) {
+func statusOf(l *algo.Limit, d algo.Decision, now *calendarNow) (algo.Decision, time.Duration) {
 	if l.Algorithm() == algo.SmoothWarmup {
 		p := l.Params()
 		d.Limit = p.Limit
 		return d, p.Period
 	}
-	return d, headerWindow(l, nowUS)
+	return d, headerWindow(l, now)
+}
+
+// calendarNow is the Engine's clock as a calendar window needs it: read at
+// most once per decision, and only when a month or year window is
+// reported (every other window is its period, whatever the time).
+type calendarNow struct {
+	clock func() time.Time
+	at    int64 // µs since the epoch, once read
+	read  bool
+}
+
+func (n *calendarNow) us() int64 {
+	if !n.read {
+		n.at, n.read = n.clock().UnixMicro(), true
+	}
+	return n.at
 }
 
 // ruleWindow is the rule's window for headers at now.
-func ruleWindow(r *Rule, nowUS int64) time.Duration {
+func ruleWindow(r *Rule, now *calendarNow) time.Duration {
 	if r.limit != nil {
-		return headerWindow(r.limit, nowUS)
+		return headerWindow(r.limit, now)
 	}
 	if d, ok := unitPeriods[r.Unit]; ok {
 		return d
 	}
 	if r.Unit == "month" || r.Unit == "year" {
-		t := time.UnixMicro(nowUS).UTC()
+		t := time.UnixMicro(now.us()).UTC()
 		start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 		if r.Unit == "year" {
 			start = time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)

@@ -628,3 +628,43 @@ descriptors:
 		}
 	}
 }
+
+// TestCalendarWindowReadsTheClock: a month's window is the length of the
+// month the Engine's clock is in (28 days in February 2026, 31 in March),
+// and a decision whose windows are all periods does not read the clock.
+func TestCalendarWindowReadsTheClock(t *testing.T) {
+	cfg := mustParse(t, `
+domain: d
+descriptors:
+  - key: plan
+    rate_limit: {name: monthly, unit: month, requests_per_unit: 1000}
+  - key: ip
+    rate_limit: {name: hourly, unit: hour, requests_per_unit: 10}
+`)
+	now := time.Date(2026, time.February, 10, 12, 0, 0, 0, time.UTC)
+	reads := 0
+	clock := func() time.Time { reads++; return now }
+	e := newMemEngine(t, cfg, frozen(now), WithClock(clock))
+	for _, tc := range []struct {
+		at     time.Time
+		entry  []Entry
+		window time.Duration
+		reads  int
+	}{
+		{now, ent("plan", "p"), 28 * 24 * time.Hour, 1},
+		{time.Date(2026, time.March, 3, 0, 0, 0, 0, time.UTC), ent("plan", "p"), 31 * 24 * time.Hour, 1},
+		{now, ent("ip", "1.2.3.4"), time.Hour, 0},
+	} {
+		now, reads = tc.at, 0
+		resp, err := e.Decide(context.Background(), req("d", tc.entry))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := resp.Statuses[0]; s.Window != tc.window || len(s.Limits) != 1 || s.Limits[0].Window != tc.window {
+			t.Errorf("%v at %v: window %v, limits %+v; want %v", tc.entry, tc.at, s.Window, s.Limits, tc.window)
+		}
+		if reads != tc.reads {
+			t.Errorf("%v: the Engine read its clock %d times, want %d", tc.entry, reads, tc.reads)
+		}
+	}
+}
