@@ -10,9 +10,10 @@
 //     while the store answers, NOT_SERVING while draining) and reflection.
 //   - HTTP: POST /json (protojson RateLimitRequest in, RateLimitResponse out;
 //     200 OK, 429 OVER_LIMIT, as envoyproxy/ratelimit), POST /v1/decide,
-//     POST /v1/peek (both batch-capable), POST /v1/observe (samples for the
-//     adaptive controllers), GET /healthcheck, and in gateway mode everything
-//     else through the gateway handler.
+//     POST /v1/peek (both batch-capable), POST /v1/release (gives back
+//     concurrency slots), POST /v1/observe (samples for the adaptive
+//     controllers), GET /healthcheck, and in gateway mode everything else
+//     through the gateway handler.
 //   - Admin: /metrics, /healthz, /readyz, /dashboard and the token-guarded
 //     /admin/api/ (config, inspect, reset, overrides, scales, stats, events).
 //
@@ -26,6 +27,21 @@
 // a 404), per-descriptor hits_addend and limit apply. The one deliberate
 // difference is the engine's: all descriptors of a request are decided all
 // or nothing.
+//
+// # Concurrency leases
+//
+// A decision admitted on a concurrency rule holds slots until they are
+// given back or their lease_ttl passes. /v1/decide answers such a decision
+// with a "lease" token; POST /v1/release {"lease": token} gives the slots
+// back (204; again, or after they expired, is still 204). The token carries
+// the store keys, costs, lease id and limits (docs/SERVER.md has the
+// format), so any instance sharing the store releases it and none keeps
+// state per token. It is unsigned: what stops a caller from releasing
+// another's slots is the random lease id, known only from one's own
+// decide, and the engine (policy.Engine.ReleaseLeases) accepts only keys
+// it builds for concurrency limits, so a forged token cannot reach other
+// state. Envoy's protocol, and so gRPC and /json, has no release: there,
+// slots return at lease_ttl.
 //
 // # Input
 //

@@ -29,8 +29,9 @@ func (s *Server) HTTPHandler() http.Handler {
 	mux.HandleFunc("/v1/decide", s.handleV1(false))
 	mux.HandleFunc("/v1/peek", s.handleV1(true))
 	mux.HandleFunc("/v1/observe", s.handleObserve)
+	mux.HandleFunc("/v1/release", s.handleRelease)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek and POST /v1/observe", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek, POST /v1/release and POST /v1/observe", r.URL.Path))
 	})
 	mux.HandleFunc("/healthcheck", s.handleHealthz)
 	if s.gateway != nil {
@@ -267,6 +268,13 @@ type V1Response struct {
 	WaitedMS int64 `json:"waited_ms,omitempty"`
 	// Headers are the rate limit header fields for the client.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Lease is set when the request was admitted holding concurrency
+	// slots: the token to POST to /v1/release (on any instance sharing
+	// the store) when the work is done. LeaseTTLMS is how long after the
+	// decision the slots come back on their own if it never is (the
+	// shortest lease_ttl of the limits involved).
+	Lease      string `json:"lease,omitempty"`
+	LeaseTTLMS int64  `json:"lease_ttl_ms,omitempty"`
 	// Error is the message of a batch element that failed, which the
 	// server sends as {"error": "..."} alone: decoded into a V1Response,
 	// it is the only field set.
@@ -379,7 +387,19 @@ func (s *Server) v1Response(resp *policy.Response) V1Response {
 		}
 		out.Headers[name] = value
 	})
+	if ls := resp.Leases(); len(ls) > 0 {
+		out.Lease, out.LeaseTTLMS = encodeLease(ls), ms(shortestTTL(ls))
+	}
 	return out
+}
+
+// shortestTTL is when the first of a decision's slots expires.
+func shortestTTL(ls []policy.Lease) time.Duration {
+	d := ls[0].TTL
+	for _, l := range ls[1:] {
+		d = min(d, l.TTL)
+	}
+	return d
 }
 
 // decodeStrict decodes JSON into v, rejecting unknown fields, duplicate
@@ -459,7 +479,9 @@ func noDuplicateFields(body []byte) error {
 // handleV1 serves /v1/decide (peek false) and /v1/peek: one request, or a
 // batch {"requests": [...]} answered by {"results": [...]}. A single
 // decide answers 200 when allowed and 429 when over the limit, with the
-// rate limit headers; peeks and batches always answer 200.
+// rate limit headers; peeks and batches always answer 200. An admitted
+// decide that holds concurrency slots answers a lease token for
+// /v1/release (each batch element its own).
 func (s *Server) handleV1(peek bool) http.HandlerFunc {
 	transport := "v1"
 	if peek {

@@ -1,0 +1,124 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// Lease is the part of an admitted Response's concurrency slots held on
+// one store key: everything Engine.ReleaseLeases needs to give them back,
+// from any process that shares the store. It lets a caller that cannot
+// keep the Response (the server's /v1 API hands it out as a token) release
+// later, elsewhere.
+type Lease struct {
+	// Key is the store key of the concurrency limit.
+	Key string
+	// Cost is the number of slots held on Key (at least 1).
+	Cost int64
+	// ID is the lease the slots were taken under: a random non-zero value
+	// drawn per decision, which is what makes a Lease hard to forge.
+	ID uint64
+	// Limit is the concurrency limit's number of slots.
+	Limit int64
+	// TTL is the limit's effective lease TTL: the slots come back on their
+	// own that long after the decision.
+	TTL time.Duration
+}
+
+// Leases returns the concurrency slots the response holds, one Lease per
+// store key; nil when it holds none (Holds is false). The slice is the
+// caller's.
+func (r Response) Leases() []Lease {
+	if len(r.leases) == 0 {
+		return nil
+	}
+	out := make([]Lease, len(r.leases))
+	for i, q := range r.leases {
+		out[i] = Lease{Key: q.Key, Cost: q.Cost, ID: q.Lease, Limit: q.Limit.Params().Limit, TTL: q.Limit.Window(0)}
+	}
+	return out
+}
+
+// LeaseError is ReleaseLeases' error for a lease it refuses; it wraps
+// ErrBadRequest and the reason.
+type LeaseError struct {
+	// Index is the lease's index in the slice given to ReleaseLeases.
+	Index int
+	// Err says what is wrong with it.
+	Err error
+}
+
+func (e *LeaseError) Error() string {
+	return fmt.Sprintf("%v: lease %d: %v", ErrBadRequest, e.Index, e.Err)
+}
+
+// Unwrap returns ErrBadRequest and the reason, for errors.Is and As.
+func (e *LeaseError) Unwrap() []error { return []error{ErrBadRequest, e.Err} }
+
+// ReleaseLeases gives back the slots of leases, as Release does for the
+// Response they came from. Releasing twice, or after the slots expired,
+// is a no-op. Every lease is checked before any store call, and a
+// *LeaseError names the first bad one: an ID of 0 (the anonymous lease,
+// which only expires), a cost below 1, a key this Engine did not build for
+// a concurrency limit (outside its key prefix, or whose fingerprint names
+// another algorithm), or a limit that does not compile.
+func (e *Engine) ReleaseLeases(ctx context.Context, leases []Lease) error {
+	reqs := make([]store.Request, len(leases))
+	for i, l := range leases {
+		q, err := e.leaseRequest(l)
+		if err != nil {
+			return &LeaseError{Index: i, Err: err}
+		}
+		reqs[i] = q
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	return e.st.Release(ctx, reqs)
+}
+
+// leaseRequest validates l and rebuilds the store request that releases it.
+func (e *Engine) leaseRequest(l Lease) (store.Request, error) {
+	switch {
+	case l.ID == 0:
+		return store.Request{}, fmt.Errorf("lease id 0 is the anonymous lease, which cannot be released")
+	case l.Cost < 1:
+		return store.Request{}, fmt.Errorf("cost %d: want at least 1 slot", l.Cost)
+	}
+	if err := e.concurrencyKey(l.Key); err != nil {
+		return store.Request{}, err
+	}
+	lim, err := algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: l.Limit, LeaseTTL: l.TTL})
+	if err != nil {
+		return store.Request{}, err
+	}
+	return store.Request{Key: l.Key, Limit: lim, Cost: l.Cost, Lease: l.ID}, nil
+}
+
+// concurrencyKey checks that key is one this Engine builds for a
+// concurrency limit: its prefix, then the escaped domain and entries
+// (which hold no '#'), then '#' and a fingerprint naming the algorithm
+// (see appendBaseKey and fingerprint). The check matters because a release
+// is not authenticated beyond its lease id: a store told to release on a
+// key holding another algorithm's state may treat that state as corrupt
+// and drop it (the Redis scripts delete a key of the wrong type), which
+// would hand its budget back to whoever forged the lease.
+func (e *Engine) concurrencyKey(key string) error {
+	rest, ok := strings.CutPrefix(key, e.o.prefix)
+	if !ok {
+		return fmt.Errorf("key %q is outside the key prefix %q", key, e.o.prefix)
+	}
+	_, fp, ok := strings.Cut(rest, "#")
+	if !ok {
+		return fmt.Errorf("key %q has no limit fingerprint ('#'): not a key of a rule", key)
+	}
+	if !strings.HasPrefix(fp, algo.Concurrency.String()+":") {
+		return fmt.Errorf("key %q is not a concurrency limit's key (its fingerprint is %q)", key, fp)
+	}
+	return nil
+}
