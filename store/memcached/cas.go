@@ -48,24 +48,24 @@ func decodeState(v []byte, st *algo.State) (algo.Kind, int64, error) {
 
 // load reads key's compare-and-swap state for l at now: the state (zero
 // when missing, expired or of another algorithm), the item (nil when
-// missing) and whether it exists.
-func (s *Store) load(key string, l *algo.Limit, now int64) (algo.State, *memcache.Item, bool, error) {
-	var st algo.State
-	it, err := s.mc.Get(s.keys.state(key))
+// missing), whether it exists, and whether it holds a live state of l's
+// algorithm.
+func (s *Store) load(key string, l *algo.Limit, now int64) (st algo.State, it *memcache.Item, exists, live bool, err error) {
+	it, err = s.mc.Get(s.keys.state(key))
 	if errors.Is(err, memcache.ErrCacheMiss) {
-		return st, nil, false, nil
+		return st, nil, false, false, nil
 	}
 	if err != nil {
-		return st, nil, false, unavailable("read", key, err)
+		return st, nil, false, false, unavailable("read", key, err)
 	}
 	kind, exp, err := decodeState(it.Value, &st)
 	if err != nil {
-		return algo.State{}, nil, false, fmt.Errorf("memcached: key %q holds a malformed state (Reset it): %w", key, err)
+		return algo.State{}, nil, false, false, fmt.Errorf("memcached: key %q holds a malformed state (Reset it): %w", key, err)
 	}
 	if kind != l.Algorithm() || exp <= now {
-		st = algo.State{}
+		return algo.State{}, it, true, false, nil
 	}
-	return st, it, true, nil
+	return st, it, true, true, nil
 }
 
 // writeMode says whether and how update writes the state op left.
@@ -98,7 +98,9 @@ type updated struct {
 }
 
 // update applies op to key's state under compare-and-swap: op gets the
-// state and whether the item exists, and returns the decision and how to
+// state and whether the item holds a live state of l's algorithm (refunds
+// and releases give nothing back otherwise, and must not overwrite another
+// limit's state with a fresh one), and returns the decision and how to
 // write the state back. A state that did not change, or a fresh one for a
 // missing item, is not written. The write carries the expiry l.ExpiresAt
 // gives.
@@ -109,13 +111,13 @@ type updated struct {
 // Within the process, callers of one key queue on a local lock rather than
 // race: compare-and-swap retries are only spent against other processes.
 func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64, retries int, restore *charge,
-	op func(st *algo.State, exists bool) (algo.Decision, writeMode)) (updated, error) {
+	op func(st *algo.State, live bool) (algo.Decision, writeMode)) (updated, error) {
 	mu := s.lockFor(key)
 	mu.Lock()
 	defer mu.Unlock()
 	mkey := s.keys.state(key)
 	for attempt := 0; ; attempt++ {
-		st, it, exists, err := s.load(key, l, now)
+		st, it, exists, live, err := s.load(key, l, now)
 		if err != nil {
 			return updated{}, err
 		}
@@ -132,7 +134,7 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 			if _, e, err := decodeState(u.after, &algo.State{}); err == nil {
 				exp = e
 			}
-		} else if u.d, mode = op(&st, exists); mode != noWrite {
+		} else if u.d, mode = op(&st, live); mode != noWrite {
 			exp = l.ExpiresAt(&st)
 			u.after = encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
 			if exists && bytes.Equal(u.after, it.Value) || !exists && exp <= now {

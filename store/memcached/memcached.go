@@ -270,8 +270,8 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, charges []ch
 // since) the units are refunded, or for concurrency the slots removed.
 func (s *Store) undo(ctx context.Context, r *store.Request, ch charge, now int64, retries int) error {
 	l, cost, lease := r.Limit, r.Cost, r.Lease
-	_, err := s.update(ctx, r.Key, l, now, retries, &ch, func(st *algo.State, exists bool) (algo.Decision, writeMode) {
-		if !exists {
+	_, err := s.update(ctx, r.Key, l, now, retries, &ch, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+		if !live {
 			return algo.Decision{}, noWrite
 		}
 		if l.Algorithm() == algo.Concurrency {
@@ -348,7 +348,7 @@ func (s *Store) peek(ctx context.Context, r *store.Request, now int64) (algo.Dec
 	case algo.SlidingWindow:
 		return s.peekSliding(r, now)
 	}
-	st, _, _, err := s.load(r.Key, r.Limit, now)
+	st, _, _, _, err := s.load(r.Key, r.Limit, now)
 	if err != nil {
 		return algo.Decision{}, err
 	}
@@ -383,8 +383,8 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		case algo.Concurrency:
 		default:
 			l, cost := r.Limit, r.Cost
-			_, err = s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, exists bool) (algo.Decision, writeMode) {
-				if !exists {
+			_, err = s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+				if !live {
 					return algo.Decision{}, noWrite
 				}
 				l.Refund(st, now, at, cost)
@@ -411,8 +411,8 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 			continue
 		}
 		l, lease := r.Limit, r.Lease
-		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, exists bool) (algo.Decision, writeMode) {
-			return algo.Decision{}, must(exists && l.Release(st, now, lease))
+		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+			return algo.Decision{}, must(live && l.Release(st, now, lease))
 		})
 		if err != nil {
 			return err

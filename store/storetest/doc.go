@@ -32,7 +32,9 @@
 //     stores nothing.
 //   - A state whose algo.Limit.ExpiresAt is at or before now reads as a
 //     fresh (zero) state, whether or not the store has deleted it yet.
-//   - Refund and Release on a key with no live state do nothing.
+//   - Refund and Release on a key with no live state do nothing — a key
+//     holding another algorithm's state included: they leave that state
+//     as it is.
 //   - After a refused Take over several requests, out[i] is
 //     store.Unwind(Peek(request i alone)).
 //
@@ -53,6 +55,8 @@
 //   - expiry: after a state's ExpiresAt a key reads as fresh (or, with
 //     RealTTL, its TTL is ExpiresAt − now); Reset forgets a key; Refund and
 //     Release give capacity back.
+//   - foreign_give_back: a Refund and a Release with a limit of every other
+//     algorithm leave a key's state as it was.
 //   - peek: Peek charges nothing.
 //   - bad_requests: nil limits, empty keys and mismatched lengths return
 //     errors wrapping store.ErrBadRequest, without a panic.

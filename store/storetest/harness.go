@@ -143,6 +143,7 @@ func Run(t *testing.T, h Harness) {
 		{"expiry", testExpiry},
 		{"reset", testReset},
 		{"refund_release", testRefundRelease},
+		{"foreign_give_back", testForeignGiveBack},
 		{"peek", testPeek},
 		{"bad_requests", testBadRequests},
 		{"closed", testClosed},

@@ -423,3 +423,39 @@ func testClosed(t *testing.T, h *Harness) {
 	checkErr(t, "Release after Close", st.Release(ctx, reqs), store.ErrClosed)
 	checkErr(t, "Reset after Close", st.Reset(ctx, reqs[0].Key), store.ErrClosed)
 }
+
+// testForeignGiveBack checks that Refund and Release with a limit of
+// another algorithm leave a key's state alone: giving back to a key that
+// holds no state of that algorithm gives back nothing, and must not wipe
+// the state another limit keeps there (a Release naming a rate limit's key
+// would otherwise restore that limit's budget).
+func testForeignGiveBack(t *testing.T, h *Harness) {
+	forKinds(t, h, algo.Kinds(), func(t *testing.T, k algo.Kind) {
+		l := compile(t, kindParams(k, 5, time.Hour))
+		clock := NewClock(Epoch)
+		st := h.open(t, clock.Now)
+		q := store.Request{Key: namespace(t) + "k", Limit: l, Cost: min(3, l.Capacity()), Lease: 42}
+		d, res := takeOne(t, st, q)
+		if !d.Allowed {
+			t.Fatalf("Take(cost %d) on a fresh key = %s, want allowed", q.Cost, formatDecision(d))
+		}
+		probe := store.Request{Key: q.Key, Limit: l, Cost: 0}
+		before := peekOne(t, st, probe)
+		for _, j := range algo.Kinds() {
+			if j == k {
+				continue
+			}
+			other := compile(t, kindParams(j, 5, time.Hour))
+			back := store.Request{Key: q.Key, Limit: other, Cost: 1, Lease: 42, At: res.At}
+			if err := st.Release(t.Context(), []store.Request{back}); err != nil {
+				t.Fatalf("Release with a %s limit: %v", j, err)
+			}
+			if err := st.Refund(t.Context(), []store.Request{back}); err != nil {
+				t.Fatalf("Refund with a %s limit: %v", j, err)
+			}
+			if got := peekOne(t, st, probe); got != before {
+				t.Fatalf("after a Release and a Refund with a %s limit: Peek = %s, want %s as before", j, formatDecision(got), formatDecision(before))
+			}
+		}
+	})
+}

@@ -50,8 +50,8 @@ ALG[9] = {
   parse = function(a, i)
     return { limit = tonumber(a[i]), ttl = tonumber(a[i + 1]) }
   end,
-  load = function(key, p, ro)
-    return zload(key, ro)
+  load = function(key, p, ro, keep)
+    return zload(key, ro, keep)
   end,
   expires = function(st, p)
     if st.gone then return 0 end

@@ -105,7 +105,7 @@ for _ = 1, tonumber(ARGV[1]) do
       local sk = ARGV[ai] .. ':' .. key
       local st = states[sk]
       if not st then
-        st = h.load(key, p, ro)
+        st = h.load(key, p, ro, op == 'r' or op == 'l')
         if h.expires(st, p) <= now then
           if op == 't' or op == 'T' or op == 'p' then
             h.fresh(st)

@@ -121,7 +121,9 @@ end
 --   np                          number of params
 --   parse(argv, i)              params from ARGV[i..i+np-1] (main adds
 --                               p.kind: families share one handler)
---   load(key, p, ro)            the key's state (ro: a read-only peek)
+--   load(key, p, ro, keep)      the key's state (ro: a read-only peek; keep:
+--                               a refund or release, which leaves a key of
+--                               another type as it is)
 --   expires(st, p)              algo's ExpiresAt (0: no different from fresh)
 --   fresh(st)                   make st fresh
 --   decide(st, p, now, cost, lease, commit)

@@ -41,8 +41,8 @@ ALG[2] = {
   parse = function(a, i)
     return { limit = tonumber(a[i]), per = tonumber(a[i + 1]) }
   end,
-  load = function(key, p, ro)
-    return zload(key, ro)
+  load = function(key, p, ro, keep)
+    return zload(key, ro, keep)
   end,
   expires = function(st, p)
     if st.gone then return 0 end

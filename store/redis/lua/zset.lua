@@ -8,12 +8,14 @@ local META = '~'
 
 -- zload reads a sorted-set state's META: st.c is the latest time seen (0
 -- if none) and st.mscore META's score in Redis (nil if none). A key of
--- another type reads as fresh (and is deleted unless read-only).
-local function zload(key, ro)
+-- another type reads as fresh, and is deleted unless the call is read-only
+-- or keep is set (a refund or release, which must not wipe the state of
+-- another limit: it gives nothing back there).
+local function zload(key, ro, keep)
   local st = { key = key, c = 0, ro = ro }
   local c = rpcall('ZSCORE', key, META)
   if type(c) == 'table' and c.err then
-    if not ro then rcall('DEL', key) end
+    if not (ro or keep) then rcall('DEL', key) end
     st.gone = true
   elseif c then
     st.c = tonumber(c)
