@@ -49,9 +49,14 @@
 // # Errors
 //
 // A request the extractor cannot map (a value longer than allowed) gets 400
-// with a problem body saying which entry; a Decider error (the store is
-// down) gets 503 unless [WithFailOpen] lets it pass. Nothing panics on any
-// request. [WithErrorLog] receives every such error.
+// with a problem body saying which entry, and one without a client address
+// where a remote_address entry needs it (a Unix socket peer and no trusted
+// proxy header) 500: the server is set up wrong, not the request. A
+// Decider error (the store is down or timed out) gets 503, whose body says
+// which of the two without the store's own message, unless [WithFailOpen]
+// lets it pass; a request the Decider refuses as malformed (a negative
+// cost from [WithCost]) gets 500, never failed open. Nothing panics on any
+// request. [WithErrorLog] receives every such error in full.
 //
 // # Concurrency and clock
 //

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/dimension"
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 )
 
 // Waiter is a Decider that can hold a request for the wait strategy itself,
@@ -354,13 +356,26 @@ func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 		s := headers.Seconds(wait)
 		p.RetryAfter = &s
 		p.Detail = fmt.Sprintf("rate limit exceeded; retry in %d s", s)
-	} else {
+	} else if never(ps) {
 		p.Detail = "rate limit exceeded; this request can never pass this limit"
+	} else {
+		// A concurrency limit refused: no time can be promised.
+		p.Detail = "too many requests in flight; retry when one of them completes"
 	}
 	if len(p.ViolatedPolicies) > 0 {
 		p.Detail = strings.Join(p.ViolatedPolicies, ", ") + ": " + p.Detail
 	}
 	WriteProblem(w, p)
+}
+
+// never reports whether a refusing policy can never admit the request.
+func never(ps []headers.Policy) bool {
+	for _, p := range ps {
+		if !p.Allowed && p.RetryAfter == algo.Never {
+			return true
+		}
+	}
+	return false
 }
 
 // Violated returns the names of the limits that refused resp, sorted,
@@ -394,11 +409,28 @@ func Violated(resp policy.Response) []string {
 
 func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err error) (func(), bool) {
 	m.log(r, err)
+	if errors.Is(err, policy.ErrBadRequest) || errors.Is(err, store.ErrBadRequest) {
+		// The request the middleware built from r is wrong (a cost or
+		// priority function's value): a bug to fix, which failing open
+		// would hide. Its message is about the request, not the store.
+		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Instance: pathOf(r),
+			Detail: "the rate limiter cannot decide this request: " + err.Error()})
+		return nop, false
+	}
 	if m.o.failOpen {
 		return nop, true
 	}
+	// The client learns what kind of failure it was, not the store's
+	// addresses or messages (WithErrorLog gets those).
+	reason := "the decision failed"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		reason = "the decision timed out"
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
+		reason = "its store is unavailable"
+	}
 	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
-		Detail: "the rate limiter could not decide: " + err.Error()})
+		Detail: "the rate limiter could not decide: " + reason})
 	return nop, false
 }
 

@@ -439,6 +439,10 @@ descriptors:
 	if ra := r.h.Get("Retry-After"); ra != "" {
 		t.Errorf("Retry-After %q on a concurrency refusal, want none", ra)
 	}
+	// Nor may the body tell the client it can never pass.
+	if !strings.Contains(r.body, "in flight") || strings.Contains(r.body, "never") {
+		t.Errorf("429 body %s: want it to say a slot frees when a request in flight completes", r.body)
+	}
 	close(release)
 	wg.Wait()
 	if statuses[0] != 200 || statuses[1] != 200 {
@@ -539,8 +543,22 @@ descriptors:
 		case open && r.status != 200:
 			t.Errorf("fail open: %d %s", r.status, r.body)
 		case !open && (r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil ||
-			!strings.HasPrefix(p.Detail, "the rate limiter could not decide: ")):
+			p.Detail != "the rate limiter could not decide: its store is unavailable"):
 			t.Errorf("fail closed: %d %s", r.status, r.body)
+		}
+	}
+
+	// A cost function's bad value is the application's bug: 500, never
+	// failed open, saying what is wrong.
+	for _, open := range []bool{false, true} {
+		m, err := middleware.New(engine(t, cfg, nil), "web", extractor(t, spec), middleware.WithFailOpen(open),
+			middleware.WithCost(func(*http.Request) int64 { return -1 }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := get(t, serve(t, m, ok).URL, "X-Tenant", "acme")
+		if r.status != 500 || !strings.Contains(r.body, "negative") {
+			t.Errorf("negative cost (fail open %v): %d %s, want 500 saying the cost is negative", open, r.status, r.body)
 		}
 	}
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,9 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 	}
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
+		if s, _, found := strings.Cut(rawURL, ":"); found && slices.Contains(Schemes(), strings.ToLower(s)) {
+			return nil, badURL(rawURL, "%q must be followed by ://, e.g. %s://127.0.0.1", s+":", s)
+		}
 		return nil, badURL(rawURL, "missing scheme: want one of %s, e.g. memory:// or redis://127.0.0.1:6379",
 			strings.Join(withColons(Schemes()), ", "))
 	}
@@ -148,7 +152,11 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 		if c.timeout > 0 {
 			mo = append(mo, memcached.WithTimeout(c.timeout))
 		}
-		return memcached.Open(rawURL, append(mo, c.mcOpts...)...)
+		st, err := memcached.Open(rawURL, append(mo, c.mcOpts...)...)
+		if err != nil {
+			return nil, err // not a nil *memcached.Store in a non-nil store.Store
+		}
+		return st, nil
 	}
 	return nil, badURL(rawURL, "unknown scheme %q: want one of %s", scheme, strings.Join(withColons(Schemes()), ", "))
 }

@@ -18,6 +18,8 @@ func TestBadURLs(t *testing.T) {
 	for _, r := range []struct{ url, want string }{
 		{"", "missing scheme"},
 		{"localhost:6379", "missing scheme"},
+		{"redis:/h:6379", `"redis:" must be followed by ://`},
+		{"memcached:h:11211", `"memcached:" must be followed by ://`},
 		{"postgres://db:5432", `unknown scheme "postgres"`},
 		{"memory://somewhere", "takes no host"},
 		{"memory://?max_keys=lots", `max_keys="lots"`},
@@ -95,6 +97,11 @@ func TestUnreachable(t *testing.T) {
 		}
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Open(%q) = %v, want store.ErrUnavailable", u, err)
+		}
+		// A nil *memcached.Store in a non-nil store.Store would pass
+		// the usual "if st != nil { st.Close() }" and panic there.
+		if st != nil {
+			t.Errorf("Open(%q) returned the non-nil store %#v with its error", u, st)
 		}
 	}
 }
