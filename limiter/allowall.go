@@ -104,7 +104,11 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 			res.hits[i].Cost = 1
 		}
 		if h.Limiter.limit.Algorithm() == algo.Concurrency {
-			res.leases[i] = h.Limiter.leaseID()
+			id, err := h.Limiter.newLeaseID()
+			if err != nil {
+				return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w", i, err)
+			}
+			res.leases[i] = id
 		}
 		g := 0
 		for g < len(groups) && groups[g].st != h.Limiter.st {

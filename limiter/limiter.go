@@ -30,8 +30,9 @@ type config struct {
 func WithSeparator(sep string) Option { return func(c *config) { c.sep = sep } }
 
 // WithLeaseIDs sets how Reserve, Acquire and AllowAll name Concurrency
-// leases (default: random non-zero 64-bit numbers). IDs must be unique
-// among the leases of a key; 0 is not a valid ID.
+// leases (default, and with nil: random non-zero 64-bit numbers). IDs must
+// be unique among the leases of a key; 0 is not a valid ID: a call that
+// gets one returns an error wrapping store.ErrBadRequest.
 func WithLeaseIDs(next func() uint64) Option { return func(c *config) { c.leaseID = next } }
 
 // WithStoreTimeout bounds each store call (default 0: only the caller's
@@ -222,7 +223,10 @@ type Reservation struct {
 func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservation, error) {
 	var lease uint64
 	if l.limit.Algorithm() == algo.Concurrency {
-		lease = l.leaseID()
+		var err error
+		if lease, err = l.newLeaseID(); err != nil {
+			return nil, err
+		}
 	}
 	d, at, err := l.take(ctx, key, n, lease)
 	if err != nil {
@@ -350,7 +354,10 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
 	if l.limit.Algorithm() != algo.Concurrency {
 		return nil, fmt.Errorf("limiter %q: %w: Acquire needs a concurrency limit, not %s", l.name, ErrNotConcurrency, l.limit.Algorithm())
 	}
-	id := l.leaseID()
+	id, err := l.newLeaseID()
+	if err != nil {
+		return nil, err
+	}
 	d, _, err := l.take(ctx, key, 1, id)
 	if err != nil {
 		return nil, err
@@ -359,6 +366,16 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
 		return nil, &RetryError{After: d.RetryAfter}
 	}
 	return &Lease{lim: l, key: key, id: id, d: d}, nil
+}
+
+// newLeaseID names a new Concurrency lease, refusing the invalid ID 0 a
+// WithLeaseIDs function may return (a lease 0 could never be released).
+func (l *Limiter) newLeaseID() (uint64, error) {
+	id := l.leaseID()
+	if id == 0 {
+		return 0, fmt.Errorf("limiter %q: %w: the WithLeaseIDs function returned 0, which is not a valid lease ID", l.name, store.ErrBadRequest)
+	}
+	return id, nil
 }
 
 // Decision returns the store's decision on the lease: Remaining is the

@@ -592,3 +592,31 @@ func TestWaitShaperDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseIDZero: a WithLeaseIDs function that returns 0, an ID no
+// release can name, makes Acquire, Reserve and AllowAll fail instead of
+// holding a slot until its lease expires.
+func TestLeaseIDZero(t *testing.T) {
+	st, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := limiter.New(st, "c", algo.Params{Algorithm: algo.Concurrency, Limit: 2}, limiter.WithLeaseIDs(func() uint64 { return 0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := c.Acquire(ctx, "k"); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("Acquire with lease ID 0: %v, want store.ErrBadRequest", err)
+	}
+	if _, err := c.Reserve(ctx, "k", 1); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("Reserve with lease ID 0: %v, want store.ErrBadRequest", err)
+	}
+	if _, err := limiter.AllowAll(ctx, []limiter.Hit{{Limiter: c, Key: "k"}}); !errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("AllowAll with lease ID 0: %v, want store.ErrBadRequest", err)
+	}
+	if d, err := c.Peek(ctx, "k", 0); err != nil || d.Remaining != 2 {
+		t.Errorf("after the refused calls: Peek = %+v, %v; want both slots free", d, err)
+	}
+}

@@ -30,7 +30,8 @@ func WithLocalClock(clock func() time.Time) LocalOption {
 // mutex, for code that needs a single limiter object as with
 // golang.org/x/time/rate (the package doc maps its methods). It is safe for
 // concurrent use and exact: a budget of K admits exactly K across all
-// goroutines. SetParams changes its limit while it runs.
+// goroutines. SetParams changes its limit while it runs. Create it with
+// NewLocal: unlike rate.Limiter's, the zero Local has no limit to apply.
 type Local struct {
 	mu    sync.Mutex
 	st    algo.State
@@ -74,7 +75,7 @@ func compileLocal(p algo.Params, where string) (*algo.Limit, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	if lim.Algorithm() == algo.Concurrency {
-		return nil, fmt.Errorf("limiter: %s: %w: use New with a memory store and Acquire for leases", where, ErrNotConcurrency)
+		return nil, fmt.Errorf("limiter: %s: %w: a concurrency limit needs leases, which Local does not keep: use New with a memory store and Acquire", where, algo.ErrInvalid)
 	}
 	return lim, nil
 }
@@ -407,7 +408,7 @@ func (l *Local) Wait(ctx context.Context, n int64) error {
 			return nil
 		}
 		if d.IsNever() {
-			return fmt.Errorf("limiter: %w: cost %d, capacity %d", ErrNever, n, d.Limit)
+			return fmt.Errorf("%w: cost %d, capacity %d", ErrNever, n, d.Limit)
 		}
 		if err := sleepThen(ctx, d.RetryAfter, lim.AdmissionDelay(n)); err != nil {
 			return err

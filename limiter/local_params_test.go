@@ -32,8 +32,8 @@ func TestLocalSetParamsErrors(t *testing.T) {
 	if err := l.SetParams(algo.Params{Algorithm: algo.TokenBucket, Limit: -1, Period: time.Second}); !errors.Is(err, algo.ErrInvalid) {
 		t.Errorf("SetParams with a bad limit: %v, want ErrInvalid", err)
 	}
-	if err := l.SetParams(algo.Params{Algorithm: algo.Concurrency, Limit: 1}); !errors.Is(err, limiter.ErrNotConcurrency) {
-		t.Errorf("SetParams to concurrency: %v, want ErrNotConcurrency", err)
+	if err := l.SetParams(algo.Params{Algorithm: algo.Concurrency, Limit: 1}); !errors.Is(err, algo.ErrInvalid) {
+		t.Errorf("SetParams to concurrency: %v, want algo.ErrInvalid", err)
 	}
 	if l.Limit() != lim {
 		t.Errorf("after failed SetParams the limit is %v, want %v unchanged", l.Limit(), lim)

@@ -20,8 +20,8 @@ func TestNewLocalErrors(t *testing.T) {
 	if _, err := limiter.NewLocal(algo.Params{Algorithm: algo.GCRA, Limit: -1, Period: time.Second}); !errors.Is(err, algo.ErrInvalid) {
 		t.Errorf("NewLocal with a bad limit: %v, want ErrInvalid", err)
 	}
-	if _, err := limiter.NewLocal(algo.Params{Algorithm: algo.Concurrency, Limit: 1}); !errors.Is(err, limiter.ErrNotConcurrency) {
-		t.Errorf("NewLocal for concurrency: %v, want ErrNotConcurrency", err)
+	if _, err := limiter.NewLocal(algo.Params{Algorithm: algo.Concurrency, Limit: 1}); !errors.Is(err, algo.ErrInvalid) {
+		t.Errorf("NewLocal for concurrency: %v, want algo.ErrInvalid", err)
 	}
 }
 

@@ -252,7 +252,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		return store.Result{Allowed: true}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return store.Result{}, fmt.Errorf("redis: take: %w: %w", store.ErrUnavailable, err)
+		return store.Result{}, fmt.Errorf("redis: take: %w", err) // the caller's, not an outage
 	}
 	slot, one := s.oneSlot(reqs)
 	if !one {
@@ -272,7 +272,7 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redis: peek: %w: %w", store.ErrUnavailable, err)
+		return fmt.Errorf("redis: peek: %w", err)
 	}
 	return s.perSlot(ctx, opPeek, reqs, out)
 }

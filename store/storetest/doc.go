@@ -60,6 +60,8 @@
 //   - peek: Peek charges nothing.
 //   - bad_requests: nil limits, empty keys and mismatched lengths return
 //     errors wrapping store.ErrBadRequest, without a panic.
+//   - cancelled: Take and Peek under a cancelled context fail with the
+//     context's error, not store.ErrUnavailable, and charge nothing.
 //   - closed: every method after Close returns store.ErrClosed.
 //
 // Keys used by one test share a Redis Cluster hash tag ({…}), so that

@@ -146,6 +146,7 @@ func Run(t *testing.T, h Harness) {
 		{"foreign_give_back", testForeignGiveBack},
 		{"peek", testPeek},
 		{"bad_requests", testBadRequests},
+		{"cancelled", testCancelled},
 		{"closed", testClosed},
 	}
 	for _, tc := range tests {

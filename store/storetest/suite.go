@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -458,4 +459,26 @@ func testForeignGiveBack(t *testing.T, h *Harness) {
 			}
 		}
 	})
+}
+
+// testCancelled checks that a call under a cancelled context fails with
+// the context's error, not as an outage (store.ErrUnavailable: callers
+// fail open or trip breakers on that), and charges nothing.
+func testCancelled(t *testing.T, h *Harness) {
+	l := compile(t, kindParams(algo.FixedWindow, 5, time.Hour))
+	st := h.open(t, NewClock(Epoch).Now)
+	q := store.Request{Key: namespace(t) + "k", Limit: l, Cost: 1}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	out := make([]algo.Decision, 1)
+	_, takeErr := st.Take(ctx, []store.Request{q}, out)
+	peekErr := st.Peek(ctx, []store.Request{q}, out)
+	for name, err := range map[string]error{"Take": takeErr, "Peek": peekErr} {
+		if !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s under a cancelled context: %v; want context.Canceled, not store.ErrUnavailable", name, err)
+		}
+	}
+	if d := peekOne(t, st, store.Request{Key: q.Key, Limit: l}); d.Remaining != l.Capacity() {
+		t.Errorf("after the cancelled calls: %s, want nothing charged", formatDecision(d))
+	}
 }
