@@ -178,16 +178,20 @@ const maxReqLimits = 4096
 type reqLimitKey struct {
 	rpu  int64
 	unit time.Duration
+	cal  algo.Calendar
 }
 
 func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
 	if lo.RequestsPerUnit < 0 {
 		return nil, fmt.Errorf("%w: descriptor limit requests_per_unit %d is negative", ErrBadRequest, lo.RequestsPerUnit)
 	}
-	if lo.Unit <= 0 {
+	switch {
+	case lo.Calendar != algo.CalendarNone && lo.Unit != 0:
+		return nil, fmt.Errorf("%w: descriptor limit has both a calendar period (%v) and a unit (%v)", ErrBadRequest, lo.Calendar, lo.Unit)
+	case lo.Calendar == algo.CalendarNone && lo.Unit <= 0:
 		return nil, fmt.Errorf("%w: descriptor limit needs a positive unit, got %v", ErrBadRequest, lo.Unit)
 	}
-	k := reqLimitKey{lo.RequestsPerUnit, lo.Unit}
+	k := reqLimitKey{lo.RequestsPerUnit, lo.Unit, lo.Calendar}
 	if r, ok := e.reqLimits.Load(k); ok {
 		return r.(*Rule), nil
 	}
@@ -195,7 +199,7 @@ func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
 	if lo.RequestsPerUnit == 0 {
 		r.Deny = true
 	} else {
-		r.Params = algo.Params{Algorithm: algo.FixedWindow, Limit: lo.RequestsPerUnit, Period: lo.Unit}
+		r.Params = algo.Params{Algorithm: algo.FixedWindow, Limit: lo.RequestsPerUnit, Period: lo.Unit, Calendar: lo.Calendar}
 		l, err := algo.Compile(r.Params)
 		if err != nil {
 			return nil, fmt.Errorf("%w: descriptor limit: %v", ErrBadRequest, err)

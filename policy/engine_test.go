@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
 )
@@ -286,6 +287,10 @@ descriptors:
 	r.Descriptors[0].Limit = &LimitOverride{RequestsPerUnit: 5}
 	if _, err := e.Decide(ctx, r); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("limit without unit: %v, want ErrBadRequest", err)
+	}
+	r.Descriptors[0].Limit = &LimitOverride{RequestsPerUnit: 5, Unit: time.Hour, Calendar: algo.CalendarMonth}
+	if _, err := e.Decide(ctx, r); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("limit with a unit and a calendar period: %v, want ErrBadRequest", err)
 	}
 }
 

@@ -30,7 +30,12 @@ type Descriptor struct {
 // LimitOverride is a limit supplied with the request instead of the config.
 type LimitOverride struct {
 	RequestsPerUnit int64
-	Unit            time.Duration
+	// Unit is the window's length; Calendar, when set (algo.CalendarMonth
+	// or algo.CalendarYear), makes the window that UTC calendar period
+	// instead, as `unit: month` does in the configuration, and Unit is
+	// then 0.
+	Unit     time.Duration
+	Calendar algo.Calendar
 }
 
 // Request asks whether a request may pass every limit its descriptors match.

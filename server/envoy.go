@@ -152,11 +152,11 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, *policy.StatusBuffer
 			pd.Hits = int64(h.GetValue())
 		}
 		if lo := d.GetLimit(); lo != nil {
-			unit, err := unitDuration(lo.GetUnit(), lo.GetUnitMultiplier().GetValue())
+			unit, cal, err := unitDuration(lo.GetUnit(), lo.GetUnitMultiplier().GetValue())
 			if err != nil {
 				return policy.Request{}, nil, badInput("descriptors[%d].limit: %v", i, err)
 			}
-			pd.Limit = &policy.LimitOverride{RequestsPerUnit: int64(lo.GetRequestsPerUnit()), Unit: unit}
+			pd.Limit = &policy.LimitOverride{RequestsPerUnit: int64(lo.GetRequestsPerUnit()), Unit: unit, Calendar: cal}
 		}
 	}
 	return req, buf, nil
@@ -170,7 +170,11 @@ type oneDescriptor struct {
 	statuses policy.StatusBuffer
 }
 
-func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, error) {
+// unitDuration is a request limit's window: a length, or for MONTH and
+// YEAR the UTC calendar period, as `unit: month` and `unit: year` are in
+// the configuration (envoyproxy/ratelimit counts 30 and 365 days from the
+// epoch instead; docs/CONFIG.md lists the difference).
+func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, algo.Calendar, error) {
 	var d time.Duration
 	switch u {
 	case typev3.RateLimitUnit_SECOND:
@@ -181,20 +185,24 @@ func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, error) {
 		d = time.Hour
 	case typev3.RateLimitUnit_DAY:
 		d = 24 * time.Hour
-	case typev3.RateLimitUnit_MONTH:
-		d = 30 * 24 * time.Hour
-	case typev3.RateLimitUnit_YEAR:
-		d = 365 * 24 * time.Hour
+	case typev3.RateLimitUnit_MONTH, typev3.RateLimitUnit_YEAR:
+		if mult > 1 {
+			return 0, algo.CalendarNone, fmt.Errorf("unit_multiplier %d with unit %v: a calendar period takes no multiplier", mult, u)
+		}
+		if u == typev3.RateLimitUnit_MONTH {
+			return 0, algo.CalendarMonth, nil
+		}
+		return 0, algo.CalendarYear, nil
 	default:
-		return 0, fmt.Errorf("unit %v is not one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR", u)
+		return 0, algo.CalendarNone, fmt.Errorf("unit %v is not one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR", u)
 	}
 	if mult > 1 {
 		if mult > 1<<20 {
-			return 0, fmt.Errorf("unit_multiplier %d is too large", mult)
+			return 0, algo.CalendarNone, fmt.Errorf("unit_multiplier %d is too large", mult)
 		}
 		d *= time.Duration(mult)
 	}
-	return d, nil
+	return d, algo.CalendarNone, nil
 }
 
 // envoyLimit describes a status's limit as Envoy's RateLimit: the rule's

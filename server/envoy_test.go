@@ -10,6 +10,7 @@ import (
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -368,5 +369,60 @@ func TestGRPCRequestMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestEnvoyRequestLimitCalendar: a per-descriptor limit in MONTH or YEAR
+// is the UTC calendar period, as `unit: month|year` is in the
+// configuration: one hit per month at noon on 31 January resets at
+// midnight on 1 February, not 30 days after some epoch-aligned start.
+func TestEnvoyRequestLimitCalendar(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	withLimit := func(value string, unit typev3.RateLimitUnit, mult uint32) *rlsv3.RateLimitRequest {
+		r := envoyReq("quota", 1, []string{"calendar", value})
+		r.Descriptors[0].Limit = &commonrl.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: unit}
+		if mult > 0 {
+			r.Descriptors[0].Limit.UnitMultiplier = wrapperspb.UInt32(mult)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		unit  typev3.RateLimitUnit
+		at    time.Time
+		reset time.Duration
+		rl    rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{"month", typev3.RateLimitUnit_MONTH, time.Date(2025, 1, 31, 12, 0, 0, 0, time.UTC), 12 * time.Hour, rlsv3.RateLimitResponse_RateLimit_MONTH},
+		{"year", typev3.RateLimitUnit_YEAR, time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC), time.Hour, rlsv3.RateLimitResponse_RateLimit_YEAR},
+	} {
+		e.clock.us.Store(tc.at.UnixMicro())
+		var last *rlsv3.RateLimitResponse
+		for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+			resp, err := e.rls.ShouldRateLimit(ctx, withLimit(tc.name, tc.unit, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetOverallCode() != want {
+				t.Fatalf("%s: hit %d: %v, want %v", tc.name, i, resp.GetOverallCode(), want)
+			}
+			last = resp
+		}
+		st := last.GetStatuses()[0]
+		if got := st.GetDurationUntilReset().AsDuration(); got != tc.reset {
+			t.Errorf("%s: duration until reset %v, want %v (the calendar period's end)", tc.name, got, tc.reset)
+		}
+		if st.GetCurrentLimit().GetUnit() != tc.rl {
+			t.Errorf("%s: current limit unit %v, want %v", tc.name, st.GetCurrentLimit().GetUnit(), tc.rl)
+		}
+		e.clock.Advance(tc.reset)
+		if resp, err := e.rls.ShouldRateLimit(ctx, withLimit(tc.name, tc.unit, 0)); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Errorf("%s: at the period's end: %v %v, want OK", tc.name, resp.GetOverallCode(), err)
+		}
+	}
+	if _, err := e.rls.ShouldRateLimit(ctx, withLimit("m2", typev3.RateLimitUnit_MONTH, 2)); status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(err.Error(), "calendar period takes no multiplier") {
+		t.Errorf("MONTH with unit_multiplier 2: %v, want InvalidArgument saying a calendar period takes no multiplier", err)
 	}
 }
