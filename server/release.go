@@ -187,7 +187,9 @@ func (v V1Release) tokens(max int) ([]string, error) {
 // slots of the lease tokens /v1/decide answered, on any instance sharing
 // the store, and answers 204. Releasing a token twice, or after its slots
 // expired, is not an error. A bad token is a 400 naming it and what is
-// wrong, and then nothing is released; a store failure is a 503.
+// wrong, and then nothing is released. A store failure is a 503 saying
+// that the slots come back at their lease TTL: a 204 would tell the caller
+// they are free when they are still held.
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code := "error"
@@ -214,9 +216,13 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.engine.ReleaseLeases(r.Context(), all); err != nil {
 		var le *policy.LeaseError
-		if errors.As(err, &le) && le.Index < len(owner) {
+		switch {
+		case errors.As(err, &le) && le.Index < len(owner):
 			o := owner[le.Index]
 			err = badInput("%s: slot %d: %v", tokenName(in, o.token), o.slot, le.Err)
+		case !errors.Is(err, ErrBadInput) && !errors.Is(err, policy.ErrBadRequest):
+			err = &httpError{http.StatusServiceUnavailable,
+				"release failed: the store could not release the slots; they come back when their lease TTL passes (" + err.Error() + ")"}
 		}
 		writeErr(w, err)
 		return

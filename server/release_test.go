@@ -9,6 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/metrics"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/redis"
+	"github.com/floodgate/floodgate/store/resilient"
 )
 
 // releaseConfig has an in-flight limit of 2 per job and a rate limit.
@@ -202,4 +209,68 @@ func TestReleaseRefusesBadTokens(t *testing.T) {
 	if code, body, _ := do(t, "POST", ts.URL+"/v1/nope", "application/json", []byte(`{}`)); code != 404 || !strings.Contains(string(body), "POST /v1/release") {
 		t.Errorf("an unknown /v1 path: %d %s, want 404 listing POST /v1/release", code, body)
 	}
+}
+
+// TestReleaseWhenTheStoreIsDown: with the Redis holding the slots stopped,
+// POST /v1/release cannot give them back; it answers 503 saying the slots
+// come back at their lease TTL (not 204, which would tell the caller they
+// are free) and the store error is counted.
+func TestReleaseWhenTheStoreIsDown(t *testing.T) {
+	rs := testserver.NewRedis(t)
+	if rs == nil {
+		t.Skip("no redis-server")
+	}
+	inner, err := redis.Open("redis://"+rs.Addr, redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	st, err := resilient.New(inner, resilient.WithHooks(m.StoreHooks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg, err := policy.Parse("test.yaml", []byte(releaseConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.NewEngine(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(eng, st, server.WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTPHandler())
+	defer ts.Close()
+	admin := httptest.NewServer(srv.AdminHandler())
+	defer admin.Close()
+
+	held := wantCodes(t, ts.URL, "down", "with the store up", 200)
+	if err := rs.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := postJSON(t, ts.URL+"/v1/release", map[string]string{"lease": held[0].Lease})
+	var e struct{ Error string }
+	json.Unmarshal(body, &e)
+	if code != 503 || !strings.Contains(e.Error, "could not release") || !strings.Contains(e.Error, "lease TTL") {
+		t.Fatalf("release with the store down: %d %s, want 503 saying the store could not release and the slots come back at their lease TTL", code, body)
+	}
+	_, mbody, _ := do(t, "GET", admin.URL+"/metrics", "", nil)
+	if !strings.Contains(string(mbody), `floodgate_store_errors_total{op="release"} 1`) ||
+		!strings.Contains(string(mbody), `floodgate_requests_total{code="error",transport="v1-release"} 1`) {
+		t.Fatalf("/metrics does not count the failed release as a store error and an errored request:\n%s", grepLines(string(mbody), "release"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -326,8 +326,10 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 }
 
 // Serve serves on the listeners until ctx is done, then drains: health
-// turns NOT_SERVING, the listeners close, requests in flight finish (up to
-// the drain timeout) and Serve returns nil. Connections still open when the
+// turns NOT_SERVING, the HTTP and gRPC listeners close, requests in flight
+// finish (up to the drain timeout), the admin listener closes last (so that
+// /readyz answers 503 "draining" and /metrics stays readable meanwhile) and
+// Serve returns nil. Connections still open when the
 // drain timeout passes are closed, and a WARN event says how many requests
 // were cut off. It also pings the store every second for readiness. An
 // error from a listener stops everything and is returned.
@@ -370,25 +372,9 @@ loop:
 		s.grpc.GracefulStop()
 		close(done)
 	}()
-	// Both HTTP servers drain at once, each closing what is left when the
-	// drain timeout passes.
 	var cut [2]int
 	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for i, d := range []struct {
-		srv    *http.Server
-		active *activeConns
-	}{{httpSrv, &httpActive}, {adminSrv, &adminActive}} {
-		wg.Go(func() {
-			errs[i] = d.srv.Shutdown(dctx)
-			if errors.Is(errs[i], context.DeadlineExceeded) {
-				cut[i] = d.active.count()
-				d.srv.Close()
-				errs[i] = nil
-			}
-		})
-	}
-	wg.Wait()
+	cut[0], errs[0] = shutdown(dctx, httpSrv, &httpActive)
 	grpcCut := false
 	select {
 	case <-done:
@@ -401,6 +387,10 @@ loop:
 			<-done
 		}
 	}
+	// The admin address closes last: while the rest drains, /readyz and
+	// /healthz answer 503 "draining" and /metrics shows the drain, rather
+	// than refusing connections as if the process were gone.
+	cut[1], errs[1] = shutdown(dctx, adminSrv, &adminActive)
 	if dctx.Err() != nil && (cut[0] > 0 || cut[1] > 0 || grpcCut) {
 		var what []string
 		if cut[0] > 0 {
@@ -421,6 +411,18 @@ loop:
 		return fmt.Errorf("server: drain: %w", err)
 	}
 	return nil
+}
+
+// shutdown closes srv gracefully, up to ctx's deadline; then it closes the
+// connections left and returns how many were serving a request.
+func shutdown(ctx context.Context, srv *http.Server, active *activeConns) (cut int, err error) {
+	err = srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		cut = active.count()
+		srv.Close()
+		err = nil
+	}
+	return cut, err
 }
 
 // activeConns tracks an http.Server's connections that are serving a

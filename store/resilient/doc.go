@@ -29,6 +29,13 @@
 // during which it returns may likewise admit up to 2L. A run with fewer
 // instances than declared admits less (each keeps its share), never more.
 //
+// Release is not a decision, and no policy answers for it: when the store
+// does not release the leases, Release returns an error wrapping
+// store.ErrUnavailable (the slots stay held on the store until their lease
+// TTL passes), after releasing them on the local store if FailLocal made
+// one. Refund, by contrast, is lost quietly: its units come back when the
+// key's state expires.
+//
 // Errors that are the caller's — store.ErrBadRequest, a context the caller
 // cancelled — are returned as they are and never trigger the policy.
 //

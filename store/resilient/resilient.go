@@ -377,23 +377,38 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 }
 
 // Release gives leases back on the store and, when it exists, on the local
-// store (a lease taken during an outage lives there). A lease the store
-// cannot release now expires by its TTL.
+// store (a lease taken during an outage lives there). Unlike the decisions,
+// a release the store did not do is an error, wrapping
+// store.ErrUnavailable: no policy can answer for it, the slots stay held
+// on the store until their lease TTL passes, and the caller must be able to
+// tell (and say so). The local store's leases are released all the same.
 func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	if err := store.Check(reqs, nil); err != nil {
 		return err
 	}
 	rs := append([]store.Request(nil), reqs...)
 	o, err := s.callFunc(ctx, "release", func(ctx context.Context) error { return s.inner.Release(ctx, rs) })
+	var lerr error
 	if local := s.localIfAny(); local != nil {
-		if lerr := local.Release(ctx, s.divide(reqs)); lerr != nil && o == ok {
-			return lerr
-		}
+		lerr = local.Release(ctx, s.divide(reqs))
 	}
-	if o == callers {
+	switch o {
+	case ok:
+		return lerr
+	case callers:
 		return err
 	}
-	return nil
+	return errors.Join(releaseFailed(err), lerr)
+}
+
+// releaseFailed wraps the error of a release the store did not do, so
+// that it wraps store.ErrUnavailable whatever the store answered (a Redis
+// refusing the script is not a store.ErrUnavailable of its own).
+func releaseFailed(err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("resilient: release failed: %w", err)
+	}
+	return fmt.Errorf("resilient: release failed: %w: %w", store.ErrUnavailable, err)
 }
 
 // Reset forgets the keys on the store, in the local store and in the

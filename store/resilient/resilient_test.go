@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -422,5 +423,82 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 	}
 	if fallbacks != 0 || s.Breaker() != resilient.Closed {
 		t.Fatalf("the caller's deadline caused %d fallbacks and breaker %v", fallbacks, s.Breaker())
+	}
+}
+
+// TestReleaseWhenTheStoreIsDown stops a real Redis holding a concurrency
+// slot: the release cannot be answered by a policy, so it must fail with
+// store.ErrUnavailable (the slot stays held until its lease TTL) rather than
+// report success. Under FailLocal the local store's leases are released
+// all the same.
+func TestReleaseWhenTheStoreIsDown(t *testing.T) {
+	srv := testserver.NewRedis(t)
+	if srv == nil {
+		t.Skip("no redis-server")
+	}
+	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	var releaseErrs atomic.Int64
+	mk := func(p resilient.Policy) *resilient.Store {
+		s, err := resilient.New(inner, resilient.WithPolicy(p), resilient.WithTimeout(200*time.Millisecond),
+			resilient.WithBreaker(1000, time.Second),
+			resilient.WithHooks(resilient.Hooks{Call: func(op string, _ time.Duration, err error) {
+				if op == "release" && err != nil {
+					releaseErrs.Add(1)
+				}
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	open, local := mk(resilient.FailOpen), mk(resilient.FailLocal)
+	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 2, LeaseTTL: time.Minute})
+	key := "release-" + t.Name()
+	lease := func(id uint64) store.Request { return store.Request{Key: key, Limit: l, Cost: 1, Lease: id} }
+	takeLease := func(s store.Store, id uint64) bool {
+		t.Helper()
+		out := make([]algo.Decision, 1)
+		if _, err := s.Take(context.Background(), []store.Request{lease(id)}, out); err != nil {
+			t.Fatalf("Take(lease %d): %v", id, err)
+		}
+		return out[0].Allowed
+	}
+	if !takeLease(open, 1) {
+		t.Fatal("the first slot was refused with the store up")
+	}
+	if err := open.Release(context.Background(), []store.Request{lease(1)}); err != nil {
+		t.Fatalf("Release with the store up: %v", err)
+	}
+	if !takeLease(open, 2) {
+		t.Fatal("the released slot was not free")
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	err = open.Release(context.Background(), []store.Request{lease(2)})
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "release failed") {
+		t.Fatalf("Release with the store down = %v, want an error wrapping store.ErrUnavailable saying the release failed", err)
+	}
+
+	// FailLocal decides on its local store while Redis is down: its two
+	// slots are taken there, and a release frees one of them even though
+	// it fails on Redis.
+	if !takeLease(local, 3) || !takeLease(local, 4) || takeLease(local, 5) {
+		t.Fatal("the local store did not admit exactly its 2 slots")
+	}
+	err = local.Release(context.Background(), []store.Request{lease(3)})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("FailLocal: Release with the store down = %v, want an error wrapping store.ErrUnavailable", err)
+	}
+	if !takeLease(local, 6) {
+		t.Fatal("FailLocal: the local slot was not released along with the failed store release")
+	}
+	if n := releaseErrs.Load(); n != 2 {
+		t.Fatalf("%d failed release calls reported to the hooks, want 2", n)
 	}
 }
