@@ -1136,6 +1136,12 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 			l.errf(fs["strategy"].line(), "strategy wait needs max_wait, how long a request may wait")
 		}
 	}
+	if r.Strategy == StrategyWait && p.Algorithm == algo.Concurrency {
+		// A waiter retries when the refusal says capacity is due: for a
+		// slot that is its lease's expiry, since a release, on this
+		// instance or another, is not announced.
+		l.errf(fs["strategy"].line(), "strategy wait does not apply to a concurrency limit: a waiting request would not learn of a slot given back, only of its lease expiring; use reject")
+	}
 	r.Params = p
 }
 
