@@ -396,6 +396,8 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: kid
     rate_limit: {name: kid, unit: second, requests_per_unit: 5, ceil: 10}
+  - key: jobs
+    rate_limit: {name: jobs, algorithm: concurrency, requests_per_unit: 5, lease_ttl: 30s}
 `)
 	e := newMemEngine(t, cfg, nil)
 	for _, tc := range []struct {
@@ -408,6 +410,8 @@ descriptors:
 		{"d", "free", Override{RequestsPerUnit: 1}, ErrBadRequest},
 		{"d", "kid", Override{RequestsPerUnit: 0}, ErrBadRequest},
 		{"d", "kid", Override{RequestsPerUnit: 20}, ErrBadRequest}, // above its ceil
+		{"d", "jobs", Override{RequestsPerUnit: 2, Period: time.Minute}, ErrBadRequest},
+		{"d", "jobs", Override{RequestsPerUnit: 2, Burst: 3}, ErrBadRequest},
 	} {
 		if err := e.SetOverride(tc.domain, tc.rule, tc.o); !errors.Is(err, tc.want) {
 			t.Errorf("SetOverride(%s, %s, %+v) = %v, want %v", tc.domain, tc.rule, tc.o, err, tc.want)

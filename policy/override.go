@@ -232,8 +232,14 @@ func (e *Engine) SetOverride(domain, rule string, o Override) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, err := e.findRulesLocked(domain, rule); err != nil {
+	rules, err := e.findRulesLocked(domain, rule)
+	if err != nil {
 		return err
+	}
+	for _, r := range rules {
+		if r.Params.Algorithm == algo.Concurrency && (o.Period > 0 || o.Burst > 0) {
+			return fmt.Errorf("%w: rule %q is a concurrency limit: an override sets its slots (requests_per_unit) only, not a period or a burst", ErrBadRequest, rule)
+		}
 	}
 	ref := ruleRef{domain, rule}
 	restore := swapEntry(e.overrides, ref, o, true)
