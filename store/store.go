@@ -65,7 +65,8 @@ type Store interface {
 	Release(ctx context.Context, reqs []Request) error
 	// Reset forgets the state of the keys, as if never used.
 	Reset(ctx context.Context, keys ...string) error
-	// Close releases the store's connections and goroutines.
+	// Close releases the store's connections and goroutines. A second
+	// Close does nothing and returns nil.
 	Close() error
 }
 
@@ -79,7 +80,7 @@ type Inspector interface {
 // Errors common to stores. Implementations wrap them with detail so that
 // errors.Is works across stores.
 var (
-	// ErrClosed is returned by every method after Close.
+	// ErrClosed is returned by every method but Close after Close.
 	ErrClosed = errors.New("store: closed")
 	// ErrUnavailable means the store could not be reached or answered too
 	// late; the caller's failure policy decides what to do.

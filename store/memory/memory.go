@@ -676,7 +676,7 @@ func (s *Store) Stats() Stats {
 // then returns an error wrapping store.ErrClosed, Close included.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
-		return errClosed
+		return nil // closed already, as every store's second Close
 	}
 	if s.stop != nil {
 		close(s.stop)

@@ -423,6 +423,9 @@ func testClosed(t *testing.T, h *Harness) {
 	checkErr(t, "Refund after Close", st.Refund(ctx, reqs), store.ErrClosed)
 	checkErr(t, "Release after Close", st.Release(ctx, reqs), store.ErrClosed)
 	checkErr(t, "Reset after Close", st.Reset(ctx, reqs[0].Key), store.ErrClosed)
+	if err := st.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil", err)
+	}
 }
 
 // testForeignGiveBack checks that Refund and Release with a limit of
