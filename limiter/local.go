@@ -52,6 +52,10 @@ type Local struct {
 //
 //   - WithLocalClock: a monotonic clock anchored on the wall clock.
 //
+// The state's time starts at the first decision, as a store key's does,
+// not at NewLocal: with InitialTokens 0 a bucket begins to refill then
+// (a zero-cost Peek does not start it; AllowN(0) does).
+//
 // It returns an error wrapping algo.ErrInvalid when p is invalid, and an
 // error for algo.Concurrency, whose leases need a key and an ID: use New
 // with a memory store and Acquire.
