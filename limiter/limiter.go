@@ -154,7 +154,9 @@ func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, leas
 	return c.take(ctx, key, n, lease)
 }
 
-// Allow is AllowN(ctx, key, 1).
+// Allow is AllowN(ctx, key, 1). Any key is valid, "" included: the store
+// key is the limiter's name, the separator and key, so "" is one key of
+// its own (a limiter-wide limit).
 func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) {
 	var d algo.Decision // see AllowN
 	err := l.allowN(ctx, &d, key, 1)
