@@ -34,7 +34,8 @@ var dashboardFS embed.FS
 //	GET  /admin/api/events              recent reloads, adaptive steps, store changes
 //
 // Everything under /admin/api/ requires "Authorization: Bearer <token>"
-// when a token is set.
+// (the scheme in any case) when a token is set. A path asked with a method
+// it does not take is 405 with an Allow field.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.metrics.Handler())
@@ -59,34 +60,85 @@ func (s *Server) AdminHandler() http.Handler {
 	api.HandleFunc("GET /admin/api/events", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"events": s.Events()})
 	})
-	api.HandleFunc("/admin/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no admin endpoint %s %s", r.Method, r.URL.Path))
-	})
+	// A path without its last segment would otherwise be redirected to
+	// the same path with a trailing slash (the {…...} patterns match an
+	// empty rest), which then names an empty rule or key.
+	for _, p := range []string{"PUT /admin/api/overrides/{domain}", "DELETE /admin/api/overrides/{domain}", "PUT /admin/api/scales/{domain}"} {
+		api.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { ruleParams(w, r) })
+	}
+	for _, p := range []string{"GET /admin/api/keys", "DELETE /admin/api/keys"} {
+		api.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { keyParam(w, r) })
+	}
+	api.HandleFunc("/admin/api/", notFound(api, "/admin/api/", func(r *http.Request) string {
+		return fmt.Sprintf("no admin endpoint %s %s", r.Method, r.URL.Path)
+	}))
 	mux.Handle("/admin/api/", s.requireToken(api))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /dashboard, /metrics, /healthz, /readyz, /admin/api/", r.Method, r.URL.Path))
-	})
+	mux.HandleFunc("/", notFound(mux, "/", func(r *http.Request) string {
+		return fmt.Sprintf("no such endpoint %s %s; see /dashboard, /metrics, /healthz, /readyz, /admin/api/", r.Method, r.URL.Path)
+	}))
 	return mux
 }
 
+// allowMethods are the methods a 405's Allow field may name.
+var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
+
+// notFound is the handler of mux's catch-all pattern: a path that another
+// pattern of mux serves for other methods is answered 405 with an Allow
+// field naming them (the catch-all would otherwise hide the ServeMux's own
+// 405), any other path 404 with msg(r).
+func notFound(mux *http.ServeMux, catchAll string, msg func(r *http.Request) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range allowMethods {
+			if m == r.Method {
+				continue
+			}
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pat := mux.Handler(probe); pat != "" && pat != catchAll {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			writeError(w, http.StatusNotFound, msg(r))
+			return
+		}
+		list := strings.Join(allow, ", ")
+		w.Header().Set("Allow", list)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed; this path takes %s", r.Method, r.URL.Path, list))
+	}
+}
+
 // requireToken guards h with the admin token, compared in constant time.
+// The scheme name is case-insensitive (RFC 9110 §11.1): "bearer tok" is
+// accepted. The 401 says what is wrong without echoing the header.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.adminToken != "" {
-			auth := r.Header.Get("Authorization")
-			tok, ok := strings.CutPrefix(auth, "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) != 1 {
+			if msg := s.checkToken(r.Header.Get("Authorization")); msg != "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-admin"`)
-				msg := "missing Authorization: Bearer <admin-token>"
-				if auth != "" {
-					msg = "wrong admin token"
-				}
 				writeError(w, http.StatusUnauthorized, msg)
 				return
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// checkToken returns why the Authorization field auth does not carry the
+// admin token, or "" when it does.
+func (s *Server) checkToken(auth string) string {
+	if strings.TrimSpace(auth) == "" {
+		return "missing Authorization: Bearer <admin-token>"
+	}
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(auth), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "the Authorization field does not use the Bearer scheme: want Authorization: Bearer <admin-token>"
+	}
+	if subtle.ConstantTimeCompare([]byte(strings.TrimLeft(tok, " ")), []byte(s.adminToken)) != 1 {
+		return "wrong admin token"
+	}
+	return ""
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
@@ -269,6 +321,9 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.Event("reset", fmt.Sprintf("reset %d keys of domain %q", len(keys), req.Domain))
+	if keys == nil {
+		keys = []string{} // "reset": [], not null
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"reset": keys})
 }
 
@@ -277,9 +332,22 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 func keyParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	key := r.PathValue("key")
 	if key == "" {
-		writeError(w, http.StatusBadRequest, "no key: want /admin/api/keys/{key}, the key percent-encoded")
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("no key: want %s /admin/api/keys/{key}, the key percent-encoded", r.Method))
 	}
 	return key, key != ""
+}
+
+// ruleParams returns the domain and rule of a
+// /admin/api/{overrides,scales}/{domain}/{rule} request, or answers 400
+// and returns false when the path names no rule.
+func ruleParams(w http.ResponseWriter, r *http.Request) (domain, rule string, ok bool) {
+	domain, rule = r.PathValue("domain"), r.PathValue("rule")
+	if rule == "" {
+		what, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/admin/api/"), "/")
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("no rule name: want %s /admin/api/%s/{domain}/{rule}", r.Method, what))
+		return "", "", false
+	}
+	return domain, rule, true
 }
 
 func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
@@ -339,6 +407,10 @@ func (s *Server) handleOverrides(w http.ResponseWriter, r *http.Request) {
 // handleOverridePut sets a rule's override from
 // {"requests_per_unit": N, "period": "30s", "burst": N}.
 func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
+	domain, rule, ok := ruleParams(w, r)
+	if !ok {
+		return
+	}
 	body, err := s.readBodyAny(w, r)
 	if err != nil {
 		writeErr(w, err)
@@ -364,7 +436,6 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 		}
 		o.Period = d
 	}
-	domain, rule := r.PathValue("domain"), r.PathValue("rule")
 	if err := s.engine.SetOverride(domain, rule, o); err != nil {
 		writeErr(w, err)
 		return
@@ -381,7 +452,10 @@ func periodText(d time.Duration) string {
 }
 
 func (s *Server) handleOverrideDelete(w http.ResponseWriter, r *http.Request) {
-	domain, rule := r.PathValue("domain"), r.PathValue("rule")
+	domain, rule, ok := ruleParams(w, r)
+	if !ok {
+		return
+	}
 	had, err := s.engine.RemoveOverride(domain, rule)
 	if err != nil {
 		writeErr(w, err)
@@ -422,6 +496,10 @@ func (s *Server) handleAdaptive(w http.ResponseWriter, r *http.Request) {
 // handleScalePut sets a rule's rate factor by hand: {"factor": 0.5,
 // "reason": "incident 42"}; factor 1 removes the scale.
 func (s *Server) handleScalePut(w http.ResponseWriter, r *http.Request) {
+	domain, rule, ok := ruleParams(w, r)
+	if !ok {
+		return
+	}
 	body, err := s.readBodyAny(w, r)
 	if err != nil {
 		writeErr(w, err)
@@ -435,7 +513,6 @@ func (s *Server) handleScalePut(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	domain, rule := r.PathValue("domain"), r.PathValue("rule")
 	reason := in.Reason
 	if reason == "" {
 		reason = "set through the admin API"

@@ -179,7 +179,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"GET", "/admin/api/config", "", "", 401, "missing Authorization"},
 		{"GET", "/admin/api/config", "", "Bearer wrong", 401, "wrong admin token"},
-		{"GET", "/admin/api/config", "", "Basic czNjcmV0", 401, "wrong admin token"},
+		{"GET", "/admin/api/config", "", "Basic czNjcmV0", 401, "does not use the Bearer scheme"},
 		{"PUT", "/admin/api/overrides/quota/hourly", `{"requests_per_unit":0}`, "Bearer s3cret", 400, "must be > 0"},
 		{"PUT", "/admin/api/overrides/quota/nope", `{"requests_per_unit":5}`, "Bearer s3cret", 404, "nope"},
 		{"PUT", "/admin/api/overrides/quota/hourly", `{"requests_per_unit":5,"period":"soon"}`, "Bearer s3cret", 400, "period"},

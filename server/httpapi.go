@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -416,8 +417,10 @@ func decodeStrict(body []byte, v any) error {
 		switch {
 		case errors.As(err, &se):
 			return badInput("malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.As(err, &te) && te.Field == "":
+			return badInput("the body must be a JSON object, not a JSON %s", te.Value)
 		case errors.As(err, &te):
-			return badInput("field %q: want %s, got %s (at byte %d)", te.Field, te.Type, te.Value, te.Offset)
+			return badInput("field %q: want %s, got %s (at byte %d)", te.Field, jsonKind(te.Type), te.Value, te.Offset)
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return badInput("truncated JSON")
 		}
@@ -427,6 +430,32 @@ func decodeStrict(body []byte, v any) error {
 		return badInput("unexpected data after the JSON object at byte %d", dec.InputOffset())
 	}
 	return nil
+}
+
+// jsonKind names what JSON value decodes into t, for messages: the
+// client wrote JSON, not Go.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return t.String()
 }
 
 // noDuplicateFields reports a field named twice in one JSON object, which
@@ -498,6 +527,11 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 		}
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(body, &probe); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				writeErr(w, badInput(`the body must be a JSON object, not a JSON %s: a request {"domain": …, "descriptors": […]} or a batch {"requests": […]}`, te.Value))
+				return
+			}
 			if derr := decodeStrict(body, &probe); derr != nil {
 				err = derr
 			}
@@ -636,8 +670,18 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	samples := in.Samples
+	single := false
 	if in.Domain != "" || in.Rule != "" {
 		samples = append(samples, in.V1Sample)
+		single = len(samples) == 1
+	}
+	// name says which sample a message is about: "samples[i]" in a batch,
+	// "the sample" when the body is one.
+	name := func(i int) string {
+		if single {
+			return "the sample"
+		}
+		return fmt.Sprintf("samples[%d]", i)
 	}
 	if len(samples) == 0 {
 		writeError(w, http.StatusBadRequest, "no sample: want {\"domain\",\"rule\",\"latency_ms\"} or {\"samples\":[...]}")
@@ -649,7 +693,7 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, sm := range samples {
 		if sm.Domain == "" || sm.Rule == "" || !(sm.LatencyMS >= 0) || sm.LatencyMS > 1e9 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("samples[%d]: want a domain, a rule and 0 <= latency_ms <= 1e9", i))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: want a domain, a rule and 0 <= latency_ms <= 1e9", name(i)))
 			return
 		}
 	}
@@ -662,7 +706,7 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 				writeErr(w, err)
 				return
 			}
-			unknown = append(unknown, fmt.Sprintf("samples[%d]: %v", i, err))
+			unknown = append(unknown, fmt.Sprintf("%s: %v", name(i), err))
 		}
 	}
 	if len(unknown) > 0 {
