@@ -29,6 +29,9 @@ const (
 	V1   = "v1"
 )
 
+// MaxConcurrency bounds Config.Concurrency.
+const MaxConcurrency = 10000
+
 // Entry is one key/value of a descriptor; "{i}" in Value is replaced by the
 // request's key index (0 to Keys-1).
 type Entry struct{ Key, Value string }
@@ -46,20 +49,22 @@ type Config struct {
 	// generic_key=default).
 	Descriptors [][]Entry
 	// Keys is the number of distinct values "{i}" takes; request n uses
-	// key n mod Keys (default 1).
+	// key n mod Keys (0: 1; negative is an error).
 	Keys int
-	// Hits is each request's cost (default 1).
+	// Hits is each request's cost, at most math.MaxUint32 (0: 1;
+	// negative is an error).
 	Hits int
 	// Requests bounds the number of requests (0: no bound).
 	Requests int64
 	// Duration bounds the run's length (0: no bound).
 	Duration time.Duration
-	// Concurrency is the number of callers (default 16).
+	// Concurrency is the number of callers, at most MaxConcurrency (0:
+	// 16; negative is an error).
 	Concurrency int
-	// Connections is the number of connections the callers share (default
-	// min(Concurrency, 4)).
+	// Connections is the number of connections the callers share, at
+	// most Concurrency (0: min(Concurrency, 4); negative is an error).
 	Connections int
-	// Timeout bounds each request (default 5s).
+	// Timeout bounds each request (0: 5s; negative is an error).
 	Timeout time.Duration
 	// Progress, when not nil, receives a progress bar, redrawn about five
 	// times a second.
@@ -93,6 +98,8 @@ func (r *Result) DecisionsPerSecond() float64 {
 	return float64(r.Admitted+r.Rejected) / r.Elapsed.Seconds()
 }
 
+// defaults fills in the zero fields and rejects the values out of range
+// (a negative is never taken for "the default").
 func (c *Config) defaults() error {
 	if c.Protocol == "" {
 		c.Protocol = GRPC
@@ -105,48 +112,73 @@ func (c *Config) defaults() error {
 	if c.Addr == "" {
 		return errors.New("loadgen: no server address")
 	}
+	var errs []error
+	negative := func(neg bool, name string, v any) {
+		if neg {
+			errs = append(errs, fmt.Errorf("loadgen: %s %v must not be negative", name, v))
+		}
+	}
+	negative(c.Keys < 0, "keys", c.Keys)
+	negative(c.Hits < 0, "hits", c.Hits)
+	negative(c.Requests < 0, "requests", c.Requests)
+	negative(c.Duration < 0, "duration", c.Duration)
+	negative(c.Concurrency < 0, "concurrency", c.Concurrency)
+	negative(c.Connections < 0, "connections", c.Connections)
+	negative(c.Timeout < 0, "timeout", c.Timeout)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	if c.Domain == "" {
 		c.Domain = "api"
 	}
 	if len(c.Descriptors) == 0 {
 		c.Descriptors = [][]Entry{{{Key: "generic_key", Value: "default"}}}
 	}
-	if c.Keys <= 0 {
+	if c.Keys == 0 {
 		c.Keys = 1
 	}
-	if c.Hits <= 0 {
+	if c.Hits == 0 {
 		c.Hits = 1
 	}
-	if c.Requests < 0 || c.Duration < 0 {
-		return errors.New("loadgen: requests and duration must not be negative")
-	}
-	if c.Requests == 0 && c.Duration == 0 {
-		return errors.New("loadgen: set a request count, a duration or both: a run must be bounded")
-	}
-	if c.Concurrency <= 0 {
+	if c.Concurrency == 0 {
 		c.Concurrency = 16
 	}
-	if c.Concurrency > 10000 {
-		return fmt.Errorf("loadgen: concurrency %d is over 10000", c.Concurrency)
-	}
-	if c.Connections <= 0 {
+	if c.Connections == 0 {
 		c.Connections = min(c.Concurrency, 4)
 	}
-	if c.Timeout <= 0 {
+	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
 	}
-	return nil
+	if int64(c.Hits) > math.MaxUint32 {
+		errs = append(errs, fmt.Errorf("loadgen: hits %d is over %d", c.Hits, uint32(math.MaxUint32)))
+	}
+	if c.Concurrency > MaxConcurrency {
+		errs = append(errs, fmt.Errorf("loadgen: concurrency %d is over %d", c.Concurrency, MaxConcurrency))
+	}
+	if c.Connections > c.Concurrency {
+		errs = append(errs, fmt.Errorf("loadgen: %d connections for %d callers: at most one a caller", c.Connections, c.Concurrency))
+	}
+	if c.Requests == 0 && c.Duration == 0 {
+		errs = append(errs, errors.New("loadgen: set a request count, a duration or both: a run must be bounded"))
+	}
+	return errors.Join(errs...)
 }
 
-// ParseDescriptor parses "key=value,key2=value2" (a value-less "key" is
-// allowed) into entries.
+// ParseDescriptor parses "key=value,key2=value2" into entries. Every entry
+// needs its '=' and a non-empty key; the value may be empty ("key=").
+// The error names the entry at fault, not s: the caller says where s came
+// from.
 func ParseDescriptor(s string) ([]Entry, error) {
+	const want = "(want key=value,key2=value2, each key non-empty)"
 	var out []Entry
 	for _, part := range strings.Split(s, ",") {
-		k, v, _ := strings.Cut(part, "=")
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("entry %q is not key=value %s", part, want)
+		}
 		k = strings.TrimSpace(k)
 		if k == "" {
-			return nil, fmt.Errorf("descriptor %q: empty key (want key=value,key2=value2)", s)
+			return nil, fmt.Errorf("entry %q has an empty key %s", part, want)
 		}
 		out = append(out, Entry{Key: k, Value: v})
 	}

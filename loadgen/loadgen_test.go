@@ -158,8 +158,37 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("Run(%+v) succeeded", c)
 		}
 	}
-	if _, err := loadgen.ParseDescriptor("a=1,,b=2"); err == nil {
-		t.Error("ParseDescriptor accepted an empty key")
+	// A negative is an error, never taken for the default its zero means.
+	for _, c := range []struct {
+		cfg  loadgen.Config
+		want string
+	}{
+		{loadgen.Config{Addr: "x", Requests: 1, Keys: -3}, "loadgen: keys -3 must not be negative"},
+		{loadgen.Config{Addr: "x", Requests: 1, Hits: -1}, "loadgen: hits -1 must not be negative"},
+		{loadgen.Config{Addr: "x", Requests: 1, Concurrency: -5}, "loadgen: concurrency -5 must not be negative"},
+		{loadgen.Config{Addr: "x", Requests: 1, Connections: -2}, "loadgen: connections -2 must not be negative"},
+		{loadgen.Config{Addr: "x", Requests: 1, Timeout: -time.Second}, "loadgen: timeout -1s must not be negative"},
+		{loadgen.Config{Addr: "x", Duration: -time.Second}, "loadgen: duration -1s must not be negative"},
+		{loadgen.Config{Addr: "x", Requests: 1, Hits: 1 << 32}, "loadgen: hits 4294967296 is over 4294967295"},
+		{loadgen.Config{Addr: "x", Requests: 1, Concurrency: 2, Connections: 3}, "loadgen: 3 connections for 2 callers: at most one a caller"},
+		{loadgen.Config{Addr: "x", Requests: 1, Connections: 17}, "loadgen: 17 connections for 16 callers: at most one a caller"},
+	} {
+		if _, err := loadgen.Run(context.Background(), c.cfg); err == nil || err.Error() != c.want {
+			t.Errorf("Run(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"a=1,,b=2": `entry "" is not key=value`,
+		"a=1,=2":   `entry "=2" has an empty key`,
+		"noequals": `entry "noequals" is not key=value`,
+		"":         `entry "" is not key=value`,
+	} {
+		if _, err := loadgen.ParseDescriptor(in); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ParseDescriptor(%q) = %v, want %q", in, err, want)
+		}
+	}
+	if d, err := loadgen.ParseDescriptor("k=,j=v"); err != nil || len(d) != 2 || d[0] != (loadgen.Entry{Key: "k"}) {
+		t.Errorf("ParseDescriptor(%q) = %v, %v; an empty value is allowed", "k=,j=v", d, err)
 	}
 	d, err := loadgen.ParseDescriptor("user={i},path=/x=y")
 	if err != nil || len(d) != 2 || d[1].Value != "/x=y" {

@@ -166,11 +166,44 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "-d", "-1s"}, "floodgate bench: -d -1s: must be >= 0 (0: no time bound)\n"},
 		{[]string{"bench", "-d", "0"}, "floodgate bench: -n 0 -d 0: set -n, -d or both, a run must be bounded\n"},
 		{[]string{"bench", "-p", "carrier"}, "floodgate bench: -p carrier: want grpc, json or v1\n"},
-		{[]string{"bench", "-c", "20000"}, "floodgate bench: -c 20000: must be at most 10000\n"},
+		{[]string{"bench", "-c", "20000"}, "floodgate bench: -c 20000: must be 1 to 10000\n"},
 		{[]string{"bench", "-n", "-5", "-d", "-1s"}, "floodgate bench: -n -5: must be >= 0 (0: no count bound)\n-d -1s: must be >= 0 (0: no time bound)\n"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != 2 || errb.String() != c.want {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// Values that bench used to replace with its defaults silently are errors
+// that name the flag, the value and what is allowed. The run is bounded
+// and aimed at a closed port, so that a value let through fails fast.
+func TestBenchRejectsDefaultedValues(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-c", "0"}, "floodgate bench: -c 0: must be 1 to 10000\n"},
+		{[]string{"-c", "-5"}, "floodgate bench: -c -5: must be 1 to 10000\n"},
+		{[]string{"-keys", "-3"}, "floodgate bench: -keys -3: must be >= 1\n"},
+		{[]string{"-keys", "0"}, "floodgate bench: -keys 0: must be >= 1\n"},
+		{[]string{"-hits", "-1"}, "floodgate bench: -hits -1: must be 1 to 4294967295\n"},
+		{[]string{"-hits", "0"}, "floodgate bench: -hits 0: must be 1 to 4294967295\n"},
+		{[]string{"-hits", "4294967296"}, "floodgate bench: -hits 4294967296: must be 1 to 4294967295\n"},
+		{[]string{"-conns", "-2"}, "floodgate bench: -conns -2: must be 0 (default: min(c, 4)) or 1 to 16 (-c)\n"},
+		{[]string{"-c", "2", "-conns", "3"}, "floodgate bench: -conns 3: must be 0 (default: min(c, 4)) or 1 to 2 (-c)\n"},
+		{[]string{"-timeout", "0s"}, "floodgate bench: -timeout 0s: must be > 0\n"},
+		{[]string{"-timeout", "-1s"}, "floodgate bench: -timeout -1s: must be > 0\n"},
+		{[]string{"-domain", ""}, "floodgate bench: -domain \"\": must not be empty\n"},
+		{[]string{"-D", "noequals"}, "floodgate bench: -D noequals: entry \"noequals\" is not key=value (want key=value,key2=value2, each key non-empty)\n"},
+		{[]string{"-D", "a=1,=2"}, "floodgate bench: -D a=1,=2: entry \"=2\" has an empty key (want key=value,key2=value2, each key non-empty)\n"},
+		{[]string{"-D", ""}, "floodgate bench: -D \"\": entry \"\" is not key=value (want key=value,key2=value2, each key non-empty)\n"},
+		{[]string{"-D", "a=1", "-D", "b", "-c", "0"}, "floodgate bench: -D b: entry \"b\" is not key=value (want key=value,key2=value2, each key non-empty)\n-c 0: must be 1 to 10000\n"},
+	} {
+		args := append([]string{"bench", "-q", "-n", "1", "-addr", "127.0.0.1:9"}, c.args...)
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 || errb.String() != c.want {
 			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errb.String(), c.want)
 		}
 	}

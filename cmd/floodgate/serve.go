@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,31 @@ type serveFlags struct {
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL                             time.Duration
 	shadow                                                                           bool
 	logLevel                                                                         string
+	// env holds, by flag name, the flags set from the environment, so that
+	// an error names the variable the operator set rather than a flag
+	// they never typed.
+	env map[string]envValue
+}
+
+// envValue is a flag's value as FLOODGATE_<NAME> gave it.
+type envValue struct{ name, value string }
+
+// flag names where the flag's value came from: --name, or its variable.
+func (f *serveFlags) flag(name string) string {
+	if e, ok := f.env[name]; ok {
+		return e.name
+	}
+	return "--" + name
+}
+
+// origin is a flag and its value as an error names them: `--name value`,
+// or `FLOODGATE_NAME="value"` as written in the environment (with any URL
+// password hidden), when the value came from there.
+func (f *serveFlags) origin(name string, value any) string {
+	if e, ok := f.env[name]; ok {
+		return fmt.Sprintf("%s=%q", e.name, store.RedactURL(e.value))
+	}
+	return fmt.Sprintf("--%s %v", name, value)
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -63,20 +90,25 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 }
 
 // applyEnv sets every flag not given on the command line from
-// FLOODGATE_<NAME> when that variable is set.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+// FLOODGATE_<NAME> when that variable is set, and records which in f.env.
+func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
+	fs.VisitAll(func(fl *flag.Flag) {
+		if given[fl.Name] {
 			return
 		}
-		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
 		if v := getenv(env); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %s", env, v, wantForm(f, err)))
+			if err := fl.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %s", env, v, wantForm(fl, err)))
+				return
 			}
+			if f.env == nil {
+				f.env = map[string]envValue{}
+			}
+			f.env[fl.Name] = envValue{env, v}
 		}
 	})
 	return errors.Join(errs...)
@@ -116,7 +148,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	if err := applyEnv(fs, os.Getenv); err != nil {
+	if err := f.applyEnv(fs, os.Getenv); err != nil {
 		fmt.Fprintln(stderr, "floodgate serve:", err)
 		return 2
 	}
@@ -139,20 +171,20 @@ const (
 )
 
 // check returns every numeric flag out of range, each as "--flag value:
-// what it must be", one a line.
+// what it must be" (or FLOODGATE_FLAG="value": ...), one a line.
 func (f *serveFlags) check() error {
 	var errs []error
-	bad := func(failed bool, flag string, value any, want string) {
+	bad := func(failed bool, name string, value any, want string) {
 		if failed {
-			errs = append(errs, fmt.Errorf("%s %v: %s", flag, value, want))
+			errs = append(errs, fmt.Errorf("%s: %s", f.origin(name, value), want))
 		}
 	}
-	bad(f.instances < 1, "--instances", f.instances, "must be >= 1")
-	bad(f.leaseSlice < 0 || f.leaseSlice == 1, "--lease-slice", f.leaseSlice, "must be 0 (off) or at least 2")
-	bad(f.leaseTTL <= 0, "--lease-ttl", f.leaseTTL, "must be > 0")
-	bad(f.storeTimeout < minStoreTimeout, "--store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
-	bad(f.drainTimeout <= 0, "--drain-timeout", f.drainTimeout, "must be > 0")
-	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "--reload-interval", f.reloadInterval,
+	bad(f.instances < 1, "instances", f.instances, "must be >= 1")
+	bad(f.leaseSlice < 0 || f.leaseSlice == 1, "lease-slice", f.leaseSlice, "must be 0 (off) or at least 2")
+	bad(f.leaseTTL <= 0, "lease-ttl", f.leaseTTL, "must be > 0")
+	bad(f.storeTimeout < minStoreTimeout, "store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
+	bad(f.drainTimeout <= 0, "drain-timeout", f.drainTimeout, "must be > 0")
+	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
 	return errors.Join(errs...)
 }
@@ -160,18 +192,18 @@ func (f *serveFlags) check() error {
 func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+		return fmt.Errorf("%s: want debug, info, warn or error", f.origin("log-level", strconv.Quote(f.logLevel)))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	policyOnErr, err := resilient.ParsePolicy(f.onStoreError)
 	if err != nil {
-		return fmt.Errorf("--on-store-error: %w", err)
+		return fmt.Errorf("%s: %w", f.flag("on-store-error"), err)
 	}
 	if err := f.check(); err != nil {
 		return err
 	}
 
-	cfg, cfgPath, err := loadConfig(f.config)
+	cfg, cfgPath, err := f.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -199,7 +231,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.upstream != "" {
 		gw, err := gatewayHandler(cfg, engine, f.upstream, log)
 		if err != nil {
-			return fmt.Errorf("--upstream %s: %w", f.upstream, err)
+			return fmt.Errorf("%s: %w", f.origin("upstream", f.upstream), err)
 		}
 		opts = append(opts, server.WithGateway(gw))
 	}
@@ -207,7 +239,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ls, err := server.Listen(f.httpAddr, f.grpcAddr, f.adminAddr)
+	ls, err := f.listen()
 	if err != nil {
 		return err
 	}
@@ -251,9 +283,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	return err
 }
 
-// loadConfig loads path, or the example configuration, or the built-in one.
-// It returns the path to watch ("" for the built-in configuration).
-func loadConfig(path string) (*policy.Config, string, error) {
+// loadConfig loads --config, or the example configuration, or the built-in
+// one. It returns the path to watch ("" for the built-in configuration).
+func (f *serveFlags) loadConfig() (*policy.Config, string, error) {
+	path := f.config
 	if path == "" {
 		if _, err := os.Stat(exampleConfig); err == nil {
 			path = exampleConfig
@@ -264,7 +297,7 @@ func loadConfig(path string) (*policy.Config, string, error) {
 	}
 	cfg, err := policy.Load(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("--config %s:\n%w", path, err)
+		return nil, "", fmt.Errorf("%s:\n%w", f.origin("config", path), err)
 	}
 	return cfg, path, nil
 }
@@ -277,14 +310,15 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 	if err != nil {
 		// The flag, its value and what is wrong, each once.
 		if ue, ok := errors.AsType[*storeurl.URLError](err); ok {
-			return nil, fmt.Errorf("--store %s: %s", ue.URL, ue.Reason)
+			return nil, fmt.Errorf("%s: %s", f.origin("store", ue.URL), ue.Reason)
 		}
-		return nil, fmt.Errorf("--store: %w", err)
+		return nil, fmt.Errorf("%s: %w", f.flag("store"), err)
 	}
 	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {
 		if f.leaseSlice > 0 {
 			_ = st.Close()
-			return nil, fmt.Errorf("--lease-slice %d: leases are for remote stores; --store %s decides in process already", f.leaseSlice, f.store)
+			return nil, fmt.Errorf("%s: leases are for remote stores; %s decides in process already",
+				f.origin("lease-slice", f.leaseSlice), f.origin("store", storeurl.Redact(f.store)))
 		}
 		return st, nil
 	}
@@ -295,12 +329,34 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 		ls, err := lease.New(st, lease.WithSlice(f.leaseSlice), lease.WithTTL(f.leaseTTL))
 		if err != nil {
 			_ = st.Close()
-			return nil, fmt.Errorf("--lease-slice %d --lease-ttl %v: %w", f.leaseSlice, f.leaseTTL, err)
+			return nil, fmt.Errorf("%s %s: %w", f.origin("lease-slice", f.leaseSlice), f.origin("lease-ttl", f.leaseTTL), err)
 		}
 		st = ls
 	}
 	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
 		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
+}
+
+// listen opens the --http, --grpc and --admin addresses, as server.Listen
+// does, but names a failing address by where it came from (server.Listen
+// knows only the flags).
+func (f *serveFlags) listen() (server.Listeners, error) {
+	var ls server.Listeners
+	addrs := []struct {
+		name, addr string
+		l          *net.Listener
+	}{{"http", f.httpAddr, &ls.HTTP}, {"grpc", f.grpcAddr, &ls.GRPC}, {"admin", f.adminAddr, &ls.Admin}}
+	for i, a := range addrs {
+		l, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			for _, opened := range addrs[:i] {
+				(*opened.l).Close()
+			}
+			return server.Listeners{}, fmt.Errorf("%s: %w", f.origin(a.name, a.addr), err)
+		}
+		*a.l = l
+	}
+	return ls, nil
 }
 
 // gatewayDomains names the domains of cfg that declare a gateway: section.

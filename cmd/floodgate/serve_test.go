@@ -35,23 +35,49 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--lease-ttl", "0s"}, nil, 1, "floodgate serve: --lease-ttl 0s: must be > 0\n"},
 		{[]string{"serve", "--store-timeout", "-1s"}, nil, 1, "floodgate serve: --store-timeout -1s: must be at least 1ms\n"},
 		{[]string{"serve", "--store", "redis://127.0.0.1:1", "--store-timeout", "1ns"}, nil, 1, "floodgate serve: --store-timeout 1ns: must be at least 1ms\n"},
-		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "999us"}, 1, "floodgate serve: --store-timeout 999µs: must be at least 1ms\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "999us"}, 1, "floodgate serve: FLOODGATE_STORE_TIMEOUT=\"999us\": must be at least 1ms\n"},
 		{[]string{"serve", "--drain-timeout", "0s"}, nil, 1, "floodgate serve: --drain-timeout 0s: must be > 0\n"},
 		{[]string{"serve", "--reload-interval", "-5s"}, nil, 1, "floodgate serve: --reload-interval -5s: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--reload-interval", "1ns"}, nil, 1, "floodgate serve: --reload-interval 1ns: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--reload-interval", "99ms"}, nil, 1, "floodgate serve: --reload-interval 99ms: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--store-timeout", "-1s", "--drain-timeout", "-2s", "--instances", "-1"}, nil, 1,
 			"floodgate serve: --instances -1: must be >= 1\n--store-timeout -1s: must be at least 1ms\n--drain-timeout -2s: must be > 0\n"},
-		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-3s"}, 1, "floodgate serve: --drain-timeout -3s: must be > 0\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-3s"}, 1, "floodgate serve: FLOODGATE_DRAIN_TIMEOUT=\"-3s\": must be > 0\n"},
 		{[]string{"serve", "--lease-slice", "10"}, nil, 1, "--lease-slice 10: leases are for remote stores; --store memory:// decides in process already"},
 		{[]string{"serve", "--config", "/no/such/config.yaml"}, nil, 1, "/no/such/config.yaml"},
 		{[]string{"serve", "extra"}, nil, 2, `unexpected argument "extra"`},
 		{[]string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
-		{[]string{"serve"}, map[string]string{"FLOODGATE_ON_STORE_ERROR": "never"}, 1, `unknown failure policy "never"`},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_ON_STORE_ERROR": "never"}, 1, `floodgate serve: FLOODGATE_ON_STORE_ERROR: resilient: invalid option: unknown failure policy "never"`},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_INSTANCES": "many"}, 2, `FLOODGATE_INSTANCES="many": want an integer, e.g. 1`},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "x"}, 2, `FLOODGATE_DRAIN_TIMEOUT="x": want a duration such as 500ms, 5s or 1m30s`},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "100"}, 2, `FLOODGATE_STORE_TIMEOUT="100": want a duration such as 500ms, 5s or 1m30s (the unit is required)`},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_SHADOW": "yes"}, 2, `FLOODGATE_SHADOW="yes": want true or false`},
+		// A value from the environment is named by its variable in every
+		// error, one from the command line by its flag.
+		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE": "bogus://"}, 1, `floodgate serve: FLOODGATE_STORE="bogus://": unknown scheme "bogus"`},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE": "redis://u:s3cret@h:1/x"}, 1,
+			"floodgate serve: FLOODGATE_STORE=\"redis://u:xxxxx@h:1/x\": database must be a non-negative integer, got \"x\"\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_INSTANCES": "0"}, 1, "floodgate serve: FLOODGATE_INSTANCES=\"0\": must be >= 1\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_LEASE_SLICE": "1"}, 1, "floodgate serve: FLOODGATE_LEASE_SLICE=\"1\": must be 0 (off) or at least 2\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_LEASE_TTL": "0s"}, 1, "floodgate serve: FLOODGATE_LEASE_TTL=\"0s\": must be > 0\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_RELOAD_INTERVAL": "1ms"}, 1, "floodgate serve: FLOODGATE_RELOAD_INTERVAL=\"1ms\": must be 0 (no reloading) or at least 100ms\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_LOG_LEVEL": "loud"}, 1, "floodgate serve: FLOODGATE_LOG_LEVEL=\"loud\": want debug, info, warn or error\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_CONFIG": "/no/such/config.yaml"}, 1, "floodgate serve: FLOODGATE_CONFIG=\"/no/such/config.yaml\":\n/no/such/config.yaml: cannot read"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_UPSTREAM": "ftp://x"}, 1, `floodgate serve: FLOODGATE_UPSTREAM="ftp://x": gateway: upstream "ftp://x": want an absolute http:// or https:// URL`},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_LEASE_SLICE": "10"}, 1,
+			"floodgate serve: FLOODGATE_LEASE_SLICE=\"10\": leases are for remote stores; --store memory:// decides in process already\n"},
+		{[]string{"serve", "--lease-slice", "10"}, map[string]string{"FLOODGATE_STORE": "memory://"}, 1,
+			"floodgate serve: --lease-slice 10: leases are for remote stores; FLOODGATE_STORE=\"memory://\" decides in process already\n"},
+		{[]string{"serve", "--store-timeout", "-1s"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-2s"}, 1,
+			"floodgate serve: --store-timeout -1s: must be at least 1ms\nFLOODGATE_DRAIN_TIMEOUT=\"-2s\": must be > 0\n"},
+		{[]string{"serve", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, map[string]string{"FLOODGATE_HTTP": "127.0.0.1:99999"}, 1,
+			"floodgate serve: FLOODGATE_HTTP=\"127.0.0.1:99999\": listen tcp: address 99999: invalid port\n"},
+		{[]string{"serve", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, map[string]string{"FLOODGATE_GRPC": "127.0.0.1:99999"}, 1,
+			"floodgate serve: FLOODGATE_GRPC=\"127.0.0.1:99999\": listen tcp: address 99999: invalid port\n"},
+		{[]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, map[string]string{"FLOODGATE_ADMIN": "127.0.0.1:99999"}, 1,
+			"floodgate serve: FLOODGATE_ADMIN=\"127.0.0.1:99999\": listen tcp: address 99999: invalid port\n"},
+		{[]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:99999"}, nil, 1,
+			"floodgate serve: --admin 127.0.0.1:99999: listen tcp: address 99999: invalid port\n"},
 	} {
 		for k, v := range r.env {
 			t.Setenv(k, v)
@@ -76,11 +102,23 @@ func TestApplyEnv(t *testing.T) {
 	}
 	env := map[string]string{"FLOODGATE_HTTP": "127.0.0.1:2", "FLOODGATE_STORE": "memcached://m:1", "FLOODGATE_ADMIN_TOKEN": "tok",
 		"FLOODGATE_STORE_TIMEOUT": "75ms"}
-	if err := applyEnv(fs, func(k string) string { return env[k] }); err != nil {
+	if err := f.applyEnv(fs, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	if f.httpAddr != "127.0.0.1:1" || f.store != "memcached://m:1" || f.adminToken != "tok" || f.storeTimeout != 75*time.Millisecond {
 		t.Fatalf("flags after the environment: %+v (the command line must win, the environment fill the rest)", f)
+	}
+	for name, want := range map[string]string{"http": "--http 127.0.0.1:1", "store": `FLOODGATE_STORE="memcached://m:1"`,
+		"store-timeout": `FLOODGATE_STORE_TIMEOUT="75ms"`, "grpc": "--grpc 127.0.0.1:8081"} {
+		var value any
+		fs.VisitAll(func(fl *flag.Flag) {
+			if fl.Name == name {
+				value = fl.Value
+			}
+		})
+		if got := f.origin(name, value); got != want {
+			t.Errorf("origin(%q) = %q, want %q", name, got, want)
+		}
 	}
 }
 

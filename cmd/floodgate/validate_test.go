@@ -42,3 +42,31 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("no path: exit %d, want 2", code)
 	}
 }
+
+// A domain declared twice is one problem among others: validate still
+// prints the problems of the file's rules (the loader checks only the
+// rules of the first declaration), each with its file and line.
+func TestValidateDirectoryPrintsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"a.yaml": "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"b.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10, ceil: 20}\n" +
+			"  - key: r\n    rate_limit: {unit: second, requests_per_unit: -1, replaces: [{name: nope}]}\n",
+		"c.yaml": "domain: e\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10, ceil: 20}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, c := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml"), filepath.Join(dir, "c.yaml")
+	ceil := ": ceil lets a rule borrow from its parent, and this one has none: set hierarchy: true and give an enclosing descriptor (or the domain) a rate_limit\n"
+	want := b + `:1: duplicate domain "d" (first declared at ` + a + ":1)\n" +
+		b + ":4" + ceil +
+		b + ":6: requests_per_unit must be >= 0, got -1\n" +
+		b + `:6: replaces "nope": no rate_limit in domain "d" has that name` + "\n" +
+		c + ":4" + ceil
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"validate", dir}, &out, &errb); code != 1 || errb.String() != want || out.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr\n%s\nwant exit 1 and\n%s", code, out.String(), errb.String(), want)
+	}
+}
