@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
