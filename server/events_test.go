@@ -43,6 +43,14 @@ func TestStoreDownIsAWarning(t *testing.T) {
 	if logs.Len() != 0 {
 		t.Fatalf("the store answering logged at WARN: %s", logs.String())
 	}
+	// A probe cut short by its caller (a shutdown) says nothing of the
+	// store: no warning, and readiness stays.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	srv.CheckStore(cancelled)
+	if logs.Len() != 0 {
+		t.Fatalf("a probe under a cancelled context logged: %s", logs.String())
+	}
 	st.Close()
 	if err := srv.CheckStore(ctx); err == nil {
 		t.Fatal("a closed store answered the probe")

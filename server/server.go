@@ -214,9 +214,13 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 // CheckStore pings the store with a short deadline and updates the
 // readiness and the gRPC health status.
 func (s *Server) CheckStore(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	err := s.ping(ctx)
+	err := s.ping(pctx)
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up (a shutdown): this says nothing of the store.
+		return err
+	}
 	was := s.storeOK.Swap(err == nil)
 	if was != (err == nil) {
 		if err != nil {
