@@ -203,11 +203,13 @@ func (l *loader) errf(line int, format string, args ...any) {
 func build(srcs []source) (*Config, error) {
 	l := &loader{budget: maxDescriptors, ruleSrcs: map[*Rule]map[string]field{}}
 	cfg := &Config{domains: map[string]*Domain{}}
+	var dups []*Domain
 	for _, s := range srcs {
 		l.file = s.name
 		for _, d := range l.parseFile(s.data) {
 			if prev, ok := cfg.domains[d.Name]; ok {
 				l.errf(d.Pos.Line, "duplicate domain %q (first declared at %s)", d.Name, prev.Pos)
+				dups = append(dups, d)
 				continue
 			}
 			cfg.domains[d.Name] = d
@@ -223,6 +225,12 @@ func build(srcs []source) (*Config, error) {
 			r.index = len(cfg.rules)
 			cfg.rules = append(cfg.rules, r)
 		}
+	}
+	// A duplicate is checked all the same, so that one run reports every
+	// problem of every file; it never joins the configuration.
+	for _, d := range dups {
+		l.file = d.Pos.File
+		l.finish(d)
 	}
 	if len(l.probs) > 0 {
 		l.probs.sort()

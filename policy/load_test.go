@@ -255,3 +255,26 @@ func TestExampleConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateDomainStillChecked: a domain declared a second time is
+// reported, and its rules are checked all the same, so that one load
+// reports every problem of every file.
+func TestDuplicateDomainStillChecked(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"a.yaml": "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"b.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10, ceil: 20}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(dir)
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 2 {
+		t.Fatalf("Load = %v, want two problems: the duplicate and its rule's ceil", err)
+	}
+	if !strings.Contains(ps[0].Message, "duplicate domain") || !strings.Contains(ps[1].Message, "ceil") || ps[1].Line != 4 {
+		t.Fatalf("problems %v, want the duplicate (line 1) and the ceil (line 4) of b.yaml", ps)
+	}
+}
