@@ -283,6 +283,24 @@ var unitPeriods = map[string]time.Duration{
 	"week":   7 * 24 * time.Hour,
 }
 
+// ParseUnit reads a rate limit unit as the configuration's `unit` does
+// (any case): second, minute, hour, day and week are periods of fixed
+// length; month and year are UTC calendar periods (for fixed windows). ok
+// is false for any other name.
+func ParseUnit(name string) (period time.Duration, cal algo.Calendar, ok bool) {
+	u := strings.ToLower(name)
+	if d, ok := unitPeriods[u]; ok {
+		return d, algo.CalendarNone, true
+	}
+	switch u {
+	case "month":
+		return 0, algo.CalendarMonth, true
+	case "year":
+		return 0, algo.CalendarYear, true
+	}
+	return 0, algo.CalendarNone, false
+}
+
 // describe renders the limit for Dump, e.g. "fixed_window 5/day".
 func (r *Rule) describe() string {
 	switch {

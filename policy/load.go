@@ -1015,19 +1015,16 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 			break
 		}
 		u := strings.ToLower(s)
-		if d, ok := unitPeriods[u]; ok {
+		switch d, cal, ok := ParseUnit(u); {
+		case !ok:
+			l.errf(uf.line(), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", s)
+		case cal == algo.CalendarNone:
 			p.Period, r.Unit = d, u
-		} else if u == "month" || u == "year" {
-			r.Unit = u
-			p.Calendar = algo.CalendarMonth
-			if u == "year" {
-				p.Calendar = algo.CalendarYear
-			}
+		default:
+			r.Unit, p.Calendar = u, cal
 			if knownAlgo && p.Algorithm != algo.FixedWindow {
 				l.errf(uf.line(), "unit %s is a calendar period for fixed_window only; use a period such as 30d with %s", u, p.Algorithm)
 			}
-		} else {
-			l.errf(uf.line(), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", s)
 		}
 	case hasPeriod:
 		p.Period, _ = l.duration(pf, "period")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
@@ -427,10 +428,14 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 	}
 	o := policy.Override{RequestsPerUnit: in.RequestsPerUnit, Burst: in.Burst}
 	if in.Period != "" {
-		d, ok := unitNames[strings.ToLower(in.Period)]
-		if !ok {
+		d, cal, ok := policy.ParseUnit(in.Period)
+		switch {
+		case ok && cal != algo.CalendarNone:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: an override takes a fixed period (second, minute, hour, day, week or a duration like 720h), not a calendar one", in.Period))
+			return
+		case !ok:
 			if d, err = time.ParseDuration(in.Period); err != nil || d <= 0 {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: want second, minute, hour, day or a duration like 30s", in.Period))
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: want second, minute, hour, day, week or a duration like 30s", in.Period))
 				return
 			}
 		}

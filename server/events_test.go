@@ -3,11 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
@@ -176,5 +178,37 @@ func TestAdminEmptyKey(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "no key") {
 			t.Errorf("%s /admin/api/keys/: %d %s, want 400 saying no key", method, resp.StatusCode, b)
 		}
+	}
+}
+
+// TestV1LimitUnits: a per-request limit takes the configuration's unit
+// names, week and the calendar month and year included (the env's clock
+// is in January 2025: a month's window is 31 days), and a runtime
+// override refuses a calendar period, which it cannot keep.
+func TestV1LimitUnits(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		unit   string
+		window time.Duration
+	}{
+		{"week", 7 * 24 * time.Hour},
+		{"Month", 31 * 24 * time.Hour},
+		{"year", 365 * 24 * time.Hour},
+		{"90s", 90 * time.Second},
+	} {
+		body := `{"domain":"messaging","descriptors":[{"entries":[{"key":"k","value":"` + tc.unit + `"}],"limit":{"requests_per_unit":5,"unit":"` + tc.unit + `"}}]}`
+		code, b, _ := do(t, "POST", e.http.URL+"/v1/decide", "application/json", []byte(body))
+		var out server.V1Response
+		if code != 200 || json.Unmarshal(b, &out) != nil || len(out.Statuses) != 1 {
+			t.Errorf("unit %s: %d %s", tc.unit, code, b)
+			continue
+		}
+		if got := time.Duration(out.Statuses[0].WindowMS) * time.Millisecond; got != tc.window {
+			t.Errorf("unit %s: window %v, want %v", tc.unit, got, tc.window)
+		}
+	}
+	code, b, _ := do(t, "PUT", e.admin.URL+"/admin/api/overrides/quota/hourly", "application/json", []byte(`{"requests_per_unit":5,"period":"month"}`))
+	if code != 400 || !strings.Contains(string(b), "calendar") {
+		t.Errorf("override with period month: %d %s, want 400 saying a calendar period is not an override's", code, b)
 	}
 }

@@ -217,8 +217,9 @@ type V1Entry struct {
 	Value string `json:"value"`
 }
 
-// V1Limit is a per-request limit: requests_per_unit per unit ("second",
-// "minute", "hour", "day" or a duration such as "30s"). requests_per_unit
+// V1Limit is a per-request limit: requests_per_unit per unit (a unit of
+// the configuration — "second", "minute", "hour", "day", "week", or the
+// calendar "month" and "year" — or a duration such as "30s"). requests_per_unit
 // is required (0 blocks), as in the configuration.
 type V1Limit struct {
 	RequestsPerUnit int64  `json:"requests_per_unit"`
@@ -324,8 +325,6 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-var unitNames = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}
-
 // toPolicy converts and validates a native request; i names it in a batch.
 func (v V1Request) toPolicy() (policy.Request, error) {
 	req := policy.Request{Domain: v.Domain, Hits: v.Hits, Priority: v.Priority}
@@ -344,11 +343,11 @@ func (v V1Request) toPolicy() (policy.Request, error) {
 			pd.Entries[j] = policy.Entry(e)
 		}
 		if d.Limit != nil {
-			unit, ok := unitNames[strings.ToLower(d.Limit.Unit)]
+			unit, cal, ok := policy.ParseUnit(d.Limit.Unit)
 			if !ok {
 				var err error
 				if unit, err = time.ParseDuration(d.Limit.Unit); err != nil || unit <= 0 {
-					return req, badInput("descriptors[%d].limit.unit %q: want second, minute, hour, day or a duration like 30s", i, d.Limit.Unit)
+					return req, badInput("descriptors[%d].limit.unit %q: want second, minute, hour, day, week, month, year or a duration like 30s", i, d.Limit.Unit)
 				}
 			}
 			if !d.Limit.rpuSet {
@@ -357,7 +356,7 @@ func (v V1Request) toPolicy() (policy.Request, error) {
 			if d.Limit.RequestsPerUnit < 0 {
 				return req, badInput("descriptors[%d].limit.requests_per_unit %d is negative", i, d.Limit.RequestsPerUnit)
 			}
-			pd.Limit = &policy.LimitOverride{RequestsPerUnit: d.Limit.RequestsPerUnit, Unit: unit}
+			pd.Limit = &policy.LimitOverride{RequestsPerUnit: d.Limit.RequestsPerUnit, Unit: unit, Calendar: cal}
 		}
 	}
 	return req, nil
