@@ -2,10 +2,11 @@ package policy
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -727,6 +728,16 @@ func (p *plan) leaseNeeded() bool {
 	return false
 }
 
+// newLeaseID names the concurrency leases of one decision: 63 bits from
+// crypto/rand, never 0. The ID is what lets a holder release its slots
+// (POST /v1/release carries it in a token the client keeps), so it must
+// not be guessable from the IDs other clients were given.
+func newLeaseID() uint64 {
+	var b [8]byte
+	crand.Read(b[:]) // never fails (crypto/rand)
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
 // take runs the all-or-nothing decision: one store.Take over every
 // enforcing key; when the only refusals are rates of rules that may borrow,
 // a second Take without those rates and with their parents' lend pools;
@@ -734,7 +745,7 @@ func (p *plan) leaseNeeded() bool {
 func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	var lease uint64
 	if p.leaseNeeded() {
-		lease = rand.Uint64() | 1
+		lease = newLeaseID()
 	}
 	denied := false
 	for i := range p.descs {

@@ -29,7 +29,7 @@ import (
 //
 // The checksum catches a token cut short or altered by mistake; it is not
 // a signature. What keeps a caller from releasing slots it was not given
-// is the lease id, a random 63-bit value per decision, and what keeps a
+// is the lease id, 63 bits from crypto/rand per decision, and what keeps a
 // forged token from touching other state is policy.Engine.ReleaseLeases,
 // which only accepts keys the engine builds for concurrency limits.
 const leaseTokenVersion = 1
