@@ -12,7 +12,8 @@
 // contender is an algorithm with its parameters and a strategy: one limiter
 // ("single"), or K simulated instances behind a load balancer that share the
 // limit through a central store with a round trip ("central"), enforce
-// Limit ÷ K each ("local"), pin keys to instances and lose them on a
+// Limit ÷ K each ("local"; with Share "full", the whole Limit each, as N
+// copies of one limiter), pin keys to instances and lose them on a
 // scale-out ("sticky"), decide on counts shared with a lag ("async", the
 // Kafka design) or spend leased slices of budget ("lease").
 //

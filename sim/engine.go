@@ -290,7 +290,8 @@ func (e *central) arrive(a arrival) {
 
 func (e *central) finish() { e.r.finish() }
 
-// local gives each instance limit ÷ K of its own.
+// local gives each instance limit ÷ K of its own, or with share full the
+// whole limit.
 type local struct {
 	cluster
 	lim    *algo.Limit
@@ -298,6 +299,15 @@ type local struct {
 }
 
 func (e *local) compile() {
+	for len(e.states) < e.k {
+		e.states = append(e.states, nil)
+	}
+	if e.c.Share == ShareFull {
+		if e.lim == nil {
+			e.lim, e.fail = e.c.compile(e.sc.Limit, e.sc.Period)
+		}
+		return
+	}
 	k := int64(e.k)
 	c := *e.c
 	if c.Burst > 0 {
@@ -309,9 +319,6 @@ func (e *local) compile() {
 		return
 	}
 	e.lim = lim
-	for len(e.states) < e.k {
-		e.states = append(e.states, nil)
-	}
 }
 
 func (e *local) arrive(a arrival) {
@@ -418,10 +425,12 @@ func (e *async) finish() { e.r.finish() }
 // lease lets each instance take slices of budget from a central store and
 // spend them locally; unused units go back when the lease expires. When the
 // store refuses, the instance rejects that key locally until the store's
-// retry time.
+// retry time. As in store/lease, a request that cannot be leased goes to the
+// store on its own (see leasable).
 type lease struct {
 	cluster
 	lim     *algo.Limit
+	forward bool // the algorithm is not leased: every request goes to the store
 	store   []algo.State
 	leases  [][]leaseState // per instance, per key
 	size    int64
@@ -555,12 +564,33 @@ func (e *lease) granted(g grant) {
 	ls.waiters = ls.waiters[:0]
 }
 
+// leasable reports whether store/lease decides requests of kind k from
+// slices: not the shaper and the Smooth algorithms, whose admitted requests
+// carry a delay that depends on when they arrive (a slice taken ahead would
+// lose it). The sliding log, which store/lease does not lease either, is
+// leased here; see docs/SIM.md's known limits.
+func leasable(k algo.Kind) bool {
+	switch k {
+	case algo.Shaper, algo.SmoothBursty, algo.SmoothWarmup:
+		return false
+	}
+	return true
+}
+
 func (e *lease) arrive(a arrival) {
 	e.run(a.t)
 	e.store = grow(e.store, int(a.key))
 	i := e.lb.pick(a.key)
-	ls := e.slot(i, a.key)
 	cost := int64(a.cost)
+	if e.forward || cost > e.size {
+		// store/lease hands the request to the shared store unchanged: one
+		// round trip, and the store's delay on top.
+		d := e.lim.Take(&e.store[a.key], epoch+a.t+e.rtt/2, cost)
+		e.r.m.StoreCalls++
+		e.r.decide(a.t, a.t, a.key, cost, d.Allowed, a.t+e.rtt+d.Delay.Microseconds())
+		return
+	}
+	ls := e.slot(i, a.key)
 	if len(ls.waiters) == 0 && ls.balance >= cost {
 		ls.balance -= cost
 		e.r.decide(a.t, a.t, a.key, cost, true, a.t)
@@ -612,7 +642,7 @@ func newEngine(sc *Scenario, c *Contender, r *recorder, keys, salt int) (engine,
 		return &async{cluster: cl, limit: sc.Limit, counter: counter, huge: huge,
 			global: make([]algo.State, min(keys, 1<<16)), pending: make([][]int64, cl.k), lag: c.Lag.us()}, nil
 	case StrategyLease:
-		return &lease{cluster: cl, lim: lim, store: make([]algo.State, min(keys, 1<<16)),
+		return &lease{cluster: cl, lim: lim, forward: !leasable(c.kind), store: make([]algo.State, min(keys, 1<<16)),
 			size: c.LeaseSize, ttl: c.LeaseTTL.us(), rtt: c.RTT.us()}, nil
 	}
 	return nil, fmt.Errorf("unknown strategy %q", c.Strategy)

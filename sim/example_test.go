@@ -61,11 +61,17 @@ func ExampleWriteTable() {
 	// scenario sim: 10s simulated, limit 10 per 1s per key, seed 1
 	// offered: 134 requests, 134 units; the perfect sliding window admits 90 units
 	//
-	//   contender                          admitted  vs ideal  over-admitted  under-admitted  wrong  max in a window  added latency avg/max  store calls/decision
-	//   ideal (perfect sliding window)   90 (67.2%)     +0.0%       0 (0.0%)        0 (0.0%)   0.0%       10 (1.00×)                  0 / 0                 0.000
-	//   token_bucket                    106 (79.1%)    +17.8%     64 (47.8%)        0 (0.0%)  47.8%       17 (1.70×)                  0 / 0                 0.000
-	//   central sliding_log rtt 1ms      90 (67.2%)     +0.0%       0 (0.0%)        0 (0.0%)   0.0%       10 (1.00×)          1.0ms / 1.0ms                 1.000
+	//   contender                       admitted units  vs ideal  per-key units +/− ideal  over-admitted reqs  under-admitted reqs  wrong decisions  max in a window  added latency avg/max  store calls/decision
+	//   ideal (perfect sliding window)      90 (67.2%)     +0.0%            +0.0% / −0.0%            0 (0.0%)             0 (0.0%)             0.0%       10 (1.00×)                  0 / 0                 0.000
+	//   token_bucket                       106 (79.1%)    +17.8%           +17.8% / −0.0%          64 (47.8%)             0 (0.0%)            47.8%       17 (1.70×)                  0 / 0                 0.000
+	//   central sliding_log rtt 1ms         90 (67.2%)     +0.0%            +0.0% / −0.0%            0 (0.0%)             0 (0.0%)             0.0%       10 (1.00×)          1.0ms / 1.0ms                 1.000
 	//
-	// over-admitted: admitted although the key already had the limit in the trailing window;
-	// under-admitted: rejected although it would have fitted; both judged on the contender's own history.
+	// admitted units: units admitted (and their share of the units offered); vs ideal: relative to the ideal's admitted units.
+	// per-key units +/− ideal: for each key, the units admitted beyond (+) and short of (−) what the ideal admitted
+	//   for the same key over the run, summed over the keys, relative to the ideal's admitted units: the error in units.
+	// over-admitted reqs: requests admitted although their key already had the limit in the trailing window;
+	// under-admitted reqs: requests refused although they would have fitted; both judged on the contender's own
+	//   history and counted in decisions, with their share of all decisions. Wrong decisions: the two together.
+	//   They grow with the offered load: a contender that spaces requests out (a shaper) admits the ideal's units
+	//   and still refuses many requests that would have fitted.
 }

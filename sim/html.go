@@ -60,14 +60,17 @@ func slug(s string) string {
 //
 //   - count-NN-…: for each fixed or sliding window on one limiter, the count
 //     the algorithm keeps of the focus key's requests (dashed orange)
-//     against the perfect sliding window's count (grey): the articles'
-//     figures;
+//     against the perfect sliding window's count (grey), named in the
+//     title: the articles' figures;
 //   - rate: every contender's admitted rate over time against the offered
 //     rate and the limit, with the scale events marked;
 //   - rate-NN-…: the same for one contender at a time (runs with several keys);
-//   - window-NN-…: for each contender, the focus key's admitted units in the
-//     trailing window (dashed orange) against the ideal's (grey) and the
-//     limit (dotted red).
+//   - window-NN-…: for each contender, one key's admitted units in the
+//     trailing window (dashed orange) against the ideal's for the same key
+//     (grey), the limit (dotted red) and the scale events. The key is named
+//     in the title: the one the contender took furthest over the limit when
+//     Run had WithWorstKeyWindows and the contender exceeded the limit
+//     (ContenderResult.Worst), the focus key otherwise.
 func Charts(res *Result) []NamedChart {
 	sc := res.Scenario
 	xl, div := timeAxis(sc.Duration.D())
@@ -95,27 +98,11 @@ func Charts(res *Result) []NamedChart {
 			Name:    fmt.Sprintf("count-%02d-%s", i+1, slug(c.Name)),
 			Caption: fmt.Sprintf("What %s counts (dashed orange) against the perfect sliding window's count of the same requests (grey), for %s.", c.Name, focus),
 			Chart: &chart.Chart{
-				Title:  fmt.Sprintf("%s vs a perfect sliding window", c.Name),
+				Title:  fmt.Sprintf("%s vs a perfect sliding window, %s", c.Name, focus),
 				XLabel: xl, YLabel: fmt.Sprintf("requests counted in the last %s", per),
 				Lines: []chart.Line{
 					{Name: "perfect sliding window", X: xs, Y: i64(res.Offered.Series.Window, 1), Color: chart.Grey},
 					{Name: c.Name, X: xs, Y: c.Series.Estimate, Color: chart.Orange, Dashed: true},
-				},
-				HRules: []chart.Rule{limitRule},
-			},
-		})
-	}
-	var windows []NamedChart
-	for i, c := range res.Contenders {
-		windows = append(windows, NamedChart{
-			Name:    fmt.Sprintf("window-%02d-%s", i+1, slug(c.Name)),
-			Caption: fmt.Sprintf("Units %s admitted for %s in the trailing %s (dashed orange) against the ideal limiter's (grey) and the limit.", c.Name, focus, per),
-			Chart: &chart.Chart{
-				Title:  fmt.Sprintf("%s: admitted in the last %s", c.Name, per),
-				XLabel: xl, YLabel: fmt.Sprintf("units admitted in the last %s", per),
-				Lines: []chart.Line{
-					{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.Window, 1), Color: chart.Grey},
-					{Name: c.Name, X: xs, Y: i64(c.Series.Window, 1), Color: chart.Orange, Dashed: true},
 				},
 				HRules: []chart.Rule{limitRule},
 			},
@@ -135,6 +122,29 @@ func Charts(res *Result) []NamedChart {
 	var events []chart.Rule
 	for _, e := range sc.Events {
 		events = append(events, chart.Rule{At: e.At.D().Seconds() / div, Label: fmt.Sprintf("scale to %d instances", e.Instances), Color: chart.Palette[8]})
+	}
+	var windows []NamedChart
+	for i, c := range res.Contenders {
+		key, win, idealWin := sc.FocusKey, c.Series.Window, res.Ideal.Series.Window
+		which := fmt.Sprintf("Key %d is the focus key.", key)
+		if c.Worst != nil {
+			key, win, idealWin = c.Worst.Key, c.Worst.Window, c.Worst.Ideal
+			which = fmt.Sprintf("Key %d is the key %s took furthest over the limit (%d in one window).", key, c.Name, c.Metrics.MaxWindow)
+		}
+		windows = append(windows, NamedChart{
+			Name:    fmt.Sprintf("window-%02d-%s", i+1, slug(c.Name)),
+			Caption: fmt.Sprintf("Units %s admitted for key %d in the trailing %s (dashed orange) against the ideal limiter's for the same key (grey) and the limit. %s", c.Name, key, per, which),
+			Chart: &chart.Chart{
+				Title:  fmt.Sprintf("%s: key %d, admitted in the last %s", c.Name, key, per),
+				XLabel: xl, YLabel: fmt.Sprintf("units admitted for key %d in the last %s", key, per),
+				Lines: []chart.Line{
+					{Name: "ideal (perfect sliding window)", X: xs, Y: i64(idealWin, 1), Color: chart.Grey},
+					{Name: c.Name, X: xs, Y: i64(win, 1), Color: chart.Orange, Dashed: true},
+				},
+				HRules: []chart.Rule{limitRule},
+				VRules: events,
+			},
+		})
 	}
 	offeredLine := chart.Line{Name: "offered", X: xs, Y: i64(res.Offered.Series.AllWindow, perSec), Color: chart.Light, Width: 1.5}
 	idealLine := chart.Line{Name: "ideal (perfect sliding window)", X: xs, Y: i64(res.Ideal.Series.AllWindow, perSec), Color: chart.Grey, Width: 3}
@@ -235,20 +245,13 @@ func WriteReport(dir string, res *Result) error {
 		fmt.Fprintf(w, "<h1>floodgate sim: %s</h1>\n", e(sc.Name))
 		fmt.Fprintf(w, "<p>%v simulated, limit %d per %s per key, seed %d, %d requests offered. Every decision is judged against a perfect sliding window over what the contender admitted. Files: <a href=\"series.csv\">series.csv</a> (every series), <a href=\"table.txt\">table.txt</a>, <a href=\"scenario.yaml\">scenario.yaml</a> (rerun with <code>floodgate sim --scenario scenario.yaml</code>).</p>\n",
 			sc.Duration.D(), sc.Limit, e(fmtDur(sc.Period.D())), sc.Seed, res.Offered.Metrics.Requests)
-		w.WriteString("<table><tr><th>contender</th><th>admitted units</th><th>vs ideal</th><th>over-admitted</th><th>under-admitted</th><th>wrong</th><th>max in a window</th><th>latency avg / max</th><th>store calls / decision</th></tr>\n")
-		ideal := float64(res.Ideal.Metrics.AdmittedUnits)
+		w.WriteString("<table><tr><th>contender</th><th>admitted units</th><th>vs ideal</th><th>per-key units +/− ideal</th><th>over-admitted reqs</th><th>under-admitted reqs</th><th>wrong decisions</th><th>max in a window</th><th>latency avg / max</th><th>store calls / decision</th></tr>\n")
 		for _, c := range append([]ContenderResult{res.Ideal}, res.Contenders...) {
-			m := c.Metrics
-			vs := "-"
-			if ideal > 0 {
-				vs = fmt.Sprintf("%+.1f%%", 100*(float64(m.AdmittedUnits)-ideal)/ideal)
-			}
-			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%s</td><td>%d (%s)</td><td>%d (%s)</td><td>%.1f%%</td><td>%d (%.2f×)</td><td>%s / %s</td><td>%.3f</td></tr>\n",
-				e(c.Name), m.AdmittedUnits, vs, m.Over, pct(m.Over, m.Requests), m.Under, pct(m.Under, m.Requests),
-				100*m.Wrong(), m.MaxWindow, float64(m.MaxWindow)/float64(sc.Limit),
-				e(fmtLatency(m.MeanLatency())), e(fmtLatency(float64(m.LatencyMax))), m.CallsPerDecision())
+			r := tableRow(c.Metrics, res)
+			fmt.Fprintf(w, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+				e(c.Name), e(r.admitted), e(r.vs), e(r.perKey), e(r.over), e(r.under), e(r.wrong), e(r.maxWin), e(r.latency), e(r.calls))
 		}
-		w.WriteString("</table>\n")
+		fmt.Fprintf(w, "</table>\n<pre>%s</pre>\n", e(tableLegend))
 		for _, c := range charts {
 			fmt.Fprintf(w, "<figure><img src=\"%s.svg\" alt=\"%s\"><figcaption>%s (<a href=\"%s.png\">PNG</a>)</figcaption></figure>\n",
 				e(c.Name), e(c.Chart.Title), e(c.Caption), e(c.Name))

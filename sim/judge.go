@@ -20,8 +20,16 @@ type Metrics struct {
 	// trailing Period; Under counts rejected requests that would have fitted.
 	Over, Under int64
 	// MaxWindow is the most units any one key had admitted within any span of
-	// Period; WorstOver is max(0, MaxWindow - Limit).
+	// Period; WorstOver is max(0, MaxWindow - Limit). MaxWindowKey is that
+	// key (the first to reach MaxWindow).
 	MaxWindow, WorstOver int64
+	MaxWindowKey         int
+	// ExcessUnits and MissingUnits compare the units admitted with the
+	// ideal's key by key over the whole run: the units admitted beyond what
+	// the ideal admitted for the same key, and the units short of it,
+	// summed over the keys. Unlike Over and Under, which count decisions,
+	// they do not grow with the offered load. Zero for the ideal.
+	ExcessUnits, MissingUnits int64
 	// LatencySum and LatencyMax (µs) are the delays added to admitted
 	// requests: shaping, pacing, waiting for a store or a lease.
 	LatencySum, LatencyMax int64
@@ -32,7 +40,9 @@ type Metrics struct {
 }
 
 // Wrong is the share of decisions that differ from what a perfect sliding
-// window would have decided given the same history, in [0, 1].
+// window would have decided given the same history, in [0, 1]. Under
+// overload it grows with the requests refused, even for a contender that
+// admits exactly the ideal's units; see ExcessUnits and MissingUnits.
 func (m Metrics) Wrong() float64 { return ratio(m.Over+m.Under, m.Requests) }
 
 // CallsPerDecision is StoreCalls ÷ Requests.
@@ -40,6 +50,25 @@ func (m Metrics) CallsPerDecision() float64 { return ratio(m.StoreCalls, m.Reque
 
 // MeanLatency is the mean added latency of admitted requests, in µs.
 func (m Metrics) MeanLatency() float64 { return ratio(m.LatencySum, m.Admitted) }
+
+// compareUnits fills m's ExcessUnits and MissingUnits from the units each
+// key had admitted by the contender (keys) and by the ideal.
+func (m *Metrics) compareUnits(keys, ideal []keyLog) {
+	for k := range max(len(keys), len(ideal)) {
+		var got, want int64
+		if k < len(keys) {
+			got = keys[k].admitted
+		}
+		if k < len(ideal) {
+			want = ideal[k].admitted
+		}
+		if got > want {
+			m.ExcessUnits += got - want
+		} else {
+			m.MissingUnits += want - got
+		}
+	}
+}
 
 func ratio(a, b int64) float64 {
 	if b == 0 {
@@ -89,6 +118,8 @@ type keyLog struct {
 	oldest  int64 // ring[head].t, kept here so that a prune with nothing to drop reads no ring
 	sum     int64
 	pending int64 // admitted units that have not proceeded yet
+	// admitted is the key's units admitted over the run (proceeded).
+	admitted int64
 	// state is the algorithm state of a one-limiter engine (single,
 	// central), kept beside the judge's log of the same key: one cache
 	// miss per decision instead of two.
@@ -297,6 +328,7 @@ func (r *recorder) proceed(t int64, key int32, cost int64) {
 		return
 	}
 	k := r.key(key)
+	k.admitted += cost
 	k.prune(t - r.period)
 	if k.sum+cost > r.limit {
 		r.m.Over++
@@ -307,6 +339,7 @@ func (r *recorder) proceed(t int64, key int32, cost int64) {
 	k.push(t, cost)
 	if k.sum > r.m.MaxWindow {
 		r.m.MaxWindow = k.sum
+		r.m.MaxWindowKey = int(key)
 		r.m.WorstOver = max(0, k.sum-r.limit)
 	}
 }

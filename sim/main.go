@@ -36,7 +36,9 @@ with neither, the built-in article scenario runs:
 
 A --contender is an algorithm or a strategy (single, central, local, sticky,
 async, lease) followed by key=value settings named as in the scenario YAML,
-e.g. "token_bucket burst=20" or "lease algorithm=gcra lease_size=50 rtt=2ms".
+e.g. "token_bucket burst=20", "lease algorithm=gcra lease_size=50 rtt=2ms"
+or "local share=full balancer=weighted weights=4,1,1" (lists comma-separated).
+A setting the strategy would ignore is an error.
 
 Flags:
 `
@@ -144,6 +146,16 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		src.Keys, src.Zipf, src.Cost = *keys, *zipf, *cost
 		sc.Traffic = []Source{src}
+		if err := flagsApply(src.Kind, set); err != nil {
+			return fail(err)
+		}
+		// 0 is the YAML's "unset"; given as a flag it is a mistake.
+		if set["keys"] && *keys < 1 {
+			return fail(fmt.Errorf("--keys: must be between 1 and %d, got %d", maxKeys, *keys))
+		}
+		if set["cost"] && *cost < 1 {
+			return fail(fmt.Errorf("--cost: must be between 1 and 2^30, got %d", *cost))
+		}
 	}
 	if *scenario != "" {
 		for _, name := range trafficFlags {
@@ -181,6 +193,9 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fail(fmt.Errorf("%s is required without --scenario: describe the run with --limit N --period D (e.g. --limit 100 --period 1m) and --traffic, or run a built-in scenario: --scenario %s", missing, strings.Join(Presets(), "|")))
 	}
 	if set["instances"] {
+		if *instances < 1 {
+			return fail(fmt.Errorf("--instances: must be between 1 and %d, got %d", maxInstances, *instances))
+		}
 		sc.Instances = *instances
 	}
 	if len(scaleOut) > 0 {
@@ -194,6 +209,9 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 
 	var opts []Option
+	if *out != "" {
+		opts = append(opts, WithWorstKeyWindows())
+	}
 	switch *progressArg {
 	case "always":
 		opts = append(opts, WithProgress(stderr))
@@ -240,6 +258,30 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(stderr, "simulated %d requests × %d contenders in %v\n", res.Offered.Metrics.Requests, len(res.Contenders)+1, time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// flagsApply rejects the traffic flags set that the traffic kind would
+// ignore, and the zero values a flag cannot mean.
+func flagsApply(kind string, set map[string]bool) error {
+	if kind == SourceReplay {
+		for _, name := range []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "at", "rise", "hold"} {
+			if set[name] {
+				return fmt.Errorf("--%s does not apply to --replay: the log gives each request's time, key and cost", name)
+			}
+		}
+		return nil
+	}
+	only := map[string][]string{
+		"on": {SourceBursts}, "off": {SourceBursts},
+		"peak": {SourceDiurnal, SourceRamp, SourceFlash},
+		"at":   {SourceFlash}, "rise": {SourceFlash}, "hold": {SourceFlash},
+	}
+	for _, name := range []string{"peak", "on", "off", "at", "rise", "hold"} {
+		if set[name] && !slices.Contains(only[name], kind) {
+			return fmt.Errorf("--%s applies to --traffic %s only, not %s", name, strings.Join(only[name], ", "), kind)
+		}
+	}
+	return nil
 }
 
 // applyFlags sets the named source fields that are non-empty, reading them
@@ -344,8 +386,10 @@ func ParseContender(s string) (Contender, error) {
 			return Contender{}, fmt.Errorf("%w: contender %q: want key=value, got %q", ErrScenario, s, f)
 		}
 		if k == "weights" {
+			// A comma list, as YAML's flow form without the brackets:
+			// weights=4,1,1 (or [4,1,1]).
 			seq := &yaml.Node{Kind: yaml.SequenceNode}
-			for _, w := range strings.Split(v, "/") {
+			for _, w := range strings.Split(strings.Trim(v, "[]"), ",") {
 				seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: w})
 			}
 			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, seq)

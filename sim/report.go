@@ -12,10 +12,13 @@ import (
 
 // WriteTable prints the comparison: one row per contender, the ideal first.
 // Columns: admitted units (and their share of the offered units), admitted
-// relative to the ideal, over- and under-admitted requests (and their share
-// of the decisions), the share of wrong decisions, the most units admitted
-// for one key in any window (and that as a multiple of the limit), the added
-// latency (mean and max) and the store calls per decision.
+// relative to the ideal, the per-key error in units (Metrics.ExcessUnits
+// and MissingUnits relative to the ideal's admitted units), the over- and
+// under-admitted requests (and their share of the decisions), the share of
+// wrong decisions, the most units admitted for one key in any window (and
+// that as a multiple of the limit), the added latency (mean and max) and
+// the store calls per decision. A legend under the table says what each
+// column counts.
 func WriteTable(w io.Writer, res *Result) error {
 	sc := res.Scenario
 	off := res.Offered.Metrics
@@ -24,35 +27,56 @@ func WriteTable(w io.Writer, res *Result) error {
 	fmt.Fprintf(bw, "offered: %d requests, %d units; the perfect sliding window admits %d units\n\n", off.Requests, off.Units, res.Ideal.Metrics.AdmittedUnits)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rows := append([]ContenderResult{res.Ideal}, res.Contenders...)
-	ideal := float64(res.Ideal.Metrics.AdmittedUnits)
 	nameW := 0
 	for _, c := range rows {
 		nameW = max(nameW, utf8.RuneCountInString(c.Name))
 	}
-	fmt.Fprintf(tw, "%-*s\tadmitted\tvs ideal\tover-admitted\tunder-admitted\twrong\tmax in a window\tadded latency avg/max\tstore calls/decision\t\n", nameW, "contender")
+	fmt.Fprintf(tw, "%-*s\tadmitted units\tvs ideal\tper-key units +/− ideal\tover-admitted reqs\tunder-admitted reqs\twrong decisions\tmax in a window\tadded latency avg/max\tstore calls/decision\t\n", nameW, "contender")
 	for _, c := range rows {
 		m := c.Metrics
-		vs := "-"
-		if ideal > 0 {
-			vs = fmt.Sprintf("%+.1f%%", 100*(float64(m.AdmittedUnits)-ideal)/ideal)
-		}
-		fmt.Fprintf(tw, "%s%s\t%d (%s)\t%s\t%d (%s)\t%d (%s)\t%s\t%d (%.2f×)\t%s / %s\t%.3f\t\n",
+		r := tableRow(m, res)
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			c.Name, strings.Repeat(" ", nameW-utf8.RuneCountInString(c.Name)),
-			m.AdmittedUnits, pct(m.AdmittedUnits, off.Units),
-			vs,
-			m.Over, pct(m.Over, m.Requests),
-			m.Under, pct(m.Under, m.Requests),
-			fmt.Sprintf("%.1f%%", 100*m.Wrong()),
-			m.MaxWindow, float64(m.MaxWindow)/float64(sc.Limit),
-			fmtLatency(m.MeanLatency()), fmtLatency(float64(m.LatencyMax)),
-			m.CallsPerDecision())
+			r.admitted, r.vs, r.perKey, r.over, r.under, r.wrong, r.maxWin, r.latency, r.calls)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(bw, "\nover-admitted: admitted although the key already had the limit in the trailing window;")
-	fmt.Fprintln(bw, "under-admitted: rejected although it would have fitted; both judged on the contender's own history.")
+	bw.WriteString("\n" + tableLegend)
 	return bw.Flush()
+}
+
+// tableLegend says what each column of the table counts.
+const tableLegend = `admitted units: units admitted (and their share of the units offered); vs ideal: relative to the ideal's admitted units.
+per-key units +/− ideal: for each key, the units admitted beyond (+) and short of (−) what the ideal admitted
+  for the same key over the run, summed over the keys, relative to the ideal's admitted units: the error in units.
+over-admitted reqs: requests admitted although their key already had the limit in the trailing window;
+under-admitted reqs: requests refused although they would have fitted; both judged on the contender's own
+  history and counted in decisions, with their share of all decisions. Wrong decisions: the two together.
+  They grow with the offered load: a contender that spaces requests out (a shaper) admits the ideal's units
+  and still refuses many requests that would have fitted.
+`
+
+// row is one contender's table cells, shared by the text and HTML tables.
+type row struct {
+	admitted, vs, perKey, over, under, wrong, maxWin, latency, calls string
+}
+
+func tableRow(m Metrics, res *Result) row {
+	ideal := res.Ideal.Metrics.AdmittedUnits
+	r := row{vs: "-", perKey: "-"}
+	if ideal > 0 {
+		r.vs = fmt.Sprintf("%+.1f%%", 100*float64(m.AdmittedUnits-ideal)/float64(ideal))
+		r.perKey = fmt.Sprintf("+%.1f%% / −%.1f%%", 100*float64(m.ExcessUnits)/float64(ideal), 100*float64(m.MissingUnits)/float64(ideal))
+	}
+	r.admitted = fmt.Sprintf("%d (%s)", m.AdmittedUnits, pct(m.AdmittedUnits, res.Offered.Metrics.Units))
+	r.over = fmt.Sprintf("%d (%s)", m.Over, pct(m.Over, m.Requests))
+	r.under = fmt.Sprintf("%d (%s)", m.Under, pct(m.Under, m.Requests))
+	r.wrong = fmt.Sprintf("%.1f%%", 100*m.Wrong())
+	r.maxWin = fmt.Sprintf("%d (%.2f×)", m.MaxWindow, float64(m.MaxWindow)/float64(res.Scenario.Limit))
+	r.latency = fmtLatency(m.MeanLatency()) + " / " + fmtLatency(float64(m.LatencyMax))
+	r.calls = fmt.Sprintf("%.3f", m.CallsPerDecision())
+	return r
 }
 
 func pct(a, b int64) string {

@@ -35,6 +35,20 @@ type ContenderResult struct {
 	Metrics Metrics
 	// Series are per bin.
 	Series Series
+	// Worst, when Run was given WithWorstKeyWindows and the contender took
+	// some key over the limit, follows that key (Metrics.MaxWindowKey)
+	// instead of the focus key: the key the window charts show. Nil
+	// otherwise.
+	Worst *KeyWindow
+}
+
+// KeyWindow is one key's admitted units in the trailing Period at each
+// bin's end, for a contender and for the ideal on the same arrivals.
+type KeyWindow struct {
+	// Key is the key's index.
+	Key int
+	// Window is the contender's series, Ideal the ideal limiter's.
+	Window, Ideal []int64
 }
 
 // Bins is the number of points in every series.
@@ -51,7 +65,16 @@ type Option func(*runConfig)
 type runConfig struct {
 	progress io.Writer
 	chunk    int
+	worst    bool
 }
+
+// WithWorstKeyWindows makes Run follow, for each contender that took a key
+// over the limit, the window of the key it took furthest over
+// (ContenderResult.Worst), which the window charts then show. Finding that
+// key needs the whole run, so the contenders whose worst key is not the
+// focus key run a second time over the same arrivals, beside the ideal:
+// up to twice the work. `floodgate sim --out` sets it.
+func WithWorstKeyWindows() Option { return func(c *runConfig) { c.worst = true } }
 
 // WithProgress draws a progress bar on w (usually stderr) while the run
 // goes on, a few times a second. Default: none.
@@ -134,6 +157,106 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		specs = append(specs, c)
 	}
 
+	if err := feed(ctx, sc, replays, engines, cfg, newProgress(cfg.progress, sc.Duration.D())); err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: sc, Keys: off.keys}
+	if twin >= 0 {
+		specs = append(specs[:1], specs[2:]...)
+	}
+	for i, e := range engines {
+		if err := e.err(); err != nil {
+			return nil, err
+		}
+		r := e.rec()
+		cr := ContenderResult{Name: specs[i].Name, Strategy: specs[i].Strategy, Algorithm: specs[i].Algorithm, Metrics: r.m, Series: r.s}
+		if i == 0 {
+			res.Offered = cr
+		} else {
+			res.Contenders = append(res.Contenders, cr)
+		}
+	}
+	idealRec := ie.rec()
+	if twin >= 0 {
+		res.Ideal = res.Contenders[twin]
+		res.Ideal.Series.Estimate = nil
+		res.Ideal.Name, res.Ideal.Strategy, res.Ideal.Algorithm = ideal.Name, ideal.Strategy, ideal.Algorithm
+		idealRec = engines[1+twin].rec()
+	} else {
+		res.Ideal, res.Contenders = res.Contenders[0], res.Contenders[1:]
+	}
+	for i := range res.Contenders {
+		c := &res.Contenders[i]
+		if i != twin {
+			c.Metrics.compareUnits(engines[len(engines)-len(res.Contenders)+i].rec().keys, idealRec.keys)
+		}
+	}
+	if cfg.worst {
+		if err := worstWindows(ctx, sc, replays, cfg, res, &ideal, bins, keys); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// worstWindows fills in ContenderResult.Worst: the contenders whose worst
+// key is the focus key already have its series; the others run again,
+// with the same salts (so the same random choices), following their worst
+// key, beside one ideal per such key.
+func worstWindows(ctx context.Context, sc *Scenario, replays [][]arrival, cfg runConfig, res *Result, ideal *Contender, bins, keys int) error {
+	var engines []engine
+	var follow []int // per engine: the contender index, or -1 for an ideal
+	idealOf := map[int]int{}
+	for i, c := range res.Contenders {
+		m := c.Metrics
+		if m.MaxWindow <= sc.Limit {
+			continue
+		}
+		if m.MaxWindowKey == sc.FocusKey {
+			c.Worst = &KeyWindow{Key: sc.FocusKey, Window: c.Series.Window, Ideal: res.Ideal.Series.Window}
+			res.Contenders[i] = c
+			continue
+		}
+		newRec := func() *recorder {
+			r := newRecorder(sc, bins, keys)
+			r.focus = m.MaxWindowKey
+			return r
+		}
+		if _, ok := idealOf[m.MaxWindowKey]; !ok {
+			e, err := newEngine(sc, ideal, newRec(), keys, 0)
+			if err != nil {
+				return err
+			}
+			idealOf[m.MaxWindowKey] = len(engines)
+			engines, follow = append(engines, e), append(follow, -1)
+		}
+		e, err := newEngine(sc, &sc.Contenders[i], newRec(), keys, i+1)
+		if err != nil {
+			return err
+		}
+		engines, follow = append(engines, e), append(follow, i)
+	}
+	if len(engines) == 0 {
+		return nil
+	}
+	if err := feed(ctx, sc, replays, engines, cfg, newProgress(nil, 0)); err != nil {
+		return err
+	}
+	for j, e := range engines {
+		if follow[j] < 0 {
+			continue
+		}
+		c := &res.Contenders[follow[j]]
+		key := c.Metrics.MaxWindowKey
+		c.Worst = &KeyWindow{Key: key, Window: e.rec().s.Window, Ideal: engines[idealOf[key]].rec().s.Window}
+	}
+	return nil
+}
+
+// feed generates (or replays) the arrivals and hands them, in time order,
+// to every engine, each on its own goroutine, and finishes them.
+func feed(ctx context.Context, sc *Scenario, replays [][]arrival, engines []engine, cfg runConfig, bar *progress) error {
+	var err error
 	// Up to 16 chunks are in flight; they are made as needed, so that a
 	// small run allocates little.
 	free := make(chan *chunk, 16)
@@ -169,7 +292,6 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		}()
 	}
 
-	bar := newProgress(cfg.progress, sc.Duration.D())
 	tr := newTraffic(sc, replays)
 	more := true
 	for more {
@@ -194,32 +316,14 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	wg.Wait()
 	bar.done(err == nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res := &Result{Scenario: sc, Keys: off.keys}
-	if twin >= 0 {
-		specs = append(specs[:1], specs[2:]...)
-	}
-	for i, e := range engines {
+	for _, e := range engines {
 		if err := e.err(); err != nil {
-			return nil, err
-		}
-		r := e.rec()
-		cr := ContenderResult{Name: specs[i].Name, Strategy: specs[i].Strategy, Algorithm: specs[i].Algorithm, Metrics: r.m, Series: r.s}
-		if i == 0 {
-			res.Offered = cr
-		} else {
-			res.Contenders = append(res.Contenders, cr)
+			return err
 		}
 	}
-	if twin >= 0 {
-		res.Ideal = res.Contenders[twin]
-		res.Ideal.Series.Estimate = nil
-		res.Ideal.Name, res.Ideal.Strategy, res.Ideal.Algorithm = ideal.Name, ideal.Strategy, ideal.Algorithm
-	} else {
-		res.Ideal, res.Contenders = res.Contenders[0], res.Contenders[1:]
-	}
-	return res, nil
+	return nil
 }
 
 // progress draws "[=====>    ]  45%  27m0s of 1h0m0s simulated" on one

@@ -152,47 +152,77 @@ var balancers = []string{BalanceRoundRobin, BalanceRandom, BalanceWeighted, Bala
 type Contender struct {
 	// Name labels the contender in tables, CSV columns and legends. Default
 	// a description such as "sliding_window 4×15s" or "async sliding_log lag 1s".
-	Name string `yaml:"name"`
+	Name string `yaml:"name,omitempty"`
 	// Algorithm is an algo.Kind name. Default sliding_log for the
 	// distributed strategies; required for single.
-	Algorithm string `yaml:"algorithm"`
+	Algorithm string `yaml:"algorithm,omitempty"`
 	// Burst, InitialTokens, SubWindows, Delay, WarmupPeriod, ColdFactor,
 	// MaxBurstSeconds and MaxWait are the algo.Params fields of the same
 	// names (defaults as documented there).
-	Burst           int64    `yaml:"burst"`
-	InitialTokens   *int64   `yaml:"initial_tokens"`
-	SubWindows      int      `yaml:"sub_windows"`
-	Delay           int64    `yaml:"delay"`
-	WarmupPeriod    Duration `yaml:"warmup_period"`
-	ColdFactor      float64  `yaml:"cold_factor"`
-	MaxBurstSeconds float64  `yaml:"max_burst_seconds"`
-	MaxWait         Duration `yaml:"max_wait"`
+	Burst           int64    `yaml:"burst,omitempty"`
+	InitialTokens   *int64   `yaml:"initial_tokens,omitempty"`
+	SubWindows      int      `yaml:"sub_windows,omitempty"`
+	Delay           int64    `yaml:"delay,omitempty"`
+	WarmupPeriod    Duration `yaml:"warmup_period,omitempty"`
+	ColdFactor      float64  `yaml:"cold_factor,omitempty"`
+	MaxBurstSeconds float64  `yaml:"max_burst_seconds,omitempty"`
+	MaxWait         Duration `yaml:"max_wait,omitempty"`
 	// Hold, for the concurrency algorithm, is how long each admitted request
 	// holds its slot before releasing it. Default Period ÷ Limit.
-	Hold Duration `yaml:"hold"`
+	Hold Duration `yaml:"hold,omitempty"`
 	// Strategy is single (default), central, local, sticky, async or lease.
-	Strategy string `yaml:"strategy"`
-	// Instances is K for this contender. Default the scenario's.
-	Instances int `yaml:"instances"`
-	// Balancer spreads requests over instances: round_robin (default),
-	// random, weighted (by Weights; missing weights are 1) or sticky (by
-	// key, rendezvous hashing). The sticky strategy always uses sticky.
-	Balancer string `yaml:"balancer"`
-	// Weights are the instance weights of the weighted balancer.
-	Weights []int `yaml:"weights"`
+	Strategy string `yaml:"strategy,omitempty"`
+	// Instances is K for local, sticky, async and lease. Default the
+	// scenario's.
+	Instances int `yaml:"instances,omitempty"`
+	// Balancer spreads requests over the instances of local, async and
+	// lease: round_robin (default), random, weighted (by Weights; missing
+	// weights are 1) or sticky (by key, rendezvous hashing). The sticky
+	// strategy always balances by key: another balancer there is an error.
+	Balancer string `yaml:"balancer,omitempty"`
+	// Weights are the instance weights of the weighted balancer (the
+	// default balancer when Weights are given). --contender takes them as
+	// a comma list: weights=4,1,1.
+	Weights []int `yaml:"weights,omitempty"`
+	// Share, for local, is how the instances share the limit: split
+	// (default: each enforces Limit ÷ K and Burst ÷ K) or full (each
+	// enforces the whole Limit, as N copies of a single-process limiter do:
+	// up to K × Limit for a key spread over all of them).
+	Share string `yaml:"share,omitempty"`
 	// RTT is the round trip to the store for central and lease. Default 1ms.
-	RTT Duration `yaml:"rtt"`
+	RTT Duration `yaml:"rtt,omitempty"`
 	// Lag is how old the shared counts of async are. Default 1s.
-	Lag Duration `yaml:"lag"`
+	Lag Duration `yaml:"lag,omitempty"`
 	// LeaseSize is the units one lease takes from the store. Default
-	// max(1, Limit ÷ (10·K)).
-	LeaseSize int64 `yaml:"lease_size"`
+	// max(1, Limit ÷ (10·K)). A request that costs more goes to the store
+	// on its own, as with store/lease.
+	LeaseSize int64 `yaml:"lease_size,omitempty"`
 	// LeaseTTL is how long a lease's unused units stay usable before they
 	// are given back to the store. Default Period ÷ 10.
-	LeaseTTL Duration `yaml:"lease_ttl"`
+	LeaseTTL Duration `yaml:"lease_ttl,omitempty"`
 
 	line int
 	kind algo.Kind
+	// given is the contender as written, before Validate filled in the
+	// defaults: what a report's scenario.yaml holds, so that an automatic
+	// name or default follows a rerun's other settings.
+	given *Contender
+}
+
+// How the local strategy's instances share the limit.
+const (
+	ShareSplit = "split" // each instance enforces Limit ÷ K
+	ShareFull  = "full"  // each instance enforces the whole Limit
+)
+
+// MarshalYAML writes the contender as it was written, without the
+// defaults Validate filled in.
+func (c Contender) MarshalYAML() (any, error) {
+	type plain Contender
+	if c.given != nil {
+		return plain(*c.given), nil
+	}
+	return plain(c), nil
 }
 
 // Event changes the cluster at a point in simulated time.
@@ -519,8 +549,17 @@ func (sc *Scenario) Validate() error {
 			return err
 		}
 		c := &sc.Contenders[i]
+		if _, dup := names[c.Name]; dup && c.given.Name == "" {
+			// An automatic name that another contender already has: the
+			// settings that differ are not in it; number it.
+			base := c.Name
+			for n := 2; dup; n++ {
+				c.Name = fmt.Sprintf("%s #%d", base, n)
+				_, dup = names[c.Name]
+			}
+		}
 		if j, dup := names[c.Name]; dup {
-			return sc.errorf(c.line, "contenders[%d].name: %q is already contenders[%d]", i, c.Name, j)
+			return sc.errorf(c.line, "contenders[%d].name: %q is already contenders[%d]; give one of them another name (name: in YAML, name= in --contender)", i, c.Name, j)
 		}
 		names[c.Name] = i
 	}
@@ -658,17 +697,16 @@ func DefaultContenders(limit int64, period Duration) []Contender {
 
 func (sc *Scenario) validateContender(i int) error {
 	c := &sc.Contenders[i]
+	given := *c
+	given.given = nil
+	c.given = &given
 	bad := func(field, format string, args ...any) error {
 		return sc.errorf(c.line, "contenders[%d].%s: %s", i, field, fmt.Sprintf(format, args...))
 	}
 	if c.Strategy == "" {
 		c.Strategy = StrategySingle
 	}
-	known := false
-	for _, s := range strategies {
-		known = known || c.Strategy == s
-	}
-	if !known {
+	if !slices.Contains(strategies, c.Strategy) {
 		return bad("strategy", "unknown %q (want one of %s)", c.Strategy, strings.Join(strategies, ", "))
 	}
 	if c.Algorithm == "" {
@@ -682,47 +720,67 @@ func (sc *Scenario) validateContender(i int) error {
 		return bad("algorithm", "%v", err)
 	}
 	c.kind = k
-	if c.Instances == 0 {
-		c.Instances = sc.Instances
+	if field, why := c.ignored(); field != "" {
+		return bad(field, "%s", why)
 	}
-	if c.Instances < 1 || c.Instances > maxInstances {
+	if c.Instances < 0 || c.Instances > maxInstances {
 		return bad("instances", "must be between 1 and %d, got %d", maxInstances, c.Instances)
 	}
-	if c.Balancer == "" {
-		c.Balancer = BalanceRoundRobin
-		if len(c.Weights) > 0 {
-			c.Balancer = BalanceWeighted
-		}
+	if c.Strategy != StrategySingle && c.Strategy != StrategyCentral && c.Instances == 0 {
+		c.Instances = sc.Instances
 	}
-	if c.Strategy == StrategySticky {
+	switch {
+	case c.Strategy == StrategySticky:
 		c.Balancer = BalanceSticky
+	case c.Balancer == "" && len(c.Weights) > 0:
+		c.Balancer = BalanceWeighted
+	case c.Balancer == "" && c.Instances > 0:
+		c.Balancer = BalanceRoundRobin
 	}
-	known = false
-	for _, b := range balancers {
-		known = known || c.Balancer == b
-	}
-	if !known {
+	if c.Balancer != "" && !slices.Contains(balancers, c.Balancer) {
 		return bad("balancer", "unknown %q (want one of %s)", c.Balancer, strings.Join(balancers, ", "))
+	}
+	if c.Share != "" && c.Share != ShareSplit && c.Share != ShareFull {
+		return bad("share", "want %s (each instance enforces limit ÷ K) or %s (each enforces the whole limit), got %q", ShareSplit, ShareFull, c.Share)
+	}
+	if c.Strategy == StrategyLocal && c.Share == "" {
+		c.Share = ShareSplit
 	}
 	for j, w := range c.Weights {
 		if w < 0 || w > 1_000_000 {
 			return bad("weights", "weights[%d] must be between 0 and 1000000, got %d", j, w)
 		}
 	}
-	if c.RTT < 0 || c.Lag < 0 || c.LeaseTTL < 0 || c.Hold < 0 || c.LeaseSize < 0 {
-		return bad("rtt", "rtt, lag, lease_size, lease_ttl and hold must not be negative")
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{{"rtt", c.RTT < 0}, {"lag", c.Lag < 0}, {"lease_size", c.LeaseSize < 0}, {"lease_ttl", c.LeaseTTL < 0}, {"hold", c.Hold < 0}} {
+		if f.neg {
+			return bad(f.name, "must not be negative")
+		}
 	}
-	if c.RTT == 0 {
-		c.RTT = Duration(time.Millisecond)
-	}
-	if c.Lag == 0 {
-		c.Lag = Duration(time.Second)
-	}
-	if c.LeaseSize == 0 {
-		c.LeaseSize = max(1, sc.Limit/int64(10*c.Instances))
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = Duration(max(sc.Period.D()/10, time.Microsecond))
+	switch c.Strategy {
+	case StrategyCentral:
+		if c.RTT == 0 {
+			c.RTT = Duration(time.Millisecond)
+		}
+	case StrategyAsync:
+		if c.Lag == 0 {
+			c.Lag = Duration(time.Second)
+		}
+	case StrategyLease:
+		if c.RTT == 0 {
+			c.RTT = Duration(time.Millisecond)
+		}
+		if !leasable(c.kind) {
+			break
+		}
+		if c.LeaseSize == 0 {
+			c.LeaseSize = max(1, sc.Limit/int64(10*c.Instances))
+		}
+		if c.LeaseTTL == 0 {
+			c.LeaseTTL = Duration(max(sc.Period.D()/10, time.Microsecond))
+		}
 	}
 	if c.Hold == 0 && c.kind == algo.Concurrency {
 		c.Hold = Duration(max(sc.Period.D()/time.Duration(sc.Limit), time.Microsecond))
@@ -740,7 +798,7 @@ func (sc *Scenario) validateContender(i int) error {
 	if _, err := c.compile(sc.Limit, sc.Period); err != nil {
 		return bad("algorithm", "%v", err)
 	}
-	if c.Strategy == StrategyLocal {
+	if c.Strategy == StrategyLocal && c.Share == ShareSplit {
 		if _, err := c.compile(max(1, sc.Limit/int64(c.Instances)), sc.Period); err != nil {
 			return bad("algorithm", "limit ÷ %d instances: %v", c.Instances, err)
 		}
@@ -752,6 +810,41 @@ func (sc *Scenario) validateContender(i int) error {
 		return bad("name", "must not contain commas, quotes or newlines: %q", c.Name)
 	}
 	return nil
+}
+
+// ignored names a setting c's strategy (or algorithm) does not use, and
+// says why; "" when every setting given applies. Checked before the
+// defaults are filled in, so only settings the user wrote are reported.
+func (c *Contender) ignored() (field, why string) {
+	st := c.Strategy
+	cluster := st != StrategySingle && st != StrategyCentral
+	switch {
+	case c.Instances != 0 && !cluster:
+		return "instances", fmt.Sprintf("the %s strategy decides every request on one limiter, so instances does not apply", st)
+	case c.Balancer != "" && !cluster:
+		return "balancer", fmt.Sprintf("the %s strategy decides every request on one limiter, so balancer does not apply", st)
+	case c.Balancer != "" && c.Balancer != BalanceSticky && st == StrategySticky:
+		return "balancer", fmt.Sprintf("the sticky strategy always balances by key (balancer sticky), so balancer %s would be ignored; for instances that each enforce the whole limit behind a %s balancer, use \"local share=full balancer=%s\"", c.Balancer, c.Balancer, c.Balancer)
+	case len(c.Weights) > 0 && c.Balancer != "" && c.Balancer != BalanceWeighted:
+		return "weights", fmt.Sprintf("weights apply to the weighted balancer only, not %s", c.Balancer)
+	case len(c.Weights) > 0 && !cluster:
+		return "weights", fmt.Sprintf("the %s strategy has no load balancer, so weights do not apply", st)
+	case len(c.Weights) > 0 && st == StrategySticky:
+		return "weights", "the sticky strategy balances by key, so weights do not apply"
+	case c.Share != "" && st != StrategyLocal:
+		return "share", fmt.Sprintf("share applies to the local strategy only, not %s", st)
+	case c.RTT != 0 && st != StrategyCentral && st != StrategyLease:
+		return "rtt", fmt.Sprintf("rtt applies to the central and lease strategies only, not %s", st)
+	case c.Lag != 0 && st != StrategyAsync:
+		return "lag", fmt.Sprintf("lag applies to the async strategy only, not %s", st)
+	case (c.LeaseSize != 0 || c.LeaseTTL != 0) && st != StrategyLease:
+		return "lease_size", fmt.Sprintf("lease_size and lease_ttl apply to the lease strategy only, not %s", st)
+	case (c.LeaseSize != 0 || c.LeaseTTL != 0) && !leasable(c.kind):
+		return "lease_size", fmt.Sprintf("store/lease does not lease %s (its admitted requests carry a delay that depends on when they arrive): every request goes to the store, so lease_size and lease_ttl do not apply", c.kind)
+	case c.Hold != 0 && c.kind != algo.Concurrency:
+		return "hold", fmt.Sprintf("hold applies to the concurrency algorithm only, not %s", c.kind)
+	}
+	return "", ""
 }
 
 // compile builds the contender's algo.Limit for the given limit and period.
@@ -771,7 +864,9 @@ func (c *Contender) compile(limit int64, period Duration) (*algo.Limit, error) {
 	})
 }
 
-// describe names a contender from its settings.
+// describe names a contender from its settings: the algorithm with its
+// main parameter, the strategy with K, its round trip, lag or lease, and
+// the load balancer when it is not round robin.
 func (c *Contender) describe(sc *Scenario) string {
 	name := c.kind.String()
 	switch c.kind {
@@ -783,19 +878,36 @@ func (c *Contender) describe(sc *Scenario) string {
 			name += fmt.Sprintf(" burst %d", c.Burst)
 		}
 	}
+	lb := ""
+	switch {
+	case c.Balancer == BalanceWeighted && len(c.Weights) > 0:
+		ws := make([]string, len(c.Weights))
+		for i, w := range c.Weights {
+			ws[i] = strconv.Itoa(w)
+		}
+		lb = " weighted " + strings.Join(ws, ":")
+	case c.Balancer != "" && c.Balancer != BalanceRoundRobin && c.Strategy != StrategySticky:
+		lb = " " + c.Balancer
+	}
 	switch c.Strategy {
 	case StrategySingle:
 		return name
 	case StrategyCentral:
 		return fmt.Sprintf("central %s rtt %v", name, fmtDur(c.RTT.D()))
 	case StrategyLocal:
-		return fmt.Sprintf("local %s ÷%d", name, c.Instances)
+		if c.Share == ShareFull {
+			return fmt.Sprintf("local %s full K=%d%s", name, c.Instances, lb)
+		}
+		return fmt.Sprintf("local %s ÷%d%s", name, c.Instances, lb)
 	case StrategySticky:
 		return fmt.Sprintf("sticky %s K=%d", name, c.Instances)
 	case StrategyAsync:
-		return fmt.Sprintf("async %s lag %v", name, fmtDur(c.Lag.D()))
+		return fmt.Sprintf("async %s lag %v%s", name, fmtDur(c.Lag.D()), lb)
 	case StrategyLease:
-		return fmt.Sprintf("lease %s %d/lease", name, c.LeaseSize)
+		if !leasable(c.kind) {
+			return fmt.Sprintf("lease %s forwarded%s", name, lb)
+		}
+		return fmt.Sprintf("lease %s %d/lease%s", name, c.LeaseSize, lb)
 	}
 	return name
 }

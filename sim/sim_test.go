@@ -106,7 +106,7 @@ func TestScenarioErrorsSayWhatAndWhere(t *testing.T) {
 		{"bad strategy", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - strategy: gossip\n", `s.yaml:6: contenders[0].strategy: unknown "gossip"`},
 		{"bad sub windows", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: sliding_window\n    sub_windows: 7\n", "s.yaml:6: contenders[0].algorithm: invalid limit: sub_windows"},
 		{"event outside", base + "traffic: [{kind: poisson, rate: 1}]\nevents:\n  - at: 10s\n    instances: 3\n", "s.yaml:6: events[0].at: 10s is outside the run"},
-		{"duplicate names", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: gcra\n  - algorithm: gcra\n", `s.yaml:7: contenders[1].name: "gcra" is already contenders[0]`},
+		{"duplicate names", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: gcra\n  - algorithm: fixed_window\n    name: gcra\n", `s.yaml:7: contenders[1].name: "gcra" is already contenders[0]; give one of them another name (name: in YAML, name= in --contender)`},
 		{"not yaml", "limit: [\n", "s.yaml:"},
 		{"empty", "", "s.yaml: empty scenario"},
 	} {
@@ -226,6 +226,16 @@ func TestMainFlagsAndErrors(t *testing.T) {
 		{[]string{"--scenario", "nope"}, 1, "not a file, nor a built-in scenario"},
 		{[]string{"stray"}, 2, `unexpected argument "stray"`},
 		{[]string{"--seed", "x", "--scenario", "article"}, 1, "--seed: want a non-negative integer"},
+		// A flag given 0, or one the chosen traffic would ignore, is an
+		// error rather than a silent default.
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--instances", "0"}, 1, "--instances: must be between 1 and 1024, got 0"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--cost", "0"}, 1, "--cost: must be between 1 and 2^30, got 0"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--keys", "0"}, 1, "--keys: must be between 1 and 16777216, got 0"},
+		{[]string{"--traffic", "steady", "--rate", "10", "--on", "1s", "--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "--on applies to --traffic bursts only, not steady"},
+		{[]string{"--rate", "10", "--peak", "20", "--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "--peak applies to --traffic diurnal, ramp, flash only, not poisson"},
+		{[]string{"--replay", "x.log", "--rate", "10", "--limit", "5", "--period", "1s"}, 1, "--rate does not apply to --replay"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--contender", "async lag=-1s"}, 1, "contenders[0].lag: must not be negative"},
+		{[]string{"--replay", os.DevNull, "--limit", "5", "--period", "1s"}, 1, "duration: the replay (" + os.DevNull + ") holds no request"},
 		// An unknown flag names the one it is likely a typo of, as the
 		// other subcommands do, before the usage.
 		{[]string{"--limt", "5"}, 2, "floodgate sim: flag provided but not defined: -limt (did you mean --limit?)\nusage: floodgate sim"},

@@ -81,7 +81,7 @@ type rateGen struct {
 	zipf     *alias
 	from, to float64 // µs
 	tau      float64 // µs: real time, or time inside bursts for bursts
-	k        float64 // steady: arrivals so far
+	k        int64   // steady: arrivals so far
 	gap      float64 // µs between arrivals at the constant (or peak) rate
 	steady   bool
 	rateAt   func(t float64) float64 // per µs; nil for constant rates
@@ -156,6 +156,16 @@ func newRateGen(sc *Scenario, s *Source, i int) *rateGen {
 	return g
 }
 
+// steadyAt is the time (µs, inside the bursts for bursts) of steady arrival
+// i: i/rate seconds, computed from i rather than by adding gaps (a sum of
+// rounded gaps drifts, and added one request at the end of some runs). The
+// quotient is rounded to the nanosecond, which absorbs the rounding of a
+// rate such as 100/m, then truncated to the microsecond.
+func (g *rateGen) steadyAt(i int64) float64 {
+	ns := math.Round(float64(i) * 1e9 / float64(g.s.Rate))
+	return math.Floor(ns / 1e3)
+}
+
 // real maps time inside the bursts to real time.
 func (g *rateGen) real(tau float64) float64 {
 	if g.cycleUS == 0 {
@@ -169,7 +179,7 @@ func (g *rateGen) next() (arrival, bool) {
 	for {
 		switch {
 		case g.steady:
-			g.tau = g.k * g.gap
+			g.tau = g.steadyAt(g.k)
 			g.k++
 		default:
 			g.tau += g.rng.ExpFloat64() * g.gap
@@ -326,7 +336,13 @@ func (sc *Scenario) loadReplays() ([][]arrival, error) {
 	}
 	if sc.Duration == 0 {
 		if lastT == 0 {
-			return nil, sc.errorf(0, "duration: the replay holds no request; set duration")
+			var files []string
+			for _, s := range sc.Traffic {
+				if s.Kind == SourceReplay {
+					files = append(files, s.File)
+				}
+			}
+			return nil, sc.errorf(0, "duration: the replay (%s) holds no request; set duration", strings.Join(files, ", "))
 		}
 		sc.Duration = Duration(time.Duration(lastT) * time.Microsecond)
 	}
