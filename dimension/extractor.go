@@ -206,7 +206,8 @@ func (x *Extractor) value(r *http.Request, e *entry, st *reqState) (string, bool
 			v, ok = routeOf(r.URL.Path, e.routes)
 		}
 	case srcHost:
-		v, ok = lower(r.Host), r.Host != ""
+		v = hostValue(r.Host)
+		ok = v != ""
 	case srcAPIKey:
 		v, ok = x.apiKey(r)
 	case srcUser:
@@ -331,6 +332,34 @@ func lookupQuery(raw, name string) (string, bool) {
 }
 
 func escaped(s string) bool { return strings.ContainsAny(s, "%+") }
+
+// hostValue is the host source's value for a Host header: lower-cased,
+// without the port and without one trailing dot, the way route matching
+// sees it, so that "A.EXAMPLE.COM:80" and "a.example.com." share the
+// counter of "a.example.com". An IP literal takes its canonical text: IPv6
+// without its brackets and zeros compressed ("[0:0::1]:80" is "::1", as
+// net/url's Hostname gives it), an IPv4-mapped one unmapped. It allocates
+// only when s has upper case or an IPv6 literal is not already canonical.
+func hostValue(s string) string {
+	if strings.HasPrefix(s, "[") {
+		if end := strings.IndexByte(s, ']'); end > 0 {
+			s = s[1:end]
+		}
+	} else if c := strings.IndexByte(s, ':'); c >= 0 && strings.IndexByte(s[c+1:], ':') < 0 {
+		s = s[:c] // host:port; a bare IPv6 literal (several colons) has no port
+	}
+	s = strings.TrimSuffix(s, ".")
+	if strings.IndexByte(s, ':') >= 0 {
+		if a, err := netip.ParseAddr(s); err == nil {
+			var buf [64]byte
+			if t := a.Unmap().AppendTo(buf[:0]); string(t) != s {
+				return string(t)
+			}
+			return s
+		}
+	}
+	return lower(s)
+}
 
 // lower lower-cases ASCII s, allocating only when it has upper case.
 func lower(s string) string {

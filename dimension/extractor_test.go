@@ -145,7 +145,7 @@ func TestMatchAndSources(t *testing.T) {
 		{EntrySpec{Source: "query:a b"}, reqCase{target: "/?a+b=1"}, "a b=1"},
 		{EntrySpec{Source: "api_key"}, reqCase{h: map[string]string{"X-Api-Key": "k9"}}, "api_key=k9"},
 		{EntrySpec{Source: "api_key"}, reqCase{h: map[string]string{"X-Api-Key": "  "}}, ""},
-		{EntrySpec{Source: "host"}, reqCase{target: "http://API.example.com:8443/"}, "host=api.example.com:8443"},
+		{EntrySpec{Source: "host"}, reqCase{target: "http://API.example.com:8443/"}, "host=api.example.com"},
 		{EntrySpec{Source: "path", Routes: []string{"/"}}, reqCase{target: "/anything"}, "path=/"},
 		{EntrySpec{Source: "path"}, reqCase{target: "/a/b/"}, "path=/a/b"},
 		{EntrySpec{Source: "remote_address", IPv6Prefix: 128}, reqCase{remote: "[2001:db8::7]:1"}, "remote_address=2001:db8::7"},
@@ -452,5 +452,46 @@ func BenchmarkClientIP(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.ClientIP(r)
+	}
+}
+
+// TestHostSource: the host value is the host as route matching sees it, so
+// that a client cannot sidestep a per-host limit by spelling its Host
+// differently: lower case, no port, no trailing dot, IPv6 literals without
+// brackets and in canonical form.
+func TestHostSource(t *testing.T) {
+	x, err := NewExtractor(Spec{Descriptors: []DescriptorSpec{{Entries: []EntrySpec{{Source: "host"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ host, want string }{
+		{"a.example.com", "a.example.com"},
+		{"A.EXAMPLE.COM:80", "a.example.com"},
+		{"a.example.com.", "a.example.com"},
+		{"A.Example.Com.:8443", "a.example.com"},
+		{"a.example.com..", "a.example.com."}, // one dot only
+		{"192.0.2.1:80", "192.0.2.1"},
+		{"[::1]:80", "::1"},
+		{"[::1]", "::1"},
+		{"[0:0::1]:80", "::1"},
+		{"[2001:DB8::1]:443", "2001:db8::1"},
+		{"::1", "::1"},
+		{"[::ffff:192.0.2.1]", "192.0.2.1"},
+		{"", ""},
+		{":80", ""},
+		{".", ""},
+	} {
+		r := &http.Request{Method: "GET", URL: &url.URL{Path: "/"}, Host: tc.host, RemoteAddr: "192.0.2.9:1"}
+		got, err := x.Descriptors(r, nil)
+		if err != nil {
+			t.Fatalf("Host %q: %v", tc.host, err)
+		}
+		var v string
+		if len(got) > 0 {
+			v = got[0].Entries[0].Value
+		}
+		if v != tc.want || (v == "") != (len(got) == 0) {
+			t.Errorf("Host %q: host = %q (%d descriptors), want %q", tc.host, v, len(got), tc.want)
+		}
 	}
 }

@@ -77,7 +77,9 @@ type EntrySpec struct {
 	//	query:<name>    a query parameter's first value
 	//	method          the request method, e.g. "GET"
 	//	path            the URL path, cleaned; with Routes, the route
-	//	host            the Host, lower-cased
+	//	host            the Host, lower-cased, without its port and one
+	//	                trailing dot; an IPv6 literal without brackets
+	//	                ("[::1]:80" is "::1")
 	//	api_key         the API key (see Spec.APIKey)
 	//	user, tenant    WithUser / WithTenant, else Spec.UserHeader /
 	//	                Spec.TenantHeader
