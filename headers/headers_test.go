@@ -116,3 +116,46 @@ func BenchmarkFields(b *testing.B) {
 		}
 	}
 }
+
+// TestConcurrencyStatesNoTime: a concurrency limit's decision carries the
+// lease's time-to-live as its reset (600 s here), but a slot frees when a
+// request in flight completes: its fields state no time at all (no t, no
+// X-RateLimit-Reset, no Retry-After, no w), where they would have read
+// "wait ten minutes". A rate limit beside it keeps its t.
+func TestConcurrencyStatesNoTime(t *testing.T) {
+	slots := policy.Status{Code: policy.CodeOverLimit, Matched: true, Rule: "slots", QuotaUnit: ConcurrentRequests,
+		Decision: algo.Decision{Limit: 8, Remaining: 0, RetryAfter: 600 * time.Second, ResetAfter: 600 * time.Second}}
+	rate := policy.Status{Code: policy.CodeOverLimit, Matched: true, Rule: "rate", Window: time.Minute,
+		Decision: algo.Decision{Allowed: true, Limit: 100, Remaining: 42, ResetAfter: 17 * time.Second}}
+	admitted := slots
+	admitted.Code, admitted.Decision.Allowed, admitted.Decision.Remaining, admitted.Decision.RetryAfter = policy.CodeOK, true, 3, 0
+	for _, tc := range []struct {
+		name string
+		st   []policy.Status
+		want map[string]string // "" for absent
+	}{
+		{"refused", []policy.Status{slots}, map[string]string{
+			"RateLimit-Policy": `"slots";q=8;qu="concurrent-requests"`, "RateLimit": `"slots";r=0`,
+			"X-RateLimit-Limit": "8", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "", "Retry-After": ""}},
+		{"admitted", []policy.Status{admitted}, map[string]string{
+			"RateLimit": `"slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": ""}},
+		{"beside a rate", []policy.Status{rate, slots}, map[string]string{
+			"RateLimit": `"rate";r=42;t=17, "slots";r=0`, "X-RateLimit-Limit": "8", "X-RateLimit-Reset": "", "Retry-After": ""}},
+		{"admitted beside a rate", []policy.Status{rate, admitted}, map[string]string{
+			"RateLimit": `"rate";r=42;t=17, "slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": ""}},
+	} {
+		for _, how := range []string{"Write", "Writer"} {
+			h := http.Header{}
+			if how == "Write" {
+				Write(h, FromStatuses(tc.st), Options{})
+			} else {
+				NewWriter(Options{}).WriteStatuses(h, tc.st)
+			}
+			for k, v := range tc.want {
+				if got, ok := h[http.CanonicalHeaderKey(k)]; (v == "") != !ok || ok && got[0] != v {
+					t.Errorf("%s, %s: %s = %q, want %q", tc.name, how, k, got, v)
+				}
+			}
+		}
+	}
+}
