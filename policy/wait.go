@@ -122,6 +122,7 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 	if err != nil {
 		return resp, err
 	}
+	decided := time.Since(start)
 	if resp.Code == CodeOK {
 		return e.hold(ctx, resp, start)
 	}
@@ -139,8 +140,10 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 		prio = len(d.Priorities) - d.priorityRank(resp.Priority)
 	}
 	// The request cannot pass before its retry (resp.Delay), nor before
-	// the waiters ahead of it took a unit each: one that would outlive its
+	// the waiters ahead of it took a unit each, each hand-off costing a
+	// trip to the store like the Decide above: one that would outlive its
 	// max_wait even so is refused now rather than held until then.
+	wq.q.Observe(decided)
 	err = wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, slot), prio, resp.Delay, resp.waitEach)
 	if slot.set {
 		resp = slot.resp

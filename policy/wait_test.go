@@ -9,6 +9,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
 )
 
 const waitConfig = `
@@ -336,4 +340,86 @@ descriptors:
 			}
 		}
 	})
+}
+
+// slowStore reaches its store after a delay, as a remote store or a busy
+// machine does: every decision is made lat after it was asked for.
+type slowStore struct {
+	store.Store
+	lat time.Duration
+}
+
+func (s slowStore) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	time.Sleep(s.lat)
+	return s.Store.Take(ctx, reqs, out)
+}
+
+// TestDecideWaitServedOrRefusedOnArrival is the reviewer's scenario: a
+// token bucket of 2 per second with burst 1, max_wait 2s, and six requests
+// arriving together (100 µs apart) at a store 2 ms away. A bucket that
+// holds one unit stops refilling while it is full, so every hand-off
+// between waiters (the trip to the store) pushes the next unit back: the
+// waiters are served at about 0.5, 1 and 1.5 s plus 2 ms per hand-off. The
+// fourth waiter projected 2 s less its 0.4 ms head start when only the
+// units were counted, was held and refused at 1.5 s; counting a trip to
+// the store per hand-off refuses it on arrival. Every request is either
+// admitted within max_wait or refused without being held.
+func TestDecideWaitServedOrRefusedOnArrival(t *testing.T) {
+	for _, alg := range []string{"token_bucket", "gcra"} {
+		t.Run(alg, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := mustParse(t, `
+domain: w
+descriptors:
+  - key: api
+    rate_limit: {algorithm: `+alg+`, unit: second, requests_per_unit: 2, burst: 1, strategy: wait, max_wait: 2s}
+`)
+				const lat = 2 * time.Millisecond
+				mem, err := memory.New(memory.WithSweepInterval(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer mem.Close()
+				e, err := NewEngine(cfg, slowStore{mem, lat})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := req("w", ent("api", "x"))
+				var mu sync.Mutex
+				var admitted, refused []time.Duration
+				var wg sync.WaitGroup
+				for i := range 6 {
+					wg.Go(func() {
+						time.Sleep(time.Duration(i) * 100 * time.Microsecond)
+						resp, err := e.DecideWait(context.Background(), r)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						if resp.Code == CodeOK {
+							admitted = append(admitted, resp.Waited)
+						} else {
+							refused = append(refused, resp.Waited)
+						}
+					})
+				}
+				wg.Wait()
+				if len(admitted) != 4 || len(refused) != 2 {
+					t.Fatalf("admitted after %v, refused after %v: want 4 admitted (one at once, three waiting) and 2 refused", admitted, refused)
+				}
+				for _, w := range admitted {
+					if w >= 2*time.Second {
+						t.Errorf("admitted after %v, beyond max_wait 2s", w)
+					}
+				}
+				for _, w := range refused {
+					if w > lat {
+						t.Errorf("refused after %v (admitted after %v), want refused on arrival (its own decision's %v)", w, admitted, lat)
+					}
+				}
+			})
+		})
+	}
 }

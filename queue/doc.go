@@ -27,7 +27,11 @@
 // deadline of its context; when either passes it leaves with a *TimeoutError
 // (errors.Is ErrTimeout) or the context's error. A waiter whose retry hint
 // would outlive its deadline leaves at once with a *TimeoutError rather than
-// wait for a certain failure, as golang.org/x/time/rate's Wait does. A retry
+// wait for a certain failure, as golang.org/x/time/rate's Wait does, and
+// WaitFrom refuses on arrival a waiter whose projection (its own retry
+// hint, plus a unit and a hand-off per waiter ahead, plus its own
+// hand-off; the hand-off is WithHandoff or the longest recent try, the
+// timer's lateness included) reaches its deadline. A retry
 // hint of Never (the same value as algo.Never: the cost can never be
 // admitted) gives ErrNever. A TryFunc error is returned to the waiter that
 // called it as is; the next waiter then tries on its own.

@@ -91,6 +91,7 @@ type config struct {
 	ttl      time.Duration
 	order    Order
 	minRetry time.Duration
+	handoff  time.Duration
 }
 
 // WithSize bounds the number of waiters (default 1024; at least 1).
@@ -107,6 +108,14 @@ func WithOrder(o Order) Option { return func(c *config) { c.order = o } }
 // smaller retry hints (default 1ms; positive). It keeps a TryFunc that
 // answers "retry in 0" from spinning.
 func WithMinRetry(d time.Duration) Option { return func(c *config) { c.minRetry = d } }
+
+// WithHandoff sets the least time WaitFrom's projection allows for each
+// hand-off (default 1ms; not negative): a retry timer firing late and the
+// try's trip to the store. A bucket holding a single unit loses that time
+// for good (it is full, and stops refilling, from the instant the unit is
+// back until a try takes it), so every waiter served later by it. The
+// queue also measures its tries and uses the longer of the two.
+func WithHandoff(d time.Duration) Option { return func(c *config) { c.handoff = d } }
 
 // Stats are a Queue's counters since New, for metrics.
 type Stats struct {
@@ -135,21 +144,22 @@ type Queue struct {
 	mu     sync.Mutex
 	h      waiters
 	seq    uint64
-	trying bool      // a head is inside try; nobody else may try
-	next   time.Time // no try before this instant (the last retry hint)
+	trying bool          // a head is inside try; nobody else may try
+	next   time.Time     // no try before this instant (the last retry hint)
+	slack  time.Duration // measured hand-off time: see observeLocked
 	closed bool
 	stats  Stats
 }
 
 // New returns a Queue that obtains capacity through try. Options and their
 // defaults: WithSize(1024), WithTTL(0) (none), WithOrder(ByPriority),
-// WithMinRetry(time.Millisecond). It returns an error for a nil try or an
+// WithMinRetry(time.Millisecond), WithHandoff(time.Millisecond). It returns an error for a nil try or an
 // invalid option value.
 func New(try TryFunc, opts ...Option) (*Queue, error) {
 	if try == nil {
 		return nil, errors.New("queue: nil TryFunc")
 	}
-	cfg := config{size: 1024, order: ByPriority, minRetry: time.Millisecond}
+	cfg := config{size: 1024, order: ByPriority, minRetry: time.Millisecond, handoff: time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -162,6 +172,8 @@ func New(try TryFunc, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("queue: unknown order %d", cfg.order)
 	case cfg.minRetry <= 0:
 		return nil, fmt.Errorf("queue: minimum retry %v: must be positive", cfg.minRetry)
+	case cfg.handoff < 0:
+		return nil, fmt.Errorf("queue: hand-off %v: must not be negative", cfg.handoff)
 	}
 	return &Queue{try: try, cfg: cfg}, nil
 }
@@ -213,12 +225,19 @@ func (q *Queue) Wait(ctx context.Context, priority int) error {
 // the earliest: not before earliest from now were it alone (its own retry
 // hint), and each waiter to be served before it adds at least each (the
 // time a bucket takes to refill the one unit any request needs; 0 when
-// nothing is known). A waiter whose deadline would pass before
-// earliest + each × (the waiters ahead of it) is refused at once with a
-// *TimeoutError whose RetryAfter is that projection, rather than held until
-// its deadline to be refused then. Only the waiters already queued with at
-// least its priority count (all of them under FIFO): later arrivals can
-// only make its wait longer.
+// nothing is known). Every try, its own included, also costs a hand-off
+// (see WithHandoff): a bucket that holds a single unit starts refilling
+// the next one only when a try took the last, so these delays add up
+// along the queue. A waiter whose deadline would pass before
+//
+//	earliest + (each + handoff) × (the waiters ahead of it) + handoff
+//
+// is refused at once with a *TimeoutError whose RetryAfter is that
+// projection, rather than held for a unit that comes too late and refused
+// then. Only the waiters already queued with at least its priority count
+// (all of them under FIFO): later arrivals can only make its wait longer.
+// A waiter it admits is served within its deadline as long as no hand-off
+// takes longer than the projection allowed.
 func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -268,11 +287,14 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 	}
 	var retry lazyTimer // most waits never need it
 	defer retry.stop()
+	var due time.Time // the instant the retry timer was armed for
 
 	for {
+		fired := false
 		select {
 		case <-w.wake:
 		case <-retry.c():
+			fired = true
 		case <-ctx.Done():
 			err := ctx.Err()
 			return q.leave(w, err, func(s *Stats) {
@@ -303,6 +325,7 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 				q.mu.Unlock()
 				return &TimeoutError{Deadline: w.deadline, Waited: time.Since(start), RetryAfter: wait}
 			}
+			due = q.next
 			q.mu.Unlock()
 			retry.reset(wait)
 			continue
@@ -310,10 +333,15 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 		q.trying = true
 		q.mu.Unlock()
 
+		began := time.Now()
+		if fired && began.After(due) {
+			began = due // the timer's lateness is part of the hand-off
+		}
 		ok, after, err := q.try(ctx)
 
 		q.mu.Lock()
 		q.trying = false
+		q.observeLocked(time.Since(began))
 		switch {
 		case ok:
 			q.stats.Admitted++
@@ -347,28 +375,56 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 		if q.h[0] != w { // a higher priority arrived while we tried
 			q.kick()
 		}
+		due = q.next
 		q.mu.Unlock()
 		retry.reset(after)
 	}
 }
 
 // projectLocked is the soonest a newcomer of priority could be served:
-// earliest, plus each for every waiter that would be served before it,
-// those of at least its priority (under FIFO every priority is 0, so all
-// of them). q.mu is held.
+// earliest, plus each and a hand-off for every waiter that would be served
+// before it, those of at least its priority (under FIFO every priority is
+// 0, so all of them), plus its own hand-off. q.mu is held.
 func (q *Queue) projectLocked(priority int, earliest, each time.Duration) time.Duration {
-	ahead := 0
+	ahead := int64(0)
 	for _, w := range q.h {
 		if w.prio >= priority {
 			ahead++
 		}
 	}
+	handoff := max(q.cfg.handoff, q.slack)
 	// Saturate rather than overflow: a projection past any deadline is
 	// all that matters.
-	if each > 0 && int64(ahead) > (math.MaxInt64-int64(earliest))/int64(each) {
+	step := int64(each) + int64(handoff)
+	if step < 0 || int64(earliest) > math.MaxInt64-int64(handoff) {
 		return Never
 	}
-	return earliest + time.Duration(ahead)*each
+	base := int64(earliest) + int64(handoff)
+	if step > 0 && ahead > (math.MaxInt64-base)/step {
+		return Never
+	}
+	return time.Duration(base + ahead*step)
+}
+
+// Observe records the duration of a try made outside the queue, such as
+// the caller's own refused decision just before WaitFrom, as if the queue
+// had made it: it tells the projection how long a trip to the store takes
+// before the queue has timed one of its own, which matters for a crowd
+// arriving at once.
+func (q *Queue) Observe(d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.observeLocked(d)
+}
+
+// observeLocked records how long a try took, from the instant it was due
+// (its retry timer's, so that the timer's lateness counts) to its answer:
+// the hand-off projectLocked allows is the longer of WithHandoff and the
+// longest recent one, which fades by an eighth per try so that one stall
+// does not make the queue refuse waiters for the rest of its life. q.mu is
+// held.
+func (q *Queue) observeLocked(d time.Duration) {
+	q.slack = max(d, q.slack-q.slack/8)
 }
 
 // leave removes w after its own timeout or cancellation and returns err,

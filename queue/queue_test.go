@@ -621,9 +621,10 @@ func BenchmarkWaitAdmitted(b *testing.B) {
 // 500 ms (burst 1, spent), a TTL of 2 s and six waiters arriving together,
 // each knowing it cannot be served before the next unit (earliest 500 ms)
 // and that each waiter ahead takes a unit (each 500 ms): waiter k projects
-// 500 ms × (k+1), so waiters 3 (2 s, served at the deadline is too late)
-// to 5 are refused on arrival instead of being held 2 s; waiters 0 to 2
-// are admitted at 0.5, 1 and 1.5 s, as with Wait.
+// 500 ms × (k+1) plus a hand-off (1 ms by default) per try, so waiters 3
+// (2.004 s: served at the deadline is too late) to 5 are refused on
+// arrival instead of being held 2 s; waiters 0 to 2 are admitted at 0.5,
+// 1 and 1.5 s, as with Wait.
 func TestWaitFromRefusesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := newRefill(500 * time.Millisecond)
@@ -642,8 +643,8 @@ func TestWaitFromRefusesAtOnce(t *testing.T) {
 			{2, 1500 * time.Millisecond, nil},
 		})
 		var te *TimeoutError
-		if !errors.As(got[2].err, &te) || te.RetryAfter != 2*time.Second || te.Waited != 0 {
-			t.Errorf("waiter 5 err = %#v, want RetryAfter 2s (500ms + 3 × 500ms), Waited 0", got[2].err)
+		if !errors.As(got[2].err, &te) || te.RetryAfter != 2004*time.Millisecond || te.Waited != 0 {
+			t.Errorf("waiter 5 err = %#v, want RetryAfter 2.004s (500ms + 3 × (500ms + 1ms) + 1ms), Waited 0", got[2].err)
 		}
 		if s := q.Stats(); s != (Stats{Admitted: 3, TimedOut: 3}) {
 			t.Errorf("Stats() = %+v", s)
@@ -669,5 +670,65 @@ func TestWaitFromCountsOnlyWaitersAhead(t *testing.T) {
 		}
 		q.Close()
 		tl.done()
+	})
+}
+
+// slowBucket is a bucket of one unit, one every `every`, whose tries reach
+// it lat after they are made. Full, it stops refilling: a unit taken late
+// pushes every later one back by as much.
+type slowBucket struct {
+	mu    sync.Mutex
+	full  time.Time // when it holds its unit
+	every time.Duration
+	lat   time.Duration
+}
+
+func (b *slowBucket) try(context.Context) (bool, time.Duration, error) {
+	time.Sleep(b.lat)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if now.Before(b.full) {
+		return false, b.full.Sub(now), nil
+	}
+	b.full = now.Add(b.every)
+	return true, 0, nil
+}
+
+// TestWaitFromMeasuresHandoffs: tries that take 2 ms, more than the 1 ms
+// hand-off WithHandoff allows by default, to a bucket of one unit every
+// 500 ms. The first waiter's try is timed; the four that come 5 ms later
+// count 2 ms per hand-off, so the fourth waiter (projected 1.999 s with
+// the default alone, its unit coming at 2.006 s, past its deadline at
+// 2.005 s) and the fifth are refused on arrival, and the three before
+// them are admitted within their TTL.
+func TestWaitFromMeasuresHandoffs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lat = 2 * time.Millisecond
+		src := &slowBucket{full: time.Now().Add(500 * time.Millisecond), every: 500 * time.Millisecond, lat: lat}
+		q := mustNew(t, src.try, WithTTL(2*time.Second))
+		tl := newTimeline()
+		tl.waitFrom(t.Context(), q, 0, 0, 500*time.Millisecond, 500*time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the first try is over
+		for id := 1; id < 5; id++ {
+			earliest := time.Until(src.full)
+			tl.waitFrom(t.Context(), q, id, 0, earliest, 500*time.Millisecond)
+		}
+		got := tl.done()
+		for _, a := range got {
+			arrived := time.Duration(0)
+			if a.id > 0 {
+				arrived = 5 * time.Millisecond
+			}
+			switch waited := a.at - arrived; {
+			case a.err == nil && waited >= 2*time.Second:
+				t.Errorf("waiter %d admitted after %v, past its TTL", a.id, waited)
+			case a.err != nil && waited != 0:
+				t.Errorf("waiter %d refused after %v (%v), want on arrival", a.id, waited, a.err)
+			}
+		}
+		if s := q.Stats(); s.Admitted != 3 || s.TimedOut != 2 {
+			t.Errorf("Stats() = %+v, want 3 admitted, 2 refused (timeline %v)", s, got)
+		}
 	})
 }
