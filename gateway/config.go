@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/policy"
@@ -54,6 +57,7 @@ type Section struct {
 	Routes []RouteSpec `yaml:"routes"`
 
 	compiled []*routeSpec
+	proxies  dimension.Proxies // the section's trusted proxies and header
 }
 
 // RouteSpec is one route: which requests it matches and the descriptors
@@ -70,11 +74,62 @@ type RouteSpec struct {
 	// "/apix"; "/api/" covers everything below it. Default "/": every path.
 	PathPrefix string `yaml:"path_prefix"`
 	// Methods lists the methods matched (case-insensitive); empty: any.
+	// GET implies HEAD (a HEAD is a GET without the body, and is limited
+	// with it), as nginx's limit_except GET does.
 	Methods []string `yaml:"methods"`
 	// Descriptors are what a matching request is decided on (see
 	// dimension.DescriptorSpec): e.g. remote_address, a header, the path.
 	// A route without descriptors passes its requests unlimited.
 	Descriptors []dimension.DescriptorSpec `yaml:"descriptors"`
+
+	node *yaml.Node // where it was written, for problems at the entry's line
+}
+
+// UnmarshalYAML decodes the route and remembers where it was written, so
+// that a problem found when the gateway builds it (New, Check) is reported
+// at the line of the field at fault.
+func (r *RouteSpec) UnmarshalYAML(n *yaml.Node) error {
+	type plain RouteSpec
+	if err := n.Decode((*plain)(r)); err != nil {
+		return err
+	}
+	r.node = n
+	return nil
+}
+
+// line returns the line of the field at path under the route ("descriptors[0].entries[1].source"),
+// or of the deepest part of it found, or of the route; 0 when unknown.
+func (r *routeSpec) line(path string) int {
+	n := r.node
+	if n == nil {
+		return 0
+	}
+	line := n.Line
+	for _, part := range strings.Split(path, ".") {
+		name, idx, indexed := strings.Cut(strings.TrimSuffix(part, "]"), "[")
+		if n.Kind != yaml.MappingNode {
+			break
+		}
+		var val *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == name {
+				line, val = n.Content[i].Line, n.Content[i+1]
+			}
+		}
+		if val == nil {
+			break
+		}
+		if indexed {
+			k, err := strconv.Atoi(idx)
+			if err != nil || val.Kind != yaml.SequenceNode || k >= len(val.Content) {
+				break
+			}
+			val = val.Content[k]
+			line = val.Line
+		}
+		n = val
+	}
+	return line
 }
 
 // routeSpec is a validated RouteSpec.
@@ -85,6 +140,8 @@ type routeSpec struct {
 	prefix   string
 	methods  []string // upper case, sorted
 	spec     *dimension.Spec
+	proxies  dimension.Proxies // the section's
+	node     *yaml.Node
 }
 
 func compileSection(decode func(any) error) (any, error) {
@@ -111,13 +168,15 @@ func (s *Section) compile() error {
 	// nothing of them.
 	probe := base
 	probe.Descriptors = []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "method"}}}}
-	if _, err := dimension.NewExtractor(probe); err != nil {
+	px, err := dimension.NewExtractor(probe)
+	if err != nil {
 		return specError("", err)
 	}
+	s.proxies = px.Proxies()
 	seen := map[string]int{}
 	for i, rs := range s.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
-		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/")}
+		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), proxies: s.proxies, node: rs.node}
 		if !strings.HasPrefix(r.prefix, "/") {
 			return fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix)
 		}
@@ -141,10 +200,14 @@ func (s *Section) compile() error {
 				r.methods = append(r.methods, u)
 			}
 		}
+		if slices.Contains(r.methods, http.MethodGet) && !slices.Contains(r.methods, http.MethodHead) {
+			r.methods = append(r.methods, http.MethodHead)
+		}
 		slices.Sort(r.methods)
-		key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + r.prefix + "|" + strings.Join(r.methods, ",")
+		// "/x" and "/x/" cover the same paths (see under).
+		key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + strings.TrimSuffix(r.prefix, "/") + "|" + strings.Join(r.methods, ",")
 		if first, dup := seen[key]; dup {
-			return fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods)", at, first)
+			return fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods; a trailing / of the prefix and a HEAD beside GET change nothing), so one of them would never apply", at, first)
 		}
 		seen[key] = i
 		if len(rs.Descriptors) > 0 {

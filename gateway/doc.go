@@ -25,20 +25,29 @@
 // once, the rest of the burst are held and released at the rule's rate,
 // and requests beyond the burst are refused; a concurrency rule is
 // limit_conn — a key holds a slot from the moment its request is admitted
-// until its response (streamed body and websocket included) is complete;
+// until its response (streamed body and websocket included) is complete or
+// the slot's lease_ttl passes, whichever is first (leases are not renewed
+// while a connection lives: set lease_ttl above the longest stream);
 // wait, degrade and shadow strategies work as in the middleware.
 //
 // # Proxying
 //
-// Admitted requests go to the upstream URL with the request's path appended
-// to its path; X-Forwarded-For carries the client chain only when the peer
-// is one of the route's trusted proxies, plus the peer (a client's own
-// header is not passed on as if a proxy had written it), with
+// Admitted requests go to the upstream URL with the request's path, as
+// received, appended to its path. The gateway is the whole handler: it
+// answers no path itself and cleans none (floodgate serve then moves the
+// decision APIs to an address of their own). Forwarding headers carry the
+// chain the gateway trusts, the same on every path: a trusted proxy's
+// X-Forwarded-For (and Forwarded, when the section's proxy_header is
+// forwarded) kept with the peer appended, any other peer's replaced by the
+// peer alone (a client's header is not passed on as if a proxy had written
+// it); an unrouted request trusts the proxies of every section. With
 // X-Forwarded-Host and -Proto. Responses stream through: text/event-stream
 // and bodies without a length are flushed as they arrive, and protocol
-// upgrades (websockets) are spliced through untouched. An upstream that
-// fails is reported, not hidden: 502 (504 on a timeout) with an RFC 9457
-// problem body naming the upstream and the error.
+// upgrades (websockets) are spliced through untouched. WithUpstreamTimeout
+// (default 60 s) bounds the upstream's silence. An upstream that fails is
+// reported, not hidden: 502 (504 on a timeout) with an RFC 9457 problem
+// body that says so without naming the upstream or its error (the error
+// log has them).
 //
 // Rate limit fields: the gateway's are set on every limited response; the
 // upstream's IETF RateLimit and RateLimit-Policy members are kept beside
@@ -48,6 +57,7 @@
 // # Reload, concurrency, clock
 //
 // When the Decider is a *policy.Engine the routes follow its configuration
-// reloads. A Gateway is safe for concurrent use. It reads no clock itself:
+// reloads; Gateway.SetConfig installs rules and routes all or nothing, and
+// Check reports, at their lines, the routes New would refuse. A Gateway is safe for concurrent use. It reads no clock itself:
 // decisions use the store's clock, holding uses the runtime's timers.
 package gateway

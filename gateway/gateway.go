@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,16 @@ type options struct {
 	errLog       func(*http.Request, error)
 	user, tenant func(*http.Request) string
 	preserveHost bool
+	timeout      time.Duration
+	timeoutSet   bool
 }
+
+// DefaultUpstreamTimeout is WithUpstreamTimeout's default, nginx's
+// proxy_read_timeout.
+const DefaultUpstreamTimeout = 60 * time.Second
+
+// errUpstreamTimeout cancels a request the upstream kept waiting.
+var errUpstreamTimeout = errors.New("gateway: upstream timeout")
 
 // WithMiddleware passes options to the middleware that decides each route's
 // requests (middleware.WithFallback, WithFailOpen, WithMaxWait, ...).
@@ -76,6 +86,21 @@ func WithTenant(fn func(*http.Request) string) Option { return func(o *options) 
 // of the upstream URL's host (default false, as nginx's proxy_pass).
 func WithPreserveHost(on bool) Option { return func(o *options) { o.preserveHost = on } }
 
+// WithUpstreamTimeout bounds how long the gateway waits on the upstream
+// without progress (default DefaultUpstreamTimeout, 60 s; 0 or negative:
+// no bound), as nginx's proxy_read_timeout: from the time the request is
+// sent — and again after each piece of the request body passed on — to the
+// response header, and then each read of the response body. A request
+// that times out before the header gets 504 with a problem body; a body
+// that stalls longer is cut off (the connection closed, as nginx does).
+// A response or upload that keeps flowing is never cut, however long it
+// lasts; an idle stream (server-sent events with nothing to send) is, so
+// send keep-alive comments more often than this. After a protocol upgrade
+// (101, websockets) nothing is bounded.
+func WithUpstreamTimeout(d time.Duration) Option {
+	return func(o *options) { o.timeout, o.timeoutSet = d, true }
+}
+
 // Gateway is a rate limiting reverse proxy: see the package documentation.
 // It is safe for concurrent use.
 type Gateway struct {
@@ -94,6 +119,9 @@ type Gateway struct {
 type routeTable struct {
 	cfg    *policy.Config
 	routes []*route
+	// proxies serve requests that match no route: the union of every
+	// section's trusted proxies, with their header when they agree.
+	proxies dimension.Proxies
 }
 
 type route struct {
@@ -101,10 +129,19 @@ type route struct {
 	domain  string
 	order   int
 	limiter *middleware.Middleware // nil: unlimited
-	proxies dimension.Proxies
 }
 
 type ctxKey struct{}
+
+// reqState is what the proxy's hooks need of a request: its route (nil:
+// none matched), the proxies trusted for it, and the upstream timer.
+type reqState struct {
+	rt      *route
+	proxies dimension.Proxies
+	timer   *time.Timer // nil: no timeout
+	d       time.Duration
+	header  atomic.Bool // the response header is in
+}
 
 // New returns the gateway: requests matching a route of cfg's gateway
 // sections are decided by d in the route's domain, as middleware does
@@ -121,12 +158,13 @@ type ctxKey struct{}
 // Options and defaults: WithMiddleware (none), WithHeaders (all fields,
 // standard names), WithTransport (a clone of http.DefaultTransport),
 // WithFlushInterval(0), WithErrorLog (none), WithUser / WithTenant (none),
-// WithPreserveHost(false).
+// WithPreserveHost(false), WithUpstreamTimeout(DefaultUpstreamTimeout).
 //
 // It fails when upstream is not an absolute http(s) URL, when cfg declares
 // no route, or when a route cannot be built (a degrade fallback that is not
-// registered, a user source with neither user_header nor WithUser).
-func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) (http.Handler, error) {
+// registered, a user source with neither user_header nor WithUser); the
+// latter are policy.Problems at the line of the field at fault (see Check).
+func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) (*Gateway, error) {
 	if cfg == nil || d == nil {
 		return nil, errors.New("gateway: New needs a configuration and a Decider")
 	}
@@ -143,8 +181,11 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 			f(&g.o)
 		}
 	}
+	if !g.o.timeoutSet {
+		g.o.timeout = DefaultUpstreamTimeout
+	}
 	g.cfgs, _ = d.(interface{ Config() *policy.Config })
-	t, err := g.compile(cfg)
+	t, err := g.compile(cfg, d)
 	if err != nil {
 		return nil, err
 	}
@@ -165,17 +206,24 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	return g, nil
 }
 
-// compile builds the route table of cfg.
-func (g *Gateway) compile(cfg *policy.Config) (*routeTable, error) {
+// compile builds the route table of cfg, deciding with d. A route that
+// does not build is a policy.Problem at the line of the field at fault.
+func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, error) {
 	t := &routeTable{cfg: cfg}
 	mwOpts := append(slices.Clip(g.o.mw), middleware.WithHeaders(g.o.hdr))
 	if g.o.errLog != nil {
 		mwOpts = append(mwOpts, middleware.WithErrorLog(g.o.errLog))
 	}
+	var probs policy.Problems
+	headers := map[dimension.ProxyHeader]bool{}
 	for _, dom := range cfg.Domains() {
 		s, _ := dom.Sections[SectionName].(*Section)
 		if s == nil {
 			continue
+		}
+		t.proxies.Trusted = append(t.proxies.Trusted, s.proxies.Trusted...)
+		if len(s.proxies.Trusted) > 0 {
+			headers[s.proxies.Header] = true
 		}
 		for i, rs := range s.compiled {
 			r := &route{routeSpec: rs, domain: dom.Name, order: len(t.routes)}
@@ -189,19 +237,32 @@ func (g *Gateway) compile(cfg *policy.Config) (*routeTable, error) {
 				}
 				x, err := dimension.NewExtractor(*rs.spec, xo...)
 				if err != nil {
-					return nil, fmt.Errorf("gateway: domain %s (%s) routes[%d] %q: %w", dom.Name, dom.Pos, i, rs.name, err)
+					probs = append(probs, routeProblem(dom, rs, i, err))
+					continue
 				}
-				m, err := middleware.New(g.d, dom.Name, x, mwOpts...)
+				m, err := middleware.New(d, dom.Name, x, mwOpts...)
 				if err != nil {
-					return nil, fmt.Errorf("gateway: domain %s routes[%d] %q: %w", dom.Name, i, rs.name, err)
+					probs = append(probs, middlewareProblems(dom, rs, i, err)...)
+					continue
 				}
-				r.limiter, r.proxies = m, x.Proxies()
+				r.limiter = m
 			}
 			t.routes = append(t.routes, r)
 		}
 	}
+	if len(probs) > 0 {
+		slices.SortStableFunc(probs, func(a, b policy.Problem) int {
+			return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+		})
+		return nil, slices.CompactFunc(probs, func(a, b policy.Problem) bool { return a == b })
+	}
 	if len(t.routes) == 0 {
 		return nil, errors.New("gateway: the configuration declares no routes; add a gateway: section with routes to a domain")
+	}
+	if len(headers) == 1 {
+		for h := range headers {
+			t.proxies.Header = h
+		}
 	}
 	slices.SortStableFunc(t.routes, func(a, b *route) int {
 		if d := len(b.prefix) - len(a.prefix); d != 0 {
@@ -216,6 +277,208 @@ func (g *Gateway) compile(cfg *policy.Config) (*routeTable, error) {
 		return a.order - b.order
 	})
 	return t, nil
+}
+
+// routeProblem places an extractor error at the field it names.
+func routeProblem(dom *policy.Domain, rs *routeSpec, i int, err error) policy.Problem {
+	p := policy.Problem{File: dom.Pos.File, Line: dom.Pos.Line}
+	field, msg := "", err.Error()
+	if se, ok := errors.AsType[*dimension.SpecError](err); ok {
+		field, msg = se.Field, se.Msg
+	}
+	if l := rs.line(field); l > 0 {
+		p.Line = l
+	}
+	at := fmt.Sprintf("gateway: routes[%d]", i)
+	if field != "" {
+		at += "." + field
+	}
+	p.Message = fmt.Sprintf("%s: %s (route %q of domain %s)", at, msg, rs.name, dom.Name)
+	return p
+}
+
+// middlewareProblems places a middleware error: a degrade rule without a
+// registered fallback at the rule, anything else at the route.
+func middlewareProblems(dom *policy.Domain, rs *routeSpec, i int, err error) []policy.Problem {
+	var probs []policy.Problem
+	for _, r := range dom.Rules() {
+		if r.Strategy == policy.StrategyDegrade && strings.Contains(err.Error(), r.Pos.String()+": ") {
+			probs = append(probs, policy.Problem{File: r.Pos.File, Line: r.Pos.Line, Message: fmt.Sprintf(
+				"rule %q: strategy degrade needs the fallback %q, which the gateway does not have (floodgate serve registers none: use reject, wait or shadow; a program embedding the gateway registers it with gateway.WithMiddleware(middleware.WithFallback(...)))",
+				r.Name, r.Fallback)})
+		}
+	}
+	if len(probs) > 0 {
+		return probs
+	}
+	line := rs.line("")
+	if line == 0 {
+		line = dom.Pos.Line
+	}
+	return []policy.Problem{{File: dom.Pos.File, Line: line, Message: fmt.Sprintf("gateway: routes[%d] %q of domain %s: %v", i, rs.name, dom.Name, err)}}
+}
+
+// checkOnly is a Decider that reports cfg as its configuration, so that a
+// configuration's routes are built and checked against it before anything
+// decides with it. It decides nothing.
+type checkOnly struct{ cfg *policy.Config }
+
+func (c checkOnly) Decide(context.Context, policy.Request) (policy.Response, error) {
+	return policy.Response{}, errors.New("gateway: a check does not decide")
+}
+
+func (c checkOnly) Peek(ctx context.Context, req policy.Request) (policy.Response, error) {
+	return c.Decide(ctx, req)
+}
+
+func (c checkOnly) Config() *policy.Config { return c.cfg }
+
+// Check builds cfg's routes as New would with opts, and returns as err what
+// keeps them from building, as policy.Problems at the line of the field at fault
+// (a user or tenant source with neither user_header/tenant_header nor
+// WithUser/WithTenant, a degrade rule whose fallback is not registered
+// through WithMiddleware) — nil when they build. A configuration without
+// gateway sections has no problems. warnings are legal but likely
+// mistakes: a route descriptor that no rule of its domain limits, so that
+// the route's requests pass unlimited.
+func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err error) {
+	if cfg == nil {
+		return nil, errors.New("gateway: Check: nil configuration")
+	}
+	g := &Gateway{}
+	for _, f := range opts {
+		if f != nil {
+			f(&g.o)
+		}
+	}
+	found := false
+	for _, dom := range cfg.Domains() {
+		s, _ := dom.Sections[SectionName].(*Section)
+		if s == nil {
+			continue
+		}
+		found = true
+		for i, rs := range s.compiled {
+			if rs.spec == nil {
+				continue
+			}
+			for j, ds := range rs.spec.Descriptors {
+				if !limited(dom.Descriptors, ds.Entries) {
+					line := rs.line(fmt.Sprintf("descriptors[%d]", j))
+					if line == 0 {
+						line = dom.Pos.Line
+					}
+					warnings = append(warnings, policy.Problem{File: dom.Pos.File, Line: line, Message: fmt.Sprintf(
+						"gateway: routes[%d].descriptors[%d]: no rule of domain %s has the keys %s, so this descriptor limits nothing (route %q)",
+						i, j, dom.Name, keysOf(ds.Entries), rs.name)})
+				}
+			}
+		}
+	}
+	if !found {
+		return warnings, nil
+	}
+	_, err = g.compile(cfg, checkOnly{cfg})
+	return warnings, err
+}
+
+// entryKey is an entry's descriptor key, as package dimension derives it.
+func entryKey(e dimension.EntrySpec) string {
+	if e.Key != "" {
+		return e.Key
+	}
+	src, name, hasName := strings.Cut(e.Source, ":")
+	if e.Match != nil {
+		return src + "_match"
+	}
+	if hasName {
+		return name
+	}
+	return src
+}
+
+func keysOf(es []dimension.EntrySpec) string {
+	keys := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = entryKey(e)
+	}
+	return "[" + strings.Join(keys, ", ") + "]"
+}
+
+// limited reports whether some rule could limit a descriptor of these
+// entries: the domain's tree has a path of their keys, in order, ending at
+// a rule (values are only known per request; a constant generic_key value
+// must match). Entries that may be skipped (skip_if_absent) make any
+// prefix of the path count.
+func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
+	if len(es) == 0 {
+		return false
+	}
+	e := es[0]
+	for _, n := range nodes {
+		if n.Key != entryKey(e) {
+			continue
+		}
+		if e.Source == "generic_key" && e.Value != "" && n.Value != "" && !valueMatches(n.Value, e.Value) {
+			continue
+		}
+		if len(es) == 1 && n.Rule != nil {
+			return true
+		}
+		if len(es) > 1 && (limited(n.Children, es[1:]) || n.Rule != nil && skippable(es[1:])) {
+			return true
+		}
+	}
+	if e.SkipIfAbsent && len(es) > 1 {
+		return limited(nodes, es[1:])
+	}
+	return false
+}
+
+func skippable(es []dimension.EntrySpec) bool {
+	for _, e := range es {
+		if !e.SkipIfAbsent {
+			return false
+		}
+	}
+	return true
+}
+
+func valueMatches(pattern, v string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(v, p)
+	}
+	return pattern == v
+}
+
+// SetConfig installs cfg all or nothing: it builds cfg's routes first and,
+// when they do not build, returns why (policy.Problems) and changes
+// nothing; otherwise it calls install(cfg) — the Engine's SetConfig — and,
+// when that succeeds, switches to the new routes. floodgate serve's hot
+// reload goes through it, so the rules and the routes in force always come
+// from the same configuration. (A Decider whose configuration changes
+// otherwise is followed on the next request, keeping the previous routes,
+// with an error logged once, when the new ones do not build.)
+func (g *Gateway) SetConfig(cfg *policy.Config, install func(*policy.Config) error) error {
+	if cfg == nil || install == nil {
+		return errors.New("gateway: SetConfig needs a configuration and an install function")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.compile(cfg, checkOnly{cfg}); err != nil {
+		return err
+	}
+	if err := install(cfg); err != nil {
+		return err
+	}
+	t, err := g.compile(cfg, g.d)
+	if err != nil { // only if the Decider changed its configuration meanwhile
+		g.log(nil, fmt.Errorf("gateway: configuration installed: %w; keeping the previous routes", err))
+		old := g.routes.Load()
+		t = &routeTable{cfg: cfg, routes: old.routes, proxies: old.proxies}
+	}
+	g.routes.Store(t)
+	return nil
 }
 
 func hostRank(r *route) int {
@@ -250,12 +513,12 @@ func (g *Gateway) table(r *http.Request) *routeTable {
 	if t = g.routes.Load(); t.cfg == cfg {
 		return t
 	}
-	nt, err := g.compile(cfg)
+	nt, err := g.compile(cfg, g.d)
 	if err != nil {
 		// Keep limiting with the routes we have; remember the config so
 		// that it is not recompiled on every request.
 		g.log(r, fmt.Errorf("gateway: reloaded configuration: %w; keeping the previous routes", err))
-		nt = &routeTable{cfg: cfg, routes: t.routes}
+		nt = &routeTable{cfg: cfg, routes: t.routes, proxies: t.proxies}
 	}
 	g.routes.Store(nt)
 	return nt
@@ -303,39 +566,137 @@ func under(p, prefix string) bool {
 	return m == "" || p == m || len(p) > len(m) && p[len(m)] == '/' && strings.HasPrefix(p, m)
 }
 
-// ServeHTTP limits r by its route and proxies it when admitted.
+// ServeHTTP limits r by its route and proxies it when admitted. The path
+// is matched cleaned but proxied as received.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt := g.table(r).match(r)
-	if rt == nil || rt.limiter == nil {
-		g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)))
-		return
+	t := g.table(r)
+	rt := t.match(r)
+	st := &reqState{rt: rt, proxies: t.proxies}
+	if rt != nil {
+		st.proxies = rt.proxies
 	}
-	done, pass := rt.limiter.Check(w, r)
-	if !pass {
-		return
+	if rt != nil && rt.limiter != nil {
+		done, pass := rt.limiter.Check(w, r)
+		if !pass {
+			return
+		}
+		defer done()
 	}
-	defer done()
-	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)))
+	ctx := context.WithValue(r.Context(), ctxKey{}, st)
+	if g.o.timeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		st.d = g.o.timeout
+		st.timer = time.AfterFunc(g.o.timeout, func() { cancel(errUpstreamTimeout) })
+		defer st.timer.Stop()
+	}
+	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func stateOf(r *http.Request) *reqState {
+	st, _ := r.Context().Value(ctxKey{}).(*reqState)
+	return st
 }
 
 // rewrite builds the upstream request: the upstream URL joined with the
-// request's path, X-Forwarded-For carrying the chain only when the peer is
-// a trusted proxy (a client's own header is not passed on as if true).
+// request's path as received, and the forwarding headers carrying the
+// chain the gateway trusts, the same on every path (routed or not): a
+// trusted proxy's X-Forwarded-For (and Forwarded, when that is the
+// configured header) kept with the peer appended; an untrusted peer's
+// replaced by the peer alone (a client's own header is not passed on as
+// if a proxy had written it).
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(g.upstream)
 	if g.o.preserveHost {
 		pr.Out.Host = pr.In.Host
 	}
-	if rt, _ := pr.In.Context().Value(ctxKey{}).(*route); rt != nil && len(rt.proxies.Trusted) > 0 {
-		if peer, ok := peerAddr(pr.In); ok && trusted(rt.proxies, peer) {
-			if v := pr.In.Header["X-Forwarded-For"]; len(v) > 0 {
-				pr.Out.Header["X-Forwarded-For"] = slices.Clone(v)
-			}
+	st := stateOf(pr.In)
+	var px dimension.Proxies
+	if st != nil {
+		px = st.proxies
+	}
+	peer, ok := peerAddr(pr.In)
+	trustedPeer := ok && trusted(px, peer)
+	if trustedPeer {
+		if v := pr.In.Header["X-Forwarded-For"]; len(v) > 0 {
+			pr.Out.Header["X-Forwarded-For"] = slices.Clone(v)
 		}
 	}
 	pr.SetXForwarded()
+	switch px.Header {
+	case dimension.Forwarded:
+		var chain []string
+		if trustedPeer {
+			chain = slices.Clone(pr.In.Header["Forwarded"])
+		}
+		if ok {
+			proto := "http"
+			if pr.In.TLS != nil {
+				proto = "https"
+			}
+			chain = append(chain, "for="+forwardedNode(peer)+";host="+strconv.Quote(pr.In.Host)+";proto="+proto)
+		}
+		if len(chain) > 0 {
+			pr.Out.Header.Set("Forwarded", strings.Join(chain, ", "))
+		}
+	case dimension.XRealIP:
+		if !trustedPeer {
+			pr.Out.Header.Del("X-Real-IP")
+			if ok {
+				pr.Out.Header.Set("X-Real-IP", peer.String())
+			}
+		}
+	}
+	if st != nil && st.timer != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+		pr.Out.Body = &progressBody{ReadCloser: pr.Out.Body, st: st}
+	}
 }
 
+// forwardedNode is RFC 7239's node for an address: IPv6 quoted in
+// brackets.
+func forwardedNode(a netip.Addr) string {
+	if a.Is6() {
+		return `"[` + a.String() + `]"`
+	}
+	return a.String()
+}
+
+// progressBody is the request body sent upstream: each piece read restarts
+// the upstream timer until the response header is in (the upload is
+// progress).
+type progressBody struct {
+	io.ReadCloser
+	st *reqState
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.st.header.Load() {
+		b.st.timer.Reset(b.st.d)
+	}
+	return n, err
+}
+
+// idleBody is the response body: the upstream timer runs only while a
+// read waits on the upstream, not while the client is slow to take what
+// was read.
+type idleBody struct {
+	io.ReadCloser
+	st  *reqState
+	g   *Gateway
+	req *http.Request
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.st.timer.Reset(b.st.d)
+	n, err := b.ReadCloser.Read(p)
+	b.st.timer.Stop()
+	if err != nil && err != io.EOF && context.Cause(b.req.Context()) == errUpstreamTimeout {
+		b.g.log(b.req, fmt.Errorf("gateway: upstream %s: the response body stalled for longer than %v; closing the connection", b.g.upstream.Redacted(), b.st.d))
+	}
+	return n, err
+}
 func peerAddr(r *http.Request) (netip.Addr, bool) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -353,17 +714,29 @@ func trusted(p dimension.Proxies, a netip.Addr) bool {
 	return false
 }
 
-// modifyResponse keeps the gateway's single-valued fields authoritative:
-// the upstream's X-RateLimit-Limit, -Remaining and -Reset are dropped when
-// the gateway set its own. The IETF fields are lists, so the upstream's
-// members are kept beside the gateway's (draft-ietf-httpapi-ratelimit-
-// headers-10 lets a list span several field lines).
+// modifyResponse stops the upstream timer at the header (a websocket's is
+// never bounded, a body's reads are) and keeps the gateway's single-valued
+// fields authoritative: the upstream's X-RateLimit-Limit, -Remaining and
+// -Reset are dropped when the gateway set its own. The IETF fields are
+// lists, so the upstream's members are kept beside the gateway's
+// (draft-ietf-httpapi-ratelimit-headers-10 lets a list span several field
+// lines).
 func (g *Gateway) modifyResponse(res *http.Response) error {
 	if res.Request == nil { // a RoundTripper that does not set it
 		return nil
 	}
-	rt, _ := res.Request.Context().Value(ctxKey{}).(*route)
-	if rt == nil || rt.limiter == nil {
+	st := stateOf(res.Request)
+	if st == nil {
+		return nil
+	}
+	if st.timer != nil {
+		st.header.Store(true)
+		st.timer.Stop()
+		if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
+			res.Body = &idleBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
+		}
+	}
+	if st.rt == nil || st.rt.limiter == nil {
 		return nil
 	}
 	set := g.o.hdr.Set
@@ -380,24 +753,29 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	return nil
 }
 
-// upstreamError answers a request the upstream did not: 502 (504 on a
-// timeout) with a problem body saying what failed. A client that went away
-// gets nothing.
+// upstreamError answers a request the upstream did not: 502, or 504 when
+// it timed out, with a problem body saying so without naming the upstream
+// or the error (they are internal: the error log has them). A client that
+// went away gets nothing.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+	timedOut := context.Cause(r.Context()) == errUpstreamTimeout
+	if !timedOut && r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		return
 	}
-	g.log(r, fmt.Errorf("gateway: upstream %s: %w", g.upstream.Redacted(), err))
-	status := http.StatusBadGateway
+	status, detail := http.StatusBadGateway, "the upstream could not be reached"
 	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		status = http.StatusGatewayTimeout
+	if timedOut || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		status, detail = http.StatusGatewayTimeout, "the upstream did not answer in time"
+		if timedOut {
+			err = fmt.Errorf("no answer within %v (--upstream-timeout): %w", g.o.timeout, err)
+		}
 	}
+	g.log(r, fmt.Errorf("gateway: upstream %s: %w", g.upstream.Redacted(), err))
 	middleware.WriteProblem(w, middleware.Problem{
 		Status:   status,
 		Title:    http.StatusText(status),
-		Detail:   fmt.Sprintf("the upstream %s did not answer %s %s: %v", g.upstream.Redacted(), r.Method, r.URL.Path, err),
-		Instance: r.URL.Path, // the proxy only gets here with a URL
+		Detail:   detail,
+		Instance: r.URL.EscapedPath(), // a URI reference (RFC 9457): "/x%20y", not "/x y"
 	})
 }
 

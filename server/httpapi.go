@@ -21,10 +21,25 @@ import (
 	"github.com/floodgate/floodgate/policy"
 )
 
-// HTTPHandler serves the --http address: POST /json (Envoy's JSON twin),
-// the native API under /v1/, GET /healthcheck (envoyproxy/ratelimit's
-// health path) and, in gateway mode, everything else through the gateway.
+// HTTPHandler serves the --http address: without a gateway, the decision
+// APIs (APIHandler); in gateway mode, the gateway alone — every path goes to
+// the upstream as received (no /json, /v1/ or /healthcheck of its own, no
+// path cleaning or redirects), so that a public client cannot spend other
+// clients' budgets through the decision APIs and an upstream's own /v1/
+// paths can be fronted. The APIs are then served by APIHandler on an
+// address of their own (Listeners.API), or not at all.
 func (s *Server) HTTPHandler() http.Handler {
+	if s.gateway != nil {
+		return s.gateway
+	}
+	return s.APIHandler()
+}
+
+// APIHandler serves the decision APIs: POST /json (Envoy's JSON twin), the
+// native API under /v1/ and GET /healthcheck (envoyproxy/ratelimit's health
+// path); any other path is 404. It is HTTPHandler without a gateway and
+// what Listeners.API serves.
+func (s *Server) APIHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", s.handleJSON)
 	mux.HandleFunc("/v1/decide", s.handleV1(false))
@@ -35,13 +50,13 @@ func (s *Server) HTTPHandler() http.Handler {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek, POST /v1/release and POST /v1/observe", r.URL.Path))
 	})
 	mux.HandleFunc("/healthcheck", s.handleHealthz)
-	if s.gateway != nil {
-		mux.Handle("/", s.gateway)
-	} else {
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; use POST /json or POST /v1/decide (no --upstream is set)", r.URL.Path))
-		})
-	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		msg := fmt.Sprintf("no such endpoint %s; use POST /json or POST /v1/decide", r.URL.Path)
+		if s.gateway == nil {
+			msg += " (no --upstream is set)"
+		}
+		writeError(w, http.StatusNotFound, msg)
+	})
 	return mux
 }
 

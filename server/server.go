@@ -71,8 +71,9 @@ func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBody = n }
 // headers.Options{}: IETF, X-RateLimit-* and Retry-After).
 func WithHeaders(o headers.Options) Option { return func(s *Server) { s.headerOpts = o } }
 
-// WithGateway mounts h at "/" of the HTTP address, behind /json and /v1/
-// (gateway mode; default none: 404).
+// WithGateway makes h the whole HTTP address (gateway mode; default none:
+// the address serves the decision APIs). The decision APIs then move to
+// Listeners.API, when it is set; see HTTPHandler.
 func WithGateway(h http.Handler) Option { return func(s *Server) { s.gateway = h } }
 
 // WithDrainTimeout bounds the graceful drain on shutdown (default
@@ -305,9 +306,13 @@ func (s *Server) Events() []Event {
 	return append([]Event(nil), s.events...)
 }
 
-// Listeners are the three listening sockets of Serve.
+// Listeners are the listening sockets of Serve.
 type Listeners struct {
 	HTTP, GRPC, Admin net.Listener
+	// API, when not nil, serves the decision APIs (APIHandler) apart from
+	// HTTP: gateway mode's --api address. Nil: only HTTP serves them, and
+	// in gateway mode nothing does.
+	API net.Listener
 }
 
 // Listen opens the three addresses.
@@ -342,8 +347,15 @@ func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ConnState: httpActive.track}
 	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ConnState: adminActive.track}
-	errc := make(chan error, 3)
+	var apiActive activeConns
+	var apiSrv *http.Server
+	errc := make(chan error, 4)
 	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
+	if ls.API != nil {
+		apiSrv = &http.Server{Handler: s.APIHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ConnState: apiActive.track}
+		go func() { errc <- serveHTTP(apiSrv, ls.API, "api") }()
+	}
 	go func() { errc <- serveHTTP(adminSrv, ls.Admin, "admin") }()
 	go func() {
 		if err := s.grpc.Serve(ls.GRPC); err != nil {
@@ -376,9 +388,12 @@ loop:
 		s.grpc.GracefulStop()
 		close(done)
 	}()
-	var cut [2]int
-	errs := make([]error, 2)
+	var cut [3]int
+	errs := make([]error, 3)
 	cut[0], errs[0] = shutdown(dctx, httpSrv, &httpActive)
+	if apiSrv != nil {
+		cut[2], errs[2] = shutdown(dctx, apiSrv, &apiActive)
+	}
 	grpcCut := false
 	select {
 	case <-done:
@@ -395,10 +410,13 @@ loop:
 	// /healthz answer 503 "draining" and /metrics shows the drain, rather
 	// than refusing connections as if the process were gone.
 	cut[1], errs[1] = shutdown(dctx, adminSrv, &adminActive)
-	if dctx.Err() != nil && (cut[0] > 0 || cut[1] > 0 || grpcCut) {
+	if dctx.Err() != nil && (cut[0] > 0 || cut[1] > 0 || cut[2] > 0 || grpcCut) {
 		var what []string
 		if cut[0] > 0 {
 			what = append(what, fmt.Sprintf("%d HTTP API request(s)", cut[0]))
+		}
+		if cut[2] > 0 {
+			what = append(what, fmt.Sprintf("%d decision API (--api) request(s)", cut[2]))
 		}
 		if cut[1] > 0 {
 			what = append(what, fmt.Sprintf("%d admin request(s)", cut[1]))

@@ -38,9 +38,10 @@ const exampleConfig = "examples/config"
 // line wins over the environment.
 type serveFlags struct {
 	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
+	apiAddr                                                                          string
 	instances                                                                        int
 	leaseSlice                                                                       int64
-	storeTimeout, drainTimeout, reloadInterval, leaseTTL                             time.Duration
+	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
 	shadow                                                                           bool
 	logLevel                                                                         string
 	// env holds, by flag name, the flags set from the environment, so that
@@ -73,11 +74,13 @@ func (f *serveFlags) origin(name string, value any) string {
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "configuration: a YAML file or a directory of them (default: ./"+exampleConfig+" if present, else a built-in example)")
 	fs.StringVar(&f.store, "store", "memory://", "store URL: memory://, redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]")
-	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API) and the native /v1/ API")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API), the native /v1/ API and GET /healthcheck; with --upstream, the proxy only (every path goes to the upstream; the APIs move to --api)")
+	fs.StringVar(&f.apiAddr, "api", "", "with --upstream: the address of the decision APIs (/json, /v1/, /healthcheck), apart from the public proxy (default: not served; keep it private)")
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
 	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")
 	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API")
-	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy other HTTP requests to this URL, rate limited by the configuration's routes")
+	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
+	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
 	fs.StringVar(&f.onStoreError, "on-store-error", "open", "when a remote store fails or times out: open (admit), closed (refuse) or local (decide in memory on limit ÷ --instances)")
 	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
 	fs.Int64Var(&f.leaseSlice, "lease-slice", 0, "remote stores: take this many units of a key at a time and admit from them in process (0: off; see store/lease for the bounded error)")
@@ -184,6 +187,8 @@ func (f *serveFlags) check() error {
 	bad(f.leaseTTL <= 0, "lease-ttl", f.leaseTTL, "must be > 0")
 	bad(f.storeTimeout < minStoreTimeout, "store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
 	bad(f.drainTimeout <= 0, "drain-timeout", f.drainTimeout, "must be > 0")
+	bad(f.upstreamTimeout < 0, "upstream-timeout", f.upstreamTimeout, "must be >= 0 (0: no bound)")
+	bad(f.apiAddr != "" && f.upstream == "", "api", f.apiAddr, "only with --upstream (without it the decision APIs are on --http)")
 	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
 	return errors.Join(errs...)
@@ -228,8 +233,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout)}
+	var gw *gateway.Gateway
 	if f.upstream != "" {
-		gw, err := gatewayHandler(cfg, engine, f.upstream, log)
+		gw, err = gatewayHandler(cfg, engine, f.upstream, f.upstreamTimeout, log)
+		if ps, ok := errors.AsType[policy.Problems](err); ok {
+			return fmt.Errorf("%s: the gateway routes cannot be built:\n%w", f.origin("config", cfgPath), ps)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.origin("upstream", f.upstream), err)
 		}
@@ -246,7 +255,15 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfgPath != "" && f.reloadInterval > 0 {
-		go engine.Watch(ctx, cfgPath, f.reloadInterval, func(c *policy.Config, err error) {
+		// In gateway mode the rules and the routes reload together, all or
+		// nothing: the gateway builds the new routes before the engine
+		// takes the new rules.
+		go policy.Watch(ctx, cfgPath, f.reloadInterval, func(c *policy.Config, err error) {
+			if err == nil && gw != nil {
+				err = gw.SetConfig(c, engine.SetConfig)
+			} else if err == nil {
+				err = engine.SetConfig(c)
+			}
 			m.ConfigReloaded(err == nil)
 			if err != nil {
 				srv.Warn("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
@@ -272,12 +289,24 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	attrs := []any{"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
 		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"on_store_error", policyOnErr.String()}
+	apis := ls.HTTP.Addr().String()
 	if f.upstream != "" {
-		attrs = append(attrs, "upstream", f.upstream) // gateway mode: where requests go
+		// Gateway mode: --http is the proxy only; the decision APIs are on
+		// --api or nowhere.
+		apis = "off (set --api ADDR to serve them)"
+		if ls.API != nil {
+			apis = ls.API.Addr().String()
+		}
+		attrs = append(attrs, "upstream", store.RedactURL(f.upstream), "upstream_timeout", f.upstreamTimeout.String(), "decision_apis", apis)
 	}
 	log.Info("floodgate serving", attrs...)
-	fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
-		ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
+	if f.upstream != "" {
+		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
+			ls.HTTP.Addr(), store.RedactURL(f.upstream), apis, ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
+	} else {
+		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
+			ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
+	}
 	err = srv.Serve(ctx, ls)
 	log.Info("floodgate stopped")
 	return err
@@ -337,15 +366,21 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
 }
 
-// listen opens the --http, --grpc and --admin addresses, as server.Listen
-// does, but names a failing address by where it came from (server.Listen
-// knows only the flags).
+// listen opens the --http, --grpc, --admin and (when set) --api addresses,
+// as server.Listen does, but names a failing address by where it came from
+// (server.Listen knows only the flags).
 func (f *serveFlags) listen() (server.Listeners, error) {
 	var ls server.Listeners
 	addrs := []struct {
 		name, addr string
 		l          *net.Listener
 	}{{"http", f.httpAddr, &ls.HTTP}, {"grpc", f.grpcAddr, &ls.GRPC}, {"admin", f.adminAddr, &ls.Admin}}
+	if f.apiAddr != "" {
+		addrs = append(addrs, struct {
+			name, addr string
+			l          *net.Listener
+		}{"api", f.apiAddr, &ls.API})
+	}
 	for i, a := range addrs {
 		l, err := net.Listen("tcp", a.addr)
 		if err != nil {
@@ -371,10 +406,16 @@ func gatewayDomains(cfg *policy.Config) []string {
 }
 
 // gatewayHandler builds the reverse proxy of gateway mode (package gateway:
-// routes from the configuration's gateway: sections, following reloads).
-// Upstream failures and requests it could not decide are logged.
-func gatewayHandler(cfg *policy.Config, engine *policy.Engine, upstream string, log *slog.Logger) (http.Handler, error) {
-	return gateway.New(cfg, engine, upstream, gateway.WithErrorLog(func(r *http.Request, err error) {
+// routes from the configuration's gateway: sections). Upstream failures and
+// requests it could not decide are logged. It registers no user or tenant
+// function and no fallback, which is what floodgate validate checks the
+// routes against (gateway.Check without options).
+func gatewayHandler(cfg *policy.Config, engine *policy.Engine, upstream string, timeout time.Duration, log *slog.Logger) (*gateway.Gateway, error) {
+	return gateway.New(cfg, engine, upstream, gateway.WithUpstreamTimeout(timeout), gateway.WithErrorLog(func(r *http.Request, err error) {
+		if r == nil {
+			log.Warn("gateway", "err", err)
+			return
+		}
 		log.Warn("gateway", "method", r.Method, "path", r.URL.Path, "err", err)
 	}))
 }

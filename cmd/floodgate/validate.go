@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/floodgate/floodgate/gateway"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -15,19 +16,32 @@ func init() {
 
 // runValidate is `floodgate validate [-v] PATH`: every problem as
 // file:line: message and exit 1, or exit 0 when the configuration is valid
-// (-v also prints the compiled rules).
+// (-v also prints the compiled rules). Gateway routes are built as serve
+// builds them (no user function, no fallbacks), so what validate passes
+// serve runs; warnings ("file:line: warning: ...", on stderr) do not fail.
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print the compiled rules of a valid configuration")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.")
+		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nroutes whose descriptors no rule limits.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 1, stdout, stderr); !ok {
 		return code
 	}
 	cfg, err := policy.Load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	// As serve builds the routes: gatewayHandler registers no user
+	// function and no fallback.
+	warnings, err := gateway.Check(cfg)
+	for _, w := range warnings {
+		w.Message = "warning: " + w.Message
+		fmt.Fprintln(stderr, w)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
