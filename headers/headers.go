@@ -13,12 +13,14 @@
 // no reset time: a slot frees when a request in flight completes, which
 // nobody can tell in advance. The only bound there is, the lease's
 // time-to-live, would read as "wait ten minutes" where a slot may free in
-// milliseconds. So a concurrency policy states no time at all: no w in
-// RateLimit-Policy, no t in its RateLimit member (draft -10 §4.1 makes t
-// OPTIONAL, and its §4.2 shows a member without one for a quota that has
-// no time window reset), no X-RateLimit-Reset when it is the policy the
-// X-RateLimit fields show, and no Retry-After when it refused (see
-// RetryAfterOf). Its q and r (slots, and slots free) are stated as usual.
+// milliseconds. So a concurrency policy states no time in the IETF
+// fields: no w in RateLimit-Policy, no t in its RateLimit member (draft
+// -10 §4.1 makes t OPTIONAL, and its §4.2 shows a member without one for a
+// quota that has no time window reset), and no Retry-After when it refused
+// (see RetryAfterOf). Its q and r (slots, and slots free) are stated as
+// usual. X-RateLimit-Reset, which the project's contract puts on every
+// limited response, stays: for a concurrency limit it is the latest a slot
+// comes back (the lease's time-to-live), a bound, not a forecast.
 //
 // Fields lists the fields for transports that carry headers as a list;
 // Write sets them on an http.Header. A server that writes them on every
@@ -92,8 +94,8 @@ type Policy struct {
 	// QuotaUnit (qu) is the quota's unit when it is not requests, e.g.
 	// "concurrent-requests" (draft -10 §3.1.2); "" omits the parameter.
 	QuotaUnit string
-	// Remaining (r) and Reset (t) describe the current state. Reset is
-	// not written for a concurrency limit (see the package doc).
+	// Remaining (r) and Reset (t) describe the current state. A
+	// concurrency limit's Reset is not written as t (see the package doc).
 	Remaining int64
 	Reset     time.Duration
 	// Allowed is false when this limit refused the request; RetryAfter is
@@ -251,11 +253,9 @@ func (v *values) build(buf []byte, ps []Policy, set Set) string {
 		from = len(buf)
 		buf = strconv.AppendInt(buf, tight.Remaining, 10)
 		v.add(fRemaining, from, len(buf))
-		if tight.timed() {
-			from = len(buf)
-			buf = strconv.AppendInt(buf, Seconds(tight.Reset), 10)
-			v.add(fReset, from, len(buf))
-		}
+		from = len(buf)
+		buf = strconv.AppendInt(buf, Seconds(tight.Reset), 10)
+		v.add(fReset, from, len(buf))
 	}
 	if set&RetryAfter != 0 {
 		if wait, ok := RetryAfterOf(ps); ok {
@@ -267,8 +267,8 @@ func (v *values) build(buf []byte, ps []Policy, set Set) string {
 	return string(buf)
 }
 
-// timed reports whether p states a reset time (t, X-RateLimit-Reset): every
-// policy but a concurrency limit's (see the package doc).
+// timed reports whether p states a reset time in the IETF fields (t):
+// every policy but a concurrency limit's (see the package doc).
 func (p Policy) timed() bool { return p.QuotaUnit != ConcurrentRequests }
 
 // appendPolicy appends p's RateLimit-Policy member.

@@ -119,9 +119,10 @@ func BenchmarkFields(b *testing.B) {
 
 // TestConcurrencyStatesNoTime: a concurrency limit's decision carries the
 // lease's time-to-live as its reset (600 s here), but a slot frees when a
-// request in flight completes: its fields state no time at all (no t, no
-// X-RateLimit-Reset, no Retry-After, no w), where they would have read
-// "wait ten minutes". A rate limit beside it keeps its t.
+// request in flight completes: its IETF fields state no time (no t, no w)
+// and a refusal no Retry-After, where they would have read "wait ten
+// minutes". X-RateLimit-Reset, required on every limited response, keeps
+// the bound. A rate limit beside it keeps its t.
 func TestConcurrencyStatesNoTime(t *testing.T) {
 	slots := policy.Status{Code: policy.CodeOverLimit, Matched: true, Rule: "slots", QuotaUnit: ConcurrentRequests,
 		Decision: algo.Decision{Limit: 8, Remaining: 0, RetryAfter: 600 * time.Second, ResetAfter: 600 * time.Second}}
@@ -136,13 +137,13 @@ func TestConcurrencyStatesNoTime(t *testing.T) {
 	}{
 		{"refused", []policy.Status{slots}, map[string]string{
 			"RateLimit-Policy": `"slots";q=8;qu="concurrent-requests"`, "RateLimit": `"slots";r=0`,
-			"X-RateLimit-Limit": "8", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "", "Retry-After": ""}},
+			"X-RateLimit-Limit": "8", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "600", "Retry-After": ""}},
 		{"admitted", []policy.Status{admitted}, map[string]string{
-			"RateLimit": `"slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": ""}},
+			"RateLimit": `"slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "600"}},
 		{"beside a rate", []policy.Status{rate, slots}, map[string]string{
-			"RateLimit": `"rate";r=42;t=17, "slots";r=0`, "X-RateLimit-Limit": "8", "X-RateLimit-Reset": "", "Retry-After": ""}},
+			"RateLimit": `"rate";r=42;t=17, "slots";r=0`, "X-RateLimit-Limit": "8", "X-RateLimit-Reset": "600", "Retry-After": ""}},
 		{"admitted beside a rate", []policy.Status{rate, admitted}, map[string]string{
-			"RateLimit": `"rate";r=42;t=17, "slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": ""}},
+			"RateLimit": `"rate";r=42;t=17, "slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "600"}},
 	} {
 		for _, how := range []string{"Write", "Writer"} {
 			h := http.Header{}

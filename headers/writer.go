@@ -165,25 +165,24 @@ func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all s
 	remFrom := len(buf)
 	buf = strconv.AppendInt(buf, p.Remaining, 10)
 	remTo := len(buf)
-	resetFrom, resetTo := remTo, remTo // no reset: the member ends at r
-	if p.timed() {
-		if w.set&IETF != 0 {
-			buf = append(buf, ";t="...)
-		}
-		resetFrom = len(buf)
-		buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
-		resetTo = len(buf)
+	if p.timed() && w.set&IETF != 0 {
+		buf = append(buf, ";t="...)
 	}
+	resetFrom := len(buf)
+	buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
+	resetTo := len(buf)
 	if w.set&IETF != 0 {
-		vs.add(fRateLimit, 0, resetTo)
+		end := resetTo
+		if !p.timed() {
+			end = remTo // no t: the member ends at r; the digits after serve X-RateLimit-Reset
+		}
+		vs.add(fRateLimit, 0, end)
 	}
 	if w.set&XRateLimit != 0 {
 		fixed[vs.n] = rv.limit
 		vs.add(fLimit, -1, -1)
 		vs.add(fRemaining, remFrom, remTo)
-		if p.timed() {
-			vs.add(fReset, resetFrom, resetTo)
-		}
+		vs.add(fReset, resetFrom, resetTo)
 	}
 	if w.set&RetryAfter != 0 {
 		if wait, ok := RetryAfterOf([]Policy{p}); ok {
