@@ -253,7 +253,7 @@ func pathOf(r *http.Request) string {
 	if r.URL == nil {
 		return ""
 	}
-	return r.URL.Path
+	return r.URL.EscapedPath() // a URI reference (RFC 9457), e.g. /x%20y
 }
 
 // Check decides r. When the request may proceed it sets the header fields

@@ -166,6 +166,10 @@ func TestHeadersAndRejection(t *testing.T) {
 	if r.body != want {
 		t.Errorf("429 body:\n got %s\nwant %s", r.body, want)
 	}
+	// The instance is a URI reference: a space in the path stays escaped.
+	if r := get(t, srv.URL+"/x%20y"); r.status != http.StatusTooManyRequests || !strings.Contains(r.body, `"instance":"/x%20y"`) {
+		t.Errorf("429 on /x%%20y: %d %s, want the instance escaped", r.status, r.body)
+	}
 }
 
 // A client that waits Retry-After and retries is admitted, even when the
