@@ -85,6 +85,28 @@ func concurrencyRelease(s *State, now int64, lease uint64) bool {
 	return found
 }
 
+// concurrencyRenew moves the slots of lease to expire at now+ttl (never
+// earlier than they did), keeping Ext in order of expiry: the renewed slots
+// are taken out and held again, which puts them last in the usual case.
+func concurrencyRenew(s *State, now int64, lease uint64, ttl int64) bool {
+	now = concurrencyPrune(s, now) // an expired lease is not revived
+	exp, n := now+ttl, int64(0)
+	out := s.Ext[:0]
+	for i := 0; i < len(s.Ext); i += 2 {
+		if uint64(s.Ext[i]) == lease {
+			exp = max(exp, s.Ext[i+1])
+			n++
+			continue
+		}
+		out = append(out, s.Ext[i], s.Ext[i+1])
+	}
+	s.Ext = out
+	if n > 0 {
+		concurrencyHold(s, lease, exp, n)
+	}
+	return n > 0
+}
+
 func concurrencyExpiry(s *State) int64 {
 	if n := len(s.Ext); n > 0 {
 		return s.Ext[n-1]

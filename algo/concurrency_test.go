@@ -73,3 +73,62 @@ func TestConcurrencyLeaseTTLShortened(t *testing.T) {
 		t.Fatalf("Take after the short lease expired = %+v, want allowed", d)
 	}
 }
+
+// Renew moves a live lease's slots to now + LeaseTTL; a lease that has
+// expired or been released is not revived.
+func TestConcurrencyRenewSteps(t *testing.T) {
+	l := mustCompile(t, Params{Algorithm: Concurrency, Limit: 2, LeaseTTL: 30 * time.Second})
+	s := runSteps(t, l, instants{
+		"t0": 0,
+		"t1": 27 * time.Second, // 0.9 TTL
+		"t2": 45 * time.Second, // 1.5 TTL: held only thanks to the renewal
+		"t3": 57*time.Second - time.Microsecond,
+		"t4": 57 * time.Second, // the renewed lease expires
+		"t5": 90 * time.Second,
+	}, []step{
+		{at: "t0", op: opLease, cost: 1, lease: 7, allowed: true, remaining: 1},
+		{at: "t0", op: opLease, cost: 1, lease: 8, allowed: true, remaining: 0},
+		{at: "t0", op: opRenew, lease: 9, allowed: false}, // never held
+		{at: "t0", op: opRenew, lease: 0, allowed: false}, // the anonymous lease only expires
+		{at: "t1", op: opRenew, lease: 7, allowed: true},
+		// Lease 8 expires first now: the order of expiry was kept.
+		{at: "t1", cost: 1, allowed: false, remaining: 0, retry: 3 * time.Second},
+		{at: "t2", op: opLease, cost: 1, lease: 9, allowed: true, remaining: 0},
+		{at: "t2", cost: 1, allowed: false, remaining: 0, retry: 12 * time.Second},
+		// Lease 8 expired at 30s: renewing it does not bring it back.
+		{at: "t2", op: opRenew, lease: 8, allowed: false},
+		{at: "t2", cost: 1, allowed: false, remaining: 0, retry: 12 * time.Second},
+		{at: "t3", cost: 1, allowed: false, remaining: 0, retry: time.Microsecond},
+		{at: "t4", op: opRenew, lease: 7, allowed: false}, // expired at t4
+		{at: "t4", op: opLease, cost: 1, lease: 10, allowed: true, remaining: 0},
+		// Released, then renewed: still free.
+		{at: "t4", op: opRelease, lease: 10, allowed: true},
+		{at: "t4", op: opRenew, lease: 10, allowed: false},
+		{at: "t4", op: opPeek, cost: 1, allowed: true, remaining: 0},
+		// A clock that steps back renews from the latest time seen.
+		{at: "t0", op: opRenew, lease: 9, allowed: true},
+	})
+	if got, want := l.ExpiresAt(s), base+(87*time.Second).Microseconds(); got != want {
+		t.Errorf("ExpiresAt = t0+%v, want t0+87s (lease 9 renewed at t4)", time.Duration(got-base)*time.Microsecond)
+	}
+}
+
+// Renewing all the slots of a lease with a cost keeps them together and
+// the state in order of expiry; other algorithms ignore Renew.
+func TestConcurrencyRenewCost(t *testing.T) {
+	l := mustCompile(t, Params{Algorithm: Concurrency, Limit: 5, LeaseTTL: time.Minute})
+	runSteps(t, l, instants{"t0": 0, "t1": 10 * time.Second, "t2": 65 * time.Second}, []step{
+		{at: "t0", op: opLease, cost: 3, lease: 1, allowed: true, remaining: 2},
+		{at: "t0", op: opLease, cost: 2, lease: 2, allowed: true, remaining: 0},
+		{at: "t1", op: opRenew, lease: 1, allowed: true},
+		// At 65s lease 2 has expired and lease 1's three slots are held.
+		{at: "t2", cost: 3, allowed: false, remaining: 2, retry: 5 * time.Second},
+		{at: "t2", cost: 2, allowed: true, remaining: 0},
+	})
+	w := mustCompile(t, Params{Algorithm: FixedWindow, Limit: 5, Period: time.Minute})
+	var s State
+	w.TakeLease(&s, base, 1, 1)
+	if w.Renew(&s, base, 1) {
+		t.Error("FixedWindow Renew = true, want false")
+	}
+}

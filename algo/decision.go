@@ -232,6 +232,22 @@ func (l *Limit) Release(s *State, now int64, lease uint64) bool {
 	return concurrencyRelease(s, clampTime(now), lease)
 }
 
+// Renew extends the slots of lease (Concurrency only) to expire LeaseTTL
+// after now, and reports whether it held any: the heartbeat of a holder that
+// lives longer than the TTL (a websocket, a long stream). A lease that has
+// expired or been released is not revived: renewing it changes nothing and
+// reports false, so a holder that missed its renewal may have lost its slot
+// to another. A now earlier than the state has seen is read as the latest
+// time seen. Lease 0, Take's anonymous lease, can only expire: renewing it
+// reports false. Renew never moves an expiry earlier (a LeaseTTL shortened
+// by a reload leaves a later expiry as it is).
+func (l *Limit) Renew(s *State, now int64, lease uint64) bool {
+	if l.p.Algorithm != Concurrency || lease == 0 {
+		return false
+	}
+	return concurrencyRenew(s, clampTime(now), lease, l.leaseUS)
+}
+
 // ExpiresAt is the instant (µs) from which s decides like a fresh State:
 // stores use it as the key's time-to-live, and a state for which it has
 // passed may be deleted. Zero for a state that is already as good as fresh.

@@ -63,7 +63,8 @@
 //	              within MaxWait, and the request after it pays: one
 //	              acquire(3) costs what three acquire(1) do.
 //	Concurrency   at most Limit slots held at once; each lease expires after
-//	              LeaseTTL if its holder never releases it.
+//	              LeaseTTL if its holder neither releases nor renews it
+//	              (Renew: a live holder extends its lease).
 //
 // The bounds above hold for any sequence of requests and instants; the tests
 // check them by fuzzing.

@@ -92,8 +92,12 @@ func play(r *rand.Rand, l *Limit, s *State, now int64, n int) int64 {
 		}
 		cost := r.Int64N(maxCost(l) + 1)
 		if l.p.Algorithm == Concurrency {
-			if r.IntN(4) == 0 {
+			switch r.IntN(8) {
+			case 0, 1:
 				l.Release(s, now, uint64(r.IntN(5)))
+				continue
+			case 2:
+				l.Renew(s, now, uint64(r.IntN(5)))
 				continue
 			}
 			l.TakeLease(s, now, cost, uint64(r.IntN(5)))
@@ -219,6 +223,12 @@ func sameFuture(r *rand.Rand, l *Limit, a, b State, now int64, n int) error {
 		if l.p.Algorithm == Concurrency && r.IntN(4) == 0 {
 			if x, y := l.Release(&a, now, lease), l.Release(&b, now, lease); x != y {
 				return fmt.Errorf("request %d: Release(lease %d) = %v and %v", i, lease, x, y)
+			}
+			continue
+		}
+		if l.p.Algorithm == Concurrency && r.IntN(8) == 0 {
+			if x, y := l.Renew(&a, now, lease), l.Renew(&b, now, lease); x != y {
+				return fmt.Errorf("request %d: Renew(lease %d) = %v and %v", i, lease, x, y)
 			}
 			continue
 		}

@@ -20,6 +20,7 @@ const (
 	opLease             // TakeLease with step.lease
 	opRelease           // Release step.lease; want allowed = it held slots
 	opRefund            // Refund cost taken at step.from; nothing checked
+	opRenew             // Renew step.lease; want allowed = it held slots
 )
 
 // step is one row of a step table: at the named instant, do op with cost
@@ -86,6 +87,12 @@ func runSteps(t *testing.T, l *Limit, in instants, steps []step) *State {
 		case opRelease:
 			call = fmt.Sprintf("Release(%s, lease %d)", st.at, st.lease)
 			if got := l.Release(s, now, st.lease); got != st.allowed {
+				t.Errorf("step %d: %s = %v, want %v", i, call, got, st.allowed)
+			}
+			continue
+		case opRenew:
+			call = fmt.Sprintf("Renew(%s, lease %d)", st.at, st.lease)
+			if got := l.Renew(s, now, st.lease); got != st.allowed {
 				t.Errorf("step %d: %s = %v, want %v", i, call, got, st.allowed)
 			}
 			continue

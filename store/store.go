@@ -8,6 +8,13 @@
 // reference on the same traces, exactness under concurrency, and expiry of
 // idle keys.
 //
+// Concurrency slots are held under a lease that expires after the limit's
+// LeaseTTL unless its holder releases it (Store.Release) or renews it
+// (Renewer, which every store here implements): a holder that lives longer
+// than the TTL renews its lease well before it expires, and LeaseTTL is then
+// how long the slots of a holder that died stay taken. A lease that has
+// expired is not revived by a renewal.
+//
 // Each store owns its clock: the memory store reads an injectable clock,
 // Redis reads the server's TIME, Memcached the caller's clock. The algo
 // package's time unit, microseconds since the epoch, is used throughout.
@@ -29,7 +36,8 @@ type Request struct {
 	Limit *algo.Limit
 	// Cost is the number of units to take (0 only reports the state).
 	Cost int64
-	// Lease identifies a Concurrency lease for Take and Release.
+	// Lease identifies a Concurrency lease for Take, Release and
+	// Renewer.Renew.
 	Lease uint64
 	// At is the store time (µs) of the Take being refunded; Refund only.
 	// Zero means the store's now.
@@ -68,6 +76,21 @@ type Store interface {
 	// Close releases the store's connections and goroutines. A second
 	// Close does nothing and returns nil.
 	Close() error
+}
+
+// Renewer is implemented by stores that can extend Concurrency leases;
+// optional, beside Store.Release. A caller that holds slots for longer than
+// the limit's LeaseTTL (a websocket, a long stream) renews them before they
+// expire; LeaseTTL is then how long the slots of a holder that died (and
+// stopped renewing) stay taken. Every store in this module implements it.
+type Renewer interface {
+	// Renew moves the slots held under each Request.Lease (Key, Limit and
+	// Lease as for Release; Cost and At are ignored) to expire the limit's
+	// LeaseTTL from the store's now (algo.Limit.Renew). A lease that has
+	// expired or been released is not revived: renewing it does nothing
+	// and is not an error, so a holder cannot tell from Renew that it lost
+	// its slot. A key holding another algorithm's state is left alone.
+	Renew(ctx context.Context, reqs []Request) error
 }
 
 // Inspector is implemented by stores that can report a key's raw state for

@@ -382,6 +382,16 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	return s.inner.Release(ctx, reqs)
 }
 
+// Renew passes Concurrency leases, which are never leased here, to the
+// shared store (store.Renewer); it does nothing when the shared store is not
+// a store.Renewer.
+func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	if rn, ok := s.inner.(store.Renewer); ok {
+		return rn.Renew(ctx, reqs)
+	}
+	return nil
+}
+
 // Reset forgets the keys here (their unused units are dropped, not given
 // back: the shared store forgets them too) and in the shared store.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {

@@ -568,3 +568,35 @@ func TestStoreDown(t *testing.T) {
 		t.Fatalf("stats %+v: want 9 local decisions and 2 store takes", st)
 	}
 }
+
+// Renew passes Concurrency leases to the shared store, which keeps the
+// renewed slot past its first expiry.
+func TestRenewPassesThrough(t *testing.T) {
+	clk := newClock()
+	m := shared(t, clk)
+	s, err := lease.New(m, lease.WithClock(clk.Now), lease.WithSlice(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rn store.Renewer = s
+	conc := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 1, LeaseTTL: time.Minute})
+	q := store.Request{Key: "conc", Limit: conc, Cost: 1, Lease: 7}
+	if _, err := s.Take(context.Background(), []store.Request{q}, make([]algo.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(54 * time.Second)
+	if err := rn.Renew(context.Background(), []store.Request{q}); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	clk.Add(36 * time.Second) // 1.5 TTL
+	if got := remaining(t, m, q.Key, conc); got != 0 {
+		t.Fatalf("at 1.5 TTL after a renewal at 0.9 TTL, the shared store has %d slots left, want 0", got)
+	}
+	clk.Add(25 * time.Second) // past 1.9 TTL
+	if got := remaining(t, m, q.Key, conc); got != 1 {
+		t.Fatalf("past the renewed expiry, the shared store has %d slots left, want 1", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -421,6 +421,31 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	return nil
 }
 
+// Renew extends the Concurrency leases (Request.Lease) of reqs to expire
+// their limit's LeaseTTL from now, under compare-and-swap (store.Renewer);
+// a lease that has expired or been released is not revived, and requests
+// of other algorithms are ignored.
+func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	now := s.nowUS()
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Limit.Algorithm() != algo.Concurrency {
+			continue
+		}
+		l, lease := r.Limit, r.Lease
+		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+			return algo.Decision{}, must(live && l.Renew(st, now, lease))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Reset forgets the keys: their compare-and-swap state, and the window
 // counters of every window limit this Store has used (memcached cannot list
 // keys, so the counters of a window shape only other instances have used,

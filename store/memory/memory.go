@@ -521,6 +521,25 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	return nil
 }
 
+// Renew extends the Concurrency leases named by Request.Lease to expire
+// their limit's LeaseTTL from now (store.Renewer). A lease that has expired
+// or been released is not revived.
+func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	if err := s.begin(ctx, reqs); err != nil {
+		return err
+	}
+	now := s.now()
+	for i := range reqs {
+		err := s.each(&reqs[i], now, func(st *algo.State, r *store.Request) {
+			r.Limit.Renew(st, now, r.Lease)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Store) begin(ctx context.Context, reqs []store.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -107,6 +107,16 @@ func (m *model) release(q store.Request, now int64) {
 	m.put(q.Key, q.Limit, v, now)
 }
 
+func (m *model) renew(q store.Request, now int64) {
+	s, ok := m.states[q.Key]
+	if !ok || q.Limit.ExpiresAt(s) <= now {
+		return
+	}
+	v := s.Clone()
+	q.Limit.Renew(&v, now, q.Lease)
+	m.put(q.Key, q.Limit, v, now)
+}
+
 // diffParams are the limits of the differential test: every algorithm,
 // with the options that change its math.
 func diffParams() []algo.Params {
@@ -174,7 +184,7 @@ func TestDifferentialRandom(t *testing.T) {
 }
 
 // runDiff runs one random trace of takes on one or several keys (same hash
-// tag), peeks, refunds, releases, resets and clock steps (forward, zero
+// tag), peeks, refunds, releases, renewals, resets and clock steps (forward, zero
 // and sometimes backward) and compares everything.
 func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, opts ...Option) {
 	trace := os.Getenv("FLOODGATE_DIFF_TRACE") != ""
@@ -283,7 +293,16 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 			if err := s.Release(t.Context(), []store.Request{q}); err != nil {
 				t.Fatalf("%s: Release: %v", where, err)
 			}
-		case n < 79:
+		case n < 80:
+			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Lease: uint64(rng.IntN(4))}
+			ref.renew(q, now)
+			if trace {
+				t.Logf("  renew %s lease %d", q.Key[len(ns):], q.Lease)
+			}
+			if err := s.Renew(t.Context(), []store.Request{q}); err != nil {
+				t.Fatalf("%s: Renew: %v", where, err)
+			}
+		case n < 82:
 			key := keys[rng.IntN(len(keys))]
 			delete(ref.states, key)
 			delete(lastAt, key)

@@ -181,6 +181,7 @@ const (
 	opRefund   = "r"
 	opRollback = "b"
 	opRelease  = "l"
+	opRenew    = "n"
 )
 
 // spec returns the script arguments that describe l: its kind followed by

@@ -294,6 +294,16 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	return s.perSlot(ctx, opRelease, reqs, nil)
 }
 
+// Renew extends the Concurrency leases named by Request.Lease to expire
+// their limit's LeaseTTL from the server's now (store.Renewer). A lease
+// that has expired or been released is not revived.
+func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	return s.perSlot(ctx, opRenew, reqs, nil)
+}
+
 // Reset deletes the keys' state.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	if s.closed.Load() {
@@ -643,7 +653,7 @@ func (s *Store) slotGroups(reqs []store.Request) [][]int {
 }
 
 // perSlot runs op over reqs, one script call per hash slot; these ops
-// (peek, refund, release) need no atomicity across keys.
+// (peek, refund, release, renew) need no atomicity across keys.
 func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, out []algo.Decision) error {
 	if len(reqs) == 0 {
 		return nil
@@ -670,7 +680,7 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 					return err
 				}
 			}
-		case opRelease:
+		case opRelease, opRenew:
 			if err := g.skip(len(groups[gi])); err != nil {
 				return err
 			}
@@ -691,6 +701,8 @@ func opName(op string) string {
 		return "rollback"
 	case opRelease:
 		return "release"
+	case opRenew:
+		return "renew"
 	}
 	return op
 }

@@ -398,17 +398,46 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	case callers:
 		return err
 	}
-	return errors.Join(releaseFailed(err), lerr)
+	return errors.Join(leaseCallFailed("release", err), lerr)
 }
 
-// releaseFailed wraps the error of a release the store did not do, so
-// that it wraps store.ErrUnavailable whatever the store answered (a Redis
-// refusing the script is not a store.ErrUnavailable of its own).
-func releaseFailed(err error) error {
-	if errors.Is(err, store.ErrUnavailable) {
-		return fmt.Errorf("resilient: release failed: %w", err)
+// Renew extends leases on the store (store.Renewer; nothing there when the
+// inner store is not one) and, when it exists, on the local store, where a
+// lease taken during an outage lives. Like a release, a renewal the store
+// did not do is an error wrapping store.ErrUnavailable: the slots may then
+// expire on the store while their holder lives, and the caller must be able
+// to tell. The local store's leases are renewed all the same.
+func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	if err := store.Check(reqs, nil); err != nil {
+		return err
 	}
-	return fmt.Errorf("resilient: release failed: %w: %w", store.ErrUnavailable, err)
+	o, err := ok, error(nil)
+	if rn, isRenewer := s.inner.(store.Renewer); isRenewer {
+		rs := append([]store.Request(nil), reqs...)
+		o, err = s.callFunc(ctx, "renew", func(ctx context.Context) error { return rn.Renew(ctx, rs) })
+	}
+	var lerr error
+	if local, isRenewer := s.localIfAny().(store.Renewer); isRenewer {
+		lerr = local.Renew(ctx, s.divide(reqs))
+	}
+	switch o {
+	case ok:
+		return lerr
+	case callers:
+		return err
+	}
+	return errors.Join(leaseCallFailed("renew", err), lerr)
+}
+
+// leaseCallFailed wraps the error of a release or a renewal (op) the store
+// did not do, so that it wraps store.ErrUnavailable whatever the store
+// answered (a Redis refusing the script is not a store.ErrUnavailable of
+// its own).
+func leaseCallFailed(op string, err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("resilient: %s failed: %w", op, err)
+	}
+	return fmt.Errorf("resilient: %s failed: %w: %w", op, store.ErrUnavailable, err)
 }
 
 // Reset forgets the keys on the store, in the local store and in the

@@ -502,3 +502,80 @@ func TestReleaseWhenTheStoreIsDown(t *testing.T) {
 		t.Fatalf("%d failed release calls reported to the hooks, want 2", n)
 	}
 }
+
+// TestRenew checks that Renew reaches the store: a slot renewed at 0.9 TTL
+// is still held at 1.5 TTL.
+func TestRenew(t *testing.T) {
+	c := newClock()
+	m := memStore(t, c)
+	s, err := resilient.New(m, resilient.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 1, LeaseTTL: time.Minute})
+	q := store.Request{Key: "renew", Limit: l, Cost: 1, Lease: 7}
+	if _, err := s.Take(context.Background(), []store.Request{q}, make([]algo.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(54 * time.Second)
+	if err := s.Renew(context.Background(), []store.Request{q}); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	c.Advance(36 * time.Second)
+	if d := take(t, s, "renew", l, 1); d.Allowed {
+		t.Fatalf("at 1.5 TTL after a renewal at 0.9 TTL, Take = %+v, want refused", d)
+	}
+	if err := s.Renew(context.Background(), []store.Request{{Key: "", Limit: l, Lease: 7}}); !errors.Is(err, store.ErrBadRequest) {
+		t.Fatalf("Renew of an empty key = %v, want store.ErrBadRequest", err)
+	}
+}
+
+// TestRenewWhenTheStoreIsDown: a renewal the store did not do is an error
+// wrapping store.ErrUnavailable, as a release is, under every policy.
+func TestRenewWhenTheStoreIsDown(t *testing.T) {
+	srv := testserver.NewRedis(t)
+	if srv == nil {
+		t.Skip("no redis-server")
+	}
+	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	var renewErrs atomic.Int64
+	mk := func(p resilient.Policy) *resilient.Store {
+		s, err := resilient.New(inner, resilient.WithPolicy(p), resilient.WithTimeout(200*time.Millisecond),
+			resilient.WithBreaker(1000, time.Second),
+			resilient.WithHooks(resilient.Hooks{Call: func(op string, _ time.Duration, err error) {
+				if op == "renew" && err != nil {
+					renewErrs.Add(1)
+				}
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	open, local := mk(resilient.FailOpen), mk(resilient.FailLocal)
+	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 2, LeaseTTL: time.Minute})
+	q := store.Request{Key: "renew-" + t.Name(), Limit: l, Cost: 1, Lease: 1}
+	if _, err := open.Take(context.Background(), []store.Request{q}, make([]algo.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Renew(context.Background(), []store.Request{q}); err != nil {
+		t.Fatalf("Renew with the store up: %v", err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*resilient.Store{"FailOpen": open, "FailLocal": local} {
+		err := s.Renew(context.Background(), []store.Request{q})
+		if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "renew failed") {
+			t.Fatalf("%s: Renew with the store down = %v, want an error wrapping store.ErrUnavailable saying the renewal failed", name, err)
+		}
+	}
+	if n := renewErrs.Load(); n != 2 {
+		t.Fatalf("%d failed renew calls reported to the hooks, want 2", n)
+	}
+}

@@ -32,7 +32,7 @@
 //     stores nothing.
 //   - A state whose algo.Limit.ExpiresAt is at or before now reads as a
 //     fresh (zero) state, whether or not the store has deleted it yet.
-//   - Refund and Release on a key with no live state do nothing — a key
+//   - Refund, Release and Renew on a key with no live state do nothing — a key
 //     holding another algorithm's state included: they leave that state
 //     as it is.
 //   - After a refused Take over several requests, out[i] is
@@ -55,8 +55,13 @@
 //   - expiry: after a state's ExpiresAt a key reads as fresh (or, with
 //     RealTTL, its TTL is ExpiresAt − now); Reset forgets a key; Refund and
 //     Release give capacity back.
-//   - foreign_give_back: a Refund and a Release with a limit of every other
-//     algorithm leave a key's state as it was.
+//   - foreign_give_back: a Refund, a Release and a Renew (when the store is
+//     a store.Renewer) with a limit of every other algorithm leave a key's
+//     state as it was.
+//   - renew (stores that are a store.Renewer): a slot taken with lease L
+//     at t0 and renewed at t0+0.9·TTL is still held at t0+1.5·TTL and
+//     free at t0+1.9·TTL+1µs; renewing a released or an expired lease
+//     does not revive it. Decisions match the reference.
 //   - peek: Peek charges nothing.
 //   - bad_requests: nil limits, empty keys and mismatched lengths return
 //     errors wrapping store.ErrBadRequest, without a panic.

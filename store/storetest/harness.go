@@ -144,6 +144,7 @@ func Run(t *testing.T, h Harness) {
 		{"reset", testReset},
 		{"refund_release", testRefundRelease},
 		{"foreign_give_back", testForeignGiveBack},
+		{"renew", testRenew},
 		{"peek", testPeek},
 		{"bad_requests", testBadRequests},
 		{"cancelled", testCancelled},

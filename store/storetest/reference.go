@@ -101,6 +101,16 @@ func (r *reference) release(q store.Request, now int64) {
 	r.put(q.Key, q.Limit, v, now)
 }
 
+func (r *reference) renew(q store.Request, now int64) {
+	s, ok := r.states[q.Key]
+	if !ok || q.Limit.ExpiresAt(s) <= now {
+		return
+	}
+	v := s.Clone()
+	q.Limit.Renew(&v, now, q.Lease)
+	r.put(q.Key, q.Limit, v, now)
+}
+
 func (r *reference) reset(key string) { delete(r.states, key) }
 
 // expiresAt is key's ExpiresAt, 0 when it holds no state.

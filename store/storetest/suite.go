@@ -457,6 +457,11 @@ func testForeignGiveBack(t *testing.T, h *Harness) {
 			if err := st.Refund(t.Context(), []store.Request{back}); err != nil {
 				t.Fatalf("Refund with a %s limit: %v", j, err)
 			}
+			if rn, ok := st.(store.Renewer); ok {
+				if err := rn.Renew(t.Context(), []store.Request{back}); err != nil {
+					t.Fatalf("Renew with a %s limit: %v", j, err)
+				}
+			}
 			if got := peekOne(t, st, probe); got != before {
 				t.Fatalf("after a Release and a Refund with a %s limit: Peek = %s, want %s as before", j, formatDecision(got), formatDecision(before))
 			}
@@ -484,4 +489,72 @@ func testCancelled(t *testing.T, h *Harness) {
 	if d := peekOne(t, st, store.Request{Key: q.Key, Limit: l}); d.Remaining != l.Capacity() {
 		t.Errorf("after the cancelled calls: %s, want nothing charged", formatDecision(d))
 	}
+}
+
+// testRenew checks that Renew keeps a live lease's slots past its first
+// expiry and does not revive a lease that was released or has expired.
+func testRenew(t *testing.T, h *Harness) {
+	if !h.supports(algo.Concurrency) {
+		t.Skip("the store does not support concurrency limits")
+	}
+	const ttl = 100 * time.Second
+	l := compile(t, kindParams(algo.Concurrency, 1, ttl))
+	clock := NewClock(Epoch)
+	st := h.open(t, clock.Now)
+	rn, ok := st.(store.Renewer)
+	if !ok {
+		t.Skip("the store is not a store.Renewer")
+	}
+	ref := newReference()
+	key := namespace(t) + "k"
+	at := func(d time.Duration) int64 {
+		clock.Set(Epoch.Add(d))
+		return clock.micros()
+	}
+	renew := func(what string, q store.Request, now int64) {
+		t.Helper()
+		ref.renew(q, now)
+		if err := rn.Renew(t.Context(), []store.Request{q}); err != nil {
+			t.Fatalf("Renew %s: %v", what, err)
+		}
+	}
+	probe := func(what string, wantHeld bool, now int64) {
+		t.Helper()
+		q := store.Request{Key: key, Limit: l, Cost: 1}
+		got, want := peekOne(t, st, q), ref.peek(q, now)
+		if got != want {
+			t.Errorf("%s: Peek = %s, reference %s", what, formatDecision(got), formatDecision(want))
+		}
+		if got.Allowed == wantHeld {
+			t.Errorf("%s: Peek = %s, want the slot held = %v", what, formatDecision(got), wantHeld)
+		}
+	}
+	take := func(what string, lease uint64, now int64) {
+		t.Helper()
+		q := store.Request{Key: key, Limit: l, Cost: 1, Lease: lease}
+		ok, want := ref.take([]store.Request{q}, now)
+		got, _ := takeOne(t, st, q)
+		if got != want[0] || !ok {
+			t.Fatalf("%s: Take = %s, reference %s, want allowed", what, formatDecision(got), formatDecision(want[0]))
+		}
+	}
+	L := store.Request{Key: key, Limit: l, Lease: 7}
+	take("t0", L.Lease, at(0))
+	renew("at 0.9 TTL", L, at(ttl*9/10))
+	probe("at 1.5 TTL, after the renewal", true, at(ttl*3/2))
+	probe("at 1.9 TTL - 1µs", true, at(ttl*19/10-time.Microsecond))
+	probe("at 1.9 TTL", false, at(ttl*19/10))
+	renew("after it expired", L, at(ttl*19/10+time.Microsecond))
+	probe("after renewing an expired lease", false, at(ttl*19/10+time.Microsecond))
+
+	M := store.Request{Key: key, Limit: l, Lease: 8}
+	take("a second lease", M.Lease, at(2*ttl))
+	ref.release(M, at(2*ttl+time.Second))
+	if err := st.Release(t.Context(), []store.Request{M}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	renew("after it was released", M, at(2*ttl+2*time.Second))
+	probe("after renewing a released lease", false, at(2*ttl+2*time.Second))
+	// On a key with no state, Renew does nothing.
+	renew("on a fresh key", store.Request{Key: key + "-fresh", Limit: l, Lease: 9}, at(2*ttl+2*time.Second))
 }

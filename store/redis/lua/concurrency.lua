@@ -2,7 +2,7 @@
 -- member per held slot, scored by the lease's expiry (µs) and named
 -- "<lease>:<expiry>:<seq>" (seq numbers a lease's slots of one expiry, so
 -- members stay unique), plus META scored by the latest time seen. A slot
--- is held while its expiry is above now; takes and releases remove the
+-- is held while its expiry is above now; takes, releases and renewals remove the
 -- expired ones (a read-only peek counts above now instead). The set never
 -- holds more than limit slots.
 -- Params: limit, lease TTL (µs).
@@ -109,6 +109,26 @@ ALG[9] = {
     local m = leaseSlots(st.key, lease, nil)
     if #m > 0 then zrem(st.key, m) end
     return #m > 0
+  end,
+  -- renew moves the slots of lease to expire at now + ttl (never earlier
+  -- than they did: a shortened ttl leaves them as they are), as
+  -- algo.Limit.Renew; an expired or released lease is not revived.
+  renew = function(st, p, now, lease)
+    if lease == '0' then return false end
+    now = prune(st, now) -- an expired lease is not revived
+    local m = leaseSlots(st.key, lease, nil)
+    if #m == 0 then return false end
+    local exp = now + p.ttl
+    for i = 1, #m do
+      exp = max(exp, tonumber(rcall('ZSCORE', st.key, m[i])))
+    end
+    zrem(st.key, m)
+    local prefix, members = lease .. ':' .. num(exp) .. ':', {}
+    for i = 1, #m do
+      members[i] = prefix .. i
+    end
+    zadd(st.key, exp, members)
+    return true
   end,
   save = function(st, p, now)
     zsave(st, now, leaseLast(st) or 0)

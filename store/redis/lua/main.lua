@@ -9,16 +9,18 @@
 -- Ops: 't' take (all or nothing over the group), 'T' reserve (a take that
 -- also reports, per request, the time its units were stamped with, for
 -- the rollback), 'p' peek (writes nothing), 'r' refund, 'b' rollback (undo
--- a reservation, including a concurrency lease's slots), 'l' release.
+-- a reservation, including a concurrency lease's slots), 'l' release,
+-- 'n' renew (a concurrency lease's slots expire the lease TTL from now).
 --
 -- The reply, per group: status (take: 1 if admitted; others: 1), the time
 -- used, then per request for take and peek: allowed (0/1), remaining,
 -- retry-after (µs, -1 for never), reset-after (µs), delay (µs) (and for
--- reserve the stamp time); for release: 1 if the lease held slots; for
+-- reserve the stamp time); for release and renew: 1 if the lease held
+-- slots; for
 -- refund and rollback: nothing.
 --
 -- States follow store/storetest's reference: a state whose ExpiresAt has
--- passed reads as fresh (refund and release leave it alone); a refused
+-- passed reads as fresh (refund, release and renew leave it alone); a refused
 -- take charges nothing and leaves each state as that request alone would
 -- (a peek if it would pass, a refused take if not).
 
@@ -105,12 +107,12 @@ for _ = 1, tonumber(ARGV[1]) do
       local sk = ARGV[ai] .. ':' .. key
       local st = states[sk]
       if not st then
-        st = h.load(key, p, ro, op == 'r' or op == 'l')
+        st = h.load(key, p, ro, op == 'r' or op == 'l' or op == 'n')
         if h.expires(st, p) <= now then
           if op == 't' or op == 'T' or op == 'p' then
             h.fresh(st)
           else
-            st.expired = true -- refund and release leave it alone
+            st.expired = true -- refund, release and renew leave it alone
           end
         end
         states[sk] = st
@@ -198,6 +200,18 @@ for _ = 1, tonumber(ARGV[1]) do
       end
       for i = 1, #order do
         if order[i].h.release then order[i].h.save(order[i].st, order[i].p, now) end
+      end
+    elseif op == 'n' then
+      emit(1)
+      emit(now)
+      for r = 1, nreq do
+        local q = reqs[r]
+        local found = false
+        if q.h.renew and not q.st.expired then found = q.h.renew(q.st, q.p, now, q.lease) end
+        emit(found and 1 or 0)
+      end
+      for i = 1, #order do
+        if order[i].h.renew then order[i].h.save(order[i].st, order[i].p, now) end
       end
     else
       return redis.error_reply('floodgate: unknown op ' .. tostring(op))

@@ -122,8 +122,8 @@ end
 --   parse(argv, i)              params from ARGV[i..i+np-1] (main adds
 --                               p.kind: families share one handler)
 --   load(key, p, ro, keep)      the key's state (ro: a read-only peek; keep:
---                               a refund or release, which leaves a key of
---                               another type as it is)
+--                               a refund, release or renew, which leaves a
+--                               key of another type as it is)
 --   expires(st, p)              algo's ExpiresAt (0: no different from fresh)
 --   fresh(st)                   make st fresh
 --   decide(st, p, now, cost, lease, commit)
@@ -131,7 +131,8 @@ end
 --                               retry-after, reset-after, delay, and the
 --                               time it used (now, or the state's later
 --                               time: what a refund or rollback needs)
---   refund(st, p, now, at, cost), rollback (sorted sets), release
+--   refund(st, p, now, at, cost), rollback (sorted sets), release,
+--   renew (concurrency)
 --   save(st, p, now)            write st back with its TTL
 -- Handlers are created on first use (see handler).
 local ALG = {}
