@@ -25,9 +25,9 @@
 // once, the rest of the burst are held and released at the rule's rate,
 // and requests beyond the burst are refused; a concurrency rule is
 // limit_conn — a key holds a slot from the moment its request is admitted
-// until its response (streamed body and websocket included) is complete or
-// the slot's lease_ttl passes, whichever is first (leases are not renewed
-// while a connection lives: set lease_ttl above the longest stream);
+// until its response (streamed body and websocket included) is complete:
+// while it lives, its lease is renewed every third of lease_ttl, and
+// lease_ttl is how long the slot of a gateway that died stays taken;
 // wait, degrade and shadow strategies work as in the middleware.
 //
 // # Proxying

@@ -146,7 +146,8 @@ type reqState struct {
 // New returns the gateway: requests matching a route of cfg's gateway
 // sections are decided by d in the route's domain, as middleware does
 // (header fields, 429 with a problem body, wait, degrade, shadow, shaper
-// delays, concurrency slots held until the response is complete), and the
+// delays, concurrency slots held, their leases renewed, until the response
+// is complete), and the
 // admitted ones are proxied to upstream (an http or https URL; its path
 // prefixes the request's). Requests matching no route are proxied
 // unlimited.

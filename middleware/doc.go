@@ -44,7 +44,13 @@
 // delay before it reaches the handler, which is how the shaper's burst and
 // delay (nginx's limit_req) space requests out. Concurrency limits hold
 // their slot until the handler returns; the slot is released then, also
-// when the handler panics.
+// when the handler panics. While the handler runs, a Decider that is a
+// [Renewer] (policy.Engine) has the slot's lease renewed every third of
+// its lease TTL (the shortest, when the request holds several), so that a
+// handler slower than the TTL keeps its slot; the TTL is then only how
+// long the slot of a process that died stays taken. A request that holds
+// no slot gets no timer. A failed renewal is logged ([WithErrorLog]) and
+// retried at the next tick; it does not cut the request.
 //
 // # Errors
 //

@@ -33,6 +33,15 @@ type Releaser interface {
 	Release(ctx context.Context, resp policy.Response) error
 }
 
+// Renewer extends the leases of the concurrency slots an admitted response
+// holds (policy.Engine.Renew). With it, the middleware renews them every
+// third of their lease TTL while the request is in flight, so that a
+// request that outlives the TTL (a long stream, a slow handler) keeps its
+// slots; without it, they expire at the TTL even while it runs.
+type Renewer interface {
+	Renew(ctx context.Context, resp policy.Response) error
+}
+
 // Option configures a Middleware; see New for the defaults.
 type Option func(*options)
 
@@ -82,7 +91,8 @@ func WithFailOpen(on bool) Option { return func(m *options) { m.failOpen = on } 
 
 // WithErrorLog receives every error the middleware answers for: a request
 // the extractor could not map, a Decider error, a missing fallback, a
-// failed release. Default: none.
+// failed release or lease renewal (a failed renewal does not cut the
+// request; it is retried at the next renewal). Default: none.
 func WithErrorLog(fn func(*http.Request, error)) Option { return func(m *options) { m.errLog = fn } }
 
 // WithMaxWait bounds how long a request may be held by the wait strategy
@@ -101,6 +111,7 @@ type Middleware struct {
 	o        options
 	waiter   Waiter
 	releaser Releaser
+	renewer  Renewer
 	into     intoDecider
 	pool     sync.Pool // *scratch
 	fields   *headers.Writer
@@ -165,6 +176,7 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	}
 	m.waiter, _ = d.(Waiter)
 	m.releaser, _ = d.(Releaser)
+	m.renewer, _ = d.(Renewer)
 	m.into, _ = d.(intoDecider)
 	if c, ok := d.(interface{ Config() *policy.Config }); ok {
 		if err := checkDomain(c.Config(), domain); err != nil {
@@ -258,7 +270,10 @@ func pathOf(r *http.Request) string {
 
 // Check decides r. When the request may proceed it sets the header fields
 // on w and returns pass true and a done func to call once the request is
-// complete (it releases concurrency slots; it is never nil). Otherwise it
+// complete (it releases concurrency slots; it is never nil). Until done is
+// called, the slots the request holds are renewed every third of their
+// lease TTL when the Decider is a Renewer: a timer per request that holds
+// slots, none for the others. Otherwise it
 // has written the whole response — 429, the fallback's answer, 400 or 503 —
 // and returns pass false.
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(), pass bool) {
@@ -319,12 +334,13 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			return nop, false
 		}
 		m.fields.WriteStatuses(w.Header(), resp.Statuses)
-		if m.releaser != nil && resp.Holds() {
-			// A copy for the closure, so that resp itself stays on the
-			// stack when nothing is held (the common case).
-			held := resp
-			held.Statuses = detach(resp.Statuses)
-			return func() { m.release(r, held) }, true
+		if (m.releaser != nil || m.renewer != nil) && resp.Holds() {
+			// A copy, so that resp itself stays on the stack when nothing
+			// is held (the common case).
+			h := &heldSlots{m: m, r: r, resp: resp}
+			h.resp.Statuses = detach(resp.Statuses)
+			h.start()
+			return h.done, true
 		}
 		return nop, true
 	}
@@ -501,6 +517,72 @@ func (m *Middleware) release(r *http.Request, resp policy.Response) {
 	if err := m.releaser.Release(ctx, resp); err != nil {
 		m.log(r, fmt.Errorf("middleware: releasing concurrency slots: %w", err))
 	}
+}
+
+// heldSlots is an admitted request that holds concurrency slots: a timer
+// renews their leases while it is in flight, and done stops it and
+// releases them.
+type heldSlots struct {
+	m     *Middleware
+	r     *http.Request
+	resp  policy.Response
+	every time.Duration
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+// minRenewEvery bounds how often a request's slots are renewed, whatever
+// their lease TTL.
+const minRenewEvery = time.Millisecond
+
+// start arms the renewal timer, when the Decider can renew.
+func (h *heldSlots) start() {
+	if h.m.renewer == nil {
+		return
+	}
+	h.every = max(h.resp.LeaseTTL()/3, minRenewEvery)
+	h.mu.Lock()
+	h.t = time.AfterFunc(h.every, h.renew)
+	h.mu.Unlock()
+}
+
+// renew runs on the timer: it renews the leases and rearms the timer
+// unless the request has completed. A renewal that fails is logged and
+// tried again at the next tick: the slots may expire meanwhile, but the
+// request goes on. A renewal that races with done's release finds the
+// lease released and revives nothing.
+func (h *heldSlots) renew() {
+	// The request's context may be cancelled (the client hung up) while
+	// the handler still runs: its slots are still in use.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), min(h.every, 5*time.Second))
+	err := h.m.renewer.Renew(ctx, h.resp)
+	cancel()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	if err != nil {
+		h.m.log(h.r, fmt.Errorf("middleware: renewing the leases of concurrency slots: %w", err))
+	}
+	h.t.Reset(h.every)
+}
+
+// done stops the renewals and releases the slots.
+func (h *heldSlots) done() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.stopped = true
+	if h.t != nil {
+		h.t.Stop()
+	}
+	h.mu.Unlock()
+	h.m.release(h.r, h.resp)
 }
 
 func (m *Middleware) log(r *http.Request, err error) {

@@ -252,6 +252,25 @@ func (e *Engine) Release(ctx context.Context, resp Response) error {
 	return e.st.Release(ctx, resp.leases)
 }
 
+// Renew extends the concurrency slots an admitted response holds
+// (Response.Holds) to expire their limits' lease TTL from now: a caller
+// whose request outlives the TTL (a websocket, a long stream) renews well
+// before it passes, e.g. every Response.LeaseTTL / 3, until it releases.
+// Renewing a response that holds nothing, or whose slots were released or
+// have expired, is a no-op: an expired lease is not revived. When the
+// store is not a store.Renewer, Renew does nothing and returns nil (the
+// slots then expire at their TTL, as before).
+func (e *Engine) Renew(ctx context.Context, resp Response) error {
+	if len(resp.leases) == 0 {
+		return nil
+	}
+	rn, ok := e.st.(store.Renewer)
+	if !ok {
+		return nil
+	}
+	return rn.Renew(ctx, resp.leases)
+}
+
 // role is what an item is to its rule.
 type role uint8
 

@@ -44,6 +44,19 @@ func (r Response) Leases() []Lease {
 	return out
 }
 
+// LeaseTTL is the shortest effective lease TTL among the concurrency
+// slots the response holds: how often a caller that keeps them must renew
+// (Engine.Renew) at the latest. Zero when it holds none.
+func (r Response) LeaseTTL() time.Duration {
+	var ttl time.Duration
+	for i, q := range r.leases {
+		if d := q.Limit.Window(0); i == 0 || d < ttl {
+			ttl = d
+		}
+	}
+	return ttl
+}
+
 // LeaseError is ReleaseLeases' error for a lease it refuses; it wraps
 // ErrBadRequest and the reason.
 type LeaseError struct {
@@ -80,6 +93,27 @@ func (e *Engine) ReleaseLeases(ctx context.Context, leases []Lease) error {
 		return nil
 	}
 	return e.st.Release(ctx, reqs)
+}
+
+// RenewLeases extends the slots of leases to expire their TTL from now,
+// as Renew does for the Response they came from, with the same checks as
+// ReleaseLeases. Renewing leases that were released or have expired is a
+// no-op: they are not revived. When the store is not a store.Renewer it
+// checks the leases and does nothing more.
+func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
+	reqs := make([]store.Request, len(leases))
+	for i, l := range leases {
+		q, err := e.leaseRequest(l)
+		if err != nil {
+			return &LeaseError{Index: i, Err: err}
+		}
+		reqs[i] = q
+	}
+	rn, ok := e.st.(store.Renewer)
+	if len(reqs) == 0 || !ok {
+		return nil
+	}
+	return rn.Renew(ctx, reqs)
 }
 
 // leaseRequest validates l and rebuilds the store request that releases it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -99,5 +100,60 @@ func TestReleaseLeasesRefusesForgeries(t *testing.T) {
 	}
 	if got, _ := e.Decide(ctx, req("d", ent("job", "x"))); got.Code != CodeOverLimit {
 		t.Fatalf("third slot: %s, want OVER_LIMIT: a refused release freed a slot", got.Code)
+	}
+}
+
+// TestRenew: a response's slots renewed at 27 s (0.9 of the 30 s TTL) are
+// still held at 45 s and free at 57 s; renewing after that, or after a
+// release, revives nothing. RenewLeases does the same from the Leases and
+// refuses what ReleaseLeases refuses.
+func TestRenew(t *testing.T) {
+	var now atomic.Int64
+	now.Store(scenarioT0.UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	at := func(d time.Duration) { now.Store(scenarioT0.Add(d).UnixNano()) }
+	e := newMemEngine(t, mustParse(t, leaseConfig), clock)
+	ctx := context.Background()
+	r := req("d", ent("job", "export"))
+	first, _ := e.Decide(ctx, r)
+	second, _ := e.Decide(ctx, r)
+	if first.Code != CodeOK || second.Code != CodeOK {
+		t.Fatalf("codes %s %s, want OK OK", first.Code, second.Code)
+	}
+	if got := first.LeaseTTL(); got != 30*time.Second {
+		t.Fatalf("LeaseTTL() = %v, want 30s", got)
+	}
+	at(27 * time.Second)
+	if err := e.Renew(ctx, first); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if err := e.RenewLeases(ctx, second.Leases()); err != nil {
+		t.Fatalf("RenewLeases: %v", err)
+	}
+	at(45 * time.Second)
+	if got, _ := e.Peek(ctx, r); got.Code != CodeOverLimit {
+		t.Fatalf("at 45s, after renewals at 27s: %s, want OVER_LIMIT (both slots held)", got.Code)
+	}
+	if err := e.Release(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	at(57 * time.Second)
+	if err := e.Renew(ctx, first); err != nil { // expired at 57s
+		t.Fatalf("Renew of an expired lease: %v", err)
+	}
+	if err := e.Renew(ctx, second); err != nil { // released
+		t.Fatalf("Renew of a released lease: %v", err)
+	}
+	if got, _ := e.Peek(ctx, req("d", ent("job", "export"))); got.Code != CodeOK || got.Statuses[0].Limits[0].Decision.Remaining != 1 {
+		t.Fatalf("at 57s: %+v, want both slots free", got)
+	}
+	var none Response
+	if err := e.Renew(ctx, none); err != nil || none.LeaseTTL() != 0 {
+		t.Fatalf("Renew of a response that holds nothing: %v, LeaseTTL %v", err, none.LeaseTTL())
+	}
+	bad := first.Leases()
+	bad[0].ID = 0
+	if err := e.RenewLeases(ctx, bad); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("RenewLeases of lease id 0 = %v, want ErrBadRequest", err)
 	}
 }
