@@ -10,8 +10,8 @@
 //     while the store answers, NOT_SERVING while draining) and reflection.
 //   - HTTP: POST /json (protojson RateLimitRequest in, RateLimitResponse out;
 //     200 OK, 429 OVER_LIMIT, as envoyproxy/ratelimit), POST /v1/decide,
-//     POST /v1/peek (both batch-capable), POST /v1/release (gives back
-//     concurrency slots), POST /v1/observe (samples for the adaptive
+//     POST /v1/peek (both batch-capable), POST /v1/release and /v1/renew
+//     (give back or extend concurrency slots), POST /v1/observe (samples for the adaptive
 //     controllers), GET /healthcheck, and in gateway mode everything else
 //     through the gateway handler.
 //   - Admin: /metrics, /healthz, /readyz, /dashboard and the token-guarded
@@ -33,7 +33,9 @@
 // A decision admitted on a concurrency rule holds slots until they are
 // given back or their lease_ttl passes. /v1/decide answers such a decision
 // with a "lease" token; POST /v1/release {"lease": token} gives the slots
-// back (204; again, or after they expired, is still 204). The token carries
+// back (204; again, or after they expired, is still 204), and POST
+// /v1/renew with the same body extends them by their lease_ttl from now
+// for work that outlives it (an expired lease is not revived). The token carries
 // the store keys, costs, lease id and limits (docs/SERVER.md has the
 // format), so any instance sharing the store releases it and none keeps
 // state per token. It is unsigned: what stops a caller from releasing

@@ -45,9 +45,10 @@ func (s *Server) APIHandler() http.Handler {
 	mux.HandleFunc("/v1/decide", s.handleV1(false))
 	mux.HandleFunc("/v1/peek", s.handleV1(true))
 	mux.HandleFunc("/v1/observe", s.handleObserve)
-	mux.HandleFunc("/v1/release", s.handleRelease)
+	mux.HandleFunc("/v1/release", s.handleLeases(releaseOp))
+	mux.HandleFunc("/v1/renew", s.handleLeases(renewOp))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek, POST /v1/release and POST /v1/observe", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek, POST /v1/release, POST /v1/renew and POST /v1/observe", r.URL.Path))
 	})
 	mux.HandleFunc("/healthcheck", s.handleHealthz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -161,8 +162,8 @@ func (r *leaseReader) int63(what string) int64 {
 	return int64(v)
 }
 
-// V1Release is the body of POST /v1/release: one token in Lease, or
-// several in Leases (at most the batch limit), not both.
+// V1Release is the body of POST /v1/release and /v1/renew: one token in
+// Lease, or several in Leases (at most the batch limit), not both.
 type V1Release struct {
 	Lease  string   `json:"lease,omitempty"`
 	Leases []string `json:"leases,omitempty"`
@@ -183,52 +184,74 @@ func (v V1Release) tokens(max int) ([]string, error) {
 	return v.Leases, nil
 }
 
-// handleRelease serves POST /v1/release: it gives back the concurrency
-// slots of the lease tokens /v1/decide answered, on any instance sharing
-// the store, and answers 204. Releasing a token twice, or after its slots
-// expired, is not an error. A bad token is a 400 naming it and what is
-// wrong, and then nothing is released. A store failure is a 503 saying
-// that the slots come back at their lease TTL: a 204 would tell the caller
-// they are free when they are still held.
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	code := "error"
-	defer func() { s.metrics.Request("v1-release", code, time.Since(start)) }()
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	var in V1Release
-	if err := decodeStrict(body, &in); err != nil {
-		writeErr(w, err)
-		return
-	}
-	toks, err := in.tokens(s.limits.Batch)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	all, owner, err := decodeLeases(in, toks)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := s.engine.ReleaseLeases(r.Context(), all); err != nil {
-		var le *policy.LeaseError
-		switch {
-		case errors.As(err, &le) && le.Index < len(owner):
-			o := owner[le.Index]
-			err = badInput("%s: slot %d: %v", tokenName(in, o.token), o.slot, le.Err)
-		case !errors.Is(err, ErrBadInput) && !errors.Is(err, policy.ErrBadRequest):
-			err = &httpError{http.StatusServiceUnavailable,
-				"release failed: the store could not release the slots; they come back when their lease TTL passes (" + err.Error() + ")"}
+// leaseOp is what POST /v1/release or /v1/renew does with the slots of
+// its tokens, and how it words a store failure.
+type leaseOp struct {
+	name    string // "release" or "renew"
+	apply   func(*policy.Engine, context.Context, []policy.Lease) error
+	failure string
+}
+
+var (
+	// releaseOp gives the slots back. A store failure is a 503 saying that
+	// the slots come back at their lease TTL: a 204 would tell the caller
+	// they are free when they are still held.
+	releaseOp = leaseOp{"release", (*policy.Engine).ReleaseLeases,
+		"release failed: the store could not release the slots; they come back when their lease TTL passes"}
+	// renewOp extends the slots' leases by their TTL from now, for work that
+	// outlives the TTL. An expired or released lease is not revived (204
+	// all the same: renewing is idempotent, and the caller learns of the
+	// loss from the next decision, not from here).
+	renewOp = leaseOp{"renew", (*policy.Engine).RenewLeases,
+		"renew failed: the store could not renew the slots; they expire at their lease TTL unless a later renewal succeeds"}
+)
+
+// handleLeases serves POST /v1/release (op releaseOp) and POST /v1/renew
+// (renewOp) on the lease tokens /v1/decide answered, on any instance
+// sharing the store, and answers 204. Releasing a token twice, or after
+// its slots expired, is not an error, nor is renewing one that expired. A
+// bad token is a 400 naming it and what is wrong, and then nothing is done.
+func (s *Server) handleLeases(op leaseOp) http.HandlerFunc {
+	transport := "v1-" + op.name
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := "error"
+		defer func() { s.metrics.Request(transport, code, time.Since(start)) }()
+		body, err := s.readBody(w, r)
+		if err != nil {
+			writeErr(w, err)
+			return
 		}
-		writeErr(w, err)
-		return
+		var in V1Release
+		if err := decodeStrict(body, &in); err != nil {
+			writeErr(w, err)
+			return
+		}
+		toks, err := in.tokens(s.limits.Batch)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		all, owner, err := decodeLeases(in, toks)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		if err := op.apply(s.engine, r.Context(), all); err != nil {
+			var le *policy.LeaseError
+			switch {
+			case errors.As(err, &le) && le.Index < len(owner):
+				o := owner[le.Index]
+				err = badInput("%s: slot %d: %v", tokenName(in, o.token), o.slot, le.Err)
+			case !errors.Is(err, ErrBadInput) && !errors.Is(err, policy.ErrBadRequest):
+				err = &httpError{http.StatusServiceUnavailable, op.failure + " (" + err.Error() + ")"}
+			}
+			writeErr(w, err)
+			return
+		}
+		code = "OK"
+		w.WriteHeader(http.StatusNoContent)
 	}
-	code = "OK"
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // slotOwner locates a released slot: its token and its index there.

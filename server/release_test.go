@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
@@ -273,4 +274,55 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestRenewKeepsTheSlot: POST /v1/renew extends a lease by its TTL from
+// now, so a holder whose work outlives lease_ttl keeps its slot; a lease
+// that expired is not revived (204 all the same); bad tokens are 400 as
+// for /v1/release.
+func TestRenewKeepsTheSlot(t *testing.T) {
+	cfg, err := policy.Parse("jobs.yaml", []byte(releaseConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{}
+	c.us.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
+	st, err := memory.New(memory.WithClock(c.Now), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eng, err := policy.NewEngine(cfg, st, policy.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(eng, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	renew := func(tok string) (int, string) {
+		code, body, _ := postJSON(t, ts.URL+"/v1/renew", map[string]string{"lease": tok})
+		return code, string(body)
+	}
+	held := wantCodes(t, ts.URL, "j", "at 0s", 200, 200, 429)
+	c.Advance(20 * time.Second)
+	if code, body := renew(held[0].Lease); code != 204 || body != "" {
+		t.Fatalf("renew at 20s: %d %s, want 204", code, body)
+	}
+	// At 40 s the second lease (30 s TTL) has expired; the first, renewed
+	// at 20 s, holds until 50 s: one slot is free, not two.
+	c.Advance(20 * time.Second)
+	wantCodes(t, ts.URL, "j", "at 40s", 200, 429)
+	// At 55 s the renewed lease has expired too: renewing it now revives
+	// nothing (the slot taken at 40 s holds until 70 s).
+	c.Advance(15 * time.Second)
+	if code, body := renew(held[0].Lease); code != 204 {
+		t.Fatalf("renew of an expired lease: %d %s, want 204", code, body)
+	}
+	wantCodes(t, ts.URL, "j", "at 55s", 200, 429)
+	if code, body := renew("not a token"); code != 400 || !strings.Contains(body, "lease") {
+		t.Errorf("renew with a bad token: %d %s, want 400", code, body)
+	}
 }
