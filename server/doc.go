@@ -11,9 +11,10 @@
 //   - HTTP: POST /json (protojson RateLimitRequest in, RateLimitResponse out;
 //     200 OK, 429 OVER_LIMIT, as envoyproxy/ratelimit), POST /v1/decide,
 //     POST /v1/peek (both batch-capable), POST /v1/release and /v1/renew
-//     (give back or extend concurrency slots), POST /v1/observe (samples for the adaptive
-//     controllers), GET /healthcheck, and in gateway mode everything else
-//     through the gateway handler.
+//     (give back or extend concurrency slots), POST /v1/observe (samples
+//     for the adaptive controllers) and GET /healthcheck (APIHandler). In
+//     gateway mode HTTPHandler is the gateway alone, every path proxied,
+//     and the APIs are served apart (floodgate serve --api).
 //   - Admin: /metrics, /healthz, /readyz, /dashboard and the token-guarded
 //     /admin/api/ (config, inspect, reset, overrides, scales, stats, events).
 //
