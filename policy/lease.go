@@ -97,7 +97,8 @@ func (e *Engine) ReleaseLeases(ctx context.Context, leases []Lease) error {
 
 // RenewLeases extends the slots of leases to expire their TTL from now,
 // as Renew does for the Response they came from, with the same checks as
-// ReleaseLeases. Renewing leases that were released or have expired is a
+// ReleaseLeases; a TTL longer than any concurrency limit of the key's
+// domain has is cut to the longest that one has. Renewing leases that were released or have expired is a
 // no-op: they are not revived. When the store is not a store.Renewer it
 // checks the leases and does nothing more.
 func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
@@ -113,7 +114,46 @@ func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
 	if len(reqs) == 0 || !ok {
 		return nil
 	}
+	// A renewal extends slots by the TTL it carries, and a token's TTL is
+	// the client's to forge: never by more than this configuration's
+	// longest concurrency lease, or a forged TTL of centuries would hold
+	// every slot of a key long after its holder is gone.
+	for i := range reqs {
+		longest := e.longestLeaseTTL(reqs[i].Key)
+		if reqs[i].Limit.Window(0) > longest {
+			lim, err := algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: leases[i].Limit, LeaseTTL: longest})
+			if err != nil || longest <= 0 {
+				return &LeaseError{Index: i, Err: fmt.Errorf("no concurrency limit of this configuration has a lease TTL of %v", reqs[i].Limit.Window(0))}
+			}
+			reqs[i].Limit = lim
+		}
+	}
 	return rn.Renew(ctx, reqs)
+}
+
+// longestLeaseTTL is the longest effective lease TTL among the
+// concurrency limits (overrides included) of the domain key belongs to, 0
+// if it has none. key passed concurrencyKey.
+func (e *Engine) longestLeaseTTL(key string) time.Duration {
+	rest := strings.TrimPrefix(key, e.o.prefix)
+	dom, _, _ := strings.Cut(rest[:strings.IndexByte(rest, '#')], "|")
+	snap := e.snap.Load()
+	var longest time.Duration
+	if snap.cfg == nil {
+		return 0
+	}
+	for _, r := range snap.cfg.rules {
+		if r.index < 0 || escape(r.Domain) != dom {
+			continue
+		}
+		rl := snap.limits[r.index]
+		for _, l := range append([]*algo.Limit{rl.rate, rl.ceil, rl.lend}, rl.pools...) {
+			if l != nil && l.Algorithm() == algo.Concurrency {
+				longest = max(longest, l.Window(0))
+			}
+		}
+	}
+	return longest
 }
 
 // leaseRequest validates l and rebuilds the store request that releases it.

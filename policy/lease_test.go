@@ -157,3 +157,45 @@ func TestRenew(t *testing.T) {
 		t.Fatalf("RenewLeases of lease id 0 = %v, want ErrBadRequest", err)
 	}
 }
+
+// TestRenewLeasesCapsTheTTL: a lease's TTL comes from the client (the
+// server's token), so a renewal never extends a slot by more than the
+// longest lease TTL of the key's domain: a forged TTL of a century renews
+// by the rule's 30 s, and the slot still frees when that has passed.
+func TestRenewLeasesCapsTheTTL(t *testing.T) {
+	now := scenarioT0
+	clock := func() time.Time { return now }
+	e := newMemEngine(t, mustParse(t, leaseConfig+`---
+domain: other
+descriptors:
+  - key: batch
+    rate_limit: {algorithm: concurrency, requests_per_unit: 1, lease_ttl: 24h}
+`), clock)
+	ctx := context.Background()
+	r := req("d", ent("job", "export"))
+	first, _ := e.Decide(ctx, r)
+	second, _ := e.Decide(ctx, r)
+	if first.Code != CodeOK || second.Code != CodeOK {
+		t.Fatalf("codes %s %s, want OK OK", first.Code, second.Code)
+	}
+	forged := first.Leases()
+	forged[0].TTL = 100 * 365 * 24 * time.Hour
+	now = now.Add(20 * time.Second)
+	if err := e.RenewLeases(ctx, forged); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	// At 45 s the second lease has expired and the renewed one holds
+	// until 50 s (20 s + 30 s), not for a century nor for the other
+	// domain's 24 h.
+	now = now.Add(25 * time.Second)
+	if got, _ := e.Decide(ctx, r); got.Code != CodeOK {
+		t.Fatalf("at 45 s: %s, want OK (one slot free)", got.Code)
+	}
+	if got, _ := e.Decide(ctx, r); got.Code != CodeOverLimit {
+		t.Fatalf("at 45 s, again: %s, want OVER_LIMIT", got.Code)
+	}
+	now = now.Add(5*time.Second + time.Microsecond)
+	if got, _ := e.Decide(ctx, r); got.Code != CodeOK {
+		t.Fatalf("at 50 s: %s, want OK: the renewed slot should have expired", got.Code)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 )
 
 // HTTPHandler serves the --http address: without a gateway, the decision
@@ -91,8 +93,25 @@ func writeErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, policy.ErrUnknownRule):
 		writeError(w, http.StatusNotFound, err.Error())
 	default:
-		writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+storeFailure(err))
 	}
+}
+
+// storeFailure says what kind of store failure err is, for a client: not
+// the store's own message, which names its addresses (the metrics count
+// the failures, and the admin events say when the store goes away).
+func storeFailure(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the store did not answer in time"
+	case errors.Is(err, store.ErrContention):
+		return "too much contention on the key; retry"
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
+		return "the store is unavailable"
+	case errors.Is(err, context.Canceled):
+		return "the request was cancelled"
+	}
+	return "the store failed"
 }
 
 // jsonContentType reports whether a request's Content-Type may carry JSON:

@@ -244,7 +244,7 @@ func (s *Server) handleLeases(op leaseOp) http.HandlerFunc {
 				o := owner[le.Index]
 				err = badInput("%s: slot %d: %v", tokenName(in, o.token), o.slot, le.Err)
 			case !errors.Is(err, ErrBadInput) && !errors.Is(err, policy.ErrBadRequest):
-				err = &httpError{http.StatusServiceUnavailable, op.failure + " (" + err.Error() + ")"}
+				err = &httpError{http.StatusServiceUnavailable, op.failure + " (" + storeFailure(err) + ")"}
 			}
 			writeErr(w, err)
 			return

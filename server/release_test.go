@@ -258,6 +258,9 @@ func TestReleaseWhenTheStoreIsDown(t *testing.T) {
 	if code != 503 || !strings.Contains(e.Error, "could not release") || !strings.Contains(e.Error, "lease TTL") {
 		t.Fatalf("release with the store down: %d %s, want 503 saying the store could not release and the slots come back at their lease TTL", code, body)
 	}
+	if strings.Contains(e.Error, "127.0.0.1") || strings.Contains(e.Error, "redis") || strings.Contains(e.Error, "resilient") {
+		t.Errorf("the 503 shows the store's address or error to the client: %s", e.Error)
+	}
 	_, mbody, _ := do(t, "GET", admin.URL+"/metrics", "", nil)
 	if !strings.Contains(string(mbody), `floodgate_store_errors_total{op="release"} 1`) ||
 		!strings.Contains(string(mbody), `floodgate_requests_total{code="error",transport="v1-release"} 1`) {
