@@ -10,7 +10,7 @@
 //	near_limit_total{domain,rule}          admitted decisions that left less than
 //	                                       20% of the limit (envoyproxy/ratelimit's
 //	                                       near_limit at its default 0.8 ratio)
-//	requests_total{transport,code}         requests per transport (grpc, json, v1, v1-peek, v1-release)
+//	requests_total{transport,code}         requests per transport (grpc, json, v1, v1-peek, v1-release, v1-renew)
 //	                                       and overall code (OK, OVER_LIMIT, error)
 //	request_duration_seconds{transport}    time to answer a request
 //	store_duration_seconds{op}             store call latency
