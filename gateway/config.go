@@ -69,13 +69,22 @@ type RouteSpec struct {
 	// "api.example.com" exactly, "*.example.com" any subdomain. Empty:
 	// any host.
 	Host string `yaml:"host"`
-	// PathPrefix matches the cleaned request path the way route prefixes
-	// do in package dimension: "/api" covers "/api" and "/api/x", not
-	// "/apix"; "/api/" covers everything below it. Default "/": every path.
+	// PathPrefix matches the request path, percent-decoded and cleaned
+	// (dot segments resolved, repeated slashes merged), the way route
+	// prefixes do in package dimension: "/api" covers "/api" and "/api/x",
+	// not "/apix"; "/api/" covers everything below it. Case-sensitive
+	// unless PathCaseInsensitive; ";" parameters are part of a segment
+	// ("/api;v=1/x" is not under "/api"). Default "/": every path.
 	PathPrefix string `yaml:"path_prefix"`
-	// Methods lists the methods matched (case-insensitive); empty: any.
-	// GET implies HEAD (a HEAD is a GET without the body, and is limited
-	// with it), as nginx's limit_except GET does.
+	// PathCaseInsensitive matches PathPrefix ignoring ASCII case ("/Api/x"
+	// under "/api"), for an upstream whose paths are case-insensitive.
+	PathCaseInsensitive bool `yaml:"path_case_insensitive"`
+	// Methods lists the methods matched, in any case; empty: any. A
+	// request's method matches whatever its case ("get" as GET): methods
+	// are case-sensitive (RFC 9110), but an upstream may serve "get" as
+	// GET, so it is limited as one. GET implies HEAD (a HEAD is a GET
+	// without the body, and is limited with it), as nginx's limit_except
+	// GET does.
 	Methods []string `yaml:"methods"`
 	// Descriptors are what a matching request is decided on (see
 	// dimension.DescriptorSpec): e.g. remote_address, a header, the path.
@@ -138,6 +147,7 @@ type routeSpec struct {
 	host     string // lower case; "" any; ".example.com" for "*.example.com"
 	wildcard bool
 	prefix   string
+	foldCase bool     // PathCaseInsensitive
 	methods  []string // upper case, sorted
 	spec     *dimension.Spec
 	proxies  dimension.Proxies // the section's
@@ -176,7 +186,7 @@ func (s *Section) compile() error {
 	seen := map[string]int{}
 	for i, rs := range s.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
-		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), proxies: s.proxies, node: rs.node}
+		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, proxies: s.proxies, node: rs.node}
 		if !strings.HasPrefix(r.prefix, "/") {
 			return fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix)
 		}
@@ -205,7 +215,11 @@ func (s *Section) compile() error {
 		}
 		slices.Sort(r.methods)
 		// "/x" and "/x/" cover the same paths (see under).
-		key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + strings.TrimSuffix(r.prefix, "/") + "|" + strings.Join(r.methods, ",")
+		prefix := strings.TrimSuffix(r.prefix, "/")
+		if r.foldCase {
+			prefix = strings.ToLower(prefix)
+		}
+		key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + prefix + "|" + fmt.Sprint(r.foldCase) + "|" + strings.Join(r.methods, ",")
 		if first, dup := seen[key]; dup {
 			return fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods; a trailing / of the prefix and a HEAD beside GET change nothing), so one of them would never apply", at, first)
 		}

@@ -8,7 +8,11 @@
 //
 // A domain of the rules declares its routes in a gateway: section (see
 // [Section]): each matches requests by host ("api.example.com" or
-// "*.example.com"), path prefix and methods, and maps them to descriptors
+// "*.example.com"; only with WithPreserveHost(true), as the Host is the
+// client's to choose and an upstream that does not see it would serve
+// another Host the same path), path prefix (on the decoded, cleaned path,
+// case-sensitively unless path_case_insensitive) and methods (in any
+// case: "get" is limited as GET), and maps them to descriptors
 // (package dimension: remote address behind trusted proxies, headers, path,
 // query, API key, ...) that the domain's descriptors then limit. The most
 // specific route wins: the longest path prefix, then an exact host over a
@@ -40,11 +44,17 @@
 // X-Forwarded-For (and Forwarded, when the section's proxy_header is
 // forwarded) kept with the peer appended, any other peer's replaced by the
 // peer alone (a client's header is not passed on as if a proxy had written
-// it); an unrouted request trusts the proxies of every section. With
-// X-Forwarded-Host and -Proto. Responses stream through: text/event-stream
+// it); an unrouted request trusts the proxies of every section. An
+// untrusted peer's X-Real-IP becomes the peer and its other address fields
+// (True-Client-IP, CF-Connecting-IP, ...) are dropped, whatever the
+// configured header. X-Forwarded-Host and -Proto are the gateway's own. Responses stream through: text/event-stream
 // and bodies without a length are flushed as they arrive, and protocol
 // upgrades (websockets) are spliced through untouched. WithUpstreamTimeout
-// (default 60 s) bounds the upstream's silence. An upstream that fails is
+// (default 60 s) bounds the upstream's silence, WithClientTimeout (default
+// 60 s) the client's: a write to it or a read of its body that makes no
+// progress for that long ends the request (aborted, or 408), releasing its
+// slots — also each write after a websocket upgrade, but not an idle
+// websocket. An upstream that fails is
 // reported, not hidden: 502 (504 on a timeout) with an RFC 9457 problem
 // body that says so without naming the upstream or its error (the error
 // log has them).

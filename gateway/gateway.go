@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -39,14 +41,24 @@ type options struct {
 	preserveHost bool
 	timeout      time.Duration
 	timeoutSet   bool
+	client       time.Duration
+	clientSet    bool
 }
 
 // DefaultUpstreamTimeout is WithUpstreamTimeout's default, nginx's
 // proxy_read_timeout.
 const DefaultUpstreamTimeout = 60 * time.Second
 
+// DefaultClientTimeout is WithClientTimeout's default, nginx's
+// send_timeout and client_body_timeout.
+const DefaultClientTimeout = 60 * time.Second
+
 // errUpstreamTimeout cancels a request the upstream kept waiting.
 var errUpstreamTimeout = errors.New("gateway: upstream timeout")
+
+// errClientTimeout is the error of a read from a client that sent nothing
+// of its request body for the client timeout.
+var errClientTimeout = errors.New("gateway: client timeout")
 
 // WithMiddleware passes options to the middleware that decides each route's
 // requests (middleware.WithFallback, WithFailOpen, WithMaxWait, ...).
@@ -83,8 +95,26 @@ func WithUser(fn func(*http.Request) string) Option { return func(o *options) { 
 func WithTenant(fn func(*http.Request) string) Option { return func(o *options) { o.tenant = fn } }
 
 // WithPreserveHost sends the client's Host header to the upstream instead
-// of the upstream URL's host (default false, as nginx's proxy_pass).
+// of the upstream URL's host (default false, as nginx's proxy_pass). Routes
+// with a host need it: without it the upstream serves a path the same
+// whatever Host the client sent, so a client could skip a host route's
+// limits by sending another Host, and New refuses them.
 func WithPreserveHost(on bool) Option { return func(o *options) { o.preserveHost = on } }
+
+// WithClientTimeout bounds how long the gateway waits on the client
+// without progress (default DefaultClientTimeout, 60 s; 0 or negative: no
+// bound), as nginx's send_timeout and client_body_timeout: each write of
+// the response to the client (a client that stops reading) and each read
+// of its request body (a client that stops sending). A write that makes no
+// progress for that long aborts the response (the connection is closed); a
+// body read that gets nothing for that long ends the request with 408.
+// Either way the request ends and its concurrency slots are released. A
+// client that keeps reading or sending, however slowly, is not cut. After
+// a protocol upgrade (websockets) it bounds each write to the client too,
+// but not idleness: a websocket on which nothing is sent stays open.
+func WithClientTimeout(d time.Duration) Option {
+	return func(o *options) { o.client, o.clientSet = d, true }
+}
 
 // WithUpstreamTimeout bounds how long the gateway waits on the upstream
 // without progress (default DefaultUpstreamTimeout, 60 s; 0 or negative:
@@ -96,7 +126,8 @@ func WithPreserveHost(on bool) Option { return func(o *options) { o.preserveHost
 // A response or upload that keeps flowing is never cut, however long it
 // lasts; an idle stream (server-sent events with nothing to send) is, so
 // send keep-alive comments more often than this. After a protocol upgrade
-// (101, websockets) nothing is bounded.
+// (101, websockets) the upstream is not bounded (WithClientTimeout still
+// bounds writes to the client).
 func WithUpstreamTimeout(d time.Duration) Option {
 	return func(o *options) { o.timeout, o.timeoutSet = d, true }
 }
@@ -141,6 +172,11 @@ type reqState struct {
 	timer   *time.Timer // nil: no timeout
 	d       time.Duration
 	header  atomic.Bool // the response header is in
+	// bodyTimedOut is set when the client sent nothing of its body for
+	// the client timeout; done when ServeHTTP has returned (a read of the
+	// body the transport makes later is not bounded: the server has closed
+	// the body).
+	bodyTimedOut, done atomic.Bool
 }
 
 // New returns the gateway: requests matching a route of cfg's gateway
@@ -159,12 +195,14 @@ type reqState struct {
 // Options and defaults: WithMiddleware (none), WithHeaders (all fields,
 // standard names), WithTransport (a clone of http.DefaultTransport),
 // WithFlushInterval(0), WithErrorLog (none), WithUser / WithTenant (none),
-// WithPreserveHost(false), WithUpstreamTimeout(DefaultUpstreamTimeout).
+// WithPreserveHost(false), WithUpstreamTimeout(DefaultUpstreamTimeout),
+// WithClientTimeout(DefaultClientTimeout).
 //
 // It fails when upstream is not an absolute http(s) URL, when cfg declares
 // no route, or when a route cannot be built (a degrade fallback that is not
-// registered, a user source with neither user_header nor WithUser); the
-// latter are policy.Problems at the line of the field at fault (see Check).
+// registered, a user source with neither user_header nor WithUser, a host
+// without WithPreserveHost(true)); the latter are policy.Problems at the
+// line of the field at fault (see Check).
 func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) (*Gateway, error) {
 	if cfg == nil || d == nil {
 		return nil, errors.New("gateway: New needs a configuration and a Decider")
@@ -184,6 +222,9 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	}
 	if !g.o.timeoutSet {
 		g.o.timeout = DefaultUpstreamTimeout
+	}
+	if !g.o.clientSet {
+		g.o.client = DefaultClientTimeout
 	}
 	g.cfgs, _ = d.(interface{ Config() *policy.Config })
 	t, err := g.compile(cfg, d)
@@ -228,6 +269,10 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 		}
 		for i, rs := range s.compiled {
 			r := &route{routeSpec: rs, domain: dom.Name, order: len(t.routes)}
+			if rs.host != "" && !g.o.preserveHost {
+				probs = append(probs, hostProblem(dom, rs, i))
+				continue
+			}
 			if rs.spec != nil {
 				var xo []dimension.Option
 				if g.o.user != nil && rs.spec.UserHeader == "" {
@@ -298,6 +343,20 @@ func routeProblem(dom *policy.Domain, rs *routeSpec, i int, err error) policy.Pr
 	return p
 }
 
+// hostProblem refuses a route with a host when the upstream does not get
+// the client's Host: routes are picked by the Host the client sends, so a
+// client sending another one would skip the route while the upstream,
+// which sees the upstream URL's host either way, serves it the same path.
+func hostProblem(dom *policy.Domain, rs *routeSpec, i int) policy.Problem {
+	line := rs.line("host")
+	if line == 0 {
+		line = dom.Pos.Line
+	}
+	return policy.Problem{File: dom.Pos.File, Line: line, Message: fmt.Sprintf(
+		"gateway: routes[%d].host: a route with a host needs the client's Host passed to the upstream (floodgate serve --preserve-host, gateway.WithPreserveHost(true)): without it the upstream serves the path whatever Host a client sends, so a client sending another Host would skip this route's limits (route %q of domain %s)",
+		i, rs.name, dom.Name)}
+}
+
 // middlewareProblems places a middleware error: a degrade rule without a
 // registered fallback at the rule, anything else at the route.
 func middlewareProblems(dom *policy.Domain, rs *routeSpec, i int, err error) []policy.Problem {
@@ -338,7 +397,8 @@ func (c checkOnly) Config() *policy.Config { return c.cfg }
 // keeps them from building, as policy.Problems at the line of the field at fault
 // (a user or tenant source with neither user_header/tenant_header nor
 // WithUser/WithTenant, a degrade rule whose fallback is not registered
-// through WithMiddleware) — nil when they build. A configuration without
+// through WithMiddleware, a host without WithPreserveHost(true)) — nil
+// when they build. A configuration without
 // gateway sections has no problems. warnings are legal but likely
 // mistakes: a route descriptor that no rule of its domain limits, so that
 // the route's requests pass unlimited.
@@ -540,6 +600,12 @@ func (t *routeTable) match(r *http.Request) *route {
 		p = "/" + p
 	}
 	p = path.Clean(p)
+	// Methods are case-sensitive (RFC 9110), but an upstream may serve a
+	// "get" as a GET: it is limited as one rather than let through.
+	method := r.Method
+	if strings.ContainsFunc(method, func(c rune) bool { return 'a' <= c && c <= 'z' }) {
+		method = strings.ToUpper(method)
+	}
 	for _, rt := range t.routes {
 		switch {
 		case rt.host == "":
@@ -550,10 +616,10 @@ func (t *routeTable) match(r *http.Request) *route {
 		case host != rt.host:
 			continue
 		}
-		if len(rt.methods) > 0 && !slices.Contains(rt.methods, r.Method) {
+		if len(rt.methods) > 0 && !slices.Contains(rt.methods, method) {
 			continue
 		}
-		if under(p, rt.prefix) {
+		if rt.foldCase && underFold(p, rt.prefix) || !rt.foldCase && under(p, rt.prefix) {
 			return rt
 		}
 	}
@@ -567,14 +633,33 @@ func under(p, prefix string) bool {
 	return m == "" || p == m || len(p) > len(m) && p[len(m)] == '/' && strings.HasPrefix(p, m)
 }
 
+// underFold is under, ASCII case-insensitively.
+func underFold(p, prefix string) bool {
+	m := strings.TrimSuffix(prefix, "/")
+	return m == "" || len(p) >= len(m) && strings.EqualFold(p[:len(m)], m) && (len(p) == len(m) || p[len(m)] == '/')
+}
+
 // ServeHTTP limits r by its route and proxies it when admitted. The path
 // is matched cleaned but proxied as received.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := g.table(r)
 	rt := t.match(r)
 	st := &reqState{rt: rt, proxies: t.proxies}
+	defer st.done.Store(true)
 	if rt != nil {
 		st.proxies = rt.proxies
+	}
+	if g.o.client > 0 {
+		cw := &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
+		// A deadline left by an earlier request of the connection must
+		// not cut this one's first write; the last write, which the server
+		// makes after the handler, gets a fresh one.
+		_ = cw.rc.SetWriteDeadline(time.Time{})
+		defer cw.deadline()
+		w = cw
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &clientBody{ReadCloser: r.Body, rc: cw.rc, d: g.o.client, st: st} // as http.MaxBytesReader is used
+		}
 	}
 	if rt != nil && rt.limiter != nil {
 		done, pass := rt.limiter.Check(w, r)
@@ -593,6 +678,127 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer st.timer.Stop()
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// clientWriter is the response to the client: each write must make
+// progress within d (nginx's send_timeout), else it fails and the
+// response is aborted.
+type clientWriter struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	d      time.Duration
+	st     *reqState
+	g      *Gateway
+	req    *http.Request
+	logged atomic.Bool
+}
+
+func (w *clientWriter) deadline() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+// stalled logs, once, a write that failed on the deadline.
+func (w *clientWriter) stalled(err error) {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !w.logged.Swap(true) {
+		w.g.log(w.req, fmt.Errorf("gateway: the client took nothing of the response for %v (client timeout); response aborted: %w", w.d, err))
+	}
+}
+
+func (w *clientWriter) WriteHeader(code int) {
+	w.deadline() // a 1xx goes out at once
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *clientWriter) Write(p []byte) (int, error) {
+	w.deadline()
+	n, err := w.ResponseWriter.Write(p)
+	w.stalled(err)
+	return n, err
+}
+
+// FlushError flushes what is buffered, within the deadline; ReverseProxy
+// flushes streaming responses through it (http.ResponseController).
+func (w *clientWriter) FlushError() error {
+	w.deadline()
+	err := w.rc.Flush()
+	w.stalled(err)
+	return err
+}
+
+// Hijack hands over the connection of a protocol upgrade with each of its
+// writes bounded as the response's are, and its reads not at all: an idle
+// websocket stays open, one whose client stops reading what the upstream
+// sends is closed.
+func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := w.rc.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = conn.SetDeadline(time.Now().Add(w.d)) // for the 101, written through brw
+	_ = conn.SetReadDeadline(time.Time{})
+	return &clientConn{Conn: conn, w: w}, brw, nil
+}
+
+func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// clientConn is an upgraded connection whose writes must make progress
+// within the client timeout.
+type clientConn struct {
+	net.Conn
+	w *clientWriter
+}
+
+func (c *clientConn) Write(p []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.w.d))
+	n, err := c.Conn.Write(p)
+	c.w.stalled(err)
+	return n, err
+}
+
+// CloseWrite passes the upstream's end of stream on (ReverseProxy uses it
+// when the connection has it).
+func (c *clientConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// clientBody is the request body: each read must get something within d
+// (nginx's client_body_timeout), else the request ends with 408. A timer,
+// not a standing read deadline, bounds each read: it marks the request
+// before the read fails (the failure cancels the request's context, which
+// the error handler must not take for a client that went away), and the
+// connection keeps no deadline that would cut the server's background
+// read during a long response, or the connection's next request.
+type clientBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	d     time.Duration
+	st    *reqState
+	timer *time.Timer
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	if b.st.done.Load() {
+		return b.ReadCloser.Read(p)
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.d, b.expire)
+	} else {
+		b.timer.Reset(b.d)
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
+	if err != nil && b.st.bodyTimedOut.Load() {
+		return n, fmt.Errorf("%w: nothing of the request body for %v: %w", errClientTimeout, b.d, err)
+	}
+	return n, err
+}
+
+// expire ends a read that waited d: the read fails on a deadline in the
+// past.
+func (b *clientBody) expire() {
+	b.st.bodyTimedOut.Store(true)
+	_ = b.rc.SetReadDeadline(time.Unix(1, 0))
 }
 
 func stateOf(r *http.Request) *reqState {
@@ -625,8 +831,20 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetXForwarded()
-	switch px.Header {
-	case dimension.Forwarded:
+	if !trustedPeer {
+		// A client's own claims about its address are not passed on as
+		// if a proxy the gateway trusts had written them, whatever
+		// header the section reads: X-Real-IP becomes the peer (as
+		// nginx's proxy_set_header X-Real-IP $remote_addr), the others
+		// are dropped.
+		for _, h := range clientAddrHeaders {
+			pr.Out.Header.Del(h)
+		}
+		if ok {
+			pr.Out.Header.Set("X-Real-IP", peer.String())
+		}
+	}
+	if px.Header == dimension.Forwarded {
 		var chain []string
 		if trustedPeer {
 			chain = slices.Clone(pr.In.Header["Forwarded"])
@@ -641,18 +859,18 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		if len(chain) > 0 {
 			pr.Out.Header.Set("Forwarded", strings.Join(chain, ", "))
 		}
-	case dimension.XRealIP:
-		if !trustedPeer {
-			pr.Out.Header.Del("X-Real-IP")
-			if ok {
-				pr.Out.Header.Set("X-Real-IP", peer.String())
-			}
-		}
 	}
 	if st != nil && st.timer != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &progressBody{ReadCloser: pr.Out.Body, st: st}
 	}
 }
+
+// clientAddrHeaders are the fields that claim a client's address, dropped
+// from a peer the gateway does not trust. ReverseProxy drops the
+// X-Forwarded-* fields and Forwarded before rewrite: SetXForwarded sets the
+// former, rewrite rebuilds Forwarded when it is the configured header.
+var clientAddrHeaders = []string{"X-Real-IP", "True-Client-IP", "X-Client-IP",
+	"X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Original-Forwarded-For"}
 
 // forwardedNode is RFC 7239's node for an address: IPv6 quoted in
 // brackets.
@@ -759,6 +977,21 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 // or the error (they are internal: the error log has them). A client that
 // went away gets nothing.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if st := stateOf(r); st != nil && st.bodyTimedOut.Load() || errors.Is(err, errClientTimeout) {
+		// The client is at fault, not the upstream (the read of its body
+		// may have cancelled the request before the error came back).
+		if !errors.Is(err, errClientTimeout) {
+			err = fmt.Errorf("%w: nothing of the request body for %v: %w", errClientTimeout, g.o.client, err)
+		}
+		g.log(r, err)
+		middleware.WriteProblem(w, middleware.Problem{
+			Status:   http.StatusRequestTimeout,
+			Title:    http.StatusText(http.StatusRequestTimeout),
+			Detail:   "the request body did not arrive in time",
+			Instance: r.URL.EscapedPath(),
+		})
+		return
+	}
 	timedOut := context.Cause(r.Context()) == errUpstreamTimeout
 	if !timedOut && r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		return

@@ -141,7 +141,7 @@ func TestRoutesAndHeaders(t *testing.T) {
 	c := newClock(t0)
 	e := engine(t, routesConfig, c)
 	up := echo(t)
-	srv := front(t, e, up.URL+"/base")
+	srv := front(t, e, up.URL+"/base", gateway.WithPreserveHost(true)) // the search route has a host
 	steps := []struct {
 		method, path string
 		hdr          []string
@@ -149,7 +149,7 @@ func TestRoutesAndHeaders(t *testing.T) {
 		rateLimit    string
 		body         string
 	}{
-		{"GET", "/search?q=a", []string{"Host", "api.example.com"}, 200, `"search";r=1;t=50`, "GET /base/search?q=a host=" + strings.TrimPrefix(up.URL, "http://") + " xff=127.0.0.1\n"},
+		{"GET", "/search?q=a", []string{"Host", "api.example.com"}, 200, `"search";r=1;t=50`, "GET /base/search?q=a host=api.example.com xff=127.0.0.1\n"},
 		{"GET", "/search/more", []string{"Host", "API.example.com:8443"}, 200, `"search";r=0;t=50`, ""},
 		{"GET", "/search", []string{"Host", "api.example.com"}, 429, `"search";r=0;t=50`, ""},
 		{"GET", "/search", []string{"Host", "other.example.com"}, 200, "", ""},                 // no route: unlimited
@@ -201,7 +201,7 @@ descriptors:
   - {key: generic_key, value: get, rate_limit: {name: get, unit: minute, requests_per_unit: 10}}
 `
 	e := engine(t, cfg, newClock(t0))
-	srv := front(t, e, echo(t).URL)
+	srv := front(t, e, echo(t).URL, gateway.WithPreserveHost(true))
 	for _, s := range []struct{ method, host, path, want string }{
 		{"GET", "x.org", "/", "any"},
 		{"GET", "x.org", "/api/v1", "api"},
@@ -487,7 +487,7 @@ func TestReload(t *testing.T) {
 	e := engine(t, routesConfig, c)
 	var logs []string
 	var mu sync.Mutex
-	srv := front(t, e, echo(t).URL, gateway.WithErrorLog(func(_ *http.Request, err error) {
+	srv := front(t, e, echo(t).URL, gateway.WithPreserveHost(true), gateway.WithErrorLog(func(_ *http.Request, err error) {
 		mu.Lock()
 		logs = append(logs, err.Error())
 		mu.Unlock()

@@ -233,7 +233,7 @@ descriptors:
 // GET /json and /v1/decide are the upstream's paths like any other: the
 // gateway does not answer them itself.
 func TestDecisionPathsAreProxied(t *testing.T) {
-	srv := front(t, engine(t, routesConfig, newClock(t0)), echo(t).URL)
+	srv := front(t, engine(t, routesConfig, newClock(t0)), echo(t).URL, gateway.WithPreserveHost(true))
 	for _, p := range []string{"/json", "/v1/decide", "/healthcheck"} {
 		if r := do(t, "POST", srv.URL+p); r.status != 200 || !strings.HasPrefix(r.body, "POST "+p+" ") {
 			t.Errorf("POST %s: %d %q, want the upstream's answer", p, r.status, r.body)
@@ -246,7 +246,7 @@ func TestDecisionPathsAreProxied(t *testing.T) {
 // the rules.
 func TestSetConfigAllOrNothing(t *testing.T) {
 	e := engine(t, routesConfig, newClock(t0))
-	gw, err := gateway.New(e.Config(), e, echo(t).URL)
+	gw, err := gateway.New(e.Config(), e, echo(t).URL, gateway.WithPreserveHost(true))
 	if err != nil {
 		t.Fatal(err)
 	}

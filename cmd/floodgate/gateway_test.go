@@ -205,3 +205,63 @@ func TestServeReloadAllOrNothing(t *testing.T) {
 		t.Errorf("the refused reload is logged %d times, want once: %s", strings.Count(errb.String(), "user needs user_header"), errb.String())
 	}
 }
+
+const hostRoute = `domain: edge
+gateway:
+  routes:
+    - path_prefix: /ping
+      host: api.example.com
+      descriptors: [{entries: [{source: remote_address}]}]
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`
+
+// A route with a host is refused unless the client's Host goes to the
+// upstream (--preserve-host): otherwise another Host would skip it while the
+// upstream serves the same path. validate checks it as serve does.
+func TestHostRouteNeedsPreserveHost(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "host=%s", r.Host) }))
+	defer up.Close()
+	dir, file := writeConfig(t, hostRoute)
+	const want = ":5: gateway: routes[0].host: a route with a host needs the client's Host passed to the upstream (floodgate serve --preserve-host"
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"validate", file}, &out, &errb); code != 1 || !strings.Contains(errb.String(), file+want) {
+		t.Errorf("validate: exit %d, stderr %q; want exit 1 and %q", code, errb.String(), want)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"validate", "--preserve-host", file}, &out, &errb); code != 0 {
+		t.Errorf("validate --preserve-host: exit %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	code := run(context.Background(), []string{"serve", "--config", dir, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+		"--admin", "127.0.0.1:0", "--upstream", up.URL}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), file+want) {
+		t.Errorf("serve without --preserve-host: exit %d, stderr %q", code, errb.String())
+	}
+	_, serr, stop := startServe(t, "--config", dir, "--reload-interval", "0", "--upstream", up.URL, "--preserve-host", "--client-timeout", "5s")
+	defer stop()
+	if !strings.Contains(serr.String(), "client_timeout=5s preserve_host=true") {
+		t.Errorf("startup log %q: want the client timeout and preserve_host", serr.String())
+	}
+	var httpAddr string
+	for _, m := range addrOf.FindAllStringSubmatch(serr.String(), -1) {
+		if m[1] == "http" {
+			httpAddr = m[2]
+		}
+	}
+	for i, wantStatus := range []int{200, 429} {
+		req, _ := http.NewRequest("GET", "http://"+httpAddr+"/ping", nil)
+		req.Host = "api.example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != wantStatus || wantStatus == 200 && string(b) != "host=api.example.com" {
+			t.Errorf("request %d: %d %q, want %d and the client's Host upstream", i, resp.StatusCode, b, wantStatus)
+		}
+	}
+}

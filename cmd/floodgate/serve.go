@@ -42,7 +42,8 @@ type serveFlags struct {
 	instances                                                                        int
 	leaseSlice                                                                       int64
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
-	shadow                                                                           bool
+	clientTimeout                                                                    time.Duration
+	shadow, preserveHost                                                             bool
 	logLevel                                                                         string
 	// env holds, by flag name, the flags set from the environment, so that
 	// an error names the variable the operator set rather than a flag
@@ -81,6 +82,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API")
 	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
+	fs.DurationVar(&f.clientTimeout, "client-timeout", gateway.DefaultClientTimeout, "with --upstream: how long a client may keep a request without progress — each write of the response (a client that stops reading: the response is aborted, its slot released) and each read of its body (408); websockets: each write to the client, not idleness; 0: no bound")
+	fs.BoolVar(&f.preserveHost, "preserve-host", false, "with --upstream: send the client's Host to the upstream instead of the upstream URL's host; routes with a host: need it (without it they are refused, as a client could skip them by sending another Host)")
 	fs.StringVar(&f.onStoreError, "on-store-error", "open", "when a remote store fails or times out: open (admit), closed (refuse) or local (decide in memory on limit ÷ --instances)")
 	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
 	fs.Int64Var(&f.leaseSlice, "lease-slice", 0, "remote stores: take this many units of a key at a time and admit from them in process (0: off; see store/lease for the bounded error)")
@@ -188,6 +191,7 @@ func (f *serveFlags) check() error {
 	bad(f.storeTimeout < minStoreTimeout, "store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
 	bad(f.drainTimeout <= 0, "drain-timeout", f.drainTimeout, "must be > 0")
 	bad(f.upstreamTimeout < 0, "upstream-timeout", f.upstreamTimeout, "must be >= 0 (0: no bound)")
+	bad(f.clientTimeout < 0, "client-timeout", f.clientTimeout, "must be >= 0 (0: no bound)")
 	bad(f.apiAddr != "" && f.upstream == "", "api", f.apiAddr, "only with --upstream (without it the decision APIs are on --http)")
 	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
@@ -235,7 +239,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout)}
 	var gw *gateway.Gateway
 	if f.upstream != "" {
-		gw, err = gatewayHandler(cfg, engine, f.upstream, f.upstreamTimeout, log)
+		gw, err = gatewayHandler(cfg, engine, f, log)
 		if ps, ok := errors.AsType[policy.Problems](err); ok {
 			return fmt.Errorf("%s: the gateway routes cannot be built:\n%w", f.origin("config", cfgPath), ps)
 		}
@@ -297,7 +301,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		if ls.API != nil {
 			apis = ls.API.Addr().String()
 		}
-		attrs = append(attrs, "upstream", store.RedactURL(f.upstream), "upstream_timeout", f.upstreamTimeout.String(), "decision_apis", apis)
+		attrs = append(attrs, "upstream", store.RedactURL(f.upstream), "upstream_timeout", f.upstreamTimeout.String(),
+			"client_timeout", f.clientTimeout.String(), "preserve_host", f.preserveHost, "decision_apis", apis)
 	}
 	log.Info("floodgate serving", attrs...)
 	if f.upstream != "" {
@@ -409,13 +414,14 @@ func gatewayDomains(cfg *policy.Config) []string {
 // routes from the configuration's gateway: sections). Upstream failures and
 // requests it could not decide are logged. It registers no user or tenant
 // function and no fallback, which is what floodgate validate checks the
-// routes against (gateway.Check without options).
-func gatewayHandler(cfg *policy.Config, engine *policy.Engine, upstream string, timeout time.Duration, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.New(cfg, engine, upstream, gateway.WithUpstreamTimeout(timeout), gateway.WithErrorLog(func(r *http.Request, err error) {
-		if r == nil {
-			log.Warn("gateway", "err", err)
-			return
-		}
-		log.Warn("gateway", "method", r.Method, "path", r.URL.Path, "err", err)
-	}))
+// routes against (gateway.Check with WithPreserveHost as --preserve-host).
+func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log *slog.Logger) (*gateway.Gateway, error) {
+	return gateway.New(cfg, engine, f.upstream, gateway.WithUpstreamTimeout(f.upstreamTimeout), gateway.WithClientTimeout(f.clientTimeout),
+		gateway.WithPreserveHost(f.preserveHost), gateway.WithErrorLog(func(r *http.Request, err error) {
+			if r == nil {
+				log.Warn("gateway", "err", err)
+				return
+			}
+			log.Warn("gateway", "method", r.Method, "path", r.URL.Path, "err", err)
+		}))
 }

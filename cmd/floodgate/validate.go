@@ -14,7 +14,7 @@ func init() {
 	commands["validate"] = command{"check a configuration file or directory", runValidate}
 }
 
-// runValidate is `floodgate validate [-v] PATH`: every problem as
+// runValidate is `floodgate validate [-v] [--preserve-host] PATH`: every problem as
 // file:line: message and exit 1, or exit 0 when the configuration is valid
 // (-v also prints the compiled rules). Gateway routes are built as serve
 // builds them (no user function, no fallbacks), so what validate passes
@@ -23,8 +23,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print the compiled rules of a valid configuration")
+	preserveHost := fs.Bool("preserve-host", false, "check the gateway routes as serve --upstream --preserve-host builds them (routes with a host: need it)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nroutes whose descriptors no rule limits.")
+		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] [--preserve-host] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nroutes whose descriptors no rule limits.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 1, stdout, stderr); !ok {
@@ -37,7 +38,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	// As serve builds the routes: gatewayHandler registers no user
 	// function and no fallback.
-	warnings, err := gateway.Check(cfg)
+	warnings, err := gateway.Check(cfg, gateway.WithPreserveHost(*preserveHost))
 	for _, w := range warnings {
 		w.Message = "warning: " + w.Message
 		fmt.Fprintln(stderr, w)
