@@ -26,6 +26,7 @@ import (
 	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/middleware"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 )
 
 // Option configures a Gateway; see New for the defaults.
@@ -207,12 +208,16 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	if cfg == nil || d == nil {
 		return nil, errors.New("gateway: New needs a configuration and a Decider")
 	}
+	shown := store.RedactURL(upstream) // errors never show a password
 	u, err := url.Parse(upstream)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: upstream %q: %w", upstream, err)
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // *url.Error repeats the whole URL
+		}
+		return nil, fmt.Errorf("gateway: upstream %q: %w", shown, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("gateway: upstream %q: want an absolute http:// or https:// URL with a host and no user, query or fragment", upstream)
+		return nil, fmt.Errorf("gateway: upstream %q: want an absolute http:// or https:// URL with a host and no user, query or fragment", shown)
 	}
 	g := &Gateway{d: d, upstream: u}
 	for _, f := range opts {

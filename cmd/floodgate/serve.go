@@ -69,6 +69,9 @@ func (f *serveFlags) origin(name string, value any) string {
 	if e, ok := f.env[name]; ok {
 		return fmt.Sprintf("%s=%q", e.name, store.RedactURL(e.value))
 	}
+	if v, ok := value.(string); ok {
+		value = store.RedactURL(v) // a URL's password, e.g. --upstream's or --store's
+	}
 	return fmt.Sprintf("--%s %v", name, value)
 }
 

@@ -46,6 +46,8 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-3s"}, 1, "floodgate serve: FLOODGATE_DRAIN_TIMEOUT=\"-3s\": must be > 0\n"},
 		{[]string{"serve", "--lease-slice", "10"}, nil, 1, "--lease-slice 10: leases are for remote stores; --store memory:// decides in process already"},
 		{[]string{"serve", "--config", "/no/such/config.yaml"}, nil, 1, "/no/such/config.yaml"},
+		{[]string{"serve", "--upstream", "ftp://admin:s3cret@127.0.0.1:1/", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, nil, 1,
+			"floodgate serve: --upstream ftp://admin:xxxxx@127.0.0.1:1/: gateway: upstream \"ftp://admin:xxxxx@127.0.0.1:1/\": want an absolute http:// or https:// URL with a host and no user, query or fragment\n"},
 		{[]string{"serve", "extra"}, nil, 2, `unexpected argument "extra"`},
 		{[]string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_ON_STORE_ERROR": "never"}, 1, `floodgate serve: FLOODGATE_ON_STORE_ERROR: resilient: invalid option: unknown failure policy "never"`},
