@@ -711,7 +711,7 @@ func (sc *Scenario) validateContender(i int) error {
 	}
 	if c.Algorithm == "" {
 		if c.Strategy == StrategySingle {
-			return bad("algorithm", "required (one of the algo kinds, e.g. sliding_window)")
+			return bad("algorithm", "required: the single strategy runs one algorithm, e.g. \"single algorithm=gcra\" (or just \"gcra\"); one of %s", kindNames())
 		}
 		c.Algorithm = algo.SlidingLog.String()
 	}
@@ -931,4 +931,13 @@ func (sc *Scenario) idealLimit() (*algo.Limit, error) {
 		return nil, sc.errorf(0, "limit: the perfect sliding window (sliding_log) cannot hold it: %v", err)
 	}
 	return l, nil
+}
+
+// kindNames lists the algorithms a contender may run.
+func kindNames() string {
+	names := make([]string, 0, len(algo.Kinds()))
+	for _, k := range algo.Kinds() {
+		names = append(names, k.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -103,6 +103,7 @@ func TestScenarioErrorsSayWhatAndWhere(t *testing.T) {
 		{"no limit", "period: 1s\nduration: 3s\ntraffic: [{kind: poisson, rate: 1}]\n", "limit: must be > 0"},
 		{"no traffic", base, "traffic: at least one source"},
 		{"bad algorithm", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: magic\n", `s.yaml:6: contenders[0].algorithm: invalid limit: unknown algorithm "magic"`},
+		{"single without algorithm", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - strategy: single\n", `s.yaml:6: contenders[0].algorithm: required: the single strategy runs one algorithm, e.g. "single algorithm=gcra"`},
 		{"bad strategy", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - strategy: gossip\n", `s.yaml:6: contenders[0].strategy: unknown "gossip"`},
 		{"bad sub windows", base + "traffic: [{kind: poisson, rate: 1}]\ncontenders:\n  - algorithm: sliding_window\n    sub_windows: 7\n", "s.yaml:6: contenders[0].algorithm: invalid limit: sub_windows"},
 		{"event outside", base + "traffic: [{kind: poisson, rate: 1}]\nevents:\n  - at: 10s\n    instances: 3\n", "s.yaml:6: events[0].at: 10s is outside the run"},
