@@ -53,7 +53,9 @@ func Parse(name string, data []byte) (*Config, error) {
 }
 
 // Validate returns every problem of the configuration at path, or nil when
-// it is valid. It is `floodgate validate`.
+// it is valid: Load's problems as a list, for a program that checks
+// configurations. `floodgate validate` reports the same and, like `floodgate
+// serve --upstream`, also builds the gateway routes (gateway.Check).
 func Validate(path string) []Problem {
 	_, err := Load(path)
 	var ps Problems
