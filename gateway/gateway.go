@@ -366,8 +366,8 @@ func hostProblem(dom *policy.Domain, rs *routeSpec, i int) policy.Problem {
 // registered fallback at the rule, anything else at the route.
 func middlewareProblems(dom *policy.Domain, rs *routeSpec, i int, err error) []policy.Problem {
 	var probs []policy.Problem
-	for _, r := range dom.Rules() {
-		if r.Strategy == policy.StrategyDegrade && strings.Contains(err.Error(), r.Pos.String()+": ") {
+	if mf, ok := errors.AsType[*middleware.MissingFallbackError](err); ok {
+		for _, r := range mf.Rules {
 			probs = append(probs, policy.Problem{File: r.Pos.File, Line: r.Pos.Line, Message: fmt.Sprintf(
 				"rule %q: strategy degrade needs the fallback %q, which the gateway does not have (floodgate serve registers none: use reject, wait or shadow; a program embedding the gateway registers it with gateway.WithMiddleware(middleware.WithFallback(...)))",
 				r.Name, r.Fallback)})

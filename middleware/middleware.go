@@ -218,19 +218,38 @@ func CheckFallbacks(cfg *policy.Config, domain string, fallbacks map[string]http
 	if dom == nil {
 		return nil
 	}
-	var missing []string
+	var missing []*policy.Rule
 	for _, r := range dom.Rules() {
 		if r.Strategy != policy.StrategyDegrade {
 			continue
 		}
 		if _, ok := fallbacks[r.Fallback]; !ok {
-			missing = append(missing, fmt.Sprintf("%s: rule %q degrades to fallback %q, which is not registered (WithFallback)", r.Pos, r.Name, r.Fallback))
+			missing = append(missing, r)
 		}
 	}
 	if len(missing) > 0 {
-		return errors.New("middleware: " + strings.Join(missing, "; "))
+		return &MissingFallbackError{Rules: missing}
 	}
 	return nil
+}
+
+// MissingFallbackError is the error of CheckFallbacks (and New): the
+// degrade rules whose fallback is not registered, for a caller that
+// reports each at its rule (the gateway does).
+type MissingFallbackError struct {
+	Rules []*policy.Rule
+}
+
+func (e *MissingFallbackError) Error() string {
+	var b strings.Builder
+	b.WriteString("middleware: ")
+	for i, r := range e.Rules {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: rule %q degrades to fallback %q, which is not registered (WithFallback)", r.Pos, r.Name, r.Fallback)
+	}
+	return b.String()
 }
 
 // Handler wraps next: requests within their limits reach it with the

@@ -357,9 +357,13 @@ func TestDegradeAndShadow(t *testing.T) {
 		w.Header().Set("X-Served-By", "fallback")
 		io.WriteString(w, "cached results\n")
 	})
-	if _, err := middleware.New(e, "web", extractor(t, perPath), middleware.WithFallback("cached", cached)); err == nil ||
-		!strings.Contains(err.Error(), `test.yaml:12: rule "lost" degrades to fallback "nowhere", which is not registered`) {
+	_, err := middleware.New(e, "web", extractor(t, perPath), middleware.WithFallback("cached", cached))
+	if err == nil || !strings.Contains(err.Error(), `test.yaml:12: rule "lost" degrades to fallback "nowhere", which is not registered`) {
 		t.Fatalf("New without a fallback: %v", err)
+	}
+	// The rules are there for a caller that reports each at its line.
+	if mf, ok := errors.AsType[*middleware.MissingFallbackError](err); !ok || len(mf.Rules) != 1 || mf.Rules[0].Name != "lost" || mf.Rules[0].Pos.Line != 12 {
+		t.Fatalf("New without a fallback: %#v, want a MissingFallbackError naming rule lost at line 12", err)
 	}
 	var logged []error
 	var mu sync.Mutex
