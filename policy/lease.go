@@ -81,13 +81,9 @@ func (e *LeaseError) Unwrap() []error { return []error{ErrBadRequest, e.Err} }
 // a concurrency limit (outside its key prefix, or whose fingerprint names
 // another algorithm), or a limit that does not compile.
 func (e *Engine) ReleaseLeases(ctx context.Context, leases []Lease) error {
-	reqs := make([]store.Request, len(leases))
-	for i, l := range leases {
-		q, err := e.leaseRequest(l)
-		if err != nil {
-			return &LeaseError{Index: i, Err: err}
-		}
-		reqs[i] = q
+	reqs, err := e.leaseRequests(leases)
+	if err != nil {
+		return err
 	}
 	if len(reqs) == 0 {
 		return nil
@@ -98,17 +94,13 @@ func (e *Engine) ReleaseLeases(ctx context.Context, leases []Lease) error {
 // RenewLeases extends the slots of leases to expire their TTL from now,
 // as Renew does for the Response they came from, with the same checks as
 // ReleaseLeases; a TTL longer than any concurrency limit of the key's
-// domain has is cut to the longest that one has. Renewing leases that were released or have expired is a
-// no-op: they are not revived. When the store is not a store.Renewer it
+// domain has is cut to the longest that one has. Renewing leases that
+// were released or have expired is a no-op: they are not revived. When the store is not a store.Renewer it
 // checks the leases and does nothing more.
 func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
-	reqs := make([]store.Request, len(leases))
-	for i, l := range leases {
-		q, err := e.leaseRequest(l)
-		if err != nil {
-			return &LeaseError{Index: i, Err: err}
-		}
-		reqs[i] = q
+	reqs, err := e.leaseRequests(leases)
+	if err != nil {
+		return err
 	}
 	rn, ok := e.st.(store.Renewer)
 	if len(reqs) == 0 || !ok {
@@ -119,14 +111,15 @@ func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
 	// longest concurrency lease, or a forged TTL of centuries would hold
 	// every slot of a key long after its holder is gone.
 	for i := range reqs {
-		longest := e.longestLeaseTTL(reqs[i].Key)
-		if reqs[i].Limit.Window(0) > longest {
-			lim, err := algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: leases[i].Limit, LeaseTTL: longest})
-			if err != nil || longest <= 0 {
-				return &LeaseError{Index: i, Err: fmt.Errorf("no concurrency limit of this configuration has a lease TTL of %v", reqs[i].Limit.Window(0))}
-			}
-			reqs[i].Limit = lim
+		ttl, longest := reqs[i].Limit.Window(0), e.longestLeaseTTL(reqs[i].Key)
+		if ttl <= longest {
+			continue
 		}
+		lim, err := algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: leases[i].Limit, LeaseTTL: longest})
+		if longest <= 0 || err != nil {
+			return &LeaseError{Index: i, Err: fmt.Errorf("no concurrency limit of this configuration has a lease TTL of %v", ttl)}
+		}
+		reqs[i].Limit = lim
 	}
 	return rn.Renew(ctx, reqs)
 }
@@ -154,6 +147,20 @@ func (e *Engine) longestLeaseTTL(key string) time.Duration {
 		}
 	}
 	return longest
+}
+
+// leaseRequests checks every lease before any store call and rebuilds
+// their store requests; a *LeaseError names the first bad one.
+func (e *Engine) leaseRequests(leases []Lease) ([]store.Request, error) {
+	reqs := make([]store.Request, len(leases))
+	for i, l := range leases {
+		q, err := e.leaseRequest(l)
+		if err != nil {
+			return nil, &LeaseError{Index: i, Err: err}
+		}
+		reqs[i] = q
+	}
+	return reqs, nil
 }
 
 // leaseRequest validates l and rebuilds the store request that releases it.

@@ -401,24 +401,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 // Release gives back the Concurrency leases (Request.Lease) of reqs;
 // requests of other algorithms are ignored.
 func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
-	if err := s.check(reqs, nil); err != nil {
-		return err
-	}
-	now := s.nowUS()
-	for i := range reqs {
-		r := &reqs[i]
-		if r.Limit.Algorithm() != algo.Concurrency {
-			continue
-		}
-		l, lease := r.Limit, r.Lease
-		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
-			return algo.Decision{}, must(live && l.Release(st, now, lease))
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.eachLease(ctx, reqs, (*algo.Limit).Release)
 }
 
 // Renew extends the Concurrency leases (Request.Lease) of reqs to expire
@@ -426,6 +409,12 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 // a lease that has expired or been released is not revived, and requests
 // of other algorithms are ignored.
 func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	return s.eachLease(ctx, reqs, (*algo.Limit).Renew)
+}
+
+// eachLease applies op (Release or Renew) to the lease of each Concurrency
+// request, under compare-and-swap, writing the state when op changed it.
+func (s *Store) eachLease(ctx context.Context, reqs []store.Request, op func(*algo.Limit, *algo.State, int64, uint64) bool) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err
 	}
@@ -437,7 +426,7 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 		}
 		l, lease := r.Limit, r.Lease
 		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
-			return algo.Decision{}, must(live && l.Renew(st, now, lease))
+			return algo.Decision{}, must(live && op(l, st, now, lease))
 		})
 		if err != nil {
 			return err

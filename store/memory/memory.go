@@ -485,55 +485,40 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 // Refund gives back units admitted by an earlier Take (Request.At is its
 // Result.At; zero means now). Missing keys are skipped.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
-	if err := s.begin(ctx, reqs); err != nil {
-		return err
-	}
-	now := s.now()
-	for i := range reqs {
-		err := s.each(&reqs[i], now, func(st *algo.State, r *store.Request) {
-			at := r.At
-			if at == 0 {
-				at = now
-			}
-			r.Limit.Refund(st, now, at, r.Cost)
-		})
-		if err != nil {
-			return err
+	return s.eachRequest(ctx, reqs, func(st *algo.State, r *store.Request, now int64) {
+		at := r.At
+		if at == 0 {
+			at = now
 		}
-	}
-	return nil
+		r.Limit.Refund(st, now, at, r.Cost)
+	})
 }
 
 // Release gives back the Concurrency leases named by Request.Lease.
 func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
-	if err := s.begin(ctx, reqs); err != nil {
-		return err
-	}
-	now := s.now()
-	for i := range reqs {
-		err := s.each(&reqs[i], now, func(st *algo.State, r *store.Request) {
-			r.Limit.Release(st, now, r.Lease)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.eachRequest(ctx, reqs, func(st *algo.State, r *store.Request, now int64) {
+		r.Limit.Release(st, now, r.Lease)
+	})
 }
 
 // Renew extends the Concurrency leases named by Request.Lease to expire
 // their limit's LeaseTTL from now (store.Renewer). A lease that has expired
 // or been released is not revived.
 func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	return s.eachRequest(ctx, reqs, func(st *algo.State, r *store.Request, now int64) {
+		r.Limit.Renew(st, now, r.Lease)
+	})
+}
+
+// eachRequest applies f to the live state of each request's key at one
+// now, as each does: the common body of Refund, Release and Renew.
+func (s *Store) eachRequest(ctx context.Context, reqs []store.Request, f func(*algo.State, *store.Request, int64)) error {
 	if err := s.begin(ctx, reqs); err != nil {
 		return err
 	}
 	now := s.now()
 	for i := range reqs {
-		err := s.each(&reqs[i], now, func(st *algo.State, r *store.Request) {
-			r.Limit.Renew(st, now, r.Lease)
-		})
-		if err != nil {
+		if err := s.each(&reqs[i], now, func(st *algo.State, r *store.Request) { f(st, r, now) }); err != nil {
 			return err
 		}
 	}

@@ -392,13 +392,7 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	if local := s.localIfAny(); local != nil {
 		lerr = local.Release(ctx, s.divide(reqs))
 	}
-	switch o {
-	case ok:
-		return lerr
-	case callers:
-		return err
-	}
-	return errors.Join(leaseCallFailed("release", err), lerr)
+	return leaseResult("release", o, err, lerr)
 }
 
 // Renew extends leases on the store (store.Renewer; nothing there when the
@@ -420,13 +414,22 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 	if local, isRenewer := s.localIfAny().(store.Renewer); isRenewer {
 		lerr = local.Renew(ctx, s.divide(reqs))
 	}
+	return leaseResult("renew", o, err, lerr)
+}
+
+// leaseResult is the error of a release or renewal (op) whose store call
+// ended with outcome o and error err, the local store's giving lerr: the
+// local error when the store did its part, the caller's own error (its
+// context) as it is, else the store's failure, wrapping
+// store.ErrUnavailable, joined with the local error.
+func leaseResult(op string, o outcome, err, lerr error) error {
 	switch o {
 	case ok:
 		return lerr
 	case callers:
 		return err
 	}
-	return errors.Join(leaseCallFailed("renew", err), lerr)
+	return errors.Join(leaseCallFailed(op, err), lerr)
 }
 
 // leaseCallFailed wraps the error of a release or a renewal (op) the store

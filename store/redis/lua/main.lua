@@ -189,29 +189,20 @@ for _ = 1, tonumber(ARGV[1]) do
       for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
       emit(1)
       emit(now)
-    elseif op == 'l' then
+    elseif op == 'l' or op == 'n' then
+      -- Release or renew: the handler's function of that name, for the
+      -- algorithms that have one (concurrency).
+      local fn = op == 'l' and 'release' or 'renew'
       emit(1)
       emit(now)
       for r = 1, nreq do
         local q = reqs[r]
         local found = false
-        if q.h.release and not q.st.expired then found = q.h.release(q.st, q.p, now, q.lease) end
+        if q.h[fn] and not q.st.expired then found = q.h[fn](q.st, q.p, now, q.lease) end
         emit(found and 1 or 0)
       end
       for i = 1, #order do
-        if order[i].h.release then order[i].h.save(order[i].st, order[i].p, now) end
-      end
-    elseif op == 'n' then
-      emit(1)
-      emit(now)
-      for r = 1, nreq do
-        local q = reqs[r]
-        local found = false
-        if q.h.renew and not q.st.expired then found = q.h.renew(q.st, q.p, now, q.lease) end
-        emit(found and 1 or 0)
-      end
-      for i = 1, #order do
-        if order[i].h.renew then order[i].h.save(order[i].st, order[i].p, now) end
+        if order[i].h[fn] then order[i].h.save(order[i].st, order[i].p, now) end
       end
     else
       return redis.error_reply('floodgate: unknown op ' .. tostring(op))
