@@ -71,13 +71,11 @@ func TestBinaryGateway(t *testing.T) {
 		io.WriteString(w, "data: second\n\n")
 	})
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, rw, ok := upgrade(w)
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		if line, err := rw.ReadString('\n'); err == nil {
 			rw.WriteString("echo " + line)
 			rw.Flush()

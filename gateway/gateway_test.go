@@ -421,13 +421,11 @@ func TestUpgradePassesThrough(t *testing.T) {
 			http.Error(w, "upgrade expected", 400)
 			return
 		}
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, rw, ok := upgrade(w)
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		// Echo lines until the client closes.
 		for {
 			line, err := rw.ReadString('\n')
@@ -625,4 +623,38 @@ func load(t testing.TB, url string, n, c int) (ok, limited, other int64) {
 	}
 	wg.Wait()
 	return a.Load(), b.Load(), o.Load()
+}
+
+// upgrade hijacks w's connection and answers 101 Switching Protocols to a
+// websocket upgrade, as the test upstreams do; ok is false when w cannot
+// be hijacked.
+func upgrade(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, bool) {
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	rw.Flush()
+	return conn, rw, true
+}
+
+// uploadSlowly POSTs 50 bytes to url in 5 pieces 80 ms apart (real time: a
+// slow client's pace) and returns the answer's status and body.
+func uploadSlowly(t *testing.T, url string) (int, string) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	go func() {
+		for range 5 {
+			time.Sleep(80 * time.Millisecond)
+			pw.Write([]byte("0123456789"))
+		}
+		pw.Close()
+	}()
+	resp, err := http.Post(url, "text/plain", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
 }

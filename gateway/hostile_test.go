@@ -36,13 +36,11 @@ func slowClients(t *testing.T) *httptest.Server {
 			b, _ := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "got %d bytes", len(b))
 		case "/ws":
-			conn, rw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
+			conn, rw, ok := upgrade(w)
+			if !ok {
 				return
 			}
 			defer conn.Close()
-			rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-			rw.Flush()
 			for {
 				line, err := rw.ReadString('\n')
 				if err != nil {
@@ -153,22 +151,8 @@ func TestClientThatStopsSendingGets408(t *testing.T) {
 		t.Errorf("log %q, want the stalled body", logs.String())
 	}
 	// A body that keeps coming, more slowly than the timeout in all, passes.
-	pr, pw := io.Pipe()
-	go func() {
-		for range 5 {
-			time.Sleep(80 * time.Millisecond) // a slow client's pace, real time
-			pw.Write([]byte("0123456789"))
-		}
-		pw.Close()
-	}()
-	resp, err = http.Post(srv.URL+"/upload", "text/plain", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "got 50 bytes" {
-		t.Errorf("slow but steady upload: %d %q, want it through", resp.StatusCode, b)
+	if code, body := uploadSlowly(t, srv.URL+"/upload"); code != 200 || body != "got 50 bytes" {
+		t.Errorf("slow but steady upload: %d %q, want it through", code, body)
 	}
 }
 

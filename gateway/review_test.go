@@ -115,36 +115,20 @@ func TestUpstreamTimeout(t *testing.T) {
 		t.Errorf("stalled body: %d %q %v, want the first line then a cut", resp.StatusCode, b, err)
 	}
 
-	// An upload that keeps coming is progress: 5 pieces 80 ms apart.
-	pr, pw := io.Pipe()
-	go func() {
-		for range 5 {
-			time.Sleep(80 * time.Millisecond)
-			pw.Write([]byte("0123456789"))
-		}
-		pw.Close()
-	}()
-	resp, err = http.Post(srv.URL+"/upload", "text/plain", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "got 50 bytes" {
-		t.Errorf("slow upload: %d %q, want it through", resp.StatusCode, b)
+	// An upload that keeps coming is progress.
+	if code, body := uploadSlowly(t, srv.URL+"/upload"); code != 200 || body != "got 50 bytes" {
+		t.Errorf("slow upload: %d %q, want it through", code, body)
 	}
 }
 
 // A websocket is not bounded by the upstream timeout once upgraded.
 func TestUpstreamTimeoutSparesUpgrades(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, rw, ok := upgrade(w)
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		for {
 			line, err := rw.ReadString('\n')
 			if err != nil {
