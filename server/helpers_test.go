@@ -44,6 +44,12 @@ func newEnv(t *testing.T, opts ...server.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvFor(t, cfg, opts...)
+}
+
+// newEnvFor is newEnv on the configuration cfg.
+func newEnvFor(t *testing.T, cfg *policy.Config, opts ...server.Option) *env {
+	t.Helper()
 	c := &clock{}
 	c.us.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
 	st, err := memory.New(memory.WithClock(c.Now), memory.WithSweepInterval(0))

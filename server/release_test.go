@@ -14,7 +14,6 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
-	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
@@ -288,23 +287,8 @@ func TestRenewKeepsTheSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{}
-	c.us.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
-	st, err := memory.New(memory.WithClock(c.Now), memory.WithSweepInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eng, err := policy.NewEngine(cfg, st, policy.WithClock(c.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(eng, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.HTTPHandler())
-	t.Cleanup(ts.Close)
+	e := newEnvFor(t, cfg)
+	c, ts := e.clock, e.http
 	renew := func(tok string) (int, string) {
 		code, body, _ := postJSON(t, ts.URL+"/v1/renew", map[string]string{"lease": tok})
 		return code, string(body)
