@@ -432,30 +432,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 // report success. Under FailLocal the local store's leases are released
 // all the same.
 func TestReleaseWhenTheStoreIsDown(t *testing.T) {
-	srv := testserver.NewRedis(t)
-	if srv == nil {
-		t.Skip("no redis-server")
-	}
-	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	var releaseErrs atomic.Int64
-	mk := func(p resilient.Policy) *resilient.Store {
-		s, err := resilient.New(inner, resilient.WithPolicy(p), resilient.WithTimeout(200*time.Millisecond),
-			resilient.WithBreaker(1000, time.Second),
-			resilient.WithHooks(resilient.Hooks{Call: func(op string, _ time.Duration, err error) {
-				if op == "release" && err != nil {
-					releaseErrs.Add(1)
-				}
-			}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	open, local := mk(resilient.FailOpen), mk(resilient.FailLocal)
+	srv, open, local, releaseErrs := onStoppableRedis(t, "release")
 	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 2, LeaseTTL: time.Minute})
 	key := "release-" + t.Name()
 	lease := func(id uint64) store.Request { return store.Request{Key: key, Limit: l, Cost: 1, Lease: id} }
@@ -480,7 +457,7 @@ func TestReleaseWhenTheStoreIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err = open.Release(context.Background(), []store.Request{lease(2)})
+	err := open.Release(context.Background(), []store.Request{lease(2)})
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "release failed") {
 		t.Fatalf("Release with the store down = %v, want an error wrapping store.ErrUnavailable saying the release failed", err)
 	}
@@ -534,30 +511,7 @@ func TestRenew(t *testing.T) {
 // TestRenewWhenTheStoreIsDown: a renewal the store did not do is an error
 // wrapping store.ErrUnavailable, as a release is, under every policy.
 func TestRenewWhenTheStoreIsDown(t *testing.T) {
-	srv := testserver.NewRedis(t)
-	if srv == nil {
-		t.Skip("no redis-server")
-	}
-	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	var renewErrs atomic.Int64
-	mk := func(p resilient.Policy) *resilient.Store {
-		s, err := resilient.New(inner, resilient.WithPolicy(p), resilient.WithTimeout(200*time.Millisecond),
-			resilient.WithBreaker(1000, time.Second),
-			resilient.WithHooks(resilient.Hooks{Call: func(op string, _ time.Duration, err error) {
-				if op == "renew" && err != nil {
-					renewErrs.Add(1)
-				}
-			}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	open, local := mk(resilient.FailOpen), mk(resilient.FailLocal)
+	srv, open, local, renewErrs := onStoppableRedis(t, "renew")
 	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 2, LeaseTTL: time.Minute})
 	q := store.Request{Key: "renew-" + t.Name(), Limit: l, Cost: 1, Lease: 1}
 	if _, err := open.Take(context.Background(), []store.Request{q}, make([]algo.Decision, 1)); err != nil {
@@ -578,4 +532,36 @@ func TestRenewWhenTheStoreIsDown(t *testing.T) {
 	if n := renewErrs.Load(); n != 2 {
 		t.Fatalf("%d failed renew calls reported to the hooks, want 2", n)
 	}
+}
+
+// onStoppableRedis starts a private Redis for the test and returns it with
+// two resilient stores over it, FailOpen and FailLocal (200 ms timeout, a
+// breaker that does not trip during the test), and the count of the
+// calls of op (release, renew) that failed. It skips without redis-server.
+func onStoppableRedis(t *testing.T, op string) (*testserver.Server, *resilient.Store, *resilient.Store, *atomic.Int64) {
+	t.Helper()
+	srv := testserver.NewRedis(t)
+	if srv == nil {
+		t.Skip("no redis-server")
+	}
+	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	failed := new(atomic.Int64)
+	mk := func(p resilient.Policy) *resilient.Store {
+		s, err := resilient.New(inner, resilient.WithPolicy(p), resilient.WithTimeout(200*time.Millisecond),
+			resilient.WithBreaker(1000, time.Second),
+			resilient.WithHooks(resilient.Hooks{Call: func(name string, _ time.Duration, err error) {
+				if name == op && err != nil {
+					failed.Add(1)
+				}
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return srv, mk(resilient.FailOpen), mk(resilient.FailLocal), failed
 }
