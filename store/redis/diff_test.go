@@ -84,36 +84,30 @@ func (m *model) peek(q store.Request, now int64) algo.Decision {
 }
 
 func (m *model) refund(q store.Request, now int64) {
-	s, ok := m.states[q.Key]
-	if !ok || q.Limit.ExpiresAt(s) <= now {
-		return
-	}
 	at := q.At
 	if at == 0 {
 		at = now
 	}
-	v := s.Clone()
-	q.Limit.Refund(&v, now, at, q.Cost)
-	m.put(q.Key, q.Limit, v, now)
+	m.giveBack(q, now, func(v *algo.State) { q.Limit.Refund(v, now, at, q.Cost) })
 }
 
 func (m *model) release(q store.Request, now int64) {
-	s, ok := m.states[q.Key]
-	if !ok || q.Limit.ExpiresAt(s) <= now {
-		return
-	}
-	v := s.Clone()
-	q.Limit.Release(&v, now, q.Lease)
-	m.put(q.Key, q.Limit, v, now)
+	m.giveBack(q, now, func(v *algo.State) { q.Limit.Release(v, now, q.Lease) })
 }
 
 func (m *model) renew(q store.Request, now int64) {
+	m.giveBack(q, now, func(v *algo.State) { q.Limit.Renew(v, now, q.Lease) })
+}
+
+// giveBack applies f to a copy of q's key's live state and keeps the
+// result; a key without live state is left alone (refund, release, renew).
+func (m *model) giveBack(q store.Request, now int64, f func(*algo.State)) {
 	s, ok := m.states[q.Key]
 	if !ok || q.Limit.ExpiresAt(s) <= now {
 		return
 	}
 	v := s.Clone()
-	q.Limit.Renew(&v, now, q.Lease)
+	f(&v)
 	m.put(q.Key, q.Limit, v, now)
 }
 

@@ -78,36 +78,30 @@ func (r *reference) peek(q store.Request, now int64) algo.Decision {
 }
 
 func (r *reference) refund(q store.Request, now int64) {
-	s, ok := r.states[q.Key]
-	if !ok || q.Limit.ExpiresAt(s) <= now {
-		return
-	}
 	at := q.At
 	if at == 0 {
 		at = now
 	}
-	v := s.Clone()
-	q.Limit.Refund(&v, now, at, q.Cost)
-	r.put(q.Key, q.Limit, v, now)
+	r.giveBack(q, now, func(v *algo.State) { q.Limit.Refund(v, now, at, q.Cost) })
 }
 
 func (r *reference) release(q store.Request, now int64) {
-	s, ok := r.states[q.Key]
-	if !ok || q.Limit.ExpiresAt(s) <= now {
-		return
-	}
-	v := s.Clone()
-	q.Limit.Release(&v, now, q.Lease)
-	r.put(q.Key, q.Limit, v, now)
+	r.giveBack(q, now, func(v *algo.State) { q.Limit.Release(v, now, q.Lease) })
 }
 
 func (r *reference) renew(q store.Request, now int64) {
+	r.giveBack(q, now, func(v *algo.State) { q.Limit.Renew(v, now, q.Lease) })
+}
+
+// giveBack applies f to a copy of q's key's live state and keeps the
+// result; a key without live state is left alone (refund, release, renew).
+func (r *reference) giveBack(q store.Request, now int64, f func(*algo.State)) {
 	s, ok := r.states[q.Key]
 	if !ok || q.Limit.ExpiresAt(s) <= now {
 		return
 	}
 	v := s.Clone()
-	q.Limit.Renew(&v, now, q.Lease)
+	f(&v)
 	r.put(q.Key, q.Limit, v, now)
 }
 
