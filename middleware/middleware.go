@@ -457,15 +457,8 @@ func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err er
 	}
 	// The client learns what kind of failure it was, not the store's
 	// addresses or messages (WithErrorLog gets those).
-	reason := "the decision failed"
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		reason = "the decision timed out"
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
-		reason = "its store is unavailable"
-	}
 	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
-		Detail: "the rate limiter could not decide: " + reason})
+		Detail: "the rate limiter could not decide: " + store.Failure(err)})
 	return nop, false
 }
 

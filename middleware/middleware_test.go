@@ -551,7 +551,7 @@ descriptors:
 		case open && r.status != 200:
 			t.Errorf("fail open: %d %s", r.status, r.body)
 		case !open && (r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil ||
-			p.Detail != "the rate limiter could not decide: its store is unavailable"):
+			p.Detail != "the rate limiter could not decide: the store is unavailable"):
 			t.Errorf("fail closed: %d %s", r.status, r.body)
 		}
 	}

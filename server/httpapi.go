@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,25 +92,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, policy.ErrUnknownRule):
 		writeError(w, http.StatusNotFound, err.Error())
 	default:
-		writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+storeFailure(err))
+		writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+store.Failure(err))
 	}
-}
-
-// storeFailure says what kind of store failure err is, for a client: not
-// the store's own message, which names its addresses (the metrics count
-// the failures, and the admin events say when the store goes away).
-func storeFailure(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "the store did not answer in time"
-	case errors.Is(err, store.ErrContention):
-		return "too much contention on the key; retry"
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrClosed):
-		return "the store is unavailable"
-	case errors.Is(err, context.Canceled):
-		return "the request was cancelled"
-	}
-	return "the store failed"
 }
 
 // jsonContentType reports whether a request's Content-Type may carry JSON:

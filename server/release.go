@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 )
 
 // A lease token is what /v1/decide hands out for the concurrency slots an
@@ -244,7 +245,7 @@ func (s *Server) handleLeases(op leaseOp) http.HandlerFunc {
 				o := owner[le.Index]
 				err = badInput("%s: slot %d: %v", tokenName(in, o.token), o.slot, le.Err)
 			case !errors.Is(err, ErrBadInput) && !errors.Is(err, policy.ErrBadRequest):
-				err = &httpError{http.StatusServiceUnavailable, op.failure + " (" + storeFailure(err) + ")"}
+				err = &httpError{http.StatusServiceUnavailable, op.failure + " (" + store.Failure(err) + ")"}
 			}
 			writeErr(w, err)
 			return

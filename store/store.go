@@ -116,6 +116,24 @@ var (
 	ErrBadRequest = errors.New("store: bad request")
 )
 
+// Failure names the kind of failure err is, in words fit for a client:
+// a store's errors carry addresses and server messages that belong in
+// the operator's log, not in a response. The server's APIs and the
+// middleware answer with it.
+func Failure(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the store did not answer in time"
+	case errors.Is(err, ErrContention):
+		return "too much contention on the key; retry"
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):
+		return "the store is unavailable"
+	case errors.Is(err, context.Canceled):
+		return "the request was cancelled"
+	}
+	return "the store failed"
+}
+
 // Check validates reqs and out as every Store method expects them.
 func Check(reqs []Request, out []algo.Decision) error {
 	if out != nil && len(out) != len(reqs) {
