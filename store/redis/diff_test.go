@@ -12,10 +12,12 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/storetest"
 )
 
-// The differential test: traces run through the Go reference (algo's pure
-// functions on local states, with the store rules storetest documents)
+// The differential test: traces run through the Go reference
+// (storetest.Reference: algo's pure functions on local states, with the
+// store rules storetest documents)
 // and through the Lua scripts with explicit times, and every decision,
 // every Result and every state read back by Inspect must be identical.
 
@@ -23,93 +25,6 @@ import (
 type clock struct{ us atomic.Int64 }
 
 func (c *clock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
-
-// model is the reference: algo on local states; a state past its
-// ExpiresAt is fresh; a refused Take leaves each state as its request
-// alone would; Peek writes nothing.
-type model struct{ states map[string]*algo.State }
-
-func (m *model) state(key string, l *algo.Limit, now int64) algo.State {
-	s, ok := m.states[key]
-	if !ok || l.ExpiresAt(s) <= now {
-		return algo.State{}
-	}
-	return s.Clone()
-}
-
-func (m *model) put(key string, l *algo.Limit, s algo.State, now int64) {
-	if l.ExpiresAt(&s) <= now {
-		delete(m.states, key)
-		return
-	}
-	m.states[key] = &s
-}
-
-func (m *model) take(reqs []store.Request, now int64) (bool, []algo.Decision) {
-	out := make([]algo.Decision, len(reqs))
-	states := map[string]*algo.State{}
-	for i, q := range reqs {
-		s, seen := states[q.Key]
-		if !seen {
-			v := m.state(q.Key, q.Limit, now)
-			s = &v
-			states[q.Key] = s
-		}
-		out[i] = q.Limit.TakeLease(s, now, q.Cost, q.Lease)
-		if !out[i].Allowed {
-			for j, q := range reqs {
-				s := m.state(q.Key, q.Limit, now)
-				d := q.Limit.Peek(&s, now, q.Cost)
-				if !d.Allowed {
-					d = q.Limit.TakeLease(&s, now, q.Cost, q.Lease)
-				}
-				out[j] = store.Unwind(d, q.Cost)
-				m.put(q.Key, q.Limit, s, now)
-			}
-			return false, out
-		}
-	}
-	for _, q := range reqs {
-		if s, ok := states[q.Key]; ok {
-			m.put(q.Key, q.Limit, *s, now)
-			delete(states, q.Key)
-		}
-	}
-	return true, out
-}
-
-func (m *model) peek(q store.Request, now int64) algo.Decision {
-	s := m.state(q.Key, q.Limit, now)
-	return q.Limit.Peek(&s, now, q.Cost)
-}
-
-func (m *model) refund(q store.Request, now int64) {
-	at := q.At
-	if at == 0 {
-		at = now
-	}
-	m.giveBack(q, now, func(v *algo.State) { q.Limit.Refund(v, now, at, q.Cost) })
-}
-
-func (m *model) release(q store.Request, now int64) {
-	m.giveBack(q, now, func(v *algo.State) { q.Limit.Release(v, now, q.Lease) })
-}
-
-func (m *model) renew(q store.Request, now int64) {
-	m.giveBack(q, now, func(v *algo.State) { q.Limit.Renew(v, now, q.Lease) })
-}
-
-// giveBack applies f to a copy of q's key's live state and keeps the
-// result; a key without live state is left alone (refund, release, renew).
-func (m *model) giveBack(q store.Request, now int64, f func(*algo.State)) {
-	s, ok := m.states[q.Key]
-	if !ok || q.Limit.ExpiresAt(s) <= now {
-		return
-	}
-	v := s.Clone()
-	f(&v)
-	m.put(q.Key, q.Limit, v, now)
-}
 
 // diffParams are the limits of the differential test: every algorithm,
 // with the options that change its math.
@@ -188,7 +103,7 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 	s := openT(t, url, append([]Option{WithTestClock(ck.Now), withTestTTLFloor(time.Hour)}, opts...)...)
 	ns := fmt.Sprintf("{diff%s/%s}:", runID, t.Name())
 	keys := []string{ns + "a", ns + "b", ns + "c"}
-	ref := &model{states: map[string]*algo.State{}}
+	ref := storetest.NewReference()
 	lastAt := map[string]int64{}
 	capacity := l.Capacity()
 	cost := func() int64 {
@@ -215,13 +130,14 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 			t.Logf("%s", where)
 			for _, key := range keys {
 				st, _, _ := s.Inspect(t.Context(), key)
-				t.Logf("    %s store %+v ref %+v", key[len(ns):], st, ref.states[key])
+				refState, _ := ref.Stored(key)
+				t.Logf("    %s store %+v ref %+v", key[len(ns):], st, refState)
 			}
 		}
 		switch n := rng.IntN(100); {
 		case n < 40:
 			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost(), Lease: uint64(rng.IntN(4))}
-			ok, want := ref.take([]store.Request{q}, now)
+			ok, want := ref.Take([]store.Request{q}, now)
 			if trace {
 				t.Logf("  take %s cost %d lease %d -> %v", q.Key[len(ns):], q.Cost, q.Lease, ok)
 			}
@@ -242,7 +158,7 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 			for j := range reqs {
 				reqs[j] = store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost() % (capacity + 1), Lease: uint64(rng.IntN(4))}
 			}
-			ok, want := ref.take(reqs, now)
+			ok, want := ref.Take(reqs, now)
 			if trace {
 				for _, q := range reqs {
 					t.Logf("  multi %s cost %d lease %d", q.Key[len(ns):], q.Cost, q.Lease)
@@ -268,13 +184,13 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 			if err := s.Peek(t.Context(), []store.Request{q}, out); err != nil {
 				t.Fatalf("%s: Peek: %v", where, err)
 			}
-			if want := ref.peek(q, now); out[0] != want {
+			if want := ref.Peek(q, now); out[0] != want {
 				t.Fatalf("%s: Peek(%s, cost %d) = %+v, reference %+v", where, q.Key, q.Cost, out[0], want)
 			}
 		case n < 72:
 			key := keys[rng.IntN(len(keys))]
 			q := store.Request{Key: key, Limit: l, Cost: 1 + rng.Int64N(3), At: lastAt[key]}
-			ref.refund(q, now)
+			ref.Refund(q, now)
 			if trace {
 				t.Logf("  refund %s cost %d at %d", q.Key[len(ns):], q.Cost, q.At)
 			}
@@ -283,13 +199,13 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 			}
 		case n < 77:
 			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Lease: uint64(rng.IntN(4))}
-			ref.release(q, now)
+			ref.Release(q, now)
 			if err := s.Release(t.Context(), []store.Request{q}); err != nil {
 				t.Fatalf("%s: Release: %v", where, err)
 			}
 		case n < 80:
 			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Lease: uint64(rng.IntN(4))}
-			ref.renew(q, now)
+			ref.Renew(q, now)
 			if trace {
 				t.Logf("  renew %s lease %d", q.Key[len(ns):], q.Lease)
 			}
@@ -298,7 +214,7 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 			}
 		case n < 82:
 			key := keys[rng.IntN(len(keys))]
-			delete(ref.states, key)
+			ref.Reset(key)
 			delete(lastAt, key)
 			if err := s.Reset(t.Context(), key); err != nil {
 				t.Fatalf("%s: Reset: %v", where, err)
@@ -327,13 +243,13 @@ func runDiff(t *testing.T, url string, l *algo.Limit, rng *rand.Rand, ops int, o
 }
 
 // compareState checks that Inspect reads back the reference's state.
-func compareState(t *testing.T, where string, s *Store, ref *model, key string, l *algo.Limit, now int64) {
+func compareState(t *testing.T, where string, s *Store, ref *storetest.Reference, key string, l *algo.Limit, now int64) {
 	t.Helper()
 	got, found, err := s.Inspect(t.Context(), key)
 	if err != nil {
 		t.Fatalf("%s: Inspect(%s): %v", where, key, err)
 	}
-	want, live := ref.states[key]
+	want, live := ref.Stored(key)
 	if live && l.ExpiresAt(want) <= now {
 		live = false
 	}
@@ -378,7 +294,7 @@ func sortPairs(ext []int64) {
 }
 
 // TestDifferentialScripted runs hand-picked traces at the edges of the
-// arithmetic through the model and the scripts: calendar boundaries (leap
+// arithmetic through the reference and the scripts: calendar boundaries (leap
 // years, December to January), times past 2^53µs and before the epoch
 // (clamped), levels near 2^53 unit·µs, and refusals whose retry lies in a
 // later sub-window.
@@ -436,12 +352,12 @@ func TestDifferentialScripted(t *testing.T) {
 			ck := new(clock)
 			s := openT(t, url, WithTestClock(ck.Now), withTestTTLFloor(time.Hour))
 			key := fmt.Sprintf("{scripted%s}:%s", runID, tc.name)
-			ref := &model{states: map[string]*algo.State{}}
+			ref := storetest.NewReference()
 			for i, st := range tc.steps {
 				ck.us.Store(st.now)
 				now := min(max(st.now, 0), maxT)
 				q := store.Request{Key: key, Limit: l, Cost: st.cost}
-				ok, want := ref.take([]store.Request{q}, now)
+				ok, want := ref.Take([]store.Request{q}, now)
 				out := make([]algo.Decision, 1)
 				res, err := s.Take(t.Context(), []store.Request{q}, out)
 				if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/storetest"
 )
 
 // TestSlotMatchesCluster compares Slot with the server's CLUSTER KEYSLOT.
@@ -330,11 +331,11 @@ func TestBatchingMixedKinds(t *testing.T) {
 				return
 			}
 			key := fmt.Sprintf("mixed:%s:%d", runID, g)
-			ref := &model{states: map[string]*algo.State{}}
+			ref := storetest.NewReference()
 			out := make([]algo.Decision, 1)
 			for i := 0; i < 25; i++ {
 				q := store.Request{Key: key, Limit: l, Cost: int64(1 + (g+i)%3)}
-				ok, want := ref.take([]store.Request{q}, ck.us.Load())
+				ok, want := ref.Take([]store.Request{q}, ck.us.Load())
 				res, err := s.Take(context.Background(), []store.Request{q}, out)
 				if err != nil {
 					errs <- err

@@ -99,7 +99,7 @@ func Fuzz(f *testing.F, h Harness) {
 func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng chooser, ops int) {
 	ns := namespace(t)
 	keys := []string{ns + "a", ns + "b", ns + "c"}
-	ref := newReference()
+	ref := NewReference()
 	lastAt := make(map[string]int64)
 	capacity := l.Capacity()
 	cost := func() int64 {
@@ -122,7 +122,7 @@ func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng ch
 		switch n := rng.IntN(100); {
 		case n < 45: // take one key
 			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost(), Lease: lease()}
-			ok, want := ref.take([]store.Request{q}, now)
+			ok, want := ref.Take([]store.Request{q}, now)
 			got, res := takeOne(t, st, q)
 			if res.At != now {
 				t.Fatalf("%s: Take: Result.At = %d, want the injected clock's %d", where, res.At, now)
@@ -139,7 +139,7 @@ func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng ch
 			for j := range reqs {
 				reqs[j] = store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost() % (capacity + 1), Lease: lease()}
 			}
-			ok, want := ref.take(reqs, now)
+			ok, want := ref.Take(reqs, now)
 			out := make([]algo.Decision, m)
 			res, err := st.Take(t.Context(), reqs, out)
 			if err != nil {
@@ -160,7 +160,7 @@ func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng ch
 			}
 		case n < 70:
 			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: cost()}
-			want := ref.peek(q, now)
+			want := ref.Peek(q, now)
 			if got := peekOne(t, st, q); got != want {
 				t.Fatalf("%s: Peek(%s, cost %d): store %s, reference %s", where, q.Key, q.Cost, formatDecision(got), formatDecision(want))
 			}
@@ -170,19 +170,19 @@ func runRandom(t *testing.T, l *algo.Limit, st store.Store, clock *Clock, rng ch
 				continue
 			}
 			q := store.Request{Key: key, Limit: l, Cost: 1 + rng.Int64N(2), At: lastAt[key]}
-			ref.refund(q, now)
+			ref.Refund(q, now)
 			if err := st.Refund(t.Context(), []store.Request{q}); err != nil {
 				t.Fatalf("%s: Refund: %v", where, err)
 			}
 		case n < 80:
 			q := store.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Lease: 1 + uint64(rng.IntN(3))}
-			ref.release(q, now)
+			ref.Release(q, now)
 			if err := st.Release(t.Context(), []store.Request{q}); err != nil {
 				t.Fatalf("%s: Release: %v", where, err)
 			}
 		case n < 82:
 			key := keys[rng.IntN(len(keys))]
-			ref.reset(key)
+			ref.Reset(key)
 			delete(lastAt, key)
 			if err := st.Reset(t.Context(), key); err != nil {
 				t.Fatalf("%s: Reset: %v", where, err)

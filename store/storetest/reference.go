@@ -5,16 +5,22 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// reference decides as a store must, on local states, with the rules the
-// package doc lists. It is not safe for concurrent use.
-type reference struct {
+// Reference decides as a store must, on local states, with the rules the
+// package doc lists: a state past its ExpiresAt is fresh, a refused Take
+// leaves each state as its request alone would, Peek writes nothing, and
+// a give-back (Refund, Release, Renew) leaves a key without live state
+// alone. The suite checks every store against it; a store's own
+// differential tests (Redis's Lua against algo) can too. Times are µs
+// since the epoch. It is not safe for concurrent use.
+type Reference struct {
 	states map[string]*algo.State
 }
 
-func newReference() *reference { return &reference{states: make(map[string]*algo.State)} }
+// NewReference returns a Reference holding no state.
+func NewReference() *Reference { return &Reference{states: make(map[string]*algo.State)} }
 
 // state returns a copy of key's live state: zero when missing or expired.
-func (r *reference) state(key string, l *algo.Limit, now int64) algo.State {
+func (r *Reference) state(key string, l *algo.Limit, now int64) algo.State {
 	s, ok := r.states[key]
 	if !ok || l.ExpiresAt(s) <= now {
 		return algo.State{}
@@ -24,7 +30,7 @@ func (r *reference) state(key string, l *algo.Limit, now int64) algo.State {
 
 // put keeps s as key's state, or forgets the key when s is no different
 // from a fresh state.
-func (r *reference) put(key string, l *algo.Limit, s algo.State, now int64) {
+func (r *Reference) put(key string, l *algo.Limit, s algo.State, now int64) {
 	if l.ExpiresAt(&s) <= now {
 		delete(r.states, key)
 		return
@@ -32,7 +38,9 @@ func (r *reference) put(key string, l *algo.Limit, s algo.State, now int64) {
 	r.states[key] = &s
 }
 
-func (r *reference) take(reqs []store.Request, now int64) (bool, []algo.Decision) {
+// Take decides reqs all or nothing at now, as Store.Take must: whether
+// all were admitted, and each request's decision.
+func (r *Reference) Take(reqs []store.Request, now int64) (bool, []algo.Decision) {
 	out := make([]algo.Decision, len(reqs))
 	states := make(map[string]*algo.State, len(reqs))
 	ok := true
@@ -72,12 +80,14 @@ func (r *reference) take(reqs []store.Request, now int64) (bool, []algo.Decision
 	return true, out
 }
 
-func (r *reference) peek(q store.Request, now int64) algo.Decision {
+// Peek decides q at now without charging it.
+func (r *Reference) Peek(q store.Request, now int64) algo.Decision {
 	s := r.state(q.Key, q.Limit, now)
 	return q.Limit.Peek(&s, now, q.Cost)
 }
 
-func (r *reference) refund(q store.Request, now int64) {
+// Refund gives q's cost back at now (at q.At when set).
+func (r *Reference) Refund(q store.Request, now int64) {
 	at := q.At
 	if at == 0 {
 		at = now
@@ -85,17 +95,19 @@ func (r *reference) refund(q store.Request, now int64) {
 	r.giveBack(q, now, func(v *algo.State) { q.Limit.Refund(v, now, at, q.Cost) })
 }
 
-func (r *reference) release(q store.Request, now int64) {
+// Release frees q's lease at now.
+func (r *Reference) Release(q store.Request, now int64) {
 	r.giveBack(q, now, func(v *algo.State) { q.Limit.Release(v, now, q.Lease) })
 }
 
-func (r *reference) renew(q store.Request, now int64) {
+// Renew extends q's lease at now.
+func (r *Reference) Renew(q store.Request, now int64) {
 	r.giveBack(q, now, func(v *algo.State) { q.Limit.Renew(v, now, q.Lease) })
 }
 
 // giveBack applies f to a copy of q's key's live state and keeps the
 // result; a key without live state is left alone (refund, release, renew).
-func (r *reference) giveBack(q store.Request, now int64, f func(*algo.State)) {
+func (r *Reference) giveBack(q store.Request, now int64, f func(*algo.State)) {
 	s, ok := r.states[q.Key]
 	if !ok || q.Limit.ExpiresAt(s) <= now {
 		return
@@ -105,12 +117,20 @@ func (r *reference) giveBack(q store.Request, now int64, f func(*algo.State)) {
 	r.put(q.Key, q.Limit, v, now)
 }
 
-func (r *reference) reset(key string) { delete(r.states, key) }
+// Reset forgets key's state.
+func (r *Reference) Reset(key string) { delete(r.states, key) }
 
-// expiresAt is key's ExpiresAt, 0 when it holds no state.
-func (r *reference) expiresAt(key string, l *algo.Limit) int64 {
+// ExpiresAt is key's state's ExpiresAt under l, 0 when it holds no state.
+func (r *Reference) ExpiresAt(key string, l *algo.Limit) int64 {
 	if s, ok := r.states[key]; ok {
 		return l.ExpiresAt(s)
 	}
 	return 0
+}
+
+// Stored returns key's state as kept, expired or not, and whether there is
+// one; the caller must not modify it.
+func (r *Reference) Stored(key string) (*algo.State, bool) {
+	s, ok := r.states[key]
+	return s, ok
 }

@@ -45,10 +45,10 @@ func testExact(t *testing.T, h *Harness) {
 		clock := NewClock(Epoch)
 		now := clock.micros()
 		// What a sequence of Attempts takes admits, by the reference.
-		ref := newReference()
+		ref := NewReference()
 		want := 0
 		for i := 0; i < h.Attempts; i++ {
-			if ok, _ := ref.take([]store.Request{{Key: "k", Limit: l, Cost: 1}}, now); ok {
+			if ok, _ := ref.Take([]store.Request{{Key: "k", Limit: l, Cost: 1}}, now); ok {
 				want++
 			}
 		}
@@ -218,15 +218,15 @@ func testExpiry(t *testing.T, h *Harness) {
 		l := compile(t, kindParams(k, 5, 10*time.Second))
 		clock := NewClock(Epoch)
 		st := h.open(t, clock.Now)
-		ref := newReference()
+		ref := NewReference()
 		key := namespace(t) + "k"
 		q := store.Request{Key: key, Limit: l, Cost: 2, Lease: 9}
 		now := clock.micros()
-		ok, _ := ref.take([]store.Request{q}, now)
+		ok, _ := ref.Take([]store.Request{q}, now)
 		if d, _ := takeOne(t, st, q); !d.Allowed || !ok {
 			t.Fatalf("Take(cost 2) on a fresh key = %s, want allowed", formatDecision(d))
 		}
-		exp := ref.expiresAt(key, l)
+		exp := ref.ExpiresAt(key, l)
 		if exp <= now {
 			t.Fatalf("the reference's state expires at %d, not after now %d", exp, now)
 		}
@@ -244,7 +244,7 @@ func testExpiry(t *testing.T, h *Harness) {
 		}
 		// Just before expiry the key still holds its state.
 		clock.Set(time.UnixMicro(exp - 1))
-		if got, want := peekOne(t, st, q), ref.peek(q, exp-1); got != want {
+		if got, want := peekOne(t, st, q), ref.Peek(q, exp-1); got != want {
 			t.Errorf("1µs before ExpiresAt: Peek = %s, reference %s", formatDecision(got), formatDecision(want))
 		}
 		clock.Set(time.UnixMicro(exp))
@@ -296,13 +296,13 @@ func testRefundRelease(t *testing.T, h *Harness) {
 		l := compile(t, kindParams(k, 5, time.Hour))
 		clock := NewClock(Epoch)
 		st := h.open(t, clock.Now)
-		ref := newReference()
+		ref := NewReference()
 		q := store.Request{Key: namespace(t) + "k", Limit: l, Cost: 3, Lease: 42}
 		if l.Capacity() < 3 {
 			q.Cost = l.Capacity()
 		}
 		now := clock.micros()
-		ref.take([]store.Request{q}, now)
+		ref.Take([]store.Request{q}, now)
 		d, res := takeOne(t, st, q)
 		if !d.Allowed {
 			t.Fatalf("Take(cost %d) on a fresh key = %s, want allowed", q.Cost, formatDecision(d))
@@ -312,18 +312,18 @@ func testRefundRelease(t *testing.T, h *Harness) {
 		back := q
 		back.At = res.At
 		if k == algo.Concurrency {
-			ref.release(back, now)
+			ref.Release(back, now)
 			if err := st.Release(t.Context(), []store.Request{back}); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 		} else {
-			ref.refund(back, now)
+			ref.Refund(back, now)
 			if err := st.Refund(t.Context(), []store.Request{back}); err != nil {
 				t.Fatalf("Refund: %v", err)
 			}
 		}
 		probe := store.Request{Key: q.Key, Limit: l, Cost: 0}
-		got, want := peekOne(t, st, probe), ref.peek(probe, now)
+		got, want := peekOne(t, st, probe), ref.Peek(probe, now)
 		if got != want {
 			t.Errorf("after giving back: Peek = %s, reference %s", formatDecision(got), formatDecision(want))
 		}
@@ -344,15 +344,15 @@ func testPeek(t *testing.T, h *Harness) {
 		l := compile(t, kindParams(k, 5, time.Hour))
 		clock := NewClock(Epoch)
 		st := h.open(t, clock.Now)
-		ref := newReference()
+		ref := NewReference()
 		q := store.Request{Key: namespace(t) + "k", Limit: l, Cost: 1}
 		for i := 0; i < int(l.Capacity())+3; i++ {
 			for j := 0; j < 3; j++ {
-				if got, want := peekOne(t, st, q), ref.peek(q, clock.micros()); got != want {
+				if got, want := peekOne(t, st, q), ref.Peek(q, clock.micros()); got != want {
 					t.Fatalf("Peek %d.%d = %s, reference %s", i, j, formatDecision(got), formatDecision(want))
 				}
 			}
-			_, want := ref.take([]store.Request{q}, clock.micros())
+			_, want := ref.Take([]store.Request{q}, clock.micros())
 			if got, _ := takeOne(t, st, q); got != want[0] {
 				t.Fatalf("Take %d after peeks = %s, reference (which never peeked) %s", i, formatDecision(got), formatDecision(want[0]))
 			}
@@ -505,7 +505,7 @@ func testRenew(t *testing.T, h *Harness) {
 	if !ok {
 		t.Skip("the store is not a store.Renewer")
 	}
-	ref := newReference()
+	ref := NewReference()
 	key := namespace(t) + "k"
 	at := func(d time.Duration) int64 {
 		clock.Set(Epoch.Add(d))
@@ -513,7 +513,7 @@ func testRenew(t *testing.T, h *Harness) {
 	}
 	renew := func(what string, q store.Request, now int64) {
 		t.Helper()
-		ref.renew(q, now)
+		ref.Renew(q, now)
 		if err := rn.Renew(t.Context(), []store.Request{q}); err != nil {
 			t.Fatalf("Renew %s: %v", what, err)
 		}
@@ -521,7 +521,7 @@ func testRenew(t *testing.T, h *Harness) {
 	probe := func(what string, wantHeld bool, now int64) {
 		t.Helper()
 		q := store.Request{Key: key, Limit: l, Cost: 1}
-		got, want := peekOne(t, st, q), ref.peek(q, now)
+		got, want := peekOne(t, st, q), ref.Peek(q, now)
 		if got != want {
 			t.Errorf("%s: Peek = %s, reference %s", what, formatDecision(got), formatDecision(want))
 		}
@@ -532,7 +532,7 @@ func testRenew(t *testing.T, h *Harness) {
 	take := func(what string, lease uint64, now int64) {
 		t.Helper()
 		q := store.Request{Key: key, Limit: l, Cost: 1, Lease: lease}
-		ok, want := ref.take([]store.Request{q}, now)
+		ok, want := ref.Take([]store.Request{q}, now)
 		got, _ := takeOne(t, st, q)
 		if got != want[0] || !ok {
 			t.Fatalf("%s: Take = %s, reference %s, want allowed", what, formatDecision(got), formatDecision(want[0]))
@@ -549,7 +549,7 @@ func testRenew(t *testing.T, h *Harness) {
 
 	M := store.Request{Key: key, Limit: l, Lease: 8}
 	take("a second lease", M.Lease, at(2*ttl))
-	ref.release(M, at(2*ttl+time.Second))
+	ref.Release(M, at(2*ttl+time.Second))
 	if err := st.Release(t.Context(), []store.Request{M}); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

@@ -422,7 +422,7 @@ type traceRun struct {
 	t      *testing.T
 	tr     *trace
 	st     store.Store
-	ref    *reference
+	ref    *Reference
 	clock  *Clock
 	ns     string
 	limits map[string]*algo.Limit
@@ -468,7 +468,7 @@ func testTraces(t *testing.T, h *Harness) {
 // clock is clock; st nil checks the file's expectations against the
 // reference alone.
 func runTrace(t *testing.T, tr *trace, k algo.Kind, st store.Store, clock *Clock) {
-	r := &traceRun{t: t, tr: tr, st: st, ref: newReference(), clock: clock, ns: namespace(t),
+	r := &traceRun{t: t, tr: tr, st: st, ref: NewReference(), clock: clock, ns: namespace(t),
 		limits: make(map[string]*algo.Limit), lastAt: make(map[string]int64)}
 	for name, d := range tr.limits {
 		p := d.p
@@ -504,7 +504,7 @@ func (r *traceRun) step(s step) {
 	}
 	switch s.op {
 	case opTake:
-		ok, want := r.ref.take(reqs, now)
+		ok, want := r.ref.Take(reqs, now)
 		if s.want != nil {
 			if d := s.want.mismatch(want[0], ok); d != "" {
 				t.Errorf("%s: the reference decides %s (overall %v); the trace expects otherwise: %s", where, formatDecision(want[0]), ok, d)
@@ -535,7 +535,7 @@ func (r *traceRun) step(s step) {
 			}
 		}
 	case opPeek:
-		want := r.ref.peek(reqs[0], now)
+		want := r.ref.Peek(reqs[0], now)
 		if s.want != nil {
 			if d := s.want.mismatch(want, want.Allowed); d != "" {
 				t.Errorf("%s: the reference peeks %s; the trace expects otherwise: %s", where, formatDecision(want), d)
@@ -556,21 +556,21 @@ func (r *traceRun) step(s step) {
 		if reqs[0].At == 0 {
 			t.Fatalf("%s: refund of %s, which has no admitted take before", where, s.parts[0].key)
 		}
-		r.ref.refund(reqs[0], now)
+		r.ref.Refund(reqs[0], now)
 		if r.st != nil {
 			if err := r.st.Refund(t.Context(), reqs); err != nil {
 				t.Fatalf("%s: Refund: %v", where, err)
 			}
 		}
 	case opRelease:
-		r.ref.release(reqs[0], now)
+		r.ref.Release(reqs[0], now)
 		if r.st != nil {
 			if err := r.st.Release(t.Context(), reqs); err != nil {
 				t.Fatalf("%s: Release: %v", where, err)
 			}
 		}
 	case opReset:
-		r.ref.reset(reqs[0].Key)
+		r.ref.Reset(reqs[0].Key)
 		if r.st != nil {
 			if err := r.st.Reset(t.Context(), reqs[0].Key); err != nil {
 				t.Fatalf("%s: Reset: %v", where, err)
