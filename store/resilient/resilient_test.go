@@ -508,6 +508,57 @@ func TestRenew(t *testing.T) {
 	}
 }
 
+// TestRenewKeepsLocalLeases: under FailLocal, a slot taken on the local
+// store while the store is down lives there, and Renew extends it there
+// even though the store's renewal fails: renewed at 0.9 TTL, it is still
+// held at 1.5 TTL, while an unrenewed one has expired by then.
+func TestRenewKeepsLocalLeases(t *testing.T) {
+	for _, renew := range []bool{true, false} {
+		c := newClock()
+		srv := testserver.NewRedis(t)
+		if srv == nil {
+			t.Skip("no redis-server")
+		}
+		down, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer down.Close()
+		if err := srv.Stop(); err != nil { // every call fails: the local store decides
+			t.Fatal(err)
+		}
+		s, err := resilient.New(down, resilient.WithPolicy(resilient.FailLocal), resilient.WithClock(c.Now),
+			resilient.WithTimeout(200*time.Millisecond), resilient.WithLocalStore(memStore(t, c)),
+			resilient.WithBreaker(1000, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 1, LeaseTTL: time.Minute})
+		slot := func(id uint64) bool {
+			out := make([]algo.Decision, 1)
+			if _, err := s.Take(context.Background(), []store.Request{{Key: "held", Limit: l, Cost: 1, Lease: id}}, out); err != nil {
+				t.Fatalf("Take(lease %d): %v", id, err)
+			}
+			return out[0].Allowed
+		}
+		if !slot(1) {
+			t.Fatal("the local store refused the first slot")
+		}
+		c.Advance(54 * time.Second)
+		if renew {
+			err := s.Renew(context.Background(), []store.Request{{Key: "held", Limit: l, Cost: 1, Lease: 1}})
+			if !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("Renew with the store down = %v, want an error wrapping store.ErrUnavailable", err)
+			}
+		}
+		c.Advance(36 * time.Second)
+		if got := slot(2); got == renew {
+			t.Fatalf("renewed %v: a second slot at 1.5 TTL admitted = %v, want %v", renew, got, !renew)
+		}
+		s.Close()
+	}
+}
+
 // TestRenewWhenTheStoreIsDown: a renewal the store did not do is an error
 // wrapping store.ErrUnavailable, as a release is, under every policy.
 func TestRenewWhenTheStoreIsDown(t *testing.T) {
