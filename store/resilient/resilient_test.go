@@ -515,14 +515,7 @@ func TestRenew(t *testing.T) {
 func TestRenewKeepsLocalLeases(t *testing.T) {
 	for _, renew := range []bool{true, false} {
 		c := newClock()
-		srv := testserver.NewRedis(t)
-		if srv == nil {
-			t.Skip("no redis-server")
-		}
-		down, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv, down := outage(t)
 		defer down.Close()
 		if err := srv.Stop(); err != nil { // every call fails: the local store decides
 			t.Fatal(err)
