@@ -22,8 +22,9 @@ import (
 // Errors of the Engine, for errors.Is.
 var (
 	// ErrBadRequest is wrapped by Decide's errors for a request that cannot
-	// be decided: no domain, no descriptors, an empty descriptor, a
-	// negative cost, a per-descriptor limit without a unit.
+	// be decided: no domain, no descriptors, a negative cost, a
+	// per-descriptor limit without a unit. (A descriptor with no entries
+	// is not one: no rule matches it, and its status is OK.)
 	ErrBadRequest = errors.New("policy: bad request")
 	// ErrUnknownRule is wrapped by the override and scaling methods when
 	// the domain or rule does not exist.
@@ -198,7 +199,10 @@ func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
 	}
 	r := &Rule{Domain: domain, Strategy: StrategyReject, Lendable: 1, index: -1}
 	if lo.RequestsPerUnit == 0 {
+		// Nothing to compile; the window stays known for the status
+		// (rulePeriod).
 		r.Deny = true
+		r.Params = algo.Params{Period: lo.Unit, Calendar: lo.Calendar}
 	} else {
 		r.Params = algo.Params{Algorithm: algo.FixedWindow, Limit: lo.RequestsPerUnit, Period: lo.Unit, Calendar: lo.Calendar}
 		l, err := algo.Compile(r.Params)
@@ -415,9 +419,6 @@ func checkRequest(req *Request) error {
 		return fmt.Errorf("%w: hits %d is negative", ErrBadRequest, req.Hits)
 	}
 	for i, d := range req.Descriptors {
-		if len(d.Entries) == 0 {
-			return fmt.Errorf("%w: descriptor %d has no entries", ErrBadRequest, i)
-		}
 		if d.Hits < 0 {
 			return fmt.Errorf("%w: descriptor %d: hits %d is negative", ErrBadRequest, i, d.Hits)
 		}
@@ -441,6 +442,9 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 	var replaced map[string]bool
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
+		if len(d.Entries) == 0 {
+			continue // no rule matches an empty descriptor, as in envoyproxy/ratelimit
+		}
 		var r *Rule
 		if d.Limit != nil {
 			var err error
@@ -500,6 +504,13 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		s := &st[i]
 		s.Matched = true
 		s.Rule = ruleName(r, d.Entries)
+		if r.named {
+			s.ConfiguredName = r.Name
+		}
+		s.RuleLimit = r.limit // an Envoy per-descriptor limit's
+		if r.index >= 0 {
+			s.RuleLimit = p.snap.limits[r.index].rate
+		}
 		s.Unlimited = r.Unlimited
 		s.Shadow = r.Shadow || e.o.shadow
 		s.MetricKey = r.metricKey
@@ -511,7 +522,7 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 			continue
 		}
 		dp.cost = hits
-		if d.Hits > 0 {
+		if d.Hits > 0 || d.HitsSet {
 			dp.cost = d.Hits
 		}
 		for l, first := r, true; l != nil; l, first = l.parent, false {
@@ -532,20 +543,29 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 }
 
 // ruleName is the Status.Rule of a match: the rule's name, or for an Envoy
-// per-descriptor limit the descriptor's path with values.
+// per-descriptor limit the descriptor's path with values (a key or value
+// longer than maxKeyPart as its digest, as in store keys, so that a name
+// stays short whatever a request carries).
 func ruleName(r *Rule, entries []Entry) string {
 	if r.index >= 0 {
 		return r.Name
 	}
 	b := make([]byte, 0, 32)
+	part := func(s string) {
+		if len(s) > maxKeyPart {
+			b = appendDigest(b, s)
+		} else {
+			b = append(b, s...)
+		}
+	}
 	for i, en := range entries {
 		if i > 0 {
 			b = append(b, '.')
 		}
-		b = append(b, en.Key...)
+		part(en.Key)
 		if en.Value != "" {
 			b = append(b, '_')
-			b = append(b, en.Value...)
+			part(en.Value)
 		}
 	}
 	return string(b)
@@ -658,8 +678,9 @@ func (e *Engine) baseKey(domain string, tag bool, l *Rule, entries []Entry, fp s
 }
 
 // appendBaseKey appends the store key of rule l for entries: the prefix,
-// the domain, each entry of l's descriptor path as |key=value, '#' and the
-// limit's fingerprint fp. With tag (Domain.HashTag) the first entry is
+// the domain, each entry of l's descriptor path as |key=value (a long key
+// or value as its digest, see appendKeyPart), '#' and the limit's
+// fingerprint fp. With tag (Domain.HashTag) the first entry is
 // written in braces, the key's Redis Cluster hash tag; escaping keeps
 // braces out of keys otherwise.
 func (e *Engine) appendBaseKey(b []byte, domain string, tag bool, l *Rule, entries []Entry, fp string) []byte {
@@ -688,12 +709,12 @@ func (e *Engine) appendBaseKey(b []byte, domain string, tag bool, l *Rule, entri
 		if tag && i == 0 {
 			b = append(b, '{')
 		}
-		b = appendEscaped(b, entries[i].Key)
+		b = appendKeyPart(b, entries[i].Key)
 		b = append(b, '=')
 		if len(path) > i && path[i].ShareThreshold {
-			b = appendEscaped(b, path[i].Value)
+			b = appendKeyPart(b, path[i].Value)
 		} else {
-			b = appendEscaped(b, entries[i].Value)
+			b = appendKeyPart(b, entries[i].Value)
 		}
 		if tag && i == 0 {
 			b = append(b, '}')
@@ -1014,12 +1035,16 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		var tight *algo.Decision
 		var tightWindow time.Duration
 		tightRefused, refused, borrowed := false, false, false
+		// globalOver: a limit refused that only the global shadow mode
+		// lets pass (Status.ShadowOverLimit).
+		globalOver := false
 		for _, r := range dp.deny {
-			st := LimitStatus{Name: limitName(r, r.Name, s.Rule), Decision: algo.Decision{RetryAfter: algo.Never}, Window: ruleWindow(r, now),
-				Shadow: r.Shadow || e.o.shadow, Deny: true}
+			st := LimitStatus{Name: limitName(r, r.Name, s.Rule), Decision: algo.Decision{RetryAfter: algo.Never, ResetAfter: denyReset(r, now)},
+				Window: ruleWindow(r, now), Shadow: r.Shadow || e.o.shadow, Deny: true}
 			s.Limits = append(s.Limits, st)
 			if st.Shadow {
 				shadowRefused = true
+				globalOver = globalOver || !r.Shadow
 				continue
 			}
 			refused = true
@@ -1052,6 +1077,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			if !d.Allowed {
 				if it.shadow {
 					shadowRefused = true
+					globalOver = globalOver || !it.rule.Shadow
 					continue
 				}
 				refused = true
@@ -1077,7 +1103,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		case tight != nil:
 			s.Decision, s.Window = *tight, tightWindow
 		case len(dp.deny) > 0:
-			s.Decision = algo.Decision{RetryAfter: algo.Never}
+			s.Decision = s.Limits[0].Decision // the first deny rule's
 		case len(dp.items) > 0 && p.items[dp.items[0]].decided:
 			it := &p.items[dp.items[0]]
 			s.Decision, s.Window = statusOf(it.lim, it.dec, now)
@@ -1087,6 +1113,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			resp.Code = CodeOverLimit
 		}
 		s.Borrowed = borrowed && !refused
+		s.ShadowOverLimit = globalOver && !refused
 		backing = backing[:len(backing)+len(s.Limits)]
 	}
 	if resp.Code == CodeOK {
@@ -1241,19 +1268,50 @@ func ruleWindow(r *Rule, now *calendarNow) time.Duration {
 	if r.limit != nil {
 		return headerWindow(r.limit, now)
 	}
-	if d, ok := unitPeriods[r.Unit]; ok {
-		return d
+	period, cal := rulePeriod(r)
+	if cal == algo.CalendarNone {
+		return period
 	}
-	if r.Unit == "month" || r.Unit == "year" {
-		t := time.UnixMicro(now.us()).UTC()
-		start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
-		if r.Unit == "year" {
-			start = time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
-			return start.AddDate(1, 0, 0).Sub(start)
-		}
-		return start.AddDate(0, 1, 0).Sub(start)
+	start, end := calendarPeriod(cal, now)
+	return end.Sub(start)
+}
+
+// rulePeriod is the window of a rule without a compiled limit (a
+// requests_per_unit: 0 rule): its unit, else the period of an Envoy
+// per-descriptor limit; 0 when it has none.
+func rulePeriod(r *Rule) (time.Duration, algo.Calendar) {
+	if d, cal, ok := ParseUnit(r.Unit); ok {
+		return d, cal
 	}
-	return 0
+	return r.Params.Period, r.Params.Calendar
+}
+
+// calendarPeriod is the UTC calendar month or year that holds now.
+func calendarPeriod(cal algo.Calendar, now *calendarNow) (start, end time.Time) {
+	t := time.UnixMicro(now.us()).UTC()
+	if cal == algo.CalendarYear {
+		start = time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(1, 0, 0)
+	}
+	start = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return start, start.AddDate(0, 1, 0)
+}
+
+// denyReset is how long the current window of r, a requests_per_unit: 0
+// rule, lasts after now: windows of its period aligned on the epoch, or
+// the calendar period, as envoyproxy/ratelimit computes a status's
+// duration_until_reset. 0 when the rule has no window.
+func denyReset(r *Rule, now *calendarNow) time.Duration {
+	period, cal := rulePeriod(r)
+	if cal != algo.CalendarNone {
+		_, end := calendarPeriod(cal, now)
+		return end.Sub(time.UnixMicro(now.us()))
+	}
+	p := int64(period / time.Microsecond)
+	if p <= 0 {
+		return 0
+	}
+	return time.Duration(p-now.us()%p) * time.Microsecond
 }
 
 // String renders the code, e.g. "OVER_LIMIT".

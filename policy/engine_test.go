@@ -300,7 +300,6 @@ func TestBadRequests(t *testing.T) {
 	for name, r := range map[string]Request{
 		"no domain":      {Descriptors: []Descriptor{{Entries: ent("a", "b")}}},
 		"no descriptors": {Domain: "d"},
-		"empty entries":  {Domain: "d", Descriptors: []Descriptor{{}}},
 		"negative hits":  {Domain: "d", Hits: -1, Descriptors: []Descriptor{{Entries: ent("a", "b")}}},
 		"negative desc":  {Domain: "d", Descriptors: []Descriptor{{Entries: ent("a", "b"), Hits: -2}}},
 	} {

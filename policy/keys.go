@@ -1,6 +1,41 @@
 package policy
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+)
+
+// maxKeyPart bounds what one descriptor key or value adds to a store key:
+// one whose percent-encoded form (appendEscaped) is longer than this many
+// bytes goes in as its digest (appendDigest). A request may carry values
+// of any length (a path with its query string); the store keys stay short
+// — memcached takes at most 250 bytes — and distinct values keep distinct
+// keys. Rules match the full value.
+const maxKeyPart = 200
+
+// appendKeyPart appends s, a descriptor key or value, to a store key:
+// percent-encoded, or as its digest when that would be longer than
+// maxKeyPart bytes. A digest never reads as an encoded string ("%H" is not
+// an escape), so the two forms never collide.
+func appendKeyPart(b []byte, s string) []byte {
+	if len(s) <= maxKeyPart { // else its encoding is longer still
+		start := len(b)
+		if b = appendEscaped(b, s); len(b)-start <= maxKeyPart {
+			return b
+		}
+		b = b[:start]
+	}
+	return appendDigest(b, s)
+}
+
+// appendDigest appends "%H" and the unpadded base64url SHA-256 of s: 45
+// bytes, none of them a separator of the key syntax.
+func appendDigest(b []byte, s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	b = append(b, "%H"...)
+	return base64.RawURLEncoding.AppendEncode(b, sum[:])
+}
 
 // Keys returns the store keys Decide would use for req — every limit of
 // every matched descriptor, with the derived keys of borrowing and priority

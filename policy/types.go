@@ -23,8 +23,13 @@ type Descriptor struct {
 	// Limit, when set, replaces the configured limit for this descriptor
 	// (Envoy's per-descriptor limit override).
 	Limit *LimitOverride
-	// Hits, when > 0, is this descriptor's cost instead of Request.Hits.
+	// Hits, when > 0 or when HitsSet, is this descriptor's cost instead
+	// of Request.Hits.
 	Hits int64
+	// HitsSet makes Hits this descriptor's cost even when it is 0: a cost
+	// of 0 decides without charging anything (Envoy's per-descriptor
+	// hits_addend set to 0, a check before the real cost is known).
+	HitsSet bool
 }
 
 // LimitOverride is a limit supplied with the request instead of the config.
@@ -84,11 +89,28 @@ type Status struct {
 	// of keys and values that reached it (e.g. "generic_key_foo"). It is the
 	// policy name in the RateLimit headers.
 	Rule string
+	// ConfiguredName is the matched rule's rate_limit.name as configured:
+	// "" when the rule has none and for an Envoy per-descriptor limit.
+	// Unlike Rule it never holds a path, which carries configured and
+	// requested values (Envoy's current_limit.name).
+	ConfiguredName string
+	// RuleLimit is the limit in force of the descriptor's own rule — the
+	// configured one with its runtime override and rate scale applied, or
+	// the request's per-descriptor limit — whatever limit of a hierarchy
+	// Decision comes from; nil when the rule is unlimited or a
+	// requests_per_unit: 0 rule.
+	RuleLimit *algo.Limit
 	// Unlimited reports a rule with unlimited: true.
 	Unlimited bool
 	// Shadow reports a rule in shadow mode: Code is OK even when the
 	// Decision refused.
 	Shadow bool
+	// ShadowOverLimit reports a descriptor over a limit that only the
+	// Engine's global shadow mode (WithShadowMode) keeps from refusing; a
+	// rule's own shadow_mode does not set it. Code stays OK. Envoy's APIs
+	// answer such a descriptor OVER_LIMIT under an overall OK, as
+	// envoyproxy/ratelimit's global shadow mode does.
+	ShadowOverLimit bool
 	// Decision is the algorithm's answer for this descriptor's limit (the
 	// tightest one when a hierarchy applied several).
 	Decision algo.Decision
@@ -134,6 +156,10 @@ type LimitStatus struct {
 	// Shadow limits never refuse.
 	Shadow bool
 	// Deny marks a requests_per_unit: 0 rule (always refuses, no store).
+	// Its Decision refuses with RetryAfter algo.Never and ResetAfter the
+	// time left in the rule's current window (windows aligned on the
+	// epoch, or the UTC calendar month or year), as envoyproxy/ratelimit
+	// reports duration_until_reset for such a rule.
 	Deny bool
 }
 
