@@ -22,6 +22,16 @@
 // limited response, stays: for a concurrency limit it is the latest a slot
 // comes back (the lease's time-to-live), a bound, not a forecast.
 //
+// # Shadow limits
+//
+// A limit in shadow mode (a dry run) is stated truthfully in the IETF
+// fields, r=0 included once it is over its quota, but it never drives the
+// single-valued fields: X-RateLimit-* show the tightest enforced limit,
+// and are left out when every limit is a shadow one, and Retry-After
+// counts enforced refusals only. Clients that honour X-RateLimit-Remaining
+// or Retry-After would otherwise slow down for a limit that refuses
+// nothing.
+//
 // Fields lists the fields for transports that carry headers as a list;
 // Write sets them on an http.Header. A server that writes them on every
 // response uses a Writer, which formats what depends only on the rule once
@@ -102,6 +112,10 @@ type Policy struct {
 	// then the wait (algo.Never when it can never pass).
 	Allowed    bool
 	RetryAfter time.Duration
+	// Shadow marks a limit in shadow mode: it refuses nothing, and is
+	// never chosen for X-RateLimit-* nor counted in Retry-After (see the
+	// package doc), whatever Allowed says.
+	Shadow bool
 }
 
 // FromStatuses returns the policies of the matched, limited statuses: one
@@ -109,7 +123,8 @@ type Policy struct {
 // hierarchy, the derived limits of borrowing and priority classes), each
 // under its own name with its own quota, window and state. A policy is
 // refusing (Allowed false) only when its limit refused the request: not a
-// shadow limit, and not a rate whose refusal borrowing answered.
+// shadow limit (which is marked Shadow), and not a rate whose refusal
+// borrowing answered.
 func FromStatuses(st []policy.Status) []Policy {
 	n := 0
 	for i := range st {
@@ -139,6 +154,7 @@ func statusPolicy(s *policy.Status, name string, d algo.Decision, window time.Du
 	p := FromDecision(name, d, window)
 	p.QuotaUnit = quotaUnit
 	p.Allowed = p.Allowed || s.Code != policy.CodeOverLimit || shadow
+	p.Shadow = shadow
 	return p
 }
 
@@ -245,8 +261,7 @@ func (v *values) build(buf []byte, ps []Policy, set Set) string {
 		}
 		v.add(fRateLimit, from, len(buf))
 	}
-	tight := Tightest(ps)
-	if set&XRateLimit != 0 {
+	if tight, ok := Tightest(ps); ok && set&XRateLimit != 0 {
 		from := len(buf)
 		buf = strconv.AppendInt(buf, tight.Quota, 10)
 		v.add(fLimit, from, len(buf))
@@ -295,20 +310,24 @@ func Write(h http.Header, ps []Policy, o Options) {
 	}
 }
 
-// Tightest returns the policy a single-valued X-RateLimit header should
-// show: a refusing one first, then the one with the fewest remaining.
-func Tightest(ps []Policy) Policy {
-	best := ps[0]
-	for _, p := range ps[1:] {
-		if (!p.Allowed && best.Allowed) || (p.Allowed == best.Allowed && p.Remaining < best.Remaining) {
-			best = p
+// Tightest returns the policy the single-valued X-RateLimit fields should
+// show: among the enforced ones, a refusing one first, then the one with
+// the fewest remaining. A shadow policy is never chosen: ok is false when
+// ps holds no other (the fields are then left out).
+func Tightest(ps []Policy) (tight Policy, ok bool) {
+	for _, p := range ps {
+		switch {
+		case p.Shadow:
+		case !ok, !p.Allowed && tight.Allowed, p.Allowed == tight.Allowed && p.Remaining < tight.Remaining:
+			tight, ok = p, true
 		}
 	}
-	return best
+	return tight, ok
 }
 
 // RetryAfterOf returns the longest wait among the refusing policies: after
-// it every one of them admits again. ok is false when none refused, when
+// it every one of them admits again. Shadow policies refuse nothing and
+// are not counted. ok is false when none refused, when
 // one can never admit the request (no Retry-After is better than a lie),
 // or when a concurrency limit refused: a slot frees when a request in
 // flight completes, which nobody can tell in advance, and the one bound
@@ -317,7 +336,7 @@ func Tightest(ps []Policy) Policy {
 // as nginx's limit_conn does.
 func RetryAfterOf(ps []Policy) (wait time.Duration, ok bool) {
 	for _, p := range ps {
-		if p.Allowed {
+		if p.Allowed || p.Shadow {
 			continue
 		}
 		if p.RetryAfter == algo.Never || p.QuotaUnit == ConcurrentRequests {

@@ -160,3 +160,68 @@ func TestConcurrencyStatesNoTime(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowNeverDrivesXRateLimit: a shadow (dry-run) limit is stated as
+// it is in the IETF fields, r=0 included, but X-RateLimit-* show the
+// tightest enforced limit and Retry-After only enforced refusals: an
+// enforced child under a shadow parent over its quota must not read
+// X-RateLimit-Remaining: 0, and a response under shadow limits alone has
+// no X-RateLimit fields at all.
+func TestShadowNeverDrivesXRateLimit(t *testing.T) {
+	child := policy.LimitStatus{Name: "enforced-child", Window: time.Minute,
+		Decision: algo.Decision{Allowed: true, Limit: 5, Remaining: 3, ResetAfter: 40 * time.Second}}
+	parent := policy.LimitStatus{Name: "shadowed", Window: time.Minute, Shadow: true,
+		Decision: algo.Decision{Limit: 2, RetryAfter: 50 * time.Second, ResetAfter: 50 * time.Second}}
+	global := policy.LimitStatus{Name: "global", Window: time.Minute,
+		Decision: algo.Decision{Allowed: true, Limit: 50, Remaining: 41, ResetAfter: 30 * time.Second}}
+	underShadow := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "enforced-child",
+		Decision: child.Decision, Window: time.Minute, Limits: []policy.LimitStatus{child, parent, global}}
+
+	alone := parent
+	shadowAlone := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "shadowed", Shadow: true,
+		Decision: alone.Decision, Window: time.Minute, Limits: []policy.LimitStatus{alone}}
+
+	globalRefused := global
+	globalRefused.Decision = algo.Decision{Limit: 50, RetryAfter: 20 * time.Second, ResetAfter: 30 * time.Second}
+	refusedByGlobal := policy.Status{Code: policy.CodeOverLimit, Matched: true, Rule: "shadowed", Shadow: true,
+		Decision: globalRefused.Decision, Window: time.Minute, Limits: []policy.LimitStatus{parent, globalRefused}}
+
+	for _, tc := range []struct {
+		name string
+		st   []policy.Status
+		want map[string]string // "" for absent
+	}{
+		{"enforced child under a shadow parent", []policy.Status{underShadow}, map[string]string{
+			"RateLimit":         `"enforced-child";r=3;t=40, "shadowed";r=0;t=50, "global";r=41;t=30`,
+			"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "40", "Retry-After": ""}},
+		{"shadow limit alone", []policy.Status{shadowAlone}, map[string]string{
+			"RateLimit-Policy": `"shadowed";q=2;w=60`, "RateLimit": `"shadowed";r=0;t=50`,
+			"X-RateLimit-Limit": "", "X-RateLimit-Remaining": "", "X-RateLimit-Reset": "", "Retry-After": ""}},
+		{"shadow rule refused by an enforced parent", []policy.Status{refusedByGlobal}, map[string]string{
+			"RateLimit":         `"shadowed";r=0;t=50, "global";r=0;t=20`,
+			"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "20", "Retry-After": "20"}},
+		{"shadow alone beside an enforced descriptor", []policy.Status{shadowAlone, {Code: policy.CodeOK, Matched: true,
+			Rule: "global", Decision: global.Decision, Window: time.Minute}}, map[string]string{
+			"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "41", "Retry-After": ""}},
+	} {
+		for _, how := range []string{"Write", "Writer"} {
+			h := http.Header{}
+			if how == "Write" {
+				Write(h, FromStatuses(tc.st), Options{})
+			} else {
+				NewWriter(Options{}).WriteStatuses(h, tc.st)
+			}
+			for k, v := range tc.want {
+				if got, ok := h[http.CanonicalHeaderKey(k)]; (v == "") != !ok || ok && got[0] != v {
+					t.Errorf("%s, %s: %s = %q, want %q", tc.name, how, k, got, v)
+				}
+			}
+		}
+	}
+	if _, ok := Tightest([]Policy{{Name: "dry", Quota: 2, Shadow: true}}); ok {
+		t.Error("Tightest chose a shadow policy")
+	}
+	if _, ok := RetryAfterOf([]Policy{{Name: "dry", Quota: 2, Shadow: true, RetryAfter: time.Second}}); ok {
+		t.Error("RetryAfterOf counted a shadow policy's refusal")
+	}
+}

@@ -178,7 +178,7 @@ func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all s
 		}
 		vs.add(fRateLimit, 0, end)
 	}
-	if w.set&XRateLimit != 0 {
+	if w.set&XRateLimit != 0 && !p.Shadow {
 		fixed[vs.n] = rv.limit
 		vs.add(fLimit, -1, -1)
 		vs.add(fRemaining, remFrom, remTo)

@@ -27,6 +27,12 @@ func writerCases() map[string][]policy.Status {
 		Decision: algo.Decision{Allowed: true, Limit: 8, Remaining: 7}}
 	odd := admitted
 	odd.Rule = `we"ird\name` + "\x01"
+	shadow := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "dry-run", Shadow: true, Window: time.Minute,
+		Decision: algo.Decision{Limit: 2, RetryAfter: time.Second, ResetAfter: time.Minute}}
+	shadow.Limits = []policy.LimitStatus{{Name: "dry-run", Decision: shadow.Decision, Window: time.Minute, Shadow: true}}
+	underShadow := admitted
+	underShadow.Limits = []policy.LimitStatus{{Name: "per-client", Decision: admitted.Decision, Window: time.Minute},
+		shadow.Limits[0]}
 	return map[string][]policy.Status{
 		"none":             nil,
 		"unmatched":        {{Code: policy.CodeOK}},
@@ -40,6 +46,9 @@ func writerCases() map[string][]policy.Status {
 		"two limits":       {admitted, refused},
 		"three with never": {admitted, never, slots},
 		"two admitted":     {admitted, slots},
+		"shadow":           {shadow},
+		"under shadow":     {underShadow},
+		"shadow and other": {shadow, refused},
 	}
 }
 

@@ -392,7 +392,9 @@ func TestDegradeAndShadow(t *testing.T) {
 			t.Fatalf("shadow %d: %d %q, want 200", i, r.status, r.body)
 		}
 		if i > 0 {
-			wantFields(t, "shadow", r.h, map[string]string{"RateLimit": `"trial";r=0;t=50`, "X-RateLimit-Remaining": "0"})
+			// The IETF fields tell the truth; X-RateLimit-* never show a
+			// dry-run limit.
+			wantFields(t, "shadow", r.h, map[string]string{"RateLimit": `"trial";r=0;t=50`, "X-RateLimit-Remaining": ""})
 		}
 	}
 
@@ -691,6 +693,47 @@ descriptors:
 	}
 }
 
+// TestEnforcedChildUnderShadowParent: a rule enforced under a hierarchy
+// parent in shadow mode shows its own numbers in X-RateLimit-* once the
+// parent is over its quota, not the dry-run parent's r=0, which the
+// RateLimit field still states.
+func TestEnforcedChildUnderShadowParent(t *testing.T) {
+	c := newClock(t0)
+	const cfg = `
+domain: web
+hierarchy: true
+descriptors:
+  - key: remote_address
+    shadow_mode: true
+    rate_limit: {name: shadowed, unit: minute, requests_per_unit: 2}
+    descriptors:
+      - key: path
+        shadow_mode: false
+        rate_limit: {name: enforced-child, unit: minute, requests_per_unit: 5}
+`
+	spec := dimension.Spec{Descriptors: []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "remote_address"}, {Source: "path"}}}}}
+	m, err := middleware.New(engine(t, cfg, c), "web", extractor(t, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, m, ok)
+	for i := 1; i <= 4; i++ {
+		r := get(t, srv.URL+"/x")
+		if r.status != 200 {
+			t.Fatalf("request %d: %d, want 200", i, r.status)
+		}
+		if i < 3 {
+			continue
+		}
+		wantFields(t, fmt.Sprintf("request %d", i), r.h, map[string]string{
+			"RateLimit":             fmt.Sprintf(`"enforced-child";r=%d;t=50, "shadowed";r=0;t=50`, 5-i),
+			"X-RateLimit-Limit":     "5",
+			"X-RateLimit-Remaining": strconv.Itoa(5 - i),
+			"Retry-After":           "",
+		})
+	}
+}
+
 // TestShadowRefusalHasNoRetryAfter: a shadow rule over its limit passes
 // the request (200) and says so in the RateLimit fields (r=0), but sends
 // no Retry-After: a client that honours it would back off for nothing.
@@ -713,7 +756,8 @@ descriptors:
 		t.Fatalf("over a shadow limit: %d, want 200", r.status)
 	}
 	wantFields(t, "over the shadow limit", r.h, map[string]string{
-		"RateLimit":   `"soft";r=0;t=50`,
-		"Retry-After": "",
+		"RateLimit":             `"soft";r=0;t=50`,
+		"Retry-After":           "",
+		"X-RateLimit-Remaining": "",
 	})
 }
