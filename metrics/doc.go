@@ -6,7 +6,9 @@
 //	decisions_total{domain,rule,outcome}   descriptor decisions; outcome is ok,
 //	                                       over_limit, shadow_over_limit,
 //	                                       unlimited or no_rule
-//	shadow_decisions_total{domain,rule}    refusals a shadow-mode rule did not enforce
+//	shadow_decisions_total{domain,rule}    refusals a shadow-mode rule did not enforce (its own
+//	                                       limit's, its ceil's or priority pools'), on
+//	                                       descriptors no enforced limit refused
 //	near_limit_total{domain,rule}          admitted decisions that left less than
 //	                                       20% of the limit (envoyproxy/ratelimit's
 //	                                       near_limit at its default 0.8 ratio)

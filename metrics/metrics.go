@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,7 +162,14 @@ func (m *Metrics) label(domain, rule string) string {
 	return rule
 }
 
-// Decided records a decided request's descriptor outcomes.
+// Decided records a decided request's descriptor outcomes. A descriptor
+// is over_limit when an enforced limit refused it, else shadow_over_limit
+// when its rule is in shadow mode and a shadow limit of it (its rule's or,
+// in a hierarchy, one above) refused. shadow_decisions_total counts, once
+// per rule and descriptor, each rule whose shadow limit refused a
+// descriptor that passed (see countShadow); a descriptor an enforced limit
+// refused counts no shadow refusal: its shadow limits were only looked at,
+// and enforcing them would have blocked nothing more.
 func (m *Metrics) Decided(domain string, resp *policy.Response) {
 	for i := range resp.Statuses {
 		s := &resp.Statuses[i]
@@ -176,13 +184,9 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 			outcome = outUnlimited
 		case s.Code == policy.CodeOverLimit:
 			outcome = outOverLimit
-		case s.Shadow && !s.Decision.Allowed:
-			outcome = outShadow
-			rs.counter(cShadow, m.shadow, domain).Inc()
-		}
-		for _, ls := range s.Limits {
-			if ls.Shadow && !ls.Decision.Allowed && !s.Shadow {
-				m.shadow.WithLabelValues(domain, m.label(domain, ls.Name)).Inc()
+		default:
+			if m.countShadow(domain, s, rs) && s.Shadow {
+				outcome = outShadow
 			}
 		}
 		rs.counter(outcome, m.decisions, domain).Inc()
@@ -191,6 +195,56 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 			rs.counter(cNearLimit, m.nearLimit, domain).Inc()
 		}
 	}
+}
+
+// countShadow adds one to shadow_decisions_total for each rule with a
+// shadow limit in s that refused, and reports whether there was one. The
+// limit's rule is found from s.Limits' order (policy.Status.Limits): a
+// rule's own limit under its name, then its derived limits — "name/ceil",
+// "name/<priority class>", and right after a borrowing rate the parent's
+// lend pool "parent/lend", which counts borrowed traffic for it — so a
+// refused derived limit counts for the rule it belongs to, not under a
+// name of its own. rs is s's own rule's series. A status without Limits is
+// its rule's one limit.
+func (m *Metrics) countShadow(domain string, s *policy.Status, rs *ruleSeries) bool {
+	if len(s.Limits) == 0 {
+		if !s.Shadow || s.Decision.Allowed {
+			return false
+		}
+		rs.counter(cShadow, m.shadow, domain).Inc()
+		return true
+	}
+	refused := false
+	owner, counted := "", false
+	for j := range s.Limits {
+		ls := &s.Limits[j]
+		if j == 0 || !derived(ls, owner, &s.Limits[j-1]) {
+			owner, counted = ls.Name, false
+		}
+		if !ls.Shadow || ls.Decision.Allowed || counted {
+			continue
+		}
+		counted, refused = true, true
+		series := rs
+		if owner != s.Rule {
+			series = m.ruleSeries(domain, owner)
+		}
+		series.counter(cShadow, m.shadow, domain).Inc()
+	}
+	return refused
+}
+
+// derived reports whether ls, listed after prev, is a derived limit of the
+// rule owner: its ceil or a priority class's pool ("owner/…"), or the lend
+// pool its rate borrowed from, listed right after that rate.
+func derived(ls *policy.LimitStatus, owner string, prev *policy.LimitStatus) bool {
+	if ls.Deny {
+		return false
+	}
+	if len(ls.Name) > len(owner) && ls.Name[len(owner)] == '/' && strings.HasPrefix(ls.Name, owner) {
+		return true
+	}
+	return strings.HasSuffix(ls.Name, "/lend") && prev.Name == owner && !prev.Deny
 }
 
 // Indexes of ruleSeries.c: decisions_total by outcome, then

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -101,5 +103,90 @@ func TestRuleLabelsAreBounded(t *testing.T) {
 	}
 	if len(s.Rules) != metrics.MaxSeries+1 || other != 10 {
 		t.Fatalf("%d rule series with %v under _other, want %d and 10", len(s.Rules), other, metrics.MaxSeries+1)
+	}
+}
+
+// TestShadowInHierarchy decides with an Engine on a memory store and a
+// frozen clock. A shadow rule under an enforced root (its status's
+// Decision is the root's, which admits) reports its would-be refusals —
+// its rate's and its priority pool's, once per request, under its own
+// name — and an enforced child under it keeps its own outcomes: the
+// parent's refusals of the child's admitted requests count for the parent,
+// and a request the child itself refused counts no shadow refusal.
+func TestShadowInHierarchy(t *testing.T) {
+	const yaml = `
+domain: srv
+hierarchy: true
+priorities: [high, low]
+rate_limit: {name: global, unit: minute, requests_per_unit: 100}
+descriptors:
+  - key: sh
+    shadow_mode: true
+    rate_limit: {name: shadowed, unit: minute, requests_per_unit: 4, reserve: {low: 0.5}}
+    descriptors:
+      - key: child
+        shadow_mode: false
+        rate_limit: {name: enforced-child, unit: minute, requests_per_unit: 5}
+`
+	cfg, err := policy.Parse("srv.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC) }
+	st, err := memory.New(memory.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := policy.NewEngine(cfg, st, policy.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	decide := func(entries ...policy.Entry) policy.Response {
+		t.Helper()
+		resp, err := e.Decide(context.Background(), policy.Request{Domain: "srv", Descriptors: []policy.Descriptor{{Entries: entries}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Decided("srv", &resp)
+		return resp
+	}
+	// The shadow rule on its own (low class: its pool admits 2, its rate
+	// 4): requests 3 and 4 are refused by the pool, 5 by both.
+	for i := 1; i <= 5; i++ {
+		if resp := decide(policy.Entry{Key: "sh", Value: "x"}); resp.Code != policy.CodeOK {
+			t.Fatalf("shadow request %d: %v, want OK", i, resp.Code)
+		}
+	}
+	// The enforced child under another shadow parent (sh=y): its 3rd to
+	// 5th requests pass though the parent's pool refuses; its 6th is
+	// refused by its own rate.
+	for i := 1; i <= 6; i++ {
+		resp := decide(policy.Entry{Key: "sh", Value: "y"}, policy.Entry{Key: "child", Value: "c"})
+		if want := i <= 5; (resp.Code == policy.CodeOK) != want {
+			t.Fatalf("child request %d: %v", i, resp.Code)
+		}
+	}
+	text := scrape(t, m)
+	for _, want := range []string{
+		`floodgate_decisions_total{domain="srv",outcome="ok",rule="shadowed"} 2`,
+		`floodgate_decisions_total{domain="srv",outcome="shadow_over_limit",rule="shadowed"} 3`,
+		`floodgate_decisions_total{domain="srv",outcome="ok",rule="enforced-child"} 5`,
+		`floodgate_decisions_total{domain="srv",outcome="over_limit",rule="enforced-child"} 1`,
+		`floodgate_shadow_decisions_total{domain="srv",rule="shadowed"} 6`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, unwanted := range []string{`rule="shadowed/low"`, `outcome="shadow_over_limit",rule="enforced-child"`,
+		`floodgate_shadow_decisions_total{domain="srv",rule="enforced-child"}`, `rule="global"`} {
+		if strings.Contains(text, unwanted) {
+			t.Errorf("metrics have %s", unwanted)
+		}
+	}
+	if t.Failed() {
+		t.Log(text)
 	}
 }
