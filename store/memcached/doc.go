@@ -54,7 +54,9 @@
 // concurrency, the slots just taken are removed), and a window counter is
 // decremented. In between, another caller may find those units taken:
 // all-or-nothing can make a concurrent request refuse, never admit too
-// much. A roll-back that fails (the server is gone) is returned as an
+// much. Such a refusal is reported on the request that met it, which keeps
+// its refused decision in out even if, looked at again after the roll-back,
+// it would pass. A roll-back that fails (the server is gone) is returned as an
 // error: the units stay charged until they expire.
 //
 // # Clock

@@ -163,7 +163,11 @@ func (s *Store) check(reqs []store.Request, out []algo.Decision) error {
 // (concurrency: the slots just taken are removed), and a window counter is
 // decremented. Between the charge and the undo another caller may find
 // those units taken: an all-or-nothing Take can make a concurrent one
-// refuse, never admit too much.
+// refuse, never admit too much. On a refusal, out is what each request
+// alone would get with nothing charged (store.Take's rule), except that
+// the request that refused keeps its refusal: looked at again it may pass
+// once the units in flight that refused it are given back, and out must
+// still name a refusing request.
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if err := s.check(reqs, out); err != nil {
 		return store.Result{}, err
@@ -193,11 +197,23 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			return res, nil
 		}
 		// Undo, then report what each request alone would get with
-		// nothing charged.
+		// nothing charged, except the one that refused when its key is
+		// not charged earlier in reqs: it keeps its refusal. Looked at
+		// again it may pass, when what refused it was another Take's
+		// units in flight (an increment not yet given back, a charge
+		// being rolled back), and a refused Take must name a refusing
+		// request, as storetest.Reference's does.
 		if err := s.rollback(ctx, reqs[:i], charges, now); err != nil {
 			return res, err
 		}
+		refused := i
+		if chargedBefore(reqs, i) {
+			refused = -1
+		}
 		for j := range reqs {
+			if j == refused {
+				continue
+			}
 			d, err := s.alone(ctx, &reqs[j], now)
 			if err != nil {
 				return res, err
@@ -208,6 +224,18 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	}
 	res.Allowed = true
 	return res, nil
+}
+
+// chargedBefore reports whether request i's key is one an earlier
+// request of reqs charged: its refusal may then be this Take's own doing,
+// and alone, as storetest.Reference decides it, it may pass.
+func chargedBefore(reqs []store.Request, i int) bool {
+	for j := range i {
+		if reqs[j].Key == reqs[i].Key {
+			return true
+		}
+	}
+	return false
 }
 
 // charge is what a Take did to one key, so that it can be undone.

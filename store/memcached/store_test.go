@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,6 +148,86 @@ func TestAllOrNothing(t *testing.T) {
 	}
 	if st := s.Stats(); st.Rollbacks != 1 {
 		t.Errorf("Stats().Rollbacks = %d, want 1 (the token bucket; the refused key charges nothing)", st.Rollbacks)
+	}
+}
+
+// TestRefusedTakeNamesARefusal: concurrent all-or-nothing Takes over a
+// hierarchy of four distinct keys (global 60, tenant 30, user 12, path 7
+// per hour; costs 1 to 3; 16 callers on 4 stores, as from 4 processes).
+// With distinct keys, storetest.Reference refuses a Take only when one of
+// its requests is refused on its own, and says so in its out; a store must
+// too, even when what refused it was another Take's units in flight (a
+// window increment before its decr, a charge being rolled back), which are
+// gone by the time the other requests are looked at again. No key may
+// count more than it admitted, nor admit more than its limit.
+func TestRefusedTakeNamesARefusal(t *testing.T) {
+	clock := newClock(t0)
+	stores := make([]*memcached.Store, 4)
+	for i := range stores {
+		stores[i] = open(t, clock)
+	}
+	c := ctx(t)
+	limit := func(n int64) *algo.Limit {
+		return compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: n, Period: time.Hour})
+	}
+	levels := []struct {
+		name  string
+		limit *algo.Limit
+		n     int // distinct keys of the level
+	}{{"path", limit(7), 2 * 3 * 3}, {"user", limit(12), 3 * 3}, {"tenant", limit(30), 3}, {"global", limit(60), 1}}
+	for run := range 12 {
+		pre := uniqueKey(t, fmt.Sprint(run))
+		var mu sync.Mutex
+		admitted := map[string]int64{}
+		var nameless []string
+		var wg sync.WaitGroup
+		for g := range 16 {
+			s := stores[g%len(stores)]
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(run), uint64(g)))
+				out := make([]algo.Decision, len(levels))
+				for range 30 {
+					tenant := rng.IntN(3)
+					user := tenant*3 + rng.IntN(3)
+					keys := []int{user*2 + rng.IntN(2), user, tenant, 0}
+					cost := 1 + rng.Int64N(3)
+					reqs := make([]store.Request, len(levels))
+					for i, l := range levels {
+						reqs[i] = store.Request{Key: pre + l.name + itoa(keys[i]), Limit: l.limit, Cost: cost}
+					}
+					res, err := s.Take(c, reqs, out)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if res.Allowed {
+						for _, r := range reqs {
+							admitted[r.Key] += cost
+						}
+					} else if !slices.ContainsFunc(out, func(d algo.Decision) bool { return !d.Allowed }) {
+						nameless = append(nameless, fmt.Sprintf("cost %d: %+v", cost, out))
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(nameless) > 0 {
+			t.Errorf("run %d: %d refused Takes with every request allowed, e.g. %s", run, len(nameless), nameless[0])
+		}
+		out := make([]algo.Decision, 1)
+		for _, l := range levels {
+			for k := range l.n {
+				key := pre + l.name + itoa(k)
+				if err := stores[0].Peek(c, []store.Request{{Key: key, Limit: l.limit}}, out); err != nil {
+					t.Fatal(err)
+				}
+				if n, counted := admitted[key], l.limit.Capacity()-out[0].Remaining; n > l.limit.Capacity() || counted != n {
+					t.Errorf("run %d: %s admitted %d of %d, counts %d", run, key, n, l.limit.Capacity(), counted)
+				}
+			}
+		}
 	}
 }
 
