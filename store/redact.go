@@ -2,29 +2,81 @@ package store
 
 import "strings"
 
+// URLParts are a store URL cut the way the store URL parsers cut it (see
+// SplitURL).
+type URLParts struct {
+	// Scheme is what precedes "://", as written.
+	Scheme string
+	// UserInfo is everything between "://" and the last '@' of the URL:
+	// "user:pass", or "user:pass@master" for redis-sentinel://. A password
+	// may hold '/', '?', '#', ':' and '@' unescaped.
+	UserInfo string
+	// HasUserInfo is whether the URL has an '@' after "://".
+	HasUserInfo bool
+	// Rest follows the last '@' (or "://" when there is none): the hosts,
+	// then any path, query or fragment.
+	Rest string
+}
+
+// SplitURL cuts a store URL into its scheme, user information and the
+// rest; ok is false when raw has no "://". The user information ends at
+// the last '@' of the URL, not at the first '/', '?' or '#' as in an HTTP
+// URL: host lists and database numbers never hold an '@', while a
+// password pasted as it is may hold any of them. The store URL parsers
+// (package redis, storeurl) and RedactURL all cut here, so a password
+// RedactURL hides is exactly the one the parsers read.
+func SplitURL(raw string) (p URLParts, ok bool) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return URLParts{}, false
+	}
+	p.Scheme, p.Rest = scheme, rest
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		p.UserInfo, p.HasUserInfo, p.Rest = rest[:at], true, rest[at+1:]
+	}
+	return p, true
+}
+
+// redacted replaces a password.
+const redacted = "xxxxx"
+
 // RedactURL returns a store URL with its password replaced by "xxxxx", for
-// error messages and logs. A URL without a password is returned as is.
+// error messages and logs; a URL without a password is returned as is.
+//
+// The password is found as the parsers find it (SplitURL): what follows
+// the first ':' of the user information, which ends at the URL's last '@'
+// (for redis-sentinel://, the "@master" that ends it is kept). Escaped or
+// not, it never shows, whatever it holds. memcached:// takes no
+// credentials, so all of its user information is hidden; so is everything
+// before the last '@' of a URL without "://". On another kind of URL (an
+// HTTP one) the same cut may hide more than the password, never less.
 func RedactURL(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
+	p, ok := SplitURL(raw)
+	if !ok {
+		if at := strings.LastIndexByte(raw, '@'); at >= 0 {
+			return redacted + raw[at:]
+		}
 		return raw
 	}
-	rest := raw[i+3:]
-	end := strings.IndexByte(rest, '/')
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
+	if !p.HasUserInfo {
 		return raw
 	}
-	colon := strings.IndexByte(rest[:at], ':')
-	if colon < 0 {
-		return raw
+	creds, master := p.UserInfo, ""
+	switch strings.ToLower(p.Scheme) {
+	case "memcached":
+		creds = redacted
+	case "redis-sentinel":
+		if i := strings.LastIndexByte(creds, '@'); i >= 0 && !strings.Contains(creds[i:], ":") {
+			creds, master = creds[:i], creds[i:]
+		} else if !strings.Contains(creds, ":") {
+			creds, master = "", creds // a master name alone
+		}
+		// A master name with a ':' is refused by the parser: it is the
+		// password of a URL whose master was left out, hidden with the
+		// credentials.
 	}
-	stop := at
-	if j := strings.IndexByte(rest[colon:at], '@'); j >= 0 {
-		stop = colon + j // redis-sentinel://user:pass@master@...
+	if name, _, hasPass := strings.Cut(creds, ":"); hasPass {
+		creds = name + ":" + redacted
 	}
-	return raw[:i+3] + rest[:colon+1] + "xxxxx" + rest[stop:]
+	return p.Scheme + "://" + creds + master + "@" + p.Rest
 }

@@ -61,14 +61,20 @@ type Endpoint struct {
 //	redis-sentinel://[user:pass@]master@host:port,host:port[/db]
 //	redis-cluster://[user:pass@]host:port,host:port
 //
-// Errors wrap ErrBadURL and say what is wrong; the password never appears
-// in them.
+// The credentials end at the URL's last '@', so a password may hold '/',
+// '?', '#', ':' or '@' as it is (percent-escapes are decoded too); a
+// query or fragment after the hosts is an error. Errors wrap ErrBadURL
+// and say what is wrong; the password never appears in them, nor does a
+// query.
 func ParseURL(raw string) (Endpoint, error) {
 	shown := store.RedactURL(raw)
 	bad := func(format string, args ...any) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, shown, fmt.Sprintf(format, args...))
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
+	// Cut as store.RedactURL cuts: the password it hides is the one read
+	// here, whatever it holds.
+	p, ok := store.SplitURL(raw)
+	scheme := p.Scheme
 	if !ok {
 		return bad("missing scheme (want redis://, rediss://, redis-sentinel:// or redis-cluster://)")
 	}
@@ -85,13 +91,13 @@ func ParseURL(raw string) (Endpoint, error) {
 	default:
 		return bad("unknown scheme %q (want redis, rediss, redis-sentinel or redis-cluster)", scheme)
 	}
-	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		return bad("query parameters and fragments are not supported (%q)", rest[i:])
+	hosts, path, _ := strings.Cut(p.Rest, "/")
+	if strings.ContainsAny(p.Rest, "?#") {
+		// Not quoted: a query may carry a password (?password=…).
+		return bad("query parameters (?…) and fragments (#…) are not supported")
 	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
-		user := hosts[:at]
-		hosts = hosts[at+1:]
+	if p.HasUserInfo {
+		user := p.UserInfo
 		if e.Mode == Sentinel {
 			if i := strings.LastIndexByte(user, '@'); i >= 0 {
 				e.MasterSet, user = user[i+1:], user[:i]
@@ -100,6 +106,11 @@ func ParseURL(raw string) (Endpoint, error) {
 			}
 			if e.MasterSet == "" {
 				return bad("empty master name before '@'")
+			}
+			if strings.Contains(e.MasterSet, ":") {
+				// "user:pass@host", the master left out: not quoted, it is
+				// the credentials.
+				return bad("missing master name after the credentials, or one holding ':' (want redis-sentinel://[user:pass@]master@host:port,...)")
 			}
 		}
 		if user != "" {

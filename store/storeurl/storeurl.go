@@ -142,6 +142,15 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 		}
 		return st, nil
 	case "memcached":
+		// Checked before memcached.ParseURL, whose reasons quote what
+		// follows the first '/', '?', '#' or '@': a password, or a
+		// query that may hold one.
+		if p, _ := store.SplitURL(rawURL); p.HasUserInfo {
+			return nil, badURL(rawURL, "memcached takes no user name or password (remove what precedes '@')")
+		}
+		if strings.ContainsAny(rawURL, "?#") {
+			return nil, badURL(rawURL, "query parameters (?…) and fragments (#…) are not supported")
+		}
 		if _, err := memcached.ParseURL(rawURL); err != nil {
 			return nil, wrapURLError(rawURL, err)
 		}
@@ -165,7 +174,9 @@ func openMemory(rawURL string, c config) (store.Store, error) {
 	bad := func(format string, args ...any) (store.Store, error) {
 		return nil, badURL(rawURL, format, args...)
 	}
-	rest := rawURL[len("memory://"):]
+	// The redacted URL is parsed, so that no reason quotes a password: a
+	// valid one holds none, and reads the same.
+	rest := store.RedactURL(rawURL)[len("memory://"):]
 	path, query, _ := strings.Cut(rest, "?")
 	if path != "" && path != "/" {
 		return bad("memory:// takes no host or path, got %q", path)
