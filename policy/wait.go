@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -113,7 +114,11 @@ func (e *Engine) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
 // The answer is the last decision: OK once admitted; OVER_LIMIT (strategy
 // reject) when the queue was full, the wait would outlive its deadline, or
 // a rule that does not wait refused. Cancelling ctx removes the waiter and
-// returns ctx's error. A request arriving while others wait for the same
+// returns ctx's error, never with Code OK: a request admitted with a Delay
+// whose ctx ends during the hold does not proceed, and is answered UNKNOWN
+// with its concurrency slots given back (its rate units stay charged: the
+// Engine does not yet keep what a decision charged, to refund it). A
+// request arriving while others wait for the same
 // key is decided at once, as with golang.org/x/time/rate: the queue orders
 // the waiters, not the newcomers.
 func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) {
@@ -164,7 +169,8 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 	return Response{}, err
 }
 
-// hold waits out an admitted response's Delay.
+// hold waits out an admitted response's Delay. When ctx ends first, the
+// request does not proceed (see abandon).
 func (e *Engine) hold(ctx context.Context, resp Response, start time.Time) (Response, error) {
 	if resp.Delay > 0 {
 		t := time.NewTimer(resp.Delay)
@@ -172,11 +178,33 @@ func (e *Engine) hold(ctx context.Context, resp Response, start time.Time) (Resp
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			resp.Waited = time.Since(start)
-			return resp, ctx.Err()
+			return e.abandon(ctx, resp, start)
 		}
 		resp.Delay = 0
 	}
 	resp.Waited = time.Since(start)
 	return resp, nil
+}
+
+// releaseTimeout bounds giving back the slots of a request whose context
+// has ended.
+const releaseTimeout = 5 * time.Second
+
+// abandon answers an admitted request that will not proceed, its ctx
+// having ended during its hold: Code UNKNOWN (not OK: the caller must not
+// go on) with ctx's error, and its concurrency slots given back, which
+// the caller, seeing an error, would not release.
+func (e *Engine) abandon(ctx context.Context, resp Response, start time.Time) (Response, error) {
+	err := ctx.Err()
+	if resp.Holds() {
+		// ctx is done; the slots must come back anyway.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		if rerr := e.Release(rctx, resp); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("policy: releasing the concurrency slots of a request that did not proceed: %w", rerr))
+		}
+		cancel()
+		resp.leases = nil
+	}
+	resp.Code, resp.Delay, resp.Waited = CodeUnknown, 0, time.Since(start)
+	return resp, err
 }

@@ -209,6 +209,48 @@ func TestDecideWaitHoldsShaperDelay(t *testing.T) {
 	})
 }
 
+// TestDecideWaitShaperHoldCancelled: a request a shaper admitted with a
+// delay, whose context is cancelled during the hold, does not proceed: the
+// answer is ctx's error and not OK, and the concurrency slot it took with
+// it is free again at once (not held until its lease_ttl).
+func TestDecideWaitShaperHoldCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newMemEngine(t, mustParse(t, `
+domain: w
+descriptors:
+  - key: shaped
+    rate_limit: {algorithm: shaper, unit: second, requests_per_unit: 10, queue_size: 5}
+  - key: job
+    rate_limit: {algorithm: concurrency, requests_per_unit: 3, lease_ttl: 1m}
+`), nil)
+		r := req("w", ent("shaped", "x"), ent("job", "j"))
+		first, err := e.DecideWait(context.Background(), r)
+		if err != nil || first.Code != CodeOK || first.Waited != 0 {
+			t.Fatalf("first: %v %v waited %v, want OK at once", first.Code, err, first.Waited)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel) // the second is held 100ms
+		resp, err := e.DecideWait(ctx, r)
+		if !errors.Is(err, context.Canceled) || resp.Code == CodeOK || resp.Holds() {
+			t.Fatalf("cancelled during the hold: %v, %v, holds %v; want context.Canceled, not OK, holding nothing",
+				resp.Code, err, resp.Holds())
+		}
+		if resp.Waited != 50*time.Millisecond {
+			t.Errorf("waited %v, want 50ms (until the cancel)", resp.Waited)
+		}
+		peek, err := e.Peek(context.Background(), req("w", ent("job", "j")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Of 3 slots the first request holds one: a third request would
+		// leave one free.
+		if d := peek.Statuses[0].Decision; !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("after the cancel, another request would leave %d slots free (allowed %v), want 1: the cancelled request's slot is given back",
+				d.Remaining, d.Allowed)
+		}
+	})
+}
+
 // TestWatchReload: a valid change is installed, a broken file keeps the
 // old limits in force and reports its problems, a fix is installed again.
 func TestWatchReload(t *testing.T) {
