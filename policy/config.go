@@ -42,10 +42,19 @@ func (p Pos) String() string { return p.File + ":" + strconv.Itoa(p.Line) }
 // tree of descriptors with their rules. It is immutable once loaded and safe
 // for concurrent use; an Engine decides with it.
 type Config struct {
-	domains map[string]*Domain
-	names   []string // sorted
-	rules   []*Rule  // every rule of every domain, numbered by Rule.index
+	domains  map[string]*Domain
+	names    []string // sorted
+	rules    []*Rule  // every rule of every domain, numbered by Rule.index
+	warnings Problems
 }
+
+// Warnings returns what loaded but may not mean what its author meant,
+// sorted by file and line: fields envoyproxy/ratelimit ignores where they
+// are written (ignored here too), fields set twice (the last one wins),
+// several YAML documents in one file, a directory without configuration
+// files. `floodgate validate` prints them as "file:line: warning: message";
+// the Config is valid all the same.
+func (c *Config) Warnings() Problems { return slices.Clone(c.warnings) }
 
 // Domains returns the domains sorted by name.
 func (c *Config) Domains() []*Domain {
@@ -113,12 +122,14 @@ func (d *Domain) priorityRank(class string) int {
 }
 
 // Node is one descriptor of the configuration tree: a key, an optional value
-// (exact, or a prefix when it ends in '*') and optionally a rule.
+// (exact, or a wildcard pattern when it contains '*') and optionally a rule.
 type Node struct {
 	// Key is the descriptor entry's key. Never empty.
 	Key string
-	// Value is the entry's value: "" matches any value, "prefix*" any value
-	// starting with prefix, anything else exactly itself.
+	// Value is the entry's value: "" matches any value; a value containing
+	// '*' is a pattern in which each '*' matches any run of characters,
+	// none included ("prefix*", "/api/*/v1", "a*b*c"); anything else
+	// matches exactly itself (see MatchValue).
 	Value string
 	// Pos is where the descriptor was declared.
 	Pos Pos
@@ -137,10 +148,9 @@ type Node struct {
 	// Children are the nested descriptors in file order.
 	Children []*Node
 
-	prefix   string // Value without its '*'
-	wildcard bool
-	depth    int // 1 at the top level: the number of entries that reach it
-	sub      level
+	pattern []string // a wildcard Value split at its '*'s; nil for other values
+	depth   int      // 1 at the top level: the number of entries that reach it
+	sub     level
 	// valueToMetric is Envoy's value_to_metric: the metric key carries the
 	// request's value for this entry.
 	valueToMetric bool
@@ -168,24 +178,61 @@ func (lv *level) add(n *Node) {
 			lv.exact = map[entryKey]*Node{}
 		}
 		lv.exact[entryKey{n.Key, n.Value}] = n
-		if n.wildcard {
+		if n.pattern != nil {
 			lv.wild = append(lv.wild, n)
 		}
 	}
 }
 
 // find returns the most specific sibling for the entry: an exact value, then
-// the first wildcard prefix that matches, then the value-less key.
+// the first wildcard pattern in file order that matches, then the value-less
+// key.
 func (lv *level) find(key, value string) *Node {
 	if n := lv.exact[entryKey{key, value}]; n != nil {
 		return n
 	}
 	for _, n := range lv.wild {
-		if n.Key == key && strings.HasPrefix(value, n.prefix) {
+		if n.Key == key && n.MatchValue(value) {
 			return n
 		}
 	}
 	return lv.any[key]
+}
+
+// MatchValue reports whether a request entry's value matches the
+// descriptor's Value: any value when Value is ""; for a wildcard pattern,
+// a value made of its literal parts in order, each '*' standing for any run
+// of characters, none included (envoyproxy/ratelimit's wildcards, a
+// trailing '*' being a prefix match); otherwise the value itself.
+func (n *Node) MatchValue(value string) bool {
+	switch {
+	case n.Value == "":
+		return true
+	case n.pattern == nil:
+		return value == n.Value
+	}
+	return globMatch(n.pattern, value)
+}
+
+// globMatch reports whether value matches a pattern split at its '*'s
+// (at least two parts): it starts with the first part, ends with the last,
+// and holds the middle ones in order between them. Taking each middle part
+// at its leftmost place leaves the most room for the rest, so one pass
+// decides. No allocation.
+func globMatch(parts []string, value string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 func (lv *level) empty() bool {
@@ -220,6 +267,10 @@ type Rule struct {
 	// Unit is the Envoy unit as written ("second" … "year"), "" when the
 	// rule set a period instead.
 	Unit string
+	// UnitMultiplier is unit_multiplier as written (envoyproxy/ratelimit's):
+	// the period is Unit × UnitMultiplier (Params.Period holds the product).
+	// 1 when Unit is set without it, 0 when Unit is not set.
+	UnitMultiplier int64
 	// Replaces names the rules this one replaces when both match.
 	Replaces []string
 	// Strategy is what happens on excess: StrategyReject, StrategyWait,
@@ -303,11 +354,15 @@ func ParseUnit(name string) (period time.Duration, cal algo.Calendar, ok bool) {
 
 // describe renders the limit for Dump, e.g. "fixed_window 5/day".
 func (r *Rule) describe() string {
+	per := r.Unit
+	if r.UnitMultiplier > 1 {
+		per = fmt.Sprintf("%d %ss", r.UnitMultiplier, r.Unit)
+	}
 	switch {
 	case r.Unlimited:
 		return "unlimited"
 	case r.Deny:
-		return "deny (requests_per_unit 0) per " + r.Unit
+		return "deny (requests_per_unit 0) per " + per
 	}
 	p := r.limit.Params()
 	var b strings.Builder
@@ -316,7 +371,7 @@ func (r *Rule) describe() string {
 	case p.Algorithm == algo.Concurrency && r.Unit == "" && p.Period == 0:
 		b.WriteString("in-flight")
 	case r.Unit != "":
-		b.WriteString(r.Unit)
+		b.WriteString(per)
 	default:
 		b.WriteString(formatDuration(p.Period))
 	}

@@ -34,17 +34,27 @@ const (
 // Load reads the configuration at path: one YAML file, or every *.yaml and
 // *.yml file under a directory (recursively, in name order, skipping names
 // that start with '.' such as the ..data links of a Kubernetes ConfigMap
-// mount). Each file holds one domain (several YAML documents may hold one
-// each). A domain may be declared only once across all files.
+// mount, and files with other extensions). Each file holds one domain
+// (several YAML documents may hold one each; empty documents are skipped).
+// A domain may be declared only once across all files. A directory without
+// configuration files loads as a Config without domains.
 //
 // When anything is wrong Load returns a nil Config and Problems, every
-// problem found with its file and line.
+// problem found with its file and line. What loads but deserves a look is
+// in the Config's Warnings.
 func Load(path string) (*Config, error) {
 	srcs, probs := readSources(path)
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	return build(srcs)
+	cfg, err := build(srcs)
+	if err == nil && len(srcs) == 0 {
+		// As envoyproxy/ratelimit does, an empty directory (a ConfigMap
+		// not filled yet) is a configuration without domains.
+		cfg.warnings = append(cfg.warnings, Problem{File: path, Message: "no *.yaml or *.yml files in the directory: no domain is configured, " +
+			"so every request is allowed; files added later are loaded when the server reloads"})
+	}
+	return cfg, err
 }
 
 // Parse compiles one file's content; name is used in problems and Pos.
@@ -117,9 +127,6 @@ func readSources(path string) ([]source, Problems) {
 	if err != nil {
 		probs = append(probs, Problem{File: path, Message: err.Error()})
 	}
-	if len(srcs) == 0 && len(probs) == 0 {
-		probs = append(probs, Problem{File: path, Message: "no *.yaml or *.yml files in the directory"})
-	}
 	return srcs, probs
 }
 
@@ -151,8 +158,8 @@ func unwrapPath(err error) error {
 var (
 	rootFields = []string{"domain", "descriptors", "rate_limit", "hierarchy", "priorities", "default_priority", "hash_tag"}
 	descFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
-		"value_to_metric", "share_threshold", "hierarchy"}
-	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"value_to_metric", "share_threshold", "metadata", "hierarchy"}
+	limitFields = []string{"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "period", "burst", "initial_tokens", "sub_windows", "warmup_period", "cold_factor",
 		"max_burst_seconds", "queue_size", "delay", "max_wait", "lease_ttl",
 		"strategy", "fallback", "max_waiters", "queue_order", "ceil", "lendable", "reserve", "priority", "adaptive"}
@@ -160,6 +167,39 @@ var (
 		"decrease", "increase", "interval", "min_samples"}
 	replacesFields = []string{"name"}
 )
+
+// upstreamKeys are the field names envoyproxy/ratelimit knows, each with
+// where it belongs. Its loader checks every key of a file against this one
+// flat set, whatever the level, and ignores a known key at the wrong level
+// (and an unknown key anywhere is an error). Floodgate does the same in
+// Envoy's mappings (envoyMappings), with a warning, so that every file
+// envoyproxy/ratelimit loads loads here and behaves the same.
+var upstreamKeys = map[string]string{
+	"domain":            "the top level",
+	"descriptors":       "the domain or a descriptor",
+	"key":               "a descriptor",
+	"value":             "a descriptor",
+	"rate_limit":        "a descriptor",
+	"shadow_mode":       "a descriptor",
+	"quota_mode":        "a descriptor",
+	"detailed_metric":   "a descriptor",
+	"value_to_metric":   "a descriptor",
+	"share_threshold":   "a descriptor",
+	"metadata":          "a descriptor",
+	"unit":              "rate_limit",
+	"unit_multiplier":   "rate_limit",
+	"requests_per_unit": "rate_limit",
+	"unlimited":         "rate_limit",
+	"replaces":          "rate_limit",
+	"name":              "rate_limit or a replaces entry",
+}
+
+// envoyMappings are the mappings of envoyproxy/ratelimit's format, by the
+// name fields gives them. In them, as in envoyproxy/ratelimit (whose YAML
+// reader is yaml.v2), a field set twice takes its last value (two mappings
+// are merged, the later one's fields winning), with a warning; in
+// Floodgate's own mappings a duplicate is an error.
+var envoyMappings = map[string]bool{"the domain": true, "descriptor": true, "rate_limit": true, "replaces": true}
 
 // fieldAlgos lists, for the algorithm-specific fields, the algorithms they
 // apply to; setting one for another algorithm is an error rather than
@@ -188,17 +228,39 @@ func (f field) line() int {
 	return f.key.Line
 }
 
-// loader collects problems while it builds a Config.
+// loader collects problems and warnings while it builds a Config.
 type loader struct {
 	file     string
 	probs    Problems
+	warns    Problems
 	budget   int
 	ruleSrcs map[*Rule]map[string]field
 	roots    map[*Domain]bool // domains whose rules may use a Root
+	// notes describes the key problems of the mapping fields read last.
+	notes keyNotes
 }
+
+// keyNotes records the key problems of one mapping: the known names that
+// unknown keys looked like typos of, and whether a key was not a string.
+// A required field then missing was most likely written with that key, so
+// "missing" would repeat the problem already reported.
+type keyNotes struct {
+	suggested map[string]bool
+	nonString bool
+}
+
+// reported reports whether the problem of the required field name being
+// missing has most likely been reported already.
+func (n keyNotes) reported(name string) bool { return n.nonString || n.suggested[name] }
 
 func (l *loader) errf(line int, format string, args ...any) {
 	l.probs = append(l.probs, Problem{File: l.file, Line: line, Message: fmt.Sprintf(format, args...)})
+}
+
+// warnf records something the configuration does that loads, but perhaps
+// not as its author meant (Config.Warnings).
+func (l *loader) warnf(line int, format string, args ...any) {
+	l.warns = append(l.warns, Problem{File: l.file, Line: line, Message: fmt.Sprintf(format, args...)})
 }
 
 // build parses and compiles every source; duplicate domains are errors.
@@ -238,6 +300,8 @@ func build(srcs []source) (*Config, error) {
 		l.probs.sort()
 		return nil, l.probs
 	}
+	l.warns.sort()
+	cfg.warnings = l.warns
 	return cfg, nil
 }
 
@@ -254,7 +318,7 @@ func (l *loader) parseFile(data []byte) (out []*Domain) {
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	docs := 0
+	var docs []*yaml.Node
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -265,13 +329,36 @@ func (l *loader) parseFile(data []byte) (out []*Domain) {
 			l.syntax(data, err)
 			return out
 		}
-		docs++
-		if d := l.domain(&doc); d != nil {
+		root := &doc
+		if root.Kind == yaml.DocumentNode {
+			if len(root.Content) == 0 {
+				continue // an empty document, e.g. after a trailing "---"
+			}
+			root = root.Content[0]
+		}
+		if isNull(resolve(root)) {
+			continue
+		}
+		docs = append(docs, root)
+		if d := l.domain(root); d != nil {
 			out = append(out, d)
 		}
 	}
-	if docs == 0 {
-		l.errf(1, "empty file: a configuration file declares a domain")
+	switch {
+	case len(docs) == 0:
+		// envoyproxy/ratelimit refuses such a file in the same words.
+		l.errf(1, "config file cannot have empty domain: the file holds no YAML document (it is empty or only comments)")
+	case len(docs) > 1:
+		var names []string
+		for _, d := range out[min(1, len(out)):] {
+			names = append(names, strconv.Quote(d.Name))
+		}
+		also := ""
+		if len(names) > 0 {
+			also = ", so it would not load " + strings.Join(names, ", ")
+		}
+		l.warnf(docs[1].Line, "this file holds %d YAML documents and Floodgate loads a domain from each; envoyproxy/ratelimit reads only the first%s",
+			len(docs), also)
 	}
 	return out
 }
@@ -385,7 +472,10 @@ func isNull(n *yaml.Node) bool {
 // fields reads a mapping: every key once, every key known. Merge keys
 // ("<<: *anchor") contribute the fields the mapping does not set itself.
 // ok is false when n is not a mapping (a problem has been reported unless
-// n is null, which reads as an empty mapping).
+// n is null, which reads as an empty mapping). In Envoy's mappings
+// (envoyMappings) a key envoyproxy/ratelimit knows at another level is
+// ignored and a duplicate key takes its last value, each with a warning,
+// as envoyproxy/ratelimit's loader does.
 func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]field, bool) {
 	n = resolve(n)
 	if isNull(n) {
@@ -395,27 +485,43 @@ func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]f
 		l.errf(n.Line, "%s must be a mapping, got %s", what, kindName(n))
 		return nil, false
 	}
+	envoy := envoyMappings[what]
+	var notes keyNotes
+	defer func() { l.notes = notes }()
 	fs := map[string]field{}
 	var merged []map[string]field
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], resolve(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
-			l.errf(k.Line, "%s: field names must be strings", what)
-			continue
-		}
-		if k.Tag == "!!merge" || (k.Value == "<<" && k.Style == 0) {
+		if k.Tag == "!!merge" || (k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0) {
 			merged = append(merged, l.merge(v, what, known)...)
 			continue
 		}
-		if prev, ok := fs[k.Value]; ok {
-			l.errf(k.Line, "duplicate field %q in %s (first at line %d)", k.Value, what, prev.key.Line)
+		if !l.stringKey(k, what) {
+			notes.nonString = true
 			continue
 		}
-		if !slices.Contains(known, k.Value) {
+		f := field{k, v}
+		prev, dup := fs[k.Value]
+		switch {
+		case !slices.Contains(known, k.Value):
+			if _, ok := upstreamKeys[k.Value]; ok && envoy {
+				l.misplaced(what, f)
+				continue
+			}
 			l.errf(k.Line, "unknown field %q in %s%s", k.Value, what, suggest(k.Value, known))
-			continue
+			if c := closest(k.Value, known); c != "" {
+				if notes.suggested == nil {
+					notes.suggested = map[string]bool{}
+				}
+				notes.suggested[c] = true
+			}
+		case dup && !envoy:
+			l.errf(k.Line, "duplicate field %q in %s (first at line %d)", k.Value, what, prev.key.Line)
+		case dup:
+			fs[k.Value] = l.duplicate(what, prev, f)
+		default:
+			fs[k.Value] = f
 		}
-		fs[k.Value] = field{k, v}
 	}
 	for _, m := range merged {
 		for name, f := range m {
@@ -425,6 +531,111 @@ func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]f
 		}
 	}
 	return fs, true
+}
+
+// stringKey reports whether k is a field name: a string. Other keys (a
+// number, a list) are a problem, in envoyproxy/ratelimit's words.
+func (l *loader) stringKey(k *yaml.Node, what string) bool {
+	switch {
+	case k.Kind != yaml.ScalarNode:
+		l.errf(k.Line, "key is not of type string: %s (in %s, whose field names are strings)", kindName(k), what)
+		return false
+	case k.Tag != "!!str":
+		l.errf(k.Line, "key is not of type string: %s (in %s: quote it to make it a name)", k.Value, what)
+		return false
+	}
+	return true
+}
+
+// duplicate resolves a field set twice in one of Envoy's mappings the way
+// envoyproxy/ratelimit's yaml.v2 does: the later value wins, except that
+// two mappings are merged, the later one's fields winning (yaml.v2 decodes
+// the second into the struct the first filled). It warns, naming both
+// lines.
+func (l *loader) duplicate(what string, prev, f field) field {
+	a, b := prev.val, f.val
+	if a != nil && b != nil && a.Kind == yaml.MappingNode && b.Kind == yaml.MappingNode {
+		l.warnf(f.key.Line, "duplicate field %q in %s (first at line %d): the two are merged, this one's fields winning, as in envoyproxy/ratelimit",
+			f.key.Value, what, prev.key.Line)
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: a.Line, Column: a.Column,
+			Content: slices.Concat(a.Content, b.Content)}
+		return field{prev.key, m}
+	}
+	l.warnf(f.key.Line, "duplicate field %q in %s (first at line %d): this one wins, as in envoyproxy/ratelimit",
+		f.key.Value, what, prev.key.Line)
+	return f
+}
+
+// misplaced handles a field envoyproxy/ratelimit knows, found at a level
+// where it means nothing: envoyproxy/ratelimit ignores it (its key check is
+// flat), so it is ignored here too, with a warning saying where it
+// belongs. Its value must still pass envoyproxy/ratelimit's key check.
+func (l *loader) misplaced(what string, f field) {
+	if !l.flatKeys(f.val, true) {
+		return
+	}
+	name := f.key.Value
+	switch {
+	case what == "rate_limit" && name == "shadow_mode":
+		l.warnf(f.key.Line, "field \"shadow_mode\" is ignored in rate_limit, as envoyproxy/ratelimit ignores it there: "+
+			"this rule is enforced, not shadowed; set shadow_mode on the descriptor to shadow it")
+	case what == "rate_limit" && name == "quota_mode":
+		l.warnf(f.key.Line, "field \"quota_mode\" is ignored in rate_limit, as envoyproxy/ratelimit ignores it there: "+
+			"this rule is enforced, not in quota mode; set quota_mode on the descriptor for that")
+	default:
+		l.warnf(f.key.Line, "field %q is ignored in %s, as envoyproxy/ratelimit ignores it there; it belongs in %s",
+			name, what, upstreamKeys[name])
+	}
+}
+
+// flatKeys applies envoyproxy/ratelimit's key check to a value it ignores:
+// every key of every mapping within is one it knows (a metadata block's
+// content is free), and lists hold mappings. With report, each breach is a
+// problem. It returns whether n passes. Each node is looked at once, so an
+// alias repeated many times costs nothing more.
+func (l *loader) flatKeys(n *yaml.Node, report bool) bool {
+	seen := map[*yaml.Node]bool{}
+	ok := true
+	fail := func(line int, format string, args ...any) {
+		ok = false
+		if report {
+			l.errf(line, format, args...)
+		}
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		n = resolve(n)
+		if n == nil || seen[n] {
+			return
+		}
+		seen[n] = true
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				switch _, known := upstreamKeys[k.Value]; {
+				case k.Tag == "!!merge":
+					walk(n.Content[i+1])
+				case k.Kind != yaml.ScalarNode || k.Tag != "!!str":
+					fail(k.Line, "key is not of type string: %s", kindName(k))
+				case !known:
+					fail(k.Line, "unknown field %q (within a field that is ignored here)", k.Value)
+				case k.Value != "metadata":
+					walk(n.Content[i+1])
+				}
+			}
+		case yaml.SequenceNode:
+			for _, e := range n.Content {
+				if r := resolve(e); r == nil || r.Kind != yaml.MappingNode {
+					fail(e.Line, "a list here holds mappings only, got %s", kindName(e))
+					continue
+				}
+				walk(e)
+			}
+		}
+	}
+	walk(n)
+	return ok
 }
 
 func (l *loader) merge(v *yaml.Node, what string, known []string) []map[string]field {
@@ -565,16 +776,8 @@ func parseDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// domain reads one YAML document.
-func (l *loader) domain(doc *yaml.Node) *Domain {
-	root := doc
-	if root.Kind == yaml.DocumentNode {
-		if len(root.Content) == 0 {
-			l.errf(max(doc.Line, 1), "config file cannot have empty domain: the document is empty")
-			return nil
-		}
-		root = root.Content[0]
-	}
+// domain reads one YAML document's content.
+func (l *loader) domain(root *yaml.Node) *Domain {
 	fs, ok := l.fields(root, "the domain", append(slices.Clip(rootFields), sectionNames()...))
 	if !ok {
 		return nil
@@ -583,6 +786,8 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 	d := &Domain{Pos: Pos{l.file, line}}
 	f, has := fs["domain"]
 	switch name, ok := l.str(f, "domain"); {
+	case !has && l.notes.reported("domain"):
+		return nil
 	case !has:
 		l.errf(line, "config file cannot have empty domain: the domain field is missing")
 		return nil
@@ -617,19 +822,11 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 	} else if len(d.Priorities) > 0 {
 		d.DefaultPriority = d.Priorities[len(d.Priorities)-1]
 	}
-	if f, ok := fs["rate_limit"]; ok && !isNull(f.val) {
-		d.Root = l.rule(d, nil, f)
-		if d.Root != nil {
-			d.Root.Name = d.Name
-			if n, ok := l.ruleSrcs[d.Root]["name"]; ok {
-				if s, ok := l.str(n, "name"); ok && s != "" {
-					d.Root.Name, d.Root.named = s, true
-				}
-			}
-		}
-	}
 	if f, ok := fs["descriptors"]; ok {
 		d.Descriptors = l.descriptors(d, nil, f, &d.top, "", 1)
+	}
+	if f, ok := fs["rate_limit"]; ok && !isNull(f.val) {
+		l.root(d, f)
 	}
 	for _, name := range sectionNames() {
 		if f, ok := fs[name]; ok {
@@ -637,6 +834,32 @@ func (l *loader) domain(doc *yaml.Node) *Domain {
 		}
 	}
 	return d
+}
+
+// root reads the domain's rate_limit, the root of its hierarchy. Without
+// a hierarchical rule it applies to nothing: envoyproxy/ratelimit ignores
+// a domain-level rate_limit, so one written in its terms is ignored here
+// too, with a warning; one using Floodgate's fields is an error (finish).
+func (l *loader) root(d *Domain, f field) {
+	hierarchical := d.Hierarchy
+	for _, r := range d.rules {
+		hierarchical = hierarchical || r.Hierarchical
+	}
+	if !hierarchical && l.flatKeys(f.val, false) {
+		l.warnf(f.key.Line, "rate_limit at the domain level is ignored, as envoyproxy/ratelimit ignores it: here it is the root of a hierarchy, "+
+			"and no rule of domain %q is hierarchical (set hierarchy: true on the domain or on descriptors to use it)", d.Name)
+		return
+	}
+	d.Root = l.rule(d, nil, f)
+	if d.Root == nil {
+		return
+	}
+	d.Root.Name = d.Name
+	if n, ok := l.ruleSrcs[d.Root]["name"]; ok {
+		if s, ok := l.str(n, "name"); ok && s != "" {
+			d.Root.Name, d.Root.named = s, true
+		}
+	}
 }
 
 func (l *loader) priorities(d *Domain, f field) {
@@ -713,6 +936,8 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 	kf, has := fs["key"]
 	key, ok := l.str(kf, "key")
 	switch {
+	case !has && l.notes.reported("key"):
+		return nil
 	case !has || (ok && key == ""):
 		l.errf(e.Line, "descriptor has empty key")
 		return nil
@@ -723,8 +948,11 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 	if vf, ok := fs["value"]; ok {
 		n.Value, _ = l.str(vf, "value")
 	}
-	if strings.HasSuffix(n.Value, "*") {
-		n.wildcard, n.prefix = true, strings.TrimSuffix(n.Value, "*")
+	if strings.Contains(n.Value, "*") {
+		n.pattern = strings.Split(n.Value, "*")
+	}
+	if f, ok := fs["metadata"]; ok && !isNull(f.val) && f.val.Kind != yaml.MappingNode {
+		l.errf(f.line(), "metadata must be a mapping, got %s", kindName(f.val))
 	}
 	for _, b := range []struct {
 		name string
@@ -737,8 +965,8 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 	if f, ok := fs["value_to_metric"]; ok {
 		n.valueToMetric, _ = l.boolean(f, "value_to_metric")
 	}
-	if n.ShareThreshold && !n.wildcard {
-		l.errf(fs["share_threshold"].line(), "share_threshold applies to a wildcard value ending in '*', not %q", n.Value)
+	if n.ShareThreshold && n.pattern == nil {
+		l.errf(fs["share_threshold"].line(), "share_threshold can only be used with wildcard values (containing '*'), not %q", n.Value)
 	}
 	n.Hierarchy = d.Hierarchy
 	if parent != nil {
@@ -788,6 +1016,7 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 	if !ok {
 		return nil
 	}
+	notes := l.notes
 	before := len(l.probs)
 	r := &Rule{Domain: d.Name, Node: n, Pos: Pos{l.file, f.key.Line}, Strategy: StrategyReject, Lendable: 1}
 	l.ruleSrcs[r] = fs
@@ -905,7 +1134,7 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 		}
 		return r
 	}
-	l.params(r, fs)
+	l.params(r, fs, notes)
 	if len(l.probs) > before {
 		// Keep the rule so later checks (replaces, names) do not cascade
 		// into spurious problems, but do not compile it.
@@ -987,9 +1216,11 @@ func (l *loader) reserve(r *Rule, f field) {
 	}
 }
 
-// params reads the limit itself: unit or period, requests_per_unit and the
-// algorithm with its parameters.
-func (l *loader) params(r *Rule, fs map[string]field) {
+// params reads the limit itself: unit (and unit_multiplier) or period,
+// requests_per_unit and the algorithm with its parameters. notes are the
+// mapping's key problems: a required field that seems missing because its
+// key was misspelled is not reported twice.
+func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	p := algo.Params{Algorithm: algo.FixedWindow}
 	// knownAlgo is false when the algorithm field is bad: the checks that
 	// depend on the algorithm are skipped (they would only guess), the
@@ -1008,6 +1239,7 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 	}
 	uf, hasUnit := fs["unit"]
 	pf, hasPeriod := fs["period"]
+	mult := l.unitMultiplier(fs, hasUnit, hasPeriod)
 	switch {
 	case hasUnit && hasPeriod:
 		l.errf(pf.key.Line, "set unit or period, not both")
@@ -1020,10 +1252,15 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 		switch d, cal, ok := ParseUnit(u); {
 		case !ok:
 			l.errf(uf.line(), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", s)
+		case cal == algo.CalendarNone && mult > maxPeriod/d:
+			l.errf(fs["unit_multiplier"].line(), "unit_multiplier %d makes a period of more than 2^53µs (about 285 years)", mult)
 		case cal == algo.CalendarNone:
-			p.Period, r.Unit = d, u
+			p.Period, r.Unit, r.UnitMultiplier = d*time.Duration(mult), u, int64(mult)
+		case mult > 1:
+			l.errf(fs["unit_multiplier"].line(), "unit_multiplier applies to second, minute, hour, day and week; %s is a calendar period "+
+				"(for a window of several months, use a period such as 90d)", u)
 		default:
-			r.Unit, p.Calendar = u, cal
+			r.Unit, r.UnitMultiplier, p.Calendar = u, 1, cal
 			if knownAlgo && p.Algorithm != algo.FixedWindow {
 				l.errf(uf.line(), "unit %s is a calendar period for fixed_window only; use a period such as 30d with %s", u, p.Algorithm)
 			}
@@ -1031,10 +1268,16 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 	case hasPeriod:
 		p.Period, _ = l.duration(pf, "period")
 	case knownAlgo && p.Algorithm != algo.Concurrency:
+		if _, ok := fs["unit_multiplier"]; ok || notes.reported("unit") {
+			r.broken = true // the problem that explains it has been reported
+			break
+		}
 		l.errf(r.Pos.Line, "rate_limit needs a unit (second, minute, hour, day, week, month, year) or a period")
 	}
 	rf, hasRPU := fs["requests_per_unit"]
 	switch {
+	case !hasRPU && notes.reported("requests_per_unit"):
+		r.broken = true
 	case !hasRPU:
 		l.errf(r.Pos.Line, "rate_limit needs requests_per_unit (0 blocks every request)")
 	default:
@@ -1150,6 +1393,33 @@ func (l *loader) params(r *Rule, fs map[string]field) {
 		l.errf(fs["strategy"].line(), "strategy wait does not apply to a concurrency limit: a waiting request would not learn of a slot given back, only of its lease expiring; use reject")
 	}
 	r.Params = p
+}
+
+// maxPeriod is the longest period algo.Compile takes: 2^53 µs.
+const maxPeriod = time.Duration(1<<53) * time.Microsecond
+
+// unitMultiplier reads unit_multiplier (envoyproxy/ratelimit's): the
+// period is unit × unit_multiplier. It multiplies a unit, so it takes one,
+// and not a period (which states the whole length). It returns 1 when the
+// field is absent or wrong.
+func (l *loader) unitMultiplier(fs map[string]field, hasUnit, hasPeriod bool) time.Duration {
+	f, ok := fs["unit_multiplier"]
+	if !ok {
+		return 1
+	}
+	v, ok := l.integer(f, "unit_multiplier")
+	switch {
+	case !ok:
+	case v < 1:
+		l.errf(f.line(), "unit_multiplier must be greater than 0, got %d", v)
+	case hasPeriod:
+		l.errf(f.key.Line, "unit_multiplier multiplies unit, and period states the whole length: set unit and unit_multiplier, or period alone (e.g. period: 5m)")
+	case !hasUnit:
+		l.errf(f.key.Line, "unit_multiplier needs a unit to multiply (second, minute, hour, day or week)")
+	default:
+		return time.Duration(v)
+	}
+	return 1
 }
 
 func kindList() string {

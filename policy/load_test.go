@@ -167,7 +167,7 @@ func TestParseDurations(t *testing.T) {
 // FuzzLoad: no input makes the loader panic, and every problem it reports
 // has a line.
 func FuzzLoad(f *testing.F) {
-	for _, dir := range []string{"testdata/good", "testdata/bad", "testdata/envoy"} {
+	for _, dir := range []string{"testdata/good", "testdata/bad", "testdata/envoy", "testdata/upstream"} {
 		paths, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {
@@ -178,10 +178,16 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("domain: x\ndescriptors: &d\n  - key: a\n    descriptors: *d\n"))
 	f.Add([]byte("\xff\xfe"))
+	f.Add([]byte(aliasBomb()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
 		if err == nil {
 			_ = cfg.Dump()
+			for _, w := range cfg.Warnings() {
+				if w.Line <= 0 || w.File != "fuzz.yaml" || w.Message == "" {
+					t.Fatalf("bad warning %+v", w)
+				}
+			}
 			return
 		}
 		var ps Problems

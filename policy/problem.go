@@ -55,14 +55,20 @@ func (ps Problems) sort() {
 // suggest returns ` (did you mean "x"?)` for the known name closest to s,
 // when one is close enough to be a likely typo.
 func suggest(s string, known []string) string {
+	best := closest(s, known)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// closest returns the known name s is most likely a typo of, or "".
+func closest(s string, known []string) string {
 	best, bestD := "", len(s)/3+2
 	for _, k := range known {
 		if d := names.EditDistance(s, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best
 }
