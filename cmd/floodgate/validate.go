@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/floodgate/floodgate/gateway"
 	"github.com/floodgate/floodgate/policy"
@@ -18,14 +19,15 @@ func init() {
 // file:line: message and exit 1, or exit 0 when the configuration is valid
 // (-v also prints the compiled rules). Gateway routes are built as serve
 // builds them (no user function, no fallbacks), so what validate passes
-// serve runs; warnings ("file:line: warning: ...", on stderr) do not fail.
+// serve runs; warnings ("file:line: warning: ...", on stderr: the
+// configuration's, then the routes') do not fail.
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "print the compiled rules of a valid configuration")
 	preserveHost := fs.Bool("preserve-host", false, "check the gateway routes as serve --upstream --preserve-host builds them (routes with a host: need it)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] [--preserve-host] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nroutes whose descriptors no rule limits.")
+		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] [--preserve-host] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nfields ignored where they are written (as envoyproxy/ratelimit ignores them), fields set twice, several documents in a file,\na directory without configuration files, routes whose descriptors no rule limits.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 1, stdout, stderr); !ok {
@@ -38,8 +40,8 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	// As serve builds the routes: gatewayHandler registers no user
 	// function and no fallback.
-	warnings, err := gateway.Check(cfg, gateway.WithPreserveHost(*preserveHost))
-	for _, w := range warnings {
+	routeWarnings, err := gateway.Check(cfg, gateway.WithPreserveHost(*preserveHost))
+	for _, w := range slices.Concat(cfg.Warnings(), routeWarnings) {
 		w.Message = "warning: " + w.Message
 		fmt.Fprintln(stderr, w)
 	}

@@ -70,3 +70,33 @@ func TestValidateDirectoryPrintsEveryProblem(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr\n%s\nwant exit 1 and\n%s", code, out.String(), errb.String(), want)
 	}
 }
+
+// A file envoyproxy/ratelimit loads is valid: what it ignores is ignored
+// here too, each with a warning on stderr at its line; an empty directory
+// is valid (no domains) with a warning.
+func TestValidateWarnings(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "rl.yaml")
+	data := "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      shadow_mode: true\n---\n"
+	if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"validate", f}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	want := f + `:7: warning: field "shadow_mode" is ignored in rate_limit, as envoyproxy/ratelimit ignores it there: this rule is enforced, not shadowed; set shadow_mode on the descriptor to shadow it` + "\n"
+	if errb.String() != want || out.String() != f+": valid (1 domain, 1 rule)\n" {
+		t.Fatalf("stdout %q\nstderr %q\nwant stderr %q", out.String(), errb.String(), want)
+	}
+
+	empty := t.TempDir()
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"validate", empty}, &out, &errb); code != 0 || out.String() != empty+": valid (0 domains, 0 rules)\n" {
+		t.Fatalf("empty directory: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	if !strings.HasPrefix(errb.String(), empty+": warning: no *.yaml or *.yml files in the directory") {
+		t.Fatalf("empty directory: stderr %q", errb.String())
+	}
+}
