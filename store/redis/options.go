@@ -19,6 +19,7 @@ type options struct {
 	tls         *tls.Config
 	client      func(*rueidis.ClientOption)
 	testClock   func() time.Time
+	probeKey    string
 	// testTTLFloor is the least TTL of a key written at a test-clock time.
 	testTTLFloor time.Duration
 	// testNoLone sends lone takes as batches of one (lua/takes.lua), so
@@ -31,6 +32,7 @@ func defaultOptions() options {
 		batchSize: 64,
 		inflight:  2,
 		timeout:   3 * time.Second,
+		probeKey:  DefaultProbeKey,
 	}
 }
 
@@ -137,6 +139,17 @@ func WithTestClock(clock func() time.Time) Option {
 		if o.testTTLFloor == 0 {
 			o.testTTLFloor = time.Second
 		}
+		return nil
+	}
+}
+
+// WithProbeKey sets the key Open's probe writes and deletes to check that
+// the scripts can run (default DefaultProbeKey, "fg:__probe"); give a key
+// under your own prefix when the policy engine uses another one (an ACL
+// key pattern must let it through). "" skips the probe.
+func WithProbeKey(key string) Option {
+	return func(o *options) error {
+		o.probeKey = key
 		return nil
 	}
 }

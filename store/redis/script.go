@@ -78,6 +78,8 @@ var (
 	// loneTake decides one single-key take of a fixed window or the
 	// bucket family sent on its own, a serial caller's call.
 	loneTake = newProgram(luaFile("take"))
+	// probeScript calls every command the others call (see Store.probe).
+	probeScript = newProgram(luaFile("probe"))
 )
 
 // scriptFor returns the smallest script that holds the families in mask.

@@ -52,9 +52,17 @@ var (
 //	WithTLSConfig(nil)         rediss:// verifies against the system roots
 //	WithClientOption(nil)      adjust the rueidis client options
 //	WithTestClock(nil)         the Redis server's TIME decides (tests only)
+//	WithProbeKey("fg:__probe") the key of the start-up probe
 //
-// A URL error wraps ErrBadURL; a connection error wraps
-// store.ErrUnavailable.
+// Before it returns, Open checks that the store can work: behind redis://
+// or rediss://, that the server is neither a Sentinel, a Cluster node nor
+// a replica (each is an error that says which URL to use); everywhere,
+// that the user may load and run the scripts and that they can write (a
+// probe that calls every command they call, on the probe key).
+//
+// A URL error, or a server of the wrong kind, wraps ErrBadURL; a user the
+// ACL stops wraps ErrPermission and lists the rules it needs (ACLRules); a
+// connection error wraps store.ErrUnavailable.
 func Open(rawURL string, opts ...Option) (*Store, error) {
 	e, err := ParseURL(rawURL)
 	if err != nil {
@@ -92,11 +100,23 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		if e.Mode == Sentinel && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
 			hint = " (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)"
 		}
+		if isPermission(err.Error()) {
+			return nil, fmt.Errorf("redis: connect to %s: %w: %w; it needs %s (docs/STORES.md)", store.RedactURL(rawURL), ErrPermission, err, aclHint(o.probeKey))
+		}
 		return nil, fmt.Errorf("redis: connect to %s: %w: %w%s", store.RedactURL(rawURL), store.ErrUnavailable, err, hint)
 	}
 	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
 		client.Close()
 		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, store.RedactURL(rawURL))
+	}
+	if e.Mode == Standalone {
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		err := checkStandalone(ctx, client, e.Addrs[0], store.RedactURL(rawURL))
+		cancel()
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
 	}
 	s, err := newStore(client, e.Mode, o)
 	if err != nil {
@@ -151,6 +171,9 @@ func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
 	if err := s.loadScripts(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.probe(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -161,6 +184,9 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	for addr, n := range s.client.Nodes() {
 		for _, p := range allPrograms() {
 			sha, err := n.Do(ctx, n.B().ScriptLoad().Script(p.src).Build()).ToString()
+			if re, ok := rueidis.IsRedisErr(err); ok && isPermission(re.Error()) {
+				return fmt.Errorf("%w to run SCRIPT LOAD on %s: %v; it needs %s (docs/STORES.md)", ErrPermission, addr, err, aclHint(s.o.probeKey))
+			}
 			if err != nil {
 				return fmt.Errorf("redis: SCRIPT LOAD on %s: %w: %w", addr, store.ErrUnavailable, err)
 			}
@@ -174,7 +200,7 @@ func (s *Store) loadScripts(ctx context.Context) error {
 
 // allPrograms lists every script the store runs.
 func allPrograms() []program {
-	ps := []program{inspectScript, flatTakes, loneTake}
+	ps := []program{inspectScript, flatTakes, loneTake, probeScript}
 	for _, p := range decideScripts {
 		if p.sha != "" {
 			ps = append(ps, p)

@@ -1,0 +1,31 @@
+-- Run at Open (see check.go): calls every command the other scripts call,
+-- on KEYS[1], a key of the store's prefix that nothing else uses, and
+-- returns one "COMMAND: error" per call that failed (an ACL that does not
+-- allow it, a read-only replica, a full server), or an empty list. The
+-- calls use redis.pcall so that every failure is reported, not the first.
+local k = KEYS[1]
+local calls = {
+  { 'TIME' },
+  { 'SET', k, 'probe', 'PX', 10000 },
+  { 'GET', k },
+  { 'TYPE', k },
+  { 'PEXPIRE', k, 10000 },
+  { 'DEL', k },
+  { 'ZADD', k, 1, 'a', 2, 'b' },
+  { 'ZSCORE', k, 'a' },
+  { 'ZCOUNT', k, '-inf', '+inf' },
+  { 'ZRANGE', k, 0, -1 },
+  { 'ZRANGEBYSCORE', k, '-inf', '+inf' },
+  { 'ZREVRANGE', k, 0, 1 },
+  { 'ZREM', k, 'a' },
+  { 'ZREMRANGEBYSCORE', k, '-inf', '+inf' },
+  { 'DEL', k },
+}
+local errs = {}
+for i = 1, #calls do
+  local r = redis.pcall(unpack(calls[i]))
+  if type(r) == 'table' and r.err then
+    errs[#errs + 1] = calls[i][1] .. ': ' .. r.err
+  end
+end
+return errs
