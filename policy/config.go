@@ -46,6 +46,7 @@ type Config struct {
 	names    []string // sorted
 	rules    []*Rule  // every rule of every domain, numbered by Rule.index
 	warnings Problems
+	noFiles  bool // loaded from a directory holding no configuration file
 }
 
 // Warnings returns what loaded but may not mean what its author meant,

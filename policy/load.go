@@ -53,6 +53,7 @@ func Load(path string) (*Config, error) {
 		// not filled yet) is a configuration without domains.
 		cfg.warnings = append(cfg.warnings, Problem{File: path, Message: "no *.yaml or *.yml files in the directory: no domain is configured, " +
 			"so every request is allowed; files added later are loaded when the server reloads"})
+		cfg.noFiles = true
 	}
 	return cfg, err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -388,4 +389,50 @@ func TestMetadataIgnored(t *testing.T) {
 	if r := cfg.Match("test-domain", ent("key2", "x")); r == nil || r.Params.Limit != 20 || r.Shadow {
 		t.Errorf("key2: %+v, want 20/minute, enforced", r)
 	}
+}
+
+// A directory that loses every file on a reload (rm, then cp) keeps the
+// rules in force and reports why; the files put back load as usual.
+func TestEmptiedDirectoryKeepsTheRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "rules.yaml")
+		rules := func(n string) []byte {
+			return []byte("domain: live\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: minute, requests_per_unit: " + n + "}\n")
+		}
+		if err := os.WriteFile(path, rules("5"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newMemEngine(t, cfg, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		reports := make(chan error, 10)
+		go e.Watch(ctx, dir, 100*time.Millisecond, func(_ *Config, err error) { reports <- err })
+		synctest.Wait()
+
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		err = <-reports
+		if err == nil || !strings.Contains(err.Error(), "keeping the 1 domain(s) in force") {
+			t.Fatalf("emptied directory reported %v, want the rules kept", err)
+		}
+		if e.Config().Domain("live") == nil {
+			t.Fatal("the emptied directory lifted domain live")
+		}
+		if err := os.WriteFile(path, rules("7"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		if err := <-reports; err != nil || e.EffectiveLimit("live", "r").Params().Limit != 7 {
+			t.Fatalf("files put back: %v, want the new rules in force", err)
+		}
+	})
 }

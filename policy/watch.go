@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -83,8 +84,21 @@ func Watch(ctx context.Context, path string, interval time.Duration, fn func(*Co
 // force untouched. report, when not nil, is called after every change with
 // the new Config and nil, or with nil and the error (Problems) that kept
 // the old one. It returns ctx's error when ctx is done.
+//
+// A directory that loses every configuration file is not installed as "no
+// limits" over a configuration that has domains: a directory emptied on
+// the way to new files (rm, then cp) would otherwise lift every limit for
+// a moment. The rules in force stay, and report gets an error saying so;
+// a file added back is loaded as usual. (A directory empty from the start
+// loads as a configuration without domains, as envoyproxy/ratelimit does.)
 func (e *Engine) Watch(ctx context.Context, path string, interval time.Duration, report func(*Config, error)) error {
 	return Watch(ctx, path, interval, func(cfg *Config, err error) {
+		if err == nil && cfg.noFiles {
+			if n := len(e.Config().names); n > 0 {
+				err = Problems{{File: path, Message: fmt.Sprintf("the directory holds no *.yaml or *.yml file any more: "+
+					"keeping the %d domain(s) in force (a reload never lifts every limit at once; restart to run without rules)", n)}}
+			}
+		}
 		if err == nil {
 			err = e.SetConfig(cfg)
 		}
