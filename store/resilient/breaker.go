@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // BreakerState is the circuit breaker's state.
@@ -34,18 +35,62 @@ func (s BreakerState) String() string {
 	return fmt.Sprintf("BreakerState(%d)", int32(s))
 }
 
+// CircuitOpenError is the error of a call the breaker kept from the store,
+// and the cause Hooks.Fallback reports for it: it says how many
+// consecutive calls failed and how the last one did, so that a log of it
+// shows why the store is not used (READONLY, NOPERM, a refused connection)
+// rather than only that it is not. It wraps ErrCircuitOpen, and so
+// store.ErrUnavailable; Last is not wrapped, so that errors.Is sees an
+// open circuit, not the store's failure of seconds ago.
+type CircuitOpenError struct {
+	// Failures is the number of consecutive failed calls when the breaker
+	// opened, failed half-open probes included.
+	Failures int
+	// Last is the error of the call that opened the breaker: the store's
+	// (which never holds a password: store errors show URLs redacted) or
+	// the timeout's.
+	Last error
+}
+
+// maxCause bounds the length of Last's text in Error: a script error can
+// quote a long script.
+const maxCause = 300
+
+// Error says "resilient: circuit open after N consecutive failures; last:"
+// and the last failure's text, cut at 300 bytes.
+func (e *CircuitOpenError) Error() string {
+	last := "unknown"
+	if e.Last != nil {
+		last = e.Last.Error()
+	}
+	if len(last) > maxCause {
+		cut := maxCause
+		for cut > 0 && !utf8.RuneStart(last[cut]) {
+			cut--
+		}
+		last = last[:cut] + "…"
+	}
+	return fmt.Sprintf("resilient: circuit open after %d consecutive failures; last: %s", e.Failures, last)
+}
+
+// Unwrap returns ErrCircuitOpen.
+func (e *CircuitOpenError) Unwrap() error { return ErrCircuitOpen }
+
 // breaker counts consecutive failures. Its fast path (closed, no failure)
 // takes an uncontended mutex; it is not worth an atomic protocol next to a
 // network round trip.
 type breaker struct {
 	mu       sync.Mutex
 	state    BreakerState
-	fails    int
+	fails    int // consecutive failures since the last success
+	tripped  int // failures since the breaker was last closed, probes included
+	openErr  *CircuitOpenError
 	openedAt time.Time
 	limit    int
 	cooldown time.Duration
 	now      func() time.Time
 	onChange func(from, to BreakerState)
+	onTrip   func(err *CircuitOpenError)
 }
 
 // allow reports whether a call may go to the store, and whether it is the
@@ -83,17 +128,19 @@ func (b *breaker) success(probe bool) {
 	defer b.mu.Unlock()
 	b.fails = 0
 	if probe && b.state != Closed {
+		b.tripped = 0
 		b.set(Closed)
 	}
 }
 
-func (b *breaker) failure(probe bool) {
+// failure records a failed call and its error.
+func (b *breaker) failure(probe bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if probe || b.state == HalfOpen {
 		if probe {
-			b.openedAt = b.now()
-			b.set(Open)
+			b.tripped++
+			b.trip(err)
 		}
 		return
 	}
@@ -102,10 +149,30 @@ func (b *breaker) failure(probe bool) {
 	}
 	b.fails++
 	if b.fails >= b.limit {
+		b.tripped = b.fails
 		b.fails = 0
-		b.openedAt = b.now()
-		b.set(Open)
+		b.trip(err)
 	}
+}
+
+// trip opens the breaker on err; b.mu is held.
+func (b *breaker) trip(err error) {
+	b.openErr = &CircuitOpenError{Failures: b.tripped, Last: err}
+	b.openedAt = b.now()
+	b.set(Open)
+	if b.onTrip != nil {
+		b.onTrip(b.openErr)
+	}
+}
+
+// refusal is the error of a call the breaker does not allow.
+func (b *breaker) refusal() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openErr == nil {
+		return ErrCircuitOpen
+	}
+	return b.openErr
 }
 
 // cancelProbe gives the probe slot back when the probe ended for a reason

@@ -1,8 +1,12 @@
 package resilient
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // TestBreakerSteps walks the breaker through a table of outcomes at named
@@ -10,9 +14,10 @@ import (
 func TestBreakerSteps(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
-	var changes []string
+	var changes, trips []string
 	b := &breaker{limit: 3, cooldown: time.Second, now: func() time.Time { return now },
-		onChange: func(from, to BreakerState) { changes = append(changes, from.String()+">"+to.String()) }}
+		onChange: func(from, to BreakerState) { changes = append(changes, from.String()+">"+to.String()) },
+		onTrip:   func(err *CircuitOpenError) { trips = append(trips, err.Error()) }}
 	type step struct {
 		at        time.Duration
 		result    string // "ok", "fail" or "" (only ask allow)
@@ -45,7 +50,7 @@ func TestBreakerSteps(t *testing.T) {
 			case "ok":
 				b.success(probe)
 			case "fail":
-				b.failure(probe)
+				b.failure(probe, fmt.Errorf("READONLY step %d", i))
 			}
 		}
 		if got := b.get(); got != s.wantState {
@@ -56,13 +61,49 @@ func TestBreakerSteps(t *testing.T) {
 	if got := join(changes); got != want {
 		t.Fatalf("state changes %q, want %q", got, want)
 	}
+	// Each opening names the consecutive failures and the last one.
+	wantTrips := []string{
+		"resilient: circuit open after 3 consecutive failures; last: READONLY step 5",
+		"resilient: circuit open after 4 consecutive failures; last: READONLY step 8",
+	}
+	if fmt.Sprint(trips) != fmt.Sprint(wantTrips) {
+		t.Fatalf("trips %q, want %q", trips, wantTrips)
+	}
+}
+
+// TestCircuitOpenError: a call the open breaker refuses gets the error that
+// opened it, which wraps ErrCircuitOpen and store.ErrUnavailable (not the
+// store's error: the circuit is what refuses now), and its text is
+// bounded.
+func TestCircuitOpenError(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := &breaker{limit: 2, cooldown: time.Second, now: func() time.Time { return now }}
+	if err := b.refusal(); err != ErrCircuitOpen {
+		t.Fatalf("refusal before any trip = %v, want ErrCircuitOpen", err)
+	}
+	cause := fmt.Errorf("redis: take: %w: NOPERM this user has no permissions", store.ErrBadRequest)
+	b.failure(false, errors.New("first"))
+	b.failure(false, cause)
+	err := b.refusal()
+	var coe *CircuitOpenError
+	if !errors.As(err, &coe) || coe.Failures != 2 || coe.Last != cause {
+		t.Fatalf("refusal = %#v, want a *CircuitOpenError of 2 failures, last %v", err, cause)
+	}
+	if !errors.Is(err, ErrCircuitOpen) || !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrBadRequest) {
+		t.Errorf("refusal %v: Is ErrCircuitOpen %v, ErrUnavailable %v, the cause's ErrBadRequest %v; want true, true, false",
+			err, errors.Is(err, ErrCircuitOpen), errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrBadRequest))
+	}
+	long := &CircuitOpenError{Failures: 5, Last: errors.New(string(make([]byte, 2000)) + "é")}
+	if n := len(long.Error()); n > 400 {
+		t.Errorf("a long cause gives a message of %d bytes", n)
+	}
 }
 
 // TestBreakerOneProbe checks that only one call probes while half-open.
 func TestBreakerOneProbe(t *testing.T) {
 	now := time.Unix(0, 0)
 	b := &breaker{limit: 1, cooldown: time.Second, now: func() time.Time { return now }}
-	b.failure(false)
+	b.failure(false, errors.New("down"))
 	now = now.Add(time.Second)
 	if ok, probe := b.allow(); !ok || !probe {
 		t.Fatalf("first call after the cool-down: allow() = %v, %v, want the probe", ok, probe)

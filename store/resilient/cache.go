@@ -10,10 +10,13 @@ import (
 
 const cacheShards = 64
 
-// overLimit remembers keys the store refused until their RetryAfter.
+// overLimit remembers keys the store refused until their RetryAfter, but
+// trusts each refusal for ttl at most: another instance may reset the key
+// meanwhile (an admin reset deletes the store's state, not this cache).
 type overLimit struct {
 	seed     maphash.Seed
 	perShard int
+	ttl      int64 // µs
 	shards   [cacheShards]cacheShard
 }
 
@@ -26,12 +29,14 @@ type cached struct {
 	lim   *algo.Limit
 	cost  int64 // the smallest cost refused
 	until int64 // µs: when the refused cost may pass again
+	trust int64 // µs: when the store must be asked again: min(until, at+ttl)
 	at    int64 // µs: when it was refused
 	dec   algo.Decision
 }
 
-func newOverLimit(keys int) *overLimit {
-	c := &overLimit{seed: maphash.MakeSeed(), perShard: max(1, (keys+cacheShards-1)/cacheShards)}
+func newOverLimit(keys int, ttl time.Duration) *overLimit {
+	c := &overLimit{seed: maphash.MakeSeed(), perShard: max(1, (keys+cacheShards-1)/cacheShards),
+		ttl: max(1, int64(ttl/time.Microsecond))}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]cached)
 	}
@@ -48,7 +53,7 @@ func (c *overLimit) get(key string, lim *algo.Limit, cost, now int64) (algo.Deci
 	sh := c.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
-	if ok && now >= e.until {
+	if ok && now >= e.trust {
 		delete(sh.m, key)
 		ok = false
 	}
@@ -73,13 +78,13 @@ func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Dec
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if old, ok := sh.m[key]; ok && old.lim == lim && old.cost < cost && old.until > now {
+	if old, ok := sh.m[key]; ok && old.lim == lim && old.cost < cost && old.trust > now {
 		return // the smaller refused cost is the more useful entry
 	}
 	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.perShard {
 		c.evict(sh, now)
 	}
-	sh.m[key] = cached{lim: lim, cost: cost, until: until, at: now, dec: d}
+	sh.m[key] = cached{lim: lim, cost: cost, until: until, trust: min(until, now+c.ttl), at: now, dec: d}
 }
 
 // evict makes room in a full shard: every expired entry goes, else one
@@ -87,7 +92,7 @@ func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Dec
 // entry costs one store call, never a wrong admission.
 func (c *overLimit) evict(sh *cacheShard, now int64) {
 	for k, e := range sh.m {
-		if now >= e.until {
+		if now >= e.trust {
 			delete(sh.m, k)
 		}
 	}

@@ -60,13 +60,19 @@
 // When the store refuses a key (for any algorithm but Concurrency, whose
 // slots come back at any time) the refusal and its RetryAfter are kept: a
 // later Take of that key with at least the same cost is refused from the
-// cache until RetryAfter has passed, without a store call. Other requests can
-// only push the retry later, so the cache never admits what the store would
-// refuse; it may refuse a little longer than needed when another instance
-// refunds units. Reset and Refund drop the keys they touch. The cache holds
-// at most WithOverLimitCache keys (100 000 by default). A multi-key Take that
-// the cache refuses reports the other keys as Allowed with Remaining equal to
-// their cost: their true state was not read.
+// cache, with the store's RetryAfter counted down, without a store call,
+// until RetryAfter has passed or the refusal is older than
+// WithOverLimitCacheTTL (1 s by default), whichever comes first; the store
+// is then asked again. Other requests can only push the retry later, so the
+// cache never admits what the store would refuse; it refuses for up to the
+// TTL more than needed when another instance resets the key or refunds
+// units (Reset and Refund drop the keys they touch here, not on the other
+// instances). The TTL is what makes an admin reset fleet-wide within a
+// second, even for a calendar quota refused until next month; a key far
+// over its limit costs each instance one store call per TTL. The cache
+// holds at most WithOverLimitCache keys (100 000 by default). A multi-key
+// Take that the cache refuses reports the other keys as Allowed with
+// Remaining equal to their cost: their true state was not read.
 //
 // # Clock and concurrency
 //

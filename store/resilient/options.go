@@ -51,6 +51,11 @@ const (
 	DefaultFailures      = 5
 	DefaultCooldown      = time.Second
 	DefaultOverLimitKeys = 100_000
+	// DefaultOverLimitTTL bounds how long a cached refusal is trusted: an
+	// admin reset, which deletes a key's state on the store, reaches every
+	// instance within it, and a key refused at R requests per second costs
+	// each instance one store call per second instead of R.
+	DefaultOverLimitTTL = time.Second
 )
 
 // ErrInvalidOption is wrapped by New's errors for options out of range.
@@ -66,8 +71,14 @@ type Hooks struct {
 	Call func(op string, latency time.Duration, err error)
 	// State is called when the breaker changes state.
 	State func(from, to BreakerState)
+	// Tripped is called when the breaker opens (after State), from closed
+	// or after a failed probe, with the error calls get while it stays
+	// open: the consecutive failures and the last one, the store's own
+	// text (READONLY, NOPERM, MOVED, OOM, a refused connection), for a log.
+	Tripped func(err *CircuitOpenError)
 	// Fallback is called when the failure policy answers a Take or Peek in
-	// the store's place; cause is the store's error or ErrCircuitOpen.
+	// the store's place; cause is the store's error or, while the breaker
+	// is open, its *CircuitOpenError.
 	Fallback func(op string, p Policy, cause error)
 	// CacheHit is called when the over-limit cache refuses a Take without a
 	// store call.
@@ -84,6 +95,7 @@ type config struct {
 	failures  int
 	cooldown  time.Duration
 	cacheKeys int
+	cacheTTL  time.Duration
 	clock     func() time.Time
 	hooks     Hooks
 	local     store.Store
@@ -111,6 +123,14 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // DefaultOverLimitKeys, 100 000); 0 disables the cache.
 func WithOverLimitCache(keys int) Option { return func(c *config) { c.cacheKeys = keys } }
 
+// WithOverLimitCacheTTL sets how long the over-limit cache trusts a
+// refusal before it asks the store again, even when the refusal's retry
+// time is later (default DefaultOverLimitTTL, 1 s). It bounds how long an
+// instance keeps refusing a key that another instance reset or refunded;
+// a longer TTL saves store calls for keys far over their limit (one per
+// TTL per instance) and delays resets as much. It must be > 0.
+func WithOverLimitCacheTTL(d time.Duration) Option { return func(c *config) { c.cacheTTL = d } }
+
 // WithClock sets the clock of the cache and the breaker (default time.Now).
 func WithClock(clock func() time.Time) Option { return func(c *config) { c.clock = clock } }
 
@@ -136,6 +156,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: breaker cool-down must be > 0, got %v", ErrInvalidOption, c.cooldown)
 	case c.cacheKeys < 0:
 		return fmt.Errorf("%w: over-limit cache size must be >= 0, got %d", ErrInvalidOption, c.cacheKeys)
+	case c.cacheTTL <= 0:
+		return fmt.Errorf("%w: over-limit cache TTL must be > 0, got %v", ErrInvalidOption, c.cacheTTL)
 	}
 	return nil
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/floodgate/floodgate/store/memory"
 )
 
-// ErrCircuitOpen is the cause reported to Hooks.Fallback, and returned by
-// Ping, while the breaker sends nothing to the store. It wraps
-// store.ErrUnavailable.
+// ErrCircuitOpen is wrapped by the error (a *CircuitOpenError, which names
+// the failure that opened the breaker) reported to Hooks.Fallback, and
+// returned by Ping and the other calls, while the breaker sends nothing
+// to the store. It wraps store.ErrUnavailable.
 var ErrCircuitOpen = fmt.Errorf("resilient: circuit open: %w", store.ErrUnavailable)
 
 // Store is a store.Store that wraps another with a timeout, a circuit
@@ -43,6 +44,7 @@ var (
 //   - WithInstances(1): instances sharing the store, for FailLocal
 //   - WithBreaker(5, 1s): consecutive failures that open the breaker, cool-down
 //   - WithOverLimitCache(100000): keys kept as over limit; 0 disables
+//   - WithOverLimitCacheTTL(1s): longest a cached refusal is trusted
 //   - WithClock(time.Now): clock of the cache and the breaker
 //   - WithHooks(Hooks{}): observers
 //   - WithLocalStore(nil): FailLocal's store; nil means a store/memory Store
@@ -59,6 +61,7 @@ func New(st store.Store, opts ...Option) (*Store, error) {
 		failures:  DefaultFailures,
 		cooldown:  DefaultCooldown,
 		cacheKeys: DefaultOverLimitKeys,
+		cacheTTL:  DefaultOverLimitTTL,
 		clock:     time.Now,
 	}
 	for _, o := range opts {
@@ -73,9 +76,9 @@ func New(st store.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{inner: st, cfg: c}
-	s.br = breaker{limit: c.failures, cooldown: c.cooldown, now: c.clock, onChange: c.hooks.State}
+	s.br = breaker{limit: c.failures, cooldown: c.cooldown, now: c.clock, onChange: c.hooks.State, onTrip: c.hooks.Tripped}
 	if c.cacheKeys > 0 {
-		s.cache = newOverLimit(c.cacheKeys)
+		s.cache = newOverLimit(c.cacheKeys, c.cacheTTL)
 	}
 	if c.local != nil {
 		s.local.Store(&c.local)
@@ -196,12 +199,12 @@ func (s *Store) callFunc(ctx context.Context, op string, f func(ctx context.Cont
 
 // call runs j against the store under the breaker and the timeout. It
 // returns the call's outcome and error; when the breaker refuses the call it
-// returns failed and ErrCircuitOpen without running j. When the deadline
-// passes first, j is marked abandoned.
+// returns failed and its *CircuitOpenError without running j. When the
+// deadline passes first, j is marked abandoned.
 func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	allowed, probe := s.br.allow()
 	if !allowed {
-		return failed, ErrCircuitOpen
+		return failed, s.br.refusal()
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
@@ -230,7 +233,7 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	case ok, contended:
 		s.br.success(probe)
 	case failed:
-		s.br.failure(probe)
+		s.br.failure(probe, err)
 	default:
 		if probe {
 			s.br.cancelProbe()
@@ -486,8 +489,9 @@ var pingLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 
 const PingKey = "fg:__ping"
 
 // Ping checks that the store answers: a Peek of PingKey through the breaker
-// and the timeout. It returns ErrCircuitOpen while the breaker is open, and
-// never applies the failure policy.
+// and the timeout. While the breaker is open it returns a
+// *CircuitOpenError (wrapping ErrCircuitOpen) that names the failure that
+// opened it, and it never applies the failure policy.
 func (s *Store) Ping(ctx context.Context) error {
 	reqs := []store.Request{{Key: PingKey, Limit: pingLimit}}
 	buf := make([]algo.Decision, 1)

@@ -71,7 +71,10 @@ func TestOverLimitCacheSavesStoreCalls(t *testing.T) {
 	c := newClock()
 	inner := &counting{Store: memStore(t, c)}
 	hits := 0
-	s, err := resilient.New(inner, resilient.WithClock(c.Now), resilient.WithHooks(resilient.Hooks{CacheHit: func() { hits++ }}))
+	// A TTL longer than the window: the cache holds the refusal until its
+	// retry time (TestOverLimitCacheTTL checks the default's cap).
+	s, err := resilient.New(inner, resilient.WithClock(c.Now), resilient.WithOverLimitCacheTTL(time.Hour),
+		resilient.WithHooks(resilient.Hooks{CacheHit: func() { hits++ }}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +119,74 @@ func TestOverLimitCacheSavesStoreCalls(t *testing.T) {
 		t.Fatalf("store calls %d after the refusal, want 1", inner.takes.Load()-calls)
 	}
 }
+
+// TestOverLimitCacheTTL: two instances share a store; a monthly quota is
+// spent on A, which caches the refusal (retry: next month). B resets the
+// key. A keeps refusing from its cache for at most the TTL (1 s by
+// default), then asks the store and admits: a reset is fleet-wide within
+// the TTL. Meanwhile a key far over its limit costs A one store call per
+// TTL, however often it is asked.
+func TestOverLimitCacheTTL(t *testing.T) {
+	c := newClock()
+	shared := &counting{Store: memStore(t, c)}
+	a, err := resilient.New(shared, resilient.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := resilient.New(nopClose{shared}, resilient.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	month := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Calendar: algo.CalendarMonth})
+	take(t, a, "q", month, 1)
+	take(t, a, "q", month, 1)
+	if d := take(t, a, "q", month, 1); d.Allowed || d.RetryAfter < 24*time.Hour {
+		t.Fatalf("3rd take of a 2/month quota = %+v, want refused until next month", d)
+	}
+	// Many asks within the TTL: one store call per TTL.
+	calls := shared.takes.Load()
+	for range 300 {
+		c.Advance(10 * time.Millisecond) // 3 s in all
+		if d := take(t, a, "q", month, 1); d.Allowed {
+			t.Fatal("a spent quota was admitted")
+		}
+	}
+	if n := shared.takes.Load() - calls; n != 3 {
+		t.Fatalf("300 takes over 3 s of a key over its limit: %d store calls, want 3 (one per 1 s TTL)", n)
+	}
+	// Just refused and cached at t0; B resets the key right after.
+	if err := b.Reset(context.Background(), "q"); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		at        time.Duration // since the reset
+		allowed   bool
+		storeCall bool
+	}
+	t0 := c.Now()
+	for i, r := range []row{
+		{0, false, false},                       // cached on A: not yet seen
+		{500 * time.Millisecond, false, false},  // still within the TTL
+		{time.Second, true, true},               // the cached refusal has lapsed: the store admits
+		{time.Second, true, true},               // the quota's 2nd unit
+		{time.Second, false, true},              // spent again: the store refuses
+		{1500 * time.Millisecond, false, false}, // and that refusal is cached
+	} {
+		c.us.Store(t0.Add(r.at).UnixMicro())
+		before := shared.takes.Load()
+		d := take(t, a, "q", month, 1)
+		if called := shared.takes.Load() > before; d.Allowed != r.allowed || called != r.storeCall {
+			t.Fatalf("row %d at reset+%v: allowed %v, store call %v; want %v, %v", i, r.at, d.Allowed, called, r.allowed, r.storeCall)
+		}
+	}
+}
+
+// nopClose is a store whose Close does nothing: a second wrapper of a
+// store the first one closes.
+type nopClose struct{ store.Store }
+
+func (nopClose) Close() error { return nil }
 
 func TestOverLimitCacheSmallerCostAsksTheStore(t *testing.T) {
 	c := newClock()
@@ -215,6 +286,7 @@ func TestOptionsValidated(t *testing.T) {
 	for _, o := range []resilient.Option{
 		resilient.WithTimeout(0), resilient.WithInstances(0), resilient.WithBreaker(0, time.Second),
 		resilient.WithBreaker(1, 0), resilient.WithOverLimitCache(-1), resilient.WithPolicy(9),
+		resilient.WithOverLimitCacheTTL(0), resilient.WithOverLimitCacheTTL(-time.Second),
 	} {
 		if _, err := resilient.New(m, o); !errors.Is(err, resilient.ErrInvalidOption) {
 			t.Errorf("New with a bad option: error %v, want ErrInvalidOption", err)
