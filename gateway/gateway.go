@@ -485,7 +485,7 @@ func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
 		if n.Key != entryKey(e) {
 			continue
 		}
-		if e.Source == "generic_key" && e.Value != "" && n.Value != "" && !valueMatches(n.Value, e.Value) {
+		if e.Source == "generic_key" && e.Value != "" && !n.MatchValue(e.Value) {
 			continue
 		}
 		if len(es) == 1 && n.Rule != nil {
@@ -508,13 +508,6 @@ func skippable(es []dimension.EntrySpec) bool {
 		}
 	}
 	return true
-}
-
-func valueMatches(pattern, v string) bool {
-	if p, ok := strings.CutSuffix(pattern, "*"); ok {
-		return strings.HasPrefix(v, p)
-	}
-	return pattern == v
 }
 
 // SetConfig installs cfg all or nothing: it builds cfg's routes first and,

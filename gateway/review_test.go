@@ -336,3 +336,33 @@ func engineOf(t *testing.T, cfg *policy.Config) *policy.Engine {
 	}
 	return e
 }
+
+// A constant generic_key value of a route is checked against the rules'
+// values as the engine matches them: wildcards anywhere in the value
+// (envoyproxy/ratelimit's "/api*v1"), not only a trailing '*'.
+func TestCheckWildcardValues(t *testing.T) {
+	cfg, err := policy.Parse("w.yaml", []byte(`domain: edge
+gateway:
+  routes:
+    - path_prefix: /a
+      descriptors:
+        - entries: [{source: generic_key, value: /api/v1}]
+    - path_prefix: /b
+      descriptors:
+        - entries: [{source: generic_key, value: /web/v1}]
+descriptors:
+  - key: generic_key
+    value: "/api*v1"
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings, err := gateway.Check(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0].String(), `routes[1].descriptors[0]: no rule of domain edge`) {
+		t.Errorf("warnings: %v, want one, for /web/v1 only", warnings)
+	}
+}

@@ -30,7 +30,7 @@
 // A request descriptor is a list of entries (key, value). It is matched
 // level by level down the configured descriptor tree: at each level the most
 // specific sibling wins — an exact value, else the first wildcard value
-// ("prefix*") in file order, else the value-less key, which matches any
+// ("prefix*", or '*'s anywhere: "/api*v1") in file order, else the value-less key, which matches any
 // value and keys its counter by the value. A rule applies only if it sits
 // exactly at the descriptor's last entry; a descriptor longer or shorter
 // than the configured path matches nothing; there is no backtracking to a
