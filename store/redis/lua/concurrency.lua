@@ -25,6 +25,21 @@ local function leaseSlots(key, lease, exp)
   return out
 end
 
+-- leaseSlotsLast returns the members of lease and their latest expiry (0
+-- if none), in one call rather than a ZSCORE per slot.
+local function leaseSlotsLast(key, lease)
+  local m = rcall('ZRANGE', key, 0, -1, 'WITHSCORES')
+  local prefix = lease .. ':'
+  local out, last = {}, 0
+  for i = 1, #m, 2 do
+    if sub(m[i], 1, #prefix) == prefix then
+      out[#out + 1] = m[i]
+      last = max(last, tonumber(m[i + 1]))
+    end
+  end
+  return out, last
+end
+
 -- leaseLast returns the latest lease expiry, or nil.
 local function leaseLast(st)
   local r = rcall('ZREVRANGE', st.key, 0, 1, 'WITHSCORES')
@@ -116,12 +131,9 @@ ALG[9] = {
   renew = function(st, p, now, lease)
     if lease == '0' then return false end
     now = prune(st, now) -- an expired lease is not revived
-    local m = leaseSlots(st.key, lease, nil)
+    local m, last = leaseSlotsLast(st.key, lease)
     if #m == 0 then return false end
-    local exp = now + p.ttl
-    for i = 1, #m do
-      exp = max(exp, tonumber(rcall('ZSCORE', st.key, m[i])))
-    end
+    local exp = max(now + p.ttl, last)
     zrem(st.key, m)
     local prefix, members = lease .. ':' .. num(exp) .. ':', {}
     for i = 1, #m do
