@@ -50,6 +50,11 @@ type CircuitOpenError struct {
 	// (which never holds a password: store errors show URLs redacted) or
 	// the timeout's.
 	Last error
+	// Reopened is set when a half-open probe failed: the breaker was
+	// already open, and opens again every cool-down while the store keeps
+	// failing. A log can report the first opening and then changes of
+	// Last's text only.
+	Reopened bool
 }
 
 // maxCause bounds the length of Last's text in Error: a script error can
@@ -140,7 +145,7 @@ func (b *breaker) failure(probe bool, err error) {
 	if probe || b.state == HalfOpen {
 		if probe {
 			b.tripped++
-			b.trip(err)
+			b.trip(err, true)
 		}
 		return
 	}
@@ -151,13 +156,14 @@ func (b *breaker) failure(probe bool, err error) {
 	if b.fails >= b.limit {
 		b.tripped = b.fails
 		b.fails = 0
-		b.trip(err)
+		b.trip(err, false)
 	}
 }
 
-// trip opens the breaker on err; b.mu is held.
-func (b *breaker) trip(err error) {
-	b.openErr = &CircuitOpenError{Failures: b.tripped, Last: err}
+// trip opens the breaker on err, again after a failed probe when reopen
+// is set; b.mu is held.
+func (b *breaker) trip(err error, reopen bool) {
+	b.openErr = &CircuitOpenError{Failures: b.tripped, Last: err, Reopened: reopen}
 	b.openedAt = b.now()
 	b.set(Open)
 	if b.onTrip != nil {

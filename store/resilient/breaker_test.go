@@ -17,7 +17,7 @@ func TestBreakerSteps(t *testing.T) {
 	var changes, trips []string
 	b := &breaker{limit: 3, cooldown: time.Second, now: func() time.Time { return now },
 		onChange: func(from, to BreakerState) { changes = append(changes, from.String()+">"+to.String()) },
-		onTrip:   func(err *CircuitOpenError) { trips = append(trips, err.Error()) }}
+		onTrip:   func(err *CircuitOpenError) { trips = append(trips, fmt.Sprintf("%v reopened=%v", err, err.Reopened)) }}
 	type step struct {
 		at        time.Duration
 		result    string // "ok", "fail" or "" (only ask allow)
@@ -63,8 +63,8 @@ func TestBreakerSteps(t *testing.T) {
 	}
 	// Each opening names the consecutive failures and the last one.
 	wantTrips := []string{
-		"resilient: circuit open after 3 consecutive failures; last: READONLY step 5",
-		"resilient: circuit open after 4 consecutive failures; last: READONLY step 8",
+		"resilient: circuit open after 3 consecutive failures; last: READONLY step 5 reopened=false",
+		"resilient: circuit open after 4 consecutive failures; last: READONLY step 8 reopened=true",
 	}
 	if fmt.Sprint(trips) != fmt.Sprint(wantTrips) {
 		t.Fatalf("trips %q, want %q", trips, wantTrips)

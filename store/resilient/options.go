@@ -72,7 +72,8 @@ type Hooks struct {
 	// State is called when the breaker changes state.
 	State func(from, to BreakerState)
 	// Tripped is called when the breaker opens (after State), from closed
-	// or after a failed probe, with the error calls get while it stays
+	// or again after a failed probe (err.Reopened: once per cool-down while
+	// the store keeps failing), with the error calls get while it stays
 	// open: the consecutive failures and the last one, the store's own
 	// text (READONLY, NOPERM, MOVED, OOM, a refused connection), for a log.
 	Tripped func(err *CircuitOpenError)
