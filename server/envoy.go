@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -30,15 +31,25 @@ func badInput(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
 }
 
-// Limits bounds what one request may carry.
+// Limits bounds what one request of the native API may carry: POST
+// /v1/decide and /v1/peek, and the admin API's inspect and reset, whose
+// callers are told what is wrong (400). The Envoy APIs (gRPC
+// ShouldRateLimit and POST /json) have no such bounds, as
+// envoyproxy/ratelimit has none: Envoy fails open on a call that errs, so a
+// client that could add a long value to a descriptor would escape every
+// limit of its request. The gRPC message size and the HTTP body limit
+// (WithMaxBodyBytes) bound what they carry, and store keys stay short
+// whatever the values' length (policy digests long keys and values).
 type Limits struct {
 	// Descriptors per request (default 64).
 	Descriptors int
 	// Entries per descriptor (default 16).
 	Entries int
-	// EntryBytes bounds the length of one key or value (default 1024).
+	// EntryBytes bounds the length of the domain and of one key or value
+	// (default 1024).
 	EntryBytes int
-	// Batch bounds the requests of one /v1 batch (default 100).
+	// Batch bounds the requests of one /v1 batch, and the leases of one
+	// /v1/release or /v1/renew (default 100).
 	Batch int
 }
 
@@ -58,23 +69,16 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// check validates a policy request against the limits: a domain, at least
-// one descriptor, each with entries whose keys are non-empty, everything
-// valid UTF-8 and within bounds. Errors say which descriptor and entry.
+// check validates a native request: what checkRequest asks, and the
+// bounds — at most Descriptors descriptors, each of 1 to Entries entries,
+// keys, values and the domain of at most EntryBytes bytes. Errors say
+// which descriptor and entry.
 func (l Limits) check(req *policy.Request) error {
 	switch {
-	case req.Domain == "":
-		return badInput("domain must not be empty")
-	case !utf8.ValidString(req.Domain):
-		return badInput("domain is not valid UTF-8")
 	case len(req.Domain) > l.EntryBytes:
 		return badInput("domain is %d bytes long, over the %d-byte limit", len(req.Domain), l.EntryBytes)
-	case len(req.Descriptors) == 0:
-		return badInput("descriptors must not be empty")
 	case len(req.Descriptors) > l.Descriptors:
 		return badInput("%d descriptors, over the limit of %d per request", len(req.Descriptors), l.Descriptors)
-	case req.Hits < 0:
-		return badInput("hits %d is negative", req.Hits)
 	}
 	for i, d := range req.Descriptors {
 		switch {
@@ -82,15 +86,40 @@ func (l Limits) check(req *policy.Request) error {
 			return badInput("descriptors[%d] has no entries", i)
 		case len(d.Entries) > l.Entries:
 			return badInput("descriptors[%d] has %d entries, over the limit of %d", i, len(d.Entries), l.Entries)
-		case d.Hits < 0:
+		}
+		for j, e := range d.Entries {
+			if len(e.Key) > l.EntryBytes || len(e.Value) > l.EntryBytes {
+				return badInput("descriptors[%d].entries[%d]: key or value over the %d-byte limit", i, j, l.EntryBytes)
+			}
+		}
+	}
+	return checkRequest(req)
+}
+
+// checkRequest validates what every API asks of a request, the Envoy APIs
+// included: a domain, at least one descriptor, non-empty keys, no negative
+// cost, everything valid UTF-8. A descriptor without entries passes (no
+// rule matches it: OK, as envoyproxy/ratelimit answers). Errors say which
+// descriptor and entry.
+func checkRequest(req *policy.Request) error {
+	switch {
+	case req.Domain == "":
+		return badInput("domain must not be empty")
+	case !utf8.ValidString(req.Domain):
+		return badInput("domain is not valid UTF-8")
+	case len(req.Descriptors) == 0:
+		return badInput("descriptors must not be empty")
+	case req.Hits < 0:
+		return badInput("hits %d is negative", req.Hits)
+	}
+	for i, d := range req.Descriptors {
+		if d.Hits < 0 {
 			return badInput("descriptors[%d]: hits %d is negative", i, d.Hits)
 		}
 		for j, e := range d.Entries {
 			switch {
 			case e.Key == "":
 				return badInput("descriptors[%d].entries[%d]: key must not be empty", i, j)
-			case len(e.Key) > l.EntryBytes || len(e.Value) > l.EntryBytes:
-				return badInput("descriptors[%d].entries[%d]: key or value over the %d-byte limit", i, j, l.EntryBytes)
 			case !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value):
 				return badInput("descriptors[%d].entries[%d]: key or value is not valid UTF-8", i, j)
 			}
@@ -148,8 +177,10 @@ func fromEnvoy(in *rlsv3.RateLimitRequest) (policy.Request, *policy.StatusBuffer
 			if err := checkHits(fmt.Sprintf("descriptors[%d]: hits_addend", i), h.GetValue()); err != nil {
 				return policy.Request{}, nil, err
 			}
-			// An explicit 0 falls back to the request's hits_addend.
-			pd.Hits = int64(h.GetValue())
+			// Set, it is the cost, 0 included: 0 checks without
+			// charging (envoyproxy/ratelimit's GetHitsAddends). Absent,
+			// the request's hits_addend applies.
+			pd.Hits, pd.HitsSet = int64(h.GetValue()), true
 		}
 		if lo := d.GetLimit(); lo != nil {
 			unit, cal, err := unitDuration(lo.GetUnit(), lo.GetUnitMultiplier().GetValue())
@@ -291,13 +322,16 @@ type envoyParts struct {
 }
 
 // toEnvoy converts a decision into Envoy's RateLimitResponse the way
-// envoyproxy/ratelimit fills it: per descriptor the code, the limit that
-// applied, what remains and when the window resets; OK with no limit for a
-// descriptor no rule matched; OK with remaining 2^32-1 for an unlimited rule;
-// a shadow rule's refusal is OK.
+// envoyproxy/ratelimit fills it: per descriptor the code, the limit of the
+// rule that matched, what remains and when the window resets; OK with no
+// limit for a descriptor no rule matched; OK with remaining 2^32-1 for an
+// unlimited rule; a shadow rule's refusal is OK, and a refusal that only
+// the global shadow mode lets pass is OVER_LIMIT under an overall OK.
 //
-// limitOf, when not nil, returns a rule's configured limit by name.
-func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(rule string) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
+// limitOf returns a status's current_limit. hw, when not nil, writes the
+// rate limit header fields into response_headers_to_add; nil leaves them
+// out (envoyproxy/ratelimit's default).
+func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(*policy.Status) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
 	p := new(envoyParts)
 	out := &p.resp
 	out.OverallCode = envoyCode(resp.Code)
@@ -313,6 +347,9 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(rule string
 		s := &resp.Statuses[i]
 		ds := &sts[i]
 		ds.Code = envoyCode(s.Code)
+		if s.ShadowOverLimit {
+			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
 		switch {
 		case !s.Matched:
 			ds.Code = rlsv3.RateLimitResponse_OK
@@ -320,12 +357,8 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(rule string
 			ds.LimitRemaining = math.MaxUint32
 		default:
 			d := s.Decision
-			if l := limitOf(s.Rule); l != nil {
-				ds.CurrentLimit = l
-			} else {
-				ds.CurrentLimit = envoyLimit(s.Rule, d.Limit, s.Window)
-			}
-			if s.Code != policy.CodeOverLimit {
+			ds.CurrentLimit = limitOf(s)
+			if ds.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
 				// envoyproxy/ratelimit reports 0 left for an over-limit
 				// descriptor, whatever a smaller cost could still take.
 				ds.LimitRemaining = clampU32(d.Remaining)
@@ -343,6 +376,9 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(rule string
 			}
 		}
 		out.Statuses[i] = ds
+	}
+	if hw == nil {
+		return out
 	}
 	// The fields, their rule's own values from hw's cache: collected on
 	// the stack, then placed in the response's room for them.
@@ -415,13 +451,18 @@ func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRequest(&req); err != nil {
+		return nil, err
+	}
 	resp, err := s.decide(ctx, req, false, buf)
 	if err != nil {
 		return nil, err
 	}
-	return toEnvoy(&resp, s.headerWriter, func(rule string) *rlsv3.RateLimitResponse_RateLimit {
-		return s.ruleLimit(req.Domain, rule)
-	}), nil
+	var hw *headers.Writer
+	if s.envoyHeaders {
+		hw = s.headerWriter
+	}
+	return toEnvoy(&resp, hw, s.currentLimit), nil
 }
 
 func grpcError(err error) error {
@@ -438,41 +479,61 @@ func grpcError(err error) error {
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
 
-type ruleKey struct{ domain, rule string }
-
-// ruleCache maps a (domain, rule) to the rule's Envoy limit for one version
-// of the engine's snapshot.
-type ruleCache struct {
-	version uint64
-	m       sync.Map
+// limitKey identifies a current_limit: the limit in force and the name
+// it is reported under.
+type limitKey struct {
+	limit *algo.Limit
+	name  string
 }
 
-// ruleLimit returns rule's limit in force as Envoy's RateLimit — its
-// requests per period, not the bucket's burst — or nil when the rule is not
-// a configured one (an Envoy per-descriptor limit).
-func (s *Server) ruleLimit(domain, rule string) *rlsv3.RateLimitResponse_RateLimit {
+// maxCachedLimits bounds a ruleCache: per-descriptor limits of requests
+// bring limits of their own, which the engine keeps up to a bound and
+// compiles afresh past it.
+const maxCachedLimits = 8192
+
+// ruleCache maps the limits of one version of the engine's snapshot to
+// their current_limit, so that a response shares them instead of
+// allocating its own.
+type ruleCache struct {
+	version uint64
+	m       sync.Map // limitKey → *rlsv3.RateLimitResponse_RateLimit
+	n       atomic.Int64
+}
+
+// currentLimit is a matched status's current_limit: the limit in force of
+// the descriptor's own rule (with runtime overrides and rate scales; a
+// per-descriptor limit's own), as its requests per period — not a
+// bucket's burst — under the rule's configured name ("" without
+// rate_limit.name, as envoyproxy/ratelimit leaves it: a rule's path holds
+// configured and requested values). A requests_per_unit: 0 rule is 0 per
+// its unit.
+func (s *Server) currentLimit(st *policy.Status) *rlsv3.RateLimitResponse_RateLimit {
+	l := st.RuleLimit
+	if l == nil {
+		return envoyLimit(st.ConfiguredName, 0, st.Window)
+	}
 	v := s.engine.Version()
 	c := s.rules.Load()
 	if c == nil || c.version != v {
 		c = &ruleCache{version: v}
 		s.rules.Store(c)
 	}
-	k := ruleKey{domain, rule}
+	k := limitKey{l, st.ConfiguredName}
 	if x, ok := c.m.Load(k); ok {
 		return x.(*rlsv3.RateLimitResponse_RateLimit)
 	}
 	var rl *rlsv3.RateLimitResponse_RateLimit
-	if l := s.engine.EffectiveLimit(domain, rule); l != nil {
-		p := l.Params()
-		switch p.Calendar {
-		case algo.CalendarMonth:
-			rl = &rlsv3.RateLimitResponse_RateLimit{Name: rule, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_MONTH}
-		case algo.CalendarYear:
-			rl = &rlsv3.RateLimitResponse_RateLimit{Name: rule, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_YEAR}
-		default:
-			rl = envoyLimit(rule, p.Limit, p.Period)
-		}
+	p := l.Params()
+	switch p.Calendar {
+	case algo.CalendarMonth:
+		rl = &rlsv3.RateLimitResponse_RateLimit{Name: k.name, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_MONTH}
+	case algo.CalendarYear:
+		rl = &rlsv3.RateLimitResponse_RateLimit{Name: k.name, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_YEAR}
+	default:
+		rl = envoyLimit(k.name, p.Limit, p.Period)
 	}
-	c.m.Store(k, rl)
+	if c.n.Add(1) <= maxCachedLimits {
+		c.m.Store(k, rl)
+	}
 	return rl
 }

@@ -50,6 +50,12 @@ func newEnv(t *testing.T, opts ...server.Option) *env {
 // newEnvFor is newEnv on the configuration cfg.
 func newEnvFor(t *testing.T, cfg *policy.Config, opts ...server.Option) *env {
 	t.Helper()
+	return newEnvWith(t, cfg, nil, opts...)
+}
+
+// newEnvWith is newEnvFor with the engine's options engOpts too.
+func newEnvWith(t *testing.T, cfg *policy.Config, engOpts []policy.Option, opts ...server.Option) *env {
+	t.Helper()
 	c := &clock{}
 	c.us.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
 	st, err := memory.New(memory.WithClock(c.Now), memory.WithSweepInterval(0))
@@ -57,7 +63,7 @@ func newEnvFor(t *testing.T, cfg *policy.Config, opts ...server.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	eng, err := policy.NewEngine(cfg, st, policy.WithClock(c.Now))
+	eng, err := policy.NewEngine(cfg, st, append([]policy.Option{policy.WithClock(c.Now)}, engOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

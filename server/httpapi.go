@@ -51,7 +51,7 @@ func (s *Server) APIHandler() http.Handler {
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the API is POST /v1/decide, POST /v1/peek, POST /v1/release, POST /v1/renew and POST /v1/observe", r.URL.Path))
 	})
-	mux.HandleFunc("/healthcheck", s.handleHealthz)
+	mux.HandleFunc("/healthcheck", s.handleHealthcheck)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("no such endpoint %s; use POST /json or POST /v1/decide", r.URL.Path)
 		if s.gateway == nil {
@@ -161,10 +161,22 @@ func badUTF8(b []byte) int {
 	return -1
 }
 
+// handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 with
+// its body "OK" while the server serves; 503 "draining" after SIGTERM
+// (envoyproxy/ratelimit answers 500).
+func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "draining")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("OK"))
+}
+
 // handleJSON is envoyproxy/ratelimit's /json: the protojson form of
 // RateLimitRequest in, of RateLimitResponse out; 200 for OK, 429 for
-// OVER_LIMIT, 400 with the reason for a bad request. The response also
-// carries response_headers_to_add as real HTTP headers.
+// OVER_LIMIT, 400 with the reason for a bad request. With WithEnvoyHeaders
+// the response also carries response_headers_to_add as real HTTP headers.
 func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code := "error"

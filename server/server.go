@@ -39,6 +39,11 @@ const (
 	// RLSServiceName is the gRPC service name of the Envoy rate limit
 	// service, also reported by the health service.
 	RLSServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+	// HealthServiceName is the name envoyproxy/ratelimit registers its
+	// gRPC health under, which Envoy clusters' grpc_health_check and
+	// Kubernetes gRPC probes written for it ask for. The health service
+	// reports it as it reports "" and RLSServiceName.
+	HealthServiceName = "ratelimit"
 )
 
 // Option configures a Server; see New for the defaults.
@@ -58,9 +63,10 @@ func WithAdminToken(token string) Option { return func(s *Server) { s.adminToken
 // admin API's config view (default "").
 func WithConfigPath(p string) Option { return func(s *Server) { s.configPath = p } }
 
-// WithLimits bounds what one request may carry (default Limits{}: 64
-// descriptors, 16 entries each, 1024-byte keys and values, 100 requests per
-// /v1 batch).
+// WithLimits bounds what one request of the native API may carry
+// (default Limits{}: 64 descriptors, 16 entries each, 1024-byte keys and
+// values, 100 requests per /v1 batch). The Envoy APIs have no such bounds
+// (see Limits).
 func WithLimits(l Limits) Option { return func(s *Server) { s.limits = l } }
 
 // WithMaxBodyBytes bounds HTTP request bodies (default DefaultMaxBodyBytes,
@@ -68,8 +74,18 @@ func WithLimits(l Limits) Option { return func(s *Server) { s.limits = l } }
 func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBody = n } }
 
 // WithHeaders chooses the rate limit header fields of responses (default
-// headers.Options{}: IETF, X-RateLimit-* and Retry-After).
+// headers.Options{}: IETF, X-RateLimit-* and Retry-After): those of /v1
+// always, those of the Envoy APIs when WithEnvoyHeaders turns them on.
 func WithHeaders(o headers.Options) Option { return func(s *Server) { s.headerOpts = o } }
+
+// WithEnvoyHeaders puts the rate limit header fields (WithHeaders) in the
+// Envoy APIs' answers when on: gRPC's response_headers_to_add, which Envoy
+// adds to the client's response, and /json's response_headers_to_add and
+// HTTP header fields. Default off, as envoyproxy/ratelimit's
+// LIMIT_RESPONSE_HEADERS_ENABLED: a client behind Envoy then sees no field
+// it did not see before, and no rule name (an unnamed rule's name is its
+// path, with configured values). floodgate serve --envoy-headers.
+func WithEnvoyHeaders(on bool) Option { return func(s *Server) { s.envoyHeaders = on } }
 
 // WithGateway makes h the whole HTTP address (gateway mode; default none:
 // the address serves the decision APIs). The decision APIs then move to
@@ -110,6 +126,7 @@ type Server struct {
 	// headerWriter formats the gRPC responses' fields (headerOpts), each
 	// rule's own values once.
 	headerWriter *headers.Writer
+	envoyHeaders bool
 	gateway      http.Handler
 	drain        time.Duration
 	bodyTimeout  time.Duration
@@ -136,6 +153,7 @@ type Server struct {
 //   - WithLimits(Limits{}): 64 descriptors, 16 entries, 1024-byte strings, batches of 100
 //   - WithMaxBodyBytes(1 MiB)
 //   - WithHeaders(headers.Options{}): every header field, default names
+//   - WithEnvoyHeaders(false): no header fields in the Envoy APIs' answers
 //   - WithGateway(nil)
 //   - WithDrainTimeout(10s)
 //   - WithBodyTimeout(10s)
@@ -208,8 +226,9 @@ func (s *Server) RLS() rlsv3.RateLimitServiceServer { return rlsService{s: s} }
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
 func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(RLSServiceName, st)
+	for _, name := range []string{"", RLSServiceName, HealthServiceName} {
+		s.health.SetServingStatus(name, st)
+	}
 }
 
 // CheckStore pings the store with a short deadline and updates the
@@ -240,13 +259,11 @@ func (s *Server) CheckStore(ctx context.Context) error {
 	return err
 }
 
-// decide validates req and decides or peeks it, recording metrics. A
-// decision's statuses go to buf when it is not nil (Engine.DecideInto): the
-// response is then valid as long as buf is not used again.
+// decide decides or peeks req, which the caller validated (checkRequest,
+// Limits.check), recording metrics. A decision's statuses go to buf when
+// it is not nil (Engine.DecideInto): the response is then valid as long as
+// buf is not used again.
 func (s *Server) decide(ctx context.Context, req policy.Request, peek bool, buf *policy.StatusBuffer) (policy.Response, error) {
-	if err := s.limits.check(&req); err != nil {
-		return policy.Response{}, err
-	}
 	var resp policy.Response
 	var err error
 	switch {

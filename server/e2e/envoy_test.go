@@ -156,13 +156,31 @@ func TestEnvoySemanticsOnRealStores(t *testing.T) {
 					t.Fatalf("shadow request %d: %v", i, resp)
 				}
 			}
-			// The HTTP twins: /json and /v1/decide answer 429 with the headers.
+			// The HTTP twins: /json and /v1/decide answer 429; /v1 with the
+			// header fields, /json without them (--envoy-headers is off).
 			body := `{"domain":"messaging` + sfx + `","descriptors":[{"entries":[{"key":"message_type","value":"marketing"},{"key":"to_number","value":"2061234567"}]}]}`
-			for _, path := range []string{"/json", "/v1/decide"} {
-				code, hdr, got := post(t, "http://"+p.http+path, body)
-				if code != 429 || hdr.Get("Retry-After") == "" || hdr.Get("RateLimit-Policy") != `"message_type_marketing.to_number";q=5;w=86400` ||
-					!strings.Contains(got, "OVER_LIMIT") {
-					t.Fatalf("POST %s: %d %v %s", path, code, hdr, got)
+			code, hdr, got := post(t, "http://"+p.http+"/v1/decide", body)
+			if code != 429 || hdr.Get("Retry-After") == "" || hdr.Get("RateLimit-Policy") != `"message_type_marketing.to_number";q=5;w=86400` ||
+				!strings.Contains(got, "OVER_LIMIT") {
+				t.Fatalf("POST /v1/decide: %d %v %s", code, hdr, got)
+			}
+			code, hdr, got = post(t, "http://"+p.http+"/json", body)
+			if code != 429 || hdr.Get("Retry-After") != "" || hdr.Get("RateLimit-Policy") != "" || !strings.Contains(got, "OVER_LIMIT") ||
+				strings.Contains(got, "responseHeadersToAdd") {
+				t.Fatalf("POST /json: %d %v %s, want 429 without header fields", code, hdr, got)
+			}
+			// A 100 KiB value on one descriptor does not fail the call, so
+			// the other descriptor's limit holds; two values that share
+			// their first KiB count apart.
+			prefix := strings.Repeat("/p", 512)
+			for i, v := range []string{prefix + strings.Repeat("a", 100<<10), prefix + strings.Repeat("b", 100<<10)} {
+				number := []string{"message_type", "marketing", "to_number", fmt.Sprint("long-", i)}
+				long := []string{"to_number", v}
+				if resp := ask(envoyRequest("messaging"+sfx, 4, number, long)); resp.OverallCode != ok || resp.Statuses[1].LimitRemaining != 96 {
+					t.Fatalf("long value %d: %v, want OK with 96 left of the long value's own 100", i, resp)
+				}
+				if resp := ask(envoyRequest("messaging"+sfx, 4, number, long)); resp.OverallCode != over || resp.Statuses[0].Code != over {
+					t.Fatalf("long value %d, again: %v, want the marketing limit (1 of 5 left) over", i, resp)
 				}
 			}
 			if code, _, got := post(t, "http://"+p.http+"/v1/decide", `{"domain":"messaging`+sfx+`","descriptors":[]}`); code != 400 ||
