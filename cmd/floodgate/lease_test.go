@@ -31,7 +31,7 @@ func TestServeWithLeases(t *testing.T) {
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--store", "redis://" + rs.Addr, "--lease-slice", "10", "--config", dir,
+		done <- run(ctx, []string{"serve", "--store", "redis://" + rs.Addr, "--lease-slice", "10", "--config", dir, "--envoy-headers",
 			"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, &out, &errb)
 	}()
 	defer func() {

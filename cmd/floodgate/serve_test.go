@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -313,5 +314,52 @@ func TestServeLogsUpstream(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "upstream=http://127.0.0.1:1/") {
 		t.Errorf("startup log %q: want the upstream", errb.String())
+	}
+}
+
+// --envoy-headers (or FLOODGATE_ENVOY_HEADERS) puts the rate limit header
+// fields in the Envoy APIs' answers; without it /json carries none, as
+// envoyproxy/ratelimit by default, while /v1 always does.
+func TestServeEnvoyHeaders(t *testing.T) {
+	body := `{"domain":"api","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.7"}]}]}`
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want bool
+	}{
+		{"default", nil, "", false},
+		{"flag", []string{"--envoy-headers"}, "", true},
+		{"environment", nil, "true", true},
+		{"flag false over the environment", []string{"--envoy-headers=false"}, "true", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FLOODGATE_ENVOY_HEADERS", tc.env)
+			out, errb, stop := startServe(t, append([]string{"--reload-interval", "0"}, tc.args...)...)
+			defer func() {
+				if code := stop(); code != 0 {
+					t.Errorf("serve exit %d after cancel: %s", code, errb.String())
+				}
+			}()
+			m := regexp.MustCompile(`http (\S+),`).FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no address in serve's stdout %q", out.String())
+			}
+			for _, path := range []string{"/json", "/v1/decide"} {
+				resp, err := http.Post("http://"+m[1]+path, "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				want := tc.want || path == "/v1/decide"
+				if got := resp.Header.Get("RateLimit-Policy") != ""; resp.StatusCode != 200 || got != want {
+					t.Errorf("POST %s: %d, RateLimit-Policy %q, want it: %v (%s)", path, resp.StatusCode, resp.Header.Get("RateLimit-Policy"), want, b)
+				}
+				if path == "/json" && strings.Contains(string(b), "responseHeadersToAdd") != tc.want {
+					t.Errorf("POST /json: body %s, want responseHeadersToAdd: %v", b, tc.want)
+				}
+			}
+		})
 	}
 }
