@@ -30,6 +30,10 @@ import (
 // descriptor values to a gRPC server on the loopback, never refused:
 //
 //   - floodgate-memory: the floodgate server (server.New) on the memory store;
+//   - floodgate-memory-headers: the same with the rate limit header fields
+//     in response_headers_to_add (server.WithEnvoyHeaders, `floodgate serve
+//     --envoy-headers`), what every answer carried before they became
+//     optional;
 //   - floodgate-redis: the same on a local redis-server, wrapped in the
 //     resilient store exactly as `floodgate serve` wraps remote stores;
 //   - noop-handler: the same gRPC server answering OK without deciding —
@@ -45,19 +49,28 @@ import (
 // sees it), and cpu-ns/op (CPU time of the whole process — client and
 // server — per decision). The Redis contenders add redis-cpu-ns/op and
 // total-cpu-ns/op (see outOfProcessCPU).
+//
+// The floodgate contenders but floodgate-memory-headers run with the
+// server's defaults: no header fields in the answers (as
+// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED=false, its
+// default, with which it runs here too).
 func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
-	b.Run("floodgate-memory", func(b *testing.B) {
-		st, err := memory.New()
-		if err != nil {
-			b.Fatal(err)
+	memoryContender := func(opts ...server.Option) func(b *testing.B) {
+		return func(b *testing.B) {
+			st, err := memory.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			addr := floodgateServer(b, st, opts...)
+			runGRPC(b, rlsCaller(b, addr))
+			if n := st.Stats().Keys; b.N >= grpcKeys && n < grpcKeys {
+				b.Fatalf("the memory store holds %d keys after %d decisions over %d values", n, b.N, grpcKeys)
+			}
 		}
-		defer st.Close()
-		addr := floodgateServer(b, st)
-		runGRPC(b, rlsCaller(b, addr))
-		if n := st.Stats().Keys; b.N >= grpcKeys && n < grpcKeys {
-			b.Fatalf("the memory store holds %d keys after %d decisions over %d values", n, b.N, grpcKeys)
-		}
-	})
+	}
+	b.Run("floodgate-memory", memoryContender())
+	b.Run("floodgate-memory-headers", memoryContender(server.WithEnvoyHeaders(true)))
 	b.Run("floodgate-redis", func(b *testing.B) {
 		raddr := testserver.Redis(b)
 		if raddr == "" {
@@ -97,7 +110,9 @@ descriptors:
     rate_limit: {name: per-user, algorithm: gcra, unit: hour, requests_per_unit: 1, burst: %d}
 `, 2_000_000)
 
-func floodgateServer(b *testing.B, st store.Store) string {
+// floodgateServer serves the bench domain over gRPC on st with the
+// server's options opts (none: its defaults).
+func floodgateServer(b *testing.B, st store.Store, opts ...server.Option) string {
 	b.Helper()
 	cfg, err := policy.Parse("bench.yaml", []byte(grpcDomain))
 	if err != nil {
@@ -107,7 +122,7 @@ func floodgateServer(b *testing.B, st store.Store) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := server.New(eng, st)
+	srv, err := server.New(eng, st, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
