@@ -1277,13 +1277,15 @@ func ruleWindow(r *Rule, now *calendarNow) time.Duration {
 }
 
 // rulePeriod is the window of a rule without a compiled limit (a
-// requests_per_unit: 0 rule): its unit, else the period of an Envoy
-// per-descriptor limit; 0 when it has none.
+// requests_per_unit: 0 rule): its Params' period or calendar period when
+// set (an Envoy per-descriptor limit's are), else its unit; 0 when it has
+// neither.
 func rulePeriod(r *Rule) (time.Duration, algo.Calendar) {
-	if d, cal, ok := ParseUnit(r.Unit); ok {
-		return d, cal
+	if r.Params.Period > 0 || r.Params.Calendar != algo.CalendarNone {
+		return r.Params.Period, r.Params.Calendar
 	}
-	return r.Params.Period, r.Params.Calendar
+	d, cal, _ := ParseUnit(r.Unit)
+	return d, cal
 }
 
 // calendarPeriod is the UTC calendar month or year that holds now.
