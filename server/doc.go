@@ -6,8 +6,10 @@
 // # APIs
 //
 //   - gRPC: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit with
-//     go-control-plane's types, the standard grpc.health.v1 service (SERVING
-//     while the store answers, NOT_SERVING while draining) and reflection.
+//     go-control-plane's types, the standard grpc.health.v1 service (under
+//     "", the service's name and envoyproxy/ratelimit's "ratelimit":
+//     SERVING while the store answers, NOT_SERVING while draining) and
+//     reflection.
 //   - HTTP: POST /json (protojson RateLimitRequest in, RateLimitResponse out;
 //     200 OK, 429 OVER_LIMIT, as envoyproxy/ratelimit), POST /v1/decide,
 //     POST /v1/peek (both batch-capable), POST /v1/release and /v1/renew
@@ -22,12 +24,16 @@
 //
 // # Semantics
 //
-// Answers follow envoyproxy/ratelimit: a descriptor no rule matches is OK
-// without a limit, an unlimited rule is OK with 2^32-1 remaining, a shadow
-// rule's refusal is OK, an unknown domain is OK (except on /v1, where it is
-// a 404), per-descriptor hits_addend and limit apply. The one deliberate
-// difference is the engine's: all descriptors of a request are decided all
-// or nothing.
+// Answers follow envoyproxy/ratelimit: a descriptor no rule matches (or
+// without entries) is OK without a limit, an unlimited rule is OK with
+// 2^32-1 remaining, a shadow rule's refusal is OK, the global shadow mode
+// answers an overall OK over descriptors still OVER_LIMIT, an unknown
+// domain is OK (except on /v1, where it is a 404), per-descriptor
+// hits_addend (0: a check that charges nothing) and limit apply,
+// current_limit is the matched rule's with its configured name (empty
+// without one), and the Envoy APIs carry no header fields unless
+// WithEnvoyHeaders. The one deliberate difference is the engine's: all
+// descriptors of a request are decided all or nothing.
 //
 // # Concurrency leases
 //
@@ -48,11 +54,15 @@
 //
 // # Input
 //
-// Every request is validated before any store call: a domain, 1 to 64
-// descriptors of 1 to 16 entries, non-empty keys, keys and values of at most
-// 1024 bytes, valid UTF-8, bodies of at most 1 MiB with a JSON content type.
-// Bad input is 400 (415, 413, 405 where they apply; INVALID_ARGUMENT over
-// gRPC) with a message that says what and where; the decoders are fuzzed.
+// Every request is validated before any store call: a domain, at least one
+// descriptor, non-empty keys, valid UTF-8, messages and bodies of at most
+// 1 MiB (a JSON content type over HTTP). /v1 also bounds a request (Limits:
+// 64 descriptors of 1 to 16 entries, keys and values of at most 1024
+// bytes); the Envoy APIs do not, as envoyproxy/ratelimit does not: Envoy
+// fails open on a call that errs, which would let a long value escape every
+// limit of its request. Bad input is 400 (415, 413, 405 where they apply;
+// INVALID_ARGUMENT over gRPC) with a message that says what and where; the
+// decoders are fuzzed.
 //
 // # Lifecycle
 //
