@@ -79,5 +79,5 @@ func ExampleParseURL() {
 	fmt.Println(err)
 	// Output:
 	// [10.0.0.1:11211 cache-2:11211 [::1]:11212] <nil>
-	// memcached: store URL "memcached://10.0.0.1:11211/0": unexpected "/0": only a list of host:port is allowed
+	// memcached: store URL "memcached://10.0.0.1:11211/0": unexpected path "/0": only a list of host:port is allowed
 }

@@ -68,7 +68,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 	}
 	r, err := newRing(servers)
 	if err != nil {
-		return nil, fmt.Errorf("memcached: store URL %q: %w", url, err)
+		return nil, fmt.Errorf("memcached: store URL %q: %w", store.RedactURL(url), err)
 	}
 	mc := memcache.NewFromSelector(r)
 	mc.Timeout = cfg.timeout
@@ -83,7 +83,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 	}
 	if err := mc.Ping(); err != nil {
 		mc.Close()
-		return nil, fmt.Errorf("%w: memcached: %s: %w", store.ErrUnavailable, url, err)
+		return nil, fmt.Errorf("%w: memcached: %s: %w", store.ErrUnavailable, store.RedactURL(url), err)
 	}
 	return s, nil
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // DefaultPort is used for a server given without a port.
@@ -14,17 +16,32 @@ const DefaultPort = "11211"
 // memcached://host:port[,host:port…]. A server without a port gets
 // DefaultPort; IPv6 hosts are written in brackets ([::1]:11211). Every
 // problem is an error that names the URL and what is wrong.
+//
+// Memcached's text protocol has no authentication: a URL with user
+// information (anything before an '@') is refused. The URL is cut as
+// store.SplitURL cuts it and quoted as store.RedactURL shows it, so an
+// error never shows what precedes the '@', whatever it holds ('/', '?',
+// '#', ':' or '@' included), and no reason quotes a query or fragment.
 func ParseURL(rawURL string) ([]string, error) {
+	shown := store.RedactURL(rawURL)
 	bad := func(format string, args ...any) ([]string, error) {
-		return nil, fmt.Errorf("memcached: store URL %q: %s", rawURL, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("memcached: store URL %q: %s", shown, fmt.Sprintf(format, args...))
 	}
-	const scheme = "memcached://"
-	if len(rawURL) < len(scheme) || !strings.EqualFold(rawURL[:len(scheme)], scheme) {
+	p, ok := store.SplitURL(rawURL)
+	if !ok || !strings.EqualFold(p.Scheme, "memcached") {
 		return bad("want memcached://host:port[,host:port]")
 	}
-	rest := strings.TrimSuffix(rawURL[len(scheme):], "/")
-	if i := strings.IndexAny(rest, "/?#@"); i >= 0 {
-		return bad("unexpected %q: only a list of host:port is allowed", rest[i:])
+	if p.HasUserInfo {
+		return bad("memcached takes no user name or password (remove what precedes '@'): its text protocol has no authentication; firewall the port instead")
+	}
+	rest := p.Rest
+	if strings.ContainsAny(rest, "?#") {
+		return bad("query parameters (?…) and fragments (#…) are not supported: only a list of host:port is allowed")
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		// After the last '@': no part of a password.
+		return bad("unexpected path %q: only a list of host:port is allowed", rest[i:])
 	}
 	if rest == "" {
 		return bad("no server")

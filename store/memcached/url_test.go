@@ -1,8 +1,12 @@
 package memcached
 
 import (
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 func TestParseURL(t *testing.T) {
@@ -37,14 +41,79 @@ func TestParseURL(t *testing.T) {
 		{"memcached://a:x", "port must be 1-65535"},
 		{"memcached://:11211", "has no host"},
 		{"memcached://a:1,a:1", "listed twice"},
-		{"memcached://a:1/db", `unexpected "/db"`},
-		{"memcached://a:1?timeout=1s", "unexpected"},
-		{"memcached://u@a:1", "unexpected"},
+		{"memcached://a:1/db", `unexpected path "/db"`},
+		{"memcached://a:1?timeout=1s", "query parameters"},
+		{"memcached://a:1#x", "fragments"},
+		{"memcached://a:1,b:2/", ""},
 	}
 	for _, tt := range bad {
+		if tt.wantErr == "" {
+			continue
+		}
 		_, err := ParseURL(tt.url)
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.url) {
 			t.Errorf("ParseURL(%q) error = %v, want one naming the URL and %q", tt.url, err, tt.wantErr)
+		}
+	}
+}
+
+// TestParseURLRefusesCredentials: memcached takes no credentials, and
+// ParseURL and Open say so without showing any of them, whatever the
+// password holds ('/', '?', '#', ':', '@', escapes): the errors quote the
+// URL as store.RedactURL shows it. Every password starts with "Sup3r" and
+// ends with "Secr3t" so that a partial leak shows too.
+func TestParseURLRefusesCredentials(t *testing.T) {
+	passwords := []string{"Sup3r-Secr3t", "Sup3r/Secr3t", "Sup3r?Secr3t", "Sup3r#Secr3t", "Sup3r@Secr3t",
+		"Sup3r:Secr3t", "Sup3r@ss:w0rd%23Secr3t", "Sup3r%2F%3F%23%40%3ASecr3t", "Sup3r/@?#:%25Secr3t", "Sup3r%zzSecr3t"}
+	forms := []string{
+		"memcached://:PW@127.0.0.1:1",
+		"memcached://bob:PW@127.0.0.1:1,127.0.0.1:2",
+		"memcached://PW@127.0.0.1:1",
+		"MEMCACHED://bob:PW@127.0.0.1:1/",
+		"memcached://bob:PW@127.0.0.1:99999",
+		"memcached://bob:PW@127.0.0.1:1/x",
+		"memcached://bob:PW@127.0.0.1:1?timeout=1s",
+	}
+	leaks := func(s, pw string) bool {
+		for _, w := range []string{"Sup3r", "Secr3t", pw, url.PathEscape(pw), url.QueryEscape(pw)} {
+			if strings.Contains(s, w) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range forms {
+		for _, pw := range passwords {
+			raw := strings.Replace(f, "PW", pw, 1)
+			_, err := ParseURL(raw)
+			switch {
+			case err == nil:
+				t.Errorf("ParseURL(%q) accepted credentials", raw)
+			case leaks(err.Error(), pw):
+				t.Errorf("ParseURL(%q) = %v: the password shows", raw, err)
+			case !strings.Contains(err.Error(), "memcached takes no user name or password"):
+				t.Errorf("ParseURL(%q) = %v, want it to say that memcached takes no credentials", raw, err)
+			case !strings.Contains(err.Error(), store.RedactURL(raw)):
+				t.Errorf("ParseURL(%q) = %v, want it to quote %q", raw, err, store.RedactURL(raw))
+			}
+			if s, err := Open(raw); err == nil {
+				s.Close()
+				t.Errorf("Open(%q) succeeded", raw)
+			} else if leaks(err.Error(), pw) {
+				t.Errorf("Open(%q) = %v: the password shows", raw, err)
+			}
+		}
+	}
+	// A query or fragment is refused without being quoted in the reason.
+	for _, raw := range []string{"memcached://127.0.0.1:1?password=Sup3r-Secr3t", "memcached://127.0.0.1:1#Sup3r/Secr3t"} {
+		_, err := ParseURL(raw)
+		if err == nil || !strings.Contains(err.Error(), "not supported") {
+			t.Errorf("ParseURL(%q) = %v, want a refusal of the query or fragment", raw, err)
+			continue
+		}
+		reason := strings.TrimPrefix(err.Error(), "memcached: store URL "+`"`+store.RedactURL(raw)+`": `)
+		if leaks(reason, "Sup3r-Secr3t") || errors.Unwrap(err) != nil {
+			t.Errorf("ParseURL(%q) = %v: the reason quotes the query or fragment", raw, err)
 		}
 	}
 }
