@@ -321,6 +321,9 @@ type plan struct {
 	descs []descPlan
 	class string
 	rank  int
+	// refused: the store refused the enforced Take as a whole (its
+	// Result.Allowed), whatever its per-request decisions say.
+	refused bool
 
 	// Scratch reused across decisions (plans are pooled).
 	reqs    []store.Request
@@ -337,7 +340,7 @@ var planPool = sync.Pool{New: func() any { return new(plan) }}
 // getPlan returns a pooled plan for n descriptors.
 func getPlan(snap *snapshot, dom *Domain, n int) *plan {
 	p := planPool.Get().(*plan)
-	p.snap, p.dom, p.class, p.rank = snap, dom, "", -1
+	p.snap, p.dom, p.class, p.rank, p.refused = snap, dom, "", -1, false
 	p.buf, p.limits = p.buf[:0], nil
 	if cap(p.descs) < n {
 		p.descs = make([]descPlan, n)
@@ -816,6 +819,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		if err != nil {
 			return err
 		}
+		p.refused = !admitted
 	}
 	if len(shadow) == 0 {
 		return nil
@@ -842,6 +846,14 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	return nil
 }
 
+// takeEnforced takes the enforcing items all or nothing, borrowing when
+// the only refusals are rates with a ceil, and reports whether the store
+// admitted the request (store.Result.Allowed). A refusal is the store's
+// whole answer: its per-request decisions say what each request alone
+// would get, and every one of them may pass when the requests together
+// do not (two on one key, or another Take's units in flight), so the
+// caller reads this result, not the decisions, to know whether anything
+// was charged.
 func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease uint64, resp *Response) (bool, error) {
 	reqs, idx, out := p.reqs[:0], p.idx[:0], p.out[:0] // idx: item index per request; -1-i for item i's lend pool
 	defer func() { p.reqs, p.idx, p.out = reqs, idx, out }()
@@ -1116,6 +1128,14 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		s.ShadowOverLimit = globalOver && !refused
 		backing = backing[:len(backing)+len(s.Limits)]
 	}
+	if take && p.refused && resp.Code == CodeOK {
+		// The store refused the Take and charged nothing, yet every limit
+		// would have passed alone: no limit explains the refusal, which
+		// is the store's all the same. Every descriptor that took part is
+		// over; none can name a retry time, so the request is not queued.
+		refusing = p.unexplained(resp)
+		maxRetry = algo.Never
+	}
 	if resp.Code == CodeOK {
 		resp.Delay = maxDelay
 		if shadowRefused {
@@ -1132,6 +1152,27 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		resp.waitKey, resp.waitRule = waitItem.key, waitItem.rule
 		resp.waitEach = unitInterval(waitItem.lim)
 	}
+}
+
+// unexplained marks over the limit every status with an enforcing limit
+// in a Take the store refused as a whole while each of its requests alone
+// passed, and returns their rules.
+func (p *plan) unexplained(resp *Response) []*Rule {
+	var refusing []*Rule
+	for i := range p.descs {
+		dp := &p.descs[i]
+		for _, k := range dp.items {
+			if p.items[k].shadow || !p.items[k].decided {
+				continue
+			}
+			s := &resp.Statuses[i]
+			s.Code, s.Borrowed, s.ShadowOverLimit = CodeOverLimit, false, false
+			refusing = append(refusing, dp.rule)
+			break
+		}
+	}
+	resp.Code = CodeOverLimit
+	return refusing
 }
 
 // quotaUnit is a limit's quota unit for headers (qu): ConcurrentRequests
