@@ -263,7 +263,9 @@ type Rule struct {
 	// Shadow rules decide and report but never refuse.
 	Shadow bool
 	// Params are the algorithm's parameters as written (before overrides
-	// and adaptive scaling); zero for Unlimited and Deny rules.
+	// and adaptive scaling); zero for Unlimited rules, and for Deny rules
+	// only the window: Period (Unit × UnitMultiplier, or the period
+	// written) or Calendar.
 	Params algo.Params
 	// Unit is the Envoy unit as written ("second" … "year"), "" when the
 	// rule set a period instead.
@@ -362,6 +364,8 @@ func (r *Rule) describe() string {
 	switch {
 	case r.Unlimited:
 		return "unlimited"
+	case r.Deny && r.Unit == "":
+		return "deny (requests_per_unit 0) per " + formatDuration(r.Params.Period)
 	case r.Deny:
 		return "deny (requests_per_unit 0) per " + per
 	}

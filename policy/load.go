@@ -1315,6 +1315,9 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 				l.errf(f.key.Line, "requests_per_unit 0 blocks every request; %s does not apply (zero is not a rate)", name)
 			}
 		}
+		// The window stays known: it is the status's window and reset
+		// time (the engine reads Params.Period and Calendar).
+		r.Params = algo.Params{Period: p.Period, Calendar: p.Calendar}
 		return
 	}
 	ints := []struct {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the config corpus")
@@ -282,5 +284,40 @@ func TestDuplicateDomainStillChecked(t *testing.T) {
 	}
 	if !strings.Contains(ps[0].Message, "duplicate domain") || !strings.Contains(ps[1].Message, "ceil") || ps[1].Line != 4 {
 		t.Fatalf("problems %v, want the duplicate (line 1) and the ceil (line 4) of b.yaml", ps)
+	}
+}
+
+// A requests_per_unit: 0 rule keeps the window it was written with: its
+// status reports it (the w of the header fields, and the reset at the
+// window's end), not the bare unit or none.
+func TestDenyKeepsItsWindow(t *testing.T) {
+	cfg, err := Load("testdata/good/deny_windows.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2027, time.February, 10, 0, 0, 30, 0, time.UTC)
+	e := newMemEngine(t, cfg, frozen(now), WithClock(frozen(now)))
+	for _, tc := range []struct {
+		key    string
+		period time.Duration
+		window time.Duration
+	}{
+		{"period", 90 * time.Second, 90 * time.Second},
+		{"multiplied", 5 * time.Minute, 5 * time.Minute},
+		{"unit", time.Hour, time.Hour},
+		{"calendar", 0, 28 * 24 * time.Hour}, // February 2027
+	} {
+		r := cfg.Match("deny_windows", ent(tc.key, "x"))
+		if r == nil || !r.Deny || r.Params.Period != tc.period {
+			t.Errorf("%s: rule %+v, want a deny rule of period %v", tc.key, r, tc.period)
+			continue
+		}
+		resp, err := e.Decide(context.Background(), req("deny_windows", ent(tc.key, "x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := resp.Statuses[0]; resp.Code != CodeOverLimit || s.Window != tc.window {
+			t.Errorf("%s: %s window %v, want OVER_LIMIT with a window of %v", tc.key, resp, s.Window, tc.window)
+		}
 	}
 }
