@@ -557,5 +557,5 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		ev = ev[len(ev)-20:]
 	}
 	writeJSON(w, http.StatusOK, Stats{Summary: s.metrics.Summary(), Version: s.engine.Version(), Overrides: len(s.engine.Overrides()),
-		Scales: scaleViews(s.engine.RateScales()), StoreUp: s.storeOK.Load(), Events: ev, Uptime: time.Since(started)})
+		Scales: scaleViews(s.engine.RateScales()), StoreUp: s.storeState.Load() == storeUp, Events: ev, Uptime: time.Since(started)})
 }

@@ -131,12 +131,15 @@ type Server struct {
 	drain        time.Duration
 	bodyTimeout  time.Duration
 	ping         func(ctx context.Context) error
+	storeLog     *StoreLog
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
 	health   *health.Server
 	draining atomic.Bool
-	storeOK  atomic.Bool
+	// storeState is what the last CheckStore found: storeUnknown before
+	// the first, then storeUp or storeDown.
+	storeState atomic.Int32
 
 	eventsMu sync.Mutex
 	events   []Event
@@ -158,6 +161,7 @@ type Server struct {
 //   - WithDrainTimeout(10s)
 //   - WithBodyTimeout(10s)
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
+//   - WithStoreLog(nil): no store log reports through the server
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
 	if engine == nil || st == nil {
 		return nil, errors.New("server: New needs an engine and a store")
@@ -185,6 +189,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
 	}
 	s.limits = s.limits.withDefaults()
+	if s.storeLog != nil {
+		s.storeLog.attach(s)
+	}
 	if s.ping == nil {
 		if p, ok := st.(interface{ Ping(context.Context) error }); ok {
 			s.ping = p.Ping
@@ -231,8 +238,18 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 	}
 }
 
+// What CheckStore found.
+const (
+	storeUnknown int32 = iota // not checked yet
+	storeUp
+	storeDown
+)
+
 // CheckStore pings the store with a short deadline and updates the
-// readiness and the gRPC health status.
+// readiness and the gRPC health status. The first check logs its outcome
+// (a store that fails from the start is a WARN "store not answering"
+// event, one that answers an INFO "store answering"), later ones each
+// change.
 func (s *Server) CheckStore(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -241,10 +258,13 @@ func (s *Server) CheckStore(ctx context.Context) error {
 		// The caller gave up (a shutdown): this says nothing of the store.
 		return err
 	}
-	was := s.storeOK.Swap(err == nil)
-	if was != (err == nil) {
+	now := storeUp
+	if err != nil {
+		now = storeDown
+	}
+	if was := s.storeState.Swap(now); was != now {
 		if err != nil {
-			s.Warn("store", "store not answering: "+err.Error())
+			s.Warn("store", "store not answering: "+shown(err.Error()))
 		} else {
 			s.Event("store", "store answering")
 		}

@@ -229,7 +229,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	m := metrics.New()
 	m.ConfigLoaded()
 
-	st, err := openStore(f, policyOnErr, m)
+	// The store's breaker openings and errors are logged, then through the
+	// server's events once it exists.
+	storeLog := server.NewStoreLog(log)
+	st, err := openStore(f, policyOnErr, storeLog.Hooks(m.StoreHooks()))
 	if err != nil {
 		return err
 	}
@@ -240,7 +243,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken),
-		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders)}
+		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
+		server.WithStoreLog(storeLog)}
 	var gw *gateway.Gateway
 	if f.upstream != "" {
 		gw, err = gatewayHandler(cfg, engine, f, log)
@@ -341,9 +345,9 @@ func (f *serveFlags) loadConfig() (*policy.Config, string, error) {
 }
 
 // openStore opens the store URL; a remote store is wrapped with the
-// timeout, breaker, failure policy and over-limit cache, and with local
-// leases when --lease-slice is set.
-func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Store, error) {
+// timeout, breaker, failure policy and over-limit cache, observed by hooks,
+// and with local leases when --lease-slice is set.
+func openStore(f serveFlags, p resilient.Policy, hooks resilient.Hooks) (store.Store, error) {
 	st, err := storeurl.Open(f.store, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)))
 	if err != nil {
 		// The flag, its value and what is wrong, each once.
@@ -372,7 +376,7 @@ func openStore(f serveFlags, p resilient.Policy, m *metrics.Metrics) (store.Stor
 		st = ls
 	}
 	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
-		resilient.WithInstances(f.instances), resilient.WithHooks(m.StoreHooks()))
+		resilient.WithInstances(f.instances), resilient.WithHooks(hooks))
 }
 
 // listen opens the --http, --grpc, --admin and (when set) --api addresses,

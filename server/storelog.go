@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+// StoreLogInterval is how often StoreLog repeats a line about the same
+// cause: a store error or a breaker opening with a cause it reported less
+// than this long ago is counted, not logged.
+const StoreLogInterval = time.Minute
+
+// StoreLog reports what a store wrapped by store/resilient does that an
+// operator must see and that the failure policy hides, since it keeps
+// answering decisions:
+//
+//   - the breaker opening, with the failure that opened it (READONLY,
+//     NOPERM, a refused connection…), at WARN: "store circuit breaker
+//     opened: …". A re-opening after a failed probe is reported only when
+//     the cause changed;
+//   - store errors other than timeouts and connection errors (a replica's
+//     READONLY, an ACL's NOPERM, a Cluster node's MOVED, OOM, WRONGTYPE,
+//     memcached's server errors), at WARN: "store error on take: …".
+//     Those are causes the breaker's timeouts and the readiness check do
+//     not name; they fail only some calls (writes on a replica, one
+//     command of the ACL) or come before the breaker opens.
+//
+// Each line is rate-limited: at most one per cause (the store's own text,
+// without the key it was about) per StoreLogInterval, the next one saying
+// how many were left out. Texts are cut at 300 bytes, and any URL in them
+// is shown as store.RedactURL shows it (the stores' errors hold no
+// password already).
+//
+// Create it before the store (NewStoreLog), give its Hooks to
+// resilient.WithHooks, and the StoreLog to the server (WithStoreLog): its
+// lines then become the server's events (the admin API, the dashboard),
+// logged by the server's logger. Until then it logs on its own logger.
+type StoreLog struct {
+	mu     sync.Mutex
+	log    *slog.Logger
+	report func(level slog.Level, kind, msg string)
+	now    func() time.Time
+	// errs are the store errors reported, by cause.
+	errs map[string]*reported
+	// trip is the cause of the breaker opening last reported.
+	trip reported
+}
+
+// reported is a cause's last line and what was left out since.
+type reported struct {
+	cause   string
+	at      time.Time
+	skipped int
+}
+
+// maxCauses bounds the store errors StoreLog remembers; beyond it, those
+// reported longest ago are forgotten first.
+const maxCauses = 64
+
+// NewStoreLog returns a StoreLog that logs on log (nil: slog.Default())
+// until a server takes it over (WithStoreLog).
+func NewStoreLog(log *slog.Logger) *StoreLog {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &StoreLog{log: log, now: time.Now, errs: map[string]*reported{}}
+}
+
+// WithStoreLog makes l report through the server (default none): l's lines
+// become events, shown by the admin API and the dashboard and logged by
+// the server's logger (WithLogger).
+func WithStoreLog(l *StoreLog) Option { return func(s *Server) { s.storeLog = l } }
+
+// attach makes l report through s.
+func (l *StoreLog) attach(s *Server) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.report = s.EventAt
+}
+
+func (l *StoreLog) emit(level slog.Level, msg string) {
+	l.mu.Lock()
+	report := l.report
+	l.mu.Unlock()
+	if report != nil {
+		report(level, "store", msg)
+		return
+	}
+	l.log.Log(context.Background(), level, msg, "event", "store")
+}
+
+// Hooks returns h with its Call and Tripped hooks extended to report to
+// l; h's own hooks (metrics.StoreHooks, say) run first, unchanged.
+func (l *StoreLog) Hooks(h resilient.Hooks) resilient.Hooks {
+	call, tripped := h.Call, h.Tripped
+	h.Call = func(op string, latency time.Duration, err error) {
+		if call != nil {
+			call(op, latency, err)
+		}
+		if err != nil {
+			l.storeError(op, err)
+		}
+	}
+	h.Tripped = func(err *resilient.CircuitOpenError) {
+		if tripped != nil {
+			tripped(err)
+		}
+		l.tripped(err)
+	}
+	return h
+}
+
+// storeError reports err, a store call's, unless it is a timeout or a
+// connection error or one reported within StoreLogInterval.
+func (l *StoreLog) storeError(op string, err error) {
+	if !reportable(err) {
+		return
+	}
+	cause := causeText(err)
+	l.mu.Lock()
+	now := l.now()
+	r := l.errs[cause]
+	if r != nil && now.Sub(r.at) < StoreLogInterval {
+		r.skipped++
+		l.mu.Unlock()
+		return
+	}
+	skipped := 0
+	if r == nil {
+		l.forgetOldest()
+		r = &reported{cause: cause}
+		l.errs[cause] = r
+	}
+	skipped, r.skipped, r.at = r.skipped, 0, now
+	l.mu.Unlock()
+	msg := fmt.Sprintf("store error on %s: %s", op, shown(err.Error()))
+	if skipped > 0 {
+		msg += fmt.Sprintf(" (%d more like it since the last report)", skipped)
+	}
+	l.emit(slog.LevelWarn, msg)
+}
+
+// forgetOldest makes room for one more cause; l.mu is held.
+func (l *StoreLog) forgetOldest() {
+	for len(l.errs) >= maxCauses {
+		var oldest string
+		for c, r := range l.errs {
+			if oldest == "" || r.at.Before(l.errs[oldest].at) {
+				oldest = c
+			}
+		}
+		delete(l.errs, oldest)
+	}
+}
+
+// tripped reports the breaker opening: a first opening unless it has the
+// cause reported within StoreLogInterval, a re-opening only when its cause
+// changed.
+func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
+	cause := "unknown"
+	if err.Last != nil {
+		cause = causeText(err.Last)
+	}
+	l.mu.Lock()
+	now := l.now()
+	same := cause == l.trip.cause
+	if same && (err.Reopened || now.Sub(l.trip.at) < StoreLogInterval) {
+		l.trip.skipped++
+		l.mu.Unlock()
+		return
+	}
+	skipped := 0
+	if same {
+		skipped = l.trip.skipped
+	}
+	l.trip = reported{cause: cause, at: now}
+	l.mu.Unlock()
+	what := "store circuit breaker opened, the failure policy answers until a probe succeeds: "
+	if err.Reopened {
+		what = "store circuit breaker still open, with another failure: "
+	}
+	msg := what + shown(err.Error())
+	if skipped > 0 {
+		msg += fmt.Sprintf(" (opened %d more times with this cause since the last report)", skipped)
+	}
+	l.emit(slog.LevelWarn, msg)
+}
+
+// reportable reports whether err is a store error StoreLog reports: not a
+// timeout or a connection error (the breaker and the readiness check
+// report those), nor an error of the caller (a bad request, a closed
+// store, a cancelled context) or of contention, nor an error that says no
+// more than that the store is unavailable (the wrapper's own timeout).
+func reportable(err error) bool {
+	var ne net.Error
+	for _, e := range []error{context.DeadlineExceeded, context.Canceled, os.ErrDeadlineExceeded, io.EOF, io.ErrUnexpectedEOF,
+		net.ErrClosed, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, syscall.ETIMEDOUT,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, store.ErrClosed, store.ErrBadRequest, store.ErrContention, resilient.ErrCircuitOpen} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	if errors.As(err, &ne) {
+		return false
+	}
+	return len(causes(err, nil)) > 0
+}
+
+// sentinels are the errors that name a kind of failure, not its cause.
+var sentinels = []error{store.ErrUnavailable, store.ErrContention, store.ErrBadRequest, store.ErrClosed, resilient.ErrCircuitOpen}
+
+// causes appends the texts of err's innermost errors that are not
+// sentinels: the store's own words (Redis' "READONLY You can't write…",
+// memcached's server error), without the operation and the key the
+// stores wrap them in.
+func causes(err error, out []string) []string {
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			out = causes(e, out)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return causes(inner, out)
+		}
+	}
+	for _, s := range sentinels {
+		if err == s {
+			return out
+		}
+	}
+	return append(out, err.Error())
+}
+
+// causeText is what StoreLog tells causes apart by: err's causes, or its
+// whole text when it has none beyond sentinels.
+func causeText(err error) string {
+	if c := causes(err, nil); len(c) > 0 {
+		return strings.Join(c, "; ")
+	}
+	return err.Error()
+}
+
+// maxShown bounds the length of a reported error's text, as
+// resilient.CircuitOpenError bounds its cause: a script error can quote a
+// long script.
+const maxShown = 300
+
+// urlPattern finds URLs in an error's text, for shown to redact.
+var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"']*`)
+
+// shown is an error's text as StoreLog logs it: URLs redacted, cut at
+// maxShown bytes.
+func shown(text string) string {
+	text = urlPattern.ReplaceAllStringFunc(text, store.RedactURL)
+	if len(text) > maxShown {
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return text
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+// storeErr is an error as the Redis store wraps a server's reply.
+func storeErr(key, reply string) error {
+	return fmt.Errorf("redis: take %q: %w: %w", key, store.ErrUnavailable, errors.New(reply))
+}
+
+// TestStoreLogRateLimit steps a StoreLog's clock: one line per cause per
+// StoreLogInterval whatever the key, the next saying how many were left
+// out; a re-opening of the breaker only when its cause changed; URLs
+// redacted; at most maxCauses causes remembered.
+func TestStoreLogRateLimit(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewStoreLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	h := l.Hooks(resilient.Hooks{})
+	count := func(sub string) int { return strings.Count(buf.String(), sub) }
+
+	const readonly = "READONLY You can't write against a read only replica."
+	for i := range 10 {
+		h.Call("take", time.Millisecond, storeErr(fmt.Sprintf("fg:k%d", i), readonly))
+	}
+	if n := count(readonly); n != 1 {
+		t.Fatalf("t0: %d lines for 10 errors of one cause, want 1:\n%s", n, buf.String())
+	}
+	h.Call("take", time.Millisecond, storeErr("fg:k", "WRONGTYPE Operation against a key holding the wrong kind of value"))
+	if n := count("WRONGTYPE"); n != 1 {
+		t.Fatalf("another cause: %d lines, want 1:\n%s", n, buf.String())
+	}
+	now = now.Add(StoreLogInterval - time.Second)
+	h.Call("take", time.Millisecond, storeErr("fg:k", readonly))
+	if n := count(readonly); n != 1 {
+		t.Fatalf("t0+59s: %d lines, want still 1:\n%s", n, buf.String())
+	}
+	now = now.Add(time.Second)
+	h.Call("take", time.Millisecond, storeErr("fg:k", readonly))
+	if n, m := count(readonly), count("(10 more like it since the last report)"); n != 2 || m != 1 {
+		t.Fatalf("t0+60s: %d lines, %d saying 10 were left out; want 2 and 1:\n%s", n, m, buf.String())
+	}
+
+	for _, err := range []error{
+		fmt.Errorf("redis: take %q: %w: %w", "fg:k", store.ErrUnavailable, fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED)),
+		fmt.Errorf("resilient: no answer within the timeout: %w", store.ErrUnavailable),
+		fmt.Errorf("memcached take %q: %w", "k", store.ErrContention),
+		fmt.Errorf("%w: memcached take %q: too large", store.ErrBadRequest, "k"),
+		resilient.ErrCircuitOpen,
+	} {
+		before := buf.Len()
+		h.Call("take", time.Millisecond, err)
+		if buf.Len() != before {
+			t.Errorf("%v: logged as a store error:\n%s", err, buf.String()[before:])
+		}
+	}
+
+	trip := func(reopened bool, reply string) {
+		h.Tripped(&resilient.CircuitOpenError{Failures: 5, Last: storeErr("fg:k", reply), Reopened: reopened})
+	}
+	buf.Reset()
+	trip(false, readonly)
+	trip(true, readonly)
+	trip(false, readonly)
+	if n := count("store circuit breaker"); n != 1 {
+		t.Fatalf("an opening, a re-opening and an opening with one cause: %d lines, want 1:\n%s", n, buf.String())
+	}
+	trip(true, "OOM command not allowed when used memory > 'maxmemory'.")
+	if n := count("store circuit breaker still open, with another failure"); n != 1 {
+		t.Fatalf("a re-opening with another cause: %d lines, want 1:\n%s", n, buf.String())
+	}
+	now = now.Add(StoreLogInterval)
+	trip(true, "OOM command not allowed when used memory > 'maxmemory'.")
+	if n := count("OOM"); n != 1 {
+		t.Fatalf("a re-opening with the same cause a minute later: %d lines, want 1:\n%s", n, buf.String())
+	}
+	trip(false, "OOM command not allowed when used memory > 'maxmemory'.")
+	if n := count("OOM"); n != 2 || count("store circuit breaker opened") != 2 {
+		t.Fatalf("an opening with the same cause a minute later: want it logged:\n%s", buf.String())
+	}
+
+	buf.Reset()
+	h.Call("take", time.Millisecond, storeErr("fg:k", "ERR connecting to redis://bob:Sup3r-Secr3t@10.0.0.5:6379/0 "+strings.Repeat("x", 400)))
+	if out := buf.String(); strings.Contains(out, "Sup3r") || !strings.Contains(out, "redis://bob:xxxxx@10.0.0.5:6379/0") || !strings.Contains(out, "…") {
+		t.Errorf("a URL in an error: %s, want it redacted and the text cut", out)
+	}
+
+	for i := range 3 * maxCauses {
+		h.Call("take", time.Millisecond, storeErr("fg:k", fmt.Sprintf("ERR cause %d", i)))
+	}
+	if len(l.errs) > maxCauses {
+		t.Errorf("%d causes remembered, want at most %d", len(l.errs), maxCauses)
+	}
+}
