@@ -53,8 +53,10 @@ type Config struct {
 // sorted by file and line: fields envoyproxy/ratelimit ignores where they
 // are written (ignored here too), fields set twice (the last one wins),
 // several YAML documents in one file, a directory without configuration
-// files. `floodgate validate` prints them as "file:line: warning: message";
-// the Config is valid all the same.
+// files, a wait or degrade strategy on a rule its descriptor shadows, a
+// ceil its parent caps, a wait rule's max_wait shorter than a fixed window
+// or than a bucket's refill of one unit. `floodgate validate` prints them
+// as "file:line: warning: message"; the Config is valid all the same.
 func (c *Config) Warnings() Problems { return slices.Clone(c.warnings) }
 
 // Domains returns the domains sorted by name.

@@ -236,6 +236,7 @@ type loader struct {
 	warns    Problems
 	budget   int
 	ruleSrcs map[*Rule]map[string]field
+	lendable map[*Rule]bool   // rules whose lendable was written with a valid value
 	roots    map[*Domain]bool // domains whose rules may use a Root
 	// notes describes the key problems of the mapping fields read last.
 	notes keyNotes
@@ -266,7 +267,7 @@ func (l *loader) warnf(line int, format string, args ...any) {
 
 // build parses and compiles every source; duplicate domains are errors.
 func build(srcs []source) (*Config, error) {
-	l := &loader{budget: maxDescriptors, ruleSrcs: map[*Rule]map[string]field{}}
+	l := &loader{budget: maxDescriptors, ruleSrcs: map[*Rule]map[string]field{}, lendable: map[*Rule]bool{}}
 	cfg := &Config{domains: map[string]*Domain{}}
 	var dups []*Domain
 	for _, s := range srcs {
@@ -996,6 +997,7 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 			// (envoyproxy/ratelimit also lists the violation in the
 			// response's dynamic metadata, which Floodgate does not send).
 			r.Shadow = r.Shadow || n.ShadowMode || n.QuotaMode
+			l.shadowStrategy(r, n)
 			r.Hierarchical = n.Hierarchy
 			r.DetailedMetric, r.ShareThreshold = n.DetailedMetric, n.ShareThreshold
 			n.Rule = r
@@ -1104,6 +1106,7 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 				l.errf(f.line(), "lendable must be a share in (0, 1], got %g", v)
 			} else {
 				r.Lendable = v
+				l.lendable[r] = true
 			}
 		}
 	}
@@ -1142,6 +1145,28 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 		r.broken = true
 	}
 	return r
+}
+
+// shadowStrategy warns of a wait or degrade strategy on a rule its
+// descriptor shadows: a shadow rule never refuses, so the strategy does
+// nothing. It is a warning, not an error: shadow_mode (or quota_mode) is
+// how a rule written as it will be enforced is tried first, and the
+// strategy applies once the flag is removed (as with the server's global
+// shadow mode, which no configuration shows).
+func (l *loader) shadowStrategy(r *Rule, n *Node) {
+	if (!n.ShadowMode && !n.QuotaMode) || (r.Strategy != StrategyWait && r.Strategy != StrategyDegrade) {
+		return
+	}
+	flag := "shadow_mode"
+	if !n.ShadowMode {
+		flag = "quota_mode"
+	}
+	what := "no request waits (and its shadow refusals include requests a wait would have admitted)"
+	if r.Strategy == StrategyDegrade {
+		what = "no fallback runs"
+	}
+	l.warnf(l.ruleSrcs[r]["strategy"].line(), "strategy %s does nothing while the descriptor's %s is on: the rule never refuses, so %s; it applies once %s is removed",
+		r.Strategy, flag, what, flag)
 }
 
 // adaptive reads an adaptive block into an adaptive.Config and validates
@@ -1308,12 +1333,28 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 			l.errf(f.key.Line, "%s applies to %s, not %s", name, list, p.Algorithm)
 		}
 	}
+	if f, ok := fs["max_wait"]; ok {
+		r.MaxWait, _ = l.duration(f, "max_wait")
+	}
 	if r.Deny {
 		for _, name := range []string{"algorithm", "burst", "queue_size", "delay", "initial_tokens", "sub_windows",
 			"warmup_period", "cold_factor", "max_burst_seconds", "lease_ttl", "ceil", "lendable", "reserve", "adaptive"} {
 			if f, ok := fs[name]; ok {
 				l.errf(f.key.Line, "requests_per_unit 0 blocks every request; %s does not apply (zero is not a rate)", name)
 			}
+		}
+		// No wait ever admits a request to a rule that admits none
+		// (the engine answers it reject), and no override can give it
+		// a rate.
+		switch f, hasWait := fs["max_wait"]; {
+		case r.Strategy == StrategyWait:
+			wait := "strategy wait"
+			if r.MaxWait > 0 {
+				wait += " (max_wait " + formatDuration(r.MaxWait) + ")"
+			}
+			l.errf(fs["strategy"].line(), "requests_per_unit 0 blocks every request; %s does not apply: no wait ever admits a request (use reject, the default, or degrade)", wait)
+		case hasWait:
+			l.errf(f.key.Line, "max_wait applies to strategy: wait and to the smooth algorithms")
 		}
 		// The window stays known: it is the status's window and reset
 		// time (the engine reads Params.Period and Calendar).
@@ -1355,7 +1396,7 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	durs := []struct {
 		name string
 		dst  *time.Duration
-	}{{"warmup_period", &p.WarmupPeriod}, {"max_wait", &r.MaxWait}, {"lease_ttl", &p.LeaseTTL}}
+	}{{"warmup_period", &p.WarmupPeriod}, {"lease_ttl", &p.LeaseTTL}}
 	for _, x := range durs {
 		if f, ok := fs[x.name]; ok {
 			*x.dst, _ = l.duration(f, x.name)
@@ -1472,6 +1513,7 @@ func (l *loader) finish(d *Domain) {
 	if d.Root != nil && !hierarchical {
 		l.errf(d.Root.Pos.Line, "the domain's rate_limit is the root of the hierarchy and applies to hierarchical rules only: set hierarchy: true on the domain or on descriptors")
 	}
+	compiled := map[*Rule]ruleLimits{}
 	for _, r := range d.rules {
 		fs := l.ruleSrcs[r]
 		line := func(name string) int {
@@ -1538,6 +1580,110 @@ func (l *loader) finish(d *Domain) {
 			continue
 		}
 		r.limit, r.fp = rl.rate, rl.fp
+		compiled[r] = rl
+		l.checkMaxWait(r, fs)
+	}
+	l.checkBorrowing(d, compiled)
+}
+
+// checkBorrowing checks what depends on both ends of borrowing, once every
+// rule knows its parent: lendable on a rule no child borrows from (an
+// error: the lend pool would never be charged; no override or per-request
+// limit can add a ceil), and a ceil above what its parent can admit (a
+// warning: borrowing still works, up to the parent's limit, and an override
+// or an adaptive factor may raise the parent at run time).
+func (l *loader) checkBorrowing(d *Domain, compiled map[*Rule]ruleLimits) {
+	lenders := map[*Rule]bool{}
+	for _, r := range d.rules {
+		// A ceil written at all, even a wrong one (reported), makes
+		// its parent a lender: no second problem about the parent.
+		if _, ok := l.ruleSrcs[r]["ceil"]; ok && r.parent != nil {
+			lenders[r.parent] = true
+		}
+	}
+	for _, r := range d.rules {
+		if l.lendable[r] && !lenders[r] && !r.Unlimited && !r.Deny {
+			l.errf(l.ruleSrcs[r]["lendable"].line(), "lendable is the share of this limit its children may borrow, and none can: no rule has it as its parent "+
+				"(the nearest limited rule above a hierarchical rule) and a ceil; remove lendable, or give such a child a ceil")
+		}
+		l.checkCeil(r, compiled)
+	}
+}
+
+// checkCeil warns when r's ceil can never be reached because its parent
+// refuses first: every request r admits is charged to the parent too, so
+// with the same algorithm and window (the same store key fingerprint:
+// windows aligned alike, buckets refilling alike) the ceiling's count never
+// passes the parent's. The parent's cap is its ceil when it borrows
+// itself. For buckets the ceiling must also hold at least the parent's
+// capacity, or a burst can meet it first. Other algorithms, and periods
+// that differ, are not compared: there it is not certain.
+func (l *loader) checkCeil(r *Rule, compiled map[*Rule]ruleLimits) {
+	if r.parent == nil {
+		return
+	}
+	c, pl := compiled[r].ceil, compiled[r.parent]
+	limit, what := pl.rate, "limit"
+	if pl.ceil != nil {
+		limit, what = pl.ceil, "ceil"
+	}
+	if c == nil || limit == nil {
+		return
+	}
+	cp, pp := c.Params(), limit.Params()
+	switch cp.Algorithm {
+	case algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow, algo.TokenBucket, algo.GCRA:
+	default:
+		return
+	}
+	if fingerprint(cp) != fingerprint(pp) || cp.Limit <= pp.Limit || c.Capacity() < limit.Capacity() {
+		return
+	}
+	l.warnf(l.ruleSrcs[r]["ceil"].line(), "ceil %d can never be reached: the parent %q, whose %s is %d in the same algorithm and period, is charged for every request of this rule "+
+		"and refuses first; lower the ceil to %d, or raise the parent", r.Ceil, r.parent.Name, what, pp.Limit, pp.Limit)
+}
+
+// checkMaxWait warns when a wait rule's max_wait is shorter than the
+// longest the rule can make a request of one unit wait, where the
+// algorithm gives capacity back on a schedule the traffic does not change:
+// a fixed window all at once when it turns (every period), a bucket one
+// unit every period / requests_per_unit (at the fastest rate an adaptive
+// factor allows). A request refused further from that moment than max_wait
+// is rejected at once. Sliding windows give capacity back as past
+// admissions age out, which depends on the traffic, and a rule that
+// borrows may be admitted on its parent's capacity: neither is warned.
+func (l *loader) checkMaxWait(r *Rule, fs map[string]field) {
+	if r.Strategy != StrategyWait || r.MaxWait <= 0 || r.Ceil > 0 {
+		return
+	}
+	p := r.limit.Params()
+	switch p.Algorithm {
+	case algo.FixedWindow:
+		need, window := p.Period, "window ("+formatDuration(p.Period)+")"
+		switch p.Calendar {
+		case algo.CalendarMonth:
+			need, window = 28*24*time.Hour, "window (a calendar month)"
+		case algo.CalendarYear:
+			need, window = 365*24*time.Hour, "window (a calendar year)"
+		}
+		if r.MaxWait < need {
+			l.warnf(fs["max_wait"].line(), "max_wait %s is shorter than this rule's %s: a fixed window gives capacity back only when it turns, "+
+				"so only a request refused within %s of the window's end can wait, and one refused earlier is rejected at once; "+
+				"for every refused request to be able to wait, set max_wait to the window, or use token_bucket or gcra, which give units back one at a time",
+				formatDuration(r.MaxWait), window, formatDuration(r.MaxWait))
+		}
+	case algo.TokenBucket, algo.GCRA, algo.Shaper:
+		rate := float64(p.Limit)
+		if r.Adaptive != nil && r.Adaptive.Max > 1 {
+			rate *= r.Adaptive.Max
+		}
+		need := time.Duration(math.Ceil(float64(p.Period) / rate))
+		if float64(r.MaxWait)*rate < float64(p.Period) {
+			l.warnf(fs["max_wait"].line(), "max_wait %s is shorter than the %s this rule takes to give one unit back (period / requests_per_unit): "+
+				"a request of one unit it refuses can wait only when its unit is due within %s, and is rejected at once otherwise; "+
+				"for every such request to be able to wait, set max_wait to at least %s",
+				formatDuration(r.MaxWait), formatDuration(need), formatDuration(r.MaxWait), formatDuration(need))
+		}
 	}
 }
 

@@ -70,6 +70,24 @@ func TestGoldenGood(t *testing.T) {
 	}
 }
 
+// TestGoldenWarn loads every config of testdata/warn, each valid with at
+// least one warning, and compares its warnings, as floodgate validate
+// prints them, and its compiled dump with the golden file.
+func TestGoldenWarn(t *testing.T) {
+	for _, path := range corpus(t, "testdata/warn") {
+		t.Run(path, func(t *testing.T) {
+			cfg, err := Load(path)
+			if err != nil {
+				t.Fatalf("Load(%s):\n%v", path, err)
+			}
+			if len(cfg.Warnings()) == 0 {
+				t.Errorf("Load(%s): no warning", path)
+			}
+			golden(t, goldenName(path), warningLines(cfg)+cfg.Dump())
+		})
+	}
+}
+
 // TestGoldenEnvoyDirectory loads the Envoy examples as one directory, the
 // way envoyproxy/ratelimit loads its runtime folder.
 func TestGoldenEnvoyDirectory(t *testing.T) {
@@ -169,7 +187,7 @@ func TestParseDurations(t *testing.T) {
 // FuzzLoad: no input makes the loader panic, and every problem it reports
 // has a line.
 func FuzzLoad(f *testing.F) {
-	for _, dir := range []string{"testdata/good", "testdata/bad", "testdata/envoy", "testdata/upstream"} {
+	for _, dir := range []string{"testdata/good", "testdata/bad", "testdata/envoy", "testdata/upstream", "testdata/warn"} {
 		paths, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {
@@ -319,5 +337,40 @@ func TestDenyKeepsItsWindow(t *testing.T) {
 		if s := resp.Statuses[0]; resp.Code != CodeOverLimit || s.Window != tc.window {
 			t.Errorf("%s: %s window %v, want OVER_LIMIT with a window of %v", tc.key, resp, s.Window, tc.window)
 		}
+	}
+}
+
+// The max_wait warning of a fixed window says what the engine does: a
+// request refused more than max_wait before the window turns is rejected
+// at once, one refused within max_wait of it may wait.
+func TestShortMaxWaitOnAFixedWindow(t *testing.T) {
+	cfg, err := Parse("w.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10, strategy: wait, max_wait: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || w[0].Line != 4 || !strings.HasPrefix(w[0].Message, "max_wait 1s is shorter than this rule's window (1h)") {
+		t.Fatalf("warnings %v, want the short max_wait at line 4", w)
+	}
+	hour := time.Unix(1_800_000_000, 0).Truncate(time.Hour)
+	now := hour.Add(10 * time.Minute)
+	clock := func() time.Time { return now }
+	e := newMemEngine(t, cfg, clock, WithClock(clock))
+	decide := func() Response {
+		t.Helper()
+		resp, err := e.Decide(context.Background(), req("d", ent("k", "x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for range 10 {
+		decide()
+	}
+	if resp := decide(); resp.Code != CodeOverLimit || resp.Strategy != StrategyReject {
+		t.Errorf("11th at 10m: %s, want OVER_LIMIT, strategy reject (the window turns in 50m)", resp)
+	}
+	now = hour.Add(time.Hour - 500*time.Millisecond)
+	if resp := decide(); resp.Code != CodeOverLimit || resp.Strategy != StrategyWait || resp.Delay != 500*time.Millisecond {
+		t.Errorf("at 500ms before the hour: %s delay %v, want OVER_LIMIT, strategy wait, delay 500ms", resp, resp.Delay)
 	}
 }

@@ -27,7 +27,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	verbose := fs.Bool("v", false, "print the compiled rules of a valid configuration")
 	preserveHost := fs.Bool("preserve-host", false, "check the gateway routes as serve --upstream --preserve-host builds them (routes with a host: need it)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] [--preserve-host] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nfields ignored where they are written (as envoyproxy/ratelimit ignores them), fields set twice, several documents in a file,\na directory without configuration files, routes whose descriptors no rule limits.")
+		fmt.Fprintln(fs.Output(), "usage: floodgate validate [-v] [--preserve-host] PATH\n\nPATH is a YAML file or a directory of them. Prints every problem as file:line: message and exits 1; exits 0 when valid.\nGateway routes are built as floodgate serve --upstream builds them. Warnings (file:line: warning: message) do not fail:\nfields ignored where they are written (as envoyproxy/ratelimit ignores them), fields set twice, several documents in a file,\na directory without configuration files, a strategy on a shadow descriptor, a ceil its parent caps, a max_wait shorter\nthan a fixed window or a bucket's refill of one unit, routes whose descriptors no rule limits.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 1, stdout, stderr); !ok {

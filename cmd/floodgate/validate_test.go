@@ -100,3 +100,36 @@ func TestValidateWarnings(t *testing.T) {
 		t.Fatalf("empty directory: stderr %q", errb.String())
 	}
 }
+
+// Settings that contradict each other: one that can never do anything is a
+// problem at its line (exit 1), one that loads but is likely a mistake a
+// warning (exit 0).
+func TestValidateContradictions(t *testing.T) {
+	dir := t.TempDir()
+	deny := filepath.Join(dir, "deny.yaml")
+	shadow := filepath.Join(dir, "shadow.yaml")
+	for name, data := range map[string]string{
+		deny:   "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0, strategy: wait, max_wait: 1s}\n",
+		shadow: "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: true\n    rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 10, strategy: wait, max_wait: 2s}\n",
+	} {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	want := deny + ":4: requests_per_unit 0 blocks every request; strategy wait (max_wait 1s) does not apply: no wait ever admits a request (use reject, the default, or degrade)\n"
+	if code := run(context.Background(), []string{"validate", "-v", deny}, &out, &errb); code != 1 || errb.String() != want || out.Len() != 0 {
+		t.Fatalf("deny with wait: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out.String(), errb.String(), want)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"validate", "-v", shadow}, &out, &errb); code != 0 {
+		t.Fatalf("shadow with wait: exit %d, stderr %q", code, errb.String())
+	}
+	if !strings.HasPrefix(errb.String(), shadow+":5: warning: strategy wait does nothing while the descriptor's shadow_mode is on") {
+		t.Errorf("shadow with wait: stderr %q, want the warning at line 5", errb.String())
+	}
+	if !strings.Contains(out.String(), "strategy=wait max_wait=2s") {
+		t.Errorf("shadow with wait: stdout %q, want the rule with its max_wait", out.String())
+	}
+}
