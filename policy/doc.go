@@ -39,8 +39,9 @@
 // with requests_per_unit: 0 refuses everything without one. A matched rule
 // whose name another matched rule of the same request replaces does not
 // apply. Shadow rules are decided and reported but never refuse. A
-// per-request limit (Descriptor.Limit) replaces the configuration for that
-// descriptor. Keys are compared as structured (key, value) pairs, not as
+// per-request limit (Descriptor.Limit) replaces the matched rule's limit
+// for that descriptor, and only it: the rule's ancestors in a hierarchy
+// are still taken, and its shadow mode stays. Keys are compared as structured (key, value) pairs, not as
 // Envoy's "key_value" strings, so a key containing '_' cannot collide with
 // a key and value.
 //

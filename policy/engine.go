@@ -80,8 +80,6 @@ type Engine struct {
 	adaptive  []*adaptiveRule
 
 	adaptiveSet atomic.Pointer[adaptiveSet]
-	reqLimits   sync.Map // reqLimitKey → *Rule: Envoy per-descriptor limits
-	reqLimitsN  atomic.Int64
 	queues      queues
 }
 
@@ -91,6 +89,10 @@ type snapshot struct {
 	cfg     *Config
 	limits  []ruleLimits // by Rule.index
 	version uint64
+	// reqRules are the request-level limits compiled for this snapshot
+	// (they hold its rules): reqLimitKey → *reqRule.
+	reqRules  sync.Map
+	reqRulesN atomic.Int64
 }
 
 // NewEngine returns an Engine deciding cfg's rules in st. A nil cfg is an
@@ -173,17 +175,36 @@ func (e *Engine) swapLocked(cfg *Config) error {
 	return nil
 }
 
-// request-level limits (Envoy's RateLimitDescriptor.limit) are compiled
-// once per distinct (requests_per_unit, unit) and kept up to this many.
+// Request-level limits (Envoy's RateLimitDescriptor.limit) are compiled
+// once per snapshot and distinct (rule, requests_per_unit, unit), and kept
+// up to this many per snapshot; past it they are compiled per request.
 const maxReqLimits = 4096
 
 type reqLimitKey struct {
+	base *Rule // the configured rule the descriptor matched; nil for none
 	rpu  int64
 	unit time.Duration
 	cal  algo.Calendar
 }
 
-func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
+// reqRule is a request-level limit compiled: the rule that applies in the
+// matched rule's place, and its limits.
+type reqRule struct {
+	rule   Rule
+	limits ruleLimits
+}
+
+// requestRule returns the rule a descriptor's own limit lo makes of base,
+// the configured rule its entries match (nil when none does). The limit
+// replaces base's limit and nothing else: base's place in a hierarchy (its
+// parent, so the limits above are still taken), its shadow mode, strategy,
+// priority class and reserves stay; its ceil does not (the request states
+// its whole limit, beyond which it does not borrow), nor its name, so it is
+// neither replaced nor replaces (as envoyproxy/ratelimit's per-descriptor
+// limits, which have no name). Its counter is its own: keyed by every entry
+// of the descriptor and the request's limit, apart from the configured
+// rule's. Without a configured rule it stands alone, as it does upstream.
+func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitOverride) (*reqRule, error) {
 	if lo.RequestsPerUnit < 0 {
 		return nil, fmt.Errorf("%w: descriptor limit requests_per_unit %d is negative", ErrBadRequest, lo.RequestsPerUnit)
 	}
@@ -193,11 +214,18 @@ func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
 	case lo.Calendar == algo.CalendarNone && lo.Unit <= 0:
 		return nil, fmt.Errorf("%w: descriptor limit needs a positive unit, got %v", ErrBadRequest, lo.Unit)
 	}
-	k := reqLimitKey{lo.RequestsPerUnit, lo.Unit, lo.Calendar}
-	if r, ok := e.reqLimits.Load(k); ok {
-		return r.(*Rule), nil
+	k := reqLimitKey{base, lo.RequestsPerUnit, lo.Unit, lo.Calendar}
+	if rr, ok := snap.reqRules.Load(k); ok {
+		return rr.(*reqRule), nil
 	}
-	r := &Rule{Domain: domain, Strategy: StrategyReject, Lendable: 1, index: -1}
+	rr := &reqRule{rule: Rule{Domain: dom.Name, Strategy: StrategyReject}}
+	r := &rr.rule
+	if base != nil {
+		*r = *base
+		r.Node, r.metricKey, r.named, r.Replaces = nil, "", false, nil
+		r.Unlimited, r.Deny, r.Ceil, r.Adaptive = false, false, 0, nil
+	}
+	r.index, r.Lendable, r.limit = -1, 1, nil
 	if lo.RequestsPerUnit == 0 {
 		// Nothing to compile; the window stays known for the status
 		// (rulePeriod).
@@ -205,18 +233,25 @@ func (e *Engine) requestRule(domain string, lo *LimitOverride) (*Rule, error) {
 		r.Params = algo.Params{Period: lo.Unit, Calendar: lo.Calendar}
 	} else {
 		r.Params = algo.Params{Algorithm: algo.FixedWindow, Limit: lo.RequestsPerUnit, Period: lo.Unit, Calendar: lo.Calendar}
-		l, err := algo.Compile(r.Params)
+		rl, err := deriveLimits(dom, r, r.Params)
+		if err != nil && len(r.Reserve) > 0 {
+			// A reserve that would leave a class none of so small a
+			// limit does not apply to it.
+			r.Reserve = nil
+			rl, err = deriveLimits(dom, r, r.Params)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: descriptor limit: %v", ErrBadRequest, err)
 		}
-		r.limit, r.fp = l, "override:"+fingerprint(r.Params)
+		rl.fp = "override:" + rl.fp
+		r.limit, r.fp, rr.limits = rl.rate, rl.fp, rl
 	}
-	if e.reqLimitsN.Load() < maxReqLimits {
-		if _, loaded := e.reqLimits.LoadOrStore(k, r); !loaded {
-			e.reqLimitsN.Add(1)
+	if snap.reqRulesN.Load() < maxReqLimits {
+		if _, loaded := snap.reqRules.LoadOrStore(k, rr); !loaded {
+			snap.reqRulesN.Add(1)
 		}
 	}
-	return r, nil
+	return rr, nil
 }
 
 // Decide charges the request's descriptors all or nothing and reports each
@@ -309,7 +344,8 @@ type item struct {
 // descPlan is one request descriptor's part of the decision.
 type descPlan struct {
 	rule  *Rule
-	items []int // indices into plan.items, own rule first
+	own   *ruleLimits // rule's limits when it is a request-level one (index -1)
+	items []int       // indices into plan.items, own rule first
 	deny  []*Rule
 	cost  int64
 }
@@ -348,7 +384,7 @@ func getPlan(snap *snapshot, dom *Domain, n int) *plan {
 	p.descs = p.descs[:n]
 	for i := range p.descs {
 		d := &p.descs[i]
-		d.rule, d.items, d.deny, d.cost = nil, d.items[:0], d.deny[:0], 0
+		d.rule, d.own, d.items, d.deny, d.cost = nil, nil, d.items[:0], d.deny[:0], 0
 	}
 	return p
 }
@@ -448,14 +484,13 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		if len(d.Entries) == 0 {
 			continue // no rule matches an empty descriptor, as in envoyproxy/ratelimit
 		}
-		var r *Rule
+		r := dom.match(d.Entries)
 		if d.Limit != nil {
-			var err error
-			if r, err = e.requestRule(dom.Name, d.Limit); err != nil {
+			rr, err := e.requestRule(p.snap, dom, r, d.Limit)
+			if err != nil {
 				return fmt.Errorf("descriptor %d: %w", i, err)
 			}
-		} else {
-			r = dom.match(d.Entries)
+			r, p.descs[i].own = &rr.rule, &rr.limits
 		}
 		if r == nil {
 			continue
@@ -535,7 +570,7 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 			if l.Deny {
 				dp.deny = append(dp.deny, l)
 			} else {
-				e.addItems(p, dp, l, d.Entries, r == l && r.index < 0)
+				e.addItems(p, dp, l, d.Entries)
 			}
 			if !l.Hierarchical {
 				break
@@ -605,10 +640,10 @@ func metricKey(r *Rule, entries []Entry) string {
 // addItems adds limit l's keys (its rate, ceil and priority pools) to the
 // descriptor's plan, merging keys already present (a key is charged once
 // per request, with the largest cost asked of it).
-func (e *Engine) addItems(p *plan, dp *descPlan, l *Rule, entries []Entry, reqLimit bool) {
+func (e *Engine) addItems(p *plan, dp *descPlan, l *Rule, entries []Entry) {
 	var rl ruleLimits
-	if reqLimit {
-		rl = ruleLimits{rate: l.limit, fp: l.fp}
+	if l.index < 0 { // the descriptor's own request-level limit
+		rl = *dp.own
 	} else {
 		rl = p.snap.limits[l.index]
 	}

@@ -20,8 +20,11 @@ type Entry struct {
 // descriptor tree level by level.
 type Descriptor struct {
 	Entries []Entry
-	// Limit, when set, replaces the configured limit for this descriptor
-	// (Envoy's per-descriptor limit override).
+	// Limit, when set, replaces the limit of the rule this descriptor
+	// matches (Envoy's per-descriptor limit override) and nothing else:
+	// the rule's ancestors in a hierarchy are still taken, its shadow
+	// mode, strategy, priority and reserves stay; it does not borrow (no
+	// ceil). A descriptor no rule matches is limited by it alone.
 	Limit *LimitOverride
 	// Hits, when > 0 or when HitsSet, is this descriptor's cost instead
 	// of Request.Hits.
