@@ -256,16 +256,38 @@ type KeyState struct {
 	Exists bool    `json:"exists"`
 	State  []int64 `json:"state,omitempty"`
 	Error  string  `json:"error,omitempty"`
+	// Warning says that the store may have missed state of the key: on a
+	// store.RequestInspector (memcached), a key that names no state layout
+	// keyWindowLimit can read, whose window counters only the instances
+	// that used its limit can find.
+	Warning string `json:"warning,omitempty"`
 }
+
+// limitUnknown is the warning of a key whose window counters a
+// store.RequestInspector may not find.
+const limitUnknown = "the store (memcached) names window counters after their window, and this key names no limit " +
+	"(#fixed_window:… or #sliding_window:…) to find them: counters written by instances that did not use its limit " +
+	"since they started are not seen or reset here"
 
 func (s *Server) keyState(r *http.Request, key string) KeyState {
 	ks := KeyState{Key: key}
-	in, ok := s.store.(store.Inspector)
-	if !ok {
+	var st algo.State
+	var found bool
+	var err error
+	ri := s.requestInspector()
+	l, known := keyWindowLimit(key)
+	switch in, ok := s.store.(store.Inspector); {
+	case ri != nil && l != nil:
+		st, found, err = ri.InspectRequest(r.Context(), store.Request{Key: key, Limit: l})
+	case !ok:
 		ks.Error = "the store cannot inspect keys"
 		return ks
+	default:
+		st, found, err = in.Inspect(r.Context(), key)
+		if ri != nil && !known && !found {
+			ks.Warning = limitUnknown
+		}
 	}
-	st, found, err := in.Inspect(r.Context(), key)
 	if err != nil {
 		ks.Error = err.Error()
 		return ks
@@ -275,6 +297,38 @@ func (s *Server) keyState(r *http.Request, key string) KeyState {
 		ks.State = append([]int64{st.A, st.B, st.C}, st.Ext...)
 	}
 	return ks
+}
+
+// resetKeys forgets keys on the store and, on a store.RequestInspector,
+// the window counters their limits name. It returns the warning to
+// answer ("" when the reset is complete).
+func (s *Server) resetKeys(r *http.Request, keys []string) (warning string, err error) {
+	if err := s.store.Reset(r.Context(), keys...); err != nil {
+		return "", err
+	}
+	ri := s.requestInspector()
+	if ri == nil {
+		return "", nil
+	}
+	var reqs []store.Request
+	var unknown []string
+	for _, k := range keys {
+		switch l, known := keyWindowLimit(k); {
+		case l != nil:
+			reqs = append(reqs, store.Request{Key: k, Limit: l})
+		case !known:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(reqs) > 0 {
+		if err := ri.ResetRequests(r.Context(), reqs); err != nil {
+			return "", err
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Sprintf("%s (%s)", limitUnknown, strings.Join(unknown, ", ")), nil
+	}
+	return "", nil
 }
 
 // handleInspect answers a request's state without charging: the decision
@@ -315,8 +369,9 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	var warning string
 	if len(keys) > 0 {
-		if err := s.store.Reset(r.Context(), keys...); err != nil {
+		if warning, err = s.resetKeys(r, keys); err != nil {
 			writeError(w, http.StatusServiceUnavailable, "reset failed: "+err.Error())
 			return
 		}
@@ -325,7 +380,11 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	if keys == nil {
 		keys = []string{} // "reset": [], not null
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"reset": keys})
+	out := map[string]any{"reset": keys}
+	if warning != "" {
+		out["warning"] = warning
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // keyParam returns the raw store key of a /admin/api/keys/{key} request,
@@ -366,16 +425,23 @@ func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, ks)
 }
 
+// handleKeyDelete resets one raw key: 204, or 200 with a warning when the
+// store may have kept some of its state (resetKeys).
 func (s *Server) handleKeyDelete(w http.ResponseWriter, r *http.Request) {
 	key, ok := keyParam(w, r)
 	if !ok {
 		return
 	}
-	if err := s.store.Reset(r.Context(), key); err != nil {
+	warning, err := s.resetKeys(r, []string{key})
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "reset failed: "+err.Error())
 		return
 	}
 	s.Event("reset", "reset key "+key)
+	if warning != "" {
+		writeJSON(w, http.StatusOK, map[string]any{"reset": []string{key}, "warning": warning})
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

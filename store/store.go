@@ -100,6 +100,24 @@ type Inspector interface {
 	Inspect(ctx context.Context, key string) (algo.State, bool, error)
 }
 
+// RequestInspector is implemented by stores that keep some of a key's
+// state under names derived from its limit, which Store.Reset and
+// Inspector.Inspect, given the key alone, find only for limits the store
+// has used since it started: memcached names each window counter after
+// its window's start and cannot list keys. Given each key's limit, these
+// methods reach all of its state. Optional; a caller that knows the limits
+// (the admin API reads them from its keys' rules) uses it, and one that
+// does not should say that a reset or an inspection may miss state.
+type RequestInspector interface {
+	// ResetRequests forgets the state of each request's Key, as Reset
+	// does, including what is kept under names derived from its Limit
+	// (Cost, Lease and At are ignored).
+	ResetRequests(ctx context.Context, reqs []Request) error
+	// InspectRequest returns the state of req.Key under req.Limit, laid
+	// out as algo.State for that limit, and whether it exists.
+	InspectRequest(ctx context.Context, req Request) (algo.State, bool, error)
+}
+
 // Errors common to stores. Implementations wrap them with detail so that
 // errors.Is works across stores.
 var (

@@ -99,9 +99,13 @@
 // evict items under memory pressure; an evicted key also starts afresh, so
 // give the servers enough memory (-m) for the keys in use.
 //
-// Reset removes a key's state and the counters of every window limit this
-// Store has used; memcached cannot list keys, so counters written only
-// under other instances' limits are left to expire.
+// Window counters are named after their window's start, which depends on
+// the limit, and memcached cannot list keys: Reset and Inspect, given a key
+// alone, find the counters of the window limits this Store has used since
+// it started, and miss those written only under other instances' limits.
+// ResetRequests and InspectRequest (store.RequestInspector), given the
+// key's limit, reach them whatever this Store has used; the server's admin
+// API calls them with the limit named in the key.
 //
 // Contexts are checked before each round trip and during backoff; a round
 // trip in flight is bounded by WithTimeout, since the client (gomemcache)

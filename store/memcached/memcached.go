@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +34,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store     = (*Store)(nil)
-	_ store.Inspector = (*Store)(nil)
+	_ store.Store            = (*Store)(nil)
+	_ store.Inspector        = (*Store)(nil)
+	_ store.RequestInspector = (*Store)(nil)
 )
 
 // Open connects to the servers of a memcached://host:port[,host:port] URL.
@@ -466,7 +468,8 @@ func (s *Store) eachLease(ctx context.Context, reqs []store.Request, op func(*al
 // Reset forgets the keys: their compare-and-swap state, and the window
 // counters of every window limit this Store has used (memcached cannot list
 // keys, so the counters of a window shape only other instances have used,
-// or of more than 256 shapes, are left to expire).
+// or of more than 256 shapes, are left to expire: ResetRequests, given the
+// limits, finds them).
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	if s.closed.Load() {
 		return store.ErrClosed
@@ -476,18 +479,67 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 		if key == "" {
 			return fmt.Errorf("%w: Reset: empty key", store.ErrBadRequest)
 		}
-		if err := ctx.Err(); err != nil {
+		if err := s.forget(ctx, key, s.windowKeys(key, now)); err != nil {
 			return err
 		}
-		cand := append([]string{s.keys.state(key)}, s.windowKeys(key, now)...)
-		found, err := s.mc.GetMulti(cand)
-		if err != nil {
-			return unavailable("reset", key, err)
+	}
+	return nil
+}
+
+// ResetRequests forgets each request's Key as Reset does and, whether or
+// not this Store has used its Limit, the window counters that limit names
+// (store.RequestInspector): a fixed window's counter of the window holding
+// now, a sliding window's sub-windows within its period, each also at now
+// ± the clock skew tolerance, so that the counters of an instance whose
+// clock is off by up to WithClockSkew go too.
+func (s *Store) ResetRequests(ctx context.Context, reqs []store.Request) error {
+	if err := s.check(reqs, nil); err != nil {
+		return err
+	}
+	now := s.nowUS()
+	for i := range reqs {
+		r := &reqs[i]
+		if err := s.forget(ctx, r.Key, append(s.windowKeys(r.Key, now), s.limitWindowKeys(r.Key, r.Limit, now)...)); err != nil {
+			return err
 		}
-		for k := range found {
-			if err := s.mc.Delete(k); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-				return unavailable("reset", key, err)
-			}
+	}
+	return nil
+}
+
+// limitWindowKeys lists the window counters key may have under l at now
+// and at now ± the skew tolerance; none for the other algorithms.
+func (s *Store) limitWindowKeys(key string, l *algo.Limit, now int64) []string {
+	skew := s.skewSec * 1_000_000
+	var keys []string
+	for _, at := range []int64{now - skew, now, now + skew} {
+		switch l.Algorithm() {
+		case algo.FixedWindow:
+			start, _ := windowBounds(l, at)
+			keys = append(keys, s.keys.fixed(key, start))
+		case algo.SlidingWindow:
+			sub, n := subWindow(l)
+			keys = append(keys, s.keys.sliding(key, sub, at/sub, n)...)
+		}
+	}
+	return keys
+}
+
+// forget deletes key's compare-and-swap state and those of the window
+// counters in windows that exist.
+func (s *Store) forget(ctx context.Context, key string, windows []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cand := append([]string{s.keys.state(key)}, windows...)
+	slices.Sort(cand[1:])
+	cand = slices.Compact(cand)
+	found, err := s.mc.GetMulti(cand)
+	if err != nil {
+		return unavailable("reset", key, err)
+	}
+	for k := range found {
+		if err := s.mc.Delete(k); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+			return unavailable("reset", key, err)
 		}
 	}
 	return nil
@@ -495,7 +547,8 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 
 // Inspect returns key's state: its compare-and-swap state if it has one,
 // otherwise its window counters under the first window limit this Store
-// has used that finds any, laid out as algo.State for that limit.
+// has used that finds any, laid out as algo.State for that limit
+// (InspectRequest, given the limit, finds counters of any limit).
 func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, error) {
 	if s.closed.Load() {
 		return algo.State{}, false, store.ErrClosed
@@ -507,25 +560,55 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 		return algo.State{}, false, err
 	}
 	now := s.nowUS()
-	it, err := s.mc.Get(s.keys.state(key))
-	switch {
-	case err == nil:
-		var st algo.State
-		_, exp, err := decodeState(it.Value, &st)
-		if err != nil {
-			return algo.State{}, false, fmt.Errorf("memcached: key %q: %w", key, err)
-		}
-		if exp > now {
-			return st, true, nil
-		}
-	case !errors.Is(err, memcache.ErrCacheMiss):
-		return algo.State{}, false, unavailable("inspect", key, err)
+	st, found, err := s.inspectState(key, now)
+	if err != nil || found {
+		return st, found, err
 	}
 	for _, l := range s.shapes.list() {
 		st, found, err := s.loadWindow(key, l, now)
 		if err != nil || found {
 			return st, found, err
 		}
+	}
+	return algo.State{}, false, nil
+}
+
+// InspectRequest returns the state of req.Key under req.Limit
+// (store.RequestInspector): a window limit's counters, laid out as
+// algo.State for it, whether or not this Store has used that limit;
+// another algorithm's compare-and-swap state.
+func (s *Store) InspectRequest(ctx context.Context, req store.Request) (algo.State, bool, error) {
+	if err := s.check([]store.Request{req}, nil); err != nil {
+		return algo.State{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return algo.State{}, false, err
+	}
+	now := s.nowUS()
+	switch req.Limit.Algorithm() {
+	case algo.FixedWindow, algo.SlidingWindow:
+		return s.loadWindow(req.Key, req.Limit, now)
+	}
+	return s.inspectState(req.Key, now)
+}
+
+// inspectState reads key's compare-and-swap state; an expired one is
+// not found.
+func (s *Store) inspectState(key string, now int64) (algo.State, bool, error) {
+	it, err := s.mc.Get(s.keys.state(key))
+	switch {
+	case errors.Is(err, memcache.ErrCacheMiss):
+		return algo.State{}, false, nil
+	case err != nil:
+		return algo.State{}, false, unavailable("inspect", key, err)
+	}
+	var st algo.State
+	_, exp, err := decodeState(it.Value, &st)
+	if err != nil {
+		return algo.State{}, false, fmt.Errorf("memcached: key %q: %w", key, err)
+	}
+	if exp > now {
+		return st, true, nil
 	}
 	return algo.State{}, false, nil
 }

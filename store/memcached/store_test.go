@@ -292,6 +292,50 @@ func TestResetAndInspect(t *testing.T) {
 	}
 }
 
+// TestRequestInspectorOnAnotherInstance: a store that has never used a
+// limit finds, inspects and resets another instance's state of a key
+// under it when given the limit (store.RequestInspector), window counters
+// included, which it cannot find from the key alone; the other instance
+// then decides on a fresh key. With clocks up to the skew tolerance apart
+// across a window boundary too.
+func TestRequestInspectorOnAnotherInstance(t *testing.T) {
+	for _, lt := range limits {
+		for _, apart := range []time.Duration{0, -600 * time.Millisecond, 600 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s/%v", lt.name, apart), func(t *testing.T) {
+				l := compile(t, lt.p)
+				ca := newClock(t0.Add(time.Hour + 700*time.Millisecond))
+				a := open(t, ca)
+				b := open(t, newClock(ca.Now().Add(apart)))
+				c := ctx(t)
+				key := uniqueKey(t, "k")
+				req := store.Request{Key: key, Limit: l, Cost: 1, Lease: 9}
+				out := make([]algo.Decision, 1)
+				if _, err := a.Take(c, []store.Request{req}, out); err != nil || !out[0].Allowed {
+					t.Fatalf("A: Take: %+v, %v", out[0], err)
+				}
+				fresh := out[0].Remaining
+				if _, err := a.Take(c, []store.Request{req}, out); err != nil {
+					t.Fatalf("A: Take: %v", err)
+				}
+				if apart == 0 {
+					if st, ok, err := b.InspectRequest(c, req); err != nil || !ok {
+						t.Fatalf("B: InspectRequest of A's key = %+v, %v, %v; want found", st, ok, err)
+					}
+				}
+				if err := b.ResetRequests(c, []store.Request{req}); err != nil {
+					t.Fatal(err)
+				}
+				if st, ok, err := a.InspectRequest(c, req); err != nil || ok {
+					t.Fatalf("A: InspectRequest after B's ResetRequests = %+v, %v, %v; want not found", st, ok, err)
+				}
+				if _, err := a.Take(c, []store.Request{req}, out); err != nil || out[0].Remaining != fresh {
+					t.Fatalf("A: Take after B's ResetRequests = %+v, %v; want remaining %d as for a fresh key", out[0], err, fresh)
+				}
+			})
+		}
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	s := open(t, newClock(t0))
 	c := ctx(t)
