@@ -26,9 +26,12 @@
 //	adaptive_rate_factor{domain,rule}      factor an adaptive controller applies
 //
 // The domain and rule labels come from the configuration. Rules named after
-// request values (Envoy's per-descriptor limits) could make them unbounded,
-// so at most MaxSeries distinct (domain, rule) pairs are kept; the others
-// are counted under rule "_other".
+// request values (Envoy's per-descriptor limits) and domains no rule knows
+// (no_rule) could make them unbounded, so at most MaxSeries distinct
+// (domain, rule) pairs are kept; the others are counted under rule
+// "_other" (a no_rule decision under domain "_other"), and nothing is kept
+// per pair past the bound. A limit's shadow refusals count for the rule it
+// belongs to (policy.LimitStatus.Rule).
 //
 // Metrics is safe for concurrent use; recording a decision costs a few
 // atomic adds and one lock-free map lookup per descriptor (the children of

@@ -3,7 +3,6 @@ package metrics
 import (
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,9 +59,13 @@ type Metrics struct {
 
 	// rules caches, by (domain, rule), the pair's label and its children
 	// of the per-rule counters: one lock-free map lookup per decision
-	// instead of the series lock and a label lookup per counter.
-	rules sync.Map // [2]string → *ruleSeries
-	// noRule caches decisions_total{outcome="no_rule"} by domain.
+	// instead of the series lock and a label lookup per counter. It holds
+	// the pairs within MaxSeries; others holds each domain's "_other"
+	// series, shared by the pairs past it.
+	rules  sync.Map // [2]string → *ruleSeries
+	others sync.Map // domain → *ruleSeries
+	// noRule caches decisions_total{outcome="no_rule"} by domain, within
+	// MaxSeries domains ("_other" past them).
 	noRule sync.Map // string → prometheus.Counter
 	// reqs and reqLat cache the children of requests_total by (transport,
 	// code) and of request_duration_seconds by transport.
@@ -140,6 +143,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
+// otherLabel is the rule label of the pairs past MaxSeries (and the domain
+// label of the unmatched decisions of domains past it).
+const otherLabel = "_other"
+
 // label returns the rule label for (domain, rule), "_other" past MaxSeries.
 func (m *Metrics) label(domain, rule string) string {
 	k := [2]string{domain, rule}
@@ -151,12 +158,12 @@ func (m *Metrics) label(domain, rule string) string {
 		return rule
 	}
 	if n >= MaxSeries {
-		return "_other"
+		return otherLabel
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.series) >= MaxSeries && !m.series[k] {
-		return "_other"
+		return otherLabel
 	}
 	m.series[k] = true
 	return rule
@@ -198,14 +205,12 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 }
 
 // countShadow adds one to shadow_decisions_total for each rule with a
-// shadow limit in s that refused, and reports whether there was one. The
-// limit's rule is found from s.Limits' order (policy.Status.Limits): a
-// rule's own limit under its name, then its derived limits — "name/ceil",
-// "name/<priority class>", and right after a borrowing rate the parent's
-// lend pool "parent/lend", which counts borrowed traffic for it — so a
-// refused derived limit counts for the rule it belongs to, not under a
-// name of its own. rs is s's own rule's series. A status without Limits is
-// its rule's one limit.
+// shadow limit in s that refused, and reports whether there was one. Each
+// limit counts for the rule it belongs to (policy.LimitStatus.Rule): a
+// rule's ceil, priority pools and the lend pool it borrowed from count for
+// it, not under names of their own, and a rule counts once per descriptor
+// however many of its limits refused. rs is s's own rule's series. A
+// status without Limits is its rule's one limit.
 func (m *Metrics) countShadow(domain string, s *policy.Status, rs *ruleSeries) bool {
 	if len(s.Limits) == 0 {
 		if !s.Shadow || s.Decision.Allowed {
@@ -215,16 +220,23 @@ func (m *Metrics) countShadow(domain string, s *policy.Status, rs *ruleSeries) b
 		return true
 	}
 	refused := false
-	owner, counted := "", false
 	for j := range s.Limits {
 		ls := &s.Limits[j]
-		if j == 0 || !derived(ls, owner, &s.Limits[j-1]) {
-			owner, counted = ls.Name, false
-		}
-		if !ls.Shadow || ls.Decision.Allowed || counted {
+		if !ls.Shadow || ls.Decision.Allowed {
 			continue
 		}
-		counted, refused = true, true
+		refused = true
+		owner := ruleOf(ls)
+		counted := false
+		for k := range j {
+			if l := &s.Limits[k]; l.Shadow && !l.Decision.Allowed && ruleOf(l) == owner {
+				counted = true
+				break
+			}
+		}
+		if counted {
+			continue
+		}
 		series := rs
 		if owner != s.Rule {
 			series = m.ruleSeries(domain, owner)
@@ -234,17 +246,13 @@ func (m *Metrics) countShadow(domain string, s *policy.Status, rs *ruleSeries) b
 	return refused
 }
 
-// derived reports whether ls, listed after prev, is a derived limit of the
-// rule owner: its ceil or a priority class's pool ("owner/…"), or the lend
-// pool its rate borrowed from, listed right after that rate.
-func derived(ls *policy.LimitStatus, owner string, prev *policy.LimitStatus) bool {
-	if ls.Deny {
-		return false
+// ruleOf is the rule ls belongs to: its Rule, or its Name in a status
+// built without one.
+func ruleOf(ls *policy.LimitStatus) string {
+	if ls.Rule != "" {
+		return ls.Rule
 	}
-	if len(ls.Name) > len(owner) && ls.Name[len(owner)] == '/' && strings.HasPrefix(ls.Name, owner) {
-		return true
-	}
-	return strings.HasSuffix(ls.Name, "/lend") && prev.Name == owner && !prev.Deny
+	return ls.Name
 }
 
 // Indexes of ruleSeries.c: decisions_total by outcome, then
@@ -269,14 +277,22 @@ type ruleSeries struct {
 	c     [nRuleCounters]atomic.Pointer[prometheus.Counter]
 }
 
+// ruleSeries returns the series of (domain, rule). The pairs within
+// MaxSeries are cached by name; a pair past it shares its domain's
+// "_other" series and is not kept: rules named after request values
+// (per-request limits) would grow the cache without end.
 func (m *Metrics) ruleSeries(domain, rule string) *ruleSeries {
 	k := [2]string{domain, rule}
 	if rs, ok := m.rules.Load(k); ok {
 		return rs.(*ruleSeries)
 	}
-	// A pair over MaxSeries keeps "_other" for good: series are never
-	// forgotten.
-	rs, _ := m.rules.LoadOrStore(k, &ruleSeries{label: m.label(domain, rule)})
+	label := m.label(domain, rule)
+	if label == otherLabel {
+		// The label set is full for good (series are never forgotten).
+		rs, _ := m.others.LoadOrStore(domain, &ruleSeries{label: label})
+		return rs.(*ruleSeries)
+	}
+	rs, _ := m.rules.LoadOrStore(k, &ruleSeries{label: label})
 	return rs.(*ruleSeries)
 }
 
@@ -296,9 +312,19 @@ func (rs *ruleSeries) counter(i int, vec *prometheus.CounterVec, domain string) 
 	return c
 }
 
+// noRuleCounter returns decisions_total{outcome="no_rule"} of domain. A
+// request may name any domain, and one no rule knows decides nothing but
+// this: past MaxSeries pairs, new domains count under domain "_other" and
+// are not kept.
 func (m *Metrics) noRuleCounter(domain string) prometheus.Counter {
 	if c, ok := m.noRule.Load(domain); ok {
 		return c.(prometheus.Counter)
+	}
+	if m.label(domain, "") == otherLabel {
+		domain = otherLabel
+		if c, ok := m.noRule.Load(domain); ok {
+			return c.(prometheus.Counter)
+		}
 	}
 	c := m.decisions.WithLabelValues(domain, "", OutcomeNoRule)
 	m.noRule.Store(domain, c)

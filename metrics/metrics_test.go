@@ -190,3 +190,59 @@ descriptors:
 		t.Log(text)
 	}
 }
+
+// A limit's refusal counts for the rule it belongs to (LimitStatus.Rule),
+// whatever the names look like: a shadow parent named "plan/gold" above an
+// enforced rule "plan" is its own rule, not a derived limit of "plan" (a
+// name's "plan/…" was read as plan's ceil or pool, and the parent's
+// would-be refusals were counted for the child).
+func TestShadowCountsForTheLimitsRule(t *testing.T) {
+	const yaml = `
+domain: srv
+hierarchy: true
+descriptors:
+  - key: plan
+    shadow_mode: true
+    rate_limit: {name: plan/gold, unit: minute, requests_per_unit: 1}
+    descriptors:
+      - key: user
+        shadow_mode: false
+        rate_limit: {name: plan, unit: minute, requests_per_unit: 10}
+`
+	cfg, err := policy.Parse("srv.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC) }
+	st, err := memory.New(memory.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := policy.NewEngine(cfg, st, policy.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	for range 3 {
+		resp, err := e.Decide(context.Background(), policy.Request{Domain: "srv", Descriptors: []policy.Descriptor{{
+			Entries: []policy.Entry{{Key: "plan", Value: "p"}, {Key: "user", Value: "u"}}}}})
+		if err != nil || resp.Code != policy.CodeOK {
+			t.Fatalf("%v %v, want OK", resp.Code, err)
+		}
+		if ls := resp.Statuses[0].Limits; len(ls) != 2 || ls[0].Rule != "plan" || ls[1].Rule != "plan/gold" {
+			t.Fatalf("limits %+v: want plan's, then plan/gold's", ls)
+		}
+		m.Decided("srv", &resp)
+	}
+	text := scrape(t, m)
+	if want := `floodgate_shadow_decisions_total{domain="srv",rule="plan/gold"} 2`; !strings.Contains(text, want) {
+		t.Errorf("metrics lack %s", want)
+	}
+	if unwanted := `floodgate_shadow_decisions_total{domain="srv",rule="plan"}`; strings.Contains(text, unwanted) {
+		t.Errorf("metrics have %s", unwanted)
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+}

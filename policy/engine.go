@@ -1086,7 +1086,8 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		// lets pass (Status.ShadowOverLimit).
 		globalOver := false
 		for _, r := range dp.deny {
-			st := LimitStatus{Name: limitName(r, r.Name, s.Rule), Decision: algo.Decision{RetryAfter: algo.Never, ResetAfter: denyReset(r, now)},
+			name := limitName(r, r.Name, s.Rule)
+			st := LimitStatus{Name: name, Rule: name, Decision: algo.Decision{RetryAfter: algo.Never, ResetAfter: denyReset(r, now)},
 				Window: ruleWindow(r, now), Shadow: r.Shadow || e.o.shadow, Deny: true}
 			s.Limits = append(s.Limits, st)
 			if st.Shadow {
@@ -1103,13 +1104,14 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			if !it.decided {
 				continue
 			}
-			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Shadow: it.shadow, QuotaUnit: quotaUnit(it.lim)}
+			owner := limitName(it.rule, it.rule.Name, s.Rule)
+			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lim)}
 			ls.Decision, ls.Window = statusOf(it.lim, it.dec, now)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
 				if it.lendDecided {
-					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim)}
+					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim)}
 					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, now)
 					s.Limits = append(s.Limits, lend)
 					if !it.lendDec.Allowed && !it.shadow {

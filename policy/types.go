@@ -147,6 +147,12 @@ type LimitStatus struct {
 	// per-descriptor limit has no name of its own: its Name is the
 	// Status's Rule, the descriptor's path ("remote_address_192.0.2.9").
 	Name string
+	// Rule is the rule the limit belongs to, as Status.Rule names rules:
+	// the rule itself for its own limit, its ceil and its priority pools;
+	// for a parent's lend pool, the rule that borrowed from it (the pool
+	// counts that rule's borrowed traffic, and is a shadow limit when that
+	// rule is a shadow one). Name is "tenant/lend", Rule "user".
+	Rule string
 	// Decision is the store's answer for this limit alone. After a
 	// refusal by another limit, it says whether this one would have
 	// passed and its Remaining is as if nothing was charged.
