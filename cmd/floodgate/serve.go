@@ -220,6 +220,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// What envoyproxy/ratelimit loads loads here, with warnings for what
+	// it ignores (a field in the wrong place): said at every load, as
+	// floodgate validate says them.
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: " + w.String())
+	}
 	if f.upstream == "" {
 		if doms := gatewayDomains(cfg); len(doms) > 0 {
 			log.Warn("the configuration's gateway routes are ignored without --upstream: set --upstream URL to proxy and limit them",
@@ -282,6 +288,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 				return
 			}
 			srv.Event("reload", fmt.Sprintf("configuration reloaded: %s, %s", count(len(c.Domains()), "domain"), count(len(c.Rules()), "rule")))
+			for _, w := range c.Warnings() {
+				srv.Warn("reload", "configuration: "+w.String())
+			}
 		})
 	}
 	tick := time.NewTicker(time.Second)

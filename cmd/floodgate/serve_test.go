@@ -363,3 +363,44 @@ func TestServeEnvoyHeaders(t *testing.T) {
 		})
 	}
 }
+
+// A configuration envoyproxy/ratelimit loads with a field it ignores (name
+// on a descriptor) loads with a warning at file:line: serve logs it at
+// start and again at every successful reload, as floodgate validate says
+// it.
+func TestServeLogsConfigWarnings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "api.yaml")
+	cfg := "domain: api\ndescriptors:\n  - key: k\n    name: per-k\n    rate_limit: {unit: second, requests_per_unit: %d}\n"
+	if err := os.WriteFile(file, fmt.Appendf(nil, cfg, 10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errb, stop := startServe(t, "--config", dir, "--reload-interval", "100ms")
+	defer stop()
+	want := fmt.Sprintf(`level=WARN msg="configuration: %s:4: field \"name\" is ignored in descriptor`, file)
+	if n := strings.Count(errb.String(), want); n != 1 {
+		t.Fatalf("%d warnings %q at start, want 1:\n%s", n, want, errb.String())
+	}
+	// The watcher's baseline is the content when it starts, which may be
+	// after a first write: each attempt writes a different valid file.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 11; !strings.Contains(errb.String(), "configuration reloaded"); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload within 10s: %s", errb.String())
+		}
+		if err := os.WriteFile(file, fmt.Appendf(nil, cfg, i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for the watcher, a real process's timing
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for !strings.Contains(errb.String(), want) || strings.Count(errb.String(), want) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reload did not log the warning again:\n%s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond) // the reload's lines follow its event
+	}
+	if !regexp.MustCompile(`level=WARN msg="configuration: [^\n]*:4: field \\"name\\" is ignored in descriptor[^\n]*event=reload`).MatchString(errb.String()) {
+		t.Errorf("the reload's warning is not a reload event:\n%s", errb.String())
+	}
+}
