@@ -32,6 +32,16 @@
 // or Retry-After would otherwise slow down for a limit that refuses
 // nothing.
 //
+// # Hierarchies and borrowing
+//
+// A status measured against several limits (a hierarchy's levels, a
+// ceil, priority pools) states each in the IETF fields; X-RateLimit-*
+// report the one policy.Status.Decision reports, chosen the same way
+// (Tightest): a refusing limit first, else the one with the fewest
+// remaining. A rate whose refusal borrowing answered is stated (r=0) but
+// never chosen: a borrowed admission reports the limits that admitted it,
+// its ceil first of all.
+//
 // Fields lists the fields for transports that carry headers as a list;
 // Write sets them on an http.Header. A server that writes them on every
 // response uses a Writer, which formats what depends only on the rule once
@@ -116,6 +126,12 @@ type Policy struct {
 	// never chosen for X-RateLimit-* nor counted in Retry-After (see the
 	// package doc), whatever Allowed says.
 	Shadow bool
+	// Borrowed marks a rate whose refusal borrowing answered
+	// (policy.LimitStatus.Borrowed): the request passed on its rule's
+	// ceil. It is stated in the IETF fields (r=0 when it is spent) but
+	// never chosen for X-RateLimit-*, which report the limits that
+	// admitted the request, as the status's Decision does.
+	Borrowed bool
 }
 
 // FromStatuses returns the policies of the matched, limited statuses: one
@@ -141,7 +157,9 @@ func FromStatuses(st []policy.Status) []Policy {
 			continue
 		}
 		for _, l := range s.Limits {
-			ps = append(ps, statusPolicy(s, l.Name, l.Decision, l.Window, l.QuotaUnit, l.Shadow))
+			p := statusPolicy(s, l.Name, l.Decision, l.Window, l.QuotaUnit, l.Shadow)
+			p.Borrowed = l.Borrowed
+			ps = append(ps, p)
 		}
 	}
 	return ps
@@ -311,14 +329,19 @@ func Write(h http.Header, ps []Policy, o Options) {
 }
 
 // Tightest returns the policy the single-valued X-RateLimit fields should
-// show: among the enforced ones, a refusing one first, then the one with
-// the fewest remaining. A shadow policy is never chosen: ok is false when
-// ps holds no other (the fields are then left out).
+// show: among the enforced ones, a refusing one first (the longest retry of
+// them), else the one with the fewest remaining; the first on a tie. That
+// is how policy.Status.Decision is chosen among a status's limits, so the
+// fields and the status report the same limit. A shadow policy, or a rate
+// whose refusal borrowing answered, is never chosen: ok is false when ps
+// holds no other (the fields are then left out).
 func Tightest(ps []Policy) (tight Policy, ok bool) {
 	for _, p := range ps {
 		switch {
-		case p.Shadow:
-		case !ok, !p.Allowed && tight.Allowed, p.Allowed == tight.Allowed && p.Remaining < tight.Remaining:
+		case p.Shadow, p.Borrowed:
+		case !ok, !p.Allowed && tight.Allowed,
+			!p.Allowed && !tight.Allowed && p.RetryAfter > tight.RetryAfter,
+			p.Allowed && tight.Allowed && p.Remaining < tight.Remaining:
 			tight, ok = p, true
 		}
 	}
@@ -336,7 +359,7 @@ func Tightest(ps []Policy) (tight Policy, ok bool) {
 // as nginx's limit_conn does.
 func RetryAfterOf(ps []Policy) (wait time.Duration, ok bool) {
 	for _, p := range ps {
-		if p.Allowed || p.Shadow {
+		if p.Allowed || p.Shadow || p.Borrowed {
 			continue
 		}
 		if p.RetryAfter == algo.Never || p.QuotaUnit == ConcurrentRequests {

@@ -1079,9 +1079,8 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		}
 		s.QuotaUnit = quotaUnit(dp.rule.limit)
 		s.Limits = backing[len(backing):len(backing):cap(backing)]
-		var tight *algo.Decision
-		var tightWindow time.Duration
-		tightRefused, refused, borrowed := false, false, false
+		refused, borrowed := false, false
+		var ceil *algo.Limit // the own rule's, when its rate borrowed
 		// globalOver: a limit refused that only the global shadow mode
 		// lets pass (Status.ShadowOverLimit).
 		globalOver := false
@@ -1105,11 +1104,15 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 				continue
 			}
 			owner := limitName(it.rule, it.rule.Name, s.Rule)
-			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lim)}
+			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Rule: owner, Shadow: it.shadow,
+				QuotaUnit: quotaUnit(it.lim), Borrowed: it.borrowed}
 			ls.Decision, ls.Window = statusOf(it.lim, it.dec, now)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
 				borrowed = true
+				if it.rule == dp.rule {
+					ceil = p.ownCeil(dp)
+				}
 				if it.lendDecided {
 					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim)}
 					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, now)
@@ -1135,27 +1138,30 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 				if waitItem == nil || d.RetryAfter > waitItem.dec.RetryAfter {
 					waitItem = it
 				}
-				if !tightRefused || d.RetryAfter > tight.RetryAfter {
-					tight, tightRefused, tightWindow = d, true, ls.Window
-				}
 				continue
 			}
-			if it.shadow {
-				continue
-			}
-			maxDelay = max(maxDelay, d.Delay)
-			if !tightRefused && (tight == nil || d.Remaining < tight.Remaining) {
-				tight, tightWindow = d, ls.Window
+			if !it.shadow {
+				maxDelay = max(maxDelay, d.Delay)
 			}
 		}
 		switch {
-		case tight != nil:
-			s.Decision, s.Window = *tight, tightWindow
-		case len(dp.deny) > 0:
-			s.Decision = s.Limits[0].Decision // the first deny rule's
-		case len(dp.items) > 0 && p.items[dp.items[0]].decided:
-			it := &p.items[dp.items[0]]
-			s.Decision, s.Window = statusOf(it.lim, it.dec, now)
+		case refused:
+			// A borrowing rate that refused is one refusal among others.
+			for j := range s.Limits {
+				s.Limits[j].Borrowed = false
+			}
+		case ceil != nil:
+			// The own rule's rate refused and its ceil admitted the
+			// request: the ceil is the limit in force.
+			s.RuleLimit = ceil
+		}
+		j := tightest(s.Limits, s.Shadow && !refused)
+		if j < 0 { // none of that kind: a key shared with another descriptor
+			j = tightest(s.Limits, !s.Shadow || refused)
+		}
+		if j >= 0 {
+			l := &s.Limits[j]
+			s.Decision, s.Window, s.QuotaUnit = l.Decision, l.Window, l.QuotaUnit
 		}
 		if refused {
 			s.Code = CodeOverLimit
@@ -1189,6 +1195,52 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		resp.waitKey, resp.waitRule = waitItem.key, waitItem.rule
 		resp.waitEach = unitInterval(waitItem.lim)
 	}
+}
+
+// tightest is the index of the limit a status reports as its Decision
+// among ls, -1 when there is none: of the shadow limits when shadow (a
+// shadow rule's status, which no enforced limit refused, reports what its
+// dry run would do), else of the enforced ones; never a rate whose refusal
+// borrowing answered (Borrowed). Of those, a refusal before an admission,
+// the longest retry among refusals and the fewest remaining among
+// admissions, the first on a tie: the order headers.Tightest chooses the
+// X-RateLimit fields in, so that the status and the fields tell of the
+// same limit.
+func tightest(ls []LimitStatus, shadow bool) int {
+	best := -1
+	for j := range ls {
+		l := &ls[j]
+		if l.Borrowed || l.Shadow != shadow {
+			continue
+		}
+		if best < 0 || tighter(&l.Decision, &ls[best].Decision) {
+			best = j
+		}
+	}
+	return best
+}
+
+// tighter reports whether a is a tighter decision than b: a refusal before
+// an admission, the longer retry of two refusals, the fewer remaining of
+// two admissions.
+func tighter(a, b *algo.Decision) bool {
+	switch {
+	case a.Allowed != b.Allowed:
+		return !a.Allowed
+	case !a.Allowed:
+		return a.RetryAfter > b.RetryAfter
+	}
+	return a.Remaining < b.Remaining
+}
+
+// ownCeil is the ceil of dp's own rule, nil when it has none.
+func (p *plan) ownCeil(dp *descPlan) *algo.Limit {
+	for _, k := range dp.items {
+		if it := &p.items[k]; it.role == roleCeil && it.rule == dp.rule {
+			return it.lim
+		}
+	}
+	return nil
 }
 
 // unexplained marks over the limit every status with an enforcing limit

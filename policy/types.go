@@ -99,7 +99,8 @@ type Status struct {
 	ConfiguredName string
 	// RuleLimit is the limit in force of the descriptor's own rule — the
 	// configured one with its runtime override and rate scale applied, or
-	// the request's per-descriptor limit — whatever limit of a hierarchy
+	// the request's per-descriptor limit; for a borrowed admission, the
+	// rule's ceil, which admitted it — whatever limit of a hierarchy
 	// Decision comes from; nil when the rule is unlimited or a
 	// requests_per_unit: 0 rule.
 	RuleLimit *algo.Limit
@@ -114,8 +115,14 @@ type Status struct {
 	// answer such a descriptor OVER_LIMIT under an overall OK, as
 	// envoyproxy/ratelimit's global shadow mode does.
 	ShadowOverLimit bool
-	// Decision is the algorithm's answer for this descriptor's limit (the
-	// tightest one when a hierarchy applied several).
+	// Decision is the algorithm's answer for this descriptor's limit: the
+	// tightest of Limits when several applied — a refusing one first (the
+	// longest retry), else the one with the fewest remaining — among the
+	// enforced limits, or for a shadow rule's status that no enforced
+	// limit refused, among its shadow limits (what its dry run would
+	// answer). A rate whose refusal borrowing answered (LimitStatus.Borrowed)
+	// is never it: a borrowed admission reports the limits that admitted
+	// it, its ceil first of all. Window and QuotaUnit are that limit's.
 	Decision algo.Decision
 	// Window is the policy window for headers (w).
 	Window time.Duration
@@ -164,6 +171,12 @@ type LimitStatus struct {
 	QuotaUnit string
 	// Shadow limits never refuse.
 	Shadow bool
+	// Borrowed marks a rate whose refusal borrowing answered: the request
+	// was admitted on its rule's ceil (Status.Borrowed). It is listed as
+	// it stands (refusing, Remaining what is left of it) but never is the
+	// Status's Decision, and header fields never report it as the
+	// tightest limit.
+	Borrowed bool
 	// Deny marks a requests_per_unit: 0 rule (always refuses, no store).
 	// Its Decision refuses with RetryAfter algo.Never and ResetAfter the
 	// time left in the rule's current window (windows aligned on the
