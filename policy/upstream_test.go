@@ -420,7 +420,7 @@ func TestEmptiedDirectoryKeepsTheRules(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
 		err = <-reports
-		if err == nil || !strings.Contains(err.Error(), "keeping the 1 domain(s) in force") {
+		if err == nil || !strings.Contains(err.Error(), "the rules in force stay") {
 			t.Fatalf("emptied directory reported %v, want the rules kept", err)
 		}
 		if e.Config().Domain("live") == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -52,6 +51,13 @@ func fingerprintPath(path string) [32]byte {
 // sees edits through symlink swaps and network file systems, at the cost of
 // reading the files once per interval. Watch returns ctx's error when ctx is
 // done.
+//
+// A directory that loses every configuration file after holding some is
+// not passed on as a configuration without domains: a directory emptied on
+// the way to new files (rm, then cp) would lift every limit for a moment.
+// fn gets Problems saying so instead, so the rules in force stay; a file
+// added back loads as usual. (A directory empty from the start loads as a
+// configuration without domains, as envoyproxy/ratelimit does.)
 func Watch(ctx context.Context, path string, interval time.Duration, fn func(*Config, error)) error {
 	if fn == nil {
 		return errors.New("policy: Watch: nil callback")
@@ -60,6 +66,8 @@ func Watch(ctx context.Context, path string, interval time.Duration, fn func(*Co
 		interval = DefaultWatchInterval
 	}
 	last := fingerprintPath(path)
+	srcs, _ := readSources(path)
+	hadFiles := len(srcs) > 0
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -74,6 +82,14 @@ func Watch(ctx context.Context, path string, interval time.Duration, fn func(*Co
 		}
 		last = sum
 		cfg, err := Load(path)
+		if err == nil && cfg.noFiles && hadFiles {
+			fn(nil, Problems{{File: path, Message: "the directory holds no *.yaml or *.yml file any more: " +
+				"the rules in force stay (a reload never lifts every limit at once; restart to run without rules)"}})
+			continue
+		}
+		if err == nil {
+			hadFiles = !cfg.noFiles
+		}
 		fn(cfg, err)
 	}
 }
@@ -84,21 +100,8 @@ func Watch(ctx context.Context, path string, interval time.Duration, fn func(*Co
 // force untouched. report, when not nil, is called after every change with
 // the new Config and nil, or with nil and the error (Problems) that kept
 // the old one. It returns ctx's error when ctx is done.
-//
-// A directory that loses every configuration file is not installed as "no
-// limits" over a configuration that has domains: a directory emptied on
-// the way to new files (rm, then cp) would otherwise lift every limit for
-// a moment. The rules in force stay, and report gets an error saying so;
-// a file added back is loaded as usual. (A directory empty from the start
-// loads as a configuration without domains, as envoyproxy/ratelimit does.)
 func (e *Engine) Watch(ctx context.Context, path string, interval time.Duration, report func(*Config, error)) error {
 	return Watch(ctx, path, interval, func(cfg *Config, err error) {
-		if err == nil && cfg.noFiles {
-			if n := len(e.Config().names); n > 0 {
-				err = Problems{{File: path, Message: fmt.Sprintf("the directory holds no *.yaml or *.yml file any more: "+
-					"keeping the %d domain(s) in force (a reload never lifts every limit at once; restart to run without rules)", n)}}
-			}
-		}
 		if err == nil {
 			err = e.SetConfig(cfg)
 		}
