@@ -265,3 +265,29 @@ func TestHostRouteNeedsPreserveHost(t *testing.T) {
 		}
 	}
 }
+
+// serve --upstream logs the routes no rule limits, as validate warns of
+// them: their requests pass unlimited.
+func TestServeWarnsOfUnlimitedRoutes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "edge.yaml")
+	cfg := `domain: edge
+gateway:
+  routes:
+    - path_prefix: /typo
+      descriptors:
+        - entries: [{source: "header:X-Api-Key"}]
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errb, stop := startServe(t, "--config", file, "--upstream", "http://127.0.0.1:1")
+	defer stop()
+	want := fmt.Sprintf(`level=WARN msg="configuration: %s:6: gateway: routes[0].descriptors[0]: no rule of domain edge has the keys [X-Api-Key]`, file)
+	if !strings.Contains(errb.String(), want) {
+		t.Fatalf("no warning %q:\n%s", want, errb.String())
+	}
+}

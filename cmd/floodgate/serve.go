@@ -261,6 +261,13 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", f.origin("upstream", f.upstream), err)
 		}
 		opts = append(opts, server.WithGateway(gw))
+		// Routes no rule limits pass unlimited: floodgate validate warns
+		// of them, and so does the server that runs them.
+		if ws, _ := gateway.Check(cfg, gateway.WithPreserveHost(f.preserveHost)); len(ws) > 0 {
+			for _, w := range ws {
+				log.Warn("configuration: " + w.String())
+			}
+		}
 	}
 	srv, err := server.New(engine, st, opts...)
 	if err != nil {
