@@ -33,6 +33,15 @@ type Releaser interface {
 	Release(ctx context.Context, resp policy.Response) error
 }
 
+// Refunder gives back what an admitted response charged — its units and
+// its concurrency slots (policy.Engine.Refund) — for a request that does
+// not go on: the middleware refunds a request whose hold for a shaper's
+// delay fails (its client gave up, or its deadline comes first). Without
+// it, only the slots are given back (Releaser) and the units stay spent.
+type Refunder interface {
+	Refund(ctx context.Context, resp policy.Response) error
+}
+
 // Renewer extends the leases of the concurrency slots an admitted response
 // holds (policy.Engine.Renew). With it, the middleware renews them every
 // third of their lease TTL while the request is in flight, so that a
@@ -111,6 +120,7 @@ type Middleware struct {
 	o        options
 	waiter   Waiter
 	releaser Releaser
+	refunder Refunder
 	renewer  Renewer
 	into     intoDecider
 	pool     sync.Pool // *scratch
@@ -176,6 +186,7 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	}
 	m.waiter, _ = d.(Waiter)
 	m.releaser, _ = d.(Releaser)
+	m.refunder, _ = d.(Refunder)
 	m.renewer, _ = d.(Renewer)
 	m.into, _ = d.(intoDecider)
 	if c, ok := d.(interface{ Config() *policy.Config }); ok {
@@ -344,7 +355,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 	}
 	if resp.Code == policy.CodeOK {
 		if resp.Delay > 0 && !m.hold(ctx, resp.Delay) {
-			m.release(r, resp)
+			m.refund(r, resp) // in sc's lifetime: resp may live in it
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false
 			}
@@ -528,6 +539,22 @@ func (m *Middleware) release(r *http.Request, resp policy.Response) {
 	defer cancel()
 	if err := m.releaser.Release(ctx, resp); err != nil {
 		m.log(r, fmt.Errorf("middleware: releasing concurrency slots: %w", err))
+	}
+}
+
+// refund gives back what an admitted request that does not go on charged:
+// everything with a Refunder, else its concurrency slots.
+func (m *Middleware) refund(r *http.Request, resp policy.Response) {
+	if m.refunder == nil {
+		m.release(r, resp)
+		return
+	}
+	// As for release: the client may be gone, and the units must come
+	// back anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := m.refunder.Refund(ctx, resp); err != nil {
+		m.log(r, fmt.Errorf("middleware: giving back what a request that did not go on charged: %w", err))
 	}
 }
 

@@ -201,3 +201,40 @@ descriptors:
 		}
 	})
 }
+
+// A request a shaper delays whose client gives up during the hold gives
+// its unit back: the next request is delayed as if it had never come
+// (0.9 s at 100 ms, not 1.9 s). Before, the middleware released only
+// concurrency slots and the unit stayed spent.
+func TestShaperHoldCancelledRefunds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, closeStore := bubbleEngine(t, `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: shaped, algorithm: shaper, unit: second, requests_per_unit: 1, burst: 3}
+`)
+		defer closeStore()
+		m, err := middleware.New(e, "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reached := 0
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+		if reached != 1 {
+			t.Fatalf("%d requests reached the handler, want 1 (the second's client gave up)", reached)
+		}
+		next, err := e.Peek(context.Background(), policy.Request{Domain: "web",
+			Descriptors: []policy.Descriptor{{Entries: []policy.Entry{{Key: "remote_address", Value: "192.0.2.1"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Code != policy.CodeOK || next.Delay != 900*time.Millisecond {
+			t.Fatalf("next request: %v delay %v, want OK delayed 900ms (the given-up request's unit back)", next.Code, next.Delay)
+		}
+	})
+}

@@ -12,8 +12,9 @@
 //   - [NewEngine] decides with a Config and a store. [Engine.Decide]
 //     charges, [Engine.Peek] only looks, [Engine.DecideWait] also waits
 //     for rules whose strategy is wait, [Engine.Release] gives back
-//     concurrency slots. The Engine is a [Decider], what the server, the
-//     middleware and the gateway call.
+//     concurrency slots, [Engine.Refund] everything an admitted request
+//     charged (one that does not go on). The Engine is a [Decider], what
+//     the server, the middleware and the gateway call.
 //   - Limits that change while running: [Engine.Reload], [Engine.Watch]
 //     (hot reload), [Engine.SetOverride] (runtime overrides),
 //     [Engine.SetRateScale], [Engine.Observe] and [Engine.RunAdaptive]

@@ -291,6 +291,31 @@ func (e *Engine) Release(ctx context.Context, resp Response) error {
 	return e.st.Release(ctx, resp.leases)
 }
 
+// Refund gives back what an admitted response charged, for a request that
+// was admitted but does not go on: a client that gave up while it was held
+// for a shaper's Delay, an upstream that refused it before doing any
+// work. Every unit its decision took is returned to the limit it came
+// from, as of the instant it was taken (store.Refund: for a window, to that
+// window; the lend pool it borrowed from included), and its concurrency
+// slots are released as by Release. A response that charged nothing (a
+// refusal, Peek) is a no-op.
+//
+// Refund a response once: unlike Release, a second Refund gives its units
+// back again (a response is a value; it cannot tell). A response from
+// DecideInto is refunded before its buffer is used again.
+func (e *Engine) Refund(ctx context.Context, resp Response) error {
+	var err error
+	if len(resp.charged) > 0 {
+		if rerr := e.st.Refund(ctx, resp.charged); rerr != nil {
+			err = fmt.Errorf("policy: refund: %w", rerr)
+		}
+	}
+	if rerr := e.Release(ctx, resp); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("policy: refund: releasing concurrency slots: %w", rerr))
+	}
+	return err
+}
+
 // Renew extends the concurrency slots an admitted response holds
 // (Response.Holds) to expire their limits' lease TTL from now: a caller
 // whose request outlives the TTL (a websocket, a long stream) renews well
@@ -362,6 +387,7 @@ type plan struct {
 	refused bool
 
 	// Scratch reused across decisions (plans are pooled).
+	charged []store.Request // what the decision took, At set (Response.charged)
 	reqs    []store.Request
 	idx     []int
 	out     []algo.Decision
@@ -377,7 +403,7 @@ var planPool = sync.Pool{New: func() any { return new(plan) }}
 func getPlan(snap *snapshot, dom *Domain, n int) *plan {
 	p := planPool.Get().(*plan)
 	p.snap, p.dom, p.class, p.rank, p.refused = snap, dom, "", -1, false
-	p.buf, p.limits = p.buf[:0], nil
+	p.buf, p.limits, p.charged = p.buf[:0], nil, p.charged[:0]
 	if cap(p.descs) < n {
 		p.descs = make([]descPlan, n)
 	}
@@ -396,6 +422,7 @@ func (p *plan) release() {
 	}
 	clear(p.items)
 	clear(p.reqs)
+	clear(p.charged)
 	for i := range p.descs {
 		clear(p.descs[i].deny)
 	}
@@ -418,7 +445,8 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool, buf *status
 		p = getPlan(snap, dom, len(req.Descriptors))
 		defer p.release()
 	}
-	resp.Statuses = newStatuses(p, len(req.Descriptors), buf)
+	var block *statusBlock
+	resp.Statuses, block = newStatuses(p, len(req.Descriptors), buf)
 	for i := range resp.Statuses {
 		resp.Statuses[i].Code = CodeOK
 	}
@@ -444,6 +472,9 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool, buf *status
 	e.finish(p, &resp, take)
 	if e.aliasKeys {
 		resp.detachKeys()
+	}
+	if take && resp.Code == CodeOK && len(p.charged) > 0 {
+		resp.keepCharged(p.charged, block, e.aliasKeys)
 	}
 	return resp, nil
 }
@@ -870,12 +901,13 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	for _, i := range shadow {
 		it := &p.items[i]
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
-		if _, err := e.st.Take(ctx, reqs, out); err != nil {
+		res, err := e.st.Take(ctx, reqs, out)
+		if err != nil {
 			return err
 		}
 		it.dec, it.decided = out[0], true
-		if out[0].Allowed && it.lim.Algorithm() == algo.Concurrency {
-			resp.leases = append(resp.leases, reqs[0])
+		if res.Allowed {
+			p.took(reqs, res.At, resp)
 		}
 	}
 	return nil
@@ -919,11 +951,7 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 			}
 		}
 		if res.Allowed {
-			for j := range reqs {
-				if reqs[j].Limit.Algorithm() == algo.Concurrency {
-					resp.leases = append(resp.leases, reqs[j])
-				}
-			}
+			p.took(reqs, res.At, resp)
 			return true, nil
 		}
 		// Borrow when every refusal is the rate of a rule with a ceil.
@@ -947,6 +975,20 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 		}
 	}
 	return false, nil
+}
+
+// took records what an admitted Take of reqs at store time at charged: the
+// concurrency slots as the response's leases (Release gives them back),
+// the other units in p.charged (Refund does).
+func (p *plan) took(reqs []store.Request, at int64, resp *Response) {
+	for _, q := range reqs {
+		if q.Limit.Algorithm() == algo.Concurrency {
+			resp.leases = append(resp.leases, q)
+			continue
+		}
+		q.At = at
+		p.charged = append(p.charged, q)
+	}
 }
 
 // lendDecision records the decision of item i's lend pool on every item

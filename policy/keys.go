@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strings"
+	"unsafe"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // maxKeyPart bounds what one descriptor key or value adds to a store key:
@@ -79,29 +82,61 @@ func (r *Response) detachKeys() {
 	r.waitKey = strings.Clone(r.waitKey)
 }
 
-// statusBlock holds a one-descriptor response's status and the limit
+// keepCharged records on r the store requests its decision charged (see
+// Engine.Refund), copied out of the plan's scratch and, when the keys alias
+// the plan's key buffer (Engine.aliasKeys), with their keys copied: into
+// b's room when b is not nil and they fit, else each on its own.
+func (r *Response) keepCharged(charged []store.Request, b *statusBlock, alias bool) {
+	var reqs []store.Request
+	var keys []byte
+	if b != nil {
+		reqs, keys = b.charged[:0], b.keys[:0]
+	}
+	if cap(reqs) < len(charged) {
+		reqs = make([]store.Request, 0, len(charged))
+	}
+	for _, q := range charged {
+		switch {
+		case !alias:
+		case len(q.Key) <= cap(keys)-len(keys):
+			start := len(keys)
+			keys = append(keys, q.Key...) // within b.keys: never moved
+			q.Key = unsafe.String(&keys[start], len(q.Key))
+		default:
+			q.Key = strings.Clone(q.Key)
+		}
+		reqs = append(reqs, q)
+	}
+	r.charged = reqs
+}
+
+// statusBlock holds a one-descriptor response's status, the limit
 // statuses of its usual plan (one key, and room for a lend pool's status)
-// in one allocation instead of two.
+// and what it charged (keepCharged) in one allocation instead of several.
 type statusBlock struct {
-	status [1]Status
-	limits [2]LimitStatus
+	status  [1]Status
+	limits  [2]LimitStatus
+	charged [2]store.Request
+	keys    [256]byte // the charged keys' bytes on the memory store
 }
 
 // newStatuses returns n statuses for a response. For one descriptor they
-// come with room for the plan's limit statuses (see limitStatuses), in buf
-// when it is not nil (DecideInto).
-func newStatuses(p *plan, n int, buf *statusBlock) []Status {
+// come with room for the plan's limit statuses (see limitStatuses) and
+// what it charges, in buf when it is not nil (DecideInto), and the block
+// is returned; else the block is nil.
+func newStatuses(p *plan, n int, buf *statusBlock) ([]Status, *statusBlock) {
 	if n != 1 || p == nil {
-		return make([]Status, n)
+		return make([]Status, n), nil
 	}
 	b := buf
 	if b == nil {
 		b = new(statusBlock)
 	} else {
-		*b = statusBlock{}
+		// b.keys is only read up to what keepCharged writes.
+		b.status, b.limits, b.charged = [1]Status{}, [2]LimitStatus{}, [2]store.Request{}
 	}
 	p.limits = b.limits[:0]
-	return b.status[:]
+	return b.status[:], b
 }
 
 // limitStatuses returns an empty slice with room for n limit statuses: the

@@ -210,6 +210,12 @@ type Response struct {
 	// leases are the concurrency slots an admitted request holds, for
 	// Engine.Release.
 	leases []store.Request
+	// charged are the other store requests an admitted request's decision
+	// took — its limits', the lend pools it borrowed from, not the rates
+	// borrowing stood in for — with the store time of their Take in At,
+	// for Engine.Refund. On a response of Engine.DecideInto their keys
+	// may live in its buffer.
+	charged []store.Request
 	// waitKey and waitRule name the exhausted key a wait strategy queues
 	// on (the refusing wait rule's key with the longest retry).
 	waitKey  string

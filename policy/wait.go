@@ -116,9 +116,9 @@ func (e *Engine) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
 // a rule that does not wait refused. Cancelling ctx removes the waiter and
 // returns ctx's error, never with Code OK: a request admitted with a Delay
 // whose ctx ends during the hold does not proceed, and is answered UNKNOWN
-// with its concurrency slots given back (its rate units stay charged: the
-// Engine does not yet keep what a decision charged, to refund it). A
-// request arriving while others wait for the same
+// with what it charged given back (Refund: its units, as of when they were
+// taken, and its concurrency slots), so the next request's delay is as if
+// it had never come. A request arriving while others wait for the same
 // key is decided at once, as with golang.org/x/time/rate: the queue orders
 // the waiters, not the newcomers.
 func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) {
@@ -186,24 +186,25 @@ func (e *Engine) hold(ctx context.Context, resp Response, start time.Time) (Resp
 	return resp, nil
 }
 
-// releaseTimeout bounds giving back the slots of a request whose context
-// has ended.
+// releaseTimeout bounds giving back what a request whose context has
+// ended charged.
 const releaseTimeout = 5 * time.Second
 
 // abandon answers an admitted request that will not proceed, its ctx
 // having ended during its hold: Code UNKNOWN (not OK: the caller must not
-// go on) with ctx's error, and its concurrency slots given back, which
-// the caller, seeing an error, would not release.
+// go on) with ctx's error, and what it charged given back (Refund: its
+// units and its concurrency slots), which the caller, seeing an error,
+// would not give back.
 func (e *Engine) abandon(ctx context.Context, resp Response, start time.Time) (Response, error) {
 	err := ctx.Err()
-	if resp.Holds() {
-		// ctx is done; the slots must come back anyway.
+	if resp.Holds() || len(resp.charged) > 0 {
+		// ctx is done; what it charged must come back anyway.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		if rerr := e.Release(rctx, resp); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("policy: releasing the concurrency slots of a request that did not proceed: %w", rerr))
+		if rerr := e.Refund(rctx, resp); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("policy: giving back what a request that did not proceed charged: %w", rerr))
 		}
 		cancel()
-		resp.leases = nil
+		resp.leases, resp.charged = nil, nil
 	}
 	resp.Code, resp.Delay, resp.Waited = CodeUnknown, 0, time.Since(start)
 	return resp, err
