@@ -929,10 +929,17 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 		for _, i := range enforce {
 			it := &p.items[i]
 			if it.borrowed {
-				if it.lendLim != nil && !hasKey(reqs, it.lendKey) {
-					reqs = append(reqs, store.Request{Key: it.lendKey, Limit: it.lendLim, Cost: it.cost, Lease: lease})
-					idx = append(idx, -1-i)
+				if it.lendLim == nil {
+					continue
 				}
+				if j := keyIndex(reqs, it.lendKey); j >= 0 {
+					// Borrowed for two descriptors: charged once, with
+					// the larger cost, as any key.
+					reqs[j].Cost = max(reqs[j].Cost, it.cost)
+					continue
+				}
+				reqs = append(reqs, store.Request{Key: it.lendKey, Limit: it.lendLim, Cost: it.cost, Lease: lease})
+				idx = append(idx, -1-i)
 				continue
 			}
 			reqs = append(reqs, store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease})
@@ -1012,13 +1019,14 @@ func growDecisions(out []algo.Decision, n int) []algo.Decision {
 	return out
 }
 
-func hasKey(reqs []store.Request, key string) bool {
+// keyIndex is the index of the request on key in reqs, -1 when none is.
+func keyIndex(reqs []store.Request, key string) int {
 	for i := range reqs {
 		if reqs[i].Key == key {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // peek looks at every key without charging: for Peek, and for statuses
@@ -1047,9 +1055,13 @@ func (e *Engine) peekItems(ctx context.Context, p *plan, which []int, refused bo
 		it := &p.items[i]
 		reqs = append(reqs, store.Request{Key: it.key, Limit: it.lim, Cost: it.cost})
 		idx = append(idx, i)
-		if it.borrow && it.lendLim != nil && !hasKey(reqs, it.lendKey) {
-			reqs = append(reqs, store.Request{Key: it.lendKey, Limit: it.lendLim, Cost: it.cost})
-			idx = append(idx, -1-i)
+		if it.borrow && it.lendLim != nil {
+			if j := keyIndex(reqs, it.lendKey); j >= 0 {
+				reqs[j].Cost = max(reqs[j].Cost, it.cost)
+			} else {
+				reqs = append(reqs, store.Request{Key: it.lendKey, Limit: it.lendLim, Cost: it.cost})
+				idx = append(idx, -1-i)
+			}
 		}
 	}
 	out := growDecisions(p.out, len(reqs))
