@@ -269,7 +269,8 @@ type StatusBuffer struct {
 // DecideInto is Decide with the statuses of a one-descriptor response
 // placed in buf instead of a new allocation: resp.Statuses (and their
 // Limits) alias buf and are valid until buf is used again, so a caller that
-// keeps them longer copies them. A response on several descriptors is
+// keeps them longer copies them; what Refund gives back lives there too, so
+// a caller refunds before it uses buf again. A response on several descriptors is
 // allocated as by Decide. The HTTP middleware keeps one buffer per request
 // in flight.
 func (e *Engine) DecideInto(ctx context.Context, req Request, buf *StatusBuffer) (Response, error) {
