@@ -1160,7 +1160,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			}
 			owner := limitName(it.rule, it.rule.Name, s.Rule)
 			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Rule: owner, Shadow: it.shadow,
-				QuotaUnit: quotaUnit(it.lim), Borrowed: it.borrowed}
+				QuotaUnit: quotaUnit(it.lim), Borrowed: it.borrowed, lim: it.lim, cname: configuredName(it.rule)}
 			ls.Decision, ls.Window = statusOf(it.lim, it.dec, now)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
@@ -1169,7 +1169,8 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 					ceil = p.ownCeil(dp)
 				}
 				if it.lendDecided {
-					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim)}
+					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim),
+						lim: it.lendLim, cname: configuredName(it.rule.parent)}
 					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, now)
 					s.Limits = append(s.Limits, lend)
 					if !it.lendDec.Allowed && !it.shadow {
@@ -1217,6 +1218,11 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		if j >= 0 {
 			l := &s.Limits[j]
 			s.Decision, s.Window, s.QuotaUnit = l.Decision, l.Window, l.QuotaUnit
+			if l.lim != nil {
+				// An ancestor, a ceil or a pool that is tighter than the
+				// rule's own limit is the limit in force for this request.
+				s.RuleLimit, s.ConfiguredName = l.lim, l.cname
+			}
 		}
 		if refused {
 			s.Code = CodeOverLimit
@@ -1286,6 +1292,14 @@ func tighter(a, b *algo.Decision) bool {
 		return a.RetryAfter > b.RetryAfter
 	}
 	return a.Remaining < b.Remaining
+}
+
+// configuredName is r's rate_limit.name as configured, "" without one.
+func configuredName(r *Rule) string {
+	if r != nil && r.named {
+		return r.Name
+	}
+	return ""
 }
 
 // ownCeil is the ceil of dp's own rule, nil when it has none.

@@ -51,8 +51,13 @@ func TestRequestLimitKeepsTheHierarchy(t *testing.T) {
 				if got, want := limitsOf(s), fmt.Sprintf("tenant_a.user_u=%d tenant=%d global=%d", 100-min(i+1, 3), 3-min(i+1, 3), 3-min(i+1, 3)); got != want {
 					t.Fatalf("request %d: limits %s, want %s", i+1, got, want)
 				}
-				if s.Rule != "tenant_a.user_u" || s.ConfiguredName != "" || s.RuleLimit == nil || s.RuleLimit.Params().Limit != 100 {
-					t.Fatalf("request %d: rule %q, configured name %q, rule limit %v: want the request's limit of 100 named after its path", i+1, s.Rule, s.ConfiguredName, s.RuleLimit)
+				if s.Rule != "tenant_a.user_u" || s.Limits[0].lim == nil || s.Limits[0].lim.Params().Limit != 100 || s.Limits[0].cname != "" {
+					t.Fatalf("request %d: rule %q, own limit %v named %q: want the request's limit of 100, unnamed, named after its path", i+1, s.Rule, s.Limits[0].lim, s.Limits[0].cname)
+				}
+				// The tenant's 3, tighter than the request's 100, is the
+				// limit in force: current_limit and remaining agree.
+				if s.RuleLimit == nil || s.RuleLimit.Params().Limit != 3 || s.ConfiguredName != "tenant" || s.Decision.Remaining != 3-int64(min(i+1, 3)) {
+					t.Fatalf("request %d: rule limit %v named %q, remaining %d: want the tenant's 3", i+1, s.RuleLimit, s.ConfiguredName, s.Decision.Remaining)
 				}
 			}
 			// The configured rule's own counter was not touched; the

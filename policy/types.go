@@ -92,16 +92,18 @@ type Status struct {
 	// of keys and values that reached it (e.g. "generic_key_foo"). It is the
 	// policy name in the RateLimit headers.
 	Rule string
-	// ConfiguredName is the matched rule's rate_limit.name as configured:
-	// "" when the rule has none and for an Envoy per-descriptor limit.
-	// Unlike Rule it never holds a path, which carries configured and
-	// requested values (Envoy's current_limit.name).
+	// ConfiguredName is the rate_limit.name, as configured, of the rule
+	// RuleLimit belongs to: "" when that rule has none and for an Envoy
+	// per-descriptor limit. Unlike Rule it never holds a path, which
+	// carries configured and requested values (Envoy's current_limit.name).
 	ConfiguredName string
-	// RuleLimit is the limit in force of the descriptor's own rule — the
-	// configured one with its runtime override and rate scale applied, or
-	// the request's per-descriptor limit; for a borrowed admission, the
-	// rule's ceil, which admitted it — whatever limit of a hierarchy
-	// Decision comes from; nil when the rule is unlimited or a
+	// RuleLimit is the limit Decision comes from, as it is in force (with
+	// its runtime override and rate scale applied): the descriptor's own
+	// rule's, or the request's per-descriptor limit, unless another limit
+	// of the request's path was tighter — an ancestor in a hierarchy, the
+	// ceil that admitted a borrowed request, a priority pool. Envoy's
+	// current_limit reports it beside limit_remaining, which comes from
+	// the same limit. nil when the rule is unlimited or a
 	// requests_per_unit: 0 rule.
 	RuleLimit *algo.Limit
 	// Unlimited reports a rule with unlimited: true.
@@ -171,6 +173,13 @@ type LimitStatus struct {
 	QuotaUnit string
 	// Shadow limits never refuse.
 	Shadow bool
+	// lim and cname are the limit itself and its rule's configured name
+	// (rate_limit.name, "" without one): when it is the Status's Decision,
+	// they are the Status's RuleLimit and ConfiguredName, so that what the
+	// Envoy APIs report as current_limit is the limit whose remaining
+	// they report.
+	lim   *algo.Limit
+	cname string
 	// Borrowed marks a rate whose refusal borrowing answered: the request
 	// was admitted on its rule's ceil (Status.Borrowed). It is listed as
 	// it stands (refusing, Remaining what is left of it) but never is the

@@ -402,3 +402,31 @@ func TestHealthcheckBody(t *testing.T) {
 		t.Fatalf("GET /healthcheck: %d %q, want 200 \"OK\"", code, body)
 	}
 }
+
+// In a hierarchy, current_limit is the limit limit_remaining comes from:
+// a parent tighter than the matched rule is the limit in force, so the
+// two fields (and the X-RateLimit headers Envoy derives from them) agree.
+func TestEnvoyCurrentLimitFollowsTheTightestLimit(t *testing.T) {
+	cfg, err := policy.Parse("h.yaml", []byte(`domain: h
+hierarchy: true
+descriptors:
+  - key: tenant
+    rate_limit: {name: tenant, unit: minute, requests_per_unit: 3}
+    descriptors:
+      - key: user
+        rate_limit: {name: user, unit: hour, requests_per_unit: 100}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, nil)
+	for _, viaJSON := range []bool{false, true} {
+		req := envoyReq("h", 0, []string{"tenant", "t-" + transport(viaJSON), "user", "u"})
+		resp, _ := e.ask(t, req, viaJSON)
+		s := resp.Statuses[0]
+		if cl := s.CurrentLimit; cl.GetName() != "tenant" || cl.GetRequestsPerUnit() != 3 ||
+			cl.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || s.LimitRemaining != 2 {
+			t.Errorf("%s: current_limit %v with limit_remaining %d, want the tenant's 3 per minute with 2 left", transport(viaJSON), cl, s.LimitRemaining)
+		}
+	}
+}
