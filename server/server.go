@@ -246,7 +246,8 @@ const (
 )
 
 // CheckStore pings the store with a short deadline and updates the
-// readiness and the gRPC health status. The first check logs its outcome
+// readiness; the first check turns the gRPC health to SERVING, which the
+// store's state no longer changes (only the drain does). The first check logs its outcome
 // (a store that fails from the start is a WARN "store not answering"
 // event, one that answers an INFO "store answering"), later ones each
 // change.
@@ -270,11 +271,12 @@ func (s *Server) CheckStore(ctx context.Context) error {
 		}
 	}
 	if !s.draining.Load() {
-		if err == nil {
-			s.setHealth(healthpb.HealthCheckResponse_SERVING)
-		} else {
-			s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
-		}
+		// The gRPC health says the server answers decisions, whatever its
+		// store does: during an outage the failure policy answers, and a
+		// fleet reported NOT_SERVING would be taken out of rotation (Envoy
+		// then fails open, whatever --on-store-error says). Readiness
+		// (/readyz) reports the store.
+		s.setHealth(healthpb.HealthCheckResponse_SERVING)
 	}
 	return err
 }
