@@ -904,11 +904,16 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
 		res, err := e.st.Take(ctx, reqs, out)
 		if err != nil {
+			// The request fails, and its caller gets no Response to give
+			// back what was taken: the enforced keys (and the shadow keys
+			// before this one) are given back here, as far as the store
+			// lets us.
+			e.giveBackTaken(ctx, p, resp)
 			return err
 		}
 		it.dec, it.decided = out[0], true
 		if res.Allowed {
-			p.took(reqs, res.At, resp)
+			p.took(reqs, res, resp)
 		}
 	}
 	return nil
@@ -959,7 +964,7 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 			}
 		}
 		if res.Allowed {
-			p.took(reqs, res.At, resp)
+			p.took(reqs, res, resp)
 			return true, nil
 		}
 		// Borrow when every refusal is the rate of a rule with a ceil.
@@ -985,16 +990,37 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 	return false, nil
 }
 
-// took records what an admitted Take of reqs at store time at charged: the
+// giveBackTaken refunds the units and releases the slots a decision that
+// then failed had taken (p.charged, resp.leases), under a context that the
+// caller's cancellation does not end (the store's own timeouts bound it).
+// What the store cannot give back is left to expire.
+func (e *Engine) giveBackTaken(ctx context.Context, p *plan, resp *Response) {
+	ctx = context.WithoutCancel(ctx)
+	if len(p.charged) > 0 {
+		_ = e.st.Refund(ctx, p.charged)
+	}
+	if len(resp.leases) > 0 {
+		_ = e.st.Release(ctx, resp.leases)
+	}
+}
+
+// took records what an admitted Take of reqs (its Result res) charged: the
 // concurrency slots as the response's leases (Release gives them back),
-// the other units in p.charged (Refund does).
-func (p *plan) took(reqs []store.Request, at int64, resp *Response) {
+// the other units in p.charged (Refund does). A failure policy's answer
+// (res.Fallback) charged nothing on the store: a refund there would give
+// back units other requests spent, so its units are not recorded (a local
+// fallback store keeps them until its window passes, which errs on the
+// side of refusing).
+func (p *plan) took(reqs []store.Request, res store.Result, resp *Response) {
 	for _, q := range reqs {
 		if q.Limit.Algorithm() == algo.Concurrency {
 			resp.leases = append(resp.leases, q)
 			continue
 		}
-		q.At = at
+		if res.Fallback {
+			continue
+		}
+		q.At = res.At
 		p.charged = append(p.charged, q)
 	}
 }

@@ -52,6 +52,10 @@ type Result struct {
 	// At is the store's clock (µs since the epoch) when it decided; pass it
 	// back in Request.At to Refund.
 	At int64
+	// Fallback reports that a failure policy answered instead of the store
+	// (store/resilient): nothing was charged on the store, so a Refund of
+	// these requests there would give back units others spent.
+	Fallback bool
 }
 
 // Store keeps algorithm state per key. Implementations are safe for

@@ -300,19 +300,21 @@ func (s *Store) fallbackTake(ctx context.Context, reqs []store.Request, out []al
 			c := reqs[i].Limit.Capacity()
 			out[i] = algo.Decision{Allowed: true, Limit: c, Remaining: max(0, c-max(0, reqs[i].Cost))}
 		}
-		return store.Result{Allowed: true, At: now}, nil
+		return store.Result{Allowed: true, At: now, Fallback: true}, nil
 	case FailClosed:
 		retry := s.br.retryAfter()
 		for i := range reqs {
 			out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: retry, ResetAfter: retry}
 		}
-		return store.Result{Allowed: false, At: now}, nil
+		return store.Result{Allowed: false, At: now, Fallback: true}, nil
 	}
 	local, err := s.localStore()
 	if err != nil {
 		return store.Result{}, errors.Join(cause, err)
 	}
-	return local.Take(ctx, s.divide(reqs), out)
+	res, err := local.Take(ctx, s.divide(reqs), out)
+	res.Fallback = true
+	return res, err
 }
 
 // Peek reports the store's state without charging; when the store cannot
