@@ -143,6 +143,12 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
+// UnknownDomain is the domain label under which the server counts the
+// decisions of domains its configuration does not have: a request may name
+// any domain, and each would otherwise be a series of its own (taking the
+// MaxSeries room the configured rules need).
+const UnknownDomain = "_unknown"
+
 // otherLabel is the rule label of the pairs past MaxSeries (and the domain
 // label of the unmatched decisions of domains past it).
 const otherLabel = "_other"

@@ -3,6 +3,8 @@ package policy
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -620,6 +622,19 @@ func ruleName(r *Rule, entries []Entry) string {
 	if r.index >= 0 {
 		return r.Name
 	}
+	n := ruleNameOf(entries)
+	if len(n) <= maxKeyPath {
+		return n
+	}
+	// A per-descriptor limit's name is its path, as long as the request
+	// makes it: past maxKeyPath bytes, its start and a digest of the whole
+	// (it is a metrics label and a header's policy name).
+	return string(appendDigest(append([]byte(strings.ToValidUTF8(n[:64], "")), '~'), n))
+}
+
+// ruleNameOf is the path of entries: key_value.key2_value2, a long key or
+// value as its digest.
+func ruleNameOf(entries []Entry) string {
 	b := make([]byte, 0, 32)
 	part := func(s string) {
 		if len(s) > maxKeyPart {
@@ -774,6 +789,7 @@ func (e *Engine) appendBaseKey(b []byte, domain string, tag bool, l *Rule, entri
 	}
 	b = append(b, e.o.prefix...)
 	b = appendEscaped(b, domain)
+	path0 := len(b) // where the entries start; after the first one with a hash tag
 	for i := 0; i < depth && i < len(entries); i++ {
 		b = append(b, '|')
 		if tag && i == 0 {
@@ -789,6 +805,17 @@ func (e *Engine) appendBaseKey(b []byte, domain string, tag bool, l *Rule, entri
 		if tag && i == 0 {
 			b = append(b, '}')
 		}
+		if tag && i == 0 {
+			path0 = len(b)
+		}
+	}
+	if len(b)-path0 > maxKeyPath {
+		// An Envoy per-descriptor limit keys by every entry a request
+		// sends, however many: past maxKeyPath bytes, the entries (after
+		// the hash-tagged first one) go in as one digest.
+		sum := sha256.Sum256(b[path0:])
+		b = append(b[:path0], "|%P"...)
+		b = base64.RawURLEncoding.AppendEncode(b, sum[:])
 	}
 	b = append(b, '#')
 	b = append(b, fp...)

@@ -2,9 +2,11 @@ package policy
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -335,4 +337,45 @@ func TestCostZeroRedis(t *testing.T) {
 	testCostZero(t, func(t *testing.T, clock func() time.Time) (store.Store, []Option) {
 		return openRedis(t, redisURL(t), clock), []Option{redisPrefix()}
 	})
+}
+
+// A per-descriptor limit keys (and names) its counter by every entry the
+// request sends, and a request may send any number: past maxKeyPath bytes
+// the entries go in as one digest, so 20 000 short entries make a short
+// key and a short rule name (a metrics label), and two such descriptors
+// that differ in their last entry still count apart.
+func TestManyEntriesMakeShortKeys(t *testing.T) {
+	cfg := mustParse(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	e := newMemEngine(t, cfg, frozen(scenarioT0))
+	many := func(last string) Request {
+		var kv []string
+		for i := range 20000 {
+			kv = append(kv, "e"+strconv.Itoa(i), "v")
+		}
+		kv = append(kv, "last", last)
+		r := req("d", ent(kv...))
+		r.Descriptors[0].Limit = &LimitOverride{RequestsPerUnit: 1, Unit: time.Hour}
+		return r
+	}
+	ctx := context.Background()
+	ka, err := e.Keys(many("a"))
+	if err != nil || len(ka) != 1 {
+		t.Fatalf("Keys: %v %v", len(ka), err)
+	}
+	kb, _ := e.Keys(many("b"))
+	if len(ka[0]) > maxKeyPath+100 || ka[0] == kb[0] || !strings.Contains(ka[0], "|%P") {
+		t.Fatalf("keys of 20 001 entries: %d and %d bytes (%.80q…), want distinct digests under %d bytes", len(ka[0]), len(kb[0]), ka[0], maxKeyPath+100)
+	}
+	for _, last := range []string{"a", "b"} {
+		resp, err := e.Decide(ctx, many(last))
+		if err != nil || resp.Code != CodeOK {
+			t.Fatalf("first request ending %s: %v %v, want OK (its own counter)", last, resp.Code, err)
+		}
+		if n := len(resp.Statuses[0].Rule); n > maxKeyPath+100 || !utf8.ValidString(resp.Statuses[0].Rule) {
+			t.Fatalf("rule name of %d bytes (valid UTF-8: %v), want a short one", n, utf8.ValidString(resp.Statuses[0].Rule))
+		}
+	}
+	if resp, _ := e.Decide(ctx, many("a")); resp.Code != CodeOverLimit {
+		t.Fatalf("second request ending a: %v, want OVER_LIMIT", resp.Code)
+	}
 }

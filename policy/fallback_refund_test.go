@@ -27,7 +27,7 @@ func TestRefundOfAFallbackAdmissionGivesNothingBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer inner.Close()
-			st, err := resilient.New(inner, resilient.WithPolicy(pol), resilient.WithTimeout(200*time.Millisecond),
+			st, err := resilient.New(inner, resilient.WithPolicy(pol), resilient.WithTimeout(time.Second),
 				resilient.WithBreaker(1000, time.Second), resilient.WithOverLimitCache(0))
 			if err != nil {
 				t.Fatal(err)
@@ -53,6 +53,15 @@ func TestRefundOfAFallbackAdmissionGivesNothingBack(t *testing.T) {
 			}
 			if err := srv.Resume(); err != nil {
 				t.Fatal(err)
+			}
+			// The store answers again before the refund (no decision below
+			// is the failure policy's).
+			deadline := time.Now().Add(10 * time.Second)
+			for inner.Client().Do(ctx, inner.Client().B().Ping().Build()).Error() != nil {
+				if time.Now().After(deadline) {
+					t.Fatal("the resumed Redis does not answer")
+				}
+				time.Sleep(20 * time.Millisecond) // a real process resuming
 			}
 			if err := e.Refund(ctx, fallback); err != nil {
 				t.Fatal(err)

@@ -17,6 +17,12 @@ import (
 // keys. Rules match the full value.
 const maxKeyPart = 200
 
+// maxKeyPath bounds the entries' part of a store key and a per-descriptor
+// limit's name: an Envoy per-descriptor limit keys by every entry of the
+// descriptor, and a request may send any number; past this many bytes they
+// go in as one digest.
+const maxKeyPath = 512
+
 // appendKeyPart appends s, a descriptor key or value, to a store key:
 // percent-encoded, or as its digest when that would be longer than
 // maxKeyPart bytes. A digest never reads as an encoded string ("%H" is not

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -423,5 +425,32 @@ func TestEnvoyRequestLimitCalendar(t *testing.T) {
 	if _, err := e.rls.ShouldRateLimit(ctx, withLimit("m2", typev3.RateLimitUnit_MONTH, 2)); status.Code(err) != codes.InvalidArgument ||
 		!strings.Contains(err.Error(), "calendar period takes no multiplier") {
 		t.Errorf("MONTH with unit_multiplier 2: %v, want InvalidArgument saying a calendar period takes no multiplier", err)
+	}
+}
+
+// Domains the configuration does not have count under one label: a client
+// may name any domain (of any length), and each one used to become a
+// series of its own, taking the room (metrics.MaxSeries) that the
+// configured rules' series need — past it they all read "_other".
+func TestUnknownDomainsShareOneSeries(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range metrics.MaxSeries + 10 {
+		if _, err := e.rls.ShouldRateLimit(ctx, envoyReq(fmt.Sprintf("made-up-%d-%s", i, strings.Repeat("x", 100)), 0, []string{"k", "v"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.both(t, envoyReq("quota", 0, []string{"bucket", "after"}))
+	_, body, _ := do(t, "GET", e.admin.URL+"/metrics", "", nil)
+	for _, want := range []string{
+		fmt.Sprintf(`floodgate_decisions_total{domain="_unknown",outcome="no_rule",rule=""} %d`, metrics.MaxSeries+10),
+		`floodgate_decisions_total{domain="quota",outcome="ok",rule="per-bucket"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(string(body), "made-up-") {
+		t.Error("an unknown domain is a label")
 	}
 }

@@ -300,9 +300,18 @@ func (s *Server) decide(ctx context.Context, req policy.Request, peek bool, buf 
 		return policy.Response{}, err
 	}
 	if !peek {
-		s.metrics.Decided(req.Domain, &resp)
+		s.metrics.Decided(s.domainLabel(req.Domain), &resp)
 	}
 	return resp, nil
+}
+
+// domainLabel is domain as the metrics label it: itself when the
+// configuration has it, else metrics.UnknownDomain.
+func (s *Server) domainLabel(domain string) string {
+	if s.engine.Config().Domain(domain) == nil {
+		return metrics.UnknownDomain
+	}
+	return domain
 }
 
 // Event is a notable change shown by the admin API and the dashboard.
