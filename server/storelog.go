@@ -130,7 +130,7 @@ func (l *StoreLog) storeError(op string, err error) {
 	if !reportable(err) {
 		return
 	}
-	cause := causeText(err)
+	cause := causeKind(causeText(err))
 	l.mu.Lock()
 	now := l.now()
 	r := l.errs[cause]
@@ -255,6 +255,16 @@ func causeText(err error) string {
 	}
 	return err.Error()
 }
+
+// causeKind is cause with its numbers and quoted parts blanked: what the
+// rate limit of the log counts as one cause, so that a cause whose text
+// names a slot, an address or a value (Redis' "MOVED 3999 10.0.0.7:6379",
+// memcached's counter values) is one cause, not one per slot or value.
+func causeKind(cause string) string {
+	return causeVaries.ReplaceAllString(cause, "#")
+}
+
+var causeVaries = regexp.MustCompile(`[0-9]+|"[^"]*"|'[^']*'`)
 
 // maxShown bounds the length of a reported error's text, as
 // resilient.CircuitOpenError bounds its cause: a script error can quote a

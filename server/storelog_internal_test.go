@@ -104,3 +104,24 @@ func TestStoreLogRateLimit(t *testing.T) {
 		t.Errorf("%d causes remembered, want at most %d", len(l.errs), maxCauses)
 	}
 }
+
+// A cause whose text names a slot, an address or a value is one cause:
+// Redis answers MOVED with the key's slot, so a resharding logged a line
+// per slot (16 384) instead of one.
+func TestStoreLogCauseKinds(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewStoreLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	h := l.Hooks(resilient.Hooks{})
+	for slot := range 100 {
+		h.Call("take", time.Millisecond, storeErr(fmt.Sprintf("fg:k%d", slot), fmt.Sprintf("MOVED %d 10.0.0.%d:6379", slot, slot%3)))
+		h.Call("take", time.Millisecond, storeErr("fg:k", fmt.Sprintf("memcached: counter holds %q", fmt.Sprint(slot*7))))
+	}
+	if n := strings.Count(buf.String(), "MOVED"); n != 1 {
+		t.Errorf("%d lines for MOVED to 100 slots, want 1:\n%s", n, buf.String())
+	}
+	if n := strings.Count(buf.String(), "counter holds"); n != 1 {
+		t.Errorf("%d lines for one error with 100 values, want 1:\n%s", n, buf.String())
+	}
+}
