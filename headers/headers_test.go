@@ -145,19 +145,7 @@ func TestConcurrencyStatesNoTime(t *testing.T) {
 		{"admitted beside a rate", []policy.Status{rate, admitted}, map[string]string{
 			"RateLimit": `"rate";r=42;t=17, "slots";r=3`, "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "600"}},
 	} {
-		for _, how := range []string{"Write", "Writer"} {
-			h := http.Header{}
-			if how == "Write" {
-				Write(h, FromStatuses(tc.st), Options{})
-			} else {
-				NewWriter(Options{}).WriteStatuses(h, tc.st)
-			}
-			for k, v := range tc.want {
-				if got, ok := h[http.CanonicalHeaderKey(k)]; (v == "") != !ok || ok && got[0] != v {
-					t.Errorf("%s, %s: %s = %q, want %q", tc.name, how, k, got, v)
-				}
-			}
-		}
+		checkBothWriters(t, tc.name, tc.st, tc.want)
 	}
 }
 
@@ -204,24 +192,31 @@ func TestShadowNeverDrivesXRateLimit(t *testing.T) {
 			Rule: "global", Decision: global.Decision, Window: time.Minute}}, map[string]string{
 			"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "41", "Retry-After": ""}},
 	} {
-		for _, how := range []string{"Write", "Writer"} {
-			h := http.Header{}
-			if how == "Write" {
-				Write(h, FromStatuses(tc.st), Options{})
-			} else {
-				NewWriter(Options{}).WriteStatuses(h, tc.st)
-			}
-			for k, v := range tc.want {
-				if got, ok := h[http.CanonicalHeaderKey(k)]; (v == "") != !ok || ok && got[0] != v {
-					t.Errorf("%s, %s: %s = %q, want %q", tc.name, how, k, got, v)
-				}
-			}
-		}
+		checkBothWriters(t, tc.name, tc.st, tc.want)
 	}
 	if _, ok := Tightest([]Policy{{Name: "dry", Quota: 2, Shadow: true}}); ok {
 		t.Error("Tightest chose a shadow policy")
 	}
 	if _, ok := RetryAfterOf([]Policy{{Name: "dry", Quota: 2, Shadow: true, RetryAfter: time.Second}}); ok {
 		t.Error("RetryAfterOf counted a shadow policy's refusal")
+	}
+}
+
+// checkBothWriters writes st's fields with Write and with a Writer and
+// checks each field of want on both: its value, or its absence for "".
+func checkBothWriters(t *testing.T, name string, st []policy.Status, want map[string]string) {
+	t.Helper()
+	for _, how := range []string{"Write", "Writer"} {
+		h := http.Header{}
+		if how == "Write" {
+			Write(h, FromStatuses(st), Options{})
+		} else {
+			NewWriter(Options{}).WriteStatuses(h, st)
+		}
+		for k, v := range want {
+			if got, ok := h[http.CanonicalHeaderKey(k)]; (v == "") != !ok || ok && got[0] != v {
+				t.Errorf("%s, %s: %s = %q, want %q", name, how, k, got, v)
+			}
+		}
 	}
 }

@@ -128,20 +128,7 @@ descriptors:
         shadow_mode: false
         rate_limit: {name: enforced-child, unit: minute, requests_per_unit: 5}
 `
-	cfg, err := policy.Parse("srv.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := func() time.Time { return time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC) }
-	st, err := memory.New(memory.WithClock(now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e, err := policy.NewEngine(cfg, st, policy.WithClock(now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := frozenEngine(t, yaml)
 	m := metrics.New()
 	decide := func(entries ...policy.Entry) policy.Response {
 		t.Helper()
@@ -209,20 +196,7 @@ descriptors:
         shadow_mode: false
         rate_limit: {name: plan, unit: minute, requests_per_unit: 10}
 `
-	cfg, err := policy.Parse("srv.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := func() time.Time { return time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC) }
-	st, err := memory.New(memory.WithClock(now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e, err := policy.NewEngine(cfg, st, policy.WithClock(now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := frozenEngine(t, yaml)
 	m := metrics.New()
 	for range 3 {
 		resp, err := e.Decide(context.Background(), policy.Request{Domain: "srv", Descriptors: []policy.Descriptor{{
@@ -245,4 +219,25 @@ descriptors:
 	if t.Failed() {
 		t.Log(text)
 	}
+}
+
+// frozenEngine is an Engine over the configuration yaml (file srv.yaml) on
+// a memory store, both on a clock frozen 10 s into a minute.
+func frozenEngine(t *testing.T, yaml string) *policy.Engine {
+	t.Helper()
+	cfg, err := policy.Parse("srv.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC) }
+	st, err := memory.New(memory.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e, err := policy.NewEngine(cfg, st, policy.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"testing"
-	"time"
 )
 
 // Two descriptors of one request that borrow from the same lend pool
@@ -13,21 +12,7 @@ import (
 func TestLendPoolChargedTheLargerCost(t *testing.T) {
 	for _, ss := range scenarioStores {
 		t.Run(ss.name, func(t *testing.T) {
-			clock := frozen(scenarioT0.Add(20 * time.Second))
-			st, opts := ss.open(t, clock)
-			e, err := NewEngine(mustParse(t, `
-domain: d
-hierarchy: true
-descriptors:
-  - key: tenant
-    rate_limit: {name: tenant, unit: minute, requests_per_unit: 100, lendable: 0.5}
-    descriptors:
-      - key: user
-        rate_limit: {name: user, unit: minute, requests_per_unit: 1, ceil: 10}
-`), st, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := lendingEngine(t, ss, "requests_per_unit: 1, ceil: 10")
 			ctx := context.Background()
 			r := req("d", ent("tenant", "a", "user", "u1"), ent("tenant", "a", "user", "u2"))
 			if resp, err := e.Decide(ctx, r); err != nil || resp.Code != CodeOK || resp.Statuses[0].Borrowed {

@@ -47,21 +47,7 @@ descriptors:
 func TestRefund(t *testing.T) {
 	for _, ss := range scenarioStores {
 		t.Run(ss.name, func(t *testing.T) {
-			clock := frozen(scenarioT0.Add(20 * time.Second))
-			st, opts := ss.open(t, clock)
-			e, err := NewEngine(mustParse(t, `
-domain: d
-hierarchy: true
-descriptors:
-  - key: tenant
-    rate_limit: {name: tenant, unit: minute, requests_per_unit: 100, lendable: 0.5}
-    descriptors:
-      - key: user
-        rate_limit: {name: user, unit: minute, requests_per_unit: 2, ceil: 5}
-`), st, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := lendingEngine(t, ss, "requests_per_unit: 2, ceil: 5")
 			ctx := context.Background()
 			r := req("d", ent("tenant", "a", "user", "u"))
 			r.Hits = 2
@@ -103,4 +89,26 @@ descriptors:
 			}
 		})
 	}
+}
+
+// lendingEngine is an Engine on ss's store, on a clock frozen 20 s into
+// scenarioT0's minute, over a tenant of 100 per minute lending half of it
+// to its users, whose rate_limit is {name: user, unit: minute, user}.
+func lendingEngine(t *testing.T, ss scenarioStore, user string) *Engine {
+	t.Helper()
+	st, opts := ss.open(t, frozen(scenarioT0.Add(20*time.Second)))
+	e, err := NewEngine(mustParse(t, `
+domain: d
+hierarchy: true
+descriptors:
+  - key: tenant
+    rate_limit: {name: tenant, unit: minute, requests_per_unit: 100, lendable: 0.5}
+    descriptors:
+      - key: user
+        rate_limit: {name: user, unit: minute, `+user+`}
+`), st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
