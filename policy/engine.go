@@ -930,6 +930,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		it := &p.items[i]
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
 		res, err := e.st.Take(ctx, reqs, out)
+		resp.StoreFallback = resp.StoreFallback || res.Fallback
 		if err != nil {
 			// The request fails, and its caller gets no Response to give
 			// back what was taken: the enforced keys (and the shadow keys
@@ -983,6 +984,7 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 		if err != nil {
 			return false, err
 		}
+		resp.StoreFallback = resp.StoreFallback || res.Fallback
 		for j, i := range idx {
 			if i >= 0 {
 				p.items[i].dec, p.items[i].decided = out[j], true

@@ -215,6 +215,11 @@ type Response struct {
 	// Waited is how long Engine.DecideWait held the request (in the wait
 	// queue and for a shaper's Delay) before answering.
 	Waited time.Duration
+	// StoreFallback reports that a store failure policy answered for at
+	// least one of the decision's store calls (store.Result.Fallback: the
+	// store was down or too slow), so Code is that policy's — an
+	// OVER_LIMIT of FailClosed refuses whatever the limit's state.
+	StoreFallback bool
 
 	// leases are the concurrency slots an admitted request holds, for
 	// Engine.Release.

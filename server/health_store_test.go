@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/server"
 )
 
 // The gRPC health service (what Envoy's grpc_health_check and Kubernetes
@@ -59,4 +64,44 @@ func TestGRPCHealthIgnoresTheStore(t *testing.T) {
 		t.Fatal("CheckStore with the store killed: no error")
 	}
 	check("store down")
+}
+
+// /v1 says when the failure policy answered instead of the store
+// (store_fallback): a client can tell the policy's OK or OVER_LIMIT from
+// the limit's, which read the same otherwise.
+func TestV1SaysWhenTheFailurePolicyAnswered(t *testing.T) {
+	rs := testserver.NewRedis(t)
+	if rs == nil {
+		t.Skip("no redis-server")
+	}
+	e := newStoreLogEnv(t, "redis://"+rs.Addr, 50*time.Millisecond)
+	h := httptest.NewServer(e.srv.HTTPHandler())
+	defer h.Close()
+	decide := func() server.V1Response {
+		t.Helper()
+		resp, err := http.Post(h.URL+"/v1/decide", "application/json",
+			strings.NewReader(`{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out server.V1Response
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := decide(); !out.Allowed || out.StoreFallback {
+		t.Fatalf("store up: %+v, want allowed by the store", out)
+	}
+	if err := rs.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	out := decide()
+	if err := rs.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if !out.StoreFallback {
+		t.Fatalf("store paused: %+v, want store_fallback", out)
+	}
 }

@@ -297,6 +297,10 @@ type V1Response struct {
 	Priority string `json:"priority,omitempty"`
 	// WaitedMS is how long a "wait": true request was held.
 	WaitedMS int64 `json:"waited_ms,omitempty"`
+	// StoreFallback is set when the store did not answer (down or too
+	// slow) and --on-store-error answered instead: an OVER_LIMIT then is
+	// the closed policy's, not the limit's.
+	StoreFallback bool `json:"store_fallback,omitempty"`
 	// Headers are the rate limit header fields for the client.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Lease is set when the request was admitted holding concurrency
@@ -393,7 +397,7 @@ func (v V1Request) toPolicy() (policy.Request, error) {
 
 func (s *Server) v1Response(resp *policy.Response) V1Response {
 	out := V1Response{Code: resp.Code.String(), Allowed: resp.Code == policy.CodeOK, Statuses: make([]V1Status, len(resp.Statuses)),
-		DelayMS: ms(resp.Delay), Priority: resp.Priority, WaitedMS: ms(resp.Waited)}
+		DelayMS: ms(resp.Delay), Priority: resp.Priority, WaitedMS: ms(resp.Waited), StoreFallback: resp.StoreFallback}
 	if resp.Code != policy.CodeOK || resp.Strategy == policy.StrategyShadow {
 		out.Strategy, out.Fallback = resp.Strategy, resp.Fallback
 	}
