@@ -15,6 +15,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -92,6 +93,13 @@ func WithEnvoyHeaders(on bool) Option { return func(s *Server) { s.envoyHeaders 
 // Listeners.API, when it is set; see HTTPHandler.
 func WithGateway(h http.Handler) Option { return func(s *Server) { s.gateway = h } }
 
+// WithGRPCCredentials makes the gRPC listener speak what c does, e.g.
+// credentials.NewTLS for TLS (default: plaintext). The handshake runs on
+// gRPC's connection timeout; health and the drain are unchanged.
+func WithGRPCCredentials(c credentials.TransportCredentials) Option {
+	return func(s *Server) { s.grpcCreds = c }
+}
+
 // WithDrainTimeout bounds the graceful drain on shutdown (default
 // DefaultDrainTimeout, 10 s); connections still open after it are closed.
 func WithDrainTimeout(d time.Duration) Option { return func(s *Server) { s.drain = d } }
@@ -128,6 +136,7 @@ type Server struct {
 	headerWriter *headers.Writer
 	envoyHeaders bool
 	gateway      http.Handler
+	grpcCreds    credentials.TransportCredentials
 	drain        time.Duration
 	bodyTimeout  time.Duration
 	ping         func(ctx context.Context) error
@@ -205,7 +214,11 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	// Stream workers reuse goroutines whose stacks have already grown to
 	// the handler's depth, instead of a fresh goroutine per call.
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0)))))
+	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0))))}
+	if s.grpcCreds != nil {
+		gopts = append(gopts, grpc.Creds(s.grpcCreds))
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

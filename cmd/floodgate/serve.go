@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	exampleconfig "github.com/floodgate/floodgate/examples/config"
@@ -23,6 +25,7 @@ import (
 	"github.com/floodgate/floodgate/store/lease"
 	"github.com/floodgate/floodgate/store/resilient"
 	"github.com/floodgate/floodgate/store/storeurl"
+	"google.golang.org/grpc/credentials"
 )
 
 func init() {
@@ -39,6 +42,7 @@ const exampleConfig = "examples/config"
 type serveFlags struct {
 	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
 	apiAddr                                                                          string
+	tlsCert, tlsKey, tlsClientCA, tlsClientSAN, tlsListeners                         string
 	instances                                                                        int
 	leaseSlice                                                                       int64
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
@@ -96,6 +100,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload), at least 100ms; 0 disables")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
 	fs.BoolVar(&f.envoyHeaders, "envoy-headers", false, "add the rate limit header fields (RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After) to the Envoy APIs' answers: gRPC response_headers_to_add, which Envoy passes to clients, and /json's (off: none, as envoyproxy/ratelimit's default; /v1 always has them)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate chain (PEM file; with --tls-key); reread on SIGHUP and every --reload-interval")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM file)")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "mTLS: require client certificates signed by a CA of this PEM file on the TLS listeners")
+	fs.StringVar(&f.tlsClientSAN, "tls-client-san", "", "with --tls-client-ca: also require this DNS name in the client certificate's SAN")
+	fs.StringVar(&f.tlsListeners, "tls-listeners", "", "with --tls-cert: the listeners that speak TLS, a comma-separated list of grpc, http, api, admin (default grpc,http,api)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -199,6 +208,7 @@ func (f *serveFlags) check() error {
 	bad(f.apiAddr != "" && f.upstream == "", "api", f.apiAddr, "only with --upstream (without it the decision APIs are on --http)")
 	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
+	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)
 }
 
@@ -232,6 +242,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 				"domains", strings.Join(doms, ","))
 		}
 	}
+	// The TLS files before the store: a wrong file fails the start at once.
+	stls, err := loadTLS(&f)
+	if err != nil {
+		return err
+	}
+	tlsOn, _ := parseTLSListeners(f.tlsListeners) // checked by f.check
 	m := metrics.New()
 	m.ConfigLoaded()
 
@@ -251,6 +267,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
 		server.WithStoreLog(storeLog)}
+	if stls != nil && tlsOn["grpc"] {
+		opts = append(opts, server.WithGRPCCredentials(credentials.NewTLS(stls.config("h2"))))
+	}
 	var gw *gateway.Gateway
 	if f.upstream != "" {
 		gw, err = gatewayHandler(cfg, engine, f, log)
@@ -279,6 +298,15 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if stls != nil {
+		stls.wrap(&ls, tlsOn)
+		// SIGHUP rereads the TLS files at once; the reload ticker, within
+		// --reload-interval (cert-manager and kubelet rewrite them in place).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go stls.watch(ctx, f.reloadInterval, hup, srv)
+	}
 	if cfgPath != "" && f.reloadInterval > 0 {
 		// In gateway mode the rules and the routes reload together, all or
 		// nothing: the gateway builds the new routes before the engine
@@ -317,6 +345,13 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	attrs := []any{"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
 		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"on_store_error", policyOnErr.String()}
+	dashboard := "http://"
+	if stls != nil {
+		attrs = append(attrs, "tls", tlsNames(tlsOn, f.apiAddr != ""), "tls_client_ca", f.tlsClientCA != "", "tls_certificate", stls.cur.Load().describe())
+		if tlsOn["admin"] {
+			dashboard = "https://"
+		}
+	}
 	apis := ls.HTTP.Addr().String()
 	if f.upstream != "" {
 		// Gateway mode: --http is the proxy only; the decision APIs are on
@@ -330,11 +365,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	log.Info("floodgate serving", attrs...)
 	if f.upstream != "" {
-		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
-			ls.HTTP.Addr(), store.RedactURL(f.upstream), apis, ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
+		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard %s%s/dashboard)%s\n",
+			ls.HTTP.Addr(), store.RedactURL(f.upstream), apis, ls.GRPC.Addr(), ls.Admin.Addr(), dashboard, ls.Admin.Addr(), tlsNote(stls, tlsOn, f.apiAddr != ""))
 	} else {
-		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard http://%s/dashboard)\n",
-			ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), ls.Admin.Addr())
+		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard %s%s/dashboard)%s\n",
+			ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), dashboard, ls.Admin.Addr(), tlsNote(stls, tlsOn, f.apiAddr != ""))
 	}
 	err = srv.Serve(ctx, ls)
 	log.Info("floodgate stopped")

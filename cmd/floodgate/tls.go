@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/server"
+)
+
+// tlsListenerNames are the listeners --tls-listeners can name, in the order
+// errors and logs list them.
+var tlsListenerNames = []string{"grpc", "http", "api", "admin"}
+
+// defaultTLSListeners are the listeners that speak TLS when --tls-cert is
+// given without --tls-listeners. The admin address stays plaintext: it is on
+// the loopback by default, and Kubernetes httpGet probes and Prometheus
+// scrapes pointed at it would break if a certificate turned it to HTTPS.
+var defaultTLSListeners = []string{"grpc", "http", "api"}
+
+// checkTLS returns what is wrong with the TLS flags' combination (files
+// are read later, by loadTLS), each as check's lines.
+func (f *serveFlags) checkTLS() []error {
+	var errs []error
+	switch {
+	case f.tlsCert != "" && f.tlsKey == "":
+		errs = append(errs, fmt.Errorf("%s: needs %s too (the certificate's private key, PEM)", f.origin("tls-cert", f.tlsCert), f.flag("tls-key")))
+	case f.tlsKey != "" && f.tlsCert == "":
+		errs = append(errs, fmt.Errorf("%s: needs %s too (the certificate chain, PEM)", f.origin("tls-key", f.tlsKey), f.flag("tls-cert")))
+	}
+	if f.tlsCert == "" {
+		for _, o := range []struct{ name, value string }{
+			{"tls-client-ca", f.tlsClientCA}, {"tls-client-san", f.tlsClientSAN}, {"tls-listeners", f.tlsListeners}} {
+			if o.value != "" {
+				errs = append(errs, fmt.Errorf("%s: only with --tls-cert and --tls-key", f.origin(o.name, o.value)))
+			}
+		}
+	}
+	if f.tlsClientSAN != "" && f.tlsClientCA == "" {
+		errs = append(errs, fmt.Errorf("%s: only with --tls-client-ca (the name is checked in verified client certificates)", f.origin("tls-client-san", f.tlsClientSAN)))
+	}
+	if _, err := parseTLSListeners(f.tlsListeners); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", f.origin("tls-listeners", f.tlsListeners), err))
+	}
+	return errs
+}
+
+// parseTLSListeners reads --tls-listeners: a comma-separated subset of
+// tlsListenerNames; "" is defaultTLSListeners.
+func parseTLSListeners(s string) (map[string]bool, error) {
+	names := defaultTLSListeners
+	if strings.TrimSpace(s) != "" {
+		names = strings.Split(s, ",")
+	}
+	on := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(tlsListenerNames, n) {
+			return nil, fmt.Errorf("unknown listener %q: want a comma-separated list of %s", n, strings.Join(tlsListenerNames, ", "))
+		}
+		on[n] = true
+	}
+	return on, nil
+}
+
+// serverTLS holds the server's certificate and client CAs, as last loaded
+// from their files, and reloads them: every handshake takes the current
+// ones, so a rotated certificate is served from the next connection on.
+type serverTLS struct {
+	f   *serveFlags
+	cur atomic.Pointer[tlsFiles]
+
+	mu      sync.Mutex // serialises reload
+	lastErr string     // the last reload error, said once until it changes
+}
+
+// tlsFiles is one load of the files: their contents, to see a change, and
+// what was parsed from them.
+type tlsFiles struct {
+	certPEM, keyPEM, caPEM []byte
+	cert                   tls.Certificate
+	clientCAs              *x509.CertPool // nil: no client certificates asked for
+}
+
+// loadTLS reads the TLS files of f; nil when --tls-cert is not set.
+func loadTLS(f *serveFlags) (*serverTLS, error) {
+	if f.tlsCert == "" {
+		return nil, nil
+	}
+	s := &serverTLS{f: f}
+	files, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(files)
+	return s, nil
+}
+
+// read reads and parses the files, naming the flag (or variable) of the one
+// that fails.
+func (s *serverTLS) read() (*tlsFiles, error) {
+	f := s.f
+	var t tlsFiles
+	var err error
+	if t.certPEM, err = os.ReadFile(f.tlsCert); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.origin("tls-cert", f.tlsCert), err)
+	}
+	if t.keyPEM, err = os.ReadFile(f.tlsKey); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.origin("tls-key", f.tlsKey), err)
+	}
+	if t.cert, err = tls.X509KeyPair(t.certPEM, t.keyPEM); err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", f.origin("tls-cert", f.tlsCert), f.origin("tls-key", f.tlsKey), err)
+	}
+	if f.tlsClientCA != "" {
+		if t.caPEM, err = os.ReadFile(f.tlsClientCA); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.origin("tls-client-ca", f.tlsClientCA), err)
+		}
+		t.clientCAs = x509.NewCertPool()
+		if !t.clientCAs.AppendCertsFromPEM(t.caPEM) {
+			return nil, fmt.Errorf("%s: no PEM certificate in the file", f.origin("tls-client-ca", f.tlsClientCA))
+		}
+	}
+	return &t, nil
+}
+
+// reload rereads the files. It returns the new certificate's description
+// when they changed and loaded, "" when they did not change; on an error
+// the previous files stay in force, and the error is returned only when it
+// differs from the previous reload's (a half-written rotation is retried
+// at the next reload without repeating itself).
+func (s *serverTLS) reload() (changed string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.read()
+	if err != nil {
+		if err.Error() == s.lastErr {
+			return "", nil
+		}
+		s.lastErr = err.Error()
+		return "", err
+	}
+	s.lastErr = ""
+	old := s.cur.Load()
+	if bytes.Equal(old.certPEM, t.certPEM) && bytes.Equal(old.keyPEM, t.keyPEM) && bytes.Equal(old.caPEM, t.caPEM) {
+		return "", nil
+	}
+	s.cur.Store(t)
+	return t.describe(), nil
+}
+
+// describe names the certificate served: its subject and expiry.
+func (t *tlsFiles) describe() string {
+	leaf := t.cert.Leaf
+	if leaf == nil {
+		return "certificate"
+	}
+	return fmt.Sprintf("certificate %q (serial %s) valid until %s", leaf.Subject.String(), leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// config returns a listener's tls.Config offering nextProtos by ALPN. The
+// certificate and client CAs are the current ones at each handshake.
+func (s *serverTLS) config(nextProtos ...string) *tls.Config {
+	base := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: nextProtos}
+	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		t := s.cur.Load()
+		c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: nextProtos, Certificates: []tls.Certificate{t.cert}}
+		if t.clientCAs != nil {
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+			c.ClientCAs = t.clientCAs
+			if san := s.f.tlsClientSAN; san != "" {
+				c.VerifyConnection = func(cs tls.ConnectionState) error {
+					if err := cs.PeerCertificates[0].VerifyHostname(san); err != nil {
+						return fmt.Errorf("client certificate refused by --tls-client-san: %w", err)
+					}
+					return nil
+				}
+			}
+		}
+		return c, nil
+	}
+	return base
+}
+
+// wrap puts TLS on the HTTP listeners that on names. HTTP listeners offer
+// HTTP/1.1 only, as over plaintext (the gateway's websocket upgrades and the
+// body deadlines are HTTP/1.1's); gRPC gets its TLS from its credentials.
+func (s *serverTLS) wrap(ls *server.Listeners, on map[string]bool) {
+	for _, l := range []struct {
+		name string
+		l    *net.Listener
+	}{{"http", &ls.HTTP}, {"api", &ls.API}, {"admin", &ls.Admin}} {
+		if on[l.name] && *l.l != nil {
+			*l.l = tls.NewListener(*l.l, s.config("http/1.1"))
+		}
+	}
+}
+
+// watch reloads the files on every tick of every (none when 0) and on
+// every signal from hup, until ctx is done; each change and each failure
+// is a "tls" event of srv.
+func (s *serverTLS) watch(ctx context.Context, every time.Duration, hup <-chan os.Signal, srv *server.Server) {
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		case <-hup:
+		}
+		changed, err := s.reload()
+		switch {
+		case err != nil:
+			srv.Warn("tls", "TLS files not reloaded, the previous certificate stays in force: "+err.Error())
+		case changed != "":
+			srv.Event("tls", "TLS files reloaded: serving "+changed)
+		}
+	}
+}
+
+// tlsNames lists the TLS listeners that are open, in tlsListenerNames'
+// order.
+func tlsNames(on map[string]bool, api bool) string {
+	var names []string
+	for _, n := range tlsListenerNames {
+		if on[n] && (n != "api" || api) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// tlsNote is the end of serve's stdout line: which listeners speak TLS.
+func tlsNote(s *serverTLS, on map[string]bool, api bool) string {
+	if s == nil {
+		return ""
+	}
+	mode := "TLS"
+	if s.f.tlsClientCA != "" {
+		mode = "mTLS"
+	}
+	return fmt.Sprintf(", %s on %s", mode, tlsNames(on, api))
+}
