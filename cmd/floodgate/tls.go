@@ -176,6 +176,12 @@ func (s *serverTLS) config(nextProtos ...string) *tls.Config {
 		if t.clientCAs != nil {
 			c.ClientAuth = tls.RequireAndVerifyClientCert
 			c.ClientCAs = t.clientCAs
+			// A resumed session skips the client's certificate: after the
+			// client CA file is rotated, a ticket from before would let in
+			// a client the new CA does not vouch for. Every connection
+			// verifies its certificate (gRPC and keep-alive connections
+			// are long-lived, so the cost is small).
+			c.SessionTicketsDisabled = true
 			if san := s.f.tlsClientSAN; san != "" {
 				c.VerifyConnection = func(cs tls.ConnectionState) error {
 					if err := cs.PeerCertificates[0].VerifyHostname(san); err != nil {
