@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -41,8 +43,13 @@ type Config struct {
 	// Protocol is GRPC, JSON or V1 (default GRPC).
 	Protocol string
 	// Addr is the server's host:port: the --grpc address for GRPC, the
-	// --http address for JSON and V1.
+	// --http address for JSON and V1. JSON and V1 also take a URL
+	// (http:// or, with TLS set, https://); without a scheme they use
+	// http://, or https:// when TLS is set.
 	Addr string
+	// TLS, when not nil, makes every connection TLS with this
+	// configuration (its RootCAs nil: the system roots); nil is plaintext.
+	TLS *tls.Config
 	// Domain of every request (default "api").
 	Domain string
 	// Descriptors of every request (default one descriptor
@@ -111,6 +118,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Addr == "" {
 		return errors.New("loadgen: no server address")
+	}
+	if c.TLS != nil && strings.HasPrefix(strings.ToLower(c.Addr), "http://") {
+		return fmt.Errorf("loadgen: address %s is plaintext http:// but TLS is set", c.Addr)
 	}
 	var errs []error
 	negative := func(neg bool, name string, v any) {
@@ -316,7 +326,11 @@ type grpcCaller struct {
 }
 
 func newGRPCCaller(cfg Config) (*grpcCaller, error) {
-	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: grpc %s: %w", cfg.Addr, err)
 	}
@@ -373,7 +387,7 @@ type httpCaller struct {
 
 func newHTTPCaller(cfg Config) *httpCaller {
 	per := max(1, cfg.Concurrency/cfg.Connections)
-	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.TLS}
 	if per > 1 {
 		// HTTP/1.1 carries one request at a time per connection: the
 		// callers of one "connection" share a small pool of that size.
@@ -381,7 +395,11 @@ func newHTTPCaller(cfg Config) *httpCaller {
 	}
 	addr := cfg.Addr
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		scheme := "http://"
+		if cfg.TLS != nil {
+			scheme = "https://"
+		}
+		addr = scheme + addr
 	}
 	path := "/json"
 	if cfg.Protocol == V1 {

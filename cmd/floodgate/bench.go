@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -37,8 +40,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var c loadgen.Config
 	var descs descriptorFlags
 	var quiet bool
+	var tf benchTLSFlags
 	fs.StringVar(&c.Protocol, "p", loadgen.GRPC, "protocol: grpc (ShouldRateLimit), json (POST /json) or v1 (POST /v1/decide)")
-	fs.StringVar(&c.Addr, "addr", "", "server address (default 127.0.0.1:8081 for grpc, 127.0.0.1:8080 for json and v1)")
+	fs.StringVar(&c.Addr, "addr", "", "server address, host:port (default 127.0.0.1:8081 for grpc, 127.0.0.1:8080 for json and v1); json and v1 also take an http:// or https:// URL, https:// implying -tls")
 	fs.StringVar(&c.Domain, "domain", "api", "rate limit domain")
 	fs.Var(&descs, "D", "a descriptor as key=value,key2=value2; repeat for several; {i} in a value is the key index (default generic_key=default)")
 	fs.IntVar(&c.Keys, "keys", 1, "number of distinct values {i} takes, at least 1")
@@ -49,6 +53,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c (0: min(c, 4))")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of each request, more than 0")
 	fs.BoolVar(&quiet, "q", false, "no progress bar")
+	fs.BoolVar(&tf.on, "tls", false, "connect with TLS, verifying the server's certificate (against the system roots unless -tls-ca)")
+	fs.StringVar(&tf.ca, "tls-ca", "", "with -tls: trust the CAs of this PEM file instead of the system roots (a self-signed certificate is its own CA)")
+	fs.StringVar(&tf.cert, "tls-cert", "", "with -tls: present this client certificate chain (PEM) for mTLS, with -tls-key")
+	fs.StringVar(&tf.key, "tls-key", "", "with -tls: the client certificate's private key (PEM)")
+	fs.StringVar(&tf.serverName, "tls-server-name", "", "with -tls: the name sent by SNI and expected in the server's certificate (default: the host of -addr)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: floodgate bench [flags]\n\nSends rate limit requests to a running floodgate server and reports admitted and rejected\ncounts, errors, decisions/s and a latency histogram. Example:\n\n  floodgate bench -p grpc -n 100000 -c 64 -domain api -D 'user={i}' -keys 10000\n\nflags:")
 		fs.PrintDefaults()
@@ -58,7 +67,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	c.Protocol = strings.ToLower(c.Protocol)
 	var err error
-	if c.Descriptors, err = checkBench(c, descs); err != nil {
+	c.Descriptors, err = checkBench(c, descs)
+	if err = errors.Join(err, tf.check(c)); err != nil {
+		fmt.Fprintln(stderr, "floodgate bench:", err)
+		return 2
+	}
+	if c.TLS, err = tf.config(c.Addr); err != nil {
 		fmt.Fprintln(stderr, "floodgate bench:", err)
 		return 2
 	}
@@ -78,6 +92,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	res.Print(stdout)
 	if res.Errors > 0 && res.Admitted+res.Rejected == 0 {
+		if c.TLS != nil && certificateError(res.FirstErrors) {
+			fmt.Fprintln(stderr, "floodgate bench: no request answered: the server's certificate was not verified (see the errors above); -tls-ca FILE trusts a private CA, -tls-server-name NAME checks another name")
+		}
 		return 1
 	}
 	return 0
@@ -126,6 +143,90 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 		"must be 0 (default: min(c, 4)) or 1 to "+upTo)
 	bad(c.Timeout <= 0, "-timeout", c.Timeout, "must be > 0")
 	return entries, errors.Join(errs...)
+}
+
+// benchTLSFlags are bench's client TLS flags. There is no flag to skip
+// verification: a self-signed server certificate is trusted by giving it
+// to -tls-ca, and a certificate for another name by -tls-server-name.
+type benchTLSFlags struct {
+	on                        bool
+	ca, cert, key, serverName string
+}
+
+// enabled reports whether the run uses TLS: -tls, or an https:// -addr.
+func (f *benchTLSFlags) enabled(addr string) bool {
+	return f.on || strings.HasPrefix(strings.ToLower(addr), "https://")
+}
+
+// check returns what is wrong with the TLS flags' combination with each
+// other and with -p and -addr, as checkBench's lines; the files are read
+// by config.
+func (f *benchTLSFlags) check(c loadgen.Config) error {
+	var errs []error
+	lower := strings.ToLower(c.Addr)
+	if c.Protocol == loadgen.GRPC && strings.Contains(c.Addr, "://") {
+		errs = append(errs, fmt.Errorf("-addr %s: -p grpc takes host:port (for TLS, add -tls)", shown(c.Addr)))
+	} else if f.on && strings.HasPrefix(lower, "http://") {
+		errs = append(errs, fmt.Errorf("-addr %s: plaintext http:// with -tls (use https:// or host:port)", shown(c.Addr)))
+	}
+	if !f.enabled(c.Addr) {
+		for _, o := range []struct{ flag, v string }{{"-tls-ca", f.ca}, {"-tls-cert", f.cert}, {"-tls-key", f.key}, {"-tls-server-name", f.serverName}} {
+			if o.v != "" {
+				errs = append(errs, fmt.Errorf("%s %s: only with -tls (or an https:// -addr)", o.flag, shown(o.v)))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if f.cert != "" && f.key == "" {
+		errs = append(errs, fmt.Errorf("-tls-cert %s: needs -tls-key too (the client certificate's private key, PEM)", shown(f.cert)))
+	}
+	if f.key != "" && f.cert == "" {
+		errs = append(errs, fmt.Errorf("-tls-key %s: needs -tls-cert too (the client certificate chain, PEM)", shown(f.key)))
+	}
+	return errors.Join(errs...)
+}
+
+// config returns the client tls.Config of the flags, reading their files
+// (nil without TLS); an error names the flag and the file.
+func (f *benchTLSFlags) config(addr string) (*tls.Config, error) {
+	if !f.enabled(addr) {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.serverName}
+	if f.ca != "" {
+		b, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-ca %s: %w", f.ca, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("-tls-ca %s: no PEM certificate in the file", f.ca)
+		}
+	}
+	if f.cert != "" {
+		for _, o := range []struct{ flag, file string }{{"-tls-cert", f.cert}, {"-tls-key", f.key}} {
+			if _, err := os.Stat(o.file); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", o.flag, o.file, err)
+			}
+		}
+		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-cert %s, -tls-key %s: %w", f.cert, f.key, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// certificateError reports whether one of msgs is a failed verification
+// of the server's certificate.
+func certificateError(msgs []string) bool {
+	for _, m := range msgs {
+		if strings.Contains(m, "x509: ") || strings.Contains(m, "tls: failed to verify certificate") {
+			return true
+		}
+	}
+	return false
 }
 
 // shown is a flag value as an error shows it: quoted when it is empty or
