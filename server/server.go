@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -406,15 +407,16 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpActive, adminActive activeConns
 	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ConnState: httpActive.track}
-	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ConnState: adminActive.track}
+		ConnState: httpActive.track, ErrorLog: s.httpErrorLog("http")}
+	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ConnState: adminActive.track,
+		ErrorLog: s.httpErrorLog("admin")}
 	var apiActive activeConns
 	var apiSrv *http.Server
 	errc := make(chan error, 4)
 	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
 	if ls.API != nil {
 		apiSrv = &http.Server{Handler: s.APIHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			ConnState: apiActive.track}
+			ConnState: apiActive.track, ErrorLog: s.httpErrorLog("api")}
 		go func() { errc <- serveHTTP(apiSrv, ls.API, "api") }()
 	}
 	go func() { errc <- serveHTTP(adminSrv, ls.Admin, "admin") }()
@@ -494,6 +496,34 @@ loop:
 		return fmt.Errorf("server: drain: %w", err)
 	}
 	return nil
+}
+
+// httpErrorLog is the ErrorLog of the http.Server of listener: net/http's
+// messages become records of the server's logger, with listener=name,
+// instead of unstructured lines from the standard logger on stderr.
+func (s *Server) httpErrorLog(listener string) *log.Logger {
+	return log.New(httpLogWriter{s.log.With("listener", listener)}, "", 0)
+}
+
+// tlsHandshakeError starts net/http's message for a failed TLS handshake.
+const tlsHandshakeError = "http: TLS handshake error"
+
+// httpLogWriter logs each net/http message at a level chosen by its
+// prefix: a failed TLS handshake (a scanner, a plaintext client, a client
+// without a certificate under mTLS) at DEBUG, since it is per-connection
+// noise a client causes, not the server (the client sees the failure);
+// everything else (accept errors, panics in handlers, superfluous
+// WriteHeader calls) at WARN, as a fault of the server to look at.
+type httpLogWriter struct{ log *slog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, tlsHandshakeError) {
+		level = slog.LevelDebug
+	}
+	w.log.Log(context.Background(), level, msg)
+	return len(p), nil
 }
 
 // shutdown closes srv gracefully, up to ctx's deadline; then it closes the
