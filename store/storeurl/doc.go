@@ -11,4 +11,11 @@
 // Every problem with a URL is a *URLError wrapping ErrBadURL that quotes
 // the URL once (with any password hidden) and says what is wrong; a store
 // that cannot be reached is an error wrapping store.ErrUnavailable.
+//
+// Open connects to a remote store and checks it before it returns.
+// OpenRetrying does the same, but when the store cannot be reached yet
+// (Transient) it returns a *Retrying store that fails every call with
+// ErrNotOpen (a store.ErrUnavailable, for a failure policy to answer)
+// while a goroutine retries Open with backoff, then passes every call to
+// the store it opened; Close stops the retries.
 package storeurl

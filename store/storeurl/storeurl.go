@@ -3,6 +3,7 @@ package storeurl
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -76,6 +77,10 @@ type config struct {
 	memOpts   []memory.Option
 	redisOpts []redis.Option
 	mcOpts    []memcached.Option
+
+	// OpenRetrying's.
+	log                *slog.Logger
+	retryMin, retryMax time.Duration
 }
 
 // WithClock sets the clock of the stores that read the caller's clock
