@@ -47,7 +47,7 @@ type serveFlags struct {
 	leaseSlice                                                                       int64
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
 	clientTimeout                                                                    time.Duration
-	shadow, preserveHost, envoyHeaders                                               bool
+	shadow, preserveHost, envoyHeaders, startDegraded                                bool
 	logLevel                                                                         string
 	// env holds, by flag name, the flags set from the environment, so that
 	// an error names the variable the operator set rather than a flag
@@ -93,6 +93,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.preserveHost, "preserve-host", false, "with --upstream: send the client's Host to the upstream instead of the upstream URL's host; routes with a host: need it (without it they are refused, as a client could skip them by sending another Host)")
 	fs.StringVar(&f.onStoreError, "on-store-error", "open", "when a remote store fails or times out: open (admit), closed (refuse) or local (decide in memory on limit ÷ --instances)")
 	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
+	fs.BoolVar(&f.startDegraded, "start-degraded", false, "start even when the remote store cannot be reached (refused, timed out, name not resolved): --on-store-error answers and /readyz says not ready until a background retry opens it; a bad URL, a replica or refused credentials still stop the start")
 	fs.Int64Var(&f.leaseSlice, "lease-slice", 0, "remote stores: take this many units of a key at a time and admit from them in process (0: off; see store/lease for the bounded error)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a leased slice is used before its unused units go back to the store")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", resilient.DefaultTimeout, "deadline of each remote store call before --on-store-error applies, at least 1ms")
@@ -254,7 +255,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	// The store's breaker openings and errors are logged, then through the
 	// server's events once it exists.
 	storeLog := server.NewStoreLog(log)
-	st, err := openStore(f, policyOnErr, storeLog.Hooks(m.StoreHooks()))
+	st, err := openStore(f, policyOnErr, storeLog.Hooks(m.StoreHooks()), log)
 	if err != nil {
 		return err
 	}
@@ -397,9 +398,15 @@ func (f *serveFlags) loadConfig() (*policy.Config, string, error) {
 
 // openStore opens the store URL; a remote store is wrapped with the
 // timeout, breaker, failure policy and over-limit cache, observed by hooks,
-// and with local leases when --lease-slice is set.
-func openStore(f serveFlags, p resilient.Policy, hooks resilient.Hooks) (store.Store, error) {
-	st, err := storeurl.Open(f.store, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)))
+// and with local leases when --lease-slice is set. With --start-degraded, a
+// remote store that cannot be reached yet is opened in the background
+// (storeurl.OpenRetrying, logging to log) while the failure policy answers.
+func openStore(f serveFlags, p resilient.Policy, hooks resilient.Hooks, log *slog.Logger) (store.Store, error) {
+	open := storeurl.Open
+	if f.startDegraded {
+		open = storeurl.OpenRetrying
+	}
+	st, err := open(f.store, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)), storeurl.WithLogger(log))
 	if err != nil {
 		// The flag, its value and what is wrong, each once.
 		if ue, ok := errors.AsType[*storeurl.URLError](err); ok {
