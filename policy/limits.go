@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 )
@@ -61,6 +62,57 @@ func fingerprint(p algo.Params) string {
 		fmt.Fprintf(&b, "/%d", p.SubWindows)
 	}
 	return b.String()
+}
+
+// KeyLayout reads back the state layout a store key of the Engine names
+// after its last '#' (fingerprint's text, with "override:" before it for
+// a per-descriptor limit and a "~role" after it for a derived limit's
+// key: docs/STORES.md, "Store keys"). The Params hold the Algorithm and,
+// for a fixed or a sliding window, the Period or Calendar and a sliding
+// window's SubWindows; another algorithm's period is not read. ok is
+// false for a key that names no layout. The admin API uses it to find a
+// window's counters on a store that names them after the window
+// (memcached).
+func KeyLayout(key string) (p algo.Params, ok bool) {
+	i := strings.LastIndexByte(key, '#')
+	if i < 0 {
+		return p, false
+	}
+	fp, _, _ := strings.Cut(key[i+1:], "~")
+	fp = strings.TrimPrefix(fp, "override:")
+	name, period, ok := strings.Cut(fp, ":")
+	if !ok {
+		return p, false
+	}
+	kind, err := algo.ParseKind(name)
+	if err != nil || kind.String() != name {
+		return p, false
+	}
+	p.Algorithm = kind
+	if kind != algo.FixedWindow && kind != algo.SlidingWindow {
+		return p, true
+	}
+	period, sub, hasSub := strings.Cut(period, "/")
+	switch {
+	case kind == algo.FixedWindow && period == algo.CalendarMonth.String():
+		p.Calendar = algo.CalendarMonth
+	case kind == algo.FixedWindow && period == algo.CalendarYear.String():
+		p.Calendar = algo.CalendarYear
+	default:
+		us, err := strconv.ParseInt(period, 10, 64)
+		if err != nil || us <= 0 || us > 1<<53 {
+			return p, false
+		}
+		p.Period = time.Duration(us) * time.Microsecond
+	}
+	if hasSub {
+		n, err := strconv.Atoi(sub)
+		if err != nil || kind != algo.SlidingWindow || n < 2 {
+			return p, false
+		}
+		p.SubWindows = n
+	}
+	return p, true
 }
 
 // deriveLimits compiles the limits of rule r from params p (the rule's own,

@@ -1,16 +1,14 @@
 package server
 
 import (
-	"strconv"
-	"strings"
-	"time"
-
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
 )
 
 // keyWindowLimit reads the state layout a store key of the policy engine
-// names after its last '#' (docs/STORES.md, "Store keys"): the
+// names after its last '#' (policy.KeyLayout; docs/STORES.md, "Store
+// keys"): the
 // algorithm, its period in µs or calendar unit, a sliding window's
 // sub-windows, an "override:" before them and a "~…" suffix after them
 // for derived keys:
@@ -25,48 +23,18 @@ import (
 // algorithm, whose state the key alone locates, and known false for a key
 // that names no layout it can read.
 func keyWindowLimit(key string) (l *algo.Limit, known bool) {
-	i := strings.LastIndexByte(key, '#')
-	if i < 0 {
+	p, ok := policy.KeyLayout(key)
+	switch {
+	case !ok:
 		return nil, false
-	}
-	fp, _, _ := strings.Cut(key[i+1:], "~")
-	fp = strings.TrimPrefix(fp, "override:")
-	name, period, ok := strings.Cut(fp, ":")
-	if !ok {
-		return nil, false
-	}
-	kind, err := algo.ParseKind(name)
-	if err != nil || kind.String() != name {
-		return nil, false
-	}
-	if kind != algo.FixedWindow && kind != algo.SlidingWindow {
+	case p.Algorithm != algo.FixedWindow && p.Algorithm != algo.SlidingWindow:
 		return nil, true
 	}
-	p := algo.Params{Algorithm: kind, Limit: 1}
-	period, sub, hasSub := strings.Cut(period, "/")
-	switch {
-	case kind == algo.FixedWindow && period == algo.CalendarMonth.String():
-		p.Calendar = algo.CalendarMonth
-	case kind == algo.FixedWindow && period == algo.CalendarYear.String():
-		p.Calendar = algo.CalendarYear
-	default:
-		us, err := strconv.ParseInt(period, 10, 64)
-		if err != nil || us <= 0 || us > 1<<53 {
-			return nil, false
-		}
-		p.Period = time.Duration(us) * time.Microsecond
+	p.Limit = 1
+	if l, err := algo.Compile(p); err == nil {
+		return l, true
 	}
-	if hasSub {
-		n, err := strconv.Atoi(sub)
-		if err != nil || kind != algo.SlidingWindow || n < 2 {
-			return nil, false
-		}
-		p.SubWindows = n
-	}
-	if l, err = algo.Compile(p); err != nil {
-		return nil, false
-	}
-	return l, true
+	return nil, false
 }
 
 // requestInspector returns the store under s.store's wrappers (each one's
