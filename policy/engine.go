@@ -804,8 +804,6 @@ func (e *Engine) appendBaseKey(b []byte, domain string, tag bool, l *Rule, entri
 		}
 		if tag && i == 0 {
 			b = append(b, '}')
-		}
-		if tag && i == 0 {
 			path0 = len(b)
 		}
 	}
