@@ -421,20 +421,7 @@ func TestUpgradePassesThrough(t *testing.T) {
 			http.Error(w, "upgrade expected", 400)
 			return
 		}
-		conn, rw, ok := upgrade(w)
-		if !ok {
-			return
-		}
-		defer conn.Close()
-		// Echo lines until the client closes.
-		for {
-			line, err := rw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			rw.WriteString("echo " + line)
-			rw.Flush()
-		}
+		echoUpgraded(w)
 	}))
 	defer up.Close()
 	cfg := `
@@ -636,6 +623,24 @@ func upgrade(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, bool) {
 	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 	rw.Flush()
 	return conn, rw, true
+}
+
+// echoUpgraded upgrades w's connection (upgrade) and answers each line
+// the client sends with "echo " and the line, until the client closes.
+func echoUpgraded(w http.ResponseWriter) {
+	conn, rw, ok := upgrade(w)
+	if !ok {
+		return
+	}
+	defer conn.Close()
+	for {
+		line, err := rw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		rw.WriteString("echo " + line)
+		rw.Flush()
+	}
 }
 
 // uploadSlowly POSTs 50 bytes to url in 5 pieces 80 ms apart (real time: a

@@ -123,21 +123,7 @@ func TestUpstreamTimeout(t *testing.T) {
 
 // A websocket is not bounded by the upstream timeout once upgraded.
 func TestUpstreamTimeoutSparesUpgrades(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, ok := upgrade(w)
-		if !ok {
-			return
-		}
-		defer conn.Close()
-		for {
-			line, err := rw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			rw.WriteString("echo " + line)
-			rw.Flush()
-		}
-	}))
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { echoUpgraded(w) }))
 	defer up.Close()
 	srv := front(t, engine(t, timeoutConfig, nil), up.URL, gateway.WithUpstreamTimeout(100*time.Millisecond))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
