@@ -1022,13 +1022,7 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 // caller's cancellation does not end (the store's own timeouts bound it).
 // What the store cannot give back is left to expire.
 func (e *Engine) giveBackTaken(ctx context.Context, p *plan, resp *Response) {
-	ctx = context.WithoutCancel(ctx)
-	if len(p.charged) > 0 {
-		_ = e.st.Refund(ctx, p.charged)
-	}
-	if len(resp.leases) > 0 {
-		_ = e.st.Release(ctx, resp.leases)
-	}
+	_ = e.Refund(context.WithoutCancel(ctx), Response{charged: p.charged, leases: resp.leases})
 }
 
 // took records what an admitted Take of reqs (its Result res) charged: the
