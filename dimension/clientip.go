@@ -110,6 +110,18 @@ func (p Proxies) ClientIP(r *http.Request) netip.Addr {
 	return p.walkXFF(r.Header["X-Forwarded-For"], peer)
 }
 
+// TrustsEveryPeer reports whether a trusted network holds every IPv4 or
+// every IPv6 address (0.0.0.0/0, ::/0, ::ffff:0:0/96): then every peer is
+// a trusted proxy, and any client can choose the address it is keyed by.
+func (p Proxies) TrustsEveryPeer() bool {
+	for _, pfx := range p.Trusted {
+		if pfx.Bits() == 0 || (pfx.Addr().Is4In6() && pfx.Bits() <= 96) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p Proxies) trusted(a netip.Addr) bool {
 	for _, pfx := range p.Trusted {
 		if pfx.Contains(a) {

@@ -17,6 +17,11 @@ type Spec struct {
 	// TrustedProxies are the networks of the proxies whose ProxyHeader is
 	// believed, as CIDRs ("10.0.0.0/8", "2001:db8::/32") or single
 	// addresses. Empty: nobody is trusted, the client is the direct peer.
+	// A network holding every address (0.0.0.0/0, ::/0) trusts every
+	// peer, so any client picks its own address, and so its key, by
+	// sending the header: use it only where no client reaches the listener
+	// but through the proxies (Proxies.TrustsEveryPeer; the gateway's
+	// configuration check warns of it).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// ProxyHeader is the header the trusted proxies fill in:
 	// "x-forwarded-for" (the default), "forwarded" (RFC 7239) or

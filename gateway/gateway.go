@@ -424,6 +424,11 @@ func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err er
 			continue
 		}
 		found = true
+		if s.proxies.TrustsEveryPeer() {
+			warnings = append(warnings, policy.Problem{File: dom.Pos.File, Line: dom.Pos.Line, Message: fmt.Sprintf(
+				"gateway: trusted_proxies of domain %s holds every address, so every peer is trusted and any client picks the address it is limited by with %s; list only your proxies' networks",
+				dom.Name, s.proxies.Header)})
+		}
 		for i, rs := range s.compiled {
 			if rs.spec == nil {
 				continue

@@ -352,3 +352,43 @@ descriptors:
 		t.Errorf("warnings: %v, want one, for /web/v1 only", warnings)
 	}
 }
+
+// A trusted_proxies network that holds every address makes every peer a
+// proxy, so any client picks the address it is limited by: Check warns,
+// naming the header a client would forge; listing real proxies does not.
+func TestCheckWarnsOfTrustingEveryPeer(t *testing.T) {
+	for _, tc := range []struct {
+		proxies string
+		warn    bool
+	}{
+		{"[0.0.0.0/0]", true},
+		{"[10.0.0.0/8, '::/0']", true},
+		{"['::ffff:0:0/96']", true},
+		{"[10.0.0.0/8, 192.168.0.0/16]", false},
+		{"[]", false},
+	} {
+		cfg, err := policy.Parse("p.yaml", []byte(`domain: edge
+gateway:
+  trusted_proxies: `+tc.proxies+`
+  routes:
+    - descriptors:
+        - entries: [{source: remote_address}]
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings, err := gateway.Check(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := len(warnings) == 1 && strings.HasPrefix(warnings[0].String(),
+			"p.yaml:1: gateway: trusted_proxies of domain edge holds every address") &&
+			strings.Contains(warnings[0].String(), "X-Forwarded-For")
+		if got != tc.warn || len(warnings) > 1 {
+			t.Errorf("trusted_proxies %s: warnings %v, want a warning: %v", tc.proxies, warnings, tc.warn)
+		}
+	}
+}

@@ -251,6 +251,7 @@ type MissingFallbackError struct {
 	Rules []*policy.Rule
 }
 
+// Error names each rule and the fallback it wants, joined by "; ".
 func (e *MissingFallbackError) Error() string {
 	var b strings.Builder
 	b.WriteString("middleware: ")

@@ -66,6 +66,7 @@ type LeaseError struct {
 	Err error
 }
 
+// Error reads "<ErrBadRequest>: lease <Index>: <Err>".
 func (e *LeaseError) Error() string {
 	return fmt.Sprintf("%v: lease %d: %v", ErrBadRequest, e.Index, e.Err)
 }

@@ -12,6 +12,12 @@
 // returns. Functions that read the request (dimension.WithUser,
 // middleware.WithCost, ...) can reach the gin.Context with [Context], e.g.
 // to read what an authentication handler stored with c.Set.
+//
+// The client address a remote_address descriptor uses is Floodgate's own
+// (dimension.Spec's TrustedProxies, nobody trusted by default), not gin's
+// c.ClientIP(), which trusts every proxy's X-Forwarded-For until
+// router.SetTrustedProxies is called. Give both the same proxies, or the
+// address a log line shows may not be the one the request was limited by.
 package ginlimit
 
 import (

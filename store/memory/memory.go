@@ -676,8 +676,9 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Close stops the janitor, waits for it and drops every key. Every method
-// then returns an error wrapping store.ErrClosed, Close included.
+// Close stops the janitor, waits for it and drops every key. Every other
+// method then returns an error wrapping store.ErrClosed; a second Close
+// returns nil, as every store's does.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil // closed already, as every store's second Close
