@@ -97,6 +97,32 @@ type Renewer interface {
 	Renew(ctx context.Context, reqs []Request) error
 }
 
+// Partitioner is implemented by stores whose keys live on several failure
+// domains — a Redis Cluster's masters, a memcached ring's servers — that
+// fail one at a time; optional. A wrapper that stops calling a failing
+// store (store/resilient's circuit breaker) keeps one breaker per
+// partition, so that a dead node stops the calls for its keys only, not
+// for every key.
+//
+// Partitions are small numbers, fixed for the store's life: a key is in
+// the same partition at every call (a partition need not follow a key's
+// node through a failover or a resharding). A store with one failure
+// domain (a standalone Redis, a single memcached server) reports 1
+// partition, or does not implement Partitioner.
+type Partitioner interface {
+	// Partitions returns the number of partitions, at least 1 and the same
+	// at every call.
+	Partitions() int
+	// Partition returns the partition of key, in [0, Partitions()). It is
+	// called on every decision: it must be cheap, allocation-free in the
+	// common case, and safe for concurrent use.
+	Partition(key string) int
+	// PartitionName describes partition p for an operator's log ("slots
+	// 0-255", "server 10.0.0.8:11211"); "" when the store has one
+	// partition.
+	PartitionName(p int) string
+}
+
 // Inspector is implemented by stores that can report a key's raw state for
 // introspection (the admin API); optional.
 type Inspector interface {

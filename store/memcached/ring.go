@@ -77,12 +77,7 @@ func (r *ring) server(mkey string) int {
 	if len(r.addrs) == 1 {
 		return 0
 	}
-	h := ketamaHash(hashPart(mkey))
-	i, _ := slices.BinarySearch(r.points, h)
-	if i == len(r.points) {
-		i = 0
-	}
-	return r.owner[i]
+	return r.serverOfHash(ketamaHash(hashPart(mkey)))
 }
 
 // PickServer implements memcache.ServerSelector.
