@@ -55,6 +55,11 @@ type CircuitOpenError struct {
 	// failing. A log can report the first opening and then changes of
 	// Last's text only.
 	Reopened bool
+	// Partition names the failure domain whose breaker opened when the
+	// store has one breaker per partition (store.Partitioner's
+	// PartitionName: "slots 5376-5631", "server 10.0.0.8:11211"); "" when
+	// it has one breaker.
+	Partition string
 }
 
 // maxCause bounds the length of Last's text in Error: a script error can
@@ -62,7 +67,9 @@ type CircuitOpenError struct {
 const maxCause = 300
 
 // Error says "resilient: circuit open after N consecutive failures; last:"
-// and the last failure's text, cut at 300 bytes.
+// and the last failure's text, cut at 300 bytes; with a Partition,
+// "resilient: circuit open for slots 5376-5631 after N consecutive
+// failures; last: …".
 func (e *CircuitOpenError) Error() string {
 	last := "unknown"
 	if e.Last != nil {
@@ -74,6 +81,9 @@ func (e *CircuitOpenError) Error() string {
 			cut--
 		}
 		last = last[:cut] + "…"
+	}
+	if e.Partition != "" {
+		return fmt.Sprintf("resilient: circuit open for %s after %d consecutive failures; last: %s", e.Partition, e.Failures, last)
 	}
 	return fmt.Sprintf("resilient: circuit open after %d consecutive failures; last: %s", e.Failures, last)
 }
@@ -91,6 +101,7 @@ type breaker struct {
 	tripped  int // failures since the breaker was last closed, probes included
 	openErr  *CircuitOpenError
 	openedAt time.Time
+	name     string // CircuitOpenError.Partition
 	limit    int
 	cooldown time.Duration
 	now      func() time.Time
@@ -163,7 +174,7 @@ func (b *breaker) failure(probe bool, err error) {
 // trip opens the breaker on err, again after a failed probe when reopen
 // is set; b.mu is held.
 func (b *breaker) trip(err error, reopen bool) {
-	b.openErr = &CircuitOpenError{Failures: b.tripped, Last: err, Reopened: reopen}
+	b.openErr = &CircuitOpenError{Failures: b.tripped, Last: err, Reopened: reopen, Partition: b.name}
 	b.openedAt = b.now()
 	b.set(Open)
 	if b.onTrip != nil {
@@ -187,7 +198,7 @@ func (b *breaker) cancelProbe() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == HalfOpen {
-		b.state = Open // openedAt is unchanged: the next call probes again
+		b.set(Open) // openedAt is unchanged: the next call probes again
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package resilient wraps a store.Store so that a slow or failed store never
-// stalls or breaks the caller: every call has a deadline, a circuit breaker
-// stops calling a store that keeps failing, and a failure policy answers in
-// its place. It also keeps a cache of keys known to be over their limit, so
+// stalls or breaks the caller: every call has a deadline, circuit breakers
+// stop calling a store (or the part of it) that keeps failing, and a failure
+// policy answers in its place. It also keeps a cache of keys known to be over their limit, so
 // that requests for them cost no store call until the limit resets.
 //
 // # Failure policy
@@ -12,7 +12,9 @@
 //
 //   - FailOpen admits the request (Decision.Allowed, Remaining reported as
 //     the capacity less the cost, as for a fresh key).
-//   - FailClosed refuses it, with RetryAfter the breaker's cool-down.
+//   - FailClosed refuses it, with RetryAfter the breaker's cool-down (what
+//     remains of it while the breaker is open; the longest of the breakers
+//     of the keys' partitions).
 //   - FailLocal decides it on an in-process memory store whose limits are the
 //     store's limits divided by the expected number of instances
 //     (WithInstances): each limit L becomes max(1, ⌊L ÷ N⌋), and likewise the
@@ -48,12 +50,36 @@
 // store: the request is answered by the policy and the stray charge only
 // ever refuses more, never admits more.
 //
-// The breaker opens after a number of consecutive failures (WithBreaker,
+// A breaker opens after a number of consecutive failures (WithBreaker,
 // 5 by default) and then sends nothing to the store for a cool-down (1 s by
 // default). After the cool-down one call goes through as a probe while the
 // others are still answered by the policy: its success closes the breaker,
 // its failure opens it for another cool-down. Recovery after the store
 // returns therefore takes at most one cool-down plus one call.
+//
+// A store whose keys live on several nodes that fail one at a time — a
+// Redis Cluster's masters, a memcached ring's servers — says so by
+// implementing store.Partitioner (the wrapped store or one down its Unwrap
+// chain, such as store/lease or storeurl.OpenRetrying; a store opened in
+// the background is looked for again after the first call that succeeds).
+// The Store then keeps one breaker per partition: a call asks the breakers
+// of its keys' partitions, and the failures of a dead node open the
+// breakers of its partitions only, so that the keys of the live nodes are
+// still decided by the store, and the successes of the live nodes do not
+// reset the count of the dead one's failures. Redis partitions a Cluster
+// into 64 ranges of 256 hash slots, memcached by server (see their
+// Partitions methods). A call over keys of several partitions (a Take of a
+// hierarchy) goes to the store only when every one of their breakers lets
+// it, and is answered by the policy otherwise; its success or failure
+// counts for each of them, since it cannot tell which node failed. The
+// cost per call is one atomic load and, for a Partitioner, its Partition
+// of each key (a hash; no lock, map or allocation).
+//
+// Breaker reports the worst state of the breakers (open, then half-open,
+// then closed), Breakers each one. Hooks.State follows the worst state,
+// Hooks.PartitionState each breaker with the number open, and
+// Hooks.Tripped and CircuitOpenError name the partition that opened
+// (CircuitOpenError.Partition: "slots 5376-5631", "server 10.0.0.8:11211").
 //
 // # Over-limit cache
 //
@@ -77,7 +103,7 @@
 // # Clock and concurrency
 //
 // A Store is safe for concurrent use. It reads the time from WithClock
-// (time.Now by default) for the cache and the breaker's cool-down; the
+// (time.Now by default) for the cache and the breakers' cool-down; the
 // decisions themselves keep the wrapped store's clock. The package uses only
 // the standard library and the core Floodgate packages.
 package resilient

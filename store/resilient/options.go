@@ -62,20 +62,32 @@ const (
 var ErrInvalidOption = errors.New("resilient: invalid option")
 
 // Hooks observe the wrapper's work, for metrics and logs. Any of them may be
-// nil. They are called synchronously and must be quick.
+// nil. They are called synchronously and must be quick; State,
+// PartitionState and Tripped are called with a breaker's lock held and
+// must not call the Store.
 type Hooks struct {
 	// Call is called after every call that reached the store, with the
 	// operation ("take", "peek", "refund", "release", "reset", "inspect",
 	// "ping"), its latency and its error (nil on success; a timeout is an
 	// error wrapping store.ErrUnavailable).
 	Call func(op string, latency time.Duration, err error)
-	// State is called when the breaker changes state.
+	// State is called when the state Store.Breaker reports changes: the
+	// breaker's, or with one breaker per partition (store.Partitioner) the
+	// worst of theirs (open, then half-open, then closed), so that a
+	// single gauge says whether any keys are answered by the policy.
 	State func(from, to BreakerState)
-	// Tripped is called when the breaker opens (after State), from closed
-	// or again after a failed probe (err.Reopened: once per cool-down while
-	// the store keeps failing), with the error calls get while it stays
-	// open: the consecutive failures and the last one, the store's own
-	// text (READONLY, NOPERM, MOVED, OOM, a refused connection), for a log.
+	// PartitionState is called when one breaker changes state, before
+	// State, with the partition it guards and how many breakers are open
+	// or half-open now; with one breaker, for it too (partition 0, no
+	// name).
+	PartitionState func(c PartitionChange)
+	// Tripped is called when a breaker opens (after PartitionState and
+	// State), from closed or again after a failed probe (err.Reopened:
+	// once per cool-down while the store keeps failing), with the error
+	// calls get while it stays open: the consecutive failures and the last
+	// one, the store's own text (READONLY, NOPERM, MOVED, OOM, a refused
+	// connection), and the partition (err.Partition) when the store has
+	// one breaker per partition, for a log.
 	Tripped func(err *CircuitOpenError)
 	// Fallback is called when the failure policy answers a Take or Peek in
 	// the store's place; cause is the store's error or, while the breaker

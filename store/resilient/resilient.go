@@ -19,13 +19,22 @@ import (
 // to the store. It wraps store.ErrUnavailable.
 var ErrCircuitOpen = fmt.Errorf("resilient: circuit open: %w", store.ErrUnavailable)
 
-// Store is a store.Store that wraps another with a timeout, a circuit
-// breaker, a failure policy and an over-limit cache. Create it with New.
+// Store is a store.Store that wraps another with a timeout, circuit
+// breakers (one per partition of a store.Partitioner, else one), a failure
+// policy and an over-limit cache. Create it with New.
 type Store struct {
 	inner store.Store
 	cfg   config
-	br    breaker
 	cache *overLimit // nil: disabled
+
+	dom atomic.Pointer[domains]
+	// pending is set while a link of inner's Unwrap chain is missing (a
+	// store opened in the background): the Partitioner is looked for
+	// again after a call succeeds.
+	pending atomic.Bool
+	// stateMu orders the breakers' changes and guards the domains' counts.
+	stateMu sync.Mutex
+	worst   atomic.Int32 // BreakerState: what Breaker reports
 
 	localMu sync.Mutex
 	local   atomic.Pointer[store.Store]
@@ -42,14 +51,16 @@ var (
 //   - WithTimeout(50ms): deadline of every store call
 //   - WithPolicy(FailOpen): what answers when the store cannot
 //   - WithInstances(1): instances sharing the store, for FailLocal
-//   - WithBreaker(5, 1s): consecutive failures that open the breaker, cool-down
+//   - WithBreaker(5, 1s): consecutive failures that open a breaker, cool-down
 //   - WithOverLimitCache(100000): keys kept as over limit; 0 disables
 //   - WithOverLimitCacheTTL(1s): longest a cached refusal is trusted
 //   - WithClock(time.Now): clock of the cache and the breaker
 //   - WithHooks(Hooks{}): observers
 //   - WithLocalStore(nil): FailLocal's store; nil means a store/memory Store
 //
-// The Store owns st: Close closes it.
+// When st, or a store down its Unwrap chain, is a store.Partitioner of
+// more than one partition (a Redis Cluster, a memcached ring), each
+// partition has a breaker of its own. The Store owns st: Close closes it.
 func New(st store.Store, opts ...Option) (*Store, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
@@ -76,7 +87,9 @@ func New(st store.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{inner: st, cfg: c}
-	s.br = breaker{limit: c.failures, cooldown: c.cooldown, now: c.clock, onChange: c.hooks.State, onTrip: c.hooks.Tripped}
+	part, known := findPartitioner(st)
+	s.dom.Store(s.newDomains(part))
+	s.pending.Store(!known)
 	if c.cacheKeys > 0 {
 		s.cache = newOverLimit(c.cacheKeys, c.cacheTTL)
 	}
@@ -92,8 +105,10 @@ func (s *Store) Unwrap() store.Store { return s.inner }
 // Policy returns the failure policy.
 func (s *Store) Policy() Policy { return s.cfg.policy }
 
-// Breaker returns the breaker's state.
-func (s *Store) Breaker() BreakerState { return s.br.get() }
+// Breaker returns the breaker's state; with one breaker per partition, the
+// worst of theirs: Open when any is open, else HalfOpen when any is half-open,
+// else Closed. Breakers returns each.
+func (s *Store) Breaker() BreakerState { return BreakerState(s.worst.Load()) }
 
 // CachedKeys returns the number of keys the over-limit cache holds.
 func (s *Store) CachedKeys() int {
@@ -146,6 +161,12 @@ type job struct {
 	out  []algo.Decision
 	res  store.Result
 	done chan error // capacity 1: the goroutine never blocks
+	// dom and parts are the breakers the call asks (see route); probes[i]
+	// is set when the call is parts[i]'s half-open probe. The goroutine
+	// never reads them.
+	dom    *domains
+	parts  []int
+	probes []bool
 	// abandoned is set by the caller that left at the deadline; the
 	// goroutine never reads it.
 	abandoned bool
@@ -154,7 +175,7 @@ type job struct {
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan error, 1)} }}
 
 // getJob returns a job running run with a copy of reqs and room for as
-// many decisions.
+// many decisions, routed to the breakers of reqs' keys.
 func (s *Store) getJob(run func(*job) error, reqs []store.Request) *job {
 	j := jobs.Get().(*job)
 	j.s, j.run = s, run
@@ -163,6 +184,7 @@ func (s *Store) getJob(run func(*job) error, reqs []store.Request) *job {
 		j.out = make([]algo.Decision, len(reqs))
 	}
 	j.out = j.out[:len(reqs)]
+	j.route(s.dom.Load(), len(reqs), func(i int) string { return reqs[i].Key })
 	return j
 }
 
@@ -172,7 +194,7 @@ func putJob(j *job) {
 		return
 	}
 	clear(j.reqs) // keys and limits are the caller's: keep them alive no longer
-	*j = job{reqs: j.reqs[:0], out: j.out[:0], done: j.done}
+	*j = job{reqs: j.reqs[:0], out: j.out[:0], parts: j.parts[:0], probes: j.probes[:0], done: j.done}
 	jobs.Put(j)
 }
 
@@ -189,22 +211,43 @@ func runPeek(j *job) error { return j.s.inner.Peek(j.ctx, j.reqs, j.out) }
 func runFn(j *job) error { return j.fn(j.ctx) }
 
 // callFunc runs f against the store as call does, for the calls that are
-// not worth a job of their own.
-func (s *Store) callFunc(ctx context.Context, op string, f func(ctx context.Context) error) (outcome, error) {
+// not worth a job of their own, under the breakers of reqs' keys.
+func (s *Store) callFunc(ctx context.Context, op string, reqs []store.Request, f func(ctx context.Context) error) (outcome, error) {
 	j := s.getJob(runFn, nil)
+	j.route(s.dom.Load(), len(reqs), func(i int) string { return reqs[i].Key })
 	j.fn = f
 	defer putJob(j)
 	return s.call(ctx, op, j)
 }
 
-// call runs j against the store under the breaker and the timeout. It
-// returns the call's outcome and error; when the breaker refuses the call it
-// returns failed and its *CircuitOpenError without running j. When the
-// deadline passes first, j is marked abandoned.
+// callKeys is callFunc for calls given keys alone.
+func (s *Store) callKeys(ctx context.Context, op string, keys []string, f func(ctx context.Context) error) (outcome, error) {
+	j := s.getJob(runFn, nil)
+	j.route(s.dom.Load(), len(keys), func(i int) string { return keys[i] })
+	j.fn = f
+	defer putJob(j)
+	return s.call(ctx, op, j)
+}
+
+// call runs j against the store under its breakers and the timeout. It
+// returns the call's outcome and error; when a breaker refuses the call it
+// returns failed and that breaker's *CircuitOpenError without running j.
+// When the deadline passes first, j is marked abandoned. The outcome
+// counts for every breaker j asked: a call over several partitions cannot
+// tell which of them failed.
 func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
-	allowed, probe := s.br.allow()
-	if !allowed {
-		return failed, s.br.refusal()
+	d := j.dom
+	for i, p := range j.parts {
+		allowed, probe := d.brs[p].allow()
+		if !allowed {
+			for k := range i {
+				if j.probes[k] {
+					d.brs[j.parts[k]].cancelProbe()
+				}
+			}
+			return failed, d.brs[p].refusal()
+		}
+		j.probes[i] = probe
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
@@ -229,17 +272,33 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 		h(op, time.Since(start), err)
 	}
 	o := classify(ctx, err)
-	switch o {
-	case ok, contended:
-		s.br.success(probe)
-	case failed:
-		s.br.failure(probe, err)
-	default:
-		if probe {
-			s.br.cancelProbe()
+	for i, p := range j.parts {
+		b, probe := &d.brs[p], j.probes[i]
+		switch o {
+		case ok, contended:
+			b.success(probe)
+		case failed:
+			b.failure(probe, err)
+		default:
+			if probe {
+				b.cancelProbe()
+			}
 		}
 	}
+	if o == ok && s.pending.Load() {
+		s.resolve()
+	}
 	return o, err
+}
+
+// retryAfter is how long until the breakers of j's partitions all let a
+// call through (see breaker.retryAfter).
+func (j *job) retryAfter() time.Duration {
+	var d time.Duration
+	for _, p := range j.parts {
+		d = max(d, j.dom.brs[p].retryAfter())
+	}
+	return d
 }
 
 // Take decides reqs on the store; see the package documentation for the
@@ -270,7 +329,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	case callers:
 		return store.Result{}, err
 	}
-	return s.fallbackTake(ctx, reqs, out, err)
+	return s.fallbackTake(ctx, j, reqs, out, err)
 }
 
 func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
@@ -289,7 +348,7 @@ func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (store.Resu
 	return store.Result{Allowed: false, At: now}, hit
 }
 
-func (s *Store) fallbackTake(ctx context.Context, reqs []store.Request, out []algo.Decision, cause error) (store.Result, error) {
+func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, cause error) (store.Result, error) {
 	if h := s.cfg.hooks.Fallback; h != nil {
 		h("take", s.cfg.policy, cause)
 	}
@@ -302,7 +361,7 @@ func (s *Store) fallbackTake(ctx context.Context, reqs []store.Request, out []al
 		}
 		return store.Result{Allowed: true, At: now, Fallback: true}, nil
 	case FailClosed:
-		retry := s.br.retryAfter()
+		retry := j.retryAfter()
 		for i := range reqs {
 			out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: retry, ResetAfter: retry}
 		}
@@ -346,7 +405,7 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 		return nil
 	case FailClosed:
-		retry := s.br.retryAfter()
+		retry := j.retryAfter()
 		for i := range reqs {
 			out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: retry, ResetAfter: retry}
 		}
@@ -369,7 +428,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	}
 	s.dropCached(reqs)
 	rs := append([]store.Request(nil), reqs...)
-	o, err := s.callFunc(ctx, "refund", func(ctx context.Context) error { return s.inner.Refund(ctx, rs) })
+	o, err := s.callFunc(ctx, "refund", reqs, func(ctx context.Context) error { return s.inner.Refund(ctx, rs) })
 	if o == callers {
 		return err
 	}
@@ -392,7 +451,7 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 		return err
 	}
 	rs := append([]store.Request(nil), reqs...)
-	o, err := s.callFunc(ctx, "release", func(ctx context.Context) error { return s.inner.Release(ctx, rs) })
+	o, err := s.callFunc(ctx, "release", reqs, func(ctx context.Context) error { return s.inner.Release(ctx, rs) })
 	var lerr error
 	if local := s.localIfAny(); local != nil {
 		lerr = local.Release(ctx, s.divide(reqs))
@@ -413,7 +472,7 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 	o, err := ok, error(nil)
 	if rn, isRenewer := s.inner.(store.Renewer); isRenewer {
 		rs := append([]store.Request(nil), reqs...)
-		o, err = s.callFunc(ctx, "renew", func(ctx context.Context) error { return rn.Renew(ctx, rs) })
+		o, err = s.callFunc(ctx, "renew", reqs, func(ctx context.Context) error { return rn.Renew(ctx, rs) })
 	}
 	var lerr error
 	if local, isRenewer := s.localIfAny().(store.Renewer); isRenewer {
@@ -463,7 +522,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 		}
 	}
 	ks := append([]string(nil), keys...)
-	_, err := s.callFunc(ctx, "reset", func(ctx context.Context) error { return s.inner.Reset(ctx, ks...) })
+	_, err := s.callKeys(ctx, "reset", keys, func(ctx context.Context) error { return s.inner.Reset(ctx, ks...) })
 	return err
 }
 
@@ -476,7 +535,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	}
 	var st algo.State
 	var found bool
-	_, err := s.callFunc(ctx, "inspect", func(ctx context.Context) error {
+	_, err := s.callKeys(ctx, "inspect", []string{key}, func(ctx context.Context) error {
 		var err error
 		st, found, err = in.Inspect(ctx, key)
 		return err
@@ -497,7 +556,7 @@ const PingKey = "fg:__ping"
 func (s *Store) Ping(ctx context.Context) error {
 	reqs := []store.Request{{Key: PingKey, Limit: pingLimit}}
 	buf := make([]algo.Decision, 1)
-	_, err := s.callFunc(ctx, "ping", func(ctx context.Context) error { return s.inner.Peek(ctx, reqs, buf) })
+	_, err := s.callFunc(ctx, "ping", reqs, func(ctx context.Context) error { return s.inner.Peek(ctx, reqs, buf) })
 	return err
 }
 

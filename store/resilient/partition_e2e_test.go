@@ -1,0 +1,224 @@
+package resilient_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
+	"github.com/floodgate/floodgate/store/redis"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+// slotsPerRange is the width of the Redis store's partitions: 16384 hash
+// slots in 64 ranges.
+const slotsPerRange = 256
+
+// TestClusterMasterPausedClosed pauses (SIGSTOP) one master of a real
+// Redis Cluster under FailClosed. Its keys time out until their
+// partition's breaker opens, then are refused by the policy without a
+// store call; the keys of the other masters are decided by Redis all
+// along (Allowed, not Fallback), which one breaker for the whole store
+// did not do. Once the master resumes, its keys go back to Redis after
+// the cool-down. The load is sequential and bounded; the pause ends
+// within about a second, before the cluster would fail the master over
+// (cluster-node-timeout 3 s), though a failover would change nothing
+// here.
+func TestClusterMasterPausedClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses a Redis Cluster")
+	}
+	c := testserver.NewRedisCluster(t)
+	if c == nil {
+		return
+	}
+	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A timeout long enough for a healthy call under the race detector on
+	// a busy machine, short enough to trip within a few hundred ms; a
+	// cool-down that outlasts the checks while the master is paused.
+	const cooldown = 3 * time.Second
+	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailClosed),
+		resilient.WithTimeout(150*time.Millisecond), resilient.WithBreaker(5, cooldown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	nodes, err := c.ClusterNodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *testserver.ClusterNode
+	for i := range nodes {
+		if nodes[i].IsMaster() && len(nodes[i].Slots) > 0 {
+			victim = &nodes[i]
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatal("no master in CLUSTER NODES")
+	}
+	// Keys of the victim, all in one slot range it owns whole (their
+	// breaker opens after 5 timeouts), and keys of the other masters in
+	// ranges the victim has no slot of.
+	owns := func(slot int) bool { return victim.ServesSlot(slot) }
+	var theirs, ours []string
+	victimRange := -1
+	for i := 0; len(theirs) < 3 || len(ours) < 12; i++ {
+		if i > 100_000 {
+			t.Fatalf("found %d keys of the victim and %d others", len(theirs), len(ours))
+		}
+		k := "e2e:" + strconv.Itoa(i)
+		r := redis.Slot(k) / slotsPerRange
+		lo, hi := r*slotsPerRange, r*slotsPerRange+slotsPerRange-1
+		switch {
+		case owns(lo) && owns(hi) && (victimRange < 0 || victimRange == r):
+			if len(theirs) < 3 {
+				victimRange = r
+				theirs = append(theirs, k)
+			}
+		case !owns(lo) && !owns(hi) && !owns((lo+hi)/2):
+			if len(ours) < 12 {
+				ours = append(ours, k)
+			}
+		}
+	}
+	srv := c.Node(victim.Addr)
+	if srv == nil {
+		t.Fatalf("no node at %s", victim.Addr)
+	}
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour})
+	decide := func(k string) store.Result {
+		t.Helper()
+		res, err := s.Take(t.Context(), []store.Request{{Key: k, Limit: l, Cost: 1}}, make([]algo.Decision, 1))
+		if err != nil {
+			t.Fatalf("Take(%s): %v", k, err)
+		}
+		return res
+	}
+	for _, k := range append(append([]string(nil), theirs...), ours...) {
+		if res := decide(k); !res.Allowed || res.Fallback {
+			t.Fatalf("%s with the cluster healthy: %+v", k, res)
+		}
+	}
+
+	pause(t, srv)
+	defer srv.Resume()
+	paused := time.Now()
+	// The victim's keys fail (time out, mostly) until their breaker opens.
+	for i := 0; s.Breaker() != resilient.Open; i++ {
+		if i >= 10 {
+			t.Fatalf("the paused master's breaker is not open after %d failures", i)
+		}
+		if res := decide(theirs[i%len(theirs)]); res.Allowed || !res.Fallback {
+			t.Fatalf("take %d of a paused master's key: %+v, want the closed policy's refusal", i, res)
+		}
+	}
+	for round := range 3 {
+		for _, k := range ours {
+			if res := decide(k); !res.Allowed || res.Fallback {
+				t.Fatalf("round %d: %s of a live master, with the paused master's breaker open: %+v, want Redis' admission", round, k, res)
+			}
+		}
+		for _, k := range theirs {
+			start := time.Now()
+			res := decide(k)
+			if res.Allowed || !res.Fallback {
+				t.Fatalf("round %d: %s of the paused master: %+v, want the closed policy's refusal", round, k, res)
+			}
+			if el := time.Since(start); el > 100*time.Millisecond {
+				t.Fatalf("round %d: %s took %v with its breaker open", round, k, el)
+			}
+		}
+	}
+	t.Logf("checks done %v after the pause", time.Since(paused))
+	if time.Since(paused) > cooldown {
+		t.Fatalf("the checks took %v, longer than the cool-down", time.Since(paused))
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(cooldown + 10*time.Second)
+	for {
+		if res := decide(theirs[0]); res.Allowed && !res.Fallback {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the resumed master's keys are still answered by the policy")
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for a real process and the cool-down
+	}
+}
+
+// TestMemcachedServerDeadClosed kills one memcached of a ring of two under
+// FailClosed: the keys of the dead server are refused by the policy once
+// its breaker opens, and the keys of the live one are still decided by
+// memcached.
+func TestMemcachedServerDeadClosed(t *testing.T) {
+	a, b := testserver.NewMemcached(t), testserver.NewMemcached(t)
+	if a == nil || b == nil {
+		t.Skip("no memcached")
+	}
+	inner, err := memcached.Open("memcached://"+a.Addr+","+b.Addr, memcached.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailClosed),
+		resilient.WithTimeout(time.Second), resilient.WithBreaker(5, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var onA, onB []string
+	for i := 0; len(onA) < 5 || len(onB) < 5; i++ {
+		if i > 10_000 {
+			t.Fatal("the ring put every key on one server")
+		}
+		k := "mc-e2e:" + strconv.Itoa(i)
+		if inner.ServerFor(k) == b.Addr {
+			onB = append(onB, k)
+		} else {
+			onA = append(onA, k)
+		}
+	}
+	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 1000, Period: time.Hour})
+	decide := func(k string) store.Result {
+		t.Helper()
+		res, err := s.Take(t.Context(), []store.Request{{Key: k, Limit: l, Cost: 1}}, make([]algo.Decision, 1))
+		if err != nil {
+			t.Fatalf("Take(%s): %v", k, err)
+		}
+		return res
+	}
+	for _, k := range append(append([]string(nil), onA...), onB...) {
+		if res := decide(k); !res.Allowed || res.Fallback {
+			t.Fatalf("%s with both servers up: %+v", k, res)
+		}
+	}
+	if err := b.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 4 {
+		for _, k := range onB {
+			if res := decide(k); res.Allowed || !res.Fallback {
+				t.Fatalf("round %d: %s of the dead server: %+v, want the closed policy's refusal", round, k, res)
+			}
+		}
+		for _, k := range onA {
+			if res := decide(k); !res.Allowed || res.Fallback {
+				t.Fatalf("round %d: %s of the live server, after %d failures on the dead one: %+v, want memcached's admission",
+					round, k, (round+1)*len(onB), res)
+			}
+		}
+	}
+	if s.Breaker() != resilient.Open {
+		t.Fatalf("breaker %v after 20 failures on the dead server, want open", s.Breaker())
+	}
+}
