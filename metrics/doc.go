@@ -19,7 +19,11 @@
 //	store_errors_total{op}                 store calls that failed
 //	store_fallbacks_total{op,policy}       decisions the failure policy made
 //	over_limit_cache_hits_total            refusals answered without a store call
-//	circuit_state                          0 closed, 1 open, 2 half-open
+//	circuit_state                          0 closed, 1 open, 2 half-open; with a breaker
+//	                                       per partition, the worst (open if any is)
+//	circuit_open_partitions                breakers open or half-open (Redis Cluster
+//	                                       slot ranges, memcached servers; 0 or 1 for
+//	                                       a store with one breaker)
 //	queue_depth                            requests waiting in wait-strategy queues
 //	config_reloads_total{result}           hot reloads, result success or failure
 //	config_last_reload_success_timestamp_seconds

@@ -50,6 +50,7 @@ type Metrics struct {
 	fallbacks  *prometheus.CounterVec
 	cacheHits  prometheus.Counter
 	circuit    prometheus.Gauge
+	openParts  prometheus.Gauge
 	reloads    *prometheus.CounterVec
 	lastReload prometheus.Gauge
 	factor     *prometheus.GaugeVec
@@ -102,14 +103,16 @@ func New() *Metrics {
 	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "floodgate", Name: "over_limit_cache_hits_total",
 		Help: "Refusals answered by the over-limit cache without a store call."})
 	m.circuit = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "circuit_state",
-		Help: "Store circuit breaker: 0 closed, 1 open, 2 half-open."})
+		Help: "Store circuit breaker: 0 closed, 1 open, 2 half-open; with a breaker per partition (Redis Cluster slot ranges, memcached servers), the worst: open if any is."})
+	m.openParts = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "circuit_open_partitions",
+		Help: "Store circuit breakers open or half-open: partitions (Redis Cluster slot ranges, memcached servers) whose keys the failure policy answers."})
 	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_success_timestamp_seconds",
 		Help: "When the configuration in force was loaded."})
 	m.factor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "floodgate", Name: "adaptive_rate_factor",
 		Help: "Rate factor an adaptive controller applies to a rule."}, []string{"domain", "rule"})
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "queue_depth",
 		Help: "Requests waiting in wait-strategy queues."}, func() float64 { return float64(m.QueueDepth()) })
-	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.lastReload, m.factor, queue,
+	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.openParts, m.lastReload, m.factor, queue,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -371,10 +374,11 @@ func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
 // StoreHooks returns the resilient.Hooks that feed these metrics.
 func (m *Metrics) StoreHooks() resilient.Hooks {
 	return resilient.Hooks{
-		Call:     m.StoreCall,
-		State:    func(_, to resilient.BreakerState) { m.circuit.Set(float64(to)) },
-		Fallback: func(op string, p resilient.Policy, _ error) { m.fallbacks.WithLabelValues(op, p.String()).Inc() },
-		CacheHit: m.cacheHits.Inc,
+		Call:           m.StoreCall,
+		State:          func(_, to resilient.BreakerState) { m.circuit.Set(float64(to)) },
+		PartitionState: func(c resilient.PartitionChange) { m.openParts.Set(float64(c.Open)) },
+		Fallback:       func(op string, p resilient.Policy, _ error) { m.fallbacks.WithLabelValues(op, p.String()).Inc() },
+		CacheHit:       m.cacheHits.Inc,
 	}
 }
 

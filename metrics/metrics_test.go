@@ -62,6 +62,7 @@ func TestStoreHooks(t *testing.T) {
 	h.Call("take", 2*time.Millisecond, nil)
 	h.Call("take", 60*time.Millisecond, errors.New("down"))
 	h.State(resilient.Closed, resilient.Open)
+	h.PartitionState(resilient.PartitionChange{Partition: 3, Name: "slots 768-1023", From: resilient.Closed, To: resilient.Open, Open: 2, Partitions: 64})
 	h.Fallback("take", resilient.FailLocal, errors.New("down"))
 	h.CacheHit()
 	m.SetQueueDepth(func() int { return 7 })
@@ -72,6 +73,7 @@ func TestStoreHooks(t *testing.T) {
 		`floodgate_store_errors_total{op="take"} 1`,
 		`floodgate_store_duration_seconds_count{op="take"} 2`,
 		`floodgate_circuit_state 1`,
+		`floodgate_circuit_open_partitions 2`,
 		`floodgate_store_fallbacks_total{op="take",policy="local"} 1`,
 		`floodgate_over_limit_cache_hits_total 1`,
 		`floodgate_queue_depth 7`,

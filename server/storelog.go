@@ -30,8 +30,13 @@ const StoreLogInterval = time.Minute
 //
 //   - the breaker opening, with the failure that opened it (READONLY,
 //     NOPERM, a refused connection…), at WARN: "store circuit breaker
-//     opened: …". A re-opening after a failed probe is reported only when
-//     the cause changed;
+//     opened, …: …". With a breaker per partition (a Redis Cluster's slot
+//     ranges, a memcached ring's servers), the line names the partition
+//     ("store circuit breaker opened for slots 5376-5631, …"), and the
+//     partitions of one dead node, which open with one cause, make one
+//     line: the openings are rate-limited by cause, whichever partition
+//     they are of. A re-opening after a failed probe is reported only when
+//     the partition's cause changed;
 //   - store errors other than timeouts and connection errors (a replica's
 //     READONLY, an ACL's NOPERM, a Cluster node's MOVED, OOM, WRONGTYPE,
 //     memcached's server errors), at WARN: "store error on take: …".
@@ -56,8 +61,11 @@ type StoreLog struct {
 	now    func() time.Time
 	// errs are the store errors reported, by cause.
 	errs map[string]*reported
-	// trip is the cause of the breaker opening last reported.
-	trip reported
+	// trips are the breaker openings reported, by cause.
+	trips map[string]*reported
+	// tripCause is the cause of each partition's last opening, by
+	// partition name ("" for a store with one breaker), reported or not.
+	tripCause map[string]string
 }
 
 // reported is a cause's last line and what was left out since.
@@ -67,9 +75,15 @@ type reported struct {
 	skipped int
 }
 
-// maxCauses bounds the store errors StoreLog remembers; beyond it, those
-// reported longest ago are forgotten first.
+// maxCauses bounds the store errors, and the causes of breaker openings,
+// StoreLog remembers; beyond it, those reported longest ago are forgotten
+// first.
 const maxCauses = 64
+
+// maxPartitions bounds the partitions whose last cause StoreLog remembers
+// (a Redis Cluster has 64, a memcached ring one per server); past it they
+// are all forgotten, and the next re-opening of each is reported.
+const maxPartitions = 4096
 
 // NewStoreLog returns a StoreLog that logs on log (nil: slog.Default())
 // until a server takes it over (WithStoreLog).
@@ -77,7 +91,7 @@ func NewStoreLog(log *slog.Logger) *StoreLog {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &StoreLog{log: log, now: time.Now, errs: map[string]*reported{}}
+	return &StoreLog{log: log, now: time.Now, errs: map[string]*reported{}, trips: map[string]*reported{}, tripCause: map[string]string{}}
 }
 
 // WithStoreLog makes l report through the server (default none): l's lines
@@ -141,7 +155,7 @@ func (l *StoreLog) storeError(op string, err error) {
 	}
 	skipped := 0
 	if r == nil {
-		l.forgetOldest()
+		forgetOldest(l.errs)
 		r = &reported{cause: cause}
 		l.errs[cause] = r
 	}
@@ -154,22 +168,23 @@ func (l *StoreLog) storeError(op string, err error) {
 	l.emit(slog.LevelWarn, msg)
 }
 
-// forgetOldest makes room for one more cause; l.mu is held.
-func (l *StoreLog) forgetOldest() {
-	for len(l.errs) >= maxCauses {
+// forgetOldest makes room in causes for one more; l.mu is held.
+func forgetOldest(causes map[string]*reported) {
+	for len(causes) >= maxCauses {
 		var oldest string
-		for c, r := range l.errs {
-			if oldest == "" || r.at.Before(l.errs[oldest].at) {
+		for c, r := range causes {
+			if oldest == "" || r.at.Before(causes[oldest].at) {
 				oldest = c
 			}
 		}
-		delete(l.errs, oldest)
+		delete(causes, oldest)
 	}
 }
 
-// tripped reports the breaker opening: a first opening unless it has the
-// cause reported within StoreLogInterval, a re-opening only when its cause
-// changed.
+// tripped reports a breaker opening: a first opening unless its cause was
+// reported within StoreLogInterval (for this partition or another), a
+// re-opening only when the partition's cause changed, to one not reported
+// within StoreLogInterval.
 func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	cause := "unknown"
 	if err.Last != nil {
@@ -177,21 +192,38 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	}
 	l.mu.Lock()
 	now := l.now()
-	same := cause == l.trip.cause
-	if same && (err.Reopened || now.Sub(l.trip.at) < StoreLogInterval) {
-		l.trip.skipped++
+	prev, seen := l.tripCause[err.Partition]
+	if len(l.tripCause) >= maxPartitions && !seen {
+		clear(l.tripCause)
+	}
+	l.tripCause[err.Partition] = cause
+	r := l.trips[cause]
+	recent := r != nil && now.Sub(r.at) < StoreLogInterval
+	if recent || err.Reopened && seen && prev == cause {
+		if r != nil {
+			r.skipped++
+		}
 		l.mu.Unlock()
 		return
 	}
 	skipped := 0
-	if same {
-		skipped = l.trip.skipped
+	if r == nil {
+		forgetOldest(l.trips)
+		r = &reported{cause: cause}
+		l.trips[cause] = r
 	}
-	l.trip = reported{cause: cause, at: now}
+	skipped, r.skipped, r.at = r.skipped, 0, now
 	l.mu.Unlock()
-	what := "store circuit breaker opened, the failure policy answers until a probe succeeds: "
-	if err.Reopened {
+	var what string
+	switch {
+	case err.Partition == "" && err.Reopened:
 		what = "store circuit breaker still open, with another failure: "
+	case err.Partition == "":
+		what = "store circuit breaker opened, the failure policy answers until a probe succeeds: "
+	case err.Reopened:
+		what = "store circuit breaker for " + err.Partition + " still open, with another failure: "
+	default:
+		what = "store circuit breaker opened for " + err.Partition + ", the failure policy answers its keys until a probe succeeds: "
 	}
 	msg := what + shown(err.Error())
 	if skipped > 0 {

@@ -125,3 +125,53 @@ func TestStoreLogCauseKinds(t *testing.T) {
 		t.Errorf("%d lines for one error with 100 values, want 1:\n%s", n, buf.String())
 	}
 }
+
+// TestStoreLogPartitions: with a breaker per partition, the openings of
+// one dead node's partitions, which share a cause, make one line naming
+// the first of them; another node's cause has its own line; re-openings
+// are quiet until a partition's cause changes, and the many partitions
+// whose cause changes together make one line.
+func TestStoreLogPartitions(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewStoreLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	h := l.Hooks(resilient.Hooks{})
+	count := func(sub string) int { return strings.Count(buf.String(), sub) }
+	trip := func(part int, reopened bool, cause error) {
+		h.Tripped(&resilient.CircuitOpenError{Failures: 5, Last: cause, Reopened: reopened,
+			Partition: fmt.Sprintf("slots %d-%d", part*256, part*256+255)})
+	}
+	timeout := fmt.Errorf("resilient: no answer within the timeout: %w (%w)", store.ErrUnavailable, errors.New("context deadline exceeded"))
+	refused := fmt.Errorf("redis: take: %w: dial tcp 10.0.0.8:6379: %w", store.ErrUnavailable, syscall.ECONNREFUSED)
+	for p := 0; p < 21; p++ { // the first master's ranges
+		trip(p, false, timeout)
+	}
+	if n := count("store circuit breaker opened for slots 0-255, the failure policy answers its keys until a probe succeeds: " +
+		"resilient: circuit open for slots 0-255 after 5 consecutive failures; last: resilient: no answer within the timeout"); n != 1 || count("level=WARN") != 1 {
+		t.Fatalf("21 partitions opening on one cause: want one line naming the first:\n%s", buf.String())
+	}
+	trip(40, false, refused)
+	if n := count("opened for slots 10240-10495"); n != 1 || count("level=WARN") != 2 {
+		t.Fatalf("another node's cause: want a line of its own:\n%s", buf.String())
+	}
+	for p := 0; p < 21; p++ {
+		trip(p, true, timeout)
+	}
+	if count("level=WARN") != 2 {
+		t.Fatalf("re-openings with the same cause were logged:\n%s", buf.String())
+	}
+	for p := 0; p < 21; p++ { // the master was killed: the connection is refused now
+		trip(p, true, refused)
+	}
+	now = now.Add(StoreLogInterval)
+	for p := 0; p < 21; p++ {
+		trip(p, true, timeout)
+	}
+	if n := count("store circuit breaker for slots 0-255 still open, with another failure: "); n != 1 || count("level=WARN") != 3 {
+		t.Fatalf("21 partitions changing to a cause reported a minute ago: want one line:\n%s", buf.String())
+	}
+	if n := count("(opened 41 more times with this cause since the last report)"); n != 1 {
+		t.Errorf("the line after a minute does not count the 20 openings and 21 re-openings left out:\n%s", buf.String())
+	}
+}
