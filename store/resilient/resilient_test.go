@@ -347,7 +347,7 @@ func pause(t *testing.T, srv *testserver.Server) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("memcached %d not stopped 2s after SIGSTOP", srv.PID())
+			t.Fatalf("%s (pid %d) not stopped 2s after SIGSTOP", srv, srv.PID())
 		}
 		time.Sleep(time.Millisecond) // waiting for a real process
 	}
