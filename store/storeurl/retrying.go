@@ -33,7 +33,9 @@ var ErrNotOpen = fmt.Errorf("storeurl: store not opened yet: %w", store.ErrUnava
 
 // WithLogger sets where OpenRetrying reports a store that could not be
 // opened (WARN, once, with the error), the retries that fail after it
-// (DEBUG) and the store opening at last (INFO). Default: nothing is
+// (DEBUG; a retry that reaches the store and is refused for a reason that
+// may not pass by itself, such as a user the ACL stops, at WARN, once a
+// cause) and the store opening at last (INFO). Default: nothing is
 // logged. Open ignores it.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
