@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -194,13 +193,9 @@ func (f *benchTLSFlags) config(addr string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.serverName}
 	if f.ca != "" {
-		b, err := os.ReadFile(f.ca)
-		if err != nil {
-			return nil, fmt.Errorf("-tls-ca %s: %w", f.ca, err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("-tls-ca %s: no PEM certificate in the file", f.ca)
+		var err error
+		if cfg.RootCAs, _, err = readCAFile("-tls-ca "+f.ca, f.ca); err != nil {
+			return nil, err
 		}
 	}
 	if f.cert != "" {

@@ -121,15 +121,26 @@ func (s *serverTLS) read() (*tlsFiles, error) {
 		return nil, fmt.Errorf("%s, %s: %w", f.origin("tls-cert", f.tlsCert), f.origin("tls-key", f.tlsKey), err)
 	}
 	if f.tlsClientCA != "" {
-		if t.caPEM, err = os.ReadFile(f.tlsClientCA); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.origin("tls-client-ca", f.tlsClientCA), err)
-		}
-		t.clientCAs = x509.NewCertPool()
-		if !t.clientCAs.AppendCertsFromPEM(t.caPEM) {
-			return nil, fmt.Errorf("%s: no PEM certificate in the file", f.origin("tls-client-ca", f.tlsClientCA))
+		if t.clientCAs, t.caPEM, err = readCAFile(f.origin("tls-client-ca", f.tlsClientCA), f.tlsClientCA); err != nil {
+			return nil, err
 		}
 	}
 	return &t, nil
+}
+
+// readCAFile reads the PEM certificates of a CA file (serve's
+// --tls-client-ca, bench's -tls-ca) into a pool; it returns the file's
+// contents too. An error starts with flag, the option that named the file.
+func readCAFile(flag, file string) (*x509.CertPool, []byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, nil, fmt.Errorf("%s: no PEM certificate in the file", flag)
+	}
+	return pool, b, nil
 }
 
 // reload rereads the files. It returns the new certificate's description
