@@ -97,14 +97,24 @@ func readSources(path string) ([]source, Problems) {
 		}
 		return []source{{path, data}}, nil
 	}
+	// WalkDir does not enter a root that is a symbolic link (it Lstats
+	// it): /etc/floodgate -> /srv/rules-v42, a "current" link swapped on
+	// deploy, would load no rules and so limit nothing. A trailing
+	// separator makes the link resolve while the files keep the names
+	// under path. Links to directories below the root are not followed,
+	// as WalkDir's, so a link cannot make a loop.
+	root := path
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		root = path + string(filepath.Separator)
+	}
 	var srcs []source
 	var probs Problems
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			probs = append(probs, Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
 			return nil
 		}
-		if p != path && strings.HasPrefix(d.Name(), ".") {
+		if p != root && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

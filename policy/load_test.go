@@ -167,6 +167,65 @@ func TestLoadDirectorySkipsHidden(t *testing.T) {
 	}
 }
 
+// A configuration path that is a symbolic link to a directory
+// (/etc/floodgate -> /srv/rules-v42, a "current" link swapped on deploy)
+// loads the directory's files, named under the path given, and a swap of
+// the link is a change of content for Watch's fingerprint.
+func TestLoadSymlinkedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(sub, domain string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		body := "domain: " + domain + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"
+		if err := os.WriteFile(filepath.Join(dir, sub, "rules.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("v1", "one")
+	write("v2", "two")
+	link := filepath.Join(dir, "current")
+	if err := os.Symlink("v1", link); err != nil {
+		t.Fatal(err)
+	}
+	// A link to the link, as /etc/floodgate -> current -> v1.
+	outer := filepath.Join(dir, "etc-floodgate")
+	if err := os.Symlink("current", outer); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{link, outer} {
+		cfg, err := Load(path)
+		if err != nil {
+			t.Fatalf("Load(%s): %v", path, err)
+		}
+		if cfg.Domain("one") == nil || len(cfg.Domains()) != 1 {
+			t.Fatalf("Load(%s): domains %v, want just one", path, cfg.Dump())
+		}
+		if ps := Validate(path); len(ps) != 0 {
+			t.Fatalf("Validate(%s) = %v", path, ps)
+		}
+	}
+	srcs, _ := readSources(outer)
+	if len(srcs) != 1 || srcs[0].name != filepath.Join(outer, "rules.yaml") {
+		t.Fatalf("sources %+v, want %s", srcs, filepath.Join(outer, "rules.yaml"))
+	}
+	before := fingerprintPath(outer)
+	tmp := filepath.Join(dir, "current.tmp")
+	if err := os.Symlink("v2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+	if fingerprintPath(outer) == before {
+		t.Fatal("swapping the link did not change the fingerprint")
+	}
+	if cfg, err := Load(outer); err != nil || cfg.Domain("two") == nil {
+		t.Fatalf("after the swap: %v, %v", cfg, err)
+	}
+}
+
 func TestParseDurations(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
