@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -36,6 +37,9 @@ type Result struct {
 	hits   []Hit
 	at     []int64  // store time of each hit's charge
 	leases []uint64 // Concurrency lease of each hit, 0 otherwise
+	// cancelled is shared by the copies of an admitted Result (it is
+	// returned and passed by value), so that only one Cancel gives back.
+	cancelled *atomic.Bool
 }
 
 // RetryAfter is the longest RetryAfter among the refused hits: when the
@@ -52,10 +56,12 @@ func (r Result) RetryAfter() time.Duration {
 }
 
 // Cancel gives back everything an admitted AllowAll took (refunds, and
-// releases of Concurrency leases). It does nothing for a refusal. Call it
-// at most once.
+// releases of Concurrency leases). It does nothing for a refusal, for the
+// zero Result, or after a first Cancel on the Result or any copy of it,
+// as Reservation.Cancel and Lease.Release: only the first call gives back
+// (and reports the store's errors), even if it failed.
 func (r Result) Cancel(ctx context.Context) error {
-	if !r.Allowed {
+	if !r.Allowed || r.cancelled == nil || r.cancelled.Swap(true) {
 		return nil
 	}
 	var errs []error
@@ -84,7 +90,9 @@ type storeGroup struct {
 // being rolled back as taken.
 //
 // Concurrency hits are held under a new lease each; Result.Cancel releases
-// them. An empty hits is admitted.
+// them. An empty hits is admitted. With an error from a store's Take the
+// Result is the zero Result (not Allowed); a refusal whose roll-back or
+// peeks failed is returned with those errors, Allowed false.
 func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 	res := Result{
 		Decisions: make([]algo.Decision, len(hits)),
@@ -161,6 +169,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		}
 		return res, errors.Join(errs...)
 	}
+	res.cancelled = new(atomic.Bool)
 	return res, nil
 }
 

@@ -8,8 +8,9 @@
 //     key: a user, an IP, a tenant) in a store that the process owns
 //     (store/memory) or shares with others (Redis, Memcached). Allow and
 //     AllowN decide at once; Reserve decides and can be cancelled, which
-//     refunds; Wait blocks until admitted; Acquire holds a Concurrency
-//     lease until Release.
+//     refunds; Wait blocks until admitted, first-in first-out among the
+//     Waits on a key; Acquire holds a Concurrency lease until Release
+//     (Wait refuses Concurrency limits).
 //   - AllowAll takes from several limits at once, all or nothing: a
 //     request that must pass a global, a tenant and a user limit is charged
 //     on all of them or on none. Limits sharing a store are decided in one
@@ -38,7 +39,8 @@
 //	                           SmoothBursty and SmoothWarmup only
 //	r.OK(), r.Delay()          r.OK(), r.Delay(), r.Decision()
 //	r.Cancel()                 r.Cancel()
-//	Wait(ctx), WaitN(ctx, n)   l.Wait(ctx, n)
+//	Wait(ctx), WaitN(ctx, n)   l.Wait(ctx, n): FIFO, refused at once when
+//	                           the wait would pass the deadline
 //	SetLimit, SetBurst         l.SetParams(p): the tokens carry over
 //	Tokens()                   l.Peek(0).Remaining: whole units, never < 0
 //	Limit(), Burst()           l.Limit().Params() (Limit per Period),
@@ -52,11 +54,42 @@
 // prefix keys (name + ":" + key by default), so limits in one store never
 // share state.
 //
+// # Waiting
+//
+// Limiter.Wait and Local.Wait serve their waiters first-in first-out and
+// refuse at once, with a *RetryError, a waiter that cannot be served by
+// its context's deadline, as x/time/rate does. x/time/rate gets both by
+// reserving ahead (its tokens go into debt); a store cannot, so Wait
+// lines its waiters up instead: a Wait whose first take is refused joins
+// a queue (package queue, as the policy's wait strategy does), one per key
+// with waiters, made on demand and dropped when the last leaves. Only the
+// queue's head asks the store again, when the refusal's RetryAfter says
+// the units are back; a Wait arriving while others wait on its key lines
+// up behind them; and an arrival whose projected wait (its own retry, a
+// unit's refill and a hand-off per waiter ahead) reaches its deadline is
+// refused on arrival. A Wait that finds nobody waiting on the limiter
+// costs one store call, as AllowN. The order holds within one Limiter (or
+// one Local) in one process: waiters in other processes, in other
+// Limiters sharing the store, and callers of AllowN, Reserve or AllowAll
+// on the same key take units as they come, and can make a queued waiter
+// miss the deadline its projection allowed; it then gets the *RetryError
+// when that deadline comes instead of on arrival.
+//
+// # Errors
+//
+// A call that returns an error returns with it the zero Decision (not
+// Allowed), a nil Reservation or Lease, or a Result that is not Allowed
+// (the zero Result when a store's Take failed), whatever the store
+// reported: a store that fails may leave a placeholder admission
+// behind (store/resilient reports keys it does not know as allowed).
+// Errors name the limiter (`limiter "api": …`, Local's `limiter: …`) and
+// wrap what they come from, for errors.Is and errors.As.
+//
 // # Time
 //
 // The store owns the clock of New's limiters; Local reads a monotonic clock
-// (or WithLocalClock's). Wait sleeps with time.Timer, so testing/synctest
-// runs it in fake time.
+// (or WithLocalClock's). Wait sleeps with time.Timer and its queues read
+// time.Now, so testing/synctest runs it in fake time.
 //
 // # Cost
 //

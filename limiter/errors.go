@@ -22,14 +22,22 @@ var ErrNotConcurrency = errors.New("limiter: not a concurrency limit")
 // once when the wait would outlast the context's deadline; Acquire returns
 // it when no slot is free.
 type RetryError struct {
+	// Limiter is the name of the Limiter that refused; "" for a Local.
+	Limiter string
 	// After is how long to wait before the same request would be admitted
-	// if nobody else takes meanwhile (rounded up; see algo.Decision).
+	// if nobody else takes meanwhile (rounded up; see algo.Decision). For
+	// a Wait refused behind other waiters it is the queue's projection of
+	// its wait (see Limiter.Wait).
 	After time.Duration
 }
 
-// Error describes the refusal.
+// Error describes the refusal, e.g. `limiter "api": rate limited, retry
+// after 50ms`.
 func (e *RetryError) Error() string {
-	return fmt.Sprintf("limiter: rate limited, retry after %v", e.After)
+	if e.Limiter == "" {
+		return fmt.Sprintf("limiter: rate limited, retry after %v", e.After)
+	}
+	return fmt.Sprintf("limiter %q: rate limited, retry after %v", e.Limiter, e.After)
 }
 
 // Is makes errors.Is(err, ErrLimited) true.

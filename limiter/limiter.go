@@ -50,6 +50,8 @@ type Limiter struct {
 	limit   *algo.Limit
 	leaseID func() uint64
 	timeout time.Duration
+	each    time.Duration // a unit's refill time: see unitInterval
+	waits   *waitQueues   // Wait's queues, one per key with waiters
 }
 
 // New returns a limiter applying p to keys in st under name. The name
@@ -83,7 +85,8 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	if c.timeout < 0 {
 		return nil, fmt.Errorf("limiter %q: store timeout must be >= 0, got %v", name, c.timeout)
 	}
-	lim := &Limiter{st: st, name: name, prefix: name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout}
+	lim := &Limiter{st: st, name: name, prefix: name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout,
+		each: unitInterval(l), waits: new(waitQueues)}
 	lim.mem, _ = st.(*memory.Store)
 	return lim, nil
 }
@@ -112,7 +115,7 @@ func (l *Limiter) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("limiter %q: %w", l.name, err)
+	return wrapName(l.name, err)
 }
 
 func (l *Limiter) checkCost(n int64) error {
@@ -123,6 +126,10 @@ func (l *Limiter) checkCost(n int64) error {
 }
 
 // take decides n units for key and returns the store time of the decision.
+// With an error the decision is the zero Decision, whatever the store
+// wrote: a store that fails may leave a placeholder there (store/resilient
+// reports keys it does not know as allowed), and a caller that reads
+// Allowed before the error must not proceed.
 func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, int64, error) {
 	if err := l.checkCost(n); err != nil {
 		return algo.Decision{}, 0, err
@@ -134,14 +141,17 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 		var d algo.Decision
 		at, err := l.mem.TakeKey(ctx, &d, l.prefix, key, l.limit, n, lease)
 		if err != nil {
-			return d, at, l.wrap(err)
+			return algo.Decision{}, 0, l.wrap(err)
 		}
 		return d, at, nil
 	}
 	reqs := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n, Lease: lease}}
 	out := make([]algo.Decision, 1)
 	res, err := l.st.Take(ctx, reqs, out)
-	return out[0], res.At, l.wrap(err)
+	if err != nil {
+		return algo.Decision{}, 0, l.wrap(err)
+	}
+	return out[0], res.At, nil
 }
 
 // takeWithTimeout is take under WithStoreTimeout, kept apart so that the
@@ -164,10 +174,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) 
 }
 
 // AllowN decides whether n units may be taken for key now and, if so,
-// takes them. The decision carries what the HTTP headers need. For a
-// Concurrency limit the units are held under an anonymous lease that only
-// expires; use Acquire to be able to release it. A negative n is an error
-// wrapping store.ErrBadRequest.
+// takes them. The decision carries what the HTTP headers need; with an
+// error it is the zero Decision (not Allowed). For a Concurrency limit the
+// units are held under an anonymous lease that only expires; use Acquire
+// to be able to release it. A negative n is an error wrapping
+// store.ErrBadRequest.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
 	// Small enough to be inlined: the decision is then written straight
 	// into the caller's variable instead of being copied through memory
@@ -181,6 +192,7 @@ func (l *Limiter) allowN(ctx context.Context, d *algo.Decision, key string, n in
 	if l.mem != nil && l.timeout == 0 && n >= 0 {
 		// The common case, straight to the memory store.
 		if _, err := l.mem.TakeKey(ctx, d, l.prefix, key, l.limit, n, 0); err != nil {
+			*d = algo.Decision{} // see take
 			return l.wrap(err)
 		}
 		return nil
@@ -190,14 +202,17 @@ func (l *Limiter) allowN(ctx context.Context, d *algo.Decision, key string, n in
 	return err
 }
 
-// Peek returns the decision AllowN(ctx, key, n) would make, taking nothing.
+// Peek returns the decision AllowN(ctx, key, n) would make, taking nothing;
+// with an error, the zero Decision.
 func (l *Limiter) Peek(ctx context.Context, key string, n int64) (algo.Decision, error) {
 	if err := l.checkCost(n); err != nil {
 		return algo.Decision{}, err
 	}
 	out := make([]algo.Decision, 1)
-	err := l.st.Peek(ctx, []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n}}, out)
-	return out[0], l.wrap(err)
+	if err := l.st.Peek(ctx, []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n}}, out); err != nil {
+		return algo.Decision{}, l.wrap(err)
+	}
+	return out[0], nil
 }
 
 // Reset forgets key's state, as if it had never been used.
@@ -272,72 +287,6 @@ func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, leas
 	return l.wrap(l.st.Refund(ctx, req))
 }
 
-// Wait blocks until n units for key are admitted, then returns nil. It
-// returns at once a *RetryError (errors.Is ErrLimited) when the wait would
-// outlast ctx's deadline — for a refusal, its RetryAfter plus the Delay an
-// admission would then carry (algo.Limit.AdmissionDelay: a shaper's queue,
-// a smooth limiter's MaxWait) — an error wrapping ErrNever when n exceeds the
-// capacity, and ctx's error when ctx ends first. An admitted decision with
-// a Delay (Shaper, SmoothBursty, SmoothWarmup) is waited out as well; if
-// that wait cannot finish, the units are given back. Wait sleeps with
-// time.Timer. For a Concurrency limit the units are held under an anonymous
-// lease that only expires, as with AllowN; use Acquire to release them.
-func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
-	for {
-		d, at, err := l.take(ctx, key, n, 0)
-		if err != nil {
-			return err
-		}
-		if d.Allowed {
-			if err := sleep(ctx, d.Delay); err != nil {
-				// The units will not be used: give them back, even if ctx
-				// is already done.
-				if rerr := l.giveBack(context.WithoutCancel(ctx), key, n, at, 0); rerr != nil {
-					return errors.Join(err, rerr)
-				}
-				return err
-			}
-			return nil
-		}
-		if d.IsNever() {
-			return fmt.Errorf("limiter %q: %w: cost %d, capacity %d", l.name, ErrNever, n, d.Limit)
-		}
-		if err := sleepThen(ctx, d.RetryAfter, l.limit.AdmissionDelay(n)); err != nil {
-			return err
-		}
-	}
-}
-
-// sleep waits d, or returns a *RetryError at once if d would outlast ctx's
-// deadline, or ctx's error if it ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	return sleepThen(ctx, d, 0)
-}
-
-// sleepThen is sleep for a wait after which another of then must follow:
-// it returns the *RetryError{d} at once if d + then would outlast ctx's
-// deadline.
-func sleepThen(ctx context.Context, d, then time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	total := d + then
-	if total < d {
-		total = algo.Never // overflowed: no deadline is that far
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < total {
-		return &RetryError{After: d}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Lease is a Concurrency slot held until Release or until the limit's
 // LeaseTTL passes.
 type Lease struct {
@@ -365,7 +314,7 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
 		return nil, err
 	}
 	if !d.Allowed {
-		return nil, &RetryError{After: d.RetryAfter}
+		return nil, &RetryError{Limiter: l.name, After: d.RetryAfter}
 	}
 	return &Lease{lim: l, key: key, id: id, d: d}, nil
 }

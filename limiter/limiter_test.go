@@ -620,3 +620,36 @@ func TestLeaseIDZero(t *testing.T) {
 		t.Errorf("after the refused calls: Peek = %+v, %v; want both slots free", d, err)
 	}
 }
+
+// TestResultCancelOnce: Result.Cancel gives back once, like
+// Reservation.Cancel and Lease.Release, also when called on a copy: a
+// second Cancel must not hand out units nobody paid for.
+func TestResultCancelOnce(t *testing.T) {
+	both(t, func(t *testing.T, st store.Store, clock *storetest.Clock) {
+		l := newLimiter(t, st, "f", algo.Params{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Minute})
+		c := newLimiter(t, st, "c", algo.Params{Algorithm: algo.Concurrency, Limit: 1})
+		ctx := t.Context()
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("Allow = %+v, %v", d, err)
+		}
+		res, err := limiter.AllowAll(ctx, []limiter.Hit{{Limiter: l, Key: "k"}, {Limiter: c, Key: "k"}})
+		if err != nil || !res.Allowed {
+			t.Fatalf("AllowAll = %+v, %v", res, err)
+		}
+		copied := res
+		for i, r := range []limiter.Result{res, res, copied} {
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatalf("Cancel %d: %v", i, err)
+			}
+		}
+		if d, _ := l.Peek(ctx, "k", 0); d.Remaining != 2 {
+			t.Errorf("after Allow, AllowAll and three Cancels: Remaining %d, want 2", d.Remaining)
+		}
+		if d, _ := c.Peek(ctx, "k", 0); d.Remaining != 1 {
+			t.Errorf("concurrency slots after the Cancels: Remaining %d, want 1", d.Remaining)
+		}
+		if err := (limiter.Result{}).Cancel(ctx); err != nil {
+			t.Errorf("Cancel of the zero Result: %v", err)
+		}
+	})
+}

@@ -1,7 +1,7 @@
 package limiter
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
-	"github.com/floodgate/floodgate/store"
 )
 
 // LocalOption configures a Local; see NewLocal for the defaults.
@@ -32,6 +31,10 @@ func WithLocalClock(clock func() time.Time) LocalOption {
 // concurrent use and exact: a budget of K admits exactly K across all
 // goroutines. SetParams changes its limit while it runs. Create it with
 // NewLocal: unlike rate.Limiter's, the zero Local has no limit to apply.
+// It refuses everything as a cost beyond any capacity: Allow and AllowN
+// report false, Take, Peek and Reserve a refusal with RetryAfter
+// algo.Never, Wait an error wrapping ErrNever, SetParams an error, and
+// Limit nil.
 type Local struct {
 	mu    sync.Mutex
 	st    algo.State
@@ -46,6 +49,8 @@ type Local struct {
 	// another algorithm), so that a reservation gives its units back only
 	// to the state it took them from.
 	gen uint64
+	// waits holds Wait's queue, under the key "".
+	waits waitQueues
 }
 
 // NewLocal returns a limiter applying p. Options and their defaults:
@@ -104,7 +109,7 @@ func (l *Local) install(lim *algo.Limit) {
 func isBucket(k algo.Kind) bool { return k == algo.TokenBucket || k == algo.GCRA }
 
 // Limit returns the compiled limit: the one of NewLocal, or of the latest
-// SetParams.
+// SetParams; nil for the zero Local.
 func (l *Local) Limit() *algo.Limit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -144,6 +149,9 @@ func (l *Local) SetParams(p algo.Params) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.limit == nil {
+		return errors.New("limiter: SetParams on the zero Local, which has no clock and no limit: create it with NewLocal")
+	}
 	if !carry(l.limit, lim, &l.st, l.clock.now()) {
 		l.st = algo.State{}
 		l.gen++
@@ -225,7 +233,7 @@ func (l *Local) AllowN(n int64) bool {
 	now := l.clock.now()
 	l.mu.Lock()
 	ok, done := l.allowBucket(now, n)
-	if !done {
+	if !done && l.limit != nil {
 		ok = l.limit.Take(&l.st, now, n).Allowed
 	}
 	l.mu.Unlock()
@@ -279,10 +287,16 @@ func (l *Local) Take(n int64) algo.Decision {
 	}
 	now := l.clock.now()
 	l.mu.Lock()
-	d := l.limit.Take(&l.st, now, n)
-	l.mu.Unlock()
-	return d
+	defer l.mu.Unlock()
+	if l.limit == nil {
+		return noLimit
+	}
+	return l.limit.Take(&l.st, now, n)
 }
+
+// noLimit is the zero Local's decision: a refusal no wait can turn into an
+// admission.
+var noLimit = algo.Decision{RetryAfter: algo.Never}
 
 // Peek returns the decision Take(n) would make, taking nothing. For a
 // negative n that is a refusal that no wait can turn into an admission
@@ -290,6 +304,10 @@ func (l *Local) Take(n int64) algo.Decision {
 func (l *Local) Peek(n int64) algo.Decision {
 	now := l.clock.now()
 	l.mu.Lock()
+	if l.limit == nil {
+		l.mu.Unlock()
+		return noLimit
+	}
 	d := l.limit.Peek(&l.st, now, max(n, 0))
 	l.mu.Unlock()
 	if n < 0 {
@@ -311,13 +329,17 @@ func (l *Local) Reset() {
 // them back needs: the instant of the decision, the limit it was made
 // under and the state's generation. The clock is read under the lock, so
 // that with a monotonic clock no decision has seen a later time and the
-// instant is the one algo stamped the units with.
+// instant is the one algo stamped the units with. The zero Local returns
+// noLimit and a nil lim.
 func (l *Local) take(n int64) (d algo.Decision, at int64, lim *algo.Limit, gen uint64) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limit == nil {
+		return noLimit, 0, nil, 0
+	}
 	at = l.clock.now()
 	lim, gen = l.limit, l.gen
 	d = lim.Take(&l.st, at, n)
-	l.mu.Unlock()
 	return d, at, lim, gen
 }
 
@@ -389,35 +411,6 @@ func (r *LocalReservation) Cancel() {
 		return
 	}
 	r.l.giveBack(r.cost, r.at, r.gen)
-}
-
-// Wait blocks until n units are admitted, as Limiter.Wait: it returns a
-// *RetryError at once when the wait would outlast ctx's deadline (a
-// refusal's RetryAfter plus algo.Limit.AdmissionDelay), an error
-// wrapping ErrNever when n exceeds the capacity, and ctx's error when ctx
-// ends first; an admitted Delay is waited out, and the units given back if
-// that wait cannot finish. A negative n is an error wrapping
-// store.ErrBadRequest, as for Limiter.Wait.
-func (l *Local) Wait(ctx context.Context, n int64) error {
-	if n < 0 {
-		return fmt.Errorf("limiter: %w: cost %d is negative", store.ErrBadRequest, n)
-	}
-	for {
-		d, at, lim, gen := l.take(n)
-		if d.Allowed {
-			if err := sleep(ctx, d.Delay); err != nil {
-				l.giveBack(n, at, gen)
-				return err
-			}
-			return nil
-		}
-		if d.IsNever() {
-			return fmt.Errorf("%w: cost %d, capacity %d", ErrNever, n, d.Limit)
-		}
-		if err := sleepThen(ctx, d.RetryAfter, lim.AdmissionDelay(n)); err != nil {
-			return err
-		}
-	}
 }
 
 // clock reads the time in µs since the epoch: from an injected clock, or

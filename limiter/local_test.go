@@ -287,3 +287,33 @@ func TestLocalWaitShaperDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestZeroLocal: the zero Local has no limit to apply; it refuses
+// everything, as a cost beyond any capacity, instead of panicking.
+func TestZeroLocal(t *testing.T) {
+	var l limiter.Local
+	if l.Allow() || l.AllowN(1) || l.AllowN(0) {
+		t.Error("the zero Local admitted")
+	}
+	if d := l.Take(1); d.Allowed || !d.IsNever() {
+		t.Errorf("Take(1) = %+v; want a refusal with RetryAfter Never", d)
+	}
+	if d := l.Peek(1); d.Allowed || !d.IsNever() {
+		t.Errorf("Peek(1) = %+v; want a refusal with RetryAfter Never", d)
+	}
+	r := l.Reserve(1)
+	if r.OK() || r.Delay() != algo.Never {
+		t.Errorf("Reserve(1): OK %v, Delay %v; want refused, Never", r.OK(), r.Delay())
+	}
+	r.Cancel()
+	if err := l.Wait(t.Context(), 1); !errors.Is(err, limiter.ErrNever) {
+		t.Errorf("Wait = %v; want ErrNever", err)
+	}
+	if err := l.SetParams(algo.Params{Algorithm: algo.TokenBucket, Limit: 1, Period: time.Second}); err == nil {
+		t.Error("SetParams on the zero Local succeeded")
+	}
+	l.Reset()
+	if l.Limit() != nil {
+		t.Errorf("Limit() = %v; want nil", l.Limit())
+	}
+}
