@@ -31,6 +31,7 @@ var dashboardFS embed.FS
 //	PUT|DELETE /admin/api/overrides/{domain}/{rule}
 //	GET  /admin/api/adaptive            adaptive rules and rate scales
 //	PUT  /admin/api/scales/{domain}/{rule}
+//	POST /admin/api/observe             samples for the adaptive rules, as /v1/observe
 //	GET  /admin/api/stats               the dashboard's summary
 //	GET  /admin/api/events              recent reloads, adaptive steps, store changes
 //
@@ -57,6 +58,7 @@ func (s *Server) AdminHandler() http.Handler {
 	api.HandleFunc("DELETE /admin/api/overrides/{domain}/{rule...}", s.handleOverrideDelete)
 	api.HandleFunc("GET /admin/api/adaptive", s.handleAdaptive)
 	api.HandleFunc("PUT /admin/api/scales/{domain}/{rule...}", s.handleScalePut)
+	api.HandleFunc("POST /admin/api/observe", s.handleObserve)
 	api.HandleFunc("GET /admin/api/stats", s.handleStats)
 	api.HandleFunc("GET /admin/api/events", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"events": s.Events()})
@@ -116,7 +118,7 @@ func notFound(mux *http.ServeMux, catchAll string, msg func(r *http.Request) str
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.adminToken != "" {
-			if msg := s.checkToken(r.Header.Get("Authorization")); msg != "" {
+			if msg := checkToken(r.Header.Get("Authorization"), s.adminToken, "admin"); msg != "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-admin"`)
 				writeError(w, http.StatusUnauthorized, msg)
 				return
@@ -126,18 +128,19 @@ func (s *Server) requireToken(h http.Handler) http.Handler {
 	})
 }
 
-// checkToken returns why the Authorization field auth does not carry the
-// admin token, or "" when it does.
-func (s *Server) checkToken(auth string) string {
+// checkToken returns why the Authorization field auth does not carry
+// token, or "" when it does; name says which token it is ("admin",
+// "observe") in the message.
+func checkToken(auth, token, name string) string {
 	if strings.TrimSpace(auth) == "" {
-		return "missing Authorization: Bearer <admin-token>"
+		return fmt.Sprintf("missing Authorization: Bearer <%s-token>", name)
 	}
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(auth), " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return "the Authorization field does not use the Bearer scheme: want Authorization: Bearer <admin-token>"
+		return fmt.Sprintf("the Authorization field does not use the Bearer scheme: want Authorization: Bearer <%s-token>", name)
 	}
-	if subtle.ConstantTimeCompare([]byte(strings.TrimLeft(tok, " ")), []byte(s.adminToken)) != 1 {
-		return "wrong admin token"
+	if subtle.ConstantTimeCompare([]byte(strings.TrimLeft(tok, " ")), []byte(token)) != 1 {
+		return fmt.Sprintf("wrong %s token", name)
 	}
 	return ""
 }

@@ -14,11 +14,14 @@
 //     200 OK, 429 OVER_LIMIT, as envoyproxy/ratelimit), POST /v1/decide,
 //     POST /v1/peek (both batch-capable), POST /v1/release and /v1/renew
 //     (give back or extend concurrency slots), POST /v1/observe (samples
-//     for the adaptive controllers) and GET /healthcheck (APIHandler). In
+//     for the adaptive controllers; it takes the observe token, else the
+//     admin token, else loopback callers only: WithObserveToken) and GET
+//     /healthcheck (APIHandler). In
 //     gateway mode HTTPHandler is the gateway alone, every path proxied,
 //     and the APIs are served apart (floodgate serve --api).
 //   - Admin: /metrics, /healthz, /readyz, /dashboard and the token-guarded
-//     /admin/api/ (config, inspect, reset, overrides, scales, stats, events).
+//     /admin/api/ (config, inspect, reset, overrides, scales, observe,
+//     stats, events).
 //
 // docs/SERVER.md is the reference with every field and status code.
 //

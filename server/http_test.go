@@ -174,7 +174,8 @@ func TestBadInput(t *testing.T) {
 		{"/json", `{"domain":"quota","descriptors":[{"entries":[{"key":"k","value":"v"}]}],"hits_addend":-3}`, 400, "RateLimitRequest"},
 		{"/v1/nothing", good, 404, "no such endpoint"},
 	} {
-		code, body, _ := do(t, "POST", e.http.URL+r.path, "application/json", []byte(r.body))
+		// /v1/observe takes the admin token when no observe token is set.
+		code, body, _ := do(t, "POST", e.http.URL+r.path, "application/json", []byte(r.body), "Authorization", "Bearer s3cret")
 		if code != r.code || !strings.Contains(errMsg(body), r.want) {
 			t.Errorf("%s %s: %d %s, want %d saying %q", r.path, r.body, code, body, r.code, r.want)
 		}

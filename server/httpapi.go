@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -45,7 +47,7 @@ func (s *Server) APIHandler() http.Handler {
 	mux.HandleFunc("/json", s.handleJSON)
 	mux.HandleFunc("/v1/decide", s.handleV1(false))
 	mux.HandleFunc("/v1/peek", s.handleV1(true))
-	mux.HandleFunc("/v1/observe", s.handleObserve)
+	mux.Handle("/v1/observe", s.guardObserve(http.HandlerFunc(s.handleObserve)))
 	mux.HandleFunc("/v1/release", s.handleLeases(releaseOp))
 	mux.HandleFunc("/v1/renew", s.handleLeases(renewOp))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -673,6 +675,40 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	w.Write(buf.Bytes())
+}
+
+// guardObserve lets through to h the /v1/observe requests that carry the
+// observe token (WithObserveToken, else the admin token), or, with neither
+// token set, those from a loopback peer: samples steer the adaptive limits,
+// and the decision APIs' address is reachable by whoever the limits are
+// meant to hold. A wrong or missing token is 401, a remote peer without a
+// token to check 403, both naming what to set.
+func (s *Server) guardObserve(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.observeToken != "" {
+			if msg := checkToken(r.Header.Get("Authorization"), s.observeToken, "observe"); msg != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-observe"`)
+				writeError(w, http.StatusUnauthorized, msg)
+				return
+			}
+		} else if !loopbackPeer(r) {
+			writeError(w, http.StatusForbidden, "POST /v1/observe is taken from loopback peers only when no token is set: "+
+				"set --observe-token (or --admin-token) and send Authorization: Bearer <token>, or post to /admin/api/observe on the admin address")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackPeer reports whether r came from a loopback address (127.0.0.0/8,
+// ::1, or 127.x as an IPv4-mapped IPv6 address).
+func loopbackPeer(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // V1Sample is a load signal sample for adaptive rules (POST /v1/observe).

@@ -61,6 +61,15 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // (default "": no token, for a loopback-only admin address).
 func WithAdminToken(token string) Option { return func(s *Server) { s.adminToken = token } }
 
+// WithObserveToken makes POST /v1/observe require "Authorization: Bearer
+// token" (default: the admin token, WithAdminToken). With neither token
+// set, /v1/observe answers loopback peers only, and others 403: its
+// samples steer the adaptive limits, so a caller that can reach the public
+// address must not be able to lower a protected service's limit. POST
+// /admin/api/observe on the admin address takes the same samples under the
+// admin token.
+func WithObserveToken(token string) Option { return func(s *Server) { s.observeToken = token } }
+
 // WithConfigPath records where the configuration was loaded from, for the
 // admin API's config view (default "").
 func WithConfigPath(p string) Option { return func(s *Server) { s.configPath = p } }
@@ -128,10 +137,13 @@ type Server struct {
 	metrics    *metrics.Metrics
 	log        *slog.Logger
 	adminToken string
-	configPath string
-	limits     Limits
-	maxBody    int64
-	headerOpts headers.Options
+	// observeToken guards /v1/observe ("": the admin token; neither:
+	// loopback peers only).
+	observeToken string
+	configPath   string
+	limits       Limits
+	maxBody      int64
+	headerOpts   headers.Options
 	// headerWriter formats the gRPC responses' fields (headerOpts), each
 	// rule's own values once.
 	headerWriter *headers.Writer
@@ -162,6 +174,7 @@ type Server struct {
 //   - WithMetrics(metrics.New())
 //   - WithLogger(slog.Default())
 //   - WithAdminToken(""): the admin API is open (bind it to loopback)
+//   - WithObserveToken(""): /v1/observe takes the admin token; with none, loopback peers only
 //   - WithConfigPath("")
 //   - WithLimits(Limits{}): 64 descriptors, 16 entries, 1024-byte strings, batches of 100
 //   - WithMaxBodyBytes(1 MiB)
@@ -199,6 +212,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
 	}
 	s.limits = s.limits.withDefaults()
+	if s.observeToken == "" {
+		s.observeToken = s.adminToken
+	}
 	if s.storeLog != nil {
 		s.storeLog.attach(s)
 	}
@@ -210,6 +226,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		}
 	}
 	s.metrics.SetQueueDepth(engine.Waiting)
+	s.metrics.SetConfigSource(engine.Config)
 	if ms, ok := st.(*memory.Store); ok {
 		s.metrics.MemoryStore(ms.Stats)
 	}

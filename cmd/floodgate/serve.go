@@ -41,7 +41,7 @@ const exampleConfig = "examples/config"
 // line wins over the environment.
 type serveFlags struct {
 	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
-	apiAddr                                                                          string
+	apiAddr, observeToken                                                            string
 	tlsCert, tlsKey, tlsClientCA, tlsClientSAN, tlsListeners                         string
 	instances                                                                        int
 	leaseSlice                                                                       int64
@@ -86,7 +86,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiAddr, "api", "", "with --upstream: the address of the decision APIs (/json, /v1/, /healthcheck), apart from the public proxy (default: not served; keep it private)")
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
 	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")
-	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API")
+	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API (and, without --observe-token, on POST /v1/observe)")
+	fs.StringVar(&f.observeToken, "observe-token", "", "require Authorization: Bearer <token> on POST /v1/observe, which steers the adaptive limits (default: --admin-token; with neither, /v1/observe answers loopback peers only)")
 	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
 	fs.DurationVar(&f.clientTimeout, "client-timeout", gateway.DefaultClientTimeout, "with --upstream: how long a client may keep a request without progress — each write of the response (a client that stops reading: the response is aborted, its slot released) and each read of its body (408); websockets: each write to the client, not idleness; 0: no bound")
@@ -265,7 +266,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken),
+	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken), server.WithObserveToken(f.observeToken),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
 		server.WithStoreLog(storeLog)}
 	if stls != nil && tlsOn["grpc"] {
