@@ -14,7 +14,9 @@
 //	                                       near_limit at its default 0.8 ratio)
 //	requests_total{transport,code}         requests per transport (grpc, json, v1, v1-peek, v1-release, v1-renew)
 //	                                       and overall code (OK, OVER_LIMIT, error)
-//	request_duration_seconds{transport}    time to answer a request
+//	request_duration_seconds{transport}    time to answer a request; buckets from
+//	                                       50 µs to 10 s (a wait-strategy request
+//	                                       lasts up to its max_wait)
 //	store_duration_seconds{op}             store call latency
 //	store_errors_total{op}                 store calls that failed
 //	store_fallbacks_total{op,policy}       decisions the failure policy made
@@ -26,18 +28,36 @@
 //	                                       a store with one breaker)
 //	queue_depth                            requests waiting in wait-strategy queues
 //	config_reloads_total{result}           hot reloads, result success or failure
+//	                                       (both there at 0 from the start)
+//	config_last_reload_success             1 when the last reload succeeded (and
+//	                                       before any), 0 when it failed: the
+//	                                       previous configuration stays in force
+//	config_last_reload_timestamp_seconds   when the configuration was loaded or a
+//	                                       reload last attempted, successful or not
 //	config_last_reload_success_timestamp_seconds
+//	                                       when the configuration in force was loaded
 //	adaptive_rate_factor{domain,rule}      factor an adaptive controller applies
 //
-// The domain and rule labels come from the configuration. Rules named after
-// request values (Envoy's per-descriptor limits) and domains no rule knows
-// (no_rule) could make them unbounded, so at most MaxSeries distinct
-// (domain, rule) pairs are kept; the others are counted under rule
-// "_other" (a no_rule decision under domain "_other"), and nothing is kept
-// per pair past the bound. A limit's shadow refusals count for the rule it
-// belongs to (policy.LimitStatus.Rule).
+// The domain and rule labels come from the configuration. Once the
+// Metrics knows it (SetConfigSource; server.New sets Engine.Config), every
+// rule name of the configuration in force — after a reload, the new one's —
+// is a rule label, whatever requests did before. A limit that a request
+// carries (Envoy's per-descriptor limit, /v1's "limit") is named after
+// the descriptor's path with its values ("client_L17"), one name per
+// value: such names count under rule "_request_limit" (RequestLimitLabel),
+// one series per domain, and nothing is kept per name. Domains no rule
+// knows (no_rule) would be unbounded too: at most MaxSeries (domain, rule)
+// pairs are given out first come, and a no_rule decision of a domain past
+// them counts under domain "_other" (the server labels every domain its
+// configuration lacks "_unknown" before that). A Metrics that does not
+// know the configuration cannot tell a configured rule from a request's
+// limit, and gives rule labels out of that first-come budget too, rule
+// "_other" past it. A rule removed by a reload keeps its series. A limit's
+// shadow refusals count for the rule it belongs to
+// (policy.LimitStatus.Rule).
 //
 // Metrics is safe for concurrent use; recording a decision costs a few
 // atomic adds and one lock-free map lookup per descriptor (the children of
-// the labelled metrics are resolved once and cached).
+// the labelled metrics are resolved once and cached), two more for a
+// request's limit, and allocates nothing once the series exist.
 package metrics

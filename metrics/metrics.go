@@ -17,8 +17,19 @@ import (
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
-// MaxSeries bounds the distinct (domain, rule) label pairs.
+// MaxSeries bounds the (domain, rule) label pairs given out first come,
+// first served: the domains of no_rule decisions and, in a Metrics that does
+// not know the configuration (no SetConfigSource), every rule name. Past it
+// they count under "_other". The rules of the configuration in force, once
+// known, are labelled whatever this budget holds.
 const MaxSeries = 2000
+
+// RequestLimitLabel is the rule label of the decisions on limits that
+// requests carry (Envoy's per-descriptor limits, /v1's "limit") in a
+// Metrics that knows the configuration (SetConfigSource). Such a limit is
+// named after the descriptor's path with its values ("client_L17"): one
+// name per value, which would take the series the configured rules need.
+const RequestLimitLabel = "_request_limit"
 
 // NearLimitRatio is the share of a limit above which an admitted decision
 // counts as near the limit.
@@ -53,7 +64,18 @@ type Metrics struct {
 	openParts  prometheus.Gauge
 	reloads    *prometheus.CounterVec
 	lastReload prometheus.Gauge
+	// reloadOK and reloadTime are config_last_reload_success and
+	// config_last_reload_timestamp_seconds.
+	reloadOK   prometheus.Gauge
+	reloadTime prometheus.Gauge
 	factor     *prometheus.GaugeVec
+
+	// config returns the configuration in force (SetConfigSource); nil
+	// until set. names is the set of its rule names, remade when config
+	// returns another Config (a reload).
+	config  atomic.Pointer[func() *policy.Config]
+	names   atomic.Pointer[ruleNames]
+	namesMu sync.Mutex
 
 	mu     sync.RWMutex
 	series map[[2]string]bool
@@ -65,6 +87,9 @@ type Metrics struct {
 	// series, shared by the pairs past it.
 	rules  sync.Map // [2]string → *ruleSeries
 	others sync.Map // domain → *ruleSeries
+	// requested holds each domain's RequestLimitLabel series, shared by
+	// the rules named after requests.
+	requested sync.Map // domain → *ruleSeries
 	// noRule caches decisions_total{outcome="no_rule"} by domain, within
 	// MaxSeries domains ("_other" past them).
 	noRule sync.Map // string → prometheus.Counter
@@ -95,9 +120,16 @@ func New() *Metrics {
 	m.storeErrs = f("store_errors_total", "Store calls that failed, by operation.", "op")
 	m.fallbacks = f("store_fallbacks_total", "Decisions made by the failure policy instead of the store.", "op", "policy")
 	m.reloads = f("config_reloads_total", "Configuration reloads by result.", "result")
+	// Both results from the start: an alert on increase(…[5m]) > 0 sees
+	// the first failure only if the series was there at 0 before it.
+	m.reloads.WithLabelValues(reloadSuccess)
+	m.reloads.WithLabelValues(reloadFailure)
 	lat := []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 200e-3, 250e-3, 1}
+	// A wait-strategy request is answered when its turn comes, up to its
+	// rule's max_wait (seconds): the request buckets go on to 10 s.
+	reqLat := append(lat[:len(lat):len(lat)], 2.5, 5, 10)
 	m.reqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "floodgate", Name: "request_duration_seconds",
-		Help: "Time to answer a request, by transport.", Buckets: lat}, []string{"transport"})
+		Help: "Time to answer a request, by transport.", Buckets: reqLat}, []string{"transport"})
 	m.storeLat = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "floodgate", Name: "store_duration_seconds",
 		Help: "Store call latency by operation.", Buckets: lat}, []string{"op"})
 	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "floodgate", Name: "over_limit_cache_hits_total",
@@ -108,11 +140,16 @@ func New() *Metrics {
 		Help: "Store circuit breakers open or half-open: partitions (Redis Cluster slot ranges, memcached servers) whose keys the failure policy answers."})
 	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_success_timestamp_seconds",
 		Help: "When the configuration in force was loaded."})
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_success",
+		Help: "Whether the last configuration reload succeeded (1) or failed (0, the previous configuration stays in force); 1 before any reload."})
+	m.reloadOK.Set(1)
+	m.reloadTime = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_timestamp_seconds",
+		Help: "When the configuration was last loaded or a reload last attempted, successful or not."})
 	m.factor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "floodgate", Name: "adaptive_rate_factor",
 		Help: "Rate factor an adaptive controller applies to a rule."}, []string{"domain", "rule"})
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "queue_depth",
 		Help: "Requests waiting in wait-strategy queues."}, func() float64 { return float64(m.QueueDepth()) })
-	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.openParts, m.lastReload, m.factor, queue,
+	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.openParts, m.lastReload, m.reloadOK, m.reloadTime, m.factor, queue,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -156,7 +193,8 @@ const UnknownDomain = "_unknown"
 // label of the unmatched decisions of domains past it).
 const otherLabel = "_other"
 
-// label returns the rule label for (domain, rule), "_other" past MaxSeries.
+// label returns the label for (domain, rule) from the first-come budget:
+// rule, or "_other" past MaxSeries.
 func (m *Metrics) label(domain, rule string) string {
 	k := [2]string{domain, rule}
 	m.mu.RLock()
@@ -282,27 +320,92 @@ var outcomeNames = [...]string{outOK: OutcomeOK, outOverLimit: OutcomeOverLimit,
 // ruleSeries is a (domain, rule) pair's label and its counters, each
 // resolved on first use (a series appears once it has counted something).
 type ruleSeries struct {
-	label string // the rule, or "_other" past MaxSeries
+	label string // the rule, RequestLimitLabel, or "_other" past MaxSeries
 	c     [nRuleCounters]atomic.Pointer[prometheus.Counter]
 }
 
-// ruleSeries returns the series of (domain, rule). The pairs within
-// MaxSeries are cached by name; a pair past it shares its domain's
-// "_other" series and is not kept: rules named after request values
-// (per-request limits) would grow the cache without end.
+// ruleSeries returns the series of (domain, rule). A rule of the
+// configuration in force is cached under its name. Once the configuration
+// is known, any other name is a request's (its per-descriptor limit's
+// path with values) and shares its domain's RequestLimitLabel series;
+// before, the pairs within MaxSeries are cached by name and a pair past it
+// shares its domain's "_other" series. Names shared under one label are not
+// kept: rules named after request values would grow the cache without end.
+// A configured rule's first decision, and each on a request's limit, cost
+// one more map lookup, without allocating.
 func (m *Metrics) ruleSeries(domain, rule string) *ruleSeries {
 	k := [2]string{domain, rule}
 	if rs, ok := m.rules.Load(k); ok {
 		return rs.(*ruleSeries)
 	}
-	label := m.label(domain, rule)
-	if label == otherLabel {
+	label := rule
+	if names := m.ruleNames(); names != nil {
+		if _, ok := names.set[k]; !ok {
+			return sharedSeries(&m.requested, domain, RequestLimitLabel)
+		}
+	} else if label = m.label(domain, rule); label == otherLabel {
 		// The label set is full for good (series are never forgotten).
-		rs, _ := m.others.LoadOrStore(domain, &ruleSeries{label: label})
-		return rs.(*ruleSeries)
+		return sharedSeries(&m.others, domain, otherLabel)
 	}
 	rs, _ := m.rules.LoadOrStore(k, &ruleSeries{label: label})
 	return rs.(*ruleSeries)
+}
+
+// sharedSeries returns domain's series in byDomain, labelled label, making
+// it on first use (loaded first: a decision that finds it allocates
+// nothing).
+func sharedSeries(byDomain *sync.Map, domain, label string) *ruleSeries {
+	if rs, ok := byDomain.Load(domain); ok {
+		return rs.(*ruleSeries)
+	}
+	rs, _ := byDomain.LoadOrStore(domain, &ruleSeries{label: label})
+	return rs.(*ruleSeries)
+}
+
+// ruleNames is the set of (domain, rule name) pairs of a Config.
+type ruleNames struct {
+	cfg *policy.Config
+	set map[[2]string]struct{}
+}
+
+// ruleNames returns the rule names of the configuration in force, nil
+// when the configuration is not known (no SetConfigSource). They are made
+// again when the source returns another Config than last time: once per
+// reload.
+func (m *Metrics) ruleNames() *ruleNames {
+	src := m.config.Load()
+	if src == nil {
+		return nil
+	}
+	cfg := (*src)()
+	if names := m.names.Load(); names != nil && names.cfg == cfg {
+		return names
+	}
+	m.namesMu.Lock()
+	defer m.namesMu.Unlock()
+	if names := m.names.Load(); names != nil && names.cfg == cfg {
+		return names
+	}
+	names := &ruleNames{cfg: cfg, set: map[[2]string]struct{}{}}
+	if cfg != nil {
+		for _, r := range cfg.Rules() {
+			names.set[[2]string{r.Domain, r.Name}] = struct{}{}
+		}
+	}
+	m.names.Store(names)
+	return names
+}
+
+// SetConfigSource sets the function that returns the configuration in
+// force (e.g. Engine.Config; server.New sets it). From then on, the
+// rule names of the configuration it returns — at each reload, the new
+// one's — are always labelled, and any other rule name, which can only
+// come from a request, counts under RequestLimitLabel. Before it is set,
+// rule names are labelled first come up to MaxSeries. The function is
+// called when a decision names a rule not yet labelled; it must be cheap
+// and safe for concurrent use.
+func (m *Metrics) SetConfigSource(cfg func() *policy.Config) {
+	m.config.Store(&cfg)
 }
 
 // counter returns counter i, from vec, resolving it on first use. Two
@@ -382,22 +485,39 @@ func (m *Metrics) StoreHooks() resilient.Hooks {
 	}
 }
 
-// ConfigReloaded records a reload attempt.
+// config_reloads_total's results.
+const (
+	reloadSuccess = "success"
+	reloadFailure = "failure"
+)
+
+// ConfigReloaded records a reload attempt: config_reloads_total by result,
+// config_last_reload_success 1 or 0, config_last_reload_timestamp_seconds,
+// and on success config_last_reload_success_timestamp_seconds.
 func (m *Metrics) ConfigReloaded(ok bool) {
+	m.reloadTime.SetToCurrentTime()
 	if ok {
-		m.reloads.WithLabelValues("success").Inc()
+		m.reloads.WithLabelValues(reloadSuccess).Inc()
+		m.reloadOK.Set(1)
 		m.lastReload.SetToCurrentTime()
 		return
 	}
-	m.reloads.WithLabelValues("failure").Inc()
+	m.reloads.WithLabelValues(reloadFailure).Inc()
+	m.reloadOK.Set(0)
 }
 
-// ConfigLoaded records the initial load (no reload counted).
-func (m *Metrics) ConfigLoaded() { m.lastReload.SetToCurrentTime() }
+// ConfigLoaded records the initial load (no reload counted): it sets
+// both timestamps, and config_last_reload_success to 1.
+func (m *Metrics) ConfigLoaded() {
+	m.reloadOK.Set(1)
+	m.reloadTime.SetToCurrentTime()
+	m.lastReload.SetToCurrentTime()
+}
 
-// RateFactor records an adaptive rule's factor.
+// RateFactor records an adaptive rule's factor, under the rule label its
+// decisions have.
 func (m *Metrics) RateFactor(domain, rule string, factor float64) {
-	m.factor.WithLabelValues(domain, m.label(domain, rule)).Set(factor)
+	m.factor.WithLabelValues(domain, m.ruleSeries(domain, rule).label).Set(factor)
 }
 
 // SetQueueDepth sets the function queue_depth reads (e.g. Engine.Waiting).
