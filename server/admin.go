@@ -164,7 +164,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "not ready: no configuration loaded")
 	default:
 		if err := s.CheckStore(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "not ready: store does not answer: "+err.Error())
+			writeError(w, http.StatusServiceUnavailable, "not ready: store does not answer: "+keyless(err))
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

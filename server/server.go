@@ -296,7 +296,7 @@ func (s *Server) CheckStore(ctx context.Context) error {
 	}
 	if was := s.storeState.Swap(now); was != now {
 		if err != nil {
-			s.Warn("store", "store not answering: "+shown(err.Error()))
+			s.Warn("store", "store not answering: "+shown(keyless(err)))
 		} else {
 			s.Event("store", "store answering")
 		}

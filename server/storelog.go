@@ -161,7 +161,7 @@ func (l *StoreLog) storeError(op string, err error) {
 	}
 	skipped, r.skipped, r.at = r.skipped, 0, now
 	l.mu.Unlock()
-	msg := fmt.Sprintf("store error on %s: %s", op, shown(err.Error()))
+	msg := fmt.Sprintf("store error on %s: %s", op, shown(causeText(err)))
 	if skipped > 0 {
 		msg += fmt.Sprintf(" (%d more like it since the last report)", skipped)
 	}
@@ -188,7 +188,7 @@ func forgetOldest(causes map[string]*reported) {
 func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	cause := "unknown"
 	if err.Last != nil {
-		cause = causeText(err.Last)
+		cause = causeKind(causeText(err.Last))
 	}
 	l.mu.Lock()
 	now := l.now()
@@ -225,7 +225,7 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	default:
 		what = "store circuit breaker opened for " + err.Partition + ", the failure policy answers its keys until a probe succeeds: "
 	}
-	msg := what + shown(err.Error())
+	msg := what + shown(keyless(err))
 	if skipped > 0 {
 		msg += fmt.Sprintf(" (opened %d more times with this cause since the last report)", skipped)
 	}
@@ -257,10 +257,14 @@ var sentinels = []error{store.ErrUnavailable, store.ErrContention, store.ErrBadR
 
 // causes appends the texts of err's innermost errors that are not
 // sentinels: the store's own words (Redis' "READONLY You can't write…",
-// memcached's server error), without the operation and the key the
-// stores wrap them in.
+// memcached's server error, a network error with its address), without
+// the operation and the key the stores wrap them in.
 func causes(err error, out []string) []string {
 	switch u := err.(type) {
+	case *net.OpError:
+		// "dial tcp 10.0.0.8:6379: connect: connection refused": the
+		// address is the store's, and says which node.
+		return append(out, err.Error())
 	case interface{ Unwrap() []error }:
 		for _, e := range u.Unwrap() {
 			out = causes(e, out)
@@ -277,6 +281,20 @@ func causes(err error, out []string) []string {
 		}
 	}
 	return append(out, err.Error())
+}
+
+// keyless is err's text for a log line: a *resilient.CircuitOpenError's
+// with its last failure as causeText gives it, without the operation and
+// the key the store wrapped it in (a key holds descriptor values: a
+// client's address, an API key); any other error's own text.
+func keyless(err error) string {
+	var ce *resilient.CircuitOpenError
+	if !errors.As(err, &ce) || ce.Last == nil {
+		return err.Error()
+	}
+	c := *ce
+	c.Last = errors.New(causeText(ce.Last))
+	return c.Error()
 }
 
 // causeText is what StoreLog tells causes apart by: err's causes, or its

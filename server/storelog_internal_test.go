@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,7 +144,7 @@ func TestStoreLogPartitions(t *testing.T) {
 		h.Tripped(&resilient.CircuitOpenError{Failures: 5, Last: cause, Reopened: reopened,
 			Partition: fmt.Sprintf("slots %d-%d", part*256, part*256+255)})
 	}
-	timeout := fmt.Errorf("resilient: no answer within the timeout: %w (%w)", store.ErrUnavailable, errors.New("context deadline exceeded"))
+	timeout := fmt.Errorf("resilient: no answer within the timeout: %w", store.ErrUnavailable)
 	refused := fmt.Errorf("redis: take: %w: dial tcp 10.0.0.8:6379: %w", store.ErrUnavailable, syscall.ECONNREFUSED)
 	for p := 0; p < 21; p++ { // the first master's ranges
 		trip(p, false, timeout)
@@ -173,5 +175,49 @@ func TestStoreLogPartitions(t *testing.T) {
 	}
 	if n := count("(opened 41 more times with this cause since the last report)"); n != 1 {
 		t.Errorf("the line after a minute does not count the 20 openings and 21 re-openings left out:\n%s", buf.String())
+	}
+}
+
+// TestStoreLogKeyless: the breaker's lines, the store errors' and the
+// readiness check's name the store's failure without the key it was about
+// (a key holds descriptor values: a client's address, an API key), and
+// re-openings whose causes differ only by a key or a number are one cause:
+// a stalled store re-opened its breaker every cool-down with a line per
+// key.
+func TestStoreLogKeyless(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewStoreLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	h := l.Hooks(resilient.Hooks{})
+	key := func(i int) string { return fmt.Sprintf("fg:api|remote_address=203.0.113.%d#fixed_window:1000000", i) }
+	deadline := func(i int) error {
+		return fmt.Errorf("redis: take %q: %w: %w", key(i), store.ErrUnavailable, context.DeadlineExceeded)
+	}
+	h.Tripped(&resilient.CircuitOpenError{Failures: 5, Last: deadline(1)})
+	for i := range 30 { // a re-opening per cool-down, each on another key
+		now = now.Add(time.Second)
+		h.Tripped(&resilient.CircuitOpenError{Failures: 6 + i, Last: deadline(i + 2), Reopened: true})
+	}
+	h.Call("take", time.Millisecond, storeErr(key(40), "READONLY You can't write against a read only replica."))
+	refused := fmt.Errorf("redis: take %q: %w: %w", key(41), store.ErrUnavailable,
+		&net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 8), Port: 6379}, Err: syscall.ECONNREFUSED})
+	h.Tripped(&resilient.CircuitOpenError{Failures: 5, Last: refused, Partition: "slots 0-255"})
+	out := buf.String()
+	if n := strings.Count(out, "store circuit breaker"); n != 2 {
+		t.Errorf("%d breaker lines for an opening, 30 re-openings on a timeout and an opening on a refused connection, want 2:\n%s", n, out)
+	}
+	for _, want := range []string{"last: context deadline exceeded", "store error on take: READONLY You can't write",
+		"last: dial tcp 10.0.0.8:6379: connection refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "203.0.113") || strings.Contains(out, "remote_address") {
+		t.Errorf("a key in the log:\n%s", out)
+	}
+	ce := &resilient.CircuitOpenError{Failures: 5, Last: deadline(9)}
+	if got := keyless(fmt.Errorf("wrapped: %w", ce)); strings.Contains(got, "203.0.113") || !strings.Contains(got, "circuit open after 5 consecutive failures") {
+		t.Errorf("keyless(circuit open) = %q", got)
 	}
 }
