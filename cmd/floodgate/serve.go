@@ -163,7 +163,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var f serveFlags
 	f.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nSIGHUP reloads the configuration (and the TLS files) at once.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
@@ -215,6 +215,11 @@ func (f *serveFlags) check() error {
 }
 
 func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
+	// SIGHUP, operators' "reload", reloads the configuration (and the TLS
+	// files); uncaught, it would end the process without a drain.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("%s: want debug, info, warn or error", f.origin("log-level", strconv.Quote(f.logLevel)))
@@ -300,20 +305,19 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var tlsHup chan os.Signal
 	if stls != nil {
 		stls.wrap(&ls, tlsOn)
 		// SIGHUP rereads the TLS files at once; the reload ticker, within
 		// --reload-interval (cert-manager and kubelet rewrite them in place).
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go stls.watch(ctx, f.reloadInterval, hup, srv)
+		tlsHup = make(chan os.Signal, 1)
+		go stls.watch(ctx, f.reloadInterval, tlsHup, srv)
 	}
-	if cfgPath != "" && f.reloadInterval > 0 {
-		// In gateway mode the rules and the routes reload together, all or
-		// nothing: the gateway builds the new routes before the engine
-		// takes the new rules.
-		go policy.Watch(ctx, cfgPath, f.reloadInterval, func(c *policy.Config, err error) {
+	rl := &configReloader{path: cfgPath, interval: f.reloadInterval, engine: engine,
+		apply: func(c *policy.Config, err error) {
+			// In gateway mode the rules and the routes reload together, all
+			// or nothing: the gateway builds the new routes before the
+			// engine takes the new rules.
 			if err == nil && gw != nil {
 				err = gw.SetConfig(c, engine.SetConfig)
 			} else if err == nil {
@@ -328,8 +332,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			for _, w := range c.Warnings() {
 				srv.Warn("reload", "configuration: "+w.String())
 			}
-		})
+		}}
+	if cfgPath != "" && f.reloadInterval > 0 {
+		rl.watch(ctx)
 	}
+	go onHangup(ctx, hup, rl, tlsHup, log)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	go engine.RunAdaptive(ctx, tick.C, func(ch policy.ScaleChange) {
@@ -491,4 +498,77 @@ func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log
 			}
 			log.Warn("gateway", "method", r.Method, "path", r.URL.Path, "err", err)
 		}))
+}
+
+// configReloader installs the configuration at path: each change the
+// watcher sees (every interval; none when it is 0), and at once on SIGHUP.
+type configReloader struct {
+	path     string // "" for the built-in example: nothing to reload
+	interval time.Duration
+	engine   *policy.Engine
+	// apply installs a loaded configuration, or reports why it was not
+	// (the error), with the log lines and metrics of a reload.
+	apply func(*policy.Config, error)
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+}
+
+// watch starts the watcher, from the content at path now.
+func (r *configReloader) watch(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		policy.Watch(wctx, r.path, r.interval, r.apply)
+	}()
+	r.stopWatch, r.watchDone = cancel, done
+}
+
+// reloadNow loads and installs the configuration at once, with the
+// watcher's checks, logs and metrics. The watcher is stopped meanwhile and
+// restarted from the content loaded, so that it does not reload the same
+// change again at its next look.
+func (r *configReloader) reloadNow(ctx context.Context) {
+	if r.stopWatch != nil {
+		r.stopWatch()
+		<-r.watchDone
+		r.stopWatch = nil
+	}
+	cfg, err := policy.Load(r.path)
+	// As the watcher: a directory emptied on the way to new files (rm,
+	// then cp) must not lift every limit at once.
+	if fi, serr := os.Stat(r.path); err == nil && serr == nil && fi.IsDir() && len(cfg.Domains()) == 0 && len(r.engine.Config().Domains()) > 0 {
+		cfg, err = nil, policy.Problems{{File: r.path, Message: "the directory holds no configuration with a domain any more: " +
+			"the rules in force stay (a reload never lifts every limit at once; restart to run without rules)"}}
+	}
+	r.apply(cfg, err)
+	if r.interval > 0 && ctx.Err() == nil {
+		r.watch(ctx)
+	}
+}
+
+// onHangup answers each SIGHUP from hup until ctx is done: the
+// configuration is reloaded at once (rl) and the TLS files reread (a
+// signal passed to tlsHup, when TLS is on).
+func onHangup(ctx context.Context, hup <-chan os.Signal, rl *configReloader, tlsHup chan<- os.Signal, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-hup:
+			if rl.path == "" {
+				log.Info("SIGHUP: the built-in example configuration has no file to reload")
+			} else {
+				log.Info("SIGHUP: reloading the configuration", "config", rl.path)
+				rl.reloadNow(ctx)
+			}
+			if tlsHup != nil {
+				select {
+				case tlsHup <- sig:
+				default: // a reread is pending already
+				}
+			}
+		}
+	}
 }
