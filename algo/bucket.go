@@ -108,9 +108,11 @@ func (l *Limit) bucketRefund(s *State, now, cost int64) {
 	}
 }
 
+// bucketExpiry is when the bucket is full, plus the retention for a token
+// bucket that starts below its capacity.
 func (l *Limit) bucketExpiry(s *State) int64 {
 	if s.C == 0 {
 		return 0
 	}
-	return s.B + l.rateDiv.ceil(l.capLevel-min(max(s.A, 0), l.capLevel))
+	return l.retained(s.B + l.rateDiv.ceil(l.capLevel-min(max(s.A, 0), l.capLevel)))
 }

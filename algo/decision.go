@@ -248,12 +248,16 @@ func (l *Limit) Renew(s *State, now int64, lease uint64) bool {
 	return concurrencyRenew(s, clampTime(now), lease, l.leaseUS)
 }
 
-// ExpiresAt is the instant (µs) from which s decides like a fresh State:
-// stores use it as the key's time-to-live, and a state for which it has
-// passed may be deleted. Zero for a state that is already as good as fresh.
-// A TokenBucket with InitialTokens below its capacity and SmoothBursty
-// start fresh keys short, so for them a deleted key admits no more than
-// the kept one would have.
+// ExpiresAt is the instant (µs) from which a store may forget s: stores use
+// it as the key's time-to-live, and a state for which it has passed reads
+// as a fresh State. For most limits it is when s decides like a fresh
+// State (zero for a state already as good as fresh). A TokenBucket with
+// InitialTokens below its capacity and SmoothBursty start fresh keys
+// short: for them it is Params.Retain after the state is full (the bucket
+// refilled, the permits stored), so that a key idle for a while keeps what
+// it has earned, and a key forgotten after that admits no more than the
+// kept one would have. It is at most the later of 2^53-1 and the instant
+// the state is full.
 func (l *Limit) ExpiresAt(s *State) int64 {
 	switch l.p.Algorithm {
 	case FixedWindow:

@@ -55,7 +55,7 @@
 //	              refused; the first Delay excess requests pass at once (nginx
 //	              limit_req's burst and delay). A bucket of capacity Burst+1.
 //	SmoothBursty  Guava's RateLimiter: stored permits up to MaxBurstSeconds of
-//	              rate; a fresh key stores none.
+//	              rate; a fresh key stores none (see "Keys that change").
 //	SmoothWarmup  Guava's warm-up variant: a fresh key is cold, and the
 //	              interval falls from ColdFactor × stable to stable over
 //	              WarmupPeriod of use. In both Smooth algorithms a request
@@ -108,10 +108,17 @@
 //
 // [Limit.Peek] never starts a fresh key's clock, while a Take, even of cost
 // 0, does: a TokenBucket with InitialTokens below its capacity starts
-// refilling, and a SmoothBursty key starts storing permits. [Limit.ExpiresAt]
-// is when a state decides like a fresh one and may be deleted; for those two
-// cases a forgotten key restarts short, so it admits no more than the kept
-// one would have.
+// refilling, and a SmoothBursty key starts storing permits.
+//
+// [Limit.ExpiresAt] is when a store may forget a state. For most limits a
+// fresh state is a full one, and it is the instant the state decides like
+// a fresh one. For those two a fresh state is short (InitialTokens, no
+// stored permits), so a full state is kept for Params.Retain (default one
+// hour) after it fills up: a key idle for 2 s has as many tokens as one
+// idle for 1 s, and SmoothBursty's stored permits, Guava's burst after
+// idleness, are there through every store. A key idle for longer than
+// that is forgotten and restarts short, so it admits no more than the
+// kept one would have (bucket4j's basedOnTimeForRefillingBucketUpToMax).
 //
 // A State written under other parameters — a configuration reload that
 // lowers a burst, changes SubWindows or shortens LeaseTTL while keys keep

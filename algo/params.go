@@ -112,7 +112,8 @@ type Params struct {
 	// Period is the window length or the time in which Limit units refill.
 	// Any length works (30s, 5m, 36h) from 1µs to 2^53µs (about 285
 	// years); it is truncated to whole microseconds. Required unless
-	// Calendar is set or the algorithm is Concurrency.
+	// Calendar is set (then it must be zero) or the algorithm is
+	// Concurrency.
 	Period time.Duration
 	// Calendar, for FixedWindow only, aligns windows to UTC months or years.
 	Calendar Calendar
@@ -138,6 +139,22 @@ type Params struct {
 	// MaxBurstSeconds, for SmoothBursty, is how many seconds of unused rate
 	// may be stored (default 1, Guava's).
 	MaxBurstSeconds float64
+	// Retain is how long a full state is kept before a store may forget
+	// it (see Limit.ExpiresAt), for the limits whose fresh state is not
+	// full: a TokenBucket with InitialTokens below its capacity, and
+	// SmoothBursty, whose fresh key stores no permits. Forgotten the
+	// instant it filled up, an idle key would restart short: idle longer,
+	// it would get fewer tokens. A key full for longer than Retain is
+	// forgotten and restarts at InitialTokens or with no stored permits,
+	// never admitting more than the kept key would have (bucket4j's
+	// basedOnTimeForRefillingBucketUpToMax). Default one hour; from 1µs
+	// to 2^53µs, truncated to whole microseconds. Compile rejects it for
+	// the other algorithms and for a TokenBucket without InitialTokens.
+	// With InitialTokens equal to the capacity a fresh bucket is full and
+	// Retain does nothing (Params reports 0): accepted so that a limit
+	// scaled down, whose initial tokens may round up to its capacity,
+	// still compiles.
+	Retain time.Duration
 	// MaxWait, for SmoothBursty and SmoothWarmup, is how long a request may be
 	// told to wait (Decision.Delay) and still be admitted (default 0:
 	// tryAcquire without timeout).
@@ -170,6 +187,33 @@ type Limit struct {
 	perDiv, rateDiv divisor
 	// capLevel is the buckets' capacity in unit·µs: capacity × periodUS.
 	capLevel int64
+	// retainUS is how long a full state is kept (see Params.Retain); 0
+	// when a fresh state is full.
+	retainUS int64
+}
+
+// defaultRetain is Params.Retain's default.
+const defaultRetain = time.Hour
+
+// setRetain fills in Retain for a limit whose fresh state is not full.
+func (l *Limit) setRetain() {
+	if l.p.Retain == 0 {
+		l.p.Retain = defaultRetain
+	}
+	l.retainUS = int64(l.p.Retain / time.Microsecond)
+}
+
+// retained is ExpiresAt for a state that is full from instant full on:
+// full plus the retention, saturated at maxTime (full itself may lie
+// beyond it for a bucket updated near the end of time).
+func (l *Limit) retained(full int64) int64 {
+	if l.retainUS == 0 {
+		return full
+	}
+	if full >= maxTime-l.retainUS {
+		return max(full, maxTime)
+	}
+	return full + l.retainUS
 }
 
 // Compile validates p, fills in defaults and precomputes what the
@@ -198,6 +242,9 @@ func Compile(p Params) (*Limit, error) {
 	if p.Calendar > CalendarYear {
 		return bad("calendar", "unknown calendar period %d", p.Calendar)
 	}
+	if p.Calendar != CalendarNone && p.Period != 0 {
+		return bad("period", "a %s window is a calendar %s long; set Period or Calendar, not both (got %v)", p.Calendar, p.Calendar, p.Period)
+	}
 	needPeriod := p.Calendar == CalendarNone && p.Algorithm != Concurrency
 	if needPeriod && p.Period < time.Microsecond {
 		return bad("period", "must be at least 1µs, got %v", p.Period)
@@ -217,18 +264,23 @@ func Compile(p Params) (*Limit, error) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"warmup_period", p.WarmupPeriod}, {"max_wait", p.MaxWait}, {"lease_ttl", p.LeaseTTL}} {
+	}{{"warmup_period", p.WarmupPeriod}, {"max_wait", p.MaxWait}, {"lease_ttl", p.LeaseTTL}, {"retain", p.Retain}} {
 		if f.d < 0 {
 			return bad(f.name, "must not be negative, got %v", f.d)
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"cold_factor", p.ColdFactor}, {"max_burst_seconds", p.MaxBurstSeconds}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return bad(f.name, "must be a finite number >= 0, got %v", f.v)
-		}
+	switch {
+	case p.Retain > 0 && p.Retain < time.Microsecond:
+		return bad("retain", "must be at least 1µs, got %v", p.Retain)
+	case p.Retain/time.Microsecond > maxTime:
+		return bad("retain", "must be below 2^53µs (about 285 years), got %v", p.Retain)
+	}
+	// Zero selects the default; any other value must be in range.
+	if c := p.ColdFactor; c != 0 && !(c >= 1 && !math.IsInf(c, 0)) {
+		return bad("cold_factor", "must be a finite number >= 1 (0 selects the default, 3), got %v", c)
+	}
+	if m := p.MaxBurstSeconds; m != 0 && !(m > 0 && !math.IsInf(m, 0)) {
+		return bad("max_burst_seconds", "must be a finite number > 0 (0 selects the default, 1), got %v", m)
 	}
 	// A parameter set for an algorithm that ignores it is a mistake (a
 	// burst on a window, sub-windows on a bucket): say so rather than
@@ -244,6 +296,7 @@ func Compile(p Params) (*Limit, error) {
 		{"warmup_period", p.WarmupPeriod != 0, []Kind{SmoothWarmup}},
 		{"cold_factor", p.ColdFactor != 0, []Kind{SmoothWarmup}},
 		{"max_burst_seconds", p.MaxBurstSeconds != 0, []Kind{SmoothBursty}},
+		{"retain", p.Retain != 0, []Kind{TokenBucket, SmoothBursty}},
 		{"max_wait", p.MaxWait != 0, []Kind{SmoothBursty, SmoothWarmup}},
 		{"lease_ttl", p.LeaseTTL != 0, []Kind{Concurrency}},
 	} {
@@ -296,6 +349,16 @@ func Compile(p Params) (*Limit, error) {
 			}
 			if *p.InitialTokens < 0 || *p.InitialTokens > l.capacity {
 				return bad("initial_tokens", "must be between 0 and the capacity %d, got %d", l.capacity, *p.InitialTokens)
+			}
+		}
+		if p.Algorithm == TokenBucket {
+			switch {
+			case p.InitialTokens == nil && p.Retain != 0:
+				return bad("retain", "applies to a token_bucket with initial_tokens below its capacity; this one starts full, and a full bucket forgotten loses nothing")
+			case p.InitialTokens != nil && *p.InitialTokens < l.capacity:
+				l.setRetain()
+			default:
+				l.p.Retain = 0 // a fresh bucket is full: nothing to retain
 			}
 		}
 		// Levels are kept in unit·µs (a unit is worth periodUS); the

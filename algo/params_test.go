@@ -52,6 +52,12 @@ func TestCompileRejects(t *testing.T) {
 		{"smooth faster than 1/µs", Params{Algorithm: SmoothBursty, Limit: 2, Period: time.Microsecond}, "limit"},
 		{"negative max wait", Params{Algorithm: SmoothBursty, Limit: 10, Period: time.Second, MaxWait: -1}, "max_wait"},
 		{"negative lease ttl", Params{Algorithm: Concurrency, Limit: 10, LeaseTTL: -time.Second}, "lease_ttl"},
+		{"retain under 1µs", Params{Algorithm: SmoothBursty, Limit: 10, Period: time.Second, Retain: 999}, "retain"},
+		{"negative retain", Params{Algorithm: SmoothBursty, Limit: 10, Period: time.Second, Retain: -time.Second}, "retain"},
+		{"retain of 290 years", Params{Algorithm: SmoothBursty, Limit: 10, Period: time.Second, Retain: 290 * 365 * 24 * time.Hour}, "retain"},
+		{"retain on a bucket that starts full", Params{Algorithm: TokenBucket, Limit: 10, Period: time.Second, Retain: time.Hour}, "retain"},
+		{"calendar with a period", Params{Algorithm: FixedWindow, Limit: 5, Period: time.Hour, Calendar: CalendarMonth}, "period"},
+		{"calendar year with a period", Params{Algorithm: FixedWindow, Limit: 5, Period: time.Microsecond, Calendar: CalendarYear}, "period"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +102,16 @@ func TestCompileDefaults(t *testing.T) {
 		{"calendar month needs no period", Params{Algorithm: FixedWindow, Limit: 3, Calendar: CalendarMonth}, 3, nil},
 		{"sliding log at its bound", Params{Algorithm: SlidingLog, Limit: 1 << 20, Period: time.Second}, 1 << 20, nil},
 		{"bucket at the 2^53 bound", Params{Algorithm: TokenBucket, Limit: 1 << 23, Period: time.Second * (1 << 30) / 1e6}, 1 << 23, nil},
+		{"bursty retains an hour", Params{Algorithm: SmoothBursty, Limit: 5, Period: time.Second}, 6,
+			func(p Params) bool { return p.Retain == time.Hour }},
+		{"bucket starting short retains an hour", Params{Algorithm: TokenBucket, Limit: 5, Period: time.Second, InitialTokens: ptr[int64](4)}, 5,
+			func(p Params) bool { return p.Retain == time.Hour }},
+		{"explicit retain", Params{Algorithm: TokenBucket, Limit: 5, Period: time.Second, InitialTokens: ptr[int64](0), Retain: 90 * time.Second}, 5,
+			func(p Params) bool { return p.Retain == 90*time.Second }},
+		{"bucket starting full retains nothing", Params{Algorithm: TokenBucket, Limit: 5, Period: time.Second}, 5,
+			func(p Params) bool { return p.Retain == 0 }},
+		{"retain on a bucket whose initial tokens are its capacity is moot", Params{Algorithm: TokenBucket, Limit: 5, Period: time.Second, InitialTokens: ptr[int64](5), Retain: time.Hour}, 5,
+			func(p Params) bool { return p.Retain == 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,10 +208,45 @@ func TestCompileRejectsParametersThatDoNotApply(t *testing.T) {
 		{Params{Algorithm: TokenBucket, Limit: 5, Period: sec, MaxWait: sec}, "max_wait: applies to smooth_bursty and smooth_warmup, not token_bucket"},
 		{Params{Algorithm: SlidingLog, Limit: 5, Period: sec, LeaseTTL: sec}, "lease_ttl: applies to concurrency, not sliding_log"},
 		{Params{Algorithm: Concurrency, Limit: 5, Burst: 2}, "burst: applies to token_bucket, gcra and shaper, not concurrency"},
+		{Params{Algorithm: GCRA, Limit: 5, Period: sec, Retain: sec}, "retain: applies to token_bucket and smooth_bursty, not gcra"},
+		{Params{Algorithm: SmoothWarmup, Limit: 5, Period: sec, WarmupPeriod: sec, Retain: sec}, "retain: applies to token_bucket and smooth_bursty, not smooth_warmup"},
+		{Params{Algorithm: FixedWindow, Limit: 5, Period: sec, Retain: sec}, "retain: applies to token_bucket and smooth_bursty, not fixed_window"},
+		{Params{Algorithm: TokenBucket, Limit: 5, Period: sec, Retain: sec}, "retain: applies to a token_bucket with initial_tokens below its capacity"},
+		{Params{Algorithm: FixedWindow, Limit: 5, Period: time.Hour, Calendar: CalendarMonth}, "period: a month window is a calendar month long; set Period or Calendar, not both"},
 	} {
 		_, err := Compile(tc.p)
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Compile(%+v) = %v, want ErrInvalid with %q", tc.p, err, tc.want)
+		}
+	}
+}
+
+// TestCompileStatesTheBound: each range error states the bound the value
+// must meet, not a looser one.
+func TestCompileStatesTheBound(t *testing.T) {
+	sec := time.Second
+	warm := func(c float64) Params {
+		return Params{Algorithm: SmoothWarmup, Limit: 5, Period: sec, WarmupPeriod: sec, ColdFactor: c}
+	}
+	bursty := func(m float64) Params {
+		return Params{Algorithm: SmoothBursty, Limit: 5, Period: sec, MaxBurstSeconds: m}
+	}
+	for _, tc := range []struct {
+		p    Params
+		want string
+	}{
+		{warm(0.5), "cold_factor: must be a finite number >= 1 (0 selects the default, 3), got 0.5"},
+		{warm(-1), "cold_factor: must be a finite number >= 1 (0 selects the default, 3), got -1"},
+		{warm(math.NaN()), "cold_factor: must be a finite number >= 1 (0 selects the default, 3), got NaN"},
+		{warm(math.Inf(1)), "cold_factor: must be a finite number >= 1 (0 selects the default, 3), got +Inf"},
+		{bursty(-1), "max_burst_seconds: must be a finite number > 0 (0 selects the default, 1), got -1"},
+		{bursty(math.NaN()), "max_burst_seconds: must be a finite number > 0 (0 selects the default, 1), got NaN"},
+		{bursty(math.Inf(1)), "max_burst_seconds: must be a finite number > 0 (0 selects the default, 1), got +Inf"},
+		{Params{Algorithm: SmoothBursty, Limit: 5, Period: sec, Retain: -sec}, "retain: must not be negative, got -1s"},
+	} {
+		_, err := Compile(tc.p)
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("Compile(%+v) = %v, want ErrInvalid ending %q", tc.p, err, tc.want)
 		}
 	}
 }

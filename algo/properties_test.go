@@ -35,12 +35,18 @@ func randomParams(r *rand.Rand, k Kind) Params {
 				c = p.Limit
 			}
 			p.InitialTokens = ptr(r.Int64N(c + 1))
+			if *p.InitialTokens < c && r.IntN(2) == 0 {
+				p.Retain = time.Duration(1+r.Int64N(us(3*p.Period))) * time.Microsecond
+			}
 		}
 	case Shaper:
 		p.Burst = r.Int64N(10)
 		p.Delay = r.Int64N(p.Burst + 1)
 	case SmoothBursty:
 		p.MaxBurstSeconds = r.Float64() * 3
+		if r.IntN(2) == 0 {
+			p.Retain = time.Duration(1+r.Int64N(us(3*p.Period))) * time.Microsecond
+		}
 		if r.IntN(2) == 0 {
 			p.MaxWait = time.Duration(r.Int64N(int64(p.Period)))
 		}
@@ -241,16 +247,30 @@ func sameFuture(r *rand.Rand, l *Limit, a, b State, now int64, n int) error {
 }
 
 // From ExpiresAt on, a state decides like a fresh one, so a store may
-// delete it. The exceptions start fresh keys short on purpose, and a
-// forgotten key then admits no more than the kept one would:
+// delete it. The exceptions start fresh keys short on purpose:
 // TokenBucket with InitialTokens below the capacity and SmoothBursty,
-// which starts with no stored permits.
+// which starts with no stored permits. Their states are kept full for
+// Retain before ExpiresAt, and a forgotten key then admits no more than
+// the kept one would.
 func TestExpiresAt(t *testing.T) {
 	forEachRandomState(t, 4, func(t *testing.T, r *rand.Rand, l *Limit, s State, now int64) {
 		exp := l.ExpiresAt(&s)
 		at := max(exp, now) + r.Int64N(3)
 		shortFresh := l.p.Algorithm == SmoothBursty || (l.p.InitialTokens != nil && *l.p.InitialTokens < l.Capacity())
+		if shortFresh != (l.retainUS > 0) {
+			t.Fatalf("%v: retains %dµs; want a retention exactly when a fresh state is short", l, l.retainUS)
+		}
 		if shortFresh {
+			// Between the instant it is full (exp - Retain, unless
+			// saturated) and exp, the kept state is full.
+			if exp > 0 && exp < maxTime {
+				if before := exp - 1 - r.Int64N(l.retainUS); before >= now {
+					kept := s.Clone()
+					if d := l.Peek(&kept, before, 0); d.Remaining != l.Capacity() {
+						t.Fatalf("%v: %dµs before ExpiresAt the kept state %+v has Remaining %d, want full (%d)", l, exp-before, s, d.Remaining, l.Capacity())
+					}
+				}
+			}
 			var fresh State
 			kept := s.Clone()
 			f, k := l.Peek(&fresh, at, 0), l.Peek(&kept, at, 0)

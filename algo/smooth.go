@@ -58,6 +58,7 @@ func (l *Limit) compileSmooth() error {
 		sp.coolDown = sp.stable
 		l.capacity = int64(sp.maxPermits) + 1
 		sp.setMaxCost(l.p, l.maxWait)
+		l.setRetain() // a fresh key stores no permits
 		return nil
 	}
 	if p.WarmupPeriod <= 0 {
@@ -65,9 +66,6 @@ func (l *Limit) compileSmooth() error {
 	}
 	if l.p.ColdFactor == 0 {
 		l.p.ColdFactor = 3
-	}
-	if l.p.ColdFactor < 1 {
-		return fmt.Errorf("%w: cold_factor: must be >= 1, got %v", ErrInvalid, l.p.ColdFactor)
 	}
 	warm := float64(p.WarmupPeriod / time.Microsecond)
 	cold := sp.stable * l.p.ColdFactor
@@ -215,9 +213,12 @@ func (l *Limit) smoothRefund(s *State, cost int64) {
 	}
 }
 
+// smoothExpiry is when the stored permits are full, plus for SmoothBursty
+// the retention (a fresh SmoothBursty key stores none; a fresh
+// SmoothWarmup key is cold, which is full).
 func (l *Limit) smoothExpiry(s *State) int64 {
 	if s.B == 0 {
 		return 0
 	}
-	return l.smoothUntilFull(s.B, math.Float64frombits(uint64(s.A)))
+	return l.retained(l.smoothUntilFull(s.B, math.Float64frombits(uint64(s.A))))
 }

@@ -69,9 +69,24 @@ func mustCompile(tb testing.TB, p Params) *Limit {
 // as, e.g., "Take(t3, 2) = false, want true". It returns the final state.
 func runSteps(t *testing.T, l *Limit, in instants, steps []step) *State {
 	t.Helper()
+	return playSteps(t, l, in, steps, false)
+}
+
+// runStoreSteps plays steps as a store keeps the state: forgotten (made
+// fresh) once its ExpiresAt has passed, and not written by a Peek.
+func runStoreSteps(t *testing.T, l *Limit, in instants, steps []step) *State {
+	t.Helper()
+	return playSteps(t, l, in, steps, true)
+}
+
+func playSteps(t *testing.T, l *Limit, in instants, steps []step, store bool) *State {
+	t.Helper()
 	s := &State{}
 	for i, st := range steps {
 		now := in.at(t, st.at)
+		if store && l.ExpiresAt(s) <= now {
+			*s = State{}
+		}
 		var d Decision
 		var call string
 		switch st.op {
@@ -80,7 +95,12 @@ func runSteps(t *testing.T, l *Limit, in instants, steps []step) *State {
 			d = l.Take(s, now, st.cost)
 		case opPeek:
 			call = fmt.Sprintf("Peek(%s, %d)", st.at, st.cost)
-			d = l.Peek(s, now, st.cost)
+			if store {
+				c := s.Clone()
+				d = l.Peek(&c, now, st.cost)
+			} else {
+				d = l.Peek(s, now, st.cost)
+			}
 		case opLease:
 			call = fmt.Sprintf("TakeLease(%s, %d, lease %d)", st.at, st.cost, st.lease)
 			d = l.TakeLease(s, now, st.cost, st.lease)

@@ -400,6 +400,9 @@ func (r *Rule) describe() string {
 	if p.Algorithm == algo.SmoothBursty {
 		fmt.Fprintf(&b, " max_burst_seconds=%g", p.MaxBurstSeconds)
 	}
+	if p.Retain > 0 {
+		fmt.Fprintf(&b, " retain=%s", formatDuration(p.Retain))
+	}
 	if p.Algorithm == algo.Concurrency {
 		fmt.Fprintf(&b, " lease_ttl=%s", formatDuration(r.limit.Window(0)))
 	}

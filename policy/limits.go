@@ -45,6 +45,17 @@ func scaled(p algo.Params, f float64) algo.Params {
 	return p
 }
 
+// startFull makes p, a limit derived from a rule's (a ceil, a lend pool),
+// start full: no initial tokens, and so, for a token bucket, no retention
+// of a full state (which algo.Compile rejects on a bucket that starts
+// full).
+func startFull(p *algo.Params) {
+	p.InitialTokens = nil
+	if p.Algorithm == algo.TokenBucket {
+		p.Retain = 0
+	}
+}
+
 // fingerprint names the state layout of a limit in its store key, so a
 // reload that changes a rule's algorithm or period starts from fresh state
 // instead of misreading the old one; a change of quota keeps the state.
@@ -133,14 +144,14 @@ func deriveLimits(d *Domain, r *Rule, p algo.Params) (ruleLimits, error) {
 		if p.Burst > 0 && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) {
 			c.Burst = (p.Burst*r.Ceil + p.Limit - 1) / p.Limit
 		}
-		c.InitialTokens = nil
+		startFull(&c)
 		if rl.ceil, err = algo.Compile(c); err != nil {
 			return rl, fmt.Errorf("ceil: %w", err)
 		}
 	}
 	if r.Lendable > 0 && r.Lendable < 1 {
 		lp := scaled(p, r.Lendable)
-		lp.InitialTokens = nil
+		startFull(&lp)
 		if rl.lend, err = algo.Compile(lp); err != nil {
 			return rl, fmt.Errorf("lendable: %w", err)
 		}

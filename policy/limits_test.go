@@ -42,3 +42,31 @@ func TestKeyLayoutReadsFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// A rule's retain is its limit's Retain; the ceil derived from a token
+// bucket that starts empty starts full, and so retains nothing (rather
+// than failing to compile).
+func TestRetainWithCeil(t *testing.T) {
+	cfg := mustParse(t, `
+domain: d
+hierarchy: true
+rate_limit: {unit: second, requests_per_unit: 100}
+descriptors:
+  - key: user
+    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 10, initial_tokens: 0, retain: 2h, ceil: 20}
+  - key: app
+    rate_limit: {algorithm: smooth_bursty, unit: second, requests_per_unit: 10, retain: 5m, ceil: 20}
+`)
+	want := map[string]time.Duration{"user": 2 * time.Hour, "app": 5 * time.Minute}
+	for _, r := range cfg.Rules() {
+		if w, ok := want[r.Name]; ok {
+			if got := r.Limit().Params().Retain; got != w {
+				t.Errorf("rule %s: Retain = %v, want %v", r.Name, got, w)
+			}
+			delete(want, r.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("rules not found: %v", want)
+	}
+}

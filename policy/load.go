@@ -172,7 +172,7 @@ var (
 		"value_to_metric", "share_threshold", "metadata", "hierarchy"}
 	limitFields = []string{"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "period", "burst", "initial_tokens", "sub_windows", "warmup_period", "cold_factor",
-		"max_burst_seconds", "queue_size", "delay", "max_wait", "lease_ttl",
+		"max_burst_seconds", "retain", "queue_size", "delay", "max_wait", "lease_ttl",
 		"strategy", "fallback", "max_waiters", "queue_order", "ceil", "lendable", "reserve", "priority", "adaptive"}
 	adaptiveFields = []string{"min", "max", "initial", "latency_threshold", "quantile", "error_ratio",
 		"decrease", "increase", "interval", "min_samples"}
@@ -224,6 +224,7 @@ var fieldAlgos = map[string][]algo.Kind{
 	"warmup_period":     {algo.SmoothWarmup},
 	"cold_factor":       {algo.SmoothWarmup},
 	"max_burst_seconds": {algo.SmoothBursty},
+	"retain":            {algo.TokenBucket, algo.SmoothBursty},
 	"lease_ttl":         {algo.Concurrency},
 }
 
@@ -1348,7 +1349,7 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	}
 	if r.Deny {
 		for _, name := range []string{"algorithm", "burst", "queue_size", "delay", "initial_tokens", "sub_windows",
-			"warmup_period", "cold_factor", "max_burst_seconds", "lease_ttl", "ceil", "lendable", "reserve", "adaptive"} {
+			"warmup_period", "cold_factor", "max_burst_seconds", "retain", "lease_ttl", "ceil", "lendable", "reserve", "adaptive"} {
 			if f, ok := fs[name]; ok {
 				l.errf(f.key.Line, "requests_per_unit 0 blocks every request; %s does not apply (zero is not a rate)", name)
 			}
@@ -1406,7 +1407,7 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	durs := []struct {
 		name string
 		dst  *time.Duration
-	}{{"warmup_period", &p.WarmupPeriod}, {"lease_ttl", &p.LeaseTTL}}
+	}{{"warmup_period", &p.WarmupPeriod}, {"lease_ttl", &p.LeaseTTL}, {"retain", &p.Retain}}
 	for _, x := range durs {
 		if f, ok := fs[x.name]; ok {
 			*x.dst, _ = l.duration(f, x.name)
@@ -1499,6 +1500,7 @@ var compileField = map[string]string{
 	"warmup_period":     "warmup_period",
 	"cold_factor":       "cold_factor",
 	"max_burst_seconds": "max_burst_seconds",
+	"retain":            "retain",
 	"ceil":              "ceil",
 	"lendable":          "lendable",
 	"reserve":           "reserve",

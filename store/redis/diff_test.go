@@ -44,12 +44,14 @@ func diffParams() []algo.Params {
 		{Algorithm: algo.TokenBucket, Limit: 5, Period: sec},
 		{Algorithm: algo.TokenBucket, Limit: 3, Period: sec, Burst: 6, InitialTokens: &three},
 		{Algorithm: algo.TokenBucket, Limit: 7, Period: 3 * sec, Burst: 2, InitialTokens: &zero},
+		{Algorithm: algo.TokenBucket, Limit: 4, Period: sec, Burst: 3, InitialTokens: &zero, Retain: 700 * ms},
 		{Algorithm: algo.GCRA, Limit: 4, Period: sec, Burst: 2},
 		{Algorithm: algo.GCRA, Limit: 1000, Period: 7 * sec},
 		{Algorithm: algo.Shaper, Limit: 5, Period: sec, Burst: 3, Delay: 1},
 		{Algorithm: algo.Shaper, Limit: 3, Period: 900 * ms, Burst: 4},
 		{Algorithm: algo.SmoothBursty, Limit: 5, Period: sec, MaxWait: 300 * ms},
 		{Algorithm: algo.SmoothBursty, Limit: 7, Period: 3 * sec, MaxBurstSeconds: 2.5},
+		{Algorithm: algo.SmoothBursty, Limit: 4, Period: sec, MaxBurstSeconds: 0.5, Retain: 400 * ms},
 		{Algorithm: algo.SmoothWarmup, Limit: 5, Period: sec, WarmupPeriod: 2 * sec, MaxWait: 500 * ms},
 		{Algorithm: algo.SmoothWarmup, Limit: 3, Period: 700 * ms, WarmupPeriod: 1300 * ms, ColdFactor: 4.5, MaxWait: sec},
 		{Algorithm: algo.Concurrency, Limit: 3, LeaseTTL: 800 * ms},
@@ -369,5 +371,81 @@ func TestDifferentialScripted(t *testing.T) {
 				compareState(t, fmt.Sprintf("step %d", i), s, ref, key, l, now)
 			}
 		})
+	}
+}
+
+// TestDifferentialTTL: a key that idled past the instant it was full and
+// is taken again gets the TTL algo's ExpiresAt gives, from every script
+// that writes it (take.lua, takes.lua, main.lua's handlers): for a limit
+// whose fresh state is short, the time until full plus Retain; for the
+// others, the time until full.
+func TestDifferentialTTL(t *testing.T) {
+	url := redisURL(t)
+	zero := int64(0)
+	sec := time.Second
+	for _, p := range []algo.Params{
+		{Algorithm: algo.TokenBucket, Limit: 10, Period: sec, InitialTokens: &zero}, // Retain: an hour
+		{Algorithm: algo.TokenBucket, Limit: 10, Period: sec, Burst: 20, InitialTokens: &zero, Retain: 90 * sec},
+		{Algorithm: algo.SmoothBursty, Limit: 5, Period: sec}, // Retain: an hour
+		{Algorithm: algo.SmoothBursty, Limit: 5, Period: sec, Retain: 90 * sec},
+		{Algorithm: algo.GCRA, Limit: 10, Period: sec, Burst: 20}, // fresh is full: nothing retained
+	} {
+		l, err := algo.Compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type variant struct {
+			name string
+			opts []Option
+			pair bool // a take over two keys: main.lua
+		}
+		variants := []variant{{"main", nil, true}}
+		if loneSpec(l) != "" {
+			variants = append(variants, variant{"lone", nil, false}, variant{"batched", []Option{withoutLoneTake()}, false})
+		}
+		for _, v := range variants {
+			t.Run(fmt.Sprintf("%s_retain_%v_%s", l, l.Params().Retain, v.name), func(t *testing.T) {
+				t.Parallel()
+				ck := new(clock)
+				start := time.Date(2026, time.May, 4, 3, 2, 1, 0, time.UTC).UnixMicro()
+				s := openT(t, url, append([]Option{WithTestClock(ck.Now)}, v.opts...)...)
+				ns := fmt.Sprintf("{ttl%s/%s}:", runID, t.Name())
+				ref := storetest.NewReference()
+				take := func(now int64) {
+					t.Helper()
+					ck.us.Store(now)
+					reqs := []store.Request{{Key: ns + "k", Limit: l, Cost: 1}}
+					if v.pair {
+						reqs = append(reqs, store.Request{Key: ns + "other", Limit: l, Cost: 0})
+					}
+					ok, want := ref.Take(reqs, now)
+					out := make([]algo.Decision, len(reqs))
+					res, err := s.Take(t.Context(), reqs, out)
+					if err != nil {
+						t.Fatalf("Take at +%dµs: %v", now-start, err)
+					}
+					if res.Allowed != ok || !slices.Equal(out, want) {
+						t.Fatalf("Take at +%dµs = %v %+v, reference %v %+v", now-start, res.Allowed, out, ok, want)
+					}
+				}
+				take(start)
+				now := start + 2_500_000 // idle 2.5s: full since 1s (1.2s for smooth_bursty)
+				take(now)
+				if d := ref.Peek(store.Request{Key: ns + "k", Limit: l}, now); d.Remaining != l.Capacity()-1 {
+					t.Fatalf("after idling and a take of 1, the reference has Remaining %d, want %d", d.Remaining, l.Capacity()-1)
+				}
+				exp := ref.ExpiresAt(ns+"k", l)
+				// The script's TTL: whole ms up from ExpiresAt - now, at
+				// least WithTestClock's floor of 1s.
+				want := max(time.Duration((exp-now+999)/1000)*time.Millisecond, time.Second)
+				ttl, ok := pttl(t, s, ns+"k")
+				if !ok || ttl > want || ttl < want-time.Second {
+					t.Errorf("TTL = %v (exists %v), want %v (ExpiresAt - now, at least 1s)", ttl, ok, want)
+				}
+				if r := l.Params().Retain; ttl < r {
+					t.Errorf("TTL = %v, shorter than Retain %v: the key would be forgotten while it is full", ttl, r)
+				}
+			})
+		}
 	}
 }

@@ -104,7 +104,7 @@ func programFor(sa *scriptArgs) program {
 }
 
 // loneSpec returns l as lua/take.lua's limit argument: the kind, then the
-// parameters of spec as little-endian doubles ('<Bddddd', unused ones
+// parameters of spec as little-endian doubles ('<Bdddddd', unused ones
 // zero; every value is an integer below 2^53, exact as a double), or ""
 // when take.lua does not decide l: only fixed windows that are not
 // calendar ones and the bucket family.
@@ -123,11 +123,11 @@ func loneSpec(l *algo.Limit) string {
 		if p.InitialTokens != nil {
 			init = *p.InitialTokens
 		}
-		vals = []int64{p.Limit, per, l.Capacity(), p.Delay, init}
+		vals = []int64{p.Limit, per, l.Capacity(), p.Delay, init, retainUS(p)}
 	default:
 		return ""
 	}
-	b := make([]byte, 1+5*8)
+	b := make([]byte, 1+6*8)
 	b[0] = byte(p.Algorithm)
 	for i, v := range vals {
 		binary.LittleEndian.PutUint64(b[1+8*i:], math.Float64bits(float64(v)))
@@ -208,15 +208,20 @@ func spec(l *algo.Limit) []string {
 		if p.InitialTokens != nil {
 			init = *p.InitialTokens
 		}
-		return []string{kind, i(p.Limit), i(per), i(l.Capacity()), i(p.Delay), i(init)}
+		return []string{kind, i(p.Limit), i(per), i(l.Capacity()), i(p.Delay), i(init), i(retainUS(p))}
 	case algo.SmoothBursty, algo.SmoothWarmup:
 		s := smoothOf(l)
-		return []string{kind, f(s.stable), f(s.coolDown), f(s.maxPermits), f(s.threshold), f(s.slope), i(int64(p.MaxWait / time.Microsecond)), i(l.MaxCost())}
+		return []string{kind, f(s.stable), f(s.coolDown), f(s.maxPermits), f(s.threshold), f(s.slope), i(int64(p.MaxWait / time.Microsecond)), i(l.MaxCost()), i(retainUS(p))}
 	case algo.Concurrency:
 		return []string{kind, i(p.Limit), i(int64(l.Window(0) / time.Microsecond))}
 	}
 	return nil
 }
+
+// retainUS is how long (µs) a full state is kept before it expires
+// (algo.Params.Retain, which Compile sets to 0 where a fresh state is
+// full).
+func retainUS(p algo.Params) int64 { return int64(p.Retain / time.Microsecond) }
 
 // smoothParams mirrors the values algo.Compile derives for the Smooth
 // algorithms; the Lua script needs them as exact doubles.

@@ -55,6 +55,10 @@
 //   - expiry: after a state's ExpiresAt a key reads as fresh (or, with
 //     RealTTL, its TTL is ExpiresAt − now); Reset forgets a key; Refund and
 //     Release give capacity back.
+//   - retain: a key whose fresh state is short (a token bucket with
+//     initial tokens below its burst, smooth_bursty) is still full after
+//     it idled past the instant it filled up, and is forgotten Retain
+//     later (or, with RealTTL, its TTL is at least Retain).
 //   - foreign_give_back: a Refund, a Release and a Renew (when the store is
 //     a store.Renewer) with a limit of every other algorithm leave a key's
 //     state as it was.
@@ -80,6 +84,7 @@
 //
 //	limit [name:] <algorithm> <N>[/<period>] [burst=N] [initial=N] [sub=N]
 //	      [delay=N] [warmup=D] [cold=F] [maxburst=F] [maxwait=D] [lease=D]
+//	      [retain=D]
 //
 // The algorithm is a name algo.ParseKind accepts, or * for "every
 // algorithm of the harness" (such a trace carries no expectations and is

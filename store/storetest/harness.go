@@ -141,6 +141,7 @@ func Run(t *testing.T, h Harness) {
 		{"all_or_nothing", testAllOrNothing},
 		{"all_or_nothing_concurrent", testAllOrNothingConcurrent},
 		{"expiry", testExpiry},
+		{"retain", testRetain},
 		{"reset", testReset},
 		{"refund_release", testRefundRelease},
 		{"foreign_give_back", testForeignGiveBack},

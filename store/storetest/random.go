@@ -22,14 +22,16 @@ func randomParams(k algo.Kind) []algo.Params {
 	case algo.SlidingWindow:
 		return []algo.Params{{Algorithm: k, Limit: 7, Period: sec}, {Algorithm: k, Limit: 10, Period: sec, SubWindows: 4}}
 	case algo.TokenBucket:
-		three := int64(3)
-		return []algo.Params{{Algorithm: k, Limit: 5, Period: sec}, {Algorithm: k, Limit: 3, Period: sec, Burst: 6, InitialTokens: &three}}
+		three, zero := int64(3), int64(0)
+		return []algo.Params{{Algorithm: k, Limit: 5, Period: sec}, {Algorithm: k, Limit: 3, Period: sec, Burst: 6, InitialTokens: &three},
+			{Algorithm: k, Limit: 4, Period: sec, Burst: 3, InitialTokens: &zero, Retain: 700 * time.Millisecond}}
 	case algo.GCRA:
 		return []algo.Params{{Algorithm: k, Limit: 4, Period: sec, Burst: 2}}
 	case algo.Shaper:
 		return []algo.Params{{Algorithm: k, Limit: 5, Period: sec, Burst: 3, Delay: 1}}
 	case algo.SmoothBursty:
-		return []algo.Params{{Algorithm: k, Limit: 5, Period: sec, MaxWait: 300 * time.Millisecond}}
+		return []algo.Params{{Algorithm: k, Limit: 5, Period: sec, MaxWait: 300 * time.Millisecond},
+			{Algorithm: k, Limit: 4, Period: sec, MaxBurstSeconds: 0.5, Retain: 400 * time.Millisecond}}
 	case algo.SmoothWarmup:
 		return []algo.Params{{Algorithm: k, Limit: 5, Period: sec, WarmupPeriod: 2 * sec, MaxWait: 500 * time.Millisecond}}
 	case algo.Concurrency:

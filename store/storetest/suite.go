@@ -264,6 +264,69 @@ func testExpiry(t *testing.T, h *Harness) {
 	})
 }
 
+// testRetain checks that a key whose fresh state is short (a token bucket
+// starting empty, smooth_bursty storing no permits) is still full after
+// idling past the instant it filled up, and is forgotten Retain after it
+// is full: on the injected clock, or for stores that expire keys by their
+// own clock, by a TTL of at least Retain.
+func testRetain(t *testing.T, h *Harness) {
+	const retain = time.Minute
+	zero := int64(0)
+	for _, p := range []algo.Params{
+		{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second, InitialTokens: &zero, Retain: retain},
+		{Algorithm: algo.SmoothBursty, Limit: 5, Period: time.Second, Retain: retain},
+	} {
+		if !h.supports(p.Algorithm) {
+			continue
+		}
+		t.Run(p.Algorithm.String(), func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
+			l := compile(t, p)
+			clock := NewClock(Epoch)
+			st := h.open(t, clock.Now)
+			ref := NewReference()
+			ns := namespace(t)
+			q := store.Request{Key: ns + "k", Limit: l, Cost: 1}
+			look := store.Request{Key: q.Key, Limit: l, Cost: 0}
+			take := func(when string) {
+				t.Helper()
+				_, want := ref.Take([]store.Request{q}, clock.micros())
+				if got, _ := takeOne(t, st, q); got != want[0] {
+					t.Errorf("%s: Take = %s, reference %s", when, formatDecision(got), formatDecision(want[0]))
+				}
+			}
+			take("on a fresh key")
+			// Full after 1s (the bucket) or 1.2s (the ticket at 200ms,
+			// then a second of stored permits).
+			clock.Advance(2500 * time.Millisecond)
+			if d, want := peekOne(t, st, look), ref.Peek(look, clock.micros()); d != want || d.Remaining != l.Capacity() {
+				t.Errorf("idle 2.5s: Peek = %s, want full (remaining %d), reference %s", formatDecision(d), l.Capacity(), formatDecision(want))
+			}
+			take("idle 2.5s")
+			now, exp := clock.micros(), ref.ExpiresAt(q.Key, l)
+			if h.RealTTL {
+				ttl, ok := h.TTL(t, st, q.Key)
+				want := time.Duration(exp-now) * time.Microsecond
+				if !ok || ttl < retain || ttl > want+time.Second {
+					t.Errorf("after a take, TTL = %v (exists %v), want %v: the time until full plus Retain %v", ttl, ok, want, retain)
+				}
+				return
+			}
+			clock.Set(time.UnixMicro(exp - 1))
+			if got, want := peekOne(t, st, look), ref.Peek(look, exp-1); got != want || got.Remaining != l.Capacity() {
+				t.Errorf("1µs before ExpiresAt (full + Retain): Peek = %s, want %s, full", formatDecision(got), formatDecision(want))
+			}
+			clock.Set(time.UnixMicro(exp))
+			fresh := store.Request{Key: ns + "never-used", Limit: l, Cost: 0}
+			if got, want := peekOne(t, st, look), peekOne(t, st, fresh); got != want {
+				t.Errorf("at ExpiresAt (full + Retain): Peek = %s, want %s as on a fresh key", formatDecision(got), formatDecision(want))
+			}
+		})
+	}
+}
+
 // testReset checks that Reset forgets a key.
 func testReset(t *testing.T, h *Harness) {
 	forKinds(t, h, algo.Kinds(), func(t *testing.T, k algo.Kind) {

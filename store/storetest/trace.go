@@ -227,8 +227,10 @@ func setOption(p *algo.Params, k, v string) error {
 		p.MaxWait = dur()
 	case "lease":
 		p.LeaseTTL = dur()
+	case "retain":
+		p.Retain = dur()
 	default:
-		return errors.New("unknown option (want burst, initial, sub, delay, warmup, cold, maxburst, maxwait or lease)")
+		return errors.New("unknown option (want burst, initial, sub, delay, warmup, cold, maxburst, maxwait, lease or retain)")
 	}
 	return err
 }

@@ -2,16 +2,17 @@
 -- kind (4, 5 or 6), A = level in unit·µs, B = time of the last
 -- update (µs), C = 1 once the key is in use (0 marks a fresh key).
 -- Params: rate (limit per period), period (µs), capacity, delay (shaper),
--- initial level in units (-1: full).
+-- initial level in units (-1: full), retain (µs a full state is kept; 0
+-- for a bucket that starts full).
 
 local SHAPER = 6
 
 local h = {
-  np = 5,
+  np = 6,
   parse = function(a, i)
     return {
       rate = tonumber(a[i]), per = tonumber(a[i + 1]), cap = tonumber(a[i + 2]),
-      delay = tonumber(a[i + 3]), init = tonumber(a[i + 4]),
+      delay = tonumber(a[i + 3]), init = tonumber(a[i + 4]), retain = tonumber(a[i + 5]),
     }
   end,
 }
@@ -47,7 +48,7 @@ end
 h.expires = function(st, p)
   if st.c == 0 then return 0 end
   local capLevel = p.cap * p.per
-  return st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate)
+  return retained(st.b + cdiv(capLevel - min(max(st.a, 0), capLevel), p.rate), p.retain)
 end
 h.fresh = sfresh
 h.decide = function(st, p, now, cost, lease, commit)

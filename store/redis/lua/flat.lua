@@ -4,10 +4,10 @@
 -- machinery. take.lua and takes.lua include it where they say
 -- "--#include flat.lua" (see script.go), so the steps are written once.
 --
--- In: key, kind, cost, t (µs), minTTL (ms), p1..p5 (limit, period for a
--- fixed window; rate, period, capacity, delay, initial level for a
+-- In: key, kind, cost, t (µs), minTTL (ms), p1..p6 (limit, period for a
+-- fixed window; rate, period, capacity, delay, initial level, retain for a
 -- bucket), the locals rcall, rpcall, spack, sunpack, idiv, min, max and
--- the constants FIXED, SHAPER. Out: allowed, rem, retry, reset, delay, and
+-- the constants MAXTIME, FIXED, SHAPER. Out: allowed, rem, retry, reset, delay, and
 -- the key saved or deleted.
 
 -- load: a state of another kind or type reads as fresh
@@ -43,12 +43,16 @@ if kind == FIXED then
   if b ~= 0 then exp = stop end
 else
   -- bucket.lua: A = level in unit·µs, B = last update, C = 1 once used
-  local rate, per, cap, delayUnits, init = p1, p2, p3, p4, p5
+  local rate, per, cap, delayUnits, init, retain = p1, p2, p3, p4, p5, p6
   local capLevel = cap * per
-  -- expires: when the bucket is full again
+  -- expires: when the bucket is full again, plus retain (see retained in
+  -- prelude.lua) for one that starts short
   if c ~= 0 then
     local need, full = capLevel - min(max(a, 0), capLevel), b
     if need > 0 then full = b + idiv(need + rate - 1, rate) end
+    if retain > 0 then
+      if full >= MAXTIME - retain then full = max(full, MAXTIME) else full = full + retain end
+    end
     if full <= t then a, b, c = 0, 0, 0 end
   end
   -- refill
@@ -83,6 +87,9 @@ else
   rem = idiv(a, per)
   if capLevel - a > 0 then reset = idiv(capLevel - a + rate - 1, rate) end
   exp = b + reset
+  if retain > 0 then
+    if exp >= MAXTIME - retain then exp = max(exp, MAXTIME) else exp = exp + retain end
+  end
 end
 
 -- save: until the state's ExpiresAt, or not at all

@@ -95,6 +95,14 @@ end
 -- (see WithTestClock).
 local minTTL = 0
 
+-- retained is algo's Limit.retained: a state full from instant full on
+-- expires retain µs later (0: at once), saturated at MAXTIME.
+local function retained(full, retain)
+  if retain == 0 then return full end
+  if full >= MAXTIME - retain then return max(full, MAXTIME) end
+  return full + retain
+end
+
 -- ttlms is the TTL (ms) of a state that expires at exp (µs) > now.
 local function ttlms(now, exp)
   return max(cdiv(exp - now, 1000), minTTL)

@@ -3,8 +3,9 @@
 -- free ticket (µs; 0 marks a fresh key), C = the latest time seen.
 -- Params (floats precomputed by Go exactly as algo.Compile does): stable
 -- and coolDown intervals (µs per permit), maxPermits, threshold, slope,
--- maxWait (µs), and maxCost (algo.Limit.MaxCost: a larger cost never
--- passes).
+-- maxWait (µs), maxCost (algo.Limit.MaxCost: a larger cost never
+-- passes), and retain (µs a full SmoothBursty state is kept; 0 for
+-- SmoothWarmup, whose fresh state is full).
 
 local WARMUP = 8
 
@@ -55,12 +56,12 @@ local function free(p, nxt, stored, now)
 end
 
 local h = {
-  np = 7,
+  np = 8,
   parse = function(a, i)
     return {
       stable = tonumber(a[i]), coolDown = tonumber(a[i + 1]), maxPermits = tonumber(a[i + 2]),
       threshold = tonumber(a[i + 3]), slope = tonumber(a[i + 4]), maxWait = tonumber(a[i + 5]),
-      maxCost = tonumber(a[i + 6]),
+      maxCost = tonumber(a[i + 6]), retain = tonumber(a[i + 7]),
     }
   end,
   load = function(key, p, ro)
@@ -68,7 +69,7 @@ local h = {
   end,
   expires = function(st, p)
     if st.b == 0 then return 0 end
-    return untilFull(p, st.b, st.a)
+    return retained(untilFull(p, st.b, st.a), p.retain)
   end,
   fresh = sfresh,
   decide = function(st, p, now, cost, lease, commit)
@@ -118,7 +119,7 @@ local h = {
   end,
   save = function(st, p, now)
     local exp = 0
-    if st.b ~= 0 then exp = untilFull(p, st.b, st.a) end
+    if st.b ~= 0 then exp = retained(untilFull(p, st.b, st.a), p.retain) end
     save3(st, p.kind, now, exp)
   end,
 }

@@ -6,10 +6,10 @@
 --
 -- KEYS[1]: the key. ARGV: cost; the time (µs; '' for the server's TIME);
 -- the TTL floor (ms) for an explicit time (see WithTestClock); the limit,
--- packed ('<Bddddd', see loneSpec): its kind, then limit, period (µs) for
+-- packed ('<Bdddddd', see loneSpec): its kind, then limit, period (µs) for
 -- a fixed window, or rate, period (µs), capacity, delay, initial level
--- (-1: full) for a bucket. One struct.unpack costs the server less than
--- six arguments and their tonumber()s.
+-- (-1: full), retain (µs) for a bucket. One struct.unpack costs the server
+-- less than seven arguments and their tonumber()s.
 --
 -- The reply: the time used, then the decision as main.lua writes one:
 -- allowed (0/1), remaining, retry-after (µs, -1 for never), reset-after
@@ -18,7 +18,7 @@
 
 local floor, min, max, tonumber = math.floor, math.min, math.max, tonumber
 local rcall, rpcall, spack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
-local FIXED, SHAPER = 1, 6
+local MAXTIME, FIXED, SHAPER = 9007199254740991, 1, 6
 
 --#include idiv.lua
 
@@ -27,9 +27,9 @@ if t == '' then
   local tm = redis.call('TIME')
   t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 else
-  t, minTTL = min(max(tonumber(t), 0), 9007199254740991), tonumber(ARGV[3])
+  t, minTTL = min(max(tonumber(t), 0), MAXTIME), tonumber(ARGV[3])
 end
-local kind, p1, p2, p3, p4, p5 = struct.unpack('<Bddddd', ARGV[4])
+local kind, p1, p2, p3, p4, p5, p6 = struct.unpack('<Bdddddd', ARGV[4])
 
 --#include flat.lua
 return { t, allowed, rem, retry, reset, delay }

@@ -15,12 +15,12 @@ local MAXTIME, FIXED, SHAPER = 9007199254740991, 1, 6
 
 local testTTL = tonumber(ARGV[2]) or 0
 -- The limits in one flat list: kind, then limit, period, calendar (0) for
--- a fixed window, or rate, period, capacity, delay, initial level for a
--- bucket; at[i] is where limit i starts.
+-- a fixed window, or rate, period, capacity, delay, initial level, retain
+-- for a bucket; at[i] is where limit i starts.
 local specs, at, ai = {}, {}, 4
 for i = 1, tonumber(ARGV[3]) do
   at[i] = #specs + 1
-  local n = 6
+  local n = 7
   if tonumber(ARGV[ai]) == FIXED then n = 4 end
   for _ = 1, n do
     specs[#specs + 1] = tonumber(ARGV[ai])
@@ -45,7 +45,7 @@ for g = 1, tonumber(ARGV[1]) do
   ai = ai + 7
   local kind = specs[j]
 
-  local p1, p2, p3, p4, p5 = specs[j + 1], specs[j + 2], specs[j + 3], specs[j + 4], specs[j + 5]
+  local p1, p2, p3, p4, p5, p6 = specs[j + 1], specs[j + 2], specs[j + 3], specs[j + 4], specs[j + 5], specs[j + 6]
   --#include flat.lua
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
     allowed, t, allowed, rem, retry, reset, delay
