@@ -84,7 +84,8 @@
 //
 // # Expiry
 //
-// Every item expires when the algorithm says its state is as good as new
+// Every item expires when the algorithm says its state is as good as new,
+// or has been full for the limit's Retain when a fresh state is not full
 // (algo.Limit.ExpiresAt), rounded up to the second, plus the skew tolerance
 // and one second for memcached's one-second clock. Memcached reads an
 // expiration over 30 days as an absolute Unix time (calendar-year quotas

@@ -32,7 +32,10 @@
 // # Memory
 //
 // A key costs its state and its index slot. A key whose state no longer
-// differs from a fresh one (algo.Limit.ExpiresAt has passed) is removed: at
+// differs from a fresh one — or, for the limits whose fresh state is not
+// full (a token bucket with InitialTokens below its burst, SmoothBursty),
+// has been full for the limit's Retain — is removed when
+// algo.Limit.ExpiresAt has passed: at
 // once when a call finds it so, and in the background by the janitor
 // (WithSweepInterval). WithMaxKeys caps the number of keys; a full shard
 // evicts a key to make room (see WithMaxKeys for the policy and its cost in
