@@ -160,6 +160,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		writeError(w, http.StatusServiceUnavailable, "not ready: draining")
+	case s.stopping.Load():
+		writeError(w, http.StatusServiceUnavailable, "not ready: shutting down")
 	case s.engine.Config() == nil:
 		writeError(w, http.StatusServiceUnavailable, "not ready: no configuration loaded")
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/algo"
@@ -114,6 +116,26 @@ func WithGRPCCredentials(c credentials.TransportCredentials) Option {
 // DefaultDrainTimeout, 10 s); connections still open after it are closed.
 func WithDrainTimeout(d time.Duration) Option { return func(s *Server) { s.drain = d } }
 
+// WithShutdownDelay makes Serve, when its context is done, first report
+// not ready for d — /readyz 503 "not ready: shutting down", the gRPC
+// health NOT_SERVING — while every listener keeps serving, and only then
+// drain (default 0: drain at once). Load balancers that learn of an
+// endpoint's end through probes or a control plane (Kubernetes endpoints,
+// Envoy, Istio) stop sending to it before its listeners close.
+func WithShutdownDelay(d time.Duration) Option { return func(s *Server) { s.shutdownDelay = d } }
+
+// WithGRPCMaxConnectionAge closes each gRPC connection after age (with
+// jitter, by a GOAWAY: the client reconnects, to another instance behind
+// a balancer), leaving its calls in flight grace to finish (default 0:
+// connections live as long as their clients keep them; grace 0: no bound).
+// Envoy keeps its HTTP/2 connections to the rate limit service open
+// indefinitely, so without an age instances added by a scale-out get no
+// share of the existing connections' load (envoyproxy/ratelimit's
+// GRPC_MAX_CONNECTION_AGE and GRPC_MAX_CONNECTION_AGE_GRACE).
+func WithGRPCMaxConnectionAge(age, grace time.Duration) Option {
+	return func(s *Server) { s.grpcMaxAge, s.grpcMaxAgeGrace = age, grace }
+}
+
 // WithBodyTimeout bounds how long a handler that reads a small JSON body
 // (POST /json, /v1/*, the admin API's) waits for all of it, from when the
 // handler starts (default DefaultBodyTimeout, 10 s). A body that has not
@@ -151,14 +173,20 @@ type Server struct {
 	gateway      http.Handler
 	grpcCreds    credentials.TransportCredentials
 	drain        time.Duration
-	bodyTimeout  time.Duration
-	ping         func(ctx context.Context) error
-	storeLog     *StoreLog
+	// shutdownDelay: how long Serve reports not ready before it drains.
+	shutdownDelay time.Duration
+	// grpcMaxAge, grpcMaxAgeGrace: the gRPC connections' age (0: none).
+	grpcMaxAge, grpcMaxAgeGrace time.Duration
+	bodyTimeout                 time.Duration
+	ping                        func(ctx context.Context) error
+	storeLog                    *StoreLog
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
 	health   *health.Server
 	draining atomic.Bool
+	// stopping is set during the shutdown delay: not ready, still serving.
+	stopping atomic.Bool
 	// storeState is what the last CheckStore found: storeUnknown before
 	// the first, then storeUp or storeDown.
 	storeState atomic.Int32
@@ -183,6 +211,8 @@ type Server struct {
 //   - WithGateway(nil)
 //   - WithDrainTimeout(10s)
 //   - WithBodyTimeout(10s)
+//   - WithShutdownDelay(0): drain as soon as Serve's context is done
+//   - WithGRPCMaxConnectionAge(0, 0): gRPC connections never aged out
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
 //   - WithStoreLog(nil): no store log reports through the server
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
@@ -207,6 +237,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	if s.drain <= 0 {
 		return nil, fmt.Errorf("server: drain timeout must be > 0, got %v", s.drain)
+	}
+	if s.shutdownDelay < 0 || s.grpcMaxAge < 0 || s.grpcMaxAgeGrace < 0 {
+		return nil, fmt.Errorf("server: shutdown delay and gRPC connection age must be >= 0, got %v, %v, %v", s.shutdownDelay, s.grpcMaxAge, s.grpcMaxAgeGrace)
 	}
 	if s.bodyTimeout <= 0 {
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
@@ -236,6 +269,13 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	if s.grpcCreds != nil {
 		gopts = append(gopts, grpc.Creds(s.grpcCreds))
 	}
+	if s.grpcMaxAge > 0 {
+		kp := keepalive.ServerParameters{MaxConnectionAge: s.grpcMaxAge, MaxConnectionAgeGrace: s.grpcMaxAgeGrace}
+		if kp.MaxConnectionAgeGrace == 0 {
+			kp.MaxConnectionAgeGrace = infinity // grpc-go's own default
+		}
+		gopts = append(gopts, grpc.KeepaliveParams(kp))
+	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 	s.health = health.NewServer()
@@ -244,6 +284,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }
+
+// infinity is grpc-go's "no bound" for keepalive durations.
+const infinity = time.Duration(math.MaxInt64)
 
 var probeLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
 
@@ -301,7 +344,7 @@ func (s *Server) CheckStore(ctx context.Context) error {
 			s.Event("store", "store answering")
 		}
 	}
-	if !s.draining.Load() {
+	if !s.draining.Load() && !s.stopping.Load() {
 		// The gRPC health says the server answers decisions, whatever its
 		// store does: during an outage the failure policy answers, and a
 		// fleet reported NOT_SERVING would be taken out of rotation (Envoy
@@ -457,6 +500,19 @@ loop:
 			s.CheckStore(ctx)
 		case err = <-errc:
 			break loop
+		}
+	}
+	if err == nil && s.shutdownDelay > 0 {
+		// Not ready, still serving: the balancers see the probes fail
+		// and stop routing here before the listeners close.
+		s.stopping.Store(true)
+		s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+		s.Event("drain", fmt.Sprintf("shutting down: reporting not ready and still serving for %v (shutdown delay), then draining", s.shutdownDelay))
+		delay := time.NewTimer(s.shutdownDelay)
+		select {
+		case <-delay.C:
+		case err = <-errc:
+			delay.Stop()
 		}
 	}
 	s.draining.Store(true)

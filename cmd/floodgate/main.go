@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"syscall"
 
@@ -72,6 +73,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cmd.run(ctx, args[1:], stdout, stderr)
 }
 
+// badValue is the flag package's error for a value a flag's Set refused.
+var badValue = regexp.MustCompile(`^invalid (?:boolean )?value ".*" for (?:flag )?-([^:]+): `)
+
+// valueHint returns "; want a duration such as 500ms…" (what wantForm
+// says, as for a FLOODGATE_* variable) when err is the flag package's
+// error for a value it could not parse, "" otherwise.
+func valueHint(fs *flag.FlagSet, err error) string {
+	m := badValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	fl := fs.Lookup(m[1])
+	if fl == nil {
+		return ""
+	}
+	if want := wantForm(fl, err); want != err.Error() {
+		return "; " + want
+	}
+	return ""
+}
+
 func unknownCommand(name string, stderr io.Writer) {
 	known := make([]string, 0, len(commands))
 	for n := range commands {
@@ -120,7 +142,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		fs.SetOutput(stderr)
 		return 0, false
 	case err != nil:
-		fmt.Fprintf(stderr, "floodgate %s: %v%s\n", fs.Name(), err, names.FlagHint(fs, err))
+		fmt.Fprintf(stderr, "floodgate %s: %v%s%s\n", fs.Name(), err, names.FlagHint(fs, err), valueHint(fs, err))
 		fs.Usage()
 		return 2, false
 	}

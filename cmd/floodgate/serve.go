@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 
 	exampleconfig "github.com/floodgate/floodgate/examples/config"
 	"github.com/floodgate/floodgate/gateway"
+	"github.com/floodgate/floodgate/internal/names"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
@@ -42,6 +45,8 @@ const exampleConfig = "examples/config"
 type serveFlags struct {
 	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
 	apiAddr, observeToken                                                            string
+	adminTokenFile, observeTokenFile, logFormat                                      string
+	shutdownDelay, grpcMaxConnAge, grpcMaxConnAgeGrace                               time.Duration
 	tlsCert, tlsKey, tlsClientCA, tlsClientSAN, tlsListeners                         string
 	instances                                                                        int
 	leaseSlice                                                                       int64
@@ -53,6 +58,9 @@ type serveFlags struct {
 	// an error names the variable the operator set rather than a flag
 	// they never typed.
 	env map[string]envValue
+	// envWarnings name the FLOODGATE_* variables that set no flag, for
+	// serve to log once its logger exists.
+	envWarnings []string
 }
 
 // envValue is a flag's value as FLOODGATE_<NAME> gave it.
@@ -81,12 +89,14 @@ func (f *serveFlags) origin(name string, value any) string {
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "configuration: a YAML file or a directory of them (default: ./"+exampleConfig+" if present, else a built-in example)")
-	fs.StringVar(&f.store, "store", "memory://", "store URL: memory://, redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]")
+	fs.StringVar(&f.store, "store", "memory://", "store URL: memory:// (memory://?max_keys=N caps the keys held, evicting the oldest), redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API), the native /v1/ API and GET /healthcheck; with --upstream, the proxy only (every path goes to the upstream; the APIs move to --api)")
 	fs.StringVar(&f.apiAddr, "api", "", "with --upstream: the address of the decision APIs (/json, /v1/, /healthcheck), apart from the public proxy (default: not served; keep it private)")
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
 	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")
 	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API (and, without --observe-token, on POST /v1/observe)")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read --admin-token from this file (a mounted Secret; a trailing newline is dropped)")
+	fs.StringVar(&f.observeTokenFile, "observe-token-file", "", "read --observe-token from this file (a mounted Secret; a trailing newline is dropped)")
 	fs.StringVar(&f.observeToken, "observe-token", "", "require Authorization: Bearer <token> on POST /v1/observe, which steers the adaptive limits (default: --admin-token; with neither, /v1/observe answers loopback peers only)")
 	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
@@ -99,6 +109,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a leased slice is used before its unused units go back to the store")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", resilient.DefaultTimeout, "deadline of each remote store call before --on-store-error applies, at least 1ms")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long requests in flight may finish after SIGTERM/SIGINT before their connections are closed")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM/SIGINT, first report not ready (/readyz 503, gRPC health NOT_SERVING) while still serving for this long, so that load balancers stop routing here, then drain (0: drain at once)")
+	fs.DurationVar(&f.grpcMaxConnAge, "grpc-max-connection-age", 0, "close each gRPC connection after about this long (GOAWAY; clients reconnect, spreading over new instances after a scale-out); 0: no limit")
+	fs.DurationVar(&f.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", 0, "with --grpc-max-connection-age: how long calls in flight on an aged connection may finish before it is closed; 0: no bound")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload), at least 100ms; 0 disables")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
 	fs.BoolVar(&f.envoyHeaders, "envoy-headers", false, "add the rate limit header fields (RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After) to the Envoy APIs' answers: gRPC response_headers_to_add, which Envoy passes to clients, and /json's (off: none, as envoyproxy/ratelimit's default; /v1 always has them)")
@@ -108,11 +121,13 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsClientSAN, "tls-client-san", "", "with --tls-client-ca: also require this DNS name in the client certificate's SAN")
 	fs.StringVar(&f.tlsListeners, "tls-listeners", "", "with --tls-cert: the listeners that speak TLS, a comma-separated list of grpc, http, api, admin (default grpc,http,api)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text (key=value) or json (one object a line)")
 }
 
 // applyEnv sets every flag not given on the command line from
-// FLOODGATE_<NAME> when that variable is set, and records which in f.env.
-func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+// FLOODGATE_<NAME> when that variable is set, and records which in f.env;
+// the variables of environ that name no flag go to f.envWarnings.
+func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string, environ []string) error {
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	var errs []error
@@ -132,6 +147,68 @@ func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string) erro
 			f.env[fl.Name] = envValue{env, v}
 		}
 	})
+	f.envWarnings = unknownEnv(fs, environ)
+	return errors.Join(errs...)
+}
+
+// unknownEnv names each FLOODGATE_<NAME> variable of environ (KEY=value
+// pairs) that is no flag of fs, with the nearest flag when one is close (a
+// typo such as FLOODGATE_ON_STORE_EROR would otherwise leave the default in
+// force without a word). FLOODGATE_TEST_* are the test suite's.
+func unknownEnv(fs *flag.FlagSet, environ []string) []string {
+	var known []string
+	fs.VisitAll(func(fl *flag.Flag) { known = append(known, fl.Name) })
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		name, ok := strings.CutPrefix(k, "FLOODGATE_")
+		if !ok || strings.HasPrefix(k, "FLOODGATE_TEST_") {
+			continue
+		}
+		flagName := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+		if fs.Lookup(flagName) != nil {
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s is not a setting of floodgate serve and is ignored", k)
+		if s := names.Closest(flagName, known); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s, --%s?)", "FLOODGATE_"+strings.ToUpper(strings.ReplaceAll(s, "-", "_")), s)
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readTokenFiles sets --admin-token and --observe-token from their -file
+// flags (a mounted Secret): the file's content without its trailing
+// newline. A file that cannot be read or is empty, or a token given both
+// ways, is an error naming the flags.
+func (f *serveFlags) readTokenFiles() error {
+	var errs []error
+	for _, t := range []struct {
+		name string
+		file string
+		tok  *string
+	}{{"admin-token", f.adminTokenFile, &f.adminToken}, {"observe-token", f.observeTokenFile, &f.observeToken}} {
+		if t.file == "" {
+			continue
+		}
+		if *t.tok != "" {
+			errs = append(errs, fmt.Errorf("%s and %s are both set: give the token one way", f.flag(t.name), f.flag(t.name+"-file")))
+			continue
+		}
+		b, err := os.ReadFile(t.file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.origin(t.name+"-file", t.file), err))
+			continue
+		}
+		tok := strings.TrimRight(string(b), "\r\n")
+		if strings.TrimSpace(tok) == "" {
+			errs = append(errs, fmt.Errorf("%s: the file holds no token", f.origin(t.name+"-file", t.file)))
+			continue
+		}
+		*t.tok = tok
+	}
 	return errors.Join(errs...)
 }
 
@@ -169,7 +246,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	if err := f.applyEnv(fs, os.Getenv); err != nil {
+	if err := f.applyEnv(fs, os.Getenv, os.Environ()); err != nil {
 		fmt.Fprintln(stderr, "floodgate serve:", err)
 		return 2
 	}
@@ -210,6 +287,10 @@ func (f *serveFlags) check() error {
 	bad(f.apiAddr != "" && f.upstream == "", "api", f.apiAddr, "only with --upstream (without it the decision APIs are on --http)")
 	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
+	bad(f.shutdownDelay < 0, "shutdown-delay", f.shutdownDelay, "must be >= 0 (0: drain at once)")
+	bad(f.grpcMaxConnAge < 0, "grpc-max-connection-age", f.grpcMaxConnAge, "must be >= 0 (0: no limit)")
+	bad(f.grpcMaxConnAgeGrace < 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "must be >= 0 (0: no bound)")
+	bad(f.grpcMaxConnAgeGrace > 0 && f.grpcMaxConnAge == 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "only with --grpc-max-connection-age")
 	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)
 }
@@ -224,7 +305,22 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("%s: want debug, info, warn or error", f.origin("log-level", strconv.Quote(f.logLevel)))
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var handler slog.Handler
+	switch f.logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return fmt.Errorf("%s: want text or json", f.origin("log-format", strconv.Quote(f.logFormat)))
+	}
+	log := slog.New(handler)
+	for _, w := range f.envWarnings {
+		log.Warn(w)
+	}
+	if err := f.readTokenFiles(); err != nil {
+		return err
+	}
 	policyOnErr, err := resilient.ParsePolicy(f.onStoreError)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.flag("on-store-error"), err)
@@ -272,6 +368,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken), server.WithObserveToken(f.observeToken),
+		server.WithShutdownDelay(f.shutdownDelay), server.WithGRPCMaxConnectionAge(f.grpcMaxConnAge, f.grpcMaxConnAgeGrace),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
 		server.WithStoreLog(storeLog)}
 	if stls != nil && tlsOn["grpc"] {
@@ -372,6 +469,13 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		attrs = append(attrs, "upstream", store.RedactURL(f.upstream), "upstream_timeout", f.upstreamTimeout.String(),
 			"client_timeout", f.clientTimeout.String(), "preserve_host", f.preserveHost, "decision_apis", apis)
 	}
+	if f.config == "" {
+		log.Warn("no --config: enforcing the example configuration, whose rules are examples (set --config to your own rules)", "config", src)
+	}
+	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
+		log.Warn("the admin address is not a loopback address and no --admin-token is set: reset, overrides, scales and observe are open to the network",
+			"admin", ls.Admin.Addr().String())
+	}
 	log.Info("floodgate serving", attrs...)
 	if f.upstream != "" {
 		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard %s%s/dashboard)%s\n",
@@ -471,6 +575,13 @@ func (f *serveFlags) listen() (server.Listeners, error) {
 		*a.l = l
 	}
 	return ls, nil
+}
+
+// loopbackAddr reports whether the listening address addr (host:port) is
+// a loopback one; 0.0.0.0 and :: listen on every address, so they are not.
+func loopbackAddr(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 // gatewayDomains names the domains of cfg that declare a gateway: section.
