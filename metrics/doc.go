@@ -29,7 +29,7 @@
 //	queue_depth                            requests waiting in wait-strategy queues
 //	config_reloads_total{result}           hot reloads, result success or failure
 //	                                       (both there at 0 from the start)
-//	config_last_reload_success             1 when the last reload succeeded (and
+//	config_last_reload_successful          1 when the last reload succeeded (and
 //	                                       before any), 0 when it failed: the
 //	                                       previous configuration stays in force
 //	config_last_reload_timestamp_seconds   when the configuration was loaded or a

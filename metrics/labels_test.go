@@ -126,14 +126,14 @@ func TestDecidedDoesNotAllocate(t *testing.T) {
 
 // Both results of config_reloads_total are there at 0 before any reload:
 // the first failure is then an increase (it used to make the series), and
-// config_last_reload_success says whether the last reload took.
+// config_last_reload_successful says whether the last reload took.
 func TestReloadSeriesFromTheStart(t *testing.T) {
 	m := metrics.New()
 	text := scrape(t, m)
 	for _, want := range []string{
 		`floodgate_config_reloads_total{result="failure"} 0`,
 		`floodgate_config_reloads_total{result="success"} 0`,
-		`floodgate_config_last_reload_success 1`,
+		`floodgate_config_last_reload_successful 1`,
 		`floodgate_config_last_reload_timestamp_seconds 0`,
 	} {
 		if !strings.Contains(text, want) {
@@ -146,7 +146,7 @@ func TestReloadSeriesFromTheStart(t *testing.T) {
 	for _, want := range []string{
 		`floodgate_config_reloads_total{result="failure"} 1`,
 		`floodgate_config_reloads_total{result="success"} 0`,
-		`floodgate_config_last_reload_success 0`,
+		`floodgate_config_last_reload_successful 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("after a failed reload, metrics lack %s", want)
@@ -158,7 +158,7 @@ func TestReloadSeriesFromTheStart(t *testing.T) {
 		t.Errorf("%q: want a timestamp at least %v (%v)", line, before, err)
 	}
 	m.ConfigReloaded(true)
-	if text = scrape(t, m); !strings.Contains(text, `floodgate_config_last_reload_success 1`) {
+	if text = scrape(t, m); !strings.Contains(text, `floodgate_config_last_reload_successful 1`) {
 		t.Errorf("after a successful reload:\n%s", grepLines(text, "config_"))
 	}
 }

@@ -64,7 +64,7 @@ type Metrics struct {
 	openParts  prometheus.Gauge
 	reloads    *prometheus.CounterVec
 	lastReload prometheus.Gauge
-	// reloadOK and reloadTime are config_last_reload_success and
+	// reloadOK and reloadTime are config_last_reload_successful and
 	// config_last_reload_timestamp_seconds.
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
@@ -140,7 +140,7 @@ func New() *Metrics {
 		Help: "Store circuit breakers open or half-open: partitions (Redis Cluster slot ranges, memcached servers) whose keys the failure policy answers."})
 	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_success_timestamp_seconds",
 		Help: "When the configuration in force was loaded."})
-	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_success",
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_successful",
 		Help: "Whether the last configuration reload succeeded (1) or failed (0, the previous configuration stays in force); 1 before any reload."})
 	m.reloadOK.Set(1)
 	m.reloadTime = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "config_last_reload_timestamp_seconds",
@@ -492,7 +492,7 @@ const (
 )
 
 // ConfigReloaded records a reload attempt: config_reloads_total by result,
-// config_last_reload_success 1 or 0, config_last_reload_timestamp_seconds,
+// config_last_reload_successful 1 or 0, config_last_reload_timestamp_seconds,
 // and on success config_last_reload_success_timestamp_seconds.
 func (m *Metrics) ConfigReloaded(ok bool) {
 	m.reloadTime.SetToCurrentTime()
@@ -507,7 +507,7 @@ func (m *Metrics) ConfigReloaded(ok bool) {
 }
 
 // ConfigLoaded records the initial load (no reload counted): it sets
-// both timestamps, and config_last_reload_success to 1.
+// both timestamps, and config_last_reload_successful to 1.
 func (m *Metrics) ConfigLoaded() {
 	m.reloadOK.Set(1)
 	m.reloadTime.SetToCurrentTime()
