@@ -38,6 +38,11 @@ var commands = map[string]command{
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGTERM/SIGINT asks for a graceful stop (serve: the
+	// shutdown delay, then the drain); once it has, the signals get their
+	// default action back, so a second one stops the process at once, as
+	// a second Ctrl-C is expected to.
+	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

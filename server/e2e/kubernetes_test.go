@@ -82,6 +82,41 @@ func TestShutdownDelay(t *testing.T) {
 // TestGRPCMaxConnectionAge: with --grpc-max-connection-age, the server
 // ends a gRPC connection after that age (GOAWAY), so that a client such
 // as Envoy reconnects, and spreads over the instances a scale-out added.
+// TestSecondSignalStopsAtOnce: a second SIGTERM during the shutdown delay
+// (an operator's second Ctrl-C, a supervisor that insists) stops the
+// process at once instead of waiting out the delay and the drain.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	domain := uniqueDomain("second")
+	p := start(t, exactConfig(domain), "--shutdown-delay", "30s")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(p.logs(), "shutting down: reporting not ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shutdown-delay log line 5s after SIGTERM\n%s", p.logs())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real process
+	}
+	secondAt := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if took := time.Since(secondAt); took > 5*time.Second {
+			t.Errorf("exited %v after the second SIGTERM", took)
+		}
+		// Killed by the signal's default action, not drained.
+		if p.exitErr == nil || !strings.Contains(p.exitErr.Error(), "signal: terminated") {
+			t.Errorf("exit %v, want killed by the second SIGTERM", p.exitErr)
+		}
+		p.exitErr = nil // as expected: not the cleanup's business
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10s after a second SIGTERM (the delay is 30s)\n%s", p.logs())
+	}
+}
+
 func TestGRPCMaxConnectionAge(t *testing.T) {
 	domain := uniqueDomain("age")
 	p := start(t, exactConfig(domain), "--grpc-max-connection-age", "500ms", "--grpc-max-connection-age-grace", "1s")
