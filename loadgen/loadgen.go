@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,11 +27,15 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// Protocols a Config may name.
+// Protocols a Config may name. GRPC, JSON and V1 ask a floodgate server's
+// decision APIs; HTTP sends plain requests to a URL — a floodgate gateway,
+// a service behind the middleware, anything that answers 429 when it
+// refuses.
 const (
 	GRPC = "grpc"
 	JSON = "json"
 	V1   = "v1"
+	HTTP = "http"
 )
 
 // MaxConcurrency bounds Config.Concurrency.
@@ -40,12 +47,14 @@ type Entry struct{ Key, Value string }
 
 // Config describes a run.
 type Config struct {
-	// Protocol is GRPC, JSON or V1 (default GRPC).
+	// Protocol is GRPC, JSON, V1 or HTTP (default GRPC).
 	Protocol string
 	// Addr is the server's host:port: the --grpc address for GRPC, the
 	// --http address for JSON and V1. JSON and V1 also take a URL
 	// (http:// or, with TLS set, https://); without a scheme they use
-	// http://, or https:// when TLS is set.
+	// http://, or https:// when TLS is set. For HTTP it is the URL every
+	// request asks for, path and query included ("{i}" in it is the key
+	// index); host:port alone asks for "/".
 	Addr string
 	// TLS, when not nil, makes every connection TLS with this
 	// configuration (its RootCAs nil: the system roots); nil is plaintext.
@@ -76,6 +85,22 @@ type Config struct {
 	// Progress, when not nil, receives a progress bar, redrawn about five
 	// times a second.
 	Progress io.Writer
+
+	// Method, Header, Body and RefusedStatus are for HTTP only; Domain,
+	// Descriptors and Hits are not used by it.
+
+	// Method of every request (default GET).
+	Method string
+	// Header is added to every request; "{i}" in a value is the key
+	// index. A "Host" entry sets the request's Host.
+	Header http.Header
+	// Body of every request (nil: none).
+	Body []byte
+	// RefusedStatus lists the statuses counted as rejected (default
+	// 429): a gateway that refuses with 503 needs {429, 503}. Other
+	// statuses from 200 to 399 are admitted (redirects are not
+	// followed); any other is an error.
+	RefusedStatus []int
 }
 
 // Result is a run's outcome.
@@ -88,11 +113,17 @@ type Result struct {
 	// Unmatched counts the answered requests that matched no rule: each
 	// came back admitted with no limit on any descriptor (gRPC and /json:
 	// OK statuses without current_limit that are not unlimited; /v1:
-	// "matched": false). Unmatched == Admitted+Rejected means the run
-	// measured no limit at all.
+	// "matched": false; HTTP: no RateLimit-Policy or X-RateLimit-Limit
+	// field). Unmatched == Admitted+Rejected means the run measured no
+	// limit at all.
 	Unmatched int64
-	Elapsed   time.Duration
-	Latency   Histogram
+	// Statuses counts the answers by HTTP status (nil for GRPC).
+	Statuses map[int]int64
+	// Dials is the number of connections the run opened (0 for GRPC,
+	// whose connections are not counted).
+	Dials   int64
+	Elapsed time.Duration
+	Latency Histogram
 	// FirstErrors holds up to five distinct error messages.
 	FirstErrors []string
 }
@@ -112,9 +143,12 @@ func (c *Config) defaults() error {
 		c.Protocol = GRPC
 	}
 	switch c.Protocol {
-	case GRPC, JSON, V1:
+	case GRPC, JSON, V1, HTTP:
 	default:
-		return fmt.Errorf("loadgen: unknown protocol %q (want grpc, json or v1)", c.Protocol)
+		return fmt.Errorf("loadgen: unknown protocol %q (want grpc, json, v1 or http)", c.Protocol)
+	}
+	if err := c.httpDefaults(); err != nil {
+		return err
 	}
 	if c.Addr == "" {
 		return errors.New("loadgen: no server address")
@@ -174,6 +208,32 @@ func (c *Config) defaults() error {
 	return errors.Join(errs...)
 }
 
+// httpDefaults checks the HTTP fields: set only for HTTP, a method that
+// is a token, statuses that are refusals.
+func (c *Config) httpDefaults() error {
+	if c.Protocol != HTTP {
+		if c.Method != "" || c.Header != nil || c.Body != nil || c.RefusedStatus != nil {
+			return fmt.Errorf("loadgen: method, header, body and refused statuses are for the http protocol, not %s", c.Protocol)
+		}
+		return nil
+	}
+	if c.Method == "" {
+		c.Method = http.MethodGet
+	}
+	if c.RefusedStatus == nil {
+		c.RefusedStatus = []int{http.StatusTooManyRequests}
+	}
+	for _, s := range c.RefusedStatus {
+		if s < 400 || s > 599 {
+			return fmt.Errorf("loadgen: refused status %d: want 400 to 599", s)
+		}
+	}
+	if _, err := http.NewRequest(c.Method, "http://x/", nil); err != nil {
+		return fmt.Errorf("loadgen: method %q: %w", c.Method, err)
+	}
+	return nil
+}
+
 // ParseDescriptor parses "key=value,key2=value2" into entries. Every entry
 // needs its '=' and a non-empty key; the value may be empty ("key=").
 // The error names the entry at fault, not s: the caller says where s came
@@ -197,6 +257,8 @@ func ParseDescriptor(s string) ([]Entry, error) {
 
 // answer is what one request's response said.
 type answer struct {
+	// status is the HTTP status (0 for gRPC).
+	status   int
 	admitted bool
 	// unmatched: no rule matched any of the request's descriptors.
 	unmatched bool
@@ -234,6 +296,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var next, admitted, rejected, errs, unmatched atomic.Int64
 	var mu sync.Mutex
 	seen := map[string]bool{}
+	statuses := map[int]int64{}
 	hists := make([]Histogram, cfg.Concurrency)
 	start := time.Now()
 	stopProgress := startProgress(ctx, cfg, start, &admitted, &rejected, &errs)
@@ -254,6 +317,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				a, err := c.call(rctx, int(n%int64(cfg.Keys)))
 				d := time.Since(t0)
 				cancel()
+				if a.status != 0 {
+					mu.Lock()
+					statuses[a.status]++
+					mu.Unlock()
+				}
 				if err != nil {
 					if reqCtx.Err() != nil {
 						return // the caller stopped the run
@@ -287,6 +355,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Admitted, res.Rejected, res.Errors, res.Unmatched = admitted.Load(), rejected.Load(), errs.Load(), unmatched.Load()
 	res.Requests = res.Admitted + res.Rejected + res.Errors
+	if cfg.Protocol != GRPC {
+		res.Statuses = statuses
+		for _, c := range callers {
+			res.Dials += c.(*httpCaller).dials.Load()
+		}
+	}
 	return res, nil
 }
 
@@ -383,11 +457,18 @@ type httpCaller struct {
 	client *http.Client
 	url    string
 	cfg    Config
+	dials  atomic.Int64
 }
 
 func newHTTPCaller(cfg Config) *httpCaller {
+	h := &httpCaller{cfg: cfg}
 	per := max(1, cfg.Concurrency/cfg.Connections)
-	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.TLS}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.TLS,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			h.dials.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		}}
 	if per > 1 {
 		// HTTP/1.1 carries one request at a time per connection: the
 		// callers of one "connection" share a small pool of that size.
@@ -401,11 +482,22 @@ func newHTTPCaller(cfg Config) *httpCaller {
 		}
 		addr = scheme + addr
 	}
-	path := "/json"
-	if cfg.Protocol == V1 {
-		path = "/v1/decide"
+	h.client = &http.Client{Transport: tr}
+	switch cfg.Protocol {
+	case HTTP:
+		if u, err := url.Parse(addr); err == nil && u.Path == "" && u.RawQuery == "" {
+			addr += "/"
+		}
+		h.url = addr
+		// A redirect is the answer, admitted: following it would send a
+		// second request the counts do not show.
+		h.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	case V1:
+		h.url = strings.TrimSuffix(addr, "/") + "/v1/decide"
+	default:
+		h.url = strings.TrimSuffix(addr, "/") + "/json"
 	}
-	return &httpCaller{client: &http.Client{Transport: tr}, url: strings.TrimSuffix(addr, "/") + path, cfg: cfg}
+	return h
 }
 
 type v1Entry struct {
@@ -439,6 +531,9 @@ func (h *httpCaller) body(i int) ([]byte, error) {
 }
 
 func (h *httpCaller) call(ctx context.Context, i int) (answer, error) {
+	if h.cfg.Protocol == HTTP {
+		return h.plain(ctx, i)
+	}
 	b, err := h.body(i)
 	if err != nil {
 		return answer{}, err
@@ -459,15 +554,61 @@ func (h *httpCaller) call(ctx context.Context, i int) (answer, error) {
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return answer{admitted: true, unmatched: h.unmatched(body)}, nil
+		return answer{status: resp.StatusCode, admitted: true, unmatched: h.unmatched(body)}, nil
 	case http.StatusTooManyRequests:
-		return answer{}, nil
+		return answer{status: resp.StatusCode}, nil
 	}
+	return answer{status: resp.StatusCode}, statusError(resp.StatusCode, body)
+}
+
+// statusError is an unexpected status with the start of its body.
+func statusError(status int, body []byte) error {
 	msg := strings.TrimSpace(string(body))
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
 	}
-	return answer{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+	return fmt.Errorf("HTTP %d: %s", status, msg)
+}
+
+// plain sends the HTTP protocol's request for key index i. The body is
+// read to its end, so that the connection is used again.
+func (h *httpCaller) plain(ctx context.Context, i int) (answer, error) {
+	var body io.Reader
+	if h.cfg.Body != nil {
+		body = bytes.NewReader(h.cfg.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, h.cfg.Method, value(h.url, i), body)
+	if err != nil {
+		return answer{}, err
+	}
+	for k, vs := range h.cfg.Header {
+		for _, v := range vs {
+			if http.CanonicalHeaderKey(k) == "Host" {
+				req.Host = value(v, i)
+				continue
+			}
+			req.Header.Add(k, value(v, i))
+		}
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode}
+	switch {
+	case slices.Contains(h.cfg.RefusedStatus, resp.StatusCode):
+	case resp.StatusCode >= 200 && resp.StatusCode < 400:
+		a.admitted = true
+		a.unmatched = resp.Header.Get("RateLimit-Policy") == "" && resp.Header.Get("X-RateLimit-Limit") == ""
+	default:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return a, statusError(resp.StatusCode, b)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return answer{status: resp.StatusCode}, fmt.Errorf("HTTP %d, reading the body: %w", resp.StatusCode, err)
+	}
+	return a, nil
 }
 
 // unmatched reports whether an admitting body says that no descriptor

@@ -3,8 +3,12 @@ package loadgen_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,5 +233,65 @@ func TestHistogram(t *testing.T) {
 	}
 	if total != 1000 {
 		t.Errorf("bars hold %d samples, want 1000", total)
+	}
+}
+
+// TestHTTPProtocol: plain requests to a URL; 2xx and 3xx admitted
+// (redirects not followed), the refused statuses rejected, any other an
+// error; {i} in the URL and the headers is the key index.
+func TestHTTPProtocol(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.Host != "edge.test" || r.Header.Get("X-Key") != "k"+r.URL.Query().Get("k") {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		switch r.URL.Path {
+		case "/limited":
+			w.Header().Set("RateLimit-Policy", `"p";q=1;w=1`)
+			io.WriteString(w, "ok")
+		case "/moved":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	hdr := http.Header{"X-Key": {"k{i}"}, "Host": {"edge.test"}}
+	for _, c := range []struct {
+		path                     string
+		refused                  []int
+		ok, rej, errs, unmatched int64
+		status                   int
+	}{
+		{"/limited?k={i}", nil, 12, 0, 0, 0, 200},
+		{"/moved?k={i}", nil, 12, 0, 0, 12, 302},
+		{"/down?k={i}", nil, 0, 0, 12, 0, 503},
+		{"/down?k={i}", []int{429, 503}, 0, 12, 0, 0, 503},
+	} {
+		served.Store(0)
+		res, err := loadgen.Run(context.Background(), loadgen.Config{Protocol: loadgen.HTTP, Addr: srv.URL + c.path, Header: hdr,
+			RefusedStatus: c.refused, Keys: 3, Requests: 12, Concurrency: 4, Connections: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Admitted != c.ok || res.Rejected != c.rej || res.Errors != c.errs || res.Unmatched != c.unmatched ||
+			res.Statuses[c.status] != 12 || served.Load() != 12 || res.Dials < 1 || res.Dials > 4 {
+			t.Errorf("%s refused %v: admitted %d rejected %d errors %d unmatched %d statuses %v served %d dials %d %v",
+				c.path, c.refused, res.Admitted, res.Rejected, res.Errors, res.Unmatched, res.Statuses, served.Load(), res.Dials, res.FirstErrors)
+		}
+	}
+	for _, c := range []struct {
+		cfg  loadgen.Config
+		want string
+	}{
+		{loadgen.Config{Protocol: loadgen.JSON, Addr: "x", Requests: 1, Method: "PUT"}, "loadgen: method, header, body and refused statuses are for the http protocol, not json"},
+		{loadgen.Config{Protocol: loadgen.HTTP, Addr: "x", Requests: 1, RefusedStatus: []int{200}}, "loadgen: refused status 200: want 400 to 599"},
+		{loadgen.Config{Protocol: loadgen.HTTP, Addr: "x", Requests: 1, Method: "GE T"}, `loadgen: method "GE T": net/http: invalid method "GE T"`},
+	} {
+		if _, err := loadgen.Run(context.Background(), c.cfg); err == nil || err.Error() != c.want {
+			t.Errorf("Run(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
 	}
 }

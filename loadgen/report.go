@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,17 +83,44 @@ func pct(a, b int64) float64 {
 // histogram.
 func (r *Result) Print(w io.Writer) {
 	c := r.Config
-	nd := len(c.Descriptors)
-	fmt.Fprintf(w, "target      %s %s (domain %q, %d descriptor(s), %d key(s))\n", c.Protocol, c.Addr, c.Domain, nd, c.Keys)
+	unit := "decisions/s"
+	if c.Protocol == HTTP {
+		unit = "answered requests/s"
+		fmt.Fprintf(w, "target      http %s %s (%d header(s), %d-byte body, %d key(s))\n", c.Method, c.Addr, len(c.Header), len(c.Body), c.Keys)
+	} else {
+		fmt.Fprintf(w, "target      %s %s (domain %q, %d descriptor(s), %d key(s))\n", c.Protocol, c.Addr, c.Domain, len(c.Descriptors), c.Keys)
+	}
 	fmt.Fprintf(w, "requests    %d in %s, %d callers over %d connection(s)\n", r.Requests, fmt.Sprintf("%.2fs", r.Elapsed.Seconds()), c.Concurrency, c.Connections)
-	fmt.Fprintf(w, "throughput  %.0f decisions/s\n", r.DecisionsPerSecond())
+	fmt.Fprintf(w, "throughput  %.0f %s\n", r.DecisionsPerSecond(), unit)
 	fmt.Fprintf(w, "admitted    %d (%.1f%%)\n", r.Admitted, pct(r.Admitted, r.Requests))
-	fmt.Fprintf(w, "rejected    %d (%.1f%%)\n", r.Rejected, pct(r.Rejected, r.Requests))
+	refused := ""
+	if c.Protocol == HTTP {
+		refused = " (HTTP " + joinInts(c.RefusedStatus) + ")"
+	}
+	fmt.Fprintf(w, "rejected    %d (%.1f%%)%s\n", r.Rejected, pct(r.Rejected, r.Requests), refused)
 	fmt.Fprintf(w, "errors      %d (%.1f%%)\n", r.Errors, pct(r.Errors, r.Requests))
 	for _, e := range r.FirstErrors {
 		fmt.Fprintf(w, "            %s\n", e)
 	}
-	if answered := r.Admitted + r.Rejected; r.Unmatched > 0 {
+	if c.Protocol == HTTP && len(r.Statuses) > 0 {
+		codes := make([]int, 0, len(r.Statuses))
+		for code := range r.Statuses {
+			codes = append(codes, code)
+		}
+		slices.Sort(codes)
+		parts := make([]string, len(codes))
+		for i, code := range codes {
+			parts[i] = fmt.Sprintf("%d × %d", r.Statuses[code], code)
+		}
+		fmt.Fprintf(w, "statuses    %s\n", strings.Join(parts, ", "))
+	}
+	if r.Dials > 0 {
+		fmt.Fprintf(w, "connections %d opened\n", r.Dials)
+	}
+	if answered := r.Admitted + r.Rejected; r.Unmatched > 0 && c.Protocol == HTTP {
+		fmt.Fprintf(w, "note: %d of %d admitted responses carried no RateLimit-Policy or X-RateLimit-Limit field: no rule limited them (no gateway route, or a route whose descriptors no rule has)\n",
+			r.Unmatched, r.Admitted)
+	} else if r.Unmatched > 0 {
 		if r.Unmatched == answered {
 			fmt.Fprintf(w, "note: no rule matched the descriptors sent; every request was admitted without a limit (domain %q, %s)\n", c.Domain, describe(c.Descriptors))
 		} else {
@@ -121,6 +149,14 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %9s – %-9s %-40s %8d %5.1f%%\n", fmtDur(b.From), fmtDur(b.To), strings.Repeat("█", n), b.Count,
 			100*float64(b.Count)/float64(h.Count()))
 	}
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // describe is "descriptor k=v,k2=v2", or "descriptors k=v; k2=v2" for

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +19,7 @@ import (
 )
 
 func init() {
-	commands["bench"] = command{"load-test a running server (gRPC, /json or /v1)", runBench}
+	commands["bench"] = command{"load-test a running server (gRPC, /json, /v1, or plain HTTP through a gateway)", runBench}
 }
 
 // descriptorFlags collects repeated -D flags as written; checkBench parses
@@ -31,6 +33,23 @@ func (d *descriptorFlags) Set(s string) error {
 	return nil
 }
 
+// headerFlags collects repeated -H flags as written ("Name: value");
+// checkBench parses them.
+type headerFlags []string
+
+func (h *headerFlags) String() string { return "" }
+
+func (h *headerFlags) Set(s string) error {
+	*h = append(*h, s)
+	return nil
+}
+
+// httpFlags are bench's flags for -p http, as written.
+type httpFlags struct {
+	method, body, refused string
+	headers               headerFlags
+}
+
 // runBench is `floodgate bench`: flags to loadgen.Config, the report on
 // stdout, the progress bar on stderr.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -40,8 +59,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var descs descriptorFlags
 	var quiet bool
 	var tf benchTLSFlags
-	fs.StringVar(&c.Protocol, "p", loadgen.GRPC, "protocol: grpc (ShouldRateLimit), json (POST /json) or v1 (POST /v1/decide)")
-	fs.StringVar(&c.Addr, "addr", "", "server address, host:port (default 127.0.0.1:8081 for grpc, 127.0.0.1:8080 for json and v1); json and v1 also take an http:// or https:// URL, https:// implying -tls")
+	var hf httpFlags
+	fs.StringVar(&c.Protocol, "p", loadgen.GRPC, "protocol: grpc (ShouldRateLimit), json (POST /json), v1 (POST /v1/decide), or http (plain requests to the URL of -addr, e.g. through floodgate serve --upstream)")
+	fs.StringVar(&c.Addr, "addr", "", "server address, host:port (default 127.0.0.1:8081 for grpc, 127.0.0.1:8080 for json, v1 and http); json and v1 also take an http:// or https:// URL, https:// implying -tls; http takes the URL to request, path and query included, {i} in it being the key index")
 	fs.StringVar(&c.Domain, "domain", "api", "rate limit domain")
 	fs.Var(&descs, "D", "a descriptor as key=value,key2=value2; repeat for several; {i} in a value is the key index (default generic_key=default)")
 	fs.IntVar(&c.Keys, "keys", 1, "number of distinct values {i} takes, at least 1")
@@ -51,6 +71,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers, 1 to 10000")
 	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c (0: min(c, 4))")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of each request, more than 0")
+	fs.StringVar(&hf.method, "method", "GET", "with -p http: the request method")
+	fs.Var(&hf.headers, "H", "with -p http: a request header as 'Name: value'; repeat for several; {i} in a value is the key index")
+	fs.StringVar(&hf.body, "body", "", "with -p http: the request body")
+	fs.StringVar(&hf.refused, "refused-status", "429", "with -p http: the statuses counted as rejected, comma-separated (e.g. 429,503 for a gateway that refuses with 503); 2xx and 3xx are admitted, any other status is an error")
 	fs.BoolVar(&quiet, "q", false, "no progress bar")
 	fs.BoolVar(&tf.on, "tls", false, "connect with TLS, verifying the server's certificate (against the system roots unless -tls-ca)")
 	fs.StringVar(&tf.ca, "tls-ca", "", "with -tls: trust the CAs of this PEM file instead of the system roots (a self-signed certificate is its own CA)")
@@ -58,16 +82,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&tf.key, "tls-key", "", "with -tls: the client certificate's private key (PEM)")
 	fs.StringVar(&tf.serverName, "tls-server-name", "", "with -tls: the name sent by SNI and expected in the server's certificate (default: the host of -addr)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate bench [flags]\n\nSends rate limit requests to a running floodgate server and reports admitted and rejected\ncounts, errors, decisions/s and a latency histogram. Example:\n\n  floodgate bench -p grpc -n 100000 -c 64 -domain api -D 'user={i}' -keys 10000\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: floodgate bench [flags]\n\nSends rate limit requests to a running floodgate server, or plain HTTP requests to a URL\n(-p http: a gateway, a service behind the middleware), and reports admitted and rejected\ncounts, errors, requests/s and a latency histogram. Examples:\n\n  floodgate bench -p grpc -n 100000 -c 64 -domain api -D 'user={i}' -keys 10000\n  floodgate bench -p http -addr http://127.0.0.1:8080/search -n 1200 -c 50 -H 'X-API-Key: k-{i}' -keys 10\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
 		return code
 	}
 	c.Protocol = strings.ToLower(c.Protocol)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	c.Descriptors, err = checkBench(c, descs)
-	if err = errors.Join(err, tf.check(c)); err != nil {
+	err = errors.Join(err, hf.apply(&c, set), tf.check(c))
+	if err != nil {
 		fmt.Fprintln(stderr, "floodgate bench:", err)
 		return 2
 	}
@@ -99,6 +126,60 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// apply checks the -p http flags and sets them on c; with another -p they
+// are errors, as the decision APIs' flags are with -p http. Each error is
+// one of checkBench's lines.
+func (hf *httpFlags) apply(c *loadgen.Config, set map[string]bool) error {
+	var errs []error
+	only := func(p string, flags ...string) {
+		for _, f := range flags {
+			if set[f] {
+				errs = append(errs, fmt.Errorf("-%s: only with %s (not -p %s)", f, p, c.Protocol))
+			}
+		}
+	}
+	if c.Protocol != loadgen.HTTP {
+		only("-p http", "method", "H", "body", "refused-status")
+		return errors.Join(errs...)
+	}
+	only("-p grpc, json or v1", "domain", "D", "hits")
+	c.Descriptors = nil
+	if hf.method == "" || strings.ContainsAny(hf.method, " \t\r\n:/") {
+		errs = append(errs, fmt.Errorf("-method %s: want a method name such as GET or POST", shown(hf.method)))
+	}
+	c.Method = hf.method
+	for _, h := range hf.headers {
+		name, v, ok := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+			errs = append(errs, fmt.Errorf("-H %s: want 'Name: value'", shown(h)))
+			continue
+		}
+		if c.Header == nil {
+			c.Header = http.Header{}
+		}
+		c.Header.Add(name, strings.TrimSpace(v))
+	}
+	if set["body"] {
+		c.Body = []byte(hf.body)
+	}
+	for _, part := range strings.Split(hf.refused, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 400 || n > 599 {
+			errs = append(errs, fmt.Errorf("-refused-status %s: want statuses from 400 to 599, comma-separated (e.g. 429,503)", shown(hf.refused)))
+			c.RefusedStatus = nil
+			break
+		}
+		c.RefusedStatus = append(c.RefusedStatus, n)
+	}
+	if a := strings.ToLower(c.Addr); strings.Contains(a, "://") && !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+		errs = append(errs, fmt.Errorf("-addr %s: -p http takes an http:// or https:// URL (or host:port)", shown(c.Addr)))
+	} else if _, err := url.Parse(c.Addr); err != nil && strings.Contains(c.Addr, "://") {
+		errs = append(errs, fmt.Errorf("-addr %s: %v", shown(c.Addr), errors.Unwrap(err)))
+	}
+	return errors.Join(errs...)
+}
+
 // checkBench returns the descriptors of the -D flags, or every flag out of
 // range, each as "-flag value: what it must be", one a line. Loadgen takes
 // a zero as its default; bench's flags have their defaults already, so a
@@ -112,9 +193,9 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 		}
 	}
 	switch c.Protocol {
-	case loadgen.GRPC, loadgen.JSON, loadgen.V1:
+	case loadgen.GRPC, loadgen.JSON, loadgen.V1, loadgen.HTTP:
 	default:
-		errs = append(errs, fmt.Errorf("-p %s: want grpc, json or v1", c.Protocol))
+		errs = append(errs, fmt.Errorf("-p %s: want grpc, json, v1 or http", c.Protocol))
 	}
 	bad(c.Domain == "", "-domain", `""`, "must not be empty")
 	var entries [][]loadgen.Entry

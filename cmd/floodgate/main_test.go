@@ -165,7 +165,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "-n", "-5"}, "floodgate bench: -n -5: must be >= 0 (0: no count bound)\n"},
 		{[]string{"bench", "-d", "-1s"}, "floodgate bench: -d -1s: must be >= 0 (0: no time bound)\n"},
 		{[]string{"bench", "-d", "0"}, "floodgate bench: -n 0 -d 0: set -n, -d or both, a run must be bounded\n"},
-		{[]string{"bench", "-p", "carrier"}, "floodgate bench: -p carrier: want grpc, json or v1\n"},
+		{[]string{"bench", "-p", "carrier"}, "floodgate bench: -p carrier: want grpc, json, v1 or http\n"},
 		{[]string{"bench", "-c", "20000"}, "floodgate bench: -c 20000: must be 1 to 10000\n"},
 		{[]string{"bench", "-n", "-5", "-d", "-1s"}, "floodgate bench: -n -5: must be >= 0 (0: no count bound)\n-d -1s: must be >= 0 (0: no time bound)\n"},
 	} {

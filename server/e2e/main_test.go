@@ -49,7 +49,9 @@ type proc struct {
 	exitErr           error
 }
 
-var servingLine = regexp.MustCompile(`floodgate serving: http (\S+), grpc (\S+), admin (\S+) `)
+// servingLine is serve's first stdout line; in gateway mode (--upstream)
+// it says "gateway http ADDR -> UPSTREAM, decision APIs …" before grpc.
+var servingLine = regexp.MustCompile(`floodgate serving: (?:gateway )?http (\S+)(?: -> .*?)?, grpc (\S+), admin (\S+) `)
 
 // start runs `floodgate serve` with args on free loopback ports and waits
 // until it serves. The process is stopped (SIGTERM) at the test's end.
