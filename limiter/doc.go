@@ -75,6 +75,14 @@
 // miss the deadline its projection allowed; it then gets the *RetryError
 // when that deadline comes instead of on arrival.
 //
+// Which error ends a Wait (Limiter.Wait lists them all): the context's
+// deadline always gives a *RetryError (errors.Is ErrLimited) — at once,
+// with After the projected wait, when the wait would outlast it; when it
+// passes (in the queue, in an admitted Delay, during a store call or
+// before Wait), one that also matches context.DeadlineExceeded, with After
+// an estimate. A cancellation gives context.Canceled, the cost beyond the
+// capacity ErrNever, and a store's failure its error.
+//
 // # Errors
 //
 // A call that returns an error returns with it the zero Decision (not
@@ -83,7 +91,13 @@
 // reported: a store that fails may leave a placeholder admission
 // behind (store/resilient reports keys it does not know as allowed).
 // Errors name the limiter (`limiter "api": …`, Local's `limiter: …`) and
-// wrap what they come from, for errors.Is and errors.As.
+// wrap what they come from, for errors.Is and errors.As. A refusal that
+// says when to come back is a *RetryError, which matches ErrLimited: from
+// Acquire, and from Wait whenever the context's deadline ends it (then
+// also matching context.DeadlineExceeded if the deadline has passed; see
+// Waiting). A cost beyond the capacity wraps ErrNever, a bad request
+// store.ErrBadRequest; a cancelled context's error and a store's errors
+// come wrapped with the limiter's name.
 //
 // # Time
 //

@@ -18,27 +18,44 @@ var ErrNever = errors.New("limiter: cost exceeds the limit's capacity")
 // algorithm is not algo.Concurrency.
 var ErrNotConcurrency = errors.New("limiter: not a concurrency limit")
 
-// RetryError reports a refusal and when to try again. Wait returns it at
-// once when the wait would outlast the context's deadline; Acquire returns
-// it when no slot is free.
+// RetryError reports a refusal and when to try again. Wait returns it
+// when its context's deadline ends the wait: at once when the wait would
+// outlast it, or when it passes (Err is then set); Acquire returns it when
+// no slot is free.
 type RetryError struct {
 	// Limiter is the name of the Limiter that refused; "" for a Local.
 	Limiter string
 	// After is how long to wait before the same request would be admitted
 	// if nobody else takes meanwhile (rounded up; see algo.Decision). For
 	// a Wait refused behind other waiters it is the queue's projection of
-	// its wait (see Limiter.Wait).
+	// its wait, and for a Wait whose deadline passed an estimate, 0 when
+	// there is none (see Limiter.Wait).
 	After time.Duration
+	// Err is the context's error (context.DeadlineExceeded) when a Wait's
+	// deadline passed before it was admitted; nil for a refusal foreseen
+	// while there was still time, and for Acquire.
+	Err error
 }
 
 // Error describes the refusal, e.g. `limiter "api": rate limited, retry
-// after 50ms`.
+// after 50ms`, followed by Err if set: `limiter "api": rate limited, retry
+// after 50ms: context deadline exceeded`.
 func (e *RetryError) Error() string {
+	var s string
 	if e.Limiter == "" {
-		return fmt.Sprintf("limiter: rate limited, retry after %v", e.After)
+		s = fmt.Sprintf("limiter: rate limited, retry after %v", e.After)
+	} else {
+		s = fmt.Sprintf("limiter %q: rate limited, retry after %v", e.Limiter, e.After)
 	}
-	return fmt.Sprintf("limiter %q: rate limited, retry after %v", e.Limiter, e.After)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
 }
 
 // Is makes errors.Is(err, ErrLimited) true.
 func (e *RetryError) Is(target error) bool { return target == ErrLimited }
+
+// Unwrap returns Err, so that a Wait whose deadline passed also matches
+// context.DeadlineExceeded.
+func (e *RetryError) Unwrap() error { return e.Err }

@@ -50,8 +50,7 @@ type Limiter struct {
 	limit   *algo.Limit
 	leaseID func() uint64
 	timeout time.Duration
-	each    time.Duration // a unit's refill time: see unitInterval
-	waits   *waitQueues   // Wait's queues, one per key with waiters
+	waits   *waitQueues // Wait's queues, one per key with waiters
 }
 
 // New returns a limiter applying p to keys in st under name. The name
@@ -86,7 +85,7 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 		return nil, fmt.Errorf("limiter %q: store timeout must be >= 0, got %v", name, c.timeout)
 	}
 	lim := &Limiter{st: st, name: name, prefix: name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout,
-		each: unitInterval(l), waits: new(waitQueues)}
+		waits: new(waitQueues)}
 	lim.mem, _ = st.(*memory.Store)
 	return lim, nil
 }

@@ -26,19 +26,29 @@ import (
 // sharing the store, and AllowN or Reserve callers are not in the queue:
 // they take units as they come, and can make a waiter's wait longer.
 //
-// Wait returns at once a *RetryError (errors.Is ErrLimited) when the wait
-// would outlast ctx's deadline: for a refusal, its RetryAfter plus the
-// Delay an admission would then carry (algo.Limit.AdmissionDelay: a
-// shaper's queue, a smooth limiter's MaxWait); behind other waiters, the
-// queue's projection (queue.Queue.WaitFrom: each waiter ahead takes a
-// unit's refill time and a hand-off of at least 100µs), which is then the
-// RetryError's After. A waiter that the projection let in but that
-// is still refused when its deadline comes (others took the units) gets
-// the *RetryError then. Wait returns an error wrapping ErrNever when n
-// exceeds the capacity, and one wrapping ctx's error when ctx ends first.
-// An admitted decision with a Delay (Shaper, SmoothBursty, SmoothWarmup)
-// is waited out as well; if that wait cannot finish, the units are given
-// back. Every error names the limiter. Wait sleeps with time.Timer.
+// Wait returns a *RetryError (errors.Is ErrLimited) whenever ctx's
+// deadline ends the wait:
+//
+//   - at once when the wait would outlast the deadline, which has not
+//     passed: for a refusal, its RetryAfter plus the Delay an admission
+//     would then carry (algo.Limit.AdmissionDelay: a shaper's queue, a
+//     smooth limiter's MaxWait); behind other waiters, the queue's
+//     projection (queue.Queue.WaitFrom: each waiter ahead takes a unit's
+//     refill time and a hand-off of at least 100µs). After is that wait.
+//   - when the deadline passes: in the queue (the projection let the
+//     waiter in, but AllowN callers or other processes took the units), in
+//     an admitted Delay, during a store call, or before Wait was called.
+//     The error then also matches context.DeadlineExceeded (its Err), and
+//     After is Wait's best estimate: in the queue, the time until the
+//     head's next try plus a unit's refill time for each waiter still
+//     queued; in a Delay, what remained of it; otherwise 0.
+//
+// A cancelled ctx gives its error (context.Canceled), wrapped. Wait
+// returns an error wrapping ErrNever when n exceeds the capacity, and the
+// store's errors as they are. An admitted decision with a Delay (Shaper,
+// SmoothBursty, SmoothWarmup) is waited out as well; if that wait cannot
+// finish, the units are given back. Every error names the limiter. Wait
+// sleeps with time.Timer.
 //
 // A Concurrency limit has no Wait: its units are slots that a Wait could
 // never release. Wait returns an error wrapping store.ErrBadRequest; use
@@ -49,7 +59,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 		return fmt.Errorf("limiter %q: %w: Wait on a concurrency limit would hold a slot nothing can release: use Acquire and Release", l.name, store.ErrBadRequest)
 	}
 	if l.waits.n.Load() != 0 {
-		return l.waitQueued(ctx, key, n, nil, 0)
+		return waitQueued(ctx, l, l.waits, key, n, nil)
 	}
 	var start time.Time
 	if l.mem == nil {
@@ -57,100 +67,218 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 	}
 	d, at, err := l.take(ctx, key, n, 0)
 	if err != nil {
-		return err
+		return ended(ctx, l.name, err, 0)
 	}
 	if d.Allowed {
-		return l.hold(ctx, key, n, at, d.Delay)
+		return hold(ctx, l, key, n, grant{lim: l.limit, at: at}, d.Delay)
 	}
-	var took time.Duration
+	first := refused{d: d, lim: l.limit}
 	if l.mem == nil {
-		took = time.Since(start)
+		first.took = time.Since(start)
 	}
-	return l.waitQueued(ctx, key, n, &d, took)
+	return waitQueued(ctx, l, l.waits, key, n, &first)
 }
 
-// waitQueued is Wait past its first take: first is that take's refusal,
-// made in took, or nil when someone waits on the limiter and key's queue
-// must be looked at before taking anything.
-func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, first *algo.Decision, took time.Duration) error {
-	w := &waitSlot{key: key, n: n, adm: l.limit.AdmissionDelay(n)}
-	wq := l.waits.join(key, nil)
+// waitTake, waitPeek, waitGiveBack and waitName make a Limiter a
+// waitTarget.
+func (l *Limiter) waitTake(ctx context.Context, key string, n int64) (algo.Decision, grant, error) {
+	d, at, err := l.take(ctx, key, n, 0)
+	return d, grant{lim: l.limit, at: at}, err
+}
+
+func (l *Limiter) waitPeek(ctx context.Context, key string, n int64) (algo.Decision, *algo.Limit, error) {
+	d, err := l.Peek(ctx, key, n)
+	return d, l.limit, err
+}
+
+func (l *Limiter) waitGiveBack(ctx context.Context, key string, n int64, g grant) error {
+	return l.giveBack(ctx, key, n, g.at, 0)
+}
+
+func (l *Limiter) waitName() string { return l.name }
+
+// Wait blocks until n units are admitted, as Limiter.Wait does for a key:
+// waiters are served first-in first-out through one queue, and a Wait
+// that nobody waits before costs one decision. Its errors are
+// Limiter.Wait's, starting with "limiter: ": a *RetryError when ctx's
+// deadline ends the wait (at once when the wait would outlast it; matching
+// context.DeadlineExceeded as well when it has passed, before Wait was
+// called included), ctx's error when ctx is cancelled, and one wrapping
+// ErrNever when n exceeds the capacity (and on the zero Local, which has
+// no limit). An admitted Delay is waited out, and the units given back if
+// that wait cannot finish. A negative n is an error wrapping
+// store.ErrBadRequest.
+func (l *Local) Wait(ctx context.Context, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("limiter: %w: cost %d is negative", store.ErrBadRequest, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return ended(ctx, "", err, 0)
+	}
+	if l.waits.n.Load() != 0 {
+		return waitQueued(ctx, l, &l.waits, "", n, nil)
+	}
+	d, at, lim, gen := l.take(n)
+	if lim == nil {
+		return errZeroLocal
+	}
+	if d.Allowed {
+		return hold(ctx, l, "", n, grant{lim: lim, at: at, gen: gen}, d.Delay)
+	}
+	return waitQueued(ctx, l, &l.waits, "", n, &refused{d: d, lim: lim})
+}
+
+// errZeroLocal is what the zero Local's Wait returns.
+var errZeroLocal = fmt.Errorf("%w: the zero Local has no limit to apply; create it with NewLocal", ErrNever)
+
+// waitTake, waitPeek, waitGiveBack and waitName make a Local a waitTarget
+// with the one key "".
+func (l *Local) waitTake(_ context.Context, _ string, n int64) (algo.Decision, grant, error) {
+	d, at, lim, gen := l.take(n)
+	if lim == nil {
+		return d, grant{}, errZeroLocal
+	}
+	return d, grant{lim: lim, at: at, gen: gen}, nil
+}
+
+func (l *Local) waitPeek(_ context.Context, _ string, n int64) (algo.Decision, *algo.Limit, error) {
+	d := l.Peek(n)
+	lim := l.Limit()
+	if lim == nil {
+		return d, nil, errZeroLocal
+	}
+	return d, lim, nil
+}
+
+func (l *Local) waitGiveBack(_ context.Context, _ string, n int64, g grant) error {
+	l.giveBack(n, g.at, g.gen)
+	return nil
+}
+
+func (l *Local) waitName() string { return "" }
+
+// waitTarget is what a Wait takes units from: a key of a Limiter, or a
+// Local, whose key is always "". Past the first take, the one
+// implementation of waitQueued, tryWaiter and hold serves both.
+type waitTarget interface {
+	// waitTake decides n units for key now and takes them if admitted.
+	waitTake(ctx context.Context, key string, n int64) (algo.Decision, grant, error)
+	// waitPeek returns the decision waitTake would make, taking nothing,
+	// and the limit it was made under.
+	waitPeek(ctx context.Context, key string, n int64) (algo.Decision, *algo.Limit, error)
+	// waitGiveBack gives back n units that waitTake admitted with g.
+	waitGiveBack(ctx context.Context, key string, n int64, g grant) error
+	// waitName is the name errors start with: "" for a Local.
+	waitName() string
+}
+
+// grant is what a decision was made with, for giving its units back.
+type grant struct {
+	lim *algo.Limit // the limit that decided
+	at  int64       // the decision's instant
+	gen uint64      // a Local's state generation
+}
+
+// refused is a Wait's first take, when it was refused.
+type refused struct {
+	d    algo.Decision
+	lim  *algo.Limit
+	took time.Duration // the store's trip; 0 in process
+}
+
+// waitQueued is Wait past its first take: first is that take's refusal, or
+// nil when someone waits on t and key's queue must be looked at before
+// taking anything.
+func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n int64, first *refused) error {
+	name := t.waitName()
+	w := &waitSlot{t: t, key: key, n: n}
+	wq := ws.join(key, false)
 	var d algo.Decision
+	var lim *algo.Limit
+	var took time.Duration
 	switch {
 	case first != nil:
-		d = *first
+		d, lim, took = first.d, first.lim, first.took
 		w.hint, w.hintAt = d.RetryAfter, time.Now()
 	case wq != nil:
 		// Others wait on key: line up behind them, taking nothing. Peek
 		// says how soon the units could be there were it alone; the queue
 		// adds the waiters ahead.
 		var err error
-		if d, err = l.Peek(ctx, key, n); err != nil {
-			l.waits.leave(key, wq)
-			return err
+		if d, lim, err = t.waitPeek(ctx, key, n); err != nil {
+			ws.leave(key, wq)
+			return ended(ctx, name, err, 0)
 		}
 	default:
 		// Nobody waits on key: take, as Wait does.
-		var at int64
+		var g grant
 		var err error
-		if d, at, err = l.take(ctx, key, n, 0); err != nil {
-			return err
+		if d, g, err = t.waitTake(ctx, key, n); err != nil {
+			return ended(ctx, name, err, 0)
 		}
 		if d.Allowed {
-			return l.hold(ctx, key, n, at, d.Delay)
+			return hold(ctx, t, key, n, g, d.Delay)
 		}
+		lim = g.lim
 		w.hint, w.hintAt = d.RetryAfter, time.Now()
 	}
-	if err := l.refusal(ctx, n, &d, w.adm); err != nil {
-		l.waits.leaveIf(key, wq)
+	w.adm = lim.AdmissionDelay(n)
+	if err := refusal(ctx, name, n, &d, w.adm); err != nil {
+		ws.leaveIf(key, wq)
 		return err
 	}
 	if wq == nil {
-		wq = l.waits.join(key, l.tryWaiter)
+		wq = ws.join(key, true)
 	}
+	w.wq = wq
 	if took > 0 {
 		wq.q.Observe(took)
 	}
-	err := wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, w), 0, retryOf(d)+w.adm, l.each)
-	l.waits.leave(key, wq)
+	each := unitInterval(lim)
+	err := wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, w), 0, retryOf(d)+w.adm, each)
 	if err != nil {
-		return waitError(ctx, l.name, err)
+		after := wq.estimate(each)
+		ws.leave(key, wq)
+		return waitError(ctx, name, err, after)
 	}
-	return l.hold(ctx, key, n, w.at, w.d.Delay)
+	ws.leave(key, wq)
+	return hold(ctx, t, key, n, w.g, w.d.Delay)
 }
 
-// tryWaiter is the TryFunc of the limiter's queues: it takes for the
-// waiter at the head of a key's queue.
-func (l *Limiter) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
+// tryWaiter is the TryFunc of every Wait queue: it takes for the waiter at
+// the head of a queue.
+func tryWaiter(ctx context.Context) (bool, time.Duration, error) {
 	w, ok := ctx.Value(slotKey{}).(*waitSlot)
 	if !ok {
 		return false, 0, errors.New("limiter: wait queue called without a waiter")
 	}
 	if h := w.reuseHint(); h > 0 {
+		w.wq.retryIn(h)
 		return false, h, nil
 	}
-	d, at, err := l.take(ctx, w.key, w.n, 0)
+	d, g, err := w.t.waitTake(ctx, w.key, w.n)
 	switch {
 	case err != nil:
 		return false, 0, err
 	case d.Allowed:
-		w.d, w.at = d, at
+		w.d, w.g = d, g
 		return true, 0, nil
 	}
-	if err := l.refusal(ctx, w.n, &d, w.adm); err != nil {
+	if err := refusal(ctx, w.t.waitName(), w.n, &d, g.lim.AdmissionDelay(w.n)); err != nil {
 		return false, 0, err
 	}
+	w.wq.retryIn(d.RetryAfter)
 	return false, d.RetryAfter, nil
 }
 
 // hold waits out an admitted decision's delay; when it cannot, the units
 // will not be used and are given back, even if ctx is already done.
-func (l *Limiter) hold(ctx context.Context, key string, n, at int64, delay time.Duration) error {
+func hold(ctx context.Context, t waitTarget, key string, n int64, g grant, delay time.Duration) error {
 	if delay <= 0 {
 		return nil
 	}
-	if err := sleep(ctx, l.name, delay); err != nil {
-		if rerr := l.giveBack(context.WithoutCancel(ctx), key, n, at, 0); rerr != nil {
+	if err := sleep(ctx, t.waitName(), delay); err != nil {
+		if rerr := t.waitGiveBack(context.WithoutCancel(ctx), key, n, g); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return err
@@ -160,138 +288,16 @@ func (l *Limiter) hold(ctx context.Context, key string, n, at int64, delay time.
 
 // refusal returns the error that ends a Wait refused with d at once: the
 // cost can never pass, or the wait would outlast ctx's deadline.
-func (l *Limiter) refusal(ctx context.Context, n int64, d *algo.Decision, adm time.Duration) error {
+func refusal(ctx context.Context, name string, n int64, d *algo.Decision, adm time.Duration) error {
 	if d.IsNever() {
-		return l.errNever(n, d.Limit)
+		err := fmt.Errorf("%w: cost %d, capacity %d", ErrNever, n, d.Limit)
+		if name == "" {
+			return err // ErrNever's text starts with "limiter: "
+		}
+		return wrapName(name, err)
 	}
 	if tooLate(ctx, d.RetryAfter, adm) {
-		return &RetryError{Limiter: l.name, After: d.RetryAfter}
-	}
-	return nil
-}
-
-func (l *Limiter) errNever(n, capacity int64) error {
-	return fmt.Errorf("limiter %q: %w: cost %d, capacity %d", l.name, ErrNever, n, capacity)
-}
-
-// Wait blocks until n units are admitted, as Limiter.Wait does for a key:
-// waiters are served first-in first-out through one queue, a Wait that
-// nobody waits before costs one decision, and it returns a *RetryError at
-// once when the wait would outlast ctx's deadline, an error wrapping
-// ErrNever when n exceeds the capacity (and on the zero Local, which has
-// no limit), and one wrapping ctx's error when ctx ends first; an
-// admitted Delay is waited out, and the units given back if that wait
-// cannot finish. Its errors start with "limiter: ". A negative n is an
-// error wrapping store.ErrBadRequest.
-func (l *Local) Wait(ctx context.Context, n int64) error {
-	if n < 0 {
-		return fmt.Errorf("limiter: %w: cost %d is negative", store.ErrBadRequest, n)
-	}
-	if err := ctx.Err(); err != nil {
-		return wrapName("", err)
-	}
-	if l.waits.n.Load() != 0 {
-		return l.waitQueued(ctx, n, nil)
-	}
-	d, at, lim, gen := l.take(n)
-	if lim == nil {
-		return errZeroLocal
-	}
-	if d.Allowed {
-		return l.hold(ctx, n, at, gen, d.Delay)
-	}
-	return l.waitQueued(ctx, n, &d)
-}
-
-// errZeroLocal is what the zero Local's Wait returns.
-var errZeroLocal = fmt.Errorf("%w: the zero Local has no limit to apply; create it with NewLocal", ErrNever)
-
-// waitQueued is Local.Wait past its first decision, as for Limiter.
-func (l *Local) waitQueued(ctx context.Context, n int64, first *algo.Decision) error {
-	w := &waitSlot{n: n}
-	wq := l.waits.join("", nil)
-	var d algo.Decision
-	switch {
-	case first != nil:
-		d = *first
-		w.hint, w.hintAt = d.RetryAfter, time.Now()
-	case wq != nil:
-		d = l.Peek(n) // see Limiter.waitQueued
-	default:
-		var at int64
-		var lim *algo.Limit
-		var gen uint64
-		if d, at, lim, gen = l.take(n); lim == nil {
-			return errZeroLocal
-		}
-		if d.Allowed {
-			return l.hold(ctx, n, at, gen, d.Delay)
-		}
-		w.hint, w.hintAt = d.RetryAfter, time.Now()
-	}
-	lim := l.Limit()
-	if lim == nil {
-		l.waits.leaveIf("", wq)
-		return errZeroLocal
-	}
-	w.adm = lim.AdmissionDelay(n)
-	if err := localRefusal(ctx, n, &d, w.adm); err != nil {
-		l.waits.leaveIf("", wq)
-		return err
-	}
-	if wq == nil {
-		wq = l.waits.join("", l.tryWaiter)
-	}
-	err := wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, w), 0, retryOf(d)+w.adm, unitInterval(lim))
-	l.waits.leave("", wq)
-	if err != nil {
-		return waitError(ctx, "", err)
-	}
-	return l.hold(ctx, n, w.at, w.gen, w.d.Delay)
-}
-
-// localRefusal is Limiter.refusal for a Local.
-func localRefusal(ctx context.Context, n int64, d *algo.Decision, adm time.Duration) error {
-	if d.IsNever() {
-		return fmt.Errorf("%w: cost %d, capacity %d", ErrNever, n, d.Limit)
-	}
-	if tooLate(ctx, d.RetryAfter, adm) {
-		return &RetryError{After: d.RetryAfter}
-	}
-	return nil
-}
-
-// tryWaiter is the TryFunc of the Local's queue.
-func (l *Local) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
-	w, ok := ctx.Value(slotKey{}).(*waitSlot)
-	if !ok {
-		return false, 0, errors.New("limiter: wait queue called without a waiter")
-	}
-	if h := w.reuseHint(); h > 0 {
-		return false, h, nil
-	}
-	d, at, lim, gen := l.take(w.n)
-	switch {
-	case lim == nil:
-		return false, 0, errZeroLocal
-	case d.Allowed:
-		w.d, w.at, w.gen = d, at, gen
-		return true, 0, nil
-	}
-	if err := localRefusal(ctx, w.n, &d, lim.AdmissionDelay(w.n)); err != nil {
-		return false, 0, err
-	}
-	return false, d.RetryAfter, nil
-}
-
-// hold is Limiter.hold for a Local.
-func (l *Local) hold(ctx context.Context, n, at int64, gen uint64, delay time.Duration) error {
-	if delay <= 0 {
-		return nil
-	}
-	if err := sleep(ctx, "", delay); err != nil {
-		l.giveBack(n, at, gen)
-		return err
+		return retryError(ctx, name, d.RetryAfter)
 	}
 	return nil
 }
@@ -311,6 +317,24 @@ type waitQueues struct {
 type waitQueue struct {
 	q    *queue.Queue
 	refs int
+	// next is when the head's latest refusal said its units could be
+	// back, as time since born: what a waiter whose deadline passes behind
+	// others estimates its RetryError's After from.
+	born time.Time
+	next atomic.Int64
+}
+
+// retryIn records that the head's units could be back after d.
+func (wq *waitQueue) retryIn(d time.Duration) {
+	wq.next.Store(int64(time.Since(wq.born) + d))
+}
+
+// estimate is how long a Wait joining wq now would wait at least: until
+// the head's next try, then a unit's refill time, each, for every waiter
+// in the queue.
+func (wq *waitQueue) estimate(each time.Duration) time.Duration {
+	head := max(time.Duration(wq.next.Load())-time.Since(wq.born), 0)
+	return head + each*time.Duration(wq.q.Len())
 }
 
 // queueOptions are those of every Wait queue: FIFO; no bound on the
@@ -331,24 +355,24 @@ var queueOptions = []queue.Option{
 	queue.WithHandoff(100 * time.Microsecond),
 }
 
-// join returns key's queue with one more reference, creating it with try
-// if there is none; with a nil try it returns nil then.
-func (ws *waitQueues) join(key string, try queue.TryFunc) *waitQueue {
+// join returns key's queue with one more reference, creating it if there
+// is none and create is set, and returning nil then otherwise.
+func (ws *waitQueues) join(key string, create bool) *waitQueue {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	wq := ws.m[key]
 	if wq == nil {
-		if try == nil {
+		if !create {
 			return nil
 		}
-		q, err := queue.New(try, queueOptions...)
+		q, err := queue.New(tryWaiter, queueOptions...)
 		if err != nil {
 			panic("limiter: " + err.Error()) // queueOptions are constant and valid
 		}
 		if ws.m == nil {
 			ws.m = map[string]*waitQueue{}
 		}
-		wq = &waitQueue{q: q}
+		wq = &waitQueue{q: q, born: time.Now()}
 		ws.m[key] = wq
 	}
 	wq.refs++
@@ -377,6 +401,8 @@ func (ws *waitQueues) leave(key string, wq *waitQueue) {
 // waitSlot is one waiter's request and, once admitted, its decision; the
 // queue hands it to the TryFunc in the context.
 type waitSlot struct {
+	t   waitTarget
+	wq  *waitQueue
 	key string
 	n   int64
 	adm time.Duration // the limit's AdmissionDelay(n)
@@ -386,9 +412,8 @@ type waitSlot struct {
 	hint   time.Duration
 	hintAt time.Time
 
-	d   algo.Decision
-	at  int64
-	gen uint64 // Local's state generation
+	d algo.Decision
+	g grant
 }
 
 type slotKey struct{}
@@ -425,38 +450,67 @@ func unitInterval(l *algo.Limit) time.Duration {
 	return 0
 }
 
-// waitError names a queue's error after the limiter: the context's errors
-// (which the queue returns as they are) are wrapped, a refusal on arrival
-// becomes a *RetryError, and the TryFunc's own errors already name it.
-func waitError(ctx context.Context, name string, err error) error {
+// waitError is the error a queue ended a wait with, as Wait returns it: a
+// refusal on arrival or of the head becomes a *RetryError, the context's
+// errors are ended's with after (the queue's estimate) for After, and the
+// TryFunc's own errors already name the limiter.
+func waitError(ctx context.Context, name string, err error, after time.Duration) error {
 	var te *queue.TimeoutError
 	switch {
 	case errors.As(err, &te):
 		if te.RetryAfter > 0 {
-			return &RetryError{Limiter: name, After: te.RetryAfter}
+			after = te.RetryAfter
 		}
-		return wrapName(name, context.DeadlineExceeded)
-	case err == ctx.Err():
-		return wrapName(name, err)
+		return retryError(ctx, name, after)
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrClosed), errors.Is(err, queue.ErrNever):
 		return wrapName(name, err) // not expected: no bound, closed when empty, Never is ErrNever
+	}
+	return ended(ctx, name, err, after)
+}
+
+// ended returns err, which ended a Wait, as Wait returns it. When ctx's
+// deadline has passed and err is or wraps its error (from the queue, a
+// sleep, a store call, or before Wait began) it is a *RetryError wrapping
+// that error, with after for After: a caller that maps ErrLimited to "too
+// many requests" sees a deadline the same whether it was foreseen or not.
+// Otherwise ctx's own error is named, and any other err returned as is.
+func ended(ctx context.Context, name string, err error, after time.Duration) error {
+	var re *RetryError
+	switch cerr := ctx.Err(); {
+	case errors.As(err, &re):
+		return err
+	case cerr != nil && errors.Is(cerr, context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded):
+		return &RetryError{Limiter: name, After: after, Err: cerr}
+	case err == cerr:
+		return wrapName(name, err)
 	}
 	return err
 }
 
+// retryError is the *RetryError of a Wait that ctx's deadline ends, with
+// after for After; it wraps ctx's error once the deadline has passed.
+func retryError(ctx context.Context, name string, after time.Duration) error {
+	re := &RetryError{Limiter: name, After: after}
+	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
+		re.Err = err
+	}
+	return re
+}
+
 // sleep waits d, or returns a *RetryError at once if d would outlast ctx's
-// deadline, or ctx's error if it ends first, naming the limiter.
+// deadline, or ended's error if ctx ends first, naming the limiter.
 func sleep(ctx context.Context, name string, d time.Duration) error {
 	if tooLate(ctx, d, 0) {
-		return &RetryError{Limiter: name, After: d}
+		return retryError(ctx, name, d)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
+	due := time.Now().Add(d)
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return wrapName(name, ctx.Err())
+		return ended(ctx, name, ctx.Err(), max(time.Until(due), 0))
 	}
 }
 

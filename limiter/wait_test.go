@@ -295,3 +295,137 @@ func TestWaitConcurrency(t *testing.T) {
 		t.Errorf("after the refused Wait: Peek = %+v, %v; want the slot free", d, err)
 	}
 }
+
+// twoEvery100ms is 20/s with a burst of 2.
+var twoEvery100ms = algo.Params{Algorithm: algo.TokenBucket, Limit: 20, Period: time.Second, Burst: 2}
+
+// checkDeadlineRetry holds err to the *RetryError of a Wait whose deadline
+// passed: it matches ErrLimited and context.DeadlineExceeded, names the
+// limiter, and carries after.
+func checkDeadlineRetry(t *testing.T, err error, msg string, after time.Duration) {
+	t.Helper()
+	var re *limiter.RetryError
+	if !errors.As(err, &re) || !errors.Is(err, limiter.ErrLimited) || !errors.Is(err, context.DeadlineExceeded) || err.Error() != msg || re.After != after {
+		t.Errorf("got %v; want %q, a *RetryError with After %v matching ErrLimited and context.DeadlineExceeded", err, msg, after)
+	}
+}
+
+// TestWaitDeadlinePassesBehindWaiter: a waiter that the projection let
+// into the queue but whose deadline passes while it is still behind
+// another (an AllowN caller takes every unit as it refills) gets a
+// *RetryError matching both ErrLimited and context.DeadlineExceeded, not
+// the bare deadline error. In fake time, on a 20/s, burst 2 limit drained
+// at 0: A waits for 2 units with no deadline; B, arriving behind it at 0,
+// waits for 1 with 140ms to its deadline (projected: 50ms, a unit's 50ms
+// for A and two hand-offs; it is let in). The AllowN caller, every 1ms
+// from 0.5ms, takes each unit at 50.5ms, 100.5ms, ..., so A, trying at
+// 100ms with 1 unit there, is refused until 150ms; B's deadline passes at
+// 140ms: After is the 10ms to A's try plus 50ms for A, still queued.
+func TestWaitDeadlinePassesBehindWaiter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T) (wait func(context.Context, int64) error, allow func())
+		msg   string
+	}{
+		{"Limiter", func(t *testing.T) (func(context.Context, int64) error, func()) {
+			l := newLimiter(t, newStore(t, memory.WithSweepInterval(0)), "w", twoEvery100ms)
+			return func(ctx context.Context, n int64) error { return l.Wait(ctx, "k", n) },
+				func() { l.AllowN(context.Background(), "k", 1) }
+		}, `limiter "w": rate limited, retry after 60ms: context deadline exceeded`},
+		{"Local", func(t *testing.T) (func(context.Context, int64) error, func()) {
+			l, err := limiter.NewLocal(twoEvery100ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l.Wait, func() { l.AllowN(1) }
+		}, "limiter: rate limited, retry after 60ms: context deadline exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wait, allow := tc.setup(t)
+				if err := wait(t.Context(), 2); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					time.Sleep(500 * time.Microsecond)
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						allow()
+						time.Sleep(time.Millisecond)
+					}
+				})
+				ctxA, cancelA := context.WithCancel(t.Context())
+				wg.Go(func() {
+					if err := wait(ctxA, 2); !errors.Is(err, context.Canceled) {
+						t.Errorf("A, cancelled: %v; want context.Canceled", err)
+					}
+				})
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(t.Context(), 140*time.Millisecond)
+				defer cancel()
+				err := wait(ctx, 1)
+				if got := time.Since(start); got != 140*time.Millisecond {
+					t.Errorf("B returned at %v; want at its deadline, 140ms", got)
+				}
+				checkDeadlineRetry(t, err, tc.msg, 60*time.Millisecond)
+				cancelA()
+				close(stop)
+				wg.Wait()
+			})
+		})
+	}
+}
+
+// blockingStore's Take and Peek wait for their context to end.
+type blockingStore struct{ store.Store }
+
+func (blockingStore) Take(ctx context.Context, _ []store.Request, _ []algo.Decision) (store.Result, error) {
+	<-ctx.Done()
+	return store.Result{}, ctx.Err()
+}
+
+// TestWaitDeadlineOutsideQueue: a deadline that passes during a store call
+// or before Wait is called also ends Wait with a *RetryError matching
+// ErrLimited and context.DeadlineExceeded (After 0: nothing was learnt);
+// a store timeout of the limiter's own (WithStoreTimeout) and a
+// cancellation are not the caller's deadline and stay the errors they are.
+func TestWaitDeadlineOutsideQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blocked := newLimiter(t, blockingStore{newStore(t)}, "w", oneEvery50ms)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		checkDeadlineRetry(t, blocked.Wait(ctx, "k", 1), `limiter "w": rate limited, retry after 0s: context deadline exceeded`, 0)
+
+		checkDeadlineRetry(t, newLimiter(t, newStore(t), "w", oneEvery50ms).Wait(ctx, "k", 1), `limiter "w": rate limited, retry after 0s: context deadline exceeded`, 0)
+		loc, err := limiter.NewLocal(oneEvery50ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDeadlineRetry(t, loc.Wait(ctx, 1), "limiter: rate limited, retry after 0s: context deadline exceeded", 0)
+
+		timeout, err := limiter.New(blockingStore{newStore(t)}, "w", oneEvery50ms, limiter.WithStoreTimeout(5*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel = context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		if err := timeout.Wait(ctx, "k", 1); errors.Is(err, limiter.ErrLimited) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait whose store call timed out (WithStoreTimeout): %v; want the store's error, not ErrLimited", err)
+		}
+		ctx, cancel = context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(time.Millisecond)
+			cancel()
+		}()
+		if err := blocked.Wait(ctx, "k", 1); errors.Is(err, limiter.ErrLimited) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Wait cancelled during a store call: %v; want context.Canceled, not ErrLimited", err)
+		}
+	})
+}
