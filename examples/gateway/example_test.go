@@ -1,0 +1,91 @@
+// Package gateway_test holds the gateway example's test: edge.yaml loads,
+// its routes build as `floodgate serve --upstream` builds them, and the
+// limits behave as the README shows.
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/floodgate/floodgate/gateway"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/memory"
+)
+
+func TestExample(t *testing.T) {
+	cfg, err := policy.Load(".")
+	if err != nil {
+		t.Fatalf("edge.yaml:\n%v", err)
+	}
+	if warnings, err := gateway.Check(cfg); err != nil || len(warnings) > 0 {
+		t.Fatalf("routes: %v, warnings %v", err, warnings)
+	}
+	held, release := make(chan struct{}, 2), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("sleep") {
+			held <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "upstream")
+	}))
+	defer up.Close()
+	st, _ := memory.New()
+	defer st.Close()
+	eng, err := policy.NewEngine(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(cfg, eng, up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	get := func(path string) *http.Response {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+
+	// /api: 5 a minute, then 429 with Retry-After.
+	for i := range 5 {
+		if resp := get("/api/orders"); resp.StatusCode != 200 || resp.Header.Get("RateLimit-Policy") != `"api";q=5;w=60` {
+			t.Fatalf("/api call %d: %d %q", i+1, resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
+		}
+	}
+	if resp := get("/api/orders"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("6th /api call: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Unrouted: passed on without a limit or fields.
+	if resp := get("/about"); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "" {
+		t.Errorf("/about: %d %v", resp.StatusCode, resp.Header)
+	}
+	// /download: two in flight; a third at the same time is refused.
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Go(func() { codes <- get("/download/big.iso?sleep=1").StatusCode })
+	}
+	// The third is sent once both are held upstream, their slots taken.
+	<-held
+	<-held
+	third := get("/download/big.iso")
+	close(release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Errorf("a held /download got %d, want 200", c)
+		}
+	}
+	if third.StatusCode != 429 {
+		t.Errorf("third /download in flight: %d, want 429", third.StatusCode)
+	}
+}
