@@ -53,6 +53,11 @@ type Section struct {
 	APIKey         dimension.APIKeySpec `yaml:"api_key"`
 	UserHeader     string               `yaml:"user_header"`
 	TenantHeader   string               `yaml:"tenant_header"`
+	// RefuseStatus is the status of the routes' refusals, by a rate or a
+	// concurrency limit: 429 (the default) or 503 (nginx's limit_req_status
+	// and limit_conn_status default). The fields and the problem body are
+	// the same either way.
+	RefuseStatus int `yaml:"refuse_status"`
 	// Routes are the request classes the domain limits. At least one.
 	Routes []RouteSpec `yaml:"routes"`
 
@@ -147,11 +152,13 @@ type routeSpec struct {
 	host     string // lower case; "" any; ".example.com" for "*.example.com"
 	wildcard bool
 	prefix   string
-	foldCase bool     // PathCaseInsensitive
-	methods  []string // upper case, sorted
-	spec     *dimension.Spec
-	proxies  dimension.Proxies // the section's
-	node     *yaml.Node
+	foldCase bool // PathCaseInsensitive
+	// refuseStatus is the section's RefuseStatus, 429 when unset.
+	refuseStatus int
+	methods      []string // upper case, sorted
+	spec         *dimension.Spec
+	proxies      dimension.Proxies // the section's
+	node         *yaml.Node
 }
 
 func compileSection(decode func(any) error) (any, error) {
@@ -183,10 +190,14 @@ func (s *Section) compile() error {
 		return specError("", err)
 	}
 	s.proxies = px.Proxies()
+	refuse := cmp.Or(s.RefuseStatus, http.StatusTooManyRequests)
+	if refuse != http.StatusTooManyRequests && refuse != http.StatusServiceUnavailable {
+		return fmt.Errorf("refuse_status: %d is not 429 or 503 (the status of a refusal by the routes' limits; default 429)", s.RefuseStatus)
+	}
 	seen := map[string]int{}
 	for i, rs := range s.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
-		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, proxies: s.proxies, node: rs.node}
+		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, refuseStatus: refuse, proxies: s.proxies, node: rs.node}
 		if !strings.HasPrefix(r.prefix, "/") {
 			return fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix)
 		}

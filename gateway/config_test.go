@@ -43,6 +43,8 @@ func TestSectionErrors(t *testing.T) {
 			`gw.yaml:7: gateway: routes[0].descriptors[0].entries[0].source: unknown source "remote_adress"`},
 		{"bad proxy", "  trusted_proxies: [10.0.0.0/33]\n  routes: [{path_prefix: /}]\n",
 			`gw.yaml:3: gateway: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR or an IP address`},
+		{"bad refuse_status", "  refuse_status: 500\n  routes: [{path_prefix: /}]\n",
+			"gw.yaml:3: gateway: refuse_status: 500 is not 429 or 503"},
 		{"wrong type", "  routes: {path_prefix: /}\n",
 			"gw.yaml:3: gateway: cannot unmarshal !!map into []gateway.RouteSpec"},
 	} {

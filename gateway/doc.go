@@ -47,7 +47,10 @@
 // it); an unrouted request trusts the proxies of every section. An
 // untrusted peer's X-Real-IP becomes the peer and its other address fields
 // (True-Client-IP, CF-Connecting-IP, ...) are dropped, whatever the
-// configured header. X-Forwarded-Host and -Proto are the gateway's own. Responses stream through: text/event-stream
+// configured header. X-Forwarded-Host and -Proto are a trusted proxy's
+// when it sent them (a TLS load balancer in front knows the client's
+// scheme), else the gateway's own. Request trailers are passed on, and the
+// transport adds no Accept-Encoding of its own. Responses stream through: text/event-stream
 // and bodies without a length are flushed as they arrive, and protocol
 // upgrades (websockets) are spliced through untouched. WithUpstreamTimeout
 // (default 60 s) bounds the upstream's silence, WithClientTimeout (default
@@ -57,7 +60,11 @@
 // websocket. An upstream that fails is
 // reported, not hidden: 502 (504 on a timeout) with an RFC 9457 problem
 // body that says so without naming the upstream or its error (the error
-// log has them).
+// log has them, each cause at most once per UpstreamLogInterval, and
+// WithUpstreamErrors counts them by reason); one that fails after the
+// response header has its response cut off, and is logged and counted
+// the same way. A section's refuse_status (429 or 503) is the status of
+// its routes' refusals.
 //
 // Rate limit fields: the gateway's are set on every limited response; the
 // upstream's IETF RateLimit and RateLimit-Policy members are kept beside

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -44,6 +45,7 @@ type options struct {
 	timeoutSet   bool
 	client       time.Duration
 	clientSet    bool
+	upstreamErrs func(reason string)
 }
 
 // DefaultUpstreamTimeout is WithUpstreamTimeout's default, nginx's
@@ -74,7 +76,9 @@ func WithMiddleware(opts ...middleware.Option) Option {
 func WithHeaders(h headers.Options) Option { return func(o *options) { o.hdr = h } }
 
 // WithTransport sets the RoundTripper to the upstream (default: a clone of
-// http.DefaultTransport).
+// http.DefaultTransport with DisableCompression, so that the upstream gets
+// the client's Accept-Encoding, or none, and its response is passed on as
+// it was encoded).
 func WithTransport(rt http.RoundTripper) Option { return func(o *options) { o.transport = rt } }
 
 // WithFlushInterval sets how often a response body is flushed to the client
@@ -84,7 +88,10 @@ func WithTransport(rt http.RoundTripper) Option { return func(o *options) { o.tr
 func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flush = d } }
 
 // WithErrorLog receives the errors the gateway answers for: upstream
-// failures (502) and the middleware's (default: none).
+// failures (502, 504, and failures after the response header, which cut
+// the response off: each cause at most once per UpstreamLogInterval,
+// with the route), clients that time out, and the middleware's errors
+// (default: none).
 func WithErrorLog(fn func(*http.Request, error)) Option { return func(o *options) { o.errLog = fn } }
 
 // WithUser and WithTenant supply the user and tenant sources of routes
@@ -120,8 +127,9 @@ func WithClientTimeout(d time.Duration) Option {
 // WithUpstreamTimeout bounds how long the gateway waits on the upstream
 // without progress (default DefaultUpstreamTimeout, 60 s; 0 or negative:
 // no bound), as nginx's proxy_read_timeout: from the time the request is
-// sent — and again after each piece of the request body passed on — to the
-// response header, and then each read of the response body. A request
+// sent to the response header — stopped while the gateway waits on the
+// client for a piece of the request body, restarted after each piece
+// passed on — and then each read of the response body. A request
 // that times out before the header gets 504 with a problem body; a body
 // that stalls longer is cut off (the connection closed, as nginx does).
 // A response or upload that keeps flowing is never cut, however long it
@@ -144,6 +152,7 @@ type Gateway struct {
 
 	mu     sync.Mutex // serialises recompiling
 	routes atomic.Pointer[routeTable]
+	upLog  upstreamLog
 }
 
 // routeTable is the compiled routes of one configuration, most specific
@@ -172,7 +181,11 @@ type reqState struct {
 	proxies dimension.Proxies
 	timer   *time.Timer // nil: no timeout
 	d       time.Duration
-	header  atomic.Bool // the response header is in
+	// header is set when the response header is in; timerMu orders it
+	// with the request body's restarts of the timer, so that none
+	// restarts it after the header stopped it.
+	header  atomic.Bool
+	timerMu sync.Mutex
 	// bodyTimedOut is set when the client sent nothing of its body for
 	// the client timeout; done when ServeHTTP has returned (a read of the
 	// body the transport makes later is not bounded: the server has closed
@@ -240,7 +253,11 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 
 	rt := g.o.transport
 	if rt == nil {
-		rt = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// The transport would otherwise ask for gzip on its own when the
+		// client did not, and decompress it.
+		t.DisableCompression = true
+		rt = t
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
@@ -664,8 +681,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = &clientBody{ReadCloser: r.Body, rc: cw.rc, d: g.o.client, st: st} // as http.MaxBytesReader is used
 		}
 	}
+	if r.RequestURI == "*" && r.Method != http.MethodOptions {
+		// "*" names the server, for OPTIONS only (RFC 9112 §3.2.4); nginx
+		// answers any other method 400 too.
+		middleware.WriteProblem(w, middleware.Problem{
+			Status: http.StatusBadRequest,
+			Title:  http.StatusText(http.StatusBadRequest),
+			Detail: "the request target * is for OPTIONS only",
+		})
+		return
+	}
 	if rt != nil && rt.limiter != nil {
-		done, pass := rt.limiter.Check(w, r)
+		lw := w
+		if rt.refuseStatus != http.StatusTooManyRequests {
+			lw = &refuseWriter{ResponseWriter: w, status: rt.refuseStatus}
+		}
+		done, pass := rt.limiter.Check(lw, r)
 		if !pass {
 			return
 		}
@@ -682,6 +713,37 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// refuseWriter answers the middleware's refusals (429 with a
+// quota-exceeded problem body) with status instead (refuse_status: 503),
+// the fields and the body otherwise the same.
+type refuseWriter struct {
+	http.ResponseWriter
+	status  int
+	refused bool
+}
+
+func (w *refuseWriter) WriteHeader(code int) {
+	if code == http.StatusTooManyRequests && w.Header().Get("Content-Type") == "application/problem+json" {
+		code, w.refused = w.status, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write passes the problem body on with its status member the response's
+// (RFC 9457 §3.1.2), which has the same length: Content-Length holds.
+func (w *refuseWriter) Write(p []byte) (int, error) {
+	if w.refused {
+		w.refused = false
+		q := bytes.Replace(p, []byte(`"status":429`), []byte(`"status":`+strconv.Itoa(w.status)), 1)
+		if len(q) == len(p) {
+			p = q
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *refuseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // clientWriter is the response to the client: each write must make
 // progress within d (nginx's send_timeout), else it fails and the
@@ -810,14 +872,34 @@ func stateOf(r *http.Request) *reqState {
 }
 
 // rewrite builds the upstream request: the upstream URL joined with the
-// request's path as received, and the forwarding headers carrying the
+// request's path as received, its trailers, and the forwarding headers carrying the
 // chain the gateway trusts, the same on every path (routed or not): a
 // trusted proxy's X-Forwarded-For (and Forwarded, when that is the
 // configured header) kept with the peer appended; an untrusted peer's
 // replaced by the peer alone (a client's own header is not passed on as
-// if a proxy had written it).
+// if a proxy had written it). A trusted proxy's X-Forwarded-Host and
+// X-Forwarded-Proto are kept too; anyone else's are the gateway's.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(g.upstream)
+	if pr.In.RequestURI == "*" { // OPTIONS * (ServeHTTP refuses the other methods): the server's, not a path's
+		pr.Out.URL.Opaque = "*"
+	} else if p, ok := rawPath(pr.In); ok {
+		if joined := joinRaw(g.upstream.EscapedPath(), p); joined != pr.Out.URL.EscapedPath() && !strings.HasPrefix(joined, "//") {
+			// url.URL re-encodes what it thinks needs it ("\" as %5C):
+			// the request line is written as received instead, as nginx's
+			// proxy_pass without a URI does. (A path starting with "//" in
+			// Opaque would be written as an absolute URL; such a path is
+			// sent as url.URL writes it.)
+			pr.Out.URL.Opaque = joined
+		}
+	}
+	// The server fills the inbound request's trailer map when the body
+	// has been read to its end, and the transport writes the outbound
+	// one's after the body: sharing the map passes the values on
+	// (ReverseProxy's copy is made before they arrive).
+	if pr.In.Trailer != nil {
+		pr.Out.Trailer = pr.In.Trailer
+	}
 	if g.o.preserveHost {
 		pr.Out.Host = pr.In.Host
 	}
@@ -834,7 +916,15 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetXForwarded()
-	if !trustedPeer {
+	if trustedPeer {
+		// A trusted proxy in front (a TLS load balancer) knows the scheme
+		// and host the client used; the gateway only sees its own hop.
+		for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+			if v := pr.In.Header[h]; len(v) > 0 {
+				pr.Out.Header[h] = slices.Clone(v)
+			}
+		}
+	} else {
 		// A client's own claims about its address are not passed on as
 		// if a proxy the gateway trusts had written them, whatever
 		// header the section reads: X-Real-IP becomes the peer (as
@@ -868,6 +958,35 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
+// rawPath returns r's path as the client wrote it in the request line,
+// when that is an origin-form target ("/a/b?q") of printable ASCII; false
+// otherwise (absolute-form, "*", other bytes: those are sent as url.URL
+// encodes them).
+func rawPath(r *http.Request) (string, bool) {
+	p, _, _ := strings.Cut(r.RequestURI, "?")
+	if p == "" || p[0] != '/' {
+		return "", false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f {
+			return "", false
+		}
+	}
+	return p, true
+}
+
+// joinRaw joins the upstream's escaped path a and a request's raw path b
+// with one slash, as ReverseProxy joins them.
+func joinRaw(a, b string) string {
+	switch aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/"); {
+	case aslash && bslash:
+		return a + b[1:]
+	case !aslash && !bslash:
+		return a + "/" + b
+	}
+	return a + b
+}
+
 // clientAddrHeaders are the fields that claim a client's address, dropped
 // from a peer the gateway does not trust. ReverseProxy drops the
 // X-Forwarded-* fields and Forwarded before rewrite: SetXForwarded sets the
@@ -884,41 +1003,65 @@ func forwardedNode(a netip.Addr) string {
 	return a.String()
 }
 
-// progressBody is the request body sent upstream: each piece read restarts
-// the upstream timer until the response header is in (the upload is
-// progress).
+// progressBody is the request body sent upstream: the upstream timer is
+// stopped while a read waits on the client (a slow client is the client
+// timeout's business, not the upstream's) and restarted after each piece,
+// until the response header is in: nginx's proxy_read_timeout starts once
+// the request is sent.
 type progressBody struct {
 	io.ReadCloser
 	st *reqState
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {
+	if b.st.header.Load() {
+		return b.ReadCloser.Read(p)
+	}
+	b.st.timer.Stop()
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 && !b.st.header.Load() {
+	b.st.timerMu.Lock()
+	if !b.st.header.Load() {
 		b.st.timer.Reset(b.st.d)
 	}
+	b.st.timerMu.Unlock()
 	return n, err
 }
 
-// idleBody is the response body: the upstream timer runs only while a
-// read waits on the upstream, not while the client is slow to take what
-// was read.
-type idleBody struct {
+// upstreamBody is the response body. With an upstream timeout, the timer
+// runs only while a read waits on the upstream, not while the client is
+// slow to take what was read. A read that fails, other than at the end of
+// the body or because the client went away, is an upstream failure after
+// the header: reported once (the response is then cut off).
+type upstreamBody struct {
 	io.ReadCloser
-	st  *reqState
-	g   *Gateway
-	req *http.Request
+	st     *reqState
+	g      *Gateway
+	req    *http.Request
+	failed bool
 }
 
-func (b *idleBody) Read(p []byte) (int, error) {
-	b.st.timer.Reset(b.st.d)
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.st.timer != nil {
+		b.st.timer.Reset(b.st.d)
+	}
 	n, err := b.ReadCloser.Read(p)
-	b.st.timer.Stop()
-	if err != nil && err != io.EOF && context.Cause(b.req.Context()) == errUpstreamTimeout {
-		b.g.log(b.req, fmt.Errorf("gateway: upstream %s: the response body stalled for longer than %v; closing the connection", b.g.upstream.Redacted(), b.st.d))
+	if b.st.timer != nil {
+		b.st.timer.Stop()
+	}
+	if err != nil && err != io.EOF && !b.failed {
+		b.failed = true
+		ctx := b.req.Context()
+		switch {
+		case context.Cause(ctx) == errUpstreamTimeout:
+			b.g.upstreamFailed(b.req, ReasonTimeout, fmt.Errorf("the response body stalled for longer than %v (--upstream-timeout); closing the connection", b.st.d))
+		case ctx.Err() != nil: // the client went away, or the server is stopping
+		default:
+			b.g.upstreamFailed(b.req, reasonOf(err, false), fmt.Errorf("the response body failed after the header; closing the connection: %w", err))
+		}
 	}
 	return n, err
 }
+
 func peerAddr(r *http.Request) (netip.Addr, bool) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -937,7 +1080,8 @@ func trusted(p dimension.Proxies, a netip.Addr) bool {
 }
 
 // modifyResponse stops the upstream timer at the header (a websocket's is
-// never bounded, a body's reads are) and keeps the gateway's single-valued
+// never bounded, a body's reads are), wraps the body to report its
+// failures (upstreamBody), and keeps the gateway's single-valued
 // fields authoritative: the upstream's X-RateLimit-Limit, -Remaining and
 // -Reset are dropped when the gateway set its own. The IETF fields are
 // lists, so the upstream's members are kept beside the gateway's
@@ -952,11 +1096,13 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	if st.timer != nil {
+		st.timerMu.Lock()
 		st.header.Store(true)
 		st.timer.Stop()
-		if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
-			res.Body = &idleBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
-		}
+		st.timerMu.Unlock()
+	}
+	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
+		res.Body = &upstreamBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
 	}
 	if st.rt == nil || st.rt.limiter == nil {
 		return nil
@@ -977,16 +1123,16 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 
 // upstreamError answers a request the upstream did not: 502, or 504 when
 // it timed out, with a problem body saying so without naming the upstream
-// or the error (they are internal: the error log has them). A client that
-// went away gets nothing.
+// or the error (they are internal: the error log has them, at most once per
+// cause per UpstreamLogInterval). A client that went away gets nothing; one
+// that sent its body too slowly, 408.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if st := stateOf(r); st != nil && st.bodyTimedOut.Load() || errors.Is(err, errClientTimeout) {
-		// The client is at fault, not the upstream (the read of its body
-		// may have cancelled the request before the error came back).
-		if !errors.Is(err, errClientTimeout) {
-			err = fmt.Errorf("%w: nothing of the request body for %v: %w", errClientTimeout, g.o.client, err)
-		}
-		g.log(r, err)
+		// The client is at fault, not the upstream: the read of its body
+		// may have cancelled the request before the error came back, and
+		// what came back (a cancelled request, the transport's write to
+		// the upstream) is a consequence, not the cause.
+		g.log(r, fmt.Errorf("%w: nothing of the request body for %v", errClientTimeout, g.o.client))
 		middleware.WriteProblem(w, middleware.Problem{
 			Status:   http.StatusRequestTimeout,
 			Title:    http.StatusText(http.StatusRequestTimeout),
@@ -1007,7 +1153,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			err = fmt.Errorf("no answer within %v (--upstream-timeout): %w", g.o.timeout, err)
 		}
 	}
-	g.log(r, fmt.Errorf("gateway: upstream %s: %w", g.upstream.Redacted(), err))
+	g.upstreamFailed(r, reasonOf(err, timedOut), err)
 	middleware.WriteProblem(w, middleware.Problem{
 		Status:   status,
 		Title:    http.StatusText(status),

@@ -235,7 +235,10 @@ descriptors:
 // gateway does not trust, whatever header the section reads: X-Real-IP is
 // the peer, the others are dropped; X-Forwarded-Host and -Proto are the
 // gateway's. A trusted proxy's are passed on (Forwarded only when it is the
-// configured header, as TestForwardingHeaders shows).
+// configured header, as TestForwardingHeaders shows), X-Forwarded-Host and
+// -Proto included: a TLS load balancer in front knows the scheme the
+// client used, the gateway only its own hop's; a trusted proxy that sends
+// none gets the gateway's.
 func TestClientAddressHeaders(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, h := range []string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "Forwarded", "X-Forwarded-Host", "X-Forwarded-Proto"} {
@@ -249,7 +252,7 @@ func TestClientAddressHeaders(t *testing.T) {
 		{"x-forwarded-for", "10.0.0.0/8", "X-Real-IP=127.0.0.1|True-Client-IP=|CF-Connecting-IP=|Forwarded=|X-Forwarded-Host=api.example.com|X-Forwarded-Proto=http|"},
 		{"forwarded", "10.0.0.0/8", `X-Real-IP=127.0.0.1|True-Client-IP=|CF-Connecting-IP=|Forwarded=for=127.0.0.1;host="api.example.com";proto=http|X-Forwarded-Host=api.example.com|X-Forwarded-Proto=http|`},
 		{"x-real-ip", "10.0.0.0/8", "X-Real-IP=127.0.0.1|True-Client-IP=|CF-Connecting-IP=|Forwarded=|X-Forwarded-Host=api.example.com|X-Forwarded-Proto=http|"},
-		{"x-forwarded-for", "127.0.0.0/8", "X-Real-IP=6.6.6.6|True-Client-IP=6.6.6.6|CF-Connecting-IP=6.6.6.6|Forwarded=|X-Forwarded-Host=api.example.com|X-Forwarded-Proto=http|"},
+		{"x-forwarded-for", "127.0.0.0/8", "X-Real-IP=6.6.6.6|True-Client-IP=6.6.6.6|CF-Connecting-IP=6.6.6.6|Forwarded=|X-Forwarded-Host=evil.example|X-Forwarded-Proto=https|"},
 	} {
 		cfg := "domain: edge\ngateway:\n  trusted_proxies: [" + tc.trusted + "]\n  proxy_header: " + tc.header + "\n  routes: [{path_prefix: /x}]\n"
 		srv := front(t, engine(t, cfg, nil), up.URL)
@@ -258,6 +261,11 @@ func TestClientAddressHeaders(t *testing.T) {
 				t.Errorf("%s, trusted %s, %s: upstream got\n%s\nwant\n%s", tc.header, tc.trusted, p, r.body, tc.want)
 			}
 		}
+	}
+	srv := front(t, engine(t, "domain: edge\ngateway:\n  trusted_proxies: [127.0.0.0/8]\n  routes: [{path_prefix: /x}]\n", nil), up.URL)
+	const want = "X-Real-IP=|True-Client-IP=|CF-Connecting-IP=|Forwarded=|X-Forwarded-Host=api.example.com|X-Forwarded-Proto=http|"
+	if r := do(t, "GET", srv.URL+"/x", "Host", "api.example.com"); r.body != want {
+		t.Errorf("trusted proxy sending no X-Forwarded-Host/-Proto: upstream got\n%s\nwant\n%s", r.body, want)
 	}
 }
 

@@ -37,6 +37,8 @@
 //	config_last_reload_success_timestamp_seconds
 //	                                       when the configuration in force was loaded
 //	adaptive_rate_factor{domain,rule}      factor an adaptive controller applies
+//	gateway_upstream_errors_total{reason}  gateway mode's upstream failures: connect,
+//	                                       timeout, reset, other (GatewayUpstreamErrors)
 //
 // The domain and rule labels come from the configuration. Once the
 // Metrics knows it (SetConfigSource; server.New sets Engine.Config), every

@@ -69,6 +69,9 @@ type Metrics struct {
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
 	factor     *prometheus.GaugeVec
+	// upstreamErrs is gateway_upstream_errors_total, fed by
+	// GatewayUpstreamErrors.
+	upstreamErrs *prometheus.CounterVec
 
 	// config returns the configuration in force (SetConfigSource); nil
 	// until set. names is the set of its rule names, remade when config
@@ -120,6 +123,8 @@ func New() *Metrics {
 	m.storeErrs = f("store_errors_total", "Store calls that failed, by operation.", "op")
 	m.fallbacks = f("store_fallbacks_total", "Decisions made by the failure policy instead of the store.", "op", "policy")
 	m.reloads = f("config_reloads_total", "Configuration reloads by result.", "result")
+	m.upstreamErrs = f("gateway_upstream_errors_total",
+		"Gateway mode: upstream failures by reason (connect, timeout, reset: connection closed or reset before the response was complete, other).", "reason")
 	// Both results from the start: an alert on increase(…[5m]) > 0 sees
 	// the first failure only if the series was there at 0 before it.
 	m.reloads.WithLabelValues(reloadSuccess)
@@ -482,6 +487,31 @@ func (m *Metrics) StoreHooks() resilient.Hooks {
 		PartitionState: func(c resilient.PartitionChange) { m.openParts.Set(float64(c.Open)) },
 		Fallback:       func(op string, p resilient.Policy, _ error) { m.fallbacks.WithLabelValues(op, p.String()).Inc() },
 		CacheHit:       m.cacheHits.Inc,
+	}
+}
+
+// upstreamReasons are gateway_upstream_errors_total's reasons, those of
+// package gateway (ReasonConnect, ...).
+var upstreamReasons = []string{"connect", "timeout", "reset", "other"}
+
+// GatewayUpstreamErrors returns the function that gateway.WithUpstreamErrors
+// takes: it counts each upstream failure in
+// floodgate_gateway_upstream_errors_total by reason, a reason outside the
+// fixed set as "other". The call creates every reason's series at 0 (an
+// alert on increase(…) sees the first failure), so a server without a
+// gateway does not have them.
+func (m *Metrics) GatewayUpstreamErrors() func(reason string) {
+	byReason := make(map[string]prometheus.Counter, len(upstreamReasons))
+	for _, r := range upstreamReasons {
+		byReason[r] = m.upstreamErrs.WithLabelValues(r)
+	}
+	other := byReason["other"]
+	return func(reason string) {
+		if c, ok := byReason[reason]; ok {
+			c.Inc()
+			return
+		}
+		other.Inc()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/gateway"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store/memory"
@@ -242,4 +243,32 @@ func frozenEngine(t *testing.T, yaml string) *policy.Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// The gateway's upstream failures are counted by its fixed reasons, every
+// series there from the start, any other reason as "other".
+func TestGatewayUpstreamErrors(t *testing.T) {
+	m := metrics.New()
+	if strings.Contains(scrape(t, m), "floodgate_gateway_upstream_errors_total{") {
+		t.Error("series without a gateway")
+	}
+	count := m.GatewayUpstreamErrors()
+	count(gateway.ReasonReset)
+	count(gateway.ReasonReset)
+	count(gateway.ReasonConnect)
+	count("something new")
+	text := scrape(t, m)
+	for _, want := range []string{
+		`floodgate_gateway_upstream_errors_total{reason="connect"} 1`,
+		`floodgate_gateway_upstream_errors_total{reason="timeout"} 0`,
+		`floodgate_gateway_upstream_errors_total{reason="reset"} 2`,
+		`floodgate_gateway_upstream_errors_total{reason="other"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	if strings.Count(text, "floodgate_gateway_upstream_errors_total{") != 4 {
+		t.Errorf("want 4 series:\n%s", text)
+	}
 }
