@@ -67,13 +67,17 @@ func TestUploadPauseIsNotTheUpstreams(t *testing.T) {
 	}
 
 	var logs2 errLog
-	srv = front(t, engine(t, timeoutConfig, nil), slowClients(t).URL, gateway.WithUpstreamTimeout(100*time.Millisecond),
-		gateway.WithClientTimeout(300*time.Millisecond), gateway.WithErrorLog(logs2.add))
+	// The upstream timeout leaves room to dial and start reading the body
+	// under -race on a loaded machine: a timer that fires before the
+	// transport's first read of the body is a timeout of the upstream's
+	// (504), not this test's case.
+	srv = front(t, engine(t, timeoutConfig, nil), slowClients(t).URL, gateway.WithUpstreamTimeout(250*time.Millisecond),
+		gateway.WithClientTimeout(600*time.Millisecond), gateway.WithErrorLog(logs2.add))
 	code, body := rawRequest(t, srv, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
 	if code != http.StatusRequestTimeout {
 		t.Errorf("upload stalled past the client timeout: %d %s, want 408", code, body)
 	}
-	if l := logs2.String(); !strings.Contains(l, "nothing of the request body for 300ms") || strings.Contains(l, "upstream") {
+	if l := logs2.String(); !strings.Contains(l, "nothing of the request body for 600ms") || strings.Contains(l, "upstream") {
 		t.Errorf("log of the stalled upload: %q, want the client's fault and no upstream", l)
 	}
 }
@@ -286,9 +290,10 @@ func TestNoAcceptEncodingAdded(t *testing.T) {
 // refuse_status: 503 answers rate and concurrency refusals with 503, the
 // fields and the problem body otherwise as a 429's.
 func TestRefuseStatus(t *testing.T) {
-	release := make(chan struct{})
+	release, held := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/conn/hold" {
+			close(held)
 			<-release
 		}
 		io.WriteString(w, "ok")
@@ -318,10 +323,12 @@ descriptors:
 	}
 
 	go http.Get(srv.URL + "/conn/hold")
-	deadline := time.Now().Add(5 * time.Second)
-	for r = do(t, "GET", srv.URL+"/conn"); r.status == 200 && time.Now().Before(deadline); r = do(t, "GET", srv.URL+"/conn") {
-		time.Sleep(10 * time.Millisecond) // until the held request has its slot
+	select {
+	case <-held: // the slot is taken until release
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request that holds the slot did not reach the upstream")
 	}
+	r = do(t, "GET", srv.URL+"/conn")
 	if r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil || p.Status != 503 || !strings.Contains(p.Detail, "in flight") ||
 		r.h.Get("RateLimit") == "" {
 		t.Errorf("concurrency refusal: %d %v %s, want 503 with the problem body and RateLimit", r.status, r.h, r.body)
