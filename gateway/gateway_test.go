@@ -665,3 +665,36 @@ func uploadSlowly(t *testing.T, url string) (int, string) {
 	resp.Body.Close()
 	return resp.StatusCode, string(b)
 }
+
+// Under concurrent load the gateway reuses its connections to the
+// upstream: 1000 requests from 50 clients open about as many upstream
+// connections as there are clients, not one per request (the default
+// transport kept 2 idle connections per host and opened 769).
+func TestUpstreamConnectionsReused(t *testing.T) {
+	const cfg = `
+domain: edge
+gateway:
+  routes: [{path_prefix: /ping, descriptors: [{entries: [{source: remote_address}]}]}]
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, unit: hour, requests_per_unit: 100000}
+`
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") }))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	srv := front(t, engine(t, cfg, newClock(t0)), up.URL)
+	const clients = 50
+	ok, limited, other := load(t, srv.URL+"/ping", 1000, clients)
+	if ok != 1000 || limited != 0 || other != 0 {
+		t.Fatalf("200s %d, 429s %d, other %d; want 1000 admitted", ok, limited, other)
+	}
+	if n := conns.Load(); n > 2*clients {
+		t.Errorf("%d upstream connections for 1000 requests from %d clients, want at most %d", n, clients, 2*clients)
+	}
+}
