@@ -258,7 +258,10 @@ var sentinels = []error{store.ErrUnavailable, store.ErrContention, store.ErrBadR
 // causes appends the texts of err's innermost errors that are not
 // sentinels: the store's own words (Redis' "READONLY You can't write…",
 // memcached's server error, a network error with its address), without
-// the operation and the key the stores wrap them in.
+// the operation and the key the stores wrap them in. An innermost error
+// that is a Floodgate store's own text ("redis: …", "memcached: …": one
+// that wraps no cause) has its quoted parts blanked, since that is how
+// the stores name a key.
 func causes(err error, out []string) []string {
 	switch u := err.(type) {
 	case *net.OpError:
@@ -280,8 +283,15 @@ func causes(err error, out []string) []string {
 			return out
 		}
 	}
-	return append(out, err.Error())
+	text := err.Error()
+	if strings.HasPrefix(text, "redis: ") || strings.HasPrefix(text, "memcached: ") {
+		text = quoted.ReplaceAllString(text, `"…"`)
+	}
+	return append(out, text)
 }
+
+// quoted finds the %q-quoted parts of a text.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // keyless is err's text for a log line: a *resilient.CircuitOpenError's
 // with its last failure as causeText gives it, without the operation and
@@ -298,12 +308,13 @@ func keyless(err error) string {
 }
 
 // causeText is what StoreLog tells causes apart by: err's causes, or its
-// whole text when it has none beyond sentinels.
+// whole text, quoted parts (a key) blanked, when it has none beyond
+// sentinels.
 func causeText(err error) string {
 	if c := causes(err, nil); len(c) > 0 {
 		return strings.Join(c, "; ")
 	}
-	return err.Error()
+	return quoted.ReplaceAllString(err.Error(), `"…"`)
 }
 
 // causeKind is cause with its numbers and quoted parts blanked: what the

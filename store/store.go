@@ -123,6 +123,40 @@ type Partitioner interface {
 	PartitionName(p int) string
 }
 
+// PartitionError is the error of a Partitioner's call over keys of
+// several partitions whose failure it can place: it names the partitions
+// whose part of the call failed, so that a wrapper with a breaker per
+// partition counts the failure against those only and not against the
+// live nodes the call also reached (a hierarchy's global key, say, on a
+// live node, beside a user's key on a dead one). Err is the failure, as
+// the store would return it otherwise (wrapping ErrUnavailable and the
+// like), and is both its text and what Unwrap returns; find a
+// PartitionError with errors.As.
+//
+// Of the partitions of the call's keys, those in Failed failed, those in
+// Skipped were not reached (the call stopped at an earlier failure: they
+// neither failed nor succeeded), and the others succeeded — including a
+// partition that admitted a reservation later rolled back, unless the
+// roll-back failed there, which is that partition's failure. A store
+// returns a plain error when it cannot tell (a failure before any key's
+// node was reached, or a deadline that passed between keys).
+type PartitionError struct {
+	// Err is the call's failure. Never nil.
+	Err error
+	// Failed lists the partitions (Partitioner.Partition's numbers) whose
+	// part of the call failed, each once. Never empty.
+	Failed []int
+	// Skipped lists the partitions of the call's keys whose part was not
+	// run, each once and none in Failed; nil when every part ran.
+	Skipped []int
+}
+
+// Error returns Err's text.
+func (e *PartitionError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *PartitionError) Unwrap() error { return e.Err }
+
 // Inspector is implemented by stores that can report a key's raw state for
 // introspection (the admin API); optional.
 type Inspector interface {

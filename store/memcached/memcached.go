@@ -183,10 +183,15 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	for i := range reqs {
 		d, ch, err := s.take(ctx, &reqs[i], now)
 		if err != nil {
-			if rbErr := s.rollback(ctx, reqs[:i], charges, now); rbErr != nil {
-				err = errors.Join(err, rbErr)
+			failed := []int{i}
+			if s.ctxErr(ctx, err) {
+				failed = nil // the deadline passed between keys: no server to blame
 			}
-			return res, err
+			if unrolled, rbErr := s.rollback(ctx, reqs[:i], charges, now); rbErr != nil {
+				err = errors.Join(err, rbErr)
+				failed = append(failed, unrolled...)
+			}
+			return res, s.placed(err, reqs, failed, i+1)
 		}
 		out[i] = d
 		if charges != nil {
@@ -205,8 +210,8 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		// units in flight (an increment not yet given back, a charge
 		// being rolled back), and a refused Take must name a refusing
 		// request, as storetest.Reference's does.
-		if err := s.rollback(ctx, reqs[:i], charges, now); err != nil {
-			return res, err
+		if unrolled, err := s.rollback(ctx, reqs[:i], charges, now); err != nil {
+			return res, s.placed(err, reqs, unrolled, i+1)
 		}
 		refused := i
 		if chargedBefore(reqs, i) {
@@ -218,7 +223,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			}
 			d, err := s.alone(ctx, &reqs[j], now)
 			if err != nil {
-				return res, err
+				return res, s.placed(err, reqs, s.blame(ctx, err, j), max(i, j)+1)
 			}
 			out[j] = store.Unwind(d, reqs[j].Cost)
 		}
@@ -272,9 +277,11 @@ func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Dec
 // rollback undoes the charges of reqs, all admitted at now, newest first.
 // It retries harder than a decision does: a failed roll-back leaves units
 // charged for a refused request (under-admission, never over-admission)
-// and is reported as an error.
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, charges []charge, now int64) error {
+// and is reported as an error, with the indexes of the requests whose
+// roll-back failed.
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, charges []charge, now int64) ([]int, error) {
 	var errs []error
+	var failed []int
 	ctx = context.WithoutCancel(ctx)
 	retries := 4*s.cfg.retries + 4
 	for i := len(reqs) - 1; i >= 0; i-- {
@@ -290,9 +297,62 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, charges []ch
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", r.Key, err))
+			failed = append(failed, i)
 		}
 	}
-	return errors.Join(errs...)
+	return failed, errors.Join(errs...)
+}
+
+// ctxErr reports whether err is ctx's own error: the call's deadline
+// passed (or its caller left) between two keys, which says nothing about
+// the server of either.
+func (s *Store) ctxErr(ctx context.Context, err error) bool {
+	cerr := ctx.Err()
+	return cerr != nil && errors.Is(err, cerr)
+}
+
+// blame is the index of the request whose server failed with err, i; none
+// when err is ctx's (see ctxErr).
+func (s *Store) blame(ctx context.Context, err error, i int) []int {
+	if s.ctxErr(ctx, err) {
+		return nil
+	}
+	return []int{i}
+}
+
+// placed wraps err, the failure of a call over reqs that ran the requests
+// before reached (in order) and stopped there, in a *store.PartitionError
+// naming the servers (partitions) of the requests failed as failed and
+// those of the requests it did not reach, less the servers it did reach,
+// as skipped, so that store/resilient counts the failure against the
+// failing servers only and as a success for the others. It returns err as
+// it is when the call is over one server, or when no request is to blame.
+func (s *Store) placed(err error, reqs []store.Request, failed []int, reached int) error {
+	if err == nil || len(failed) == 0 || len(s.ring.addrs) == 1 || len(reqs) < 2 {
+		return err
+	}
+	parts := make([]int, len(reqs))
+	for i := range reqs {
+		parts[i] = s.Partition(reqs[i].Key)
+	}
+	var bad, ran, skipped []int
+	for _, i := range failed {
+		bad = append(bad, parts[i])
+	}
+	slices.Sort(bad)
+	bad = slices.Compact(bad)
+	ran = append(ran, parts[:min(reached, len(parts))]...)
+	for _, p := range parts[min(reached, len(parts)):] {
+		if !slices.Contains(ran, p) && !slices.Contains(bad, p) {
+			skipped = append(skipped, p)
+		}
+	}
+	slices.Sort(skipped)
+	skipped = slices.Compact(skipped)
+	if len(bad) == 1 && len(skipped) == 0 && !slices.ContainsFunc(ran, func(p int) bool { return p != bad[0] }) {
+		return err // one server in all
+	}
+	return &store.PartitionError{Err: err, Failed: bad, Skipped: skipped}
 }
 
 // undo reverses a compare-and-swap charge: the item goes back to what it
@@ -361,7 +421,7 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	for i := range reqs {
 		d, err := s.peek(ctx, &reqs[i], now)
 		if err != nil {
-			return err
+			return s.placed(err, reqs, s.blame(ctx, err, i), i+1)
 		}
 		out[i] = d
 	}
@@ -422,7 +482,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 			})
 		}
 		if err != nil {
-			return err
+			return s.placed(err, reqs, s.blame(ctx, err, i), i+1)
 		}
 	}
 	return nil
@@ -459,7 +519,7 @@ func (s *Store) eachLease(ctx context.Context, reqs []store.Request, op func(*al
 			return algo.Decision{}, must(live && op(l, st, now, lease))
 		})
 		if err != nil {
-			return err
+			return s.placed(err, reqs, s.blame(ctx, err, i), i+1)
 		}
 	}
 	return nil

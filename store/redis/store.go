@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,12 +354,40 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	}
 	ctx, cancel := s.syncable(ctx)
 	defer cancel()
-	for _, r := range s.client.DoMulti(ctx, cmds...) {
+	var first error
+	var failed []int
+	for i, r := range s.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			return fmt.Errorf("redis: reset: %w: %w", store.ErrUnavailable, err)
+			if first == nil {
+				first = fmt.Errorf("redis: reset: %w: %w", store.ErrUnavailable, err)
+			}
+			if s.mode == Cluster {
+				failed = append(failed, s.Partition(keys[i]))
+			}
 		}
 	}
-	return nil
+	return s.partitionError(first, failed, nil)
+}
+
+// partitionError wraps err, the failure of a call over keys of several
+// Cluster slots, in a *store.PartitionError naming the partitions whose
+// part failed and those whose part was not run (skipped, less those that
+// failed), so that store/resilient counts it against the failed ones only
+// and as a success for the others. Elsewhere, or with no partition to
+// name, it returns err as it is.
+func (s *Store) partitionError(err error, failed, skipped []int) error {
+	if err == nil || s.mode != Cluster || len(failed) == 0 {
+		return err
+	}
+	slices.Sort(failed)
+	failed = slices.Compact(failed)
+	skipped = slices.DeleteFunc(skipped, func(p int) bool { return slices.Contains(failed, p) })
+	slices.Sort(skipped)
+	skipped = slices.Compact(skipped)
+	if len(skipped) == 0 {
+		skipped = nil
+	}
+	return &store.PartitionError{Err: err, Failed: failed, Skipped: skipped}
 }
 
 // Inspect returns the raw state of key in algo.State's layout, and whether
@@ -690,27 +719,39 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 	for gi, idx := range groups {
 		s.appendGroup(&calls[gi], op, now, reqs, idx, nil)
 	}
+	var first error
+	var failed []int
 	for gi, r := range s.evalMulti(ctx, calls) {
-		v, err := r.ToArray()
-		if err != nil {
-			return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
-		}
-		g := &groupReply{v: v}
-		if _, _, err := g.header(); err != nil {
-			return err
-		}
-		switch op {
-		case opPeek:
-			for _, i := range groups[gi] {
-				if out[i], err = g.decision(reqs[i].Limit, nil); err != nil {
-					return err
-				}
+		if err := decodePerSlot(op, r, reqs, groups[gi], out); err != nil {
+			if first == nil {
+				first = err
 			}
-		case opRelease, opRenew:
-			if err := g.skip(len(groups[gi])); err != nil {
+			failed = append(failed, s.Partition(reqs[groups[gi][0]].Key))
+		}
+	}
+	return s.partitionError(first, failed, nil)
+}
+
+// decodePerSlot reads the reply r of one slot's call of perSlot, the
+// requests idx of reqs.
+func decodePerSlot(op string, r rueidis.RedisResult, reqs []store.Request, idx []int, out []algo.Decision) error {
+	v, err := r.ToArray()
+	if err != nil {
+		return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[idx[0]].Key, store.ErrUnavailable, err)
+	}
+	g := &groupReply{v: v}
+	if _, _, err := g.header(); err != nil {
+		return err
+	}
+	switch op {
+	case opPeek:
+		for _, i := range idx {
+			if out[i], err = g.decision(reqs[i].Limit, nil); err != nil {
 				return err
 			}
 		}
+	case opRelease, opRenew:
+		return g.skip(len(idx))
 	}
 	return nil
 }
@@ -735,9 +776,20 @@ func opName(op string) string {
 
 // serverTime reads the Redis TIME of some node, in µs.
 func (s *Store) serverTime(ctx context.Context) (int64, error) {
+	return s.timeOf(ctx, s.client.B().Time().Build())
+}
+
+// serverTimeOf reads the Redis TIME of the node of key's slot, in µs: on
+// a Cluster, a node the call needs anyway, so that its failure is one of
+// the call's partitions' rather than some other node's.
+func (s *Store) serverTimeOf(ctx context.Context, key string) (int64, error) {
+	return s.timeOf(ctx, s.client.B().Time().Build().SetSlot(key))
+}
+
+func (s *Store) timeOf(ctx context.Context, cmd rueidis.Completed) (int64, error) {
 	ctx, cancel := s.syncable(ctx)
 	defer cancel()
-	v, err := s.client.Do(ctx, s.client.B().Time().Build()).AsStrSlice()
+	v, err := s.client.Do(ctx, cmd).AsStrSlice()
 	if err != nil {
 		return 0, err
 	}
@@ -754,18 +806,26 @@ func (s *Store) serverTime(ctx context.Context) (int64, error) {
 
 // takeCrossSlot is Take over keys in several Cluster hash slots: every
 // slot's keys are reserved by one script call (all pipelined, at one
-// common time so that Refund finds the charges), and when any slot
-// refuses or fails, the slots that admitted are rolled back in reverse
-// order.
+// common time, the TIME of the first slot's node, so that Refund finds
+// the charges), and when any slot refuses or fails, the slots that
+// admitted are rolled back in reverse order. Its failure is a
+// *store.PartitionError naming the partitions of the slots whose
+// reservation or roll-back failed (or, when TIME failed, the first
+// slot's, the others not reached).
 func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	groups := s.slotGroups(reqs)
+	parts := make([]int, len(groups))
+	for gi, idx := range groups {
+		parts[gi] = s.Partition(reqs[idx[0]].Key)
+	}
 	var now int64
 	if s.o.testClock != nil {
 		now = s.o.testClock().UnixMicro()
 	} else {
-		t, err := s.serverTime(ctx)
+		t, err := s.serverTimeOf(ctx, reqs[groups[0][0]].Key)
 		if err != nil {
-			return store.Result{}, fmt.Errorf("redis: take: TIME: %w: %w", store.ErrUnavailable, err)
+			err = fmt.Errorf("redis: take: TIME: %w: %w", store.ErrUnavailable, err)
+			return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
 		}
 		now = t
 	}
@@ -779,6 +839,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	admitted := make([]bool, len(groups))
 	allowed := true
 	var firstErr error
+	var failed []int
 	for gi, r := range results {
 		v, err := r.ToArray()
 		if err == nil {
@@ -786,8 +847,11 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, stamps)
 			admitted[gi] = err == nil && res.Allowed
 		}
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("redis: take %q: %w: %w", reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
+		if err != nil {
+			failed = append(failed, parts[gi])
+			if firstErr == nil {
+				firstErr = fmt.Errorf("redis: take %q: %w: %w", reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
+			}
 		}
 		if !admitted[gi] {
 			allowed = false
@@ -796,9 +860,12 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	if allowed {
 		return store.Result{Allowed: true, At: now}, nil
 	}
-	err := s.rollback(ctx, reqs, groups, admitted, stamps)
+	unrolled, err := s.rollback(ctx, reqs, groups, admitted, stamps)
+	for _, gi := range unrolled {
+		failed = append(failed, parts[gi]) // a live node's failed roll-back is its own failure
+	}
 	if err != nil {
-		return store.Result{At: now}, errors.Join(firstErr, err)
+		return store.Result{At: now}, s.partitionError(errors.Join(firstErr, err), failed, nil)
 	}
 	for gi, idx := range groups {
 		if admitted[gi] {
@@ -807,15 +874,17 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 			}
 		}
 	}
-	return store.Result{At: now}, firstErr
+	return store.Result{At: now}, s.partitionError(firstErr, failed, nil)
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
 // the store's timeout even if ctx is done: a reservation left in place
-// would refuse others until it expires.
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, stamps []int64) error {
+// would refuse others until it expires. It returns the indexes of the
+// groups whose roll-back failed, and the error.
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, stamps []int64) ([]int, error) {
 	var calls []scriptArgs
 	var keys []string
+	var gis []int
 	for gi := len(groups) - 1; gi >= 0; gi-- {
 		if !admitted[gi] {
 			continue
@@ -828,27 +897,30 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 		s.appendGroup(&sa, opRollback, s.testNow(), reqs, idx, stamps)
 		calls = append(calls, sa)
 		keys = append(keys, reqs[idx[0]].Key)
+		gis = append(gis, gi)
 	}
 	if len(calls) == 0 {
-		return nil
+		return nil, nil
 	}
 	if s.beforeRollback != nil {
 		if err := s.beforeRollback(); err != nil {
-			return fmt.Errorf("redis: roll back the reservation of %q: %w: %w (the charges lapse by themselves; see the store/redis package documentation)", keys[0], store.ErrUnavailable, err)
+			return gis, fmt.Errorf("redis: roll back the reservation of %q: %w: %w (the charges lapse by themselves; see the store/redis package documentation)", keys[0], store.ErrUnavailable, err)
 		}
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.timeout)
 	defer cancel()
 	var errs []error
+	var failed []int
 	for i, r := range s.evalMulti(rctx, calls) {
 		if err := r.Error(); err != nil {
 			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w: %w", keys[i], store.ErrUnavailable, err))
+			failed = append(failed, gis[i])
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w (the charges lapse by themselves; see the store/redis package documentation)", errors.Join(errs...))
+		return failed, fmt.Errorf("%w (the charges lapse by themselves; see the store/redis package documentation)", errors.Join(errs...))
 	}
-	return nil
+	return nil, nil
 }
 
 // submit sends a single-slot call through the batcher, or on its own when
@@ -973,10 +1045,23 @@ func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
 	}
 }
 
+// errNotState is wrapped by the errors of Inspect for a key whose value is
+// not a state the scripts wrote (another program's key, a corrupt value).
+// The error's own text names the key and what is wrong, for the caller;
+// its cause, what a log shows (the server's store log names no key), is
+// this text alone.
+var errNotState = errors.New("not a floodgate state")
+
+// notState is Inspect's error for key, whose value is not a state
+// (detail: how not).
+func notState(key, detail string) error {
+	return fmt.Errorf("redis: inspect %q: %s: %w", key, detail, errNotState)
+}
+
 // decodeState turns the inspect script's reply into an algo.State.
 func decodeState(key string, vals []string) (algo.State, bool, error) {
 	bad := func(why string) (algo.State, bool, error) {
-		return algo.State{}, false, fmt.Errorf("redis: inspect %q: %s", key, why)
+		return algo.State{}, false, notState(key, why)
 	}
 	if len(vals) == 0 {
 		return bad("empty reply")
@@ -999,14 +1084,14 @@ func decodeState(key string, vals []string) (algo.State, bool, error) {
 // kind, then little-endian doubles.
 func decodeString(key, v string) (algo.State, bool, error) {
 	if len(v) < 1+8 || (len(v)-1)%8 != 0 {
-		return algo.State{}, false, fmt.Errorf("redis: inspect %q: not a floodgate state (%d bytes)", key, len(v))
+		return algo.State{}, false, notState(key, fmt.Sprintf("%d bytes", len(v)))
 	}
 	f := make([]float64, (len(v)-1)/8)
 	for i := range f {
 		f[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[1+8*i : 9+8*i])))
 	}
 	bad := func() (algo.State, bool, error) {
-		return algo.State{}, false, fmt.Errorf("redis: inspect %q: malformed state of kind %d (%d fields)", key, v[0], len(f))
+		return algo.State{}, false, notState(key, fmt.Sprintf("malformed state of kind %d (%d fields)", v[0], len(f)))
 	}
 	var st algo.State
 	switch algo.Kind(v[0]) {
@@ -1043,12 +1128,12 @@ func decodeString(key, v string) (algo.State, bool, error) {
 func decodeZset(key string, mv []string) (algo.State, bool, error) {
 	var st algo.State
 	if len(mv)%2 != 0 {
-		return st, false, fmt.Errorf("redis: inspect %q: malformed sorted set reply", key)
+		return st, false, notState(key, "malformed sorted set reply")
 	}
 	for i := 0; i < len(mv); i += 2 {
 		score, err := strconv.ParseFloat(mv[i+1], 64)
 		if err != nil {
-			return st, false, fmt.Errorf("redis: inspect %q: bad score %q", key, mv[i+1])
+			return st, false, notState(key, fmt.Sprintf("bad score %q", mv[i+1]))
 		}
 		m := mv[i]
 		if m == "~" {
@@ -1062,11 +1147,11 @@ func decodeZset(key string, mv []string) (algo.State, bool, error) {
 		case 3: // concurrency: lease:expiry:seq
 			lease, err := strconv.ParseUint(parts[0], 10, 64)
 			if err != nil {
-				return st, false, fmt.Errorf("redis: inspect %q: bad lease member %q", key, m)
+				return st, false, notState(key, fmt.Sprintf("bad lease member %q", m))
 			}
 			st.Ext = append(st.Ext, int64(lease), int64(score))
 		default:
-			return st, false, fmt.Errorf("redis: inspect %q: not a floodgate member %q", key, m)
+			return st, false, notState(key, fmt.Sprintf("member %q", m))
 		}
 	}
 	return st, true, nil

@@ -2,6 +2,8 @@ package resilient_test
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -9,8 +11,30 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
+
+// benchParts is a memory store that reports partitions as a Cluster
+// (CRC16 of the key, 64 ranges) or a memcached ring of three (MD5 of the
+// key) does, for the wrapper's cost of a Partition per decision.
+type benchParts struct {
+	*memory.Store
+	md5 bool
+}
+
+func (p benchParts) Partitions() int { return 64 }
+
+func (p benchParts) Partition(key string) int {
+	if !p.md5 {
+		return redis.Slot(key) / 256
+	}
+	var buf [256]byte
+	sum := md5.Sum(append(append(buf[:0], "fg:"...), key...))
+	return int(binary.LittleEndian.Uint32(sum[:4]) % 3)
+}
+
+func (p benchParts) PartitionName(n int) string { return "" }
 
 // BenchmarkTake measures the wrapper's own cost over the memory store: bare
 // store, wrapped store, and a wrapped over-limit key answered by the cache.
@@ -47,6 +71,18 @@ func BenchmarkTake(b *testing.B) {
 		defer s.Close()
 		run(b, s, l)
 	})
+	for _, md5 := range []bool{false, true} {
+		name := "resilient-partitioned-crc16"
+		if md5 {
+			name = "resilient-partitioned-md5"
+		}
+		b.Run(name, func(b *testing.B) {
+			m, _ := memory.New()
+			s, _ := resilient.New(benchParts{Store: m, md5: md5})
+			defer s.Close()
+			run(b, s, l)
+		})
+	}
 	b.Run("resilient-cached-refusal", func(b *testing.B) {
 		m, _ := memory.New()
 		// A long deadline: on a busy machine a fill call past the default

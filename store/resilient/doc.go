@@ -70,10 +70,26 @@
 // into 64 ranges of 256 hash slots, memcached by server (see their
 // Partitions methods). A call over keys of several partitions (a Take of a
 // hierarchy) goes to the store only when every one of their breakers lets
-// it, and is answered by the policy otherwise; its success or failure
-// counts for each of them, since it cannot tell which node failed. The
-// cost per call is one atomic load and, for a Partitioner, its Partition
-// of each key (a hash; no lock, map or allocation).
+// it, and is answered by the policy otherwise. Its success counts for
+// each of them. Its failure counts against the partitions the store names
+// as failed (a *store.PartitionError, which store/redis and
+// store/memcached return when they can tell: the nodes whose part, or
+// roll-back, failed), as a success for the others whose part ran, and for
+// neither those it did not reach: a hierarchy's shared key on a live node
+// keeps its breaker closed while the users' keys of a dead node fail. A
+// failure the store does not place counts against each partition of the
+// call, as it did before the stores named them: counting it for none
+// would keep a dead node's breaker closed under a load of multi-key calls,
+// each waiting out the timeout. A call over several partitions that the
+// deadline cuts short is answered by the policy at the deadline, and
+// counted when the store answers: a Redis Cluster's client gives up at the
+// same deadline and names the slot ranges that did not answer, a
+// memcached server that is down fails on its own round-trip timeout. A
+// late success counts for none (some node was slow, not which); a store
+// that has not answered 10 s after the deadline is counted as failed on
+// each partition. The cost per call is one atomic load and, for a
+// Partitioner, its Partition of each key (a hash; no lock, map or
+// allocation); nothing for a store of one partition.
 //
 // Breaker reports the worst state of the breakers (open, then half-open,
 // then closed), Breakers each one. Hooks.State follows the worst state,

@@ -222,3 +222,146 @@ func TestMemcachedServerDeadClosed(t *testing.T) {
 		t.Fatalf("breaker %v after 20 failures on the dead server, want open", s.Breaker())
 	}
 }
+
+// TestClusterSharedKeyMasterPaused is the review's scenario on a real
+// Redis Cluster: every request takes a shared key (a hierarchy's global
+// bucket, on a live master) and its user's key, in another slot, as one
+// Take; one master is paused (SIGSTOP). The requests of the paused
+// master's users time out until its partition's breaker opens, and are
+// then refused by the policy without a store call; the shared key's
+// breaker stays closed all along, so the users of the live masters are
+// decided by Redis, before and after. Before the stores named the failed
+// partitions, each timed-out request counted against the shared key's
+// partition too and opened it: every user was refused.
+func TestClusterSharedKeyMasterPaused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses a Redis Cluster")
+	}
+	c := testserver.NewRedisCluster(t)
+	if c == nil {
+		return
+	}
+	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cooldown = 3 * time.Second
+	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailClosed),
+		resilient.WithTimeout(150*time.Millisecond), resilient.WithBreaker(5, cooldown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nodes, err := c.ClusterNodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *testserver.ClusterNode
+	for i := range nodes {
+		if nodes[i].IsMaster() && len(nodes[i].Slots) > 0 {
+			victim = &nodes[i]
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatal("no master in CLUSTER NODES")
+	}
+	owns := func(slot int) bool { return victim.ServesSlot(slot) }
+	ownsNone := func(r int) bool {
+		lo, hi := r*slotsPerRange, r*slotsPerRange+slotsPerRange-1
+		return !owns(lo) && !owns(hi) && !owns((lo+hi)/2)
+	}
+	// The shared key and the live users' keys in ranges the victim has no
+	// slot of, each user in a slot other than the shared key's; the
+	// victim's users in one range it owns whole.
+	var global string
+	var theirs, ours []string
+	victimRange := -1
+	for i := 0; global == "" || len(theirs) < 3 || len(ours) < 6; i++ {
+		if i > 100_000 {
+			t.Fatalf("found %d keys of the victim and %d others", len(theirs), len(ours))
+		}
+		k := "e2e-shared:" + strconv.Itoa(i)
+		r := redis.Slot(k) / slotsPerRange
+		lo, hi := r*slotsPerRange, r*slotsPerRange+slotsPerRange-1
+		switch {
+		case global == "" && ownsNone(r):
+			global = k
+		case owns(lo) && owns(hi) && (victimRange < 0 || victimRange == r) && len(theirs) < 3:
+			victimRange = r
+			theirs = append(theirs, k)
+		case ownsNone(r) && len(ours) < 6 && global != "" && redis.Slot(k) != redis.Slot(global):
+			ours = append(ours, k)
+		}
+	}
+	globalRange := redis.Slot(global) / slotsPerRange
+	srv := c.Node(victim.Addr)
+	if srv == nil {
+		t.Fatalf("no node at %s", victim.Addr)
+	}
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100_000, Period: time.Hour})
+	decide := func(keys ...string) store.Result {
+		t.Helper()
+		reqs := make([]store.Request, len(keys))
+		for i, k := range keys {
+			reqs[i] = store.Request{Key: k, Limit: l, Cost: 1}
+		}
+		res, err := s.Take(t.Context(), reqs, make([]algo.Decision, len(keys)))
+		if err != nil {
+			t.Fatalf("Take(%v): %v", keys, err)
+		}
+		return res
+	}
+	for _, k := range append(append([]string(nil), theirs...), ours...) {
+		if res := decide(global, k); !res.Allowed || res.Fallback {
+			t.Fatalf("%s with the cluster healthy: %+v", k, res)
+		}
+	}
+
+	pause(t, srv)
+	defer srv.Resume()
+	paused := time.Now()
+	// Requests of the victim's users, the shared key first or second,
+	// between requests of the live masters' users, until the victim's
+	// breaker opens (its failures are counted when Redis gives up, at the
+	// deadline).
+	for i := 0; s.Breakers()[victimRange] != resilient.Open; i++ {
+		if i >= 40 {
+			t.Fatalf("the paused master's breaker is not open after %d requests of its users; breakers %v", i, s.Breakers())
+		}
+		keys := []string{global, theirs[i%len(theirs)]}
+		if i%2 == 1 {
+			keys[0], keys[1] = keys[1], keys[0]
+		}
+		if res := decide(keys...); res.Allowed || !res.Fallback {
+			t.Fatalf("request %d of a paused master's user: %+v, want the closed policy's refusal", i, res)
+		}
+		if res := decide(global, ours[i%len(ours)]); !res.Allowed || res.Fallback {
+			t.Fatalf("request %d of a live master's user, breakers %v: %+v, want Redis' admission", i, s.Breakers(), res)
+		}
+		if st := s.Breakers()[globalRange]; st != resilient.Closed {
+			t.Fatalf("the shared key's breaker is %v after %d requests of the paused master's users", st, i+1)
+		}
+	}
+	t.Logf("the paused master's breaker opened %v after the pause", time.Since(paused))
+	for round := range 1 {
+		for _, k := range ours {
+			if res := decide(global, k); !res.Allowed || res.Fallback {
+				t.Fatalf("round %d: %s of a live master with the shared key, the paused master's breaker open: %+v, want Redis' admission", round, k, res)
+			}
+		}
+		for _, k := range theirs {
+			if res := decide(global, k); res.Allowed || !res.Fallback {
+				t.Fatalf("round %d: %s of the paused master: %+v, want the closed policy's refusal", round, k, res)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the last late answers are counted
+	if st := s.Breakers()[globalRange]; st != resilient.Closed {
+		t.Fatalf("the shared key's breaker is %v, want closed", st)
+	}
+	t.Logf("checks done %v after the pause", time.Since(paused))
+	if time.Since(paused) > cooldown {
+		t.Fatalf("the checks took %v, longer than the cool-down", time.Since(paused))
+	}
+}

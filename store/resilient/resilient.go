@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,14 +164,34 @@ type job struct {
 	done chan error // capacity 1: the goroutine never blocks
 	// dom and parts are the breakers the call asks (see route); probes[i]
 	// is set when the call is parts[i]'s half-open probe. The goroutine
-	// never reads them.
+	// reads them only once the caller handed the call off (late), after
+	// which nobody writes them.
 	dom    *domains
 	parts  []int
 	probes []bool
 	// abandoned is set by the caller that left at the deadline; the
 	// goroutine never reads it.
 	abandoned bool
+	// late says who reports the call's outcome to the breakers: the
+	// caller, unless it left a call over several partitions at the
+	// deadline and handed that to the goroutine (see lateCount).
+	late atomic.Int32
 }
+
+// The states of job.late.
+const (
+	running   int32 = iota // the store call is under way
+	answered               // the goroutine sent the store's answer on done
+	handedOff              // the caller left at the deadline: the store's answer, when it comes, is counted by the goroutine
+	counted                // the outcome of a handed-off call was counted
+)
+
+// lateBound is how long after the deadline a call handed off to its
+// goroutine is counted as failed on each of its partitions if the store
+// has not answered by then (a store client that ignores its context and
+// has no timeout of its own): a half-open probe must not hold its breaker
+// forever.
+const lateBound = 10 * time.Second
 
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan error, 1)} }}
 
@@ -198,8 +219,18 @@ func putJob(j *job) {
 	jobs.Put(j)
 }
 
-// start is the job's goroutine.
-func (j *job) start() { j.done <- j.run(j) }
+// start is the job's goroutine. When the caller handed the call off at
+// the deadline, the goroutine counts the store's late answer.
+func (j *job) start() {
+	err := j.run(j)
+	if j.late.CompareAndSwap(running, answered) {
+		j.done <- err
+		return
+	}
+	if j.late.CompareAndSwap(handedOff, counted) {
+		j.lateCount(err)
+	}
+}
 
 func runTake(j *job) (err error) {
 	j.res, err = j.s.inner.Take(j.ctx, j.reqs, j.out)
@@ -232,9 +263,10 @@ func (s *Store) callKeys(ctx context.Context, op string, keys []string, f func(c
 // call runs j against the store under its breakers and the timeout. It
 // returns the call's outcome and error; when a breaker refuses the call it
 // returns failed and that breaker's *CircuitOpenError without running j.
-// When the deadline passes first, j is marked abandoned. The outcome
-// counts for every breaker j asked: a call over several partitions cannot
-// tell which of them failed.
+// When the deadline passes first, j is marked abandoned. The outcome is
+// counted by the breakers j asked (see count); a call over several
+// partitions that the deadline cut short is counted when the store
+// answers (see lateCount).
 func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	d := j.dom
 	for i, p := range j.parts {
@@ -255,44 +287,139 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	j.ctx = cctx
 	go j.start()
 	var err error
+	handed := false
 	select {
 	case err = <-j.done:
 	case <-cctx.Done():
-		j.abandoned = true
-		if ctx.Err() == nil {
-			err = errTimeout
-		} else {
+		switch {
+		case ctx.Err() != nil:
+			j.abandoned = true
 			err = ctx.Err()
+		case len(j.parts) > 1 && j.late.CompareAndSwap(running, handedOff):
+			j.abandoned, handed = true, true
+			err = errTimeout
+		case len(j.parts) > 1:
+			err = <-j.done // answered as the deadline passed
+		default:
+			j.abandoned = true
+			err = errTimeout
 		}
 	}
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		// The store gave up at the same deadline: the same timeout as an
-		// abandoned call. Its text would add the key it was about (a
-		// client's address or API key) and make each timeout a cause of
-		// its own to the breaker's log.
-		err = errTimeout
+	placed := partitionError(err)
+	if err != nil {
+		err = timeoutText(ctx, err)
 	}
 	if h := s.cfg.hooks.Call; h != nil {
 		h(op, time.Since(start), err)
 	}
 	o := classify(ctx, err)
+	if handed {
+		time.AfterFunc(lateBound, func() {
+			if j.late.CompareAndSwap(handedOff, counted) {
+				j.count(failed, errTimeout, nil)
+			}
+		})
+	} else {
+		j.count(o, err, placed)
+	}
+	if o == ok && s.pending.Load() {
+		s.resolve()
+	}
+	return o, err
+}
+
+// partitionError returns the *store.PartitionError in err's chain, or nil.
+// A function of its own so that a call without an error allocates no
+// target for errors.As.
+func partitionError(err error) *store.PartitionError {
+	if err == nil {
+		return nil
+	}
+	var pe *store.PartitionError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
+}
+
+// timeoutText returns errTimeout for a store error that gave up at the
+// call's deadline (ctx, the caller's, being live): the same timeout as an
+// abandoned call. Its text would add the key it was about (a client's
+// address or API key) and make each timeout a cause of its own to the
+// breaker's log.
+func timeoutText(ctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return errTimeout
+	}
+	return err
+}
+
+// count reports the outcome o of j's call, with error err, to the breakers
+// j asked. A success (or contention: the store is up) counts for each. A
+// failure the store placed (placed, a *store.PartitionError naming at
+// least one of j's partitions) counts against the partitions it names as
+// failed, as a success for those that did their part, and for none of
+// those it names as not reached. A failure the store did not place counts
+// against each partition: a Partitioner here places every failure of a
+// call over several partitions that it can tell apart, so what is left
+// failed for the whole call (or comes from a store that cannot tell), and
+// counting it for no partition would keep a dead node's breaker closed
+// under a load of multi-key calls, each then waiting out the timeout.
+// A call the caller ended (callers) counts for none and gives back the
+// probes it held.
+func (j *job) count(o outcome, err error, placed *store.PartitionError) {
+	d := j.dom
+	if placed != nil && (o != failed || d.part == nil || !j.touches(placed.Failed)) {
+		placed = nil
+	}
 	for i, p := range j.parts {
 		b, probe := &d.brs[p], j.probes[i]
-		switch o {
-		case ok, contended:
+		switch {
+		case o == ok, o == contended:
 			b.success(probe)
-		case failed:
+		case o == failed && placed == nil, o == failed && slices.Contains(placed.Failed, p):
 			b.failure(probe, err)
+		case o == failed && !slices.Contains(placed.Skipped, p):
+			b.success(probe)
 		default:
 			if probe {
 				b.cancelProbe()
 			}
 		}
 	}
-	if o == ok && s.pending.Load() {
-		s.resolve()
+}
+
+// touches reports whether one of parts is one of j's partitions.
+func (j *job) touches(parts []int) bool {
+	for _, p := range parts {
+		if slices.Contains(j.parts, p) {
+			return true
+		}
 	}
-	return o, err
+	return false
+}
+
+// lateCount counts the answer, err, of a call over several partitions
+// that the caller left at the deadline: the store's late error says which
+// of them failed (a Redis Cluster's client gives up at the same deadline
+// and names the slot ranges that did not answer; a memcached server that
+// is down fails on its own round-trip timeout), where a timeout counted at
+// the deadline would count against each of them, the live nodes' included.
+// A failure the store placed counts as count has it; one it did not place
+// counts against each partition. A success that came late says only that
+// some partition was slow, not which: it counts for none (and gives back
+// the probes). A store that has not answered lateBound after the deadline
+// is counted as failed on each partition (see call).
+func (j *job) lateCount(err error) {
+	o := classify(context.Background(), err)
+	if o == ok {
+		o = callers // neither success nor failure
+	}
+	placed := partitionError(err)
+	if err != nil {
+		err = timeoutText(context.Background(), err)
+	}
+	j.count(o, err, placed)
 }
 
 // retryAfter is how long until the breakers of j's partitions all let a

@@ -1,0 +1,196 @@
+package redis
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// partitionKeys returns n keys under prefix in n distinct partitions
+// (ranges of 256 slots) of a Cluster.
+func partitionKeys(prefix string, n int) []string {
+	seen := map[int]bool{}
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := fmt.Sprintf("%s{%d}", prefix, i)
+		if p := Slot(k) / slotsPerPartition; !seen[p] {
+			seen[p] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// placed returns the partitions err names as failed and skipped, failing
+// t when it is not a *store.PartitionError.
+func placed(t *testing.T, err error) (failed, skipped []int) {
+	t.Helper()
+	var pe *store.PartitionError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) names no partition, want a *store.PartitionError", err, err)
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("error %v does not wrap store.ErrUnavailable", err)
+	}
+	if pe.Error() != pe.Err.Error() {
+		t.Errorf("PartitionError text %q, want its Err's %q", pe.Error(), pe.Err.Error())
+	}
+	return pe.Failed, pe.Skipped
+}
+
+// faults makes the connections to the nodes marked down fail, as to a
+// dead node: dials are refused, reads and writes on open connections fail.
+type faults struct{ down sync.Map } // address → bool
+
+func (f *faults) isDown(addr string) bool {
+	v, ok := f.down.Load(addr)
+	return ok && v.(bool)
+}
+
+func (f *faults) option(o *rueidis.ClientOption) {
+	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if f.isDown(addr) {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &faultyConn{Conn: c, f: f, addr: addr}, nil
+	}
+}
+
+type faultyConn struct {
+	net.Conn
+	f    *faults
+	addr string
+}
+
+func (c *faultyConn) Read(b []byte) (int, error) {
+	if c.f.isDown(c.addr) {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *faultyConn) Write(b []byte) (int, error) {
+	if c.f.isDown(c.addr) {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return c.Conn.Write(b)
+}
+
+// owner returns the address of the master serving key's slot: the node
+// that answers a GET of it rather than MOVED.
+func owner(t *testing.T, s *Store, key string) string {
+	t.Helper()
+	for addr, n := range s.Client().Nodes() {
+		err := n.Do(t.Context(), n.B().Get().Key(key).Build()).Error()
+		if err == nil || rueidis.IsRedisNil(err) {
+			return addr
+		}
+	}
+	t.Fatalf("no node serves %s", key)
+	return ""
+}
+
+// TestCrossSlotFailurePlaced: on a Cluster, a Take over a key of a live
+// node and a key of a dead one names the dead key's partition as failed
+// and not the live key's, whose reservation was admitted and rolled back
+// (the live node did its part); with the dead key first, the TIME read
+// from its node fails and the live key's partition is not reached. A
+// Peek over the two names the dead one. store/resilient then counts the
+// failure against the dead node's breaker only.
+func TestCrossSlotFailurePlaced(t *testing.T) {
+	f := new(faults)
+	s := openT(t, clusterURL(t), WithClientOption(f.option), WithTimeout(time.Second))
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("pe:%d:", time.Now().UnixNano())
+	dead := prefix + "dead"
+	deadAddr := owner(t, s, dead)
+	var live string
+	for i := 0; live == ""; i++ {
+		k := prefix + strconv.Itoa(i)
+		if s.Partition(k) != s.Partition(dead) && owner(t, s, k) != deadAddr {
+			live = k
+		}
+	}
+	f.down.Store(deadAddr, true)
+	defer f.down.Store(deadAddr, false)
+	pl, pd := s.Partition(live), s.Partition(dead)
+	reqs := []store.Request{{Key: live, Limit: l, Cost: 1}, {Key: dead, Limit: l, Cost: 1}}
+	_, err = s.Take(t.Context(), reqs, make([]algo.Decision, 2))
+	if failed, skipped := placed(t, err); !slices.Equal(failed, []int{pd}) || skipped != nil {
+		t.Errorf("Take(live, dead): failed %v, skipped %v; want failed [%d], none skipped", failed, skipped, pd)
+	}
+	peek := make([]algo.Decision, 1)
+	if err := s.Peek(t.Context(), []store.Request{{Key: live, Limit: l}}, peek); err != nil || peek[0].Remaining != 100 {
+		t.Fatalf("Peek(live) = %+v, %v: want the reservation rolled back (100 remaining)", peek[0], err)
+	}
+	_, err = s.Take(t.Context(), []store.Request{reqs[1], reqs[0]}, make([]algo.Decision, 2))
+	if failed, skipped := placed(t, err); !slices.Equal(failed, []int{pd}) || !slices.Equal(skipped, []int{pl}) {
+		t.Errorf("Take(dead, live): failed %v, skipped %v; want failed [%d], skipped [%d]", failed, skipped, pd, pl)
+	}
+	err = s.Peek(t.Context(), reqs, make([]algo.Decision, 2))
+	if failed, skipped := placed(t, err); !slices.Equal(failed, []int{pd}) || skipped != nil {
+		t.Errorf("Peek: failed %v, skipped %v; want failed [%d]", failed, skipped, pd)
+	}
+	err = s.Reset(t.Context(), live, dead)
+	if failed, _ := placed(t, err); !slices.Equal(failed, []int{pd}) {
+		t.Errorf("Reset: failed %v, want [%d]", failed, pd)
+	}
+}
+
+// TestCrossSlotRollbackFailurePlaced: a roll-back that fails on a live
+// node is that node's failure: the refused key's partition did its part
+// (it refused), the admitted key's failed to give its units back.
+func TestCrossSlotRollbackFailurePlaced(t *testing.T) {
+	s := openT(t, clusterURL(t))
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := partitionKeys(fmt.Sprintf("rb:%d:", time.Now().UnixNano()), 2)
+	a, b := keys[0], keys[1]
+	s.beforeRollback = func() error { return errors.New("connection killed") }
+	reqs := []store.Request{{Key: a, Limit: l, Cost: 1}, {Key: b, Limit: l, Cost: 6}}
+	_, err = s.Take(t.Context(), reqs, make([]algo.Decision, 2))
+	if failed, skipped := placed(t, err); !slices.Equal(failed, []int{s.Partition(a)}) || skipped != nil {
+		t.Errorf("failed %v, skipped %v; want failed [%d] (%s's roll-back), none skipped", failed, skipped, s.Partition(a), a)
+	}
+}
+
+// TestStandaloneErrorsUnplaced: outside a Cluster there is one partition
+// and errors stay as they were.
+func TestStandaloneErrorsUnplaced(t *testing.T) {
+	f := new(faults)
+	url := redisURL(t)
+	s := openT(t, url, WithClientOption(f.option), WithTimeout(time.Second))
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.down.Store(strings.TrimPrefix(url, "redis://"), true)
+	err = s.Peek(t.Context(), []store.Request{{Key: "su:a", Limit: l}, {Key: "su:b", Limit: l}}, make([]algo.Decision, 2))
+	var pe *store.PartitionError
+	if err == nil || errors.As(err, &pe) {
+		t.Fatalf("Peek on a dead server: %v, want an error that is no *store.PartitionError", err)
+	}
+}
