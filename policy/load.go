@@ -761,6 +761,23 @@ func (l *loader) duration(f field, name string) (time.Duration, bool) {
 	return 0, false
 }
 
+// retain reads retain, whose whole range one message states: 0, which the
+// Go API (algo.Params.Retain) takes as the default, is no value to write
+// here (leave the field out), as no other duration's 0 is.
+func (l *loader) retain(f field) time.Duration {
+	if f.val != nil && f.val.Kind == yaml.ScalarNode {
+		if d, err := parseDuration(f.val.Value); err == nil {
+			if d < time.Microsecond || d >= maxPeriod {
+				l.errf(f.line(), "retain must be at least 1µs and below 2^53µs (about 285 years), got %s; leave it out for the default, 1h", f.val.Value)
+				return 0
+			}
+			return d
+		}
+	}
+	l.duration(f, "retain") // not a duration: its message
+	return 0
+}
+
 var dayPart = regexp.MustCompile(`^(\d+)([dw])(.*)$`)
 
 // parseDuration is time.ParseDuration plus leading whole days ("7d",
@@ -1407,11 +1424,14 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	durs := []struct {
 		name string
 		dst  *time.Duration
-	}{{"warmup_period", &p.WarmupPeriod}, {"lease_ttl", &p.LeaseTTL}, {"retain", &p.Retain}}
+	}{{"warmup_period", &p.WarmupPeriod}, {"lease_ttl", &p.LeaseTTL}}
 	for _, x := range durs {
 		if f, ok := fs[x.name]; ok {
 			*x.dst, _ = l.duration(f, x.name)
 		}
+	}
+	if f, ok := fs["retain"]; ok {
+		p.Retain = l.retain(f)
 	}
 	floats := []struct {
 		name string
@@ -1447,6 +1467,18 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 		// slot that is its lease's expiry, since a release, on this
 		// instance or another, is not announced.
 		l.errf(fs["strategy"].line(), "strategy wait does not apply to a concurrency limit: a waiting request would not learn of a slot given back, only of its lease expiring; use reject")
+	}
+	// algo.Compile takes retain on a bucket whose initial tokens fill it,
+	// as a limit scaled down (an override, a share) may round them up to
+	// the burst; written so, it does nothing.
+	if f, ok := fs["retain"]; ok && p.Retain > 0 && p.Algorithm == algo.TokenBucket && p.InitialTokens != nil {
+		capacity := p.Burst
+		if capacity == 0 {
+			capacity = p.Limit
+		}
+		if *p.InitialTokens == capacity {
+			l.warnf(f.key.Line, "retain does nothing here: initial_tokens %d is the bucket's capacity, so a fresh key starts full and forgetting a full one loses nothing; drop retain, or set initial_tokens below %d", capacity, capacity)
+		}
 	}
 	r.Params = p
 }
