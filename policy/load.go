@@ -44,6 +44,12 @@ const (
 // in the Config's Warnings.
 func Load(path string) (*Config, error) {
 	srcs, probs := readSources(path)
+	return loadSources(path, srcs, probs)
+}
+
+// loadSources is Load on what readSources returned for path: the watcher
+// loads the very bytes it fingerprinted.
+func loadSources(path string, srcs []source, probs Problems) (*Config, error) {
 	if len(probs) > 0 {
 		return nil, probs
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,11 +24,11 @@ func (e *Engine) Reload(path string) error {
 	return e.SetConfig(cfg)
 }
 
-// fingerprintPath hashes the content of every file Load would read at path,
-// with their names, so that any edit, added or removed file, or symlink swap
-// (a Kubernetes ConfigMap update) changes it.
-func fingerprintPath(path string) [32]byte {
-	srcs, probs := readSources(path)
+// sourcesSum hashes what readSources returned — every file Load would
+// read, with its name, and the problems reading them — so that any edit,
+// added or removed file, or symlink swap (a Kubernetes ConfigMap update)
+// changes it.
+func sourcesSum(srcs []source, probs Problems) [32]byte {
 	h := sha256.New()
 	for _, p := range probs {
 		h.Write([]byte(p.String()))
@@ -50,7 +52,8 @@ func fingerprintPath(path string) [32]byte {
 // called for changes only. Polling content, rather than file events, also
 // sees edits through symlink swaps and network file systems, at the cost of
 // reading the files once per interval. Watch returns ctx's error when ctx is
-// done.
+// done. It is NewWatcher(path, interval, fn).Run(ctx); a Watcher also takes
+// requests to reload at once.
 //
 // A directory that loses every configuration file after holding some is
 // not passed on as a configuration without domains: a directory emptied on
@@ -59,38 +62,109 @@ func fingerprintPath(path string) [32]byte {
 // added back loads as usual. (A directory empty from the start loads as a
 // configuration without domains, as envoyproxy/ratelimit does.)
 func Watch(ctx context.Context, path string, interval time.Duration, fn func(*Config, error)) error {
-	if fn == nil {
-		return errors.New("policy: Watch: nil callback")
-	}
 	if interval <= 0 {
 		interval = DefaultWatchInterval
 	}
-	last := fingerprintPath(path)
-	srcs, _ := readSources(path)
-	hadFiles := len(srcs) > 0
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	w, err := NewWatcher(path, interval, fn)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// Watcher keeps a caller in step with the configuration at path: Run polls
+// it and loads each change, and Reload asks Run to load it at once (an
+// operator's SIGHUP). Both go through Run's one loop, with one baseline —
+// the content last loaded, hashed from the very bytes loaded — and one rule
+// for a directory that loses its files (see Watch). So a write that lands
+// while a reload is being installed differs from the baseline and is loaded
+// at the next look; a watcher stopped for the reload and restarted after
+// it would take that write as its baseline and never load it.
+type Watcher struct {
+	path     string
+	interval time.Duration
+	fn       func(*Config, error)
+	reload   chan struct{} // one pending request; more coalesce into it
+	running  atomic.Bool
+
+	// Run's state: the sum of the content last loaded (at first, the
+	// baseline) and whether it held files.
+	last     [32]byte
+	hadFiles bool
+}
+
+// NewWatcher returns a Watcher of the configuration at path that calls fn
+// as Watch does: for each change found by polling every interval, and for
+// each Reload. An interval of 0 polls never (only Reload loads), unlike
+// Watch's; a negative interval or a nil fn is an error. The content at path
+// when NewWatcher returns is the baseline: polling calls fn for changes
+// from it only, including those made before Run starts. fn is not called
+// until Run.
+func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*Watcher, error) {
+	switch {
+	case fn == nil:
+		return nil, errors.New("policy: Watch: nil callback")
+	case interval < 0:
+		return nil, fmt.Errorf("policy: Watch: negative interval %v", interval)
+	}
+	srcs, probs := readSources(path)
+	return &Watcher{path: path, interval: interval, fn: fn, reload: make(chan struct{}, 1),
+		last: sourcesSum(srcs, probs), hadFiles: len(srcs) > 0}, nil
+}
+
+// Reload asks Run to load the configuration now and call fn with it,
+// changed or not, and returns without waiting. Requests made while one is
+// pending are answered by one load, which reads the files after all of
+// them; a request made before Run starts is answered when it does. It is
+// safe to call from any goroutine, and after Run returned (it then does
+// nothing).
+func (w *Watcher) Reload() {
+	select {
+	case w.reload <- struct{}{}:
+	default: // one is pending: it reads the files later than this call
+	}
+}
+
+// Run watches until ctx is done and returns ctx's error. fn is called from
+// Run's goroutine, one call at a time. Run returns an error at once if the
+// Watcher runs already; run again after it returned, it goes on from the
+// content it last loaded.
+func (w *Watcher) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("policy: Watcher.Run: the watcher runs already")
+	}
+	defer w.running.Store(false)
+	var tick <-chan time.Time
+	if w.interval > 0 {
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
+		forced := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-tick:
+		case <-w.reload:
+			forced = true
 		}
-		sum := fingerprintPath(path)
-		if sum == last {
+		srcs, probs := readSources(w.path)
+		sum := sourcesSum(srcs, probs)
+		if sum == w.last && !forced {
 			continue
 		}
-		last = sum
-		cfg, err := Load(path)
-		if err == nil && cfg.noFiles && hadFiles {
-			fn(nil, Problems{{File: path, Message: "the directory holds no *.yaml or *.yml file any more: " +
+		w.last = sum
+		cfg, err := loadSources(w.path, srcs, probs)
+		if err == nil && cfg.noFiles && w.hadFiles {
+			w.fn(nil, Problems{{File: w.path, Message: "the directory holds no *.yaml or *.yml file any more: " +
 				"the rules in force stay (a reload never lifts every limit at once; restart to run without rules)"}})
 			continue
 		}
 		if err == nil {
-			hadFiles = !cfg.noFiles
+			w.hadFiles = !cfg.noFiles
 		}
-		fn(cfg, err)
+		w.fn(cfg, err)
 	}
 }
 

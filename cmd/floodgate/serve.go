@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	exampleconfig "github.com/floodgate/floodgate/examples/config"
 	"github.com/floodgate/floodgate/gateway"
@@ -95,8 +96,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
 	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")
 	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API (and, without --observe-token, on POST /v1/observe)")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read --admin-token from this file (a mounted Secret; a trailing newline is dropped)")
-	fs.StringVar(&f.observeTokenFile, "observe-token-file", "", "read --observe-token from this file (a mounted Secret; a trailing newline is dropped)")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read --admin-token from this file (a mounted Secret; surrounding whitespace is dropped), once at start")
+	fs.StringVar(&f.observeTokenFile, "observe-token-file", "", "read --observe-token from this file (a mounted Secret; surrounding whitespace is dropped), once at start")
 	fs.StringVar(&f.observeToken, "observe-token", "", "require Authorization: Bearer <token> on POST /v1/observe, which steers the adaptive limits (default: --admin-token; with neither, /v1/observe answers loopback peers only)")
 	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
@@ -179,11 +180,16 @@ func unknownEnv(fs *flag.FlagSet, environ []string) []string {
 	return out
 }
 
-// readTokenFiles sets --admin-token and --observe-token from their -file
-// flags (a mounted Secret): the file's content without its trailing
-// newline. A file that cannot be read or is empty, or a token given both
-// ways, is an error naming the flags.
-func (f *serveFlags) readTokenFiles() error {
+// readTokens sets --admin-token and --observe-token from their -file flags
+// (a mounted Secret: the file's content without surrounding whitespace)
+// and checks every token however it was given. A token must be usable as
+// a bearer token: the server compares it with the Authorization field
+// after HTTP has trimmed the field, so a token with surrounding whitespace
+// could never match, nor could one that holds whitespace or a control
+// character; such a token, an empty file or a token given both ways is an
+// error naming the flag or file, never the token. A token file that its
+// group or others may read is returned as a warning.
+func (f *serveFlags) readTokens() (warnings []string, err error) {
 	var errs []error
 	for _, t := range []struct {
 		name string
@@ -191,6 +197,15 @@ func (f *serveFlags) readTokenFiles() error {
 		tok  *string
 	}{{"admin-token", f.adminTokenFile, &f.adminToken}, {"observe-token", f.observeTokenFile, &f.observeToken}} {
 		if t.file == "" {
+			if *t.tok == "" {
+				continue
+			}
+			tok, why := bearerToken(*t.tok)
+			if why != "" {
+				errs = append(errs, fmt.Errorf("%s: %s", f.flag(t.name), why))
+				continue
+			}
+			*t.tok = tok
 			continue
 		}
 		if *t.tok != "" {
@@ -202,14 +217,34 @@ func (f *serveFlags) readTokenFiles() error {
 			errs = append(errs, fmt.Errorf("%s: %w", f.origin(t.name+"-file", t.file), err))
 			continue
 		}
-		tok := strings.TrimRight(string(b), "\r\n")
-		if strings.TrimSpace(tok) == "" {
-			errs = append(errs, fmt.Errorf("%s: the file holds no token", f.origin(t.name+"-file", t.file)))
+		tok, why := bearerToken(string(b))
+		if strings.TrimSpace(string(b)) == "" {
+			why = "the file holds no token"
+		}
+		if why != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", f.origin(t.name+"-file", t.file), why))
 			continue
 		}
 		*t.tok = tok
+		if fi, err := os.Stat(t.file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: the token file is readable by its group or others (mode %04o): make it 0400 or 0600 (in Kubernetes, the Secret volume's defaultMode: 0400)",
+				f.origin(t.name+"-file", t.file), fi.Mode().Perm()))
+		}
 	}
-	return errors.Join(errs...)
+	return warnings, errors.Join(errs...)
+}
+
+// bearerToken is s without surrounding whitespace, and why that cannot be
+// a bearer token ("" when it can).
+func bearerToken(s string) (tok, why string) {
+	tok = strings.TrimSpace(s)
+	if tok == "" {
+		return "", "the token is empty or only whitespace"
+	}
+	if i := strings.IndexFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return "", fmt.Sprintf("the token holds whitespace or a control character (byte %d after trimming), which a bearer token cannot hold (RFC 6750)", i+1)
+	}
+	return tok, ""
 }
 
 // wantForm says what a flag's value must look like, for a value its Set
@@ -318,8 +353,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	for _, w := range f.envWarnings {
 		log.Warn(w)
 	}
-	if err := f.readTokenFiles(); err != nil {
+	tokenWarnings, err := f.readTokens()
+	if err != nil {
 		return err
+	}
+	for _, w := range tokenWarnings {
+		log.Warn(w)
 	}
 	policyOnErr, err := resilient.ParsePolicy(f.onStoreError)
 	if err != nil {
@@ -332,6 +371,16 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	cfg, cfgPath, err := f.loadConfig()
 	if err != nil {
 		return err
+	}
+	// One watcher answers both the polls (none with --reload-interval 0)
+	// and SIGHUP, from one baseline: the content it last loaded, read here
+	// first, next to the load, so that a write from now on is loaded.
+	var watcher *policy.Watcher
+	var apply func(*policy.Config, error) // set before the watcher runs
+	if cfgPath != "" {
+		if watcher, err = policy.NewWatcher(cfgPath, f.reloadInterval, func(c *policy.Config, err error) { apply(c, err) }); err != nil {
+			return err
+		}
 	}
 	// What envoyproxy/ratelimit loads loads here, with warnings for what
 	// it ignores (a field in the wrong place): said at every load, as
@@ -410,30 +459,36 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		tlsHup = make(chan os.Signal, 1)
 		go stls.watch(ctx, f.reloadInterval, tlsHup, srv)
 	}
-	rl := &configReloader{path: cfgPath, interval: f.reloadInterval, engine: engine,
-		apply: func(c *policy.Config, err error) {
-			// In gateway mode the rules and the routes reload together, all
-			// or nothing: the gateway builds the new routes before the
-			// engine takes the new rules.
-			if err == nil && gw != nil {
-				err = gw.SetConfig(c, engine.SetConfig)
-			} else if err == nil {
-				err = engine.SetConfig(c)
-			}
-			m.ConfigReloaded(err == nil)
-			if err != nil {
-				srv.Warn("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
-				return
-			}
-			srv.Event("reload", fmt.Sprintf("configuration reloaded: %s, %s", count(len(c.Domains()), "domain"), count(len(c.Rules()), "rule")))
-			for _, w := range c.Warnings() {
-				srv.Warn("reload", "configuration: "+w.String())
-			}
-		}}
-	if cfgPath != "" && f.reloadInterval > 0 {
-		rl.watch(ctx)
+	// POST /v1/observe is served (on --http, or --api in gateway mode) to
+	// loopback peers without a token.
+	observeOpen := f.observeToken == "" && f.adminToken == "" && (f.upstream == "" || f.apiAddr != "")
+	apply = func(c *policy.Config, err error) {
+		prev := engine.Config()
+		// In gateway mode the rules and the routes reload together, all
+		// or nothing: the gateway builds the new routes before the engine
+		// takes the new rules.
+		if err == nil && gw != nil {
+			err = gw.SetConfig(c, engine.SetConfig)
+		} else if err == nil {
+			err = engine.SetConfig(c)
+		}
+		m.ConfigReloaded(err == nil)
+		if err != nil {
+			srv.Warn("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
+			return
+		}
+		srv.Event("reload", fmt.Sprintf("configuration reloaded: %s, %s", count(len(c.Domains()), "domain"), count(len(c.Rules()), "rule")))
+		for _, w := range c.Warnings() {
+			srv.Warn("reload", "configuration: "+w.String())
+		}
+		if added := newAdaptiveRules(prev, c); len(added) > 0 && observeOpen {
+			srv.Warn("reload", observeOpenWarning+" (rules "+strings.Join(added, ", ")+")")
+		}
 	}
-	go onHangup(ctx, hup, rl, tlsHup, log)
+	if watcher != nil {
+		go watcher.Run(ctx)
+	}
+	go onHangup(ctx, hup, watcher, cfgPath, tlsHup, log)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	go engine.RunAdaptive(ctx, tick.C, func(ch policy.ScaleChange) {
@@ -475,6 +530,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
 		log.Warn("the admin address is not a loopback address and no --admin-token is set: reset, overrides, scales and observe are open to the network",
 			"admin", ls.Admin.Addr().String())
+	}
+	if rules := newAdaptiveRules(nil, cfg); len(rules) > 0 && observeOpen {
+		log.Warn(observeOpenWarning, "rules", strings.Join(rules, ","))
 	}
 	log.Info("floodgate serving", attrs...)
 	if f.upstream != "" {
@@ -584,6 +642,34 @@ func loopbackAddr(addr string) bool {
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
+// observeOpenWarning is serve's WARN when the configuration has adaptive
+// rules and no token guards POST /v1/observe: the loopback exemption lets
+// in whatever a proxy on the same host forwards.
+const observeOpenWarning = "adaptive rules are configured and neither --observe-token nor --admin-token is set: " +
+	"POST /v1/observe takes samples from any loopback peer, including a sidecar or proxy on this host (Envoy, Istio, nginx) " +
+	"that forwards external callers, and samples can push these rules' limits down to their minimum: set --observe-token"
+
+// newAdaptiveRules names, as domain/rule, the rules of next with an
+// adaptive block that prev (nil: none) has no adaptive rule of that name
+// for.
+func newAdaptiveRules(prev, next *policy.Config) []string {
+	had := map[[2]string]bool{}
+	if prev != nil {
+		for _, r := range prev.Rules() {
+			if r.Adaptive != nil {
+				had[[2]string{r.Domain, r.Name}] = true
+			}
+		}
+	}
+	var names []string
+	for _, r := range next.Rules() {
+		if r.Adaptive != nil && !had[[2]string{r.Domain, r.Name}] {
+			names = append(names, r.Domain+"/"+r.Name)
+		}
+	}
+	return names
+}
+
 // gatewayDomains names the domains of cfg that declare a gateway: section.
 func gatewayDomains(cfg *policy.Config) []string {
 	var names []string
@@ -611,68 +697,21 @@ func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log
 		}))
 }
 
-// configReloader installs the configuration at path: each change the
-// watcher sees (every interval; none when it is 0), and at once on SIGHUP.
-type configReloader struct {
-	path     string // "" for the built-in example: nothing to reload
-	interval time.Duration
-	engine   *policy.Engine
-	// apply installs a loaded configuration, or reports why it was not
-	// (the error), with the log lines and metrics of a reload.
-	apply func(*policy.Config, error)
-
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
-}
-
-// watch starts the watcher, from the content at path now.
-func (r *configReloader) watch(ctx context.Context) {
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		policy.Watch(wctx, r.path, r.interval, r.apply)
-	}()
-	r.stopWatch, r.watchDone = cancel, done
-}
-
-// reloadNow loads and installs the configuration at once, with the
-// watcher's checks, logs and metrics. The watcher is stopped meanwhile and
-// restarted from the content loaded, so that it does not reload the same
-// change again at its next look.
-func (r *configReloader) reloadNow(ctx context.Context) {
-	if r.stopWatch != nil {
-		r.stopWatch()
-		<-r.watchDone
-		r.stopWatch = nil
-	}
-	cfg, err := policy.Load(r.path)
-	// As the watcher: a directory emptied on the way to new files (rm,
-	// then cp) must not lift every limit at once.
-	if fi, serr := os.Stat(r.path); err == nil && serr == nil && fi.IsDir() && len(cfg.Domains()) == 0 && len(r.engine.Config().Domains()) > 0 {
-		cfg, err = nil, policy.Problems{{File: r.path, Message: "the directory holds no configuration with a domain any more: " +
-			"the rules in force stay (a reload never lifts every limit at once; restart to run without rules)"}}
-	}
-	r.apply(cfg, err)
-	if r.interval > 0 && ctx.Err() == nil {
-		r.watch(ctx)
-	}
-}
-
-// onHangup answers each SIGHUP from hup until ctx is done: the
-// configuration is reloaded at once (rl) and the TLS files reread (a
-// signal passed to tlsHup, when TLS is on).
-func onHangup(ctx context.Context, hup <-chan os.Signal, rl *configReloader, tlsHup chan<- os.Signal, log *slog.Logger) {
+// onHangup answers each SIGHUP from hup until ctx is done: the watcher of
+// the configuration at path reloads it at once (nil for the built-in
+// example: nothing to reload) and the TLS files are reread (a signal
+// passed to tlsHup, when TLS is on).
+func onHangup(ctx context.Context, hup <-chan os.Signal, w *policy.Watcher, path string, tlsHup chan<- os.Signal, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case sig := <-hup:
-			if rl.path == "" {
+			if w == nil {
 				log.Info("SIGHUP: the built-in example configuration has no file to reload")
 			} else {
-				log.Info("SIGHUP: reloading the configuration", "config", rl.path)
-				rl.reloadNow(ctx)
+				log.Info("SIGHUP: reloading the configuration", "config", path)
+				w.Reload()
 			}
 			if tlsHup != nil {
 				select {
