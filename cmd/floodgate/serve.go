@@ -187,8 +187,8 @@ func unknownEnv(fs *flag.FlagSet, environ []string) []string {
 // after HTTP has trimmed the field, so a token with surrounding whitespace
 // could never match, nor could one that holds whitespace or a control
 // character; such a token, an empty file or a token given both ways is an
-// error naming the flag or file, never the token. A token file that its
-// group or others may read is returned as a warning.
+// error naming the flag or file, never the token. A token file that every
+// user may read is returned as a warning.
 func (f *serveFlags) readTokens() (warnings []string, err error) {
 	var errs []error
 	for _, t := range []struct {
@@ -226,8 +226,11 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 			continue
 		}
 		*t.tok = tok
-		if fi, err := os.Stat(t.file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: the token file is readable by its group or others (mode %04o): make it 0400 or 0600 (in Kubernetes, the Secret volume's defaultMode: 0400)",
+		// Others, not the group: a pod's fsGroup, which a non-root
+		// container needs to read a root-owned Secret, makes the kubelet
+		// give the file 0440, and a WARN nobody can silence is noise.
+		if fi, err := os.Stat(t.file); err == nil && fi.Mode().Perm()&0o007 != 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: the token file is readable by every user (mode %04o): make it 0400, 0440 or 0600 (in Kubernetes, the Secret volume's defaultMode: 0400)",
 				f.origin(t.name+"-file", t.file), fi.Mode().Perm()))
 		}
 	}
@@ -425,7 +428,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	var gw *gateway.Gateway
 	if f.upstream != "" {
-		gw, err = gatewayHandler(cfg, engine, f, log)
+		gw, err = gatewayHandler(cfg, engine, f, log, m)
 		if ps, ok := errors.AsType[policy.Problems](err); ok {
 			return fmt.Errorf("%s: the gateway routes cannot be built:\n%w", f.origin("config", cfgPath), ps)
 		}
@@ -686,8 +689,9 @@ func gatewayDomains(cfg *policy.Config) []string {
 // requests it could not decide are logged. It registers no user or tenant
 // function and no fallback, which is what floodgate validate checks the
 // routes against (gateway.Check with WithPreserveHost as --preserve-host).
-func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log *slog.Logger) (*gateway.Gateway, error) {
+func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log *slog.Logger, m *metrics.Metrics) (*gateway.Gateway, error) {
 	return gateway.New(cfg, engine, f.upstream, gateway.WithUpstreamTimeout(f.upstreamTimeout), gateway.WithClientTimeout(f.clientTimeout),
+		gateway.WithUpstreamErrors(m.GatewayUpstreamErrors()),
 		gateway.WithPreserveHost(f.preserveHost), gateway.WithErrorLog(func(r *http.Request, err error) {
 			if r == nil {
 				log.Warn("gateway", "err", err)

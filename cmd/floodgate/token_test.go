@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -103,23 +104,29 @@ func TestServeRefusesUnusableTokens(t *testing.T) {
 	}
 }
 
-// TestServeWarnsReadableTokenFile: a token file its group or others may
-// read is a WARN naming the file (the token still works).
+// TestServeWarnsReadableTokenFile: a token file every user may read is a
+// WARN naming the file (the token still works); a group-readable one, as
+// the kubelet makes a Secret under a pod fsGroup (0440), is not.
 func TestServeWarnsReadableTokenFile(t *testing.T) {
-	obs := filepath.Join(t.TempDir(), "observe")
-	if err := os.WriteFile(obs, []byte("obs-tok\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(obs, 0o644); err != nil { // not through the umask
-		t.Fatal(err)
-	}
-	_, errb, stop := startServe(t, "--observe-token-file", obs, "--reload-interval", "0")
-	if code := stop(); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	want := `level=WARN msg="--observe-token-file ` + obs + `: the token file is readable by its group or others (mode 0644)`
-	if !strings.Contains(errb.String(), want) {
-		t.Errorf("no WARN %q in:\n%s", want, errb.String())
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o644, true}, {0o604, true}, {0o440, false}, {0o600, false}} {
+		obs := filepath.Join(t.TempDir(), "observe")
+		if err := os.WriteFile(obs, []byte("obs-tok\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(obs, tc.mode); err != nil { // not through the umask
+			t.Fatal(err)
+		}
+		_, errb, stop := startServe(t, "--observe-token-file", obs, "--reload-interval", "0")
+		if code := stop(); code != 0 {
+			t.Fatalf("mode %04o: exit %d: %s", tc.mode, code, errb.String())
+		}
+		want := fmt.Sprintf(`level=WARN msg="--observe-token-file %s: the token file is readable by every user (mode %04o)`, obs, tc.mode)
+		if got := strings.Contains(errb.String(), "the token file is readable"); got != tc.warn || (tc.warn && !strings.Contains(errb.String(), want)) {
+			t.Errorf("mode %04o: want a WARN %v (%q) in:\n%s", tc.mode, tc.warn, want, errb.String())
+		}
 	}
 }
 

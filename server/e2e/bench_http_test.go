@@ -180,3 +180,39 @@ func TestBenchHTTPBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// A gateway whose upstream refuses connections answers 502 and counts the
+// failure on /metrics as floodgate_gateway_upstream_errors_total with the
+// reason connect: serve wires the gateway's counter to its registry.
+func TestGatewayUpstreamErrorsCounted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := start(t, articleGateway, "--upstream", "http://"+dead, "--reload-interval", "0")
+	for range 3 {
+		if code, body, err := get("http://" + p.http + "/article"); code != http.StatusBadGateway {
+			t.Fatalf("through a dead upstream: %d %s %v, want 502", code, body, err)
+		}
+	}
+	_, metrics, err := get("http://" + p.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `floodgate_gateway_upstream_errors_total{reason="connect"} 3`; !strings.Contains(metrics, want) {
+		t.Errorf("no %q on /metrics:\n%s", want, grepLines(metrics, "gateway"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
