@@ -112,15 +112,26 @@ func notFound(mux *http.ServeMux, catchAll string, msg func(r *http.Request) str
 	}
 }
 
+// authorized reports whether r carries token (the kind's: "admin",
+// "observe"); if not, it answers 401 with a Bearer challenge for the
+// realm floodgate-<kind>.
+func authorized(w http.ResponseWriter, r *http.Request, token, kind string) bool {
+	msg := checkToken(r.Header.Get("Authorization"), token, kind)
+	if msg == "" {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-`+kind+`"`)
+	writeError(w, http.StatusUnauthorized, msg)
+	return false
+}
+
 // requireToken guards h with the admin token, compared in constant time.
 // The scheme name is case-insensitive (RFC 9110 §11.1): "bearer tok" is
 // accepted. The 401 says what is wrong without echoing the header.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.adminToken != "" {
-			if msg := checkToken(r.Header.Get("Authorization"), s.adminToken, "admin"); msg != "" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-admin"`)
-				writeError(w, http.StatusUnauthorized, msg)
+			if !authorized(w, r, s.adminToken, "admin") {
 				return
 			}
 		}

@@ -686,9 +686,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (s *Server) guardObserve(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.observeToken != "" {
-			if msg := checkToken(r.Header.Get("Authorization"), s.observeToken, "observe"); msg != "" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-observe"`)
-				writeError(w, http.StatusUnauthorized, msg)
+			if !authorized(w, r, s.observeToken, "observe") {
 				return
 			}
 		} else if !loopbackPeer(r) {
