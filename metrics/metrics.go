@@ -581,15 +581,18 @@ type Summary struct {
 	Requests map[string]float64 `json:"requests"`
 	// StoreCalls and StoreErrors count store calls; StoreP50 and StoreP99
 	// are latency quantiles (ms) estimated from the histogram since start.
-	StoreCalls  float64            `json:"store_calls"`
-	StoreErrors float64            `json:"store_errors"`
-	StoreP50    float64            `json:"store_p50_ms"`
-	StoreP99    float64            `json:"store_p99_ms"`
-	Fallbacks   float64            `json:"fallbacks"`
-	CacheHits   float64            `json:"over_limit_cache_hits"`
-	Circuit     string             `json:"circuit"`
-	QueueDepth  int                `json:"queue_depth"`
-	Reloads     map[string]float64 `json:"config_reloads"`
+	StoreCalls  float64 `json:"store_calls"`
+	StoreErrors float64 `json:"store_errors"`
+	StoreP50    float64 `json:"store_p50_ms"`
+	StoreP99    float64 `json:"store_p99_ms"`
+	Fallbacks   float64 `json:"fallbacks"`
+	CacheHits   float64 `json:"over_limit_cache_hits"`
+	Circuit     string  `json:"circuit"`
+	// OpenPartitions is how many breakers are open or half-open, with a
+	// breaker per partition (a Cluster's slot ranges, memcached servers).
+	OpenPartitions int                `json:"circuit_open_partitions"`
+	QueueDepth     int                `json:"queue_depth"`
+	Reloads        map[string]float64 `json:"config_reloads"`
 }
 
 // RuleCount is one rule's decisions by outcome.
@@ -634,6 +637,8 @@ func (m *Metrics) Summary() Summary {
 				s.CacheHits = mt.GetCounter().GetValue()
 			case "floodgate_circuit_state":
 				s.Circuit = resilient.BreakerState(mt.GetGauge().GetValue()).String()
+			case "floodgate_circuit_open_partitions":
+				s.OpenPartitions = int(mt.GetGauge().GetValue())
 			case "floodgate_config_reloads_total":
 				s.Reloads[lv["result"]] = mt.GetCounter().GetValue()
 			case "floodgate_store_duration_seconds":

@@ -86,7 +86,7 @@ func TestStoreHooks(t *testing.T) {
 		}
 	}
 	s := m.Summary()
-	if s.Circuit != "open" || s.StoreCalls != 2 || s.StoreErrors != 1 || s.QueueDepth != 7 || s.StoreP99 <= s.StoreP50 {
+	if s.Circuit != "open" || s.OpenPartitions != 2 || s.StoreCalls != 2 || s.StoreErrors != 1 || s.QueueDepth != 7 || s.StoreP99 <= s.StoreP50 {
 		t.Errorf("summary %+v", s)
 	}
 }
