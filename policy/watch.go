@@ -112,12 +112,23 @@ func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*
 		last: sourcesSum(srcs, probs), hadFiles: len(srcs) > 0}, nil
 }
 
+// Load loads the configuration at path as Load does, from the very bytes
+// it then takes as the baseline: call it for the first load, before Run,
+// so that a write landing between that load and the baseline is not
+// mistaken for the content in force (and never loaded). It must not be
+// called while Run runs.
+func (w *Watcher) Load() (*Config, error) {
+	srcs, probs := readSources(w.path)
+	w.last, w.hadFiles = sourcesSum(srcs, probs), len(srcs) > 0
+	return loadSources(w.path, srcs, probs)
+}
+
 // Reload asks Run to load the configuration now and call fn with it,
 // changed or not, and returns without waiting. Requests made while one is
 // pending are answered by one load, which reads the files after all of
 // them; a request made before Run starts is answered when it does. It is
-// safe to call from any goroutine, and after Run returned (it then does
-// nothing).
+// safe to call from any goroutine; one made after Run returned stays
+// pending and is answered if Run is started again.
 func (w *Watcher) Reload() {
 	select {
 	case w.reload <- struct{}{}:

@@ -188,3 +188,46 @@ func TestWatcherBaselineAtNew(t *testing.T) {
 		}
 	})
 }
+
+// TestWatcherLoadIsTheBaseline: Watcher.Load loads the files and takes the
+// very bytes it loaded as the baseline, whatever changed since NewWatcher:
+// a write landing after the load is loaded at the next poll, and the
+// content loaded is not loaded again. (serve loaded the configuration and
+// then built the watcher, whose baseline was read afterwards: a write
+// between the two became the baseline and was never loaded.)
+func TestWatcherLoadIsTheBaseline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "rules.yaml")
+		write := func(n string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(watchLimit(n)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("5")
+		var c calls
+		w, err := NewWatcher(path, time.Second, func(cfg *Config, err error) { c.add(quotaOf(cfg, err)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		write("6") // after NewWatcher, before the first load
+		cfg, err := w.Load()
+		if got := quotaOf(cfg, err); got != "6" {
+			t.Fatalf("Load = %s, want 6", got)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go w.Run(ctx)
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := c.list(); len(got) != 0 {
+			t.Fatalf("fn got %q before any change, want nothing: the loaded content is the baseline", got)
+		}
+		write("7") // after the load
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := c.list(); len(got) != 1 || got[0] != "7" {
+			t.Fatalf("fn got %q, want [7]: the write after the load", got)
+		}
+	})
+}

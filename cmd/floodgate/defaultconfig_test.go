@@ -15,7 +15,7 @@ func TestDefaultConfigIsTheExample(t *testing.T) {
 	if _, err := os.Stat(exampleConfig); err == nil {
 		t.Fatal("temp dir has examples/config")
 	}
-	got, path, err := (&serveFlags{}).loadConfig()
+	got, path, err := (&serveFlags{}).loadConfig(policy.Load)
 	if err != nil {
 		t.Fatalf("loadConfig outside the repository: %v", err)
 	}

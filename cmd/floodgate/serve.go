@@ -371,19 +371,20 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	cfg, cfgPath, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
 	// One watcher answers both the polls (none with --reload-interval 0)
-	// and SIGHUP, from one baseline: the content it last loaded, read here
-	// first, next to the load, so that a write from now on is loaded.
+	// and SIGHUP, from one baseline: the content of the first load, which
+	// the watcher makes, so that a write landing after it is loaded.
 	var watcher *policy.Watcher
 	var apply func(*policy.Config, error) // set before the watcher runs
-	if cfgPath != "" {
-		if watcher, err = policy.NewWatcher(cfgPath, f.reloadInterval, func(c *policy.Config, err error) { apply(c, err) }); err != nil {
-			return err
+	cfg, cfgPath, err := f.loadConfig(func(path string) (*policy.Config, error) {
+		var err error
+		if watcher, err = policy.NewWatcher(path, f.reloadInterval, func(c *policy.Config, err error) { apply(c, err) }); err != nil {
+			return nil, err
 		}
+		return watcher.Load()
+	})
+	if err != nil {
+		return err
 	}
 	// What envoyproxy/ratelimit loads loads here, with warnings for what
 	// it ignores (a field in the wrong place): said at every load, as
@@ -550,9 +551,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	return err
 }
 
-// loadConfig loads --config, or the example configuration, or the built-in
+// loadConfig loads --config, or the example configuration, through load
+// (serve's watcher, so that what it loads is its baseline), or the built-in
 // one. It returns the path to watch ("" for the built-in configuration).
-func (f *serveFlags) loadConfig() (*policy.Config, string, error) {
+func (f *serveFlags) loadConfig(load func(path string) (*policy.Config, error)) (*policy.Config, string, error) {
 	path := f.config
 	if path == "" {
 		if _, err := os.Stat(exampleConfig); err == nil {
@@ -562,7 +564,7 @@ func (f *serveFlags) loadConfig() (*policy.Config, string, error) {
 			return cfg, "", err
 		}
 	}
-	cfg, err := policy.Load(path)
+	cfg, err := load(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s:\n%w", f.origin("config", path), err)
 	}
