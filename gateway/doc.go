@@ -36,8 +36,11 @@
 //
 // # Proxying
 //
-// Admitted requests go to the upstream URL with the request's path, as
-// received, appended to its path. The gateway is the whole handler: it
+// Admitted requests go to the upstream URL with the request's path
+// appended to its path: as received when every byte is one Go's url
+// escaping leaves as is, re-encoded otherwise ("\" as %5C), so that a
+// WHATWG URL parser upstream reads the path the route was matched on; a
+// target holding "#" gets 400. The gateway is the whole handler: it
 // answers no path itself and cleans none (floodgate serve then moves the
 // decision APIs to an address of their own). Forwarding headers carry the
 // chain the gateway trusts, the same on every path: a trusted proxy's

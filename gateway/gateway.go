@@ -671,7 +671,8 @@ func underFold(p, prefix string) bool {
 }
 
 // ServeHTTP limits r by its route and proxies it when admitted. The path
-// is matched cleaned but proxied as received.
+// is matched decoded and cleaned, and proxied as received when it is
+// canonically escaped (see rewrite); a target holding "#" gets 400.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := g.table(r)
 	rt := t.match(r)
@@ -699,6 +700,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Status: http.StatusBadRequest,
 			Title:  http.StatusText(http.StatusBadRequest),
 			Detail: "the request target * is for OPTIONS only",
+		})
+		return
+	}
+	if strings.IndexByte(r.RequestURI, '#') >= 0 {
+		// A fragment is never part of a request target (RFC 9112 §3.2):
+		// the route was matched on a path holding "#x", while an upstream
+		// that parses the target as a URL cuts it there ("/admin#x" is
+		// "/admin" to Node's new URL()), and likewise a query.
+		middleware.WriteProblem(w, middleware.Problem{
+			Status: http.StatusBadRequest,
+			Title:  http.StatusText(http.StatusBadRequest),
+			Detail: "a request target has no fragment (#)",
 		})
 		return
 	}
@@ -883,8 +896,8 @@ func stateOf(r *http.Request) *reqState {
 }
 
 // rewrite builds the upstream request: the upstream URL joined with the
-// request's path as received, its trailers, and the forwarding headers carrying the
-// chain the gateway trusts, the same on every path (routed or not): a
+// request's path (as received when it is canonically escaped), its
+// trailers, and the forwarding headers carrying the chain the gateway trusts, the same on every path (routed or not): a
 // trusted proxy's X-Forwarded-For (and Forwarded, when that is the
 // configured header) kept with the peer appended; an untrusted peer's
 // replaced by the peer alone (a client's own header is not passed on as
@@ -894,16 +907,15 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(g.upstream)
 	if pr.In.RequestURI == "*" { // OPTIONS * (ServeHTTP refuses the other methods): the server's, not a path's
 		pr.Out.URL.Opaque = "*"
-	} else if p, ok := rawPath(pr.In); ok {
-		if joined := joinRaw(g.upstream.EscapedPath(), p); joined != pr.Out.URL.EscapedPath() && !strings.HasPrefix(joined, "//") {
-			// url.URL re-encodes what it thinks needs it ("\" as %5C):
-			// the request line is written as received instead, as nginx's
-			// proxy_pass without a URI does. (A path starting with "//" in
-			// Opaque would be written as an absolute URL; such a path is
-			// sent as url.URL writes it.)
-			pr.Out.URL.Opaque = joined
-		}
 	}
+	// Any other path goes as url.URL writes it: as received when every
+	// byte is one Go's url escaping leaves as is in a path (unreserved,
+	// sub-delims, ":", "@", "/", "%" of an escape), re-encoded otherwise
+	// ("\" as %5C, "|" as %7C, a "%2F" then as "/"). Those bytes are not
+	// passed raw because upstreams disagree on them with the route match:
+	// a WHATWG URL parser (Node, Deno, Bun) reads "\" as "/" and resolves
+	// "/x/..\admin" to "/admin", which the gateway matched under "/x".
+
 	// The server fills the inbound request's trailer map when the body
 	// has been read to its end, and the transport writes the outbound
 	// one's after the body: sharing the map passes the values on
@@ -967,35 +979,6 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	if st != nil && st.timer != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &progressBody{ReadCloser: pr.Out.Body, st: st}
 	}
-}
-
-// rawPath returns r's path as the client wrote it in the request line,
-// when that is an origin-form target ("/a/b?q") of printable ASCII; false
-// otherwise (absolute-form, "*", other bytes: those are sent as url.URL
-// encodes them).
-func rawPath(r *http.Request) (string, bool) {
-	p, _, _ := strings.Cut(r.RequestURI, "?")
-	if p == "" || p[0] != '/' {
-		return "", false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] <= ' ' || p[i] >= 0x7f {
-			return "", false
-		}
-	}
-	return p, true
-}
-
-// joinRaw joins the upstream's escaped path a and a request's raw path b
-// with one slash, as ReverseProxy joins them.
-func joinRaw(a, b string) string {
-	switch aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/"); {
-	case aslash && bslash:
-		return a + b[1:]
-	case !aslash && !bslash:
-		return a + "/" + b
-	}
-	return a + b
 }
 
 // clientAddrHeaders are the fields that claim a client's address, dropped

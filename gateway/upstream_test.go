@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -256,9 +258,18 @@ func TestPathAsReceived(t *testing.T) {
 			code   int
 			want   string
 		}{
-			{`GET /\admin`, 200, `GET ` + base + `/\admin`},
-			{`GET /a\b/c?q=\`, 200, `GET ` + base + `/a\b/c?q=\`},
 			{`GET /x%20y/%2e%2e/z`, 200, `GET ` + base + `/x%20y/%2e%2e/z`},
+			{`GET /a%2Fb/%41`, 200, `GET ` + base + `/a%2Fb/%41`},
+			{`GET /a;b:c@d&e=f+g$h,i!j'k(l)m*n/~-._`, 200, `GET ` + base + `/a;b:c@d&e=f+g$h,i!j'k(l)m*n/~-._`},
+			// Bytes a WHATWG URL parser reads otherwise than the route
+			// match are re-encoded, as url.URL writes them.
+			{`GET /\admin`, 200, `GET ` + base + `/%5Cadmin`},
+			{`GET /a\b/c?q=\`, 200, `GET ` + base + `/a%5Cb/c?q=\`},
+			{`GET /x/..\admin`, 200, `GET ` + base + `/x/..%5Cadmin`},
+			{"GET /a|b^c`d{e}f\"g<h>", 200, `GET ` + base + `/a%7Cb%5Ec%60d%7Be%7Df%22g%3Ch%3E`},
+			{`GET /a%2Fb|c`, 200, `GET ` + base + `/a/b%7Cc`}, // re-encoded whole
+			{`GET /admin#x`, 400, ""},
+			{`GET /a?q=1#x`, 400, ""},
 			{`GET /x y`, 400, ""}, // the server refuses it
 			{`GET *`, 400, ""},
 			{`OPTIONS *`, 200, `OPTIONS *`},
@@ -267,6 +278,40 @@ func TestPathAsReceived(t *testing.T) {
 			if code != s.code || s.want != "" && body != s.want {
 				t.Errorf("upstream %q, %s: %d %q, want %d %q", base, s.target, code, body, s.code, s.want)
 			}
+		}
+	}
+}
+
+// An upstream that parses its request target as a WHATWG URL (Node's new
+// URL(req.url, base), Deno, Bun: "#" starts the fragment, "\" is "/")
+// reads the path the gateway matched the route on, or the request gets
+// 400: "/admin#x" and "/x/..\admin" were served as /admin after matching
+// another route, skipping /admin's limit.
+func TestPathReadAsMatched(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.RequestURI)
+	}))
+	defer up.Close()
+	srv := front(t, engine(t, timeoutConfig, nil), up.URL)
+	base, _ := url.Parse("http://upstream.example/")
+	whatwg := func(target string) string {
+		u, err := base.Parse(strings.ReplaceAll(target, `\`, "/"))
+		if err != nil {
+			return "unparsable: " + err.Error()
+		}
+		return path.Clean("/" + u.Path)
+	}
+	for _, target := range []string{`/admin#x`, `/x/..\admin`, `/x\..\admin`, `/x/..%5Cadmin`, `/admin`} {
+		code, got := rawRequest(t, srv, "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if code == http.StatusBadRequest {
+			continue
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if matched := path.Clean(u.Path); code != 200 || whatwg(got) != matched {
+			t.Errorf("GET %s: %d, the upstream got %q, which a WHATWG parser reads as %s; the gateway matched %s", target, code, got, whatwg(got), matched)
 		}
 	}
 }
