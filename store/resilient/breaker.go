@@ -3,6 +3,7 @@ package resilient
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -107,6 +108,10 @@ type breaker struct {
 	now      func() time.Time
 	onChange func(from, to BreakerState)
 	onTrip   func(err *CircuitOpenError)
+	// late counts the calls over this partition (and others) that their
+	// callers left at the deadline and the store has not answered yet
+	// (see job.handOff). It is not under mu.
+	late atomic.Int32
 }
 
 // allow reports whether a call may go to the store, and whether it is the

@@ -85,11 +85,20 @@
 // counted when the store answers: a Redis Cluster's client gives up at the
 // same deadline and names the slot ranges that did not answer, a
 // memcached server that is down fails on its own round-trip timeout. A
-// late success counts for none (some node was slow, not which); a store
-// that has not answered 10 s after the deadline is counted as failed on
-// each partition. The cost per call is one atomic load and, for a
-// Partitioner, its Partition of each key (a hash; no lock, map or
-// allocation); nothing for a store of one partition.
+// late success counts for none (some node was slow, not which). A store
+// that has not answered within a late grace after the deadline (the
+// timeout again, at least 100 ms and at most 1 s) is counted as failed on
+// each partition of the call; and a call that makes the unanswered late
+// calls of one of its partitions more than the breaker's threshold of
+// failures is counted as failed on each such partition at once, its
+// answer ignored: a store client that ignores its context opens the
+// breakers of the partitions it holds calls on within about twice the
+// threshold of late calls, as when every timeout counted at the deadline,
+// rather than leaving a call and a goroutine stuck on it per caller and
+// timeout. Such a store cannot say which node held a call, so a shared key
+// on a live node is blamed with the rest. The cost per call is one atomic
+// load and, for a Partitioner, its Partition of each key (a hash; no lock,
+// map or allocation); nothing for a store of one partition.
 //
 // Breaker reports the worst state of the breakers (open, then half-open,
 // then closed), Breakers each one. Hooks.State follows the worst state,

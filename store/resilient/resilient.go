@@ -176,6 +176,11 @@ type job struct {
 	// caller, unless it left a call over several partitions at the
 	// deadline and handed that to the goroutine (see lateCount).
 	late atomic.Int32
+	// bound is the timer that counts a handed-off call the store has not
+	// answered within the late grace (see handOff); the goroutine stops it
+	// when the answer comes first, so that the timer does not keep the job
+	// alive.
+	bound atomic.Pointer[time.Timer]
 }
 
 // The states of job.late.
@@ -186,12 +191,26 @@ const (
 	counted                // the outcome of a handed-off call was counted
 )
 
-// lateBound is how long after the deadline a call handed off to its
-// goroutine is counted as failed on each of its partitions if the store
-// has not answered by then (a store client that ignores its context and
-// has no timeout of its own): a half-open probe must not hold its breaker
-// forever.
-const lateBound = 10 * time.Second
+// The late grace is how long after the deadline a call handed off to its
+// goroutine waits for the store's answer before it is counted as failed on
+// each of its partitions: the call's timeout, at least minLateGrace and at
+// most maxLateGrace (see lateGrace). The stores that place their failures
+// answer well within it (a Redis Cluster's client at the same deadline, a
+// memcached server on a round-trip timeout the server sets to the same
+// value); a store client that ignores its context and has no timeout of
+// its own never does, and its dead node's breaker must open about as soon
+// as if the call had been counted at the deadline, not after every caller
+// has left several calls (and goroutines) stuck on it. The floor leaves
+// room for a loaded machine's scheduling delay between the deadline and
+// the store's answer; the ceiling bounds how long a half-open probe holds
+// its breaker.
+const (
+	minLateGrace = 100 * time.Millisecond
+	maxLateGrace = time.Second
+)
+
+// lateGrace is the late grace for a call timeout of d.
+func lateGrace(d time.Duration) time.Duration { return min(max(d, minLateGrace), maxLateGrace) }
 
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan error, 1)} }}
 
@@ -220,7 +239,9 @@ func putJob(j *job) {
 }
 
 // start is the job's goroutine. When the caller handed the call off at
-// the deadline, the goroutine counts the store's late answer.
+// the deadline, the goroutine counts the store's late answer, unless the
+// call was counted already (see handOff), and stops the timer of the late
+// grace.
 func (j *job) start() {
 	err := j.run(j)
 	if j.late.CompareAndSwap(running, answered) {
@@ -228,7 +249,13 @@ func (j *job) start() {
 		return
 	}
 	if j.late.CompareAndSwap(handedOff, counted) {
+		if t := j.bound.Load(); t != nil {
+			t.Stop()
+		}
 		j.lateCount(err)
+	}
+	for _, p := range j.parts {
+		j.dom.brs[p].late.Add(-1)
 	}
 }
 
@@ -314,11 +341,7 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	}
 	o := classify(ctx, err)
 	if handed {
-		time.AfterFunc(lateBound, func() {
-			if j.late.CompareAndSwap(handedOff, counted) {
-				j.count(failed, errTimeout, nil)
-			}
-		})
+		j.handOff(lateGrace(s.cfg.timeout))
 	} else {
 		j.count(o, err, placed)
 	}
@@ -408,8 +431,8 @@ func (j *job) touches(parts []int) bool {
 // A failure the store placed counts as count has it; one it did not place
 // counts against each partition. A success that came late says only that
 // some partition was slow, not which: it counts for none (and gives back
-// the probes). A store that has not answered lateBound after the deadline
-// is counted as failed on each partition (see call).
+// the probes). A call the store has not answered within the late grace
+// is counted as failed on each partition, some at once (see handOff).
 func (j *job) lateCount(err error) {
 	o := classify(context.Background(), err)
 	if o == ok {
@@ -420,6 +443,65 @@ func (j *job) lateCount(err error) {
 		err = timeoutText(context.Background(), err)
 	}
 	j.count(o, err, placed)
+}
+
+// handOff leaves j, a call over several partitions that the caller left
+// at the deadline, to be counted when the store answers (see lateCount),
+// or as failed on each of its partitions if the store has not answered
+// grace later (see expire). When j makes the late calls unanswered on one
+// of its partitions more than its breaker's threshold of failures, the
+// store is holding calls past their deadline, ignoring its context: j is
+// counted as failed at once against each such partition, and its answer,
+// if it comes, is not counted. Without that, every caller would leave a
+// call (and its goroutine) on the store per timeout until the late grace
+// of the first ones ran out; with it, the breaker of a partition whose
+// store never answers opens within about twice its threshold of late
+// calls beyond the callers' first, as it did when a timeout counted at the
+// deadline. A store that answers at the deadline (Redis, memcached) has
+// one late call pending at a time, a few on a busy machine.
+func (j *job) handOff(grace time.Duration) {
+	stuck := false
+	for _, p := range j.parts {
+		b := &j.dom.brs[p]
+		if b.late.Add(1) > int32(b.limit) {
+			stuck = true
+		}
+	}
+	if stuck {
+		if j.late.CompareAndSwap(handedOff, counted) {
+			j.countStuck()
+		}
+		return
+	}
+	t := time.AfterFunc(grace, j.expire)
+	j.bound.Store(t)
+	if j.late.Load() != handedOff {
+		t.Stop() // answered (and counted) before the timer was stored
+	}
+}
+
+// expire counts j, handed off at its deadline, as failed on each of its
+// partitions if the store has not answered it within the late grace: it
+// cannot say which of them held the call.
+func (j *job) expire() {
+	if j.late.CompareAndSwap(handedOff, counted) {
+		j.count(failed, errTimeout, nil)
+	}
+}
+
+// countStuck counts j, handed off at its deadline, as failed on each of
+// its partitions that has more late calls unanswered (j's included) than
+// its breaker's threshold, and for none of the others (see handOff).
+func (j *job) countStuck() {
+	for i, p := range j.parts {
+		b, probe := &j.dom.brs[p], j.probes[i]
+		switch {
+		case b.late.Load() > int32(b.limit):
+			b.failure(probe, errTimeout)
+		case probe:
+			b.cancelProbe()
+		}
+	}
 }
 
 // retryAfter is how long until the breakers of j's partitions all let a

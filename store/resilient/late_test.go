@@ -1,0 +1,196 @@
+package resilient_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/resilient"
+)
+
+// deaf is a partitioned store whose node b answers a call only when hold
+// is closed (or after late, when hold is nil), whatever the call's
+// context: a third-party client that ignores its context and has no
+// timeout of its own. Its failure names no partition. The other nodes
+// answer at once. answers receives one value per call of b answered, when
+// not nil.
+type deaf struct {
+	partitioned
+	hold    chan struct{}
+	late    time.Duration
+	answers chan struct{}
+	calls   atomic.Int64
+}
+
+func (d *deaf) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	d.calls.Add(1)
+	for _, r := range reqs {
+		if d.Partition(r.Key) != 1 {
+			continue
+		}
+		if d.hold != nil {
+			<-d.hold
+		} else {
+			<-ctx.Done()
+			time.Sleep(d.late)
+		}
+		if d.answers != nil {
+			d.answers <- struct{}{}
+		}
+		return store.Result{}, fmt.Errorf("test: node b: %w", store.ErrUnavailable)
+	}
+	return d.partitioned.Take(ctx, reqs, out)
+}
+
+// TestDeafPartitionTripsBreaker is the review's scenario: callers keep
+// taking a shared key on c and a user's key on b as one Take, and b's
+// store never answers, ignoring the call's context. b's breaker opens
+// within a few timeouts and the calls left on the store (each a goroutine
+// stuck there) stay within the callers' first calls and a few times the
+// breaker's threshold. Before, a late call was counted only when the store
+// answered, or 10 s after the deadline: b's breaker stayed closed and each
+// caller left one more stuck call per timeout.
+func TestDeafPartitionTripsBreaker(t *testing.T) {
+	const (
+		callers   = 50
+		threshold = 5
+		timeout   = 50 * time.Millisecond
+		run       = 12 * timeout
+	)
+	c := newClock()
+	d := &deaf{hold: make(chan struct{})}
+	d.partitioned.Store = memStore(t, c)
+	s, err := resilient.New(d, resilient.WithPolicy(resilient.FailClosed), resilient.WithTimeout(timeout),
+		resilient.WithBreaker(threshold, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g0 := runtime.NumGoroutine()
+	defer func() { // the stuck calls answer and end
+		close(d.hold)
+		for i := 0; runtime.NumGoroutine() > g0 && i < 1000; i++ {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1_000_000, Period: time.Hour})
+	start := time.Now()
+	var opened atomic.Int64 // ns after start
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Go(func() {
+			reqs := []store.Request{{Key: "c-global", Limit: l, Cost: 1}, {Key: fmt.Sprintf("b-user%d", w), Limit: l, Cost: 1}}
+			out := make([]algo.Decision, 2)
+			for time.Since(start) < run {
+				if _, err := s.Take(context.Background(), reqs, out); err != nil {
+					t.Errorf("Take: %v", err)
+					return
+				}
+				if s.Breakers()[1] == resilient.Open {
+					opened.CompareAndSwap(0, int64(time.Since(start)))
+					time.Sleep(time.Millisecond) // answered by the policy: no need to spin
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls, stuck := d.calls.Load(), runtime.NumGoroutine()-g0
+	t.Logf("%d callers for %v: b's breaker open after %v, %d store calls, %d goroutines left",
+		callers, run, time.Duration(opened.Load()), calls, stuck)
+	if opened.Load() == 0 {
+		t.Fatalf("b's breaker never opened in %v of calls to a store that does not answer (%d calls); breakers %v", run, calls, s.Breakers())
+	}
+	if at := time.Duration(opened.Load()); at > 8*timeout {
+		t.Errorf("b's breaker opened %v after the first calls, want within a few timeouts of %v", at, timeout)
+	}
+	if bound := int64(callers + 10*threshold); calls > bound {
+		t.Errorf("%d store calls, want at most %d (the callers' first and 10 × the breaker's threshold)", calls, bound)
+	}
+	if bound := callers + 10*threshold; stuck > bound {
+		t.Errorf("%d goroutines left, want at most %d", stuck, bound)
+	}
+}
+
+// TestLateGraceCountsUnanswered: a call over several partitions that the
+// store never answers is counted as failed on each of them a late grace
+// (another timeout, at least 100 ms) after its deadline, not 10 s later:
+// three such calls, one at a time, open b's breaker within a second (and
+// c's: the store cannot say which node held them).
+func TestLateGraceCountsUnanswered(t *testing.T) {
+	c := newClock()
+	d := &deaf{hold: make(chan struct{})}
+	defer close(d.hold)
+	d.partitioned.Store = memStore(t, c)
+	s, err := resilient.New(d, resilient.WithPolicy(resilient.FailClosed), resilient.WithClock(c.Now),
+		resilient.WithBreaker(3, time.Second), resilient.WithTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour})
+	for i := range 3 {
+		if allowed, fallback := takeAll(t, s, l, "c-global", "b-user"); allowed || !fallback {
+			t.Fatalf("request %d over deaf b: allowed %v fallback %v, want the closed policy's refusal", i, allowed, fallback)
+		}
+	}
+	start := time.Now()
+	for s.Breakers()[1] != resilient.Open {
+		if time.Since(start) > time.Second {
+			t.Fatalf("breakers %v 1 s after 3 calls the store never answered, want b open", s.Breakers())
+		}
+		time.Sleep(time.Millisecond) // the late grace's timers count on their goroutines
+	}
+	t.Logf("b's breaker open %v after the third call", time.Since(start))
+	if got := s.Breakers(); got[2] != resilient.Open {
+		t.Errorf("breakers %v, want c open too (the store did not say which node held the calls)", got)
+	}
+}
+
+// TestLateAnswerReleasesCall: a call handed off at its deadline whose
+// store answers a little later is released then (its copy of the
+// requests, and so their limits, can be collected), not when the late
+// grace, or 10 s, has passed: the answer stops the grace's timer, which
+// held the call.
+func TestLateAnswerReleasesCall(t *testing.T) {
+	const timeout = 500 * time.Millisecond // and so the late grace
+	c := newClock()
+	d := &deaf{late: 10 * time.Millisecond, answers: make(chan struct{}, 1)}
+	d.partitioned.Store = memStore(t, c)
+	s, err := resilient.New(d, resilient.WithPolicy(resilient.FailClosed), resilient.WithTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	released := make(chan struct{})
+	func() {
+		l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour})
+		runtime.AddCleanup(l, func(ch chan struct{}) { close(ch) }, released)
+		if allowed, fallback := takeAll(t, s, l, "c-global", "b-user"); allowed || !fallback {
+			t.Fatalf("take over late b: allowed %v fallback %v, want the closed policy's refusal", allowed, fallback)
+		}
+	}()
+	select {
+	case <-d.answers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the store did not answer")
+	}
+	answered := time.Now()
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-released:
+			t.Logf("released %v after the store's late answer", time.Since(answered))
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Since(answered) > timeout/2 {
+			t.Fatalf("the call is still held %v after the store's late answer, within the late grace of %v", time.Since(answered), timeout)
+		}
+	}
+}
