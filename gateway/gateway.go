@@ -56,6 +56,11 @@ const DefaultUpstreamTimeout = 60 * time.Second
 // send_timeout and client_body_timeout.
 const DefaultClientTimeout = 60 * time.Second
 
+// unreadBodyTimeout bounds, without a client timeout, how long a request
+// body left unread (a refused request's) is read for after the handler,
+// before the answer is written: nginx's lingering_timeout.
+const unreadBodyTimeout = 5 * time.Second
+
 // errUpstreamTimeout cancels a request the upstream kept waiting.
 var errUpstreamTimeout = errors.New("gateway: upstream timeout")
 
@@ -122,7 +127,10 @@ func WithPreserveHost(on bool) Option { return func(o *options) { o.preserveHost
 // progress for that long aborts the response (the connection is closed); a
 // body read that gets nothing for that long ends the request with 408.
 // Either way the request ends and its concurrency slots are released. A
-// client that keeps reading or sending, however slowly, is not cut. After
+// client that keeps reading or sending, however slowly, is not cut. A
+// body left unread by a refused request (or an upstream that timed out)
+// is read and dropped, as net/http does before the answer, for at most d
+// (5 s when d is 0 or negative), the connection then closed. After
 // a protocol upgrade (websockets) it bounds each write to the client too,
 // but not idleness: a websocket on which nothing is sent stays open.
 func WithClientTimeout(d time.Duration) Option {
@@ -192,10 +200,10 @@ type reqState struct {
 	header  atomic.Bool
 	timerMu sync.Mutex
 	// bodyTimedOut is set when the client sent nothing of its body for
-	// the client timeout; done when ServeHTTP has returned (a read of the
-	// body the transport makes later is not bounded: the server has closed
-	// the body).
-	bodyTimedOut, done atomic.Bool
+	// the client timeout; bodyEOF when the body was read to its end; done
+	// when ServeHTTP has returned (a read of the body the transport makes
+	// later is not bounded: the server has closed the body).
+	bodyTimedOut, bodyEOF, done atomic.Bool
 }
 
 // New returns the gateway: requests matching a route of cfg's gateway
@@ -681,17 +689,51 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt != nil {
 		st.proxies = rt.proxies
 	}
+	var cw *clientWriter
+	var rc *http.ResponseController
 	if g.o.client > 0 {
-		cw := &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
+		cw = &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
 		// A deadline left by an earlier request of the connection must
-		// not cut this one's first write; the last write, which the server
-		// makes after the handler, gets a fresh one.
+		// not cut this one's first write.
 		_ = cw.rc.SetWriteDeadline(time.Time{})
-		defer cw.deadline()
-		w = cw
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &clientBody{ReadCloser: r.Body, rc: cw.rc, d: g.o.client, st: st} // as http.MaxBytesReader is used
+		w, rc = cw, cw.rc
+	}
+	hasBody := r.Body != nil && r.Body != http.NoBody
+	if hasBody {
+		if rc == nil {
+			rc = http.NewResponseController(w)
 		}
+		// The body is replaced on a copy of the request: the server's
+		// keeps its own, which net/http looks at after the handler. An
+		// Expect: 100-continue body never asked for is then skipped
+		// (the connection closed); hidden behind clientBody, it was read
+		// for a body that the client, waiting on 100 Continue, never
+		// sent, and the answer never left.
+		r = r.WithContext(r.Context())
+		r.Body = &clientBody{ReadCloser: r.Body, rc: rc, d: g.o.client, st: st} // as http.MaxBytesReader is used
+	}
+	if hasBody || cw != nil {
+		defer func() {
+			// Any other body left unread (a refused request, an upstream
+			// that timed out before reading it) is read by net/http, up
+			// to 256 KB, before the answer is written, with no deadline
+			// of its own: a client that declared a body and sent none
+			// held the connection, and its goroutine, as long as it
+			// liked. That read ends by the client timeout, or
+			// unreadBodyTimeout without one (a body timed out already has
+			// a deadline in the past); the server clears the deadline
+			// before it reads the next request.
+			end := time.Now()
+			if hasBody && !st.bodyEOF.Load() && !st.bodyTimedOut.Load() {
+				end = end.Add(cmp.Or(max(g.o.client, 0), unreadBodyTimeout))
+				_ = rc.SetReadDeadline(end)
+			}
+			if cw != nil {
+				// The last write, which the server makes after the
+				// handler and that read, gets a fresh deadline.
+				_ = rc.SetWriteDeadline(end.Add(g.o.client))
+			}
+		}()
 	}
 	if r.RequestURI == "*" && r.Method != http.MethodOptions {
 		// "*" names the server, for OPTIONS only (RFC 9112 §3.2.4); nginx
@@ -851,8 +893,9 @@ func (c *clientConn) CloseWrite() error {
 	return errors.ErrUnsupported
 }
 
-// clientBody is the request body: each read must get something within d
-// (nginx's client_body_timeout), else the request ends with 408. A timer,
+// clientBody is the request body: it notes its end, and each read must
+// get something within d, when d > 0 (nginx's client_body_timeout), else
+// the request ends with 408. A timer,
 // not a standing read deadline, bounds each read: it marks the request
 // before the read fails (the failure cancels the request's context, which
 // the error handler must not take for a client that went away), and the
@@ -867,16 +910,19 @@ type clientBody struct {
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
-	if b.st.done.Load() {
-		return b.ReadCloser.Read(p)
-	}
-	if b.timer == nil {
+	timed := b.d > 0 && !b.st.done.Load()
+	if timed && b.timer == nil {
 		b.timer = time.AfterFunc(b.d, b.expire)
-	} else {
+	} else if timed {
 		b.timer.Reset(b.d)
 	}
 	n, err := b.ReadCloser.Read(p)
-	b.timer.Stop()
+	if timed {
+		b.timer.Stop()
+	}
+	if err == io.EOF {
+		b.st.bodyEOF.Store(true)
+	}
 	if err != nil && b.st.bodyTimedOut.Load() {
 		return n, fmt.Errorf("%w: nothing of the request body for %v: %w", errClientTimeout, b.d, err)
 	}
