@@ -63,7 +63,8 @@
 // websocket. An upstream that fails is
 // reported, not hidden: 502 (504 on a timeout) with an RFC 9457 problem
 // body that says so without naming the upstream or its error (the error
-// log has them, each cause at most once per UpstreamLogInterval, and
+// log has them, each cause of each route at most once per
+// UpstreamLogInterval, and
 // WithUpstreamErrors counts them by reason); one that fails after the
 // response header has its response cut off, and is logged and counted
 // the same way. A section's refuse_status (429 or 503) is the status of

@@ -379,3 +379,30 @@ descriptors:
 		t.Errorf("concurrency refusal: %d %v %s, want 503 with the problem body and RateLimit", r.status, r.h, r.body)
 	}
 }
+
+// Each route's upstream failures are logged: one route's do not hide
+// another's for UpstreamLogInterval (the cause left the route out).
+func TestUpstreamErrorsLoggedPerRoute(t *testing.T) {
+	const cfg = `
+domain: edge
+gateway:
+  routes:
+    - {name: a, path_prefix: /a}
+    - {name: b, path_prefix: /b}
+`
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // refused
+	var logs errLog
+	srv := front(t, engine(t, cfg, nil), down.URL, gateway.WithErrorLog(logs.add))
+	for _, p := range []string{"/a", "/a", "/b", "/b", "/c"} {
+		if r := do(t, "GET", srv.URL+p); r.status != http.StatusBadGateway {
+			t.Fatalf("GET %s: %d, want 502", p, r.status)
+		}
+	}
+	got := logs.String()
+	for _, want := range []string{`route "a"`, `route "b"`, `no route`} {
+		if n := strings.Count(got, want); n != 1 {
+			t.Errorf("%s logged %d times, want once:\n%s", want, n, got)
+		}
+	}
+}

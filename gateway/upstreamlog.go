@@ -32,12 +32,12 @@ const (
 )
 
 // UpstreamLogInterval is how often the error log repeats a line about the
-// same upstream failure: a failure whose cause (its reason and its text,
-// numbers and quoted parts aside) was logged less than this long ago is
-// counted, not logged, and the next line of that cause says how many were
-// left out. An upstream failing under load makes a line a minute per
-// cause, not one per request; the metric WithUpstreamErrors feeds counts
-// each one.
+// same upstream failure: a failure whose cause (its route, its reason and
+// its text, numbers and quoted parts aside) was logged less than this long
+// ago is counted, not logged, and the next line of that cause says how
+// many were left out. An upstream failing under load makes a line a minute
+// per cause and route, not one per request; the metric WithUpstreamErrors
+// feeds counts each one.
 const UpstreamLogInterval = time.Minute
 
 // maxUpstreamCauses bounds the causes the log remembers; beyond it, those
@@ -117,13 +117,16 @@ func (g *Gateway) upstreamFailed(r *http.Request, reason string, err error) {
 	if g.o.errLog == nil {
 		return
 	}
-	ok, skipped := g.upLog.pass(reason + "|" + causeVaries.ReplaceAllString(err.Error(), "#"))
-	if !ok {
-		return
-	}
 	route := "no route"
 	if st := stateOf(r); st != nil && st.rt != nil {
 		route = fmt.Sprintf("route %q", st.rt.name)
+	}
+	// The route is part of the cause: one route's failures must not hide
+	// another's (its upstream path may be the one that is down). Routes
+	// are configured, so the causes stay few.
+	ok, skipped := g.upLog.pass(reason + "|" + route + "|" + causeVaries.ReplaceAllString(err.Error(), "#"))
+	if !ok {
+		return
 	}
 	err = fmt.Errorf("gateway: %s: upstream %s: %w", route, g.upstream.Redacted(), err)
 	if skipped > 0 {
