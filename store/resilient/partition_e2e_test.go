@@ -32,38 +32,9 @@ func TestClusterMasterPausedClosed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and pauses a Redis Cluster")
 	}
-	c := testserver.NewRedisCluster(t)
+	c, s, victim := pausableCluster(t)
 	if c == nil {
 		return
-	}
-	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A timeout long enough for a healthy call under the race detector on
-	// a busy machine, short enough to trip within a few hundred ms; a
-	// cool-down that outlasts the checks while the master is paused.
-	const cooldown = 3 * time.Second
-	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailClosed),
-		resilient.WithTimeout(150*time.Millisecond), resilient.WithBreaker(5, cooldown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-
-	nodes, err := c.ClusterNodes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim *testserver.ClusterNode
-	for i := range nodes {
-		if nodes[i].IsMaster() && len(nodes[i].Slots) > 0 {
-			victim = &nodes[i]
-			break
-		}
-	}
-	if victim == nil {
-		t.Fatal("no master in CLUSTER NODES")
 	}
 	// Keys of the victim, all in one slot range it owns whole (their
 	// breaker opens after 5 timeouts), and keys of the other masters in
@@ -237,34 +208,9 @@ func TestClusterSharedKeyMasterPaused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and pauses a Redis Cluster")
 	}
-	c := testserver.NewRedisCluster(t)
+	c, s, victim := pausableCluster(t)
 	if c == nil {
 		return
-	}
-	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const cooldown = 3 * time.Second
-	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailClosed),
-		resilient.WithTimeout(150*time.Millisecond), resilient.WithBreaker(5, cooldown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	nodes, err := c.ClusterNodes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim *testserver.ClusterNode
-	for i := range nodes {
-		if nodes[i].IsMaster() && len(nodes[i].Slots) > 0 {
-			victim = &nodes[i]
-			break
-		}
-	}
-	if victim == nil {
-		t.Fatal("no master in CLUSTER NODES")
 	}
 	owns := func(slot int) bool { return victim.ServesSlot(slot) }
 	ownsNone := func(r int) bool {
@@ -364,4 +310,42 @@ func TestClusterSharedKeyMasterPaused(t *testing.T) {
 	if time.Since(paused) > cooldown {
 		t.Fatalf("the checks took %v, longer than the cool-down", time.Since(paused))
 	}
+}
+
+// cooldown is the breakers' cool-down in the Cluster tests: it outlasts
+// the checks made while a master is paused.
+const cooldown = 3 * time.Second
+
+// pausableCluster starts a Redis Cluster (nil when there is none to start)
+// and returns it, a FailClosed resilient store on it — a timeout long
+// enough for a healthy call under the race detector on a busy machine,
+// short enough to trip within a few hundred ms, 5 failures, cooldown —
+// closed at the test's end, and a master that serves slots, to pause.
+func pausableCluster(t *testing.T) (*testserver.Cluster, *resilient.Store, *testserver.ClusterNode) {
+	t.Helper()
+	c := testserver.NewRedisCluster(t)
+	if c == nil {
+		return nil, nil, nil
+	}
+	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailClosed),
+		resilient.WithTimeout(150*time.Millisecond), resilient.WithBreaker(5, cooldown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	nodes, err := c.ClusterNodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes {
+		if nodes[i].IsMaster() && len(nodes[i].Slots) > 0 {
+			return c, s, &nodes[i]
+		}
+	}
+	t.Fatal("no master in CLUSTER NODES")
+	return nil, nil, nil
 }
