@@ -16,23 +16,11 @@ import (
 // the previous limits and is reported.
 func TestHotReload(t *testing.T) {
 	domain := uniqueDomain("reload")
-	cfg := func(n int) string {
-		return fmt.Sprintf("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: day, requests_per_unit: %d}\n", domain, n)
-	}
+	cfg := func(n int) string { return dayLimit(domain, n) }
 	p := start(t, cfg(2), "--reload-interval", "100ms")
 	path := configPath(t, p)
 	rls, _ := rlsClient(t, p.grpc)
-	limitNow := func(value string) uint32 {
-		t.Helper()
-		resp, err := rls.ShouldRateLimit(t.Context(), request(domain, "k", value))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.OverallCode != rlsv3.RateLimitResponse_OK {
-			t.Fatalf("%s: %v", value, resp)
-		}
-		return resp.Statuses[0].CurrentLimit.GetRequestsPerUnit()
-	}
+	limitNow := func(value string) uint32 { t.Helper(); return currentLimit(t, p, rls, domain, value) }
 	if n := limitNow("a"); n != 2 {
 		t.Fatalf("limit %d at start, want 2", n)
 	}
@@ -87,4 +75,42 @@ func grep(text, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// dayLimit is a configuration of domain whose rule r allows n a day on
+// the key k.
+func dayLimit(domain string, n int) string {
+	return fmt.Sprintf("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: day, requests_per_unit: %d}\n", domain, n)
+}
+
+// currentLimit is the current_limit of an OK decision on domain's
+// k=value, asked of p through rls; anything else ends the test.
+func currentLimit(t *testing.T, p *proc, rls rlsv3.RateLimitServiceClient, domain, value string) uint32 {
+	t.Helper()
+	resp, err := rls.ShouldRateLimit(t.Context(), request(domain, "k", value))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", value, err, p.logs())
+	}
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("%s: %v", value, resp)
+	}
+	return resp.Statuses[0].CurrentLimit.GetRequestsPerUnit()
+}
+
+// waitLogCount waits until p's log says want n times, for up to 10 s; the
+// process exiting first ends the test.
+func waitLogCount(t *testing.T, p *proc, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(p.logs(), want) < n {
+		select {
+		case <-p.done:
+			t.Fatalf("the process exited (%v) waiting for %q\n%s", p.exitErr, want, p.logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not say %q %d times within 10s\n%s", want, n, p.logs())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real process
+	}
 }

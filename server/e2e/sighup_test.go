@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // TestSIGHUPReloads: SIGHUP, operators' "reload", reloads the configuration
@@ -18,38 +15,12 @@ import (
 // SIGTERM. Before, SIGHUP without --tls-cert ended it (exit 129, no drain).
 func TestSIGHUPReloads(t *testing.T) {
 	domain := uniqueDomain("hup")
-	cfg := func(n int) string {
-		return fmt.Sprintf("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: day, requests_per_unit: %d}\n", domain, n)
-	}
+	cfg := func(n int) string { return dayLimit(domain, n) }
 	p := start(t, cfg(2), "--reload-interval", "0")
 	path := configPath(t, p)
 	rls, _ := rlsClient(t, p.grpc)
-	limitNow := func(value string) uint32 {
-		t.Helper()
-		resp, err := rls.ShouldRateLimit(t.Context(), request(domain, "k", value))
-		if err != nil {
-			t.Fatalf("after SIGHUP: %v\n%s", err, p.logs())
-		}
-		if resp.OverallCode != rlsv3.RateLimitResponse_OK {
-			t.Fatalf("%s: %v", value, resp)
-		}
-		return resp.Statuses[0].CurrentLimit.GetRequestsPerUnit()
-	}
-	waitLog := func(want string, n int) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for strings.Count(p.logs(), want) < n {
-			select {
-			case <-p.done:
-				t.Fatalf("the process exited (%v) waiting for %q\n%s", p.exitErr, want, p.logs())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the log does not say %q %d times within 10s\n%s", want, n, p.logs())
-			}
-			time.Sleep(20 * time.Millisecond) // polling a real process
-		}
-	}
+	limitNow := func(value string) uint32 { t.Helper(); return currentLimit(t, p, rls, domain, value) }
+	waitLog := func(want string, n int) { t.Helper(); waitLogCount(t, p, want, n) }
 	if err := os.WriteFile(path, []byte(cfg(7)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // TestSIGHUPReloadsWithWatcher: with hot reload on, SIGHUP asks the
@@ -19,41 +17,15 @@ import (
 // reload it again; a change written later is found by the polls.
 func TestSIGHUPReloadsWithWatcher(t *testing.T) {
 	domain := uniqueDomain("hupw")
-	cfg := func(n int) string {
-		return fmt.Sprintf("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {name: r, unit: day, requests_per_unit: %d}\n", domain, n)
-	}
+	cfg := func(n int) string { return dayLimit(domain, n) }
 	for _, interval := range []string{"1h", "300ms"} {
 		t.Run(interval, func(t *testing.T) {
 			p := start(t, cfg(2), "--reload-interval", interval)
 			path := configPath(t, p)
 			rls, _ := rlsClient(t, p.grpc)
-			limitNow := func(value string) uint32 {
-				t.Helper()
-				resp, err := rls.ShouldRateLimit(t.Context(), request(domain, "k", value))
-				if err != nil {
-					t.Fatalf("%v\n%s", err, p.logs())
-				}
-				if resp.OverallCode != rlsv3.RateLimitResponse_OK {
-					t.Fatalf("%s: %v", value, resp)
-				}
-				return resp.Statuses[0].CurrentLimit.GetRequestsPerUnit()
-			}
+			limitNow := func(value string) uint32 { t.Helper(); return currentLimit(t, p, rls, domain, value) }
 			const reloaded = "configuration reloaded: 1 domain, 1 rule"
-			waitLog := func(want string, n int) {
-				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for strings.Count(p.logs(), want) < n {
-					select {
-					case <-p.done:
-						t.Fatalf("the process exited (%v) waiting for %q\n%s", p.exitErr, want, p.logs())
-					default:
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("the log does not say %q %d times within 10s\n%s", want, n, p.logs())
-					}
-					time.Sleep(20 * time.Millisecond) // polling a real process
-				}
-			}
+			waitLog := func(want string, n int) { t.Helper(); waitLogCount(t, p, want, n) }
 			write := func(n int) {
 				t.Helper()
 				if err := os.WriteFile(path, []byte(cfg(n)), 0o644); err != nil {
