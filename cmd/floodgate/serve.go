@@ -230,7 +230,7 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 		// container needs to read a root-owned Secret, makes the kubelet
 		// give the file 0440, and a WARN nobody can silence is noise.
 		if fi, err := os.Stat(t.file); err == nil && fi.Mode().Perm()&0o007 != 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: the token file is readable by every user (mode %04o): make it 0400, 0440 or 0600 (in Kubernetes, the Secret volume's defaultMode: 0400)",
+			warnings = append(warnings, fmt.Sprintf("%s: other users have access to the token file (mode %04o): make it 0400, 0440 or 0600 (in Kubernetes, the Secret volume's defaultMode: 0400)",
 				f.origin(t.name+"-file", t.file), fi.Mode().Perm()))
 		}
 	}

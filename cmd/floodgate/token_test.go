@@ -123,8 +123,8 @@ func TestServeWarnsReadableTokenFile(t *testing.T) {
 		if code := stop(); code != 0 {
 			t.Fatalf("mode %04o: exit %d: %s", tc.mode, code, errb.String())
 		}
-		want := fmt.Sprintf(`level=WARN msg="--observe-token-file %s: the token file is readable by every user (mode %04o)`, obs, tc.mode)
-		if got := strings.Contains(errb.String(), "the token file is readable"); got != tc.warn || (tc.warn && !strings.Contains(errb.String(), want)) {
+		want := fmt.Sprintf(`level=WARN msg="--observe-token-file %s: other users have access to the token file (mode %04o)`, obs, tc.mode)
+		if got := strings.Contains(errb.String(), "have access to the token file"); got != tc.warn || (tc.warn && !strings.Contains(errb.String(), want)) {
 			t.Errorf("mode %04o: want a WARN %v (%q) in:\n%s", tc.mode, tc.warn, want, errb.String())
 		}
 	}
