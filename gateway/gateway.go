@@ -961,6 +961,15 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	// passed raw because upstreams disagree on them with the route match:
 	// a WHATWG URL parser (Node, Deno, Bun) reads "\" as "/" and resolves
 	// "/x/..\admin" to "/admin", which the gateway matched under "/x".
+	// A path starting with "//" goes with one leading "/": a WHATWG parser
+	// reads "//admin" as the host "admin" and the path "/", where the
+	// gateway matched "/admin".
+	if u := pr.Out.URL; strings.HasPrefix(u.Path, "//") {
+		u.Path = "/" + strings.TrimLeft(u.Path, "/")
+		if u.RawPath != "" {
+			u.RawPath = "/" + strings.TrimLeft(u.RawPath, "/")
+		}
+	}
 
 	// The server fills the inbound request's trailer map when the body
 	// has been read to its end, and the transport writes the outbound

@@ -268,6 +268,9 @@ func TestPathAsReceived(t *testing.T) {
 			{`GET /x/..\admin`, 200, `GET ` + base + `/x/..%5Cadmin`},
 			{"GET /a|b^c`d{e}f\"g<h>", 200, `GET ` + base + `/a%7Cb%5Ec%60d%7Be%7Df%22g%3Ch%3E`},
 			{`GET /a%2Fb|c`, 200, `GET ` + base + `/a/b%7Cc`}, // re-encoded whole
+			// One leading "/", not a host to a WHATWG parser; under a base
+			// path the slashes are not leading.
+			{`GET //admin//x`, 200, `GET ` + strings.Repeat(base+"/", min(len(base), 1)) + `/admin//x`},
 			{`GET /admin#x`, 400, ""},
 			{`GET /a?q=1#x`, 400, ""},
 			{`GET /x y`, 400, ""}, // the server refuses it
@@ -301,7 +304,7 @@ func TestPathReadAsMatched(t *testing.T) {
 		}
 		return path.Clean("/" + u.Path)
 	}
-	for _, target := range []string{`/admin#x`, `/x/..\admin`, `/x\..\admin`, `/x/..%5Cadmin`, `/admin`} {
+	for _, target := range []string{`/admin#x`, `/x/..\admin`, `/x\..\admin`, `/x/..%5Cadmin`, `/admin`, `//admin`, `///admin/x`, `//%61dmin`} {
 		code, got := rawRequest(t, srv, "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 		if code == http.StatusBadRequest {
 			continue
