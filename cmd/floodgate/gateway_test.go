@@ -123,7 +123,9 @@ func TestServeGatewayAPIsApart(t *testing.T) {
 	if code, body := post("http://"+addrs["decision_apis"]+"/json", req); code != 200 || !strings.Contains(body, `"overallCode":"OK"`) {
 		t.Errorf("--api /json: %d %q, want the decision", code, body)
 	}
-	for _, p := range []string{"//hello", "/a/../b"} {
+	// Not cleaned nor redirected as a ServeMux would (a leading "//" goes
+	// with one "/": package gateway's TestPathReadAsMatched).
+	for _, p := range []string{"/x//hello", "/a/../b"} {
 		r, _ := http.NewRequest("POST", "http://"+addrs["http"]+p, nil)
 		resp, err := http.DefaultTransport.RoundTrip(r)
 		if err != nil {
