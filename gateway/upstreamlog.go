@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/causelog"
 )
 
 // Reasons of an upstream failure, as WithUpstreamErrors receives them: a
@@ -60,12 +62,7 @@ func WithUpstreamErrors(fn func(reason string)) Option {
 type upstreamLog struct {
 	mu     sync.Mutex
 	now    func() time.Time
-	causes map[string]*upstreamCause
-}
-
-type upstreamCause struct {
-	at      time.Time
-	skipped int
+	causes causelog.Limiter
 }
 
 // pass reports whether a line of cause is due now, and how many of it were
@@ -77,30 +74,8 @@ func (l *upstreamLog) pass(cause string) (bool, int) {
 	if l.now != nil {
 		now = l.now()
 	}
-	c := l.causes[cause]
-	if c != nil && now.Sub(c.at) < UpstreamLogInterval {
-		c.skipped++
-		return false, 0
-	}
-	if c == nil {
-		if l.causes == nil {
-			l.causes = map[string]*upstreamCause{}
-		}
-		for len(l.causes) >= maxUpstreamCauses {
-			var oldest string
-			for k, v := range l.causes {
-				if oldest == "" || v.at.Before(l.causes[oldest].at) {
-					oldest = k
-				}
-			}
-			delete(l.causes, oldest)
-		}
-		c = &upstreamCause{}
-		l.causes[cause] = c
-	}
-	skipped := c.skipped
-	c.at, c.skipped = now, 0
-	return true, skipped
+	l.causes.Interval, l.causes.Max = UpstreamLogInterval, maxUpstreamCauses
+	return l.causes.Pass(cause, now)
 }
 
 // causeVaries blanks what makes one cause's texts differ (ports,

@@ -33,7 +33,7 @@ func TestUpstreamLogPerCause(t *testing.T) {
 	for i := range 3 * maxUpstreamCauses {
 		l.pass(fmt.Sprint("cause ", i))
 	}
-	if len(l.causes) > maxUpstreamCauses {
-		t.Errorf("%d causes remembered, want at most %d", len(l.causes), maxUpstreamCauses)
+	if l.causes.Len() > maxUpstreamCauses {
+		t.Errorf("%d causes remembered, want at most %d", l.causes.Len(), maxUpstreamCauses)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/floodgate/floodgate/internal/causelog"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/resilient"
 )
@@ -60,19 +61,12 @@ type StoreLog struct {
 	report func(level slog.Level, kind, msg string)
 	now    func() time.Time
 	// errs are the store errors reported, by cause.
-	errs map[string]*reported
+	errs causelog.Limiter
 	// trips are the breaker openings reported, by cause.
-	trips map[string]*reported
+	trips causelog.Limiter
 	// tripCause is the cause of each partition's last opening, by
 	// partition name ("" for a store with one breaker), reported or not.
 	tripCause map[string]string
-}
-
-// reported is a cause's last line and what was left out since.
-type reported struct {
-	cause   string
-	at      time.Time
-	skipped int
 }
 
 // maxCauses bounds the store errors, and the causes of breaker openings,
@@ -91,7 +85,9 @@ func NewStoreLog(log *slog.Logger) *StoreLog {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &StoreLog{log: log, now: time.Now, errs: map[string]*reported{}, trips: map[string]*reported{}, tripCause: map[string]string{}}
+	return &StoreLog{log: log, now: time.Now, tripCause: map[string]string{},
+		errs:  causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses},
+		trips: causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses}}
 }
 
 // WithStoreLog makes l report through the server (default none): l's lines
@@ -146,39 +142,16 @@ func (l *StoreLog) storeError(op string, err error) {
 	}
 	cause := causeKind(causeText(err))
 	l.mu.Lock()
-	now := l.now()
-	r := l.errs[cause]
-	if r != nil && now.Sub(r.at) < StoreLogInterval {
-		r.skipped++
-		l.mu.Unlock()
+	ok, skipped := l.errs.Pass(cause, l.now())
+	l.mu.Unlock()
+	if !ok {
 		return
 	}
-	skipped := 0
-	if r == nil {
-		forgetOldest(l.errs)
-		r = &reported{cause: cause}
-		l.errs[cause] = r
-	}
-	skipped, r.skipped, r.at = r.skipped, 0, now
-	l.mu.Unlock()
 	msg := fmt.Sprintf("store error on %s: %s", op, shown(causeText(err)))
 	if skipped > 0 {
 		msg += fmt.Sprintf(" (%d more like it since the last report)", skipped)
 	}
 	l.emit(slog.LevelWarn, msg)
-}
-
-// forgetOldest makes room in causes for one more; l.mu is held.
-func forgetOldest(causes map[string]*reported) {
-	for len(causes) >= maxCauses {
-		var oldest string
-		for c, r := range causes {
-			if oldest == "" || r.at.Before(causes[oldest].at) {
-				oldest = c
-			}
-		}
-		delete(causes, oldest)
-	}
 }
 
 // tripped reports a breaker opening: a first opening unless its cause was
@@ -191,29 +164,21 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 		cause = causeKind(causeText(err.Last))
 	}
 	l.mu.Lock()
-	now := l.now()
 	prev, seen := l.tripCause[err.Partition]
 	if len(l.tripCause) >= maxPartitions && !seen {
 		clear(l.tripCause)
 	}
 	l.tripCause[err.Partition] = cause
-	r := l.trips[cause]
-	recent := r != nil && now.Sub(r.at) < StoreLogInterval
-	if recent || err.Reopened && seen && prev == cause {
-		if r != nil {
-			r.skipped++
-		}
-		l.mu.Unlock()
+	ok, skipped := false, 0
+	if err.Reopened && seen && prev == cause {
+		l.trips.Skip(cause) // the partition's cause did not change
+	} else {
+		ok, skipped = l.trips.Pass(cause, l.now())
+	}
+	l.mu.Unlock()
+	if !ok {
 		return
 	}
-	skipped := 0
-	if r == nil {
-		forgetOldest(l.trips)
-		r = &reported{cause: cause}
-		l.trips[cause] = r
-	}
-	skipped, r.skipped, r.at = r.skipped, 0, now
-	l.mu.Unlock()
 	var what string
 	switch {
 	case err.Partition == "" && err.Reopened:

@@ -102,8 +102,8 @@ func TestStoreLogRateLimit(t *testing.T) {
 	for i := range 3 * maxCauses {
 		h.Call("take", time.Millisecond, storeErr("fg:k", fmt.Sprintf("ERR cause %d", i)))
 	}
-	if len(l.errs) > maxCauses {
-		t.Errorf("%d causes remembered, want at most %d", len(l.errs), maxCauses)
+	if l.errs.Len() > maxCauses {
+		t.Errorf("%d causes remembered, want at most %d", l.errs.Len(), maxCauses)
 	}
 }
 
