@@ -54,9 +54,19 @@
 // configuration lacks "_unknown" before that). A Metrics that does not
 // know the configuration cannot tell a configured rule from a request's
 // limit, and gives rule labels out of that first-come budget too, rule
-// "_other" past it. A rule removed by a reload keeps its series. A limit's
-// shadow refusals count for the rule it belongs to
-// (policy.LimitStatus.Rule).
+// "_other" past it. A limit's shadow refusals count for the rule it
+// belongs to (policy.LimitStatus.Rule).
+//
+// A reload deletes the series of what it removed, once the Metrics knows
+// the configuration: every series of a removed domain (its rules', its
+// "_request_limit" and "_other" ones, its no_rule decisions), every series
+// of a removed rule (decisions_total, shadow_decisions_total,
+// near_limit_total, adaptive_rate_factor), and the adaptive_rate_factor of
+// a rule that lost its adaptive block. It happens at ConfigReloaded(true),
+// or at the first decision, scrape or Summary that sees the new
+// configuration. The series of the rules that stay are untouched, so their
+// counters never go back; a rule or domain that comes back later starts
+// again from 0 (a counter reset, as after a restart).
 //
 // Metrics is safe for concurrent use; recording a decision costs a few
 // atomic adds and one lock-free map lookup per descriptor (the children of

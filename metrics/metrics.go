@@ -82,6 +82,15 @@ type Metrics struct {
 
 	mu     sync.RWMutex
 	series map[[2]string]bool
+	// live is the configuration the series were last pruned against
+	// (prune), goneDomains the domains a reload removed that no later one
+	// brought back, and factors the pairs of adaptive_rate_factor's
+	// series. A series is made under mu's read lock and only if live and
+	// goneDomains allow it, so a decision that races a reload cannot bring
+	// back a series the reload deleted.
+	live        *ruleNames
+	goneDomains map[string]bool
+	factors     map[[2]string]bool
 
 	// rules caches, by (domain, rule), the pair's label and its children
 	// of the per-rule counters: one lock-free map lookup per decision
@@ -110,7 +119,7 @@ type Metrics struct {
 // New returns Metrics registered on a new registry, with the Go runtime and
 // process collectors.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), series: map[[2]string]bool{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), series: map[[2]string]bool{}, goneDomains: map[string]bool{}, factors: map[[2]string]bool{}}
 	f := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "floodgate", Name: name, Help: help}, labels)
 		m.reg.MustRegister(c)
@@ -183,9 +192,15 @@ func (m *Metrics) MemoryStore(stats func() memory.Stats) {
 	)
 }
 
-// Handler serves the metrics in the Prometheus exposition formats.
+// Handler serves the metrics in the Prometheus exposition formats. A
+// scrape first catches up with a reload no decision has seen yet: the
+// series of the rules and domains it removed are not served.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.ruleNames()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // UnknownDomain is the domain label under which the server counts the
@@ -248,10 +263,10 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 				outcome = outShadow
 			}
 		}
-		rs.counter(outcome, m.decisions, domain).Inc()
+		m.counter(rs, outcome, m.decisions, domain).Inc()
 		if outcome == outOK && s.Decision.Limit > 0 &&
 			float64(s.Decision.Remaining) < (1-NearLimitRatio)*float64(s.Decision.Limit) {
-			rs.counter(cNearLimit, m.nearLimit, domain).Inc()
+			m.counter(rs, cNearLimit, m.nearLimit, domain).Inc()
 		}
 	}
 }
@@ -268,7 +283,7 @@ func (m *Metrics) countShadow(domain string, s *policy.Status, rs *ruleSeries) b
 		if !s.Shadow || s.Decision.Allowed {
 			return false
 		}
-		rs.counter(cShadow, m.shadow, domain).Inc()
+		m.counter(rs, cShadow, m.shadow, domain).Inc()
 		return true
 	}
 	refused := false
@@ -293,7 +308,7 @@ func (m *Metrics) countShadow(domain string, s *policy.Status, rs *ruleSeries) b
 		if owner != s.Rule {
 			series = m.ruleSeries(domain, owner)
 		}
-		series.counter(cShadow, m.shadow, domain).Inc()
+		m.counter(series, cShadow, m.shadow, domain).Inc()
 	}
 	return refused
 }
@@ -326,7 +341,10 @@ var outcomeNames = [...]string{outOK: OutcomeOK, outOverLimit: OutcomeOverLimit,
 // resolved on first use (a series appears once it has counted something).
 type ruleSeries struct {
 	label string // the rule, RequestLimitLabel, or "_other" past MaxSeries
-	c     [nRuleCounters]atomic.Pointer[prometheus.Counter]
+	// shared marks a domain's RequestLimitLabel or "_other" series, which
+	// go with their domain; the others go with their rule.
+	shared bool
+	c      [nRuleCounters]atomic.Pointer[prometheus.Counter]
 }
 
 // ruleSeries returns the series of (domain, rule). A rule of the
@@ -363,20 +381,24 @@ func sharedSeries(byDomain *sync.Map, domain, label string) *ruleSeries {
 	if rs, ok := byDomain.Load(domain); ok {
 		return rs.(*ruleSeries)
 	}
-	rs, _ := byDomain.LoadOrStore(domain, &ruleSeries{label: label})
+	rs, _ := byDomain.LoadOrStore(domain, &ruleSeries{label: label, shared: true})
 	return rs.(*ruleSeries)
 }
 
-// ruleNames is the set of (domain, rule name) pairs of a Config.
+// ruleNames is the set of (domain, rule name) pairs of a Config, with its
+// domains and the pairs of its adaptive rules.
 type ruleNames struct {
-	cfg *policy.Config
-	set map[[2]string]struct{}
+	cfg      *policy.Config
+	set      map[[2]string]struct{}
+	domains  map[string]struct{}
+	adaptive map[[2]string]struct{}
 }
 
 // ruleNames returns the rule names of the configuration in force, nil
 // when the configuration is not known (no SetConfigSource). They are made
-// again when the source returns another Config than last time: once per
-// reload.
+// again when the source returns another Config than last time, once per
+// reload, and the series of what that Config no longer has are deleted
+// then (prune).
 func (m *Metrics) ruleNames() *ruleNames {
 	src := m.config.Load()
 	if src == nil {
@@ -391,15 +413,105 @@ func (m *Metrics) ruleNames() *ruleNames {
 	if names := m.names.Load(); names != nil && names.cfg == cfg {
 		return names
 	}
-	names := &ruleNames{cfg: cfg, set: map[[2]string]struct{}{}}
+	names := &ruleNames{cfg: cfg, set: map[[2]string]struct{}{}, domains: map[string]struct{}{}, adaptive: map[[2]string]struct{}{}}
 	if cfg != nil {
 		for _, r := range cfg.Rules() {
-			names.set[[2]string{r.Domain, r.Name}] = struct{}{}
+			k := [2]string{r.Domain, r.Name}
+			names.set[k] = struct{}{}
+			if r.Adaptive != nil {
+				names.adaptive[k] = struct{}{}
+			}
 		}
+		for _, d := range cfg.Domains() {
+			names.domains[d.Name] = struct{}{}
+		}
+		m.prune(names)
 	}
 	m.names.Store(names)
 	return names
 }
+
+// prune deletes the series of what next, the configuration now in force,
+// no longer has but the one pruned against before had: every series of a
+// removed domain (its rules', its RequestLimitLabel and "_other" ones, its
+// no_rule decisions), those of each removed rule, and the
+// adaptive_rate_factor of a rule that lost its adaptive block. The series
+// of the rules still configured are left alone, so their counters never go
+// back. A rule or domain a later reload brings back starts again from 0.
+// The first configuration known prunes nothing: no reload removed anything
+// yet.
+func (m *Metrics) prune(next *ruleNames) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev := m.live
+	m.live = next
+	for d := range m.goneDomains {
+		if _, ok := next.domains[d]; ok {
+			delete(m.goneDomains, d)
+		}
+	}
+	if prev == nil {
+		return
+	}
+	for d := range prev.domains {
+		if _, ok := next.domains[d]; ok || d == UnknownDomain || d == otherLabel {
+			continue
+		}
+		m.goneDomains[d] = true
+		m.requested.Delete(d)
+		m.others.Delete(d)
+		m.noRule.Delete(d)
+		m.deleteSeries(prometheus.Labels{"domain": d})
+		for k := range m.series {
+			if k[0] == d {
+				delete(m.series, k)
+			}
+		}
+	}
+	m.rules.Range(func(k, _ any) bool {
+		p := k.([2]string)
+		if _, ok := next.set[p]; ok {
+			return true
+		}
+		m.rules.Delete(k)
+		m.deleteSeries(prometheus.Labels{"domain": p[0], "rule": p[1]})
+		delete(m.series, p)
+		return true
+	})
+	for p := range m.factors {
+		if _, ok := next.adaptive[p]; !ok {
+			m.factor.DeleteLabelValues(p[0], p[1])
+			delete(m.factors, p)
+		}
+	}
+}
+
+// deleteSeries deletes the series matching labels from every vector
+// labelled by domain and rule. m.mu is held.
+func (m *Metrics) deleteSeries(labels prometheus.Labels) {
+	m.decisions.DeletePartialMatch(labels)
+	m.shadow.DeletePartialMatch(labels)
+	m.nearLimit.DeletePartialMatch(labels)
+	m.factor.DeletePartialMatch(labels)
+}
+
+// removedLocked reports whether the series rs of domain belongs to what
+// the last prune removed: making it would bring back a deleted series.
+// m.mu is held (read).
+func (m *Metrics) removedLocked(domain string, rs *ruleSeries) bool {
+	if m.goneDomains[domain] {
+		return true
+	}
+	if rs == nil || rs.shared || m.live == nil {
+		return false
+	}
+	_, ok := m.live.set[[2]string{domain, rs.label}]
+	return !ok
+}
+
+// discard counts what a decision that raced a reload recorded for a rule
+// the reload removed. It is registered nowhere.
+var discard = prometheus.NewCounter(prometheus.CounterOpts{Name: "discarded"})
 
 // SetConfigSource sets the function that returns the configuration in
 // force (e.g. Engine.Config; server.New sets it). From then on, the
@@ -413,11 +525,18 @@ func (m *Metrics) SetConfigSource(cfg func() *policy.Config) {
 	m.config.Store(&cfg)
 }
 
-// counter returns counter i, from vec, resolving it on first use. Two
+// counter returns rs's counter i, from vec, resolving it on first use. Two
 // goroutines may both resolve it: WithLabelValues returns the same child.
-func (rs *ruleSeries) counter(i int, vec *prometheus.CounterVec, domain string) prometheus.Counter {
+// A series a reload has removed since rs was looked up is not made again
+// (the count is dropped).
+func (m *Metrics) counter(rs *ruleSeries, i int, vec *prometheus.CounterVec, domain string) prometheus.Counter {
 	if c := rs.c[i].Load(); c != nil {
 		return *c
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.removedLocked(domain, rs) {
+		return discard
 	}
 	var c prometheus.Counter
 	if i < len(outcomeNames) {
@@ -442,6 +561,11 @@ func (m *Metrics) noRuleCounter(domain string) prometheus.Counter {
 		if c, ok := m.noRule.Load(domain); ok {
 			return c.(prometheus.Counter)
 		}
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.removedLocked(domain, nil) {
+		return discard
 	}
 	c := m.decisions.WithLabelValues(domain, "", OutcomeNoRule)
 	m.noRule.Store(domain, c)
@@ -524,7 +648,11 @@ const (
 // ConfigReloaded records a reload attempt: config_reloads_total by result,
 // config_last_reload_successful 1 or 0, config_last_reload_timestamp_seconds,
 // and on success config_last_reload_success_timestamp_seconds.
+//
+// A successful reload also deletes the series of the rules and domains
+// it removed (when the configuration is known: SetConfigSource).
 func (m *Metrics) ConfigReloaded(ok bool) {
+	m.ruleNames()
 	m.reloadTime.SetToCurrentTime()
 	if ok {
 		m.reloads.WithLabelValues(reloadSuccess).Inc()
@@ -545,9 +673,21 @@ func (m *Metrics) ConfigLoaded() {
 }
 
 // RateFactor records an adaptive rule's factor, under the rule label its
-// decisions have.
+// decisions have. Once the configuration is known, a factor for a rule
+// that is not adaptive in it (a step that raced the reload removing its
+// block) is not recorded: the reload deleted its series.
 func (m *Metrics) RateFactor(domain, rule string, factor float64) {
-	m.factor.WithLabelValues(domain, m.ruleSeries(domain, rule).label).Set(factor)
+	names := m.ruleNames()
+	k := [2]string{domain, m.ruleSeries(domain, rule).label}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live != nil && names != nil {
+		if _, ok := m.live.adaptive[k]; !ok {
+			return
+		}
+	}
+	m.factors[k] = true
+	m.factor.WithLabelValues(k[0], k[1]).Set(factor)
 }
 
 // SetQueueDepth sets the function queue_depth reads (e.g. Engine.Waiting).
@@ -604,6 +744,7 @@ type RuleCount struct {
 
 // Summary gathers the metrics into a Summary.
 func (m *Metrics) Summary() Summary {
+	m.ruleNames()
 	s := Summary{Time: time.Now().UnixMilli(), Decisions: map[string]float64{}, Requests: map[string]float64{},
 		Reloads: map[string]float64{}, Circuit: "closed", QueueDepth: m.QueueDepth()}
 	families, _ := m.reg.Gather()
