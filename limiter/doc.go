@@ -40,7 +40,8 @@
 //	r.OK(), r.Delay()          r.OK(), r.Delay(), r.Decision()
 //	r.Cancel()                 r.Cancel()
 //	Wait(ctx), WaitN(ctx, n)   l.Wait(ctx, n): FIFO, refused at once when
-//	                           the wait would pass the deadline
+//	                           the wait would pass the deadline, or when
+//	                           1024 already wait (WithLocalMaxWaiters)
 //	SetLimit, SetBurst         l.SetParams(p): the tokens carry over
 //	Tokens()                   l.Peek(0).Remaining: whole units, never < 0
 //	Limit(), Burst()           l.Limit().Params() (Limit per Period),
@@ -73,15 +74,21 @@
 // Limiters sharing the store, and callers of AllowN, Reserve or AllowAll
 // on the same key take units as they come, and can make a queued waiter
 // miss the deadline its projection allowed; it then gets the *RetryError
-// when that deadline comes instead of on arrival.
+// when that deadline comes instead of on arrival. A key's queue holds at
+// most WithMaxWaiters waiters (WithLocalMaxWaiters for a Local; default
+// DefaultMaxWaiters, 1024, the server's max_waiters default): one more is
+// refused at once with a *RetryError matching ErrQueueFull, so a crowd of
+// callers with no deadline cannot pile up without end. x/time/rate has no
+// such bound; WithMaxWaiters(math.MaxInt) comes closest.
 //
 // Which error ends a Wait (Limiter.Wait lists them all): the context's
 // deadline always gives a *RetryError (errors.Is ErrLimited) — at once,
 // with After the projected wait, when the wait would outlast it; when it
 // passes (in the queue, in an admitted Delay, during a store call or
 // before Wait), one that also matches context.DeadlineExceeded, with After
-// an estimate. A cancellation gives context.Canceled, the cost beyond the
-// capacity ErrNever, and a store's failure its error.
+// an estimate. A full queue gives a *RetryError matching ErrQueueFull
+// (and ErrLimited), at once. A cancellation gives context.Canceled, the
+// cost beyond the capacity ErrNever, and a store's failure its error.
 //
 // # Errors
 //

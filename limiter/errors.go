@@ -3,6 +3,7 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,13 +15,21 @@ var ErrLimited = errors.New("limiter: rate limited")
 // no wait can admit it.
 var ErrNever = errors.New("limiter: cost exceeds the limit's capacity")
 
+// ErrQueueFull is matched (errors.Is) by the *RetryError a Wait returns at
+// once when its key's wait queue already holds the limiter's most waiters
+// (WithMaxWaiters, WithLocalMaxWaiters; DefaultMaxWaiters). Such an error
+// matches ErrLimited too: a caller that answers ErrLimited with "too many
+// requests" does the same for a full queue.
+var ErrQueueFull = errors.New("limiter: wait queue full")
+
 // ErrNotConcurrency is returned (wrapped) by Acquire on a limiter whose
 // algorithm is not algo.Concurrency.
 var ErrNotConcurrency = errors.New("limiter: not a concurrency limit")
 
 // RetryError reports a refusal and when to try again. Wait returns it
 // when its context's deadline ends the wait: at once when the wait would
-// outlast it, or when it passes (Err is then set); Acquire returns it when
+// outlast it, or when it passes (Err is then set); and at once when its
+// key's wait queue is full (Err is ErrQueueFull). Acquire returns it when
 // no slot is free.
 type RetryError struct {
 	// Limiter is the name of the Limiter that refused; "" for a Local.
@@ -32,14 +41,16 @@ type RetryError struct {
 	// there is none (see Limiter.Wait).
 	After time.Duration
 	// Err is the context's error (context.DeadlineExceeded) when a Wait's
-	// deadline passed before it was admitted; nil for a refusal foreseen
-	// while there was still time, and for Acquire.
+	// deadline passed before it was admitted, ErrQueueFull when its key's
+	// wait queue was full; nil for a refusal foreseen while there was
+	// still time, and for Acquire.
 	Err error
 }
 
 // Error describes the refusal, e.g. `limiter "api": rate limited, retry
 // after 50ms`, followed by Err if set: `limiter "api": rate limited, retry
-// after 50ms: context deadline exceeded`.
+// after 50ms: context deadline exceeded`, `limiter "api": rate limited,
+// retry after 2s: wait queue full`.
 func (e *RetryError) Error() string {
 	var s string
 	if e.Limiter == "" {
@@ -48,7 +59,7 @@ func (e *RetryError) Error() string {
 		s = fmt.Sprintf("limiter %q: rate limited, retry after %v", e.Limiter, e.After)
 	}
 	if e.Err != nil {
-		s += ": " + e.Err.Error()
+		s += ": " + strings.TrimPrefix(e.Err.Error(), "limiter: ")
 	}
 	return s
 }

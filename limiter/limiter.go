@@ -20,10 +20,32 @@ const DefaultSeparator = ":"
 type Option func(*config)
 
 type config struct {
-	sep     string
-	leaseID func() uint64
-	timeout time.Duration
+	sep        string
+	leaseID    func() uint64
+	timeout    time.Duration
+	maxWaiters int
 }
+
+// DefaultMaxWaiters is how many Waits may queue on one key of a Limiter
+// (and on a Local) unless WithMaxWaiters (WithLocalMaxWaiters) says
+// otherwise: the default bound of the server's wait strategy (a rule's
+// max_waiters) and of package queue. golang.org/x/time/rate and Guava's
+// RateLimiter let any number of callers wait, bounded by their deadlines
+// only; nginx's limit_req queues up to burst requests and rejects the
+// rest. Here the deadline still refuses at once a waiter it could not
+// serve in time, and the bound turns away a crowd that has no deadline,
+// or a long one, before it piles up: the 1025th waiter on a key gets a
+// *RetryError matching ErrQueueFull at once.
+const DefaultMaxWaiters = 1024
+
+// WithMaxWaiters bounds how many Waits may queue on each key at once
+// (default DefaultMaxWaiters, 1024; at least 1). A Wait that finds its
+// key's queue full returns at once a *RetryError matching ErrQueueFull
+// and ErrLimited, whose After is the queue's estimate of when it would
+// have been served. A Wait whose first take is admitted does not queue
+// and is never refused by the bound. math.MaxInt gives
+// golang.org/x/time/rate's behaviour: no bound but the deadlines.
+func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
 // WithSeparator sets the string between the limiter's name and each key
 // (default DefaultSeparator, ":").
@@ -61,6 +83,7 @@ type Limiter struct {
 //   - WithSeparator: ":".
 //   - WithLeaseIDs: random non-zero IDs.
 //   - WithStoreTimeout: 0, no timeout of its own.
+//   - WithMaxWaiters: DefaultMaxWaiters (1024) Waits queued per key.
 //
 // It returns an error wrapping algo.ErrInvalid when p is invalid.
 func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, error) {
@@ -74,7 +97,7 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	if err != nil {
 		return nil, fmt.Errorf("limiter %q: %w", name, err)
 	}
-	c := config{sep: DefaultSeparator, leaseID: randomLeaseID}
+	c := config{sep: DefaultSeparator, leaseID: randomLeaseID, maxWaiters: DefaultMaxWaiters}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -84,8 +107,11 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	if c.timeout < 0 {
 		return nil, fmt.Errorf("limiter %q: store timeout must be >= 0, got %v", name, c.timeout)
 	}
+	if c.maxWaiters < 1 {
+		return nil, fmt.Errorf("limiter %q: max waiters must be at least 1, got %d", name, c.maxWaiters)
+	}
 	lim := &Limiter{st: st, name: name, prefix: name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout,
-		waits: new(waitQueues)}
+		waits: &waitQueues{size: c.maxWaiters}}
 	lim.mem, _ = st.(*memory.Store)
 	return lim, nil
 }

@@ -15,7 +15,8 @@ import (
 type LocalOption func(*localConfig)
 
 type localConfig struct {
-	clock func() time.Time
+	clock      func() time.Time
+	maxWaiters int
 }
 
 // WithLocalClock makes the limiter read the time from clock (default: the
@@ -23,6 +24,15 @@ type localConfig struct {
 // monotonic clock read per decision). Tests pass a fake clock.
 func WithLocalClock(clock func() time.Time) LocalOption {
 	return func(c *localConfig) { c.clock = clock }
+}
+
+// WithLocalMaxWaiters bounds how many Waits may queue on the Local at
+// once (default DefaultMaxWaiters, 1024; at least 1), as WithMaxWaiters
+// does for a Limiter's key: a Wait that finds the queue full returns at
+// once a *RetryError matching ErrQueueFull. math.MaxInt gives
+// golang.org/x/time/rate's behaviour: no bound but the deadlines.
+func WithLocalMaxWaiters(n int) LocalOption {
+	return func(c *localConfig) { c.maxWaiters = n }
 }
 
 // Local is one in-process limiter with no key: one algorithm state under a
@@ -56,6 +66,7 @@ type Local struct {
 // NewLocal returns a limiter applying p. Options and their defaults:
 //
 //   - WithLocalClock: a monotonic clock anchored on the wall clock.
+//   - WithLocalMaxWaiters: DefaultMaxWaiters (1024) Waits queued.
 //
 // The state's time starts at the first decision, as a store key's does,
 // not at NewLocal: with InitialTokens 0 a bucket begins to refill then
@@ -69,11 +80,14 @@ func NewLocal(p algo.Params, opts ...LocalOption) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c localConfig
+	c := localConfig{maxWaiters: DefaultMaxWaiters}
 	for _, o := range opts {
 		o(&c)
 	}
-	l := &Local{clock: newClock(c.clock)}
+	if c.maxWaiters < 1 {
+		return nil, fmt.Errorf("limiter: NewLocal: max waiters must be at least 1, got %d", c.maxWaiters)
+	}
+	l := &Local{clock: newClock(c.clock), waits: waitQueues{size: c.maxWaiters}}
 	l.install(lim)
 	return l, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +41,11 @@ import (
 //     After is Wait's best estimate: in the queue, the time until the
 //     head's next try plus a unit's refill time for each waiter still
 //     queued; in a Delay, what remained of it; otherwise 0.
+//
+// A Wait that would queue behind WithMaxWaiters others on key
+// (DefaultMaxWaiters, 1024) returns at once a *RetryError matching
+// ErrQueueFull (and ErrLimited), its After the queue's estimate as above;
+// a deadline the wait would outlast is told first, as above.
 //
 // A cancelled ctx gives its error (context.Canceled), wrapped. Wait
 // returns an error wrapping ErrNever when n exceeds the capacity, and the
@@ -106,7 +110,9 @@ func (l *Limiter) waitName() string { return l.name }
 // called included), ctx's error when ctx is cancelled, and one wrapping
 // ErrNever when n exceeds the capacity (and on the zero Local, which has
 // no limit). An admitted Delay is waited out, and the units given back if
-// that wait cannot finish. A negative n is an error wrapping
+// that wait cannot finish. At most WithLocalMaxWaiters Waits queue
+// (DefaultMaxWaiters, 1024): one more gets a *RetryError matching
+// ErrQueueFull at once. A negative n is an error wrapping
 // store.ErrBadRequest.
 func (l *Local) Wait(ctx context.Context, n int64) error {
 	if n < 0 {
@@ -309,9 +315,11 @@ func refusal(ctx context.Context, name string, n int64, d *algo.Decision, adm ti
 type waitQueues struct {
 	// n counts the waiters holding a queue: a Wait that reads 0 goes
 	// straight to the store, with no lock and no map.
-	n  atomic.Int64
-	mu sync.Mutex // guards m and the refs; never held across a store call
-	m  map[string]*waitQueue
+	n atomic.Int64
+	// size bounds each queue's waiters; 0 is DefaultMaxWaiters.
+	size int
+	mu   sync.Mutex // guards m and the refs; never held across a store call
+	m    map[string]*waitQueue
 }
 
 type waitQueue struct {
@@ -337,12 +345,12 @@ func (wq *waitQueue) estimate(each time.Duration) time.Duration {
 	return head + each*time.Duration(wq.q.Len())
 }
 
-// queueOptions are those of every Wait queue: FIFO; no bound on the
-// number of waiters (Wait never had one; the deadlines bound the waits);
-// retries as soon as a refusal's RetryAfter says, down to 10µs rather
-// than the queue's 1ms, so that a busy key's waiters are not held back;
-// and a hand-off of at least 100µs rather than 1ms in the projection that
-// refuses a waiter on arrival: a library's try is a memory store's
+// queueOptions are those of every Wait queue, to which join adds the
+// bound on its waiters (waitQueues.size): FIFO; retries as soon as a
+// refusal's RetryAfter says, down to 10µs rather than the queue's 1ms, so
+// that a busy key's waiters are not held back; and a hand-off of at least
+// 100µs rather than 1ms in the projection that refuses a waiter on
+// arrival: a library's try is a memory store's
 // microsecond or one round trip to a remote store, which Wait reports
 // (Observe), and the queue adds what it measures beyond (a late timer).
 // With 1ms, 6 hand-offs would not fit in the 5ms that golang.org/x/time/rate
@@ -350,7 +358,6 @@ func (wq *waitQueue) estimate(each time.Duration) time.Duration {
 // with 300ms deadlines, and the queue would refuse it where rate admits it.
 var queueOptions = []queue.Option{
 	queue.WithOrder(queue.FIFO),
-	queue.WithSize(math.MaxInt),
 	queue.WithMinRetry(10 * time.Microsecond),
 	queue.WithHandoff(100 * time.Microsecond),
 }
@@ -365,9 +372,13 @@ func (ws *waitQueues) join(key string, create bool) *waitQueue {
 		if !create {
 			return nil
 		}
-		q, err := queue.New(tryWaiter, queueOptions...)
+		size := ws.size
+		if size == 0 {
+			size = DefaultMaxWaiters
+		}
+		q, err := queue.New(tryWaiter, append(queueOptions[:len(queueOptions):len(queueOptions)], queue.WithSize(size))...)
 		if err != nil {
-			panic("limiter: " + err.Error()) // queueOptions are constant and valid
+			panic("limiter: " + err.Error()) // queueOptions are constant and valid, size checked by New
 		}
 		if ws.m == nil {
 			ws.m = map[string]*waitQueue{}
@@ -451,8 +462,9 @@ func unitInterval(l *algo.Limit) time.Duration {
 }
 
 // waitError is the error a queue ended a wait with, as Wait returns it: a
-// refusal on arrival or of the head becomes a *RetryError, the context's
-// errors are ended's with after (the queue's estimate) for After, and the
+// refusal on arrival or of the head becomes a *RetryError, a full queue
+// one wrapping ErrQueueFull with after (the queue's estimate) for After,
+// the context's errors are ended's with after for After, and the
 // TryFunc's own errors already name the limiter.
 func waitError(ctx context.Context, name string, err error, after time.Duration) error {
 	var te *queue.TimeoutError
@@ -462,8 +474,10 @@ func waitError(ctx context.Context, name string, err error, after time.Duration)
 			after = te.RetryAfter
 		}
 		return retryError(ctx, name, after)
-	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrClosed), errors.Is(err, queue.ErrNever):
-		return wrapName(name, err) // not expected: no bound, closed when empty, Never is ErrNever
+	case errors.Is(err, queue.ErrFull):
+		return &RetryError{Limiter: name, After: after, Err: ErrQueueFull}
+	case errors.Is(err, queue.ErrClosed), errors.Is(err, queue.ErrNever):
+		return wrapName(name, err) // not expected: closed when empty, Never is ErrNever
 	}
 	return ended(ctx, name, err, after)
 }
