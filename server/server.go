@@ -43,6 +43,10 @@ const (
 	// RLSServiceName is the gRPC service name of the Envoy rate limit
 	// service, also reported by the health service.
 	RLSServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+	// DefaultGRPCMaxStreams bounds the calls in flight on one gRPC
+	// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); see
+	// WithGRPCMaxStreams.
+	DefaultGRPCMaxStreams = 1000
 	// HealthServiceName is the name envoyproxy/ratelimit registers its
 	// gRPC health under, which Envoy clusters' grpc_health_check and
 	// Kubernetes gRPC probes written for it ask for. The health service
@@ -112,6 +116,16 @@ func WithGRPCCredentials(c credentials.TransportCredentials) Option {
 	return func(s *Server) { s.grpcCreds = c }
 }
 
+// WithGRPCMaxStreams bounds the calls in flight on one gRPC connection
+// (default DefaultGRPCMaxStreams, 1000; advertised as HTTP/2's
+// SETTINGS_MAX_CONCURRENT_STREAMS, a stream beyond it is refused with
+// REFUSED_STREAM, which clients retry). grpc-go's own default is no bound:
+// a client that opens streams and never sends their message then holds a
+// goroutine each, and one connection sending 200 000 such HEADERS frames
+// (a few megabytes) took the server to 2.3 GB. Envoy and grpc-go clients
+// queue calls beyond the bound, or open another connection.
+func WithGRPCMaxStreams(n uint32) Option { return func(s *Server) { s.grpcMaxStreams = n } }
+
 // WithDrainTimeout bounds the graceful drain on shutdown (default
 // DefaultDrainTimeout, 10 s); connections still open after it are closed.
 func WithDrainTimeout(d time.Duration) Option { return func(s *Server) { s.drain = d } }
@@ -177,9 +191,11 @@ type Server struct {
 	shutdownDelay time.Duration
 	// grpcMaxAge, grpcMaxAgeGrace: the gRPC connections' age (0: none).
 	grpcMaxAge, grpcMaxAgeGrace time.Duration
-	bodyTimeout                 time.Duration
-	ping                        func(ctx context.Context) error
-	storeLog                    *StoreLog
+	// grpcMaxStreams bounds the streams of one gRPC connection.
+	grpcMaxStreams uint32
+	bodyTimeout    time.Duration
+	ping           func(ctx context.Context) error
+	storeLog       *StoreLog
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
@@ -213,13 +229,15 @@ type Server struct {
 //   - WithBodyTimeout(10s)
 //   - WithShutdownDelay(0): drain as soon as Serve's context is done
 //   - WithGRPCMaxConnectionAge(0, 0): gRPC connections never aged out
+//   - WithGRPCMaxStreams(DefaultGRPCMaxStreams): 1000 calls in flight per gRPC connection
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
 //   - WithStoreLog(nil): no store log reports through the server
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
 	if engine == nil || st == nil {
 		return nil, errors.New("server: New needs an engine and a store")
 	}
-	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout}
+	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout,
+		grpcMaxStreams: DefaultGRPCMaxStreams}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -240,6 +258,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	if s.shutdownDelay < 0 || s.grpcMaxAge < 0 || s.grpcMaxAgeGrace < 0 {
 		return nil, fmt.Errorf("server: shutdown delay and gRPC connection age must be >= 0, got %v, %v, %v", s.shutdownDelay, s.grpcMaxAge, s.grpcMaxAgeGrace)
+	}
+	if s.grpcMaxStreams == 0 {
+		return nil, errors.New("server: gRPC max streams must be > 0")
 	}
 	if s.bodyTimeout <= 0 {
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
@@ -265,7 +286,8 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	// Stream workers reuse goroutines whose stacks have already grown to
 	// the handler's depth, instead of a fresh goroutine per call.
-	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0))))}
+	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0)))),
+		grpc.MaxConcurrentStreams(s.grpcMaxStreams)}
 	if s.grpcCreds != nil {
 		gopts = append(gopts, grpc.Creds(s.grpcCreds))
 	}
