@@ -127,9 +127,15 @@ func authorized(w http.ResponseWriter, r *http.Request, token, kind string) bool
 
 // requireToken guards h with the admin token, compared in constant time.
 // The scheme name is case-insensitive (RFC 9110 §11.1): "bearer tok" is
-// accepted. The 401 says what is wrong without echoing the header.
+// accepted. The 401 says what is wrong without echoing the header. Without
+// a token, what a web page could send is refused (browserSafe): a request
+// from another site that changes something, and any request addressed to
+// a host name other than localhost.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !browserSafe(w, r, "admin API", s.adminToken == "") {
+			return
+		}
 		if s.adminToken != "" {
 			if !authorized(w, r, s.adminToken, "admin") {
 				return

@@ -22,7 +22,7 @@ func sendPartial(t *testing.T, addr, path string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	req := "POST " + path + " HTTP/1.1\r\nHost: floodgate\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+	req := "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
 	if _, err := io.WriteString(conn, req); err != nil {
 		t.Fatal(err)
 	}

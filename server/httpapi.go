@@ -681,10 +681,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // observe token (WithObserveToken, else the admin token), or, with neither
 // token set, those from a loopback peer: samples steer the adaptive limits,
 // and the decision APIs' address is reachable by whoever the limits are
-// meant to hold. A wrong or missing token is 401, a remote peer without a
-// token to check 403, both naming what to set.
+// meant to hold. A browser on the same host is such a peer, so without a
+// token what a web page could send is refused too (browserSafe). A wrong
+// or missing token is 401, a remote peer without a token to check 403,
+// both naming what to set.
 func (s *Server) guardObserve(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !browserSafe(w, r, "POST /v1/observe", s.observeToken == "") {
+			return
+		}
 		if s.observeToken != "" {
 			if !authorized(w, r, s.observeToken, "observe") {
 				return

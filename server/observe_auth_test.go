@@ -56,6 +56,7 @@ func TestObserveAuth(t *testing.T) {
 			for _, tr := range tc.tries {
 				r := httptest.NewRequest("POST", tr.path, strings.NewReader(sample))
 				r.RemoteAddr = tr.peer
+				r.Host = "127.0.0.1:9090" // as curl addresses a loopback listener
 				if tr.auth != "" {
 					r.Header.Set("Authorization", tr.auth)
 				}
