@@ -79,7 +79,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("/", notFound(mux, "/", func(r *http.Request) string {
 		return fmt.Sprintf("no such endpoint %s %s; see /dashboard, /metrics, /healthz, /readyz, /admin/api/", r.Method, r.URL.Path)
 	}))
-	return mux
+	return s.bodyDeadline(mux)
 }
 
 // allowMethods are the methods a 405's Allow field may name.

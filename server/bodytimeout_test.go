@@ -91,3 +91,51 @@ descriptors:
 		t.Fatalf("a request waiting past the body timeout: %d %s; want 200 after a wait of about 250ms", code, body)
 	}
 }
+
+// A request answered without its body being read — a 401, a 403, a 404,
+// GET /metrics — whose client declares a body and never sends it: net/http
+// reads the unread body before writing the answer, with no deadline of its
+// own, so such a client held its connection (and a goroutine) for as long
+// as it kept it open, as many connections as it opened. The body timeout
+// bounds that read too: the answer comes once it passes, and the
+// connection is closed.
+func TestUnreadBodyBounded(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	open := newEnv(t, server.WithBodyTimeout(timeout))
+	guarded := newEnv(t, server.WithBodyTimeout(timeout), server.WithAdminToken("tok"), server.WithObserveToken("obs"))
+	for _, c := range []struct {
+		srv          *httptest.Server
+		method, path string
+		code         int
+	}{
+		{open.http, "GET", "/healthcheck", 200},
+		{open.http, "POST", "/nope", 404},
+		{open.admin, "GET", "/metrics", 200},
+		{open.admin, "GET", "/healthz", 200},
+		{open.admin, "POST", "/admin/api/nope", 404},
+		{guarded.admin, "POST", "/admin/api/reset", 401},
+		{guarded.http, "POST", "/v1/observe", 401},
+	} {
+		conn, err := net.Dial("tcp", c.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, c.method+" "+c.path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("%s %s declaring a body never sent: no answer: %v", c.method, c.path, err)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("%s %s declaring a body never sent: %d, want %d", c.method, c.path, resp.StatusCode, c.code)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("%s %s: after the answer the connection reads %d bytes, %v; want it closed (EOF)", c.method, c.path, n, err)
+		}
+	}
+}

@@ -61,7 +61,27 @@ func (s *Server) APIHandler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, msg)
 	})
-	return mux
+	return s.bodyDeadline(mux)
+}
+
+// bodyDeadline bounds the reading of a request's declared body to the body
+// timeout from the handler's start, whoever reads it: the handler
+// (readBody) or net/http, which reads an unread body (up to 256 KB) before
+// writing the answer, so that the connection can serve the next request.
+// That read has no deadline of its own: a request answered without its body
+// being read (a 401, a 403, a 404, GET /metrics) whose client declared a
+// body and never sent it held its connection and goroutine for as long as
+// the client kept it open, however many it opened. With the deadline the
+// answer goes out once the timeout passes, and the connection is closed.
+// A request without a body is left alone: net/http's background read for a
+// client going away runs during its handler, and a deadline would end it.
+func (s *Server) bodyDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // httpError is an error with the status code it is answered with.
