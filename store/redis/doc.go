@@ -94,4 +94,15 @@
 // replicates asynchronously, so charges acknowledged by a master in the
 // last moments before it dies may be lost with it, and a key may then
 // admit that many units more than its budget.
+//
+// While a Cluster moves a hash slot (redis-cli --cluster reshard or
+// rebalance), the client follows ASK and MOVED to the key's node, and a
+// script over keys of the slot that are on both sides for the moment is
+// refused with TRYAGAIN before it runs. Coalesced batches refused so are
+// split into their callers' calls, so that a decision over one key never
+// fails for a migration; a call whose own keys are apart (two hash-tagged
+// keys of an all-or-nothing take) is sent again, from 2 ms apart up to
+// 50 ms apart, within its context and the store's timeout, and fails with
+// the TRYAGAIN error (store.ErrUnavailable) when its keys are still apart
+// then. Nothing is charged twice: TRYAGAIN means the script did not run.
 package redis

@@ -444,8 +444,18 @@ func (s *Store) eval(ctx context.Context, p program, keys, args []string) rueidi
 }
 
 // evalMulti runs several calls of the decision script, pipelined (and
-// sent to each key's node on a Cluster).
+// sent to each key's node on a Cluster). A call of one group refused with
+// TRYAGAIN is sent again (retryTryAgain); a coalesced batch (several
+// groups) is not: execBatch splits it (execApart).
 func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.RedisResult {
+	ctx, cancel := s.syncable(ctx)
+	defer cancel()
+	res := s.evalMultiOnce(ctx, calls)
+	s.retryTryAgain(ctx, calls, res, func(i int) bool { return calls[i].groups == 1 })
+	return res
+}
+
+func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []rueidis.RedisResult {
 	if len(calls) == 1 {
 		return []rueidis.RedisResult{s.eval(ctx, programFor(&calls[0]), calls[0].keys, calls[0].argv(s.ttlFloor))}
 	}
@@ -455,8 +465,6 @@ func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.Red
 		args[i] = c.argv(s.ttlFloor)
 		cmds[i] = s.client.B().Evalsha().Sha1(programFor(&calls[i]).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
 	}
-	ctx, cancel := s.syncable(ctx)
-	defer cancel()
 	res := s.client.DoMulti(ctx, cmds...)
 	for i, r := range res {
 		if isNoScript(r.Error()) {
@@ -464,6 +472,75 @@ func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.Red
 		}
 	}
 	return res
+}
+
+// Slot migrations. While a Cluster moves a hash slot from one master to
+// another (redis-cli --cluster reshard or rebalance), its keys move a few
+// at a time, and a script over several keys of the slot, some moved and
+// some not, is refused with TRYAGAIN by the node importing it — before it
+// runs, so sending it again cannot charge twice. A coalesced batch holds
+// many keys of one slot and would be refused until the last of them
+// moved, failing every decision of the slot, and with them the breaker of
+// its range of slots: it is split into its callers' calls (execApart),
+// each of one key sent again at once by the client's ASK redirection. A
+// call whose own keys are apart (a hash-tagged all-or-nothing take, a
+// sliding log's or a concurrency limit's several keys) is sent again after
+// tryAgainFirst, doubling up to tryAgainMax, while its context lasts: the
+// migration moves its keys within milliseconds unless the slot holds very
+// many. It then fails with the TRYAGAIN error (store.ErrUnavailable).
+const (
+	tryAgainFirst = 2 * time.Millisecond
+	tryAgainMax   = 50 * time.Millisecond
+)
+
+func isTryAgain(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsTryAgain()
+}
+
+// waitTryAgain waits *d before a TRYAGAIN call is sent again and doubles
+// *d (up to tryAgainMax); it reports false, at once, when ctx would end
+// first.
+func waitTryAgain(ctx context.Context, d *time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= *d {
+		return false
+	}
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	*d = min(2**d, tryAgainMax)
+	return true
+}
+
+// retryTryAgain sends again, pipelined, the calls whose result in res is
+// TRYAGAIN and which retry accepts, until none is refused so or ctx ends;
+// res holds the last result of each.
+func (s *Store) retryTryAgain(ctx context.Context, calls []scriptArgs, res []rueidis.RedisResult, retry func(i int) bool) {
+	var pending []int
+	for i, r := range res {
+		if isTryAgain(r.Error()) && retry(i) {
+			pending = append(pending, i)
+		}
+	}
+	for wait := tryAgainFirst; len(pending) > 0 && waitTryAgain(ctx, &wait); {
+		sub := make([]scriptArgs, len(pending))
+		for j, i := range pending {
+			sub[j] = calls[i]
+		}
+		again := s.evalMultiOnce(ctx, sub)
+		next := pending[:0]
+		for j, i := range pending {
+			res[i] = again[j]
+			if isTryAgain(again[j].Error()) && retry(i) {
+				next = append(next, i)
+			}
+		}
+		pending = next
+	}
 }
 
 func isNoScript(err error) bool {
@@ -955,7 +1032,11 @@ func (s *Store) execBatch(calls []*call) {
 		}
 		sa.args = sa.appendArgv(sa.args[:0], s.ttlFloor)
 		r := s.eval(ctx, programFor(sa), sa.keys, sa.args)
-		s.finish(calls, r)
+		if s.mode == Cluster && isTryAgain(r.Error()) {
+			s.execApart(calls, r)
+		} else {
+			s.finish(calls, r)
+		}
 		sa.reset()
 		argsPool.Put(sa)
 		return
@@ -975,9 +1056,50 @@ func (s *Store) execBatch(calls []*call) {
 			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
 		}
 	}
-	for i, r := range s.evalMulti(ctx, sas) {
-		s.finish(bySlot[order[i]], r)
+	for i, r := range s.evalMultiOnce(ctx, sas) {
+		if cs := bySlot[order[i]]; isTryAgain(r.Error()) {
+			s.execApart(cs, r)
+		} else {
+			s.finish(cs, r)
+		}
 	}
+}
+
+// execApart decides calls, refused as one script call (r) by a migration
+// of their slot (TRYAGAIN), on a goroutine of its own, so that the batch's
+// sender goes on with the next batch. A batch of several calls is sent
+// again as one script call each: those of one key, or of keys on one side
+// of the migration, are decided at once. The others are sent again (see
+// tryAgainFirst) within the store's timeout while their caller waits.
+func (s *Store) execApart(calls []*call, r rueidis.RedisResult) {
+	calls = slices.Clone(calls) // the batcher reuses its batch's slice
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
+		defer cancel()
+		sas := make([]scriptArgs, len(calls))
+		for i, c := range calls {
+			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
+		}
+		res := []rueidis.RedisResult{r}
+		if len(calls) > 1 {
+			res = s.evalMultiOnce(ctx, sas)
+		}
+		var later []int
+		for i, r := range res {
+			if isTryAgain(r.Error()) {
+				later = append(later, i)
+			} else {
+				s.finish(calls[i:i+1], r)
+			}
+		}
+		if len(later) == 0 {
+			return
+		}
+		s.retryTryAgain(ctx, sas, res, func(i int) bool { return calls[i].ctx.Err() == nil })
+		for _, i := range later {
+			s.finish(calls[i:i+1], res[i])
+		}
+	}()
 }
 
 var argsPool = sync.Pool{New: func() any { return new(scriptArgs) }}
