@@ -377,3 +377,110 @@ func FuzzStateRoundTrip(f *testing.F) {
 
 func isInvalid(err error) bool  { return errors.Is(err, ErrInvalid) }
 func isBadState(err error) bool { return errors.Is(err, ErrBadState) }
+
+// FuzzRetain drives the limits that keep a full state for Retain — a
+// TokenBucket whose InitialTokens are below its capacity and SmoothBursty
+// — through a store that forgets a key as soon as ExpiresAt allows (the
+// memory store's sweep, a Redis key's TTL), with any Retain, any steps
+// (the clock may step back) and any costs:
+//
+//   - every Decision is well formed;
+//   - the state's time never moves back, across forgotten keys too: a key
+//     is forgotten only once the clock has reached its ExpiresAt, which is
+//     never before its time;
+//   - at the instant a key is forgotten, a fresh key has no more units
+//     than the kept one would (Params.Retain's promise);
+//   - TokenBucket, exact, admits at most Capacity + ⌊Limit × span ÷
+//     Period⌋ in any closed span of the state's time, forgotten keys
+//     included. (The state's time, not the clock: when the clock steps
+//     back, a state decides at the latest time it has seen, and a fresh
+//     key, having seen none, at the clock's.)
+func FuzzRetain(f *testing.F) {
+	seed := func(pairs ...uint16) []byte {
+		var b []byte
+		for _, v := range pairs {
+			b = binary.LittleEndian.AppendUint16(b, v)
+		}
+		return b
+	}
+	for _, smooth := range []bool{false, true} {
+		f.Add(smooth, uint8(5), uint16(1000), uint8(3), uint8(0), uint32(10), uint8(8),
+			seed(0, 1, 0, 5, 999, 2, 3000, 3, 20, 1, 0xff10, 1, 9000, 7, 1, 1))
+		f.Add(smooth, uint8(1), uint16(7), uint8(0), uint8(1), uint32(0), uint8(0), seed(1, 1, 1, 1, 6, 1, 7, 1, 8, 1))
+		f.Add(smooth, uint8(31), uint16(60000), uint8(39), uint8(38), uint32(1<<30), uint8(255), seed(60000, 7, 60000, 7, 0xfff0, 6))
+	}
+	f.Fuzz(func(t *testing.T, smooth bool, limit uint8, period uint16, burst, initial uint8, retain uint32, maxBurst uint8, ops []byte) {
+		p := Params{Algorithm: TokenBucket, Limit: 1 + int64(limit%32), Period: time.Duration(1+int64(period)) * time.Microsecond,
+			Retain: time.Duration(1+int64(retain%(1<<24))) * time.Microsecond}
+		if smooth {
+			p.Algorithm = SmoothBursty
+			p.Period += time.Duration(p.Limit) * time.Microsecond // at most a permit per µs
+			p.MaxBurstSeconds = float64(1+int64(maxBurst)) / 32
+		} else {
+			p.Burst = int64(burst % 40)
+			c := p.Burst
+			if c == 0 {
+				c = p.Limit
+			}
+			init := int64(initial) % c // below the capacity: the key starts short
+			p.InitialTokens = &init
+		}
+		l, err := Compile(p)
+		if err != nil {
+			t.Fatalf("Compile(%+v): %v", p, err)
+		}
+		if got := l.Params().Retain; got != p.Retain {
+			t.Fatalf("%v: Retain %v, want %v", l, got, p.Retain)
+		}
+		per := l.periodUS
+		var s State
+		var got []admission
+		now, last := base, int64(math.MinInt64)
+		for i := 0; i+4 <= len(ops) && i < 4*300; i += 4 {
+			step := int64(binary.LittleEndian.Uint16(ops[i:]))
+			arg := binary.LittleEndian.Uint16(ops[i+2:])
+			if step >= 0xff00 {
+				now -= (step - 0xff00) * 37 // the clock steps back
+			} else {
+				now += step
+			}
+			if !sameState(s, State{}) && now >= l.ExpiresAt(&s) {
+				var fresh State
+				kept := s.Clone()
+				if fd, kd := l.Peek(&fresh, now, 0), l.Peek(&kept, now, 0); fd.Remaining > kd.Remaining {
+					t.Fatalf("%v: forgotten at %d (ExpiresAt %d), a fresh key has %d units, more than the kept state's %d (%+v)",
+						l, now, l.ExpiresAt(&s), fd.Remaining, kd.Remaining, s)
+				}
+				s = State{}
+			}
+			cost := int64(arg % 8)
+			var d Decision
+			if arg&0x8000 != 0 {
+				d = l.Peek(&s, now, cost)
+			} else {
+				d = l.Take(&s, now, cost)
+			}
+			checkDecision(t, l, d, now, cost)
+			if sameState(s, State{}) {
+				continue // a Peek at a fresh key writes nothing
+			}
+			seen := stateTime(l, &s)
+			if seen < last {
+				t.Fatalf("%v: the state's time went back from %d to %d at op %d (now %d)", l, last, seen, i/4, now)
+			}
+			last = seen
+			if smooth || arg&0x8000 != 0 || !d.Allowed || cost == 0 {
+				continue
+			}
+			got = append(got, admission{seen, cost})
+			var n int64
+			for j := len(got) - 1; j >= 0; j-- {
+				n += got[j].cost
+				span := seen - got[j].at
+				if bound := l.Capacity() + l.p.Limit*span/per; n > bound {
+					t.Fatalf("%v: %d admitted in [%d, %d], a span of %dµs, over capacity %d + rate × span = %d", l, n, got[j].at, seen, span, l.Capacity(), bound)
+				}
+			}
+		}
+	})
+}

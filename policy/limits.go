@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -45,15 +46,17 @@ func scaled(p algo.Params, f float64) algo.Params {
 	return p
 }
 
-// startFull makes p, a limit derived from a rule's (a ceil, a lend pool),
-// start full: no initial tokens, and so, for a token bucket, no retention
-// of a full state (which algo.Compile rejects on a bucket that starts
-// full).
-func startFull(p *algo.Params) {
-	p.InitialTokens = nil
-	if p.Algorithm == algo.TokenBucket {
-		p.Retain = 0
+// mulDivUp returns v × num ÷ den for v >= 0 and positive num and den,
+// rounded up, exactly; at most limit.
+func mulDivUp(v, num, den, limit int64) int64 {
+	hi, lo := bits.Mul64(uint64(v), uint64(num))
+	lo, carry := bits.Add64(lo, uint64(den-1), 0)
+	hi += carry
+	if hi >= uint64(den) {
+		return limit
 	}
+	q, _ := bits.Div64(hi, lo, uint64(den))
+	return int64(min(q, uint64(limit)))
 }
 
 // fingerprint names the state layout of a limit in its store key, so a
@@ -128,6 +131,15 @@ func KeyLayout(key string) (p algo.Params, ok bool) {
 
 // deriveLimits compiles the limits of rule r from params p (the rule's own,
 // or overridden and scaled ones). The error names the YAML field at fault.
+//
+// The derived limits start as the rule's does and keep a full state as
+// long (Retain): a token bucket's ceiling starts at its initial tokens
+// scaled to the ceil, rounded up (⌈initial_tokens × ceil ÷
+// requests_per_unit⌉: it never holds back a request the rate admits), and
+// a lend pool at the lendable share of them, rounded down (what children
+// may borrow of a parent that starts short). Were they to start full, a
+// fresh key of a rule with initial_tokens could borrow up to its ceil at
+// once, and the rule's retain would hold for its rate only.
 func deriveLimits(d *Domain, r *Rule, p algo.Params) (ruleLimits, error) {
 	var rl ruleLimits
 	var err error
@@ -144,14 +156,20 @@ func deriveLimits(d *Domain, r *Rule, p algo.Params) (ruleLimits, error) {
 		if p.Burst > 0 && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) {
 			c.Burst = (p.Burst*r.Ceil + p.Limit - 1) / p.Limit
 		}
-		startFull(&c)
+		if p.InitialTokens != nil {
+			capacity := c.Burst
+			if capacity == 0 {
+				capacity = c.Limit
+			}
+			v := mulDivUp(*p.InitialTokens, r.Ceil, p.Limit, capacity)
+			c.InitialTokens = &v
+		}
 		if rl.ceil, err = algo.Compile(c); err != nil {
 			return rl, fmt.Errorf("ceil: %w", err)
 		}
 	}
 	if r.Lendable > 0 && r.Lendable < 1 {
 		lp := scaled(p, r.Lendable)
-		startFull(&lp)
 		if rl.lend, err = algo.Compile(lp); err != nil {
 			return rl, fmt.Errorf("lendable: %w", err)
 		}
