@@ -30,13 +30,16 @@ const DefaultProbeKey = "fg:__probe"
 // scripts, DEL for Reset, TIME on a Cluster) and those the scripts call
 // (lua/probe.lua calls each). Under Sentinel the client also asks the
 // master its ROLE; on a Cluster it reads CLUSTER SLOTS (CLUSTER SHARDS on
-// Redis 8).
+// Redis 8) and, while a slot migrates, sends ASKING before a command that
+// an ASK reply redirected (without it every decision on a key that has
+// moved, or is new, in a migrating slot bounces between the two nodes
+// until the store's timeout).
 var ACLRules = []string{
 	"+hello", "+ping", "+select",
 	"+script|load", "+evalsha", "+eval", "+del", "+time",
 	"+get", "+set", "+type", "+pexpire",
 	"+zadd", "+zcount", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zrevrange", "+zscore",
-	"+role", "+cluster|slots", "+cluster|shards",
+	"+role", "+cluster|slots", "+cluster|shards", "+asking",
 }
 
 // aclHint is the ACL SETUSER line that grants the store's needs on keys
@@ -133,6 +136,9 @@ func (s *Store) probe(ctx context.Context) error {
 		}
 		fails = append(fails, "DEL: "+err.Error())
 	}
+	if s.mode == Cluster {
+		fails = append(fails, askingFails(ctx, c)...)
+	}
 	if len(fails) == 0 {
 		return nil
 	}
@@ -153,4 +159,19 @@ func isRedisErr(err error) bool {
 func isPermission(msg string) bool {
 	return strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") ||
 		strings.Contains(msg, "no permissions")
+}
+
+// askingFails sends ASKING, which only a slot migration's ASK redirection
+// needs, to every node of a Cluster, and returns the refusals. A PING
+// follows it in the same pipeline and takes the flag ASKING sets for the
+// connection's next command.
+func askingFails(ctx context.Context, c rueidis.Client) []string {
+	var fails []string
+	for addr, n := range c.Nodes() {
+		r := n.DoMulti(ctx, n.B().Asking().Build(), n.B().Ping().Build())
+		if err := r[0].Error(); err != nil && isRedisErr(err) {
+			fails = append(fails, "ASKING on "+addr+": "+err.Error())
+		}
+	}
+	return fails
 }

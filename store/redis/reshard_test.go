@@ -72,20 +72,9 @@ func otherMaster(t *testing.T, c *testserver.Cluster, m *testserver.Server) *tes
 	return nil
 }
 
-// TestSlotMigrationUnderLoad moves the hash slot of hot keys to another
-// master while 64 goroutines take from them, one key at a time or two
-// hash-tagged keys all or nothing (a third of the takes; an eighth of the
-// single-key ones through store/resilient), and holds the slot half-migrated for a
-// second (as a slot of many keys is while they move). A take of one key
-// must never fail: the client follows ASK to the node that has the key
-// now. Before, the store's coalesced batches, which hold many keys of the
-// slot, were refused with TRYAGAIN until the last key had moved: every
-// decision of the slot failed (16 483 of 30 015 in the second) and a
-// store/resilient breaker over the slot's range opened. A take whose two
-// keys are on both sides may fail, with TRYAGAIN, while they are apart,
-// (or, retried, reaches the store's timeout) and succeeds once they are
-// together. No key admits past its budget, and no breaker opens.
-func TestSlotMigrationUnderLoad(t *testing.T) {
+// TestSlotMigration moves hash slots of a private Cluster while the store
+// decides on their keys.
+func TestSlotMigration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private Redis Cluster")
 	}
@@ -93,6 +82,24 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 	if c == nil {
 		return
 	}
+	t.Run("under load", func(t *testing.T) { testSlotMigrationUnderLoad(t, c) })
+	t.Run("least-privileged user", func(t *testing.T) { testSlotMigrationACL(t, c) })
+}
+
+// testSlotMigrationUnderLoad moves the hash slot of hot keys to another
+// master while 64 goroutines take from them, one key at a time or two
+// hash-tagged keys all or nothing (a third of the takes; an eighth of
+// the single-key ones go through store/resilient), and holds the slot
+// half-migrated for a second (as a slot of many keys is while they move). A take of one key
+// must never fail: the client follows ASK to the node that has the key
+// now. Before, the store's coalesced batches, which hold many keys of the
+// slot, were refused with TRYAGAIN until the last key had moved: every
+// decision of the slot failed (11 999 single-key takes in the second) and
+// a store/resilient breaker over the slot's range opened. A take whose two
+// keys are on both sides may fail while they are apart, with TRYAGAIN (or,
+// sent again meanwhile, the store's timeout), and succeeds once they are
+// together. No key admits past its budget, and no breaker opens.
+func testSlotMigrationUnderLoad(t *testing.T, c *testserver.Cluster) {
 	url := "redis-cluster://" + strings.Join(c.Addrs(), ",")
 	s := openT(t, url, WithTimeout(time.Second))
 	const tag = "hot"
@@ -226,4 +233,86 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 			t.Errorf("take %s and %s after the move: %v", p[0].name, p[1].name, err)
 		}
 	}
+}
+
+// testSlotMigrationACL: a user with exactly ACLRules runs every operation
+// on every algorithm on keys of a slot that is moving, a key already moved
+// and a new one, both of which the source answers with ASK. Before, the
+// rules lacked +asking: the client's ASKING was refused, the command went
+// to the target without it, which answered MOVED back to the source, and
+// so on until the store's timeout (each decision took the whole timeout,
+// then failed with "context deadline exceeded", hiding the NOPERM). And
+// Open refuses a user without +asking on a Cluster, naming ASKING.
+func testSlotMigrationACL(t *testing.T, c *testserver.Cluster) {
+	rules := append([]string{"~fg:*"}, ACLRules...)
+	user, pass := aclUser(t, c.Addrs(), rules...)
+	url := "redis-cluster://" + user + ":" + pass + "@" + strings.Join(c.Addrs(), ",")
+	s := openT(t, url, WithTimeout(time.Second))
+	const tag = "acl"
+	slot := Slot("{" + tag + "}")
+	from, err := c.SlotOwner(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := otherMaster(t, c, from)
+	prefix := "fg:mig:" + runID + ":acl:"
+	ctx := t.Context()
+	limits := map[algo.Kind]*algo.Limit{}
+	for _, k := range algo.Kinds() {
+		l, err := algo.Compile(smallParams(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		limits[k] = l
+		if _, err := s.Take(ctx, []store.Request{{Key: prefix + k.String() + ":old{" + tag + "}", Limit: l, Cost: 1, Lease: 3}}, make([]algo.Decision, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.MigrateSlot(slot, to, len(limits), func() {
+		for _, k := range algo.Kinds() {
+			for _, key := range []string{prefix + k.String() + ":old{" + tag + "}", prefix + k.String() + ":new{" + tag + "}"} {
+				if !exerciseKey(t, s, key, limits[k]) {
+					return // each further call would wait out the timeout
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	short, shortPass := aclUser(t, c.Addrs(), without(rules, "+asking")...)
+	err = openErr(t, "redis-cluster://"+short+":"+shortPass+"@"+strings.Join(c.Addrs(), ","))
+	if !errors.Is(err, ErrPermission) {
+		t.Errorf("Open without +asking = %v, want ErrPermission", err)
+	}
+	wantMessage(t, err, "ASKING on ", "+asking")
+}
+
+// exerciseKey runs every operation of the store on key, one call each, and
+// reports whether they all succeeded.
+func exerciseKey(t *testing.T, s *Store, key string, l *algo.Limit) bool {
+	t.Helper()
+	ctx := t.Context()
+	out := make([]algo.Decision, 1)
+	one := []store.Request{{Key: key, Limit: l, Cost: 1, Lease: 3}}
+	for _, st := range []struct {
+		what string
+		run  func() error
+	}{
+		{"take", func() error { _, err := s.Take(ctx, one, out); return err }},
+		{"peek", func() error { return s.Peek(ctx, one, out) }},
+		{"refund", func() error { return s.Refund(ctx, one) }},
+		{"renew", func() error { return s.Renew(ctx, one) }},
+		{"release", func() error { return s.Release(ctx, one) }},
+		{"inspect", func() error { _, _, err := s.Inspect(ctx, key); return err }},
+		{"reset", func() error { return s.Reset(ctx, key) }},
+	} {
+		start := time.Now()
+		if err := st.run(); err != nil {
+			t.Errorf("%s %s while its slot moves: %v (after %v)", st.what, key, err, time.Since(start).Round(time.Millisecond))
+			return false
+		}
+	}
+	return true
 }
