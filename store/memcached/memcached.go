@@ -75,6 +75,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 	mc := memcache.NewFromSelector(r)
 	mc.Timeout = cfg.timeout
 	mc.MaxIdleConns = cfg.maxIdleConns
+	mc.DialContext = dialer(cfg.timeout)
 	s := &Store{
 		cfg:     cfg,
 		mc:      mc,

@@ -1,0 +1,136 @@
+package memcached
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+)
+
+// gomemcache keeps up to WithMaxIdleConns idle connections per server and
+// takes one from the pool for each round trip without looking at it. When a
+// server restarts (or closes idle connections, memcached's
+// -o idle_timeout), every pooled connection to it is dead: each is found so
+// by one failed request (EOF) and then dropped, one at a time. Behind
+// store/resilient that kept a restarted server's breaker open for one
+// cool-down per idle connection, its half-open probe taking a dead
+// connection each time (64 cool-downs with the defaults, over a minute),
+// while the server had been answering for long.
+//
+// So the store dials its own connections, and a connection is checked
+// when a request begins on it: at the first write after the previous
+// answer was read (gomemcache writes a whole request, then reads its whole
+// answer). A connection whose server has closed it (a readable EOF or
+// reset, or unexpected bytes waiting, which would be read as the answer) is
+// then replaced by a new one to the same server, with the same deadline.
+// The request has sent nothing yet, so the replacement is transparent. The
+// check is one non-blocking read (fdAlive; a few hundred ns on Linux),
+// skipped on a connection's first request.
+
+// checkedConn is a connection that reconnects, when a request begins on
+// it, if its server has closed it. gomemcache uses one connection from one
+// goroutine at a time, so it needs no lock.
+type checkedConn struct {
+	net.Conn
+	dial     func() (net.Conn, error)
+	read     bool      // the last call was a Read: the next Write begins a request
+	deadline time.Time // the last deadline set, for a replacement
+	// The check, set up once per connection so that it allocates nothing.
+	raw   syscall.RawConn // nil: not checked (not a socket)
+	check func(fd uintptr) bool
+	alive bool
+	buf   [1]byte
+}
+
+func newCheckedConn(nc net.Conn, dial func() (net.Conn, error)) *checkedConn {
+	c := &checkedConn{dial: dial}
+	c.check = func(fd uintptr) bool {
+		c.alive = fdAlive(fd, c.buf[:])
+		return true // never wait for readiness
+	}
+	c.use(nc)
+	return c
+}
+
+// use makes nc the connection's socket.
+func (c *checkedConn) use(nc net.Conn) {
+	c.Conn, c.raw = nc, nil
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+}
+
+// closed reports whether the server has closed the socket (see fdAlive).
+func (c *checkedConn) closed() bool {
+	if c.raw == nil {
+		return false
+	}
+	c.alive = true
+	if err := c.raw.Read(c.check); err != nil {
+		return true
+	}
+	return !c.alive
+}
+
+func (c *checkedConn) Read(b []byte) (int, error) {
+	c.read = true
+	return c.Conn.Read(b)
+}
+
+func (c *checkedConn) Write(b []byte) (int, error) {
+	if c.read {
+		c.read = false
+		if c.closed() {
+			c.Conn.Close()
+			nc, err := c.dial()
+			if err != nil {
+				nc = deadConn{err}
+			}
+			c.use(nc)
+			nc.SetDeadline(c.deadline)
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// SetDeadline is how gomemcache bounds a round trip; the deadline is kept
+// for a replacement connection.
+func (c *checkedConn) SetDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetDeadline(t)
+}
+
+// dialer returns the gomemcache DialContext of a Store: a TCP dial bounded
+// by timeout whose connections are checkedConns.
+func dialer(timeout time.Duration) func(ctx context.Context, network, address string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		nc, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		redial := func() (net.Conn, error) {
+			nc, err := d.DialContext(context.Background(), network, address)
+			if err != nil {
+				return nil, fmt.Errorf("reconnecting to %s, which closed the connection: %w", address, err)
+			}
+			return nc, nil
+		}
+		return newCheckedConn(nc, redial), nil
+	}
+}
+
+// deadConn stands for a connection that could not be made again: every
+// use fails with why, so that the request fails (and gomemcache drops the
+// connection) with the dial's error rather than a closed socket's.
+type deadConn struct{ err error }
+
+func (c deadConn) Read([]byte) (int, error)         { return 0, c.err }
+func (c deadConn) Write([]byte) (int, error)        { return 0, c.err }
+func (c deadConn) Close() error                     { return nil }
+func (c deadConn) LocalAddr() net.Addr              { return nil }
+func (c deadConn) RemoteAddr() net.Addr             { return nil }
+func (c deadConn) SetDeadline(time.Time) error      { return nil }
+func (c deadConn) SetReadDeadline(time.Time) error  { return nil }
+func (c deadConn) SetWriteDeadline(time.Time) error { return nil }
