@@ -129,6 +129,19 @@ func NewMemcached(tb testing.TB, extraArgs ...string) *Server {
 	return s
 }
 
+// NewMemcachedBinary always starts a private memcached that speaks only the binary
+// protocol (see StartMemcachedBinary), and stops it with tb.Cleanup.
+func NewMemcachedBinary(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := StartMemcachedBinary()
+	if err != nil {
+		fail(tb, err)
+		return nil
+	}
+	cleanup(tb, s.Stop, s)
+	return s
+}
+
 // fail reports a start error: a missing binary skips the test, or fails it when CI is set;
 // anything else fails it.
 func fail(tb testing.TB, err error) {

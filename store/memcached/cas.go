@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -57,6 +58,12 @@ func (s *Store) load(key string, l *algo.Limit, now int64) (st algo.State, it *m
 	}
 	if err != nil {
 		return st, nil, false, false, unavailable("read", key, err)
+	}
+	if it.CasID == 0 {
+		// memcached numbers items from 1; 0 is what a server with
+		// compare-and-swap disabled gives, and no cas would ever land.
+		return st, nil, false, false, fmt.Errorf("%w: memcached: key %q: server %s gave no CAS id: it runs with compare-and-swap disabled (-C), which the %s algorithm needs; restart it without -C",
+			store.ErrUnavailable, key, s.ServerFor(key), l.Algorithm())
 	}
 	kind, exp, err := decodeState(it.Value, &st)
 	if err != nil {
@@ -146,9 +153,8 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 			s.stats.casOps.Add(1)
 			return u, nil
 		}
-		if len(u.after)+len(mkey) > s.cfg.maxItemSize {
-			return updated{}, fmt.Errorf("%w: memcached: key %q: the %s state is %d bytes, over the item size limit %d (see WithMaxItemSize; use a sliding_window or a lower limit)",
-				store.ErrBadRequest, key, l.Algorithm(), len(u.after), s.cfg.maxItemSize)
+		if len(u.after)+len(mkey)+itemOverhead > s.cfg.maxItemSize {
+			return updated{}, s.tooLarge(key, l, len(u.after), nil)
 		}
 		item := &memcache.Item{Key: mkey, Value: u.after, Expiration: s.expiration(exp, now)}
 		if exists {
@@ -163,6 +169,10 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 			return u, nil
 		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
 			// Someone wrote, created or removed the item since we read it.
+		case isTooLarge(err):
+			// The server's -I is below what Open found (it was
+			// restarted with another one since).
+			return updated{}, s.tooLarge(key, l, len(u.after), err)
 		default:
 			return updated{}, unavailable("write", key, err)
 		}
@@ -181,6 +191,31 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 			return updated{}, err
 		}
 	}
+}
+
+// itemOverhead is what memcached adds to a key and a value against its
+// item size limit: the item header (48 bytes on 64-bit), the CAS id (8),
+// the key's terminating NUL and the value's CRLF, rounded up.
+const itemOverhead = 64
+
+// tooLarge is the error of a state that does not fit in one item: the
+// caller's rule asks more than memcached can hold, so it wraps
+// store.ErrBadRequest (no failure policy admits it, no breaker counts it).
+// serverErr is the server's refusal, when it is the server that refused.
+func (s *Store) tooLarge(key string, l *algo.Limit, size int, serverErr error) error {
+	const advice = "lower the rule's limit, use a sliding_window, or raise memcached's -I"
+	if serverErr != nil {
+		return fmt.Errorf("%w: memcached: key %q: server %s refused the %s state of %d bytes as over its item size limit (-I; the store opened with %d bytes): %s: %w",
+			store.ErrBadRequest, key, s.ServerFor(key), l.Algorithm(), size, s.cfg.maxItemSize, advice, serverErr)
+	}
+	return fmt.Errorf("%w: memcached: key %q: the %s state is %d bytes, over the item size limit of %d bytes with the key and the item header (the servers' -I, WithMaxItemSize): %s",
+		store.ErrBadRequest, key, l.Algorithm(), size, s.cfg.maxItemSize, advice)
+}
+
+// isTooLarge reports the server's refusal of an item over its -I
+// ("SERVER_ERROR object too large for cache").
+func isTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "object too large")
 }
 
 // lockStripes is the number of local locks keys are spread over: enough

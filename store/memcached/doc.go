@@ -37,10 +37,16 @@
 // nothing. Within one process, callers of the same key queue on a local
 // lock (4096 stripes) instead of racing, so retries are only spent against
 // other processes; Stats reports them (CAS retries per decision). A sliding
-// log or concurrency state grows by about 9 or 18 bytes per unit held; one
-// larger than the item size limit (WithMaxItemSize, memcached's -I, 1 MiB
-// by default: a sliding log of about 100 000 units) is refused with
-// store.ErrBadRequest.
+// log state grows by 8 bytes per unit held, a concurrency state by 9 to 18
+// (a slot's expiry and its lease id); one larger than the item size limit
+// (the smallest of WithMaxItemSize and the servers' -I, 1 MiB by default:
+// a sliding log of about 131 000 units, 58 000 to 116 000 concurrency
+// slots) is refused with store.ErrBadRequest, whether the store or the
+// server finds it too large: no failure policy admits it.
+//
+// The servers must keep compare-and-swap on: Open refuses a server started
+// with -C, and one restarted with -C later fails those algorithms with an
+// error naming -C (store.ErrUnavailable).
 //
 // As in every store, a state whose ExpiresAt has passed on the store's
 // clock reads as fresh, whether or not memcached has dropped it yet.

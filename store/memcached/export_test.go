@@ -9,3 +9,12 @@ func FixedKey(s *Store, key string, start int64) string { return s.keys.fixed(ke
 func SlidingKey(s *Store, key string, sub, idx int64) string {
 	return s.keys.sliding(key, sub, idx, 0)[0]
 }
+
+// WithoutServerCheck opens a store without reading the servers' settings,
+// as a store opened before a server was restarted with other ones.
+func WithoutServerCheck() Option {
+	return func(c *config) error { c.skipCheck = true; return nil }
+}
+
+// MaxItemSize is the item size limit the store keeps to.
+func MaxItemSize(s *Store) int { return s.cfg.maxItemSize }

@@ -41,8 +41,12 @@ var (
 
 // Open connects to the servers of a memcached://host:port[,host:port] URL.
 // Keys are spread over several servers by a ketama consistent-hash ring.
-// Open checks that every server answers, so a wrong address fails here
-// rather than on the first decision.
+// Open reads every server's settings (stats settings), so that a wrong
+// address fails here rather than on the first decision (an error wrapping
+// store.ErrUnavailable), and so does a server that does not speak the
+// text protocol (-B binary, SASL) or runs with compare-and-swap disabled
+// (-C, which every algorithm but the two windows needs). The item size
+// limit is the smallest of WithMaxItemSize and the servers' own (-I).
 //
 // Options and their defaults:
 //
@@ -84,9 +88,11 @@ func Open(url string, opts ...Option) (*Store, error) {
 		skewSec: int64((cfg.skew + time.Second - 1) / time.Second),
 		seed:    maphash.MakeSeed(),
 	}
-	if err := mc.Ping(); err != nil {
-		mc.Close()
-		return nil, fmt.Errorf("%w: memcached: %s: %w", store.ErrUnavailable, store.RedactURL(url), err)
+	if !cfg.skipCheck {
+		if s.cfg.maxItemSize, err = checkServers(r.addrs, cfg.timeout, cfg.maxItemSize); err != nil {
+			mc.Close()
+			return nil, fmt.Errorf("%w (store URL %s)", err, store.RedactURL(url))
+		}
 	}
 	return s, nil
 }

@@ -19,6 +19,7 @@ type config struct {
 	prefix       string
 	skew         time.Duration
 	maxItemSize  int
+	skipCheck    bool // tests: open without checkServers
 }
 
 // The defaults of Open's options.
@@ -155,8 +156,10 @@ func WithClockSkew(d time.Duration) Option {
 }
 
 // WithMaxItemSize sets the servers' item size limit in bytes (memcached's
-// -I; default 1 MiB). A sliding log or concurrency state that would not fit
-// is refused with an error wrapping store.ErrBadRequest rather than sent.
+// -I; default 1 MiB). Open lowers it to the smallest item_size_max the
+// servers report. A sliding log or concurrency state that would not fit
+// (with the key and memcached's item header) is refused with an error
+// wrapping store.ErrBadRequest rather than sent.
 func WithMaxItemSize(n int) Option {
 	return func(c *config) error {
 		if n < 1024 {

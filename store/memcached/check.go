@@ -1,0 +1,82 @@
+package memcached
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+)
+
+// serverSettings is what Open needs to know of a server, from its
+// "stats settings".
+type serverSettings struct {
+	casEnabled  bool
+	itemSizeMax int // 0: not reported
+}
+
+// checkServers asks every server for its settings ("stats settings", one
+// round trip on a connection of its own) and returns the item size limit
+// the store must keep to: the smallest of maxItemSize and the servers'
+// item_size_max. It fails when a server cannot be reached (an error
+// wrapping store.ErrUnavailable, which may pass), does not answer the text
+// protocol, or runs with compare-and-swap disabled (-C), which every
+// algorithm but the two windows needs (neither passes by retrying).
+func checkServers(addrs []net.Addr, timeout time.Duration, maxItemSize int) (int, error) {
+	for _, a := range addrs {
+		set, err := settings(a.String(), timeout)
+		if err != nil {
+			return 0, err
+		}
+		if !set.casEnabled {
+			return 0, fmt.Errorf("memcached: server %s runs with compare-and-swap disabled (-C): the token bucket, GCRA, shaper, smooth, sliding log and concurrency algorithms keep their state with gets/cas; restart it without -C", a)
+		}
+		if set.itemSizeMax > 0 {
+			maxItemSize = min(maxItemSize, set.itemSizeMax)
+		}
+	}
+	return maxItemSize, nil
+}
+
+// settings reads a server's "stats settings".
+func settings(addr string, timeout time.Duration) (serverSettings, error) {
+	set := serverSettings{casEnabled: true}
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return set, fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte("stats settings\r\n")); err != nil {
+		return set, fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
+	}
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				err = fmt.Errorf("no answer to the text protocol within %v (a server started with -B binary, or with SASL, -S, speaks only the binary protocol, which this store does not): %w", timeout, err)
+			}
+			return set, fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "END" {
+			return set, nil
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "STAT" {
+			return set, fmt.Errorf("%w: memcached: server %s: unexpected answer to stats settings: %q", store.ErrUnavailable, addr, line)
+		}
+		switch f[1] {
+		case "cas_enabled":
+			set.casEnabled = f[2] != "no"
+		case "item_size_max":
+			set.itemSizeMax, _ = strconv.Atoi(f[2])
+		}
+	}
+}
