@@ -239,7 +239,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		return store.Result{}, errClosed
 	}
 	now := s.now()
-	ok, err := s.takeMany(reqs, out, now)
+	ok, err := s.takeMany(ctx, reqs, out, now)
 	return store.Result{Allowed: ok, At: now}, err
 }
 
@@ -351,8 +351,11 @@ type held struct {
 // order of address — the order every Take over several keys locks in, so
 // that two of them cannot deadlock — and for each request the index of its
 // entry.
-func (s *Store) lockAll(reqs []store.Request, now int64, idx []int) ([]held, error) {
+func (s *Store) lockAll(ctx context.Context, reqs []store.Request, now int64, idx []int) ([]held, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		hs := make([]held, 0, len(reqs))
 		for i := range reqs {
 			e, sh, hk, err := s.acquire(reqs[i].Key, true, now)
@@ -392,9 +395,9 @@ func (s *Store) lockAll(reqs []store.Request, now int64, idx []int) ([]held, err
 	}
 }
 
-func (s *Store) takeMany(reqs []store.Request, out []algo.Decision, now int64) (bool, error) {
+func (s *Store) takeMany(ctx context.Context, reqs []store.Request, out []algo.Decision, now int64) (bool, error) {
 	idx := make([]int, len(reqs))
-	order, err := s.lockAll(reqs, now, idx)
+	order, err := s.lockAll(ctx, reqs, now, idx)
 	if err != nil {
 		return false, err
 	}
@@ -631,7 +634,7 @@ func (s *Store) Sweep() int {
 				continue
 			}
 			e.mu.Lock()
-			if e.exp() <= now {
+			if e.exp() <= now && !e.undecided() {
 				sh.remove(e, t.slots[j].hk.Load())
 				sh.expired++
 				n++

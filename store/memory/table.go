@@ -40,12 +40,19 @@ const (
 	deadBit   = 1 << expBits
 	hasExt    = 1 << (expBits + 1)
 	kindShift = 56
+	// pending is the meta of an entry an all-or-nothing Take created and
+	// has not decided yet (see insert): its kind is no algorithm's, so it
+	// reads as fresh, and neither eviction nor Sweep removes it.
+	pending = uint64(0xFF) << kindShift
 )
 
 func (e *entry) exp() int64      { return int64(e.meta & expMask) }
 func (e *entry) kind() algo.Kind { return algo.Kind(e.meta >> kindShift) }
 func (e *entry) ext() bool       { return e.meta&hasExt != 0 }
 func (e *entry) dead() bool      { return e.meta&deadBit != 0 }
+
+// undecided reports whether e was created by a Take still deciding it.
+func (e *entry) undecided() bool { return e.meta&^(expMask|deadBit|hasExt) == pending }
 
 // key returns the entry's key, stored right after its header.
 func (e *entry) key() string {
@@ -188,7 +195,12 @@ func (sh *shard) insert(hk uint64, key string, perShard int, now int64) (*entry,
 	if e := sh.find(hk, key); e != nil {
 		return e, true
 	}
+	// The entry is pending until the Take that made it saves its state:
+	// otherwise, in a full shard, adding the Take's next key would evict
+	// this one (a fresh state is the first to go), the Take would find it
+	// gone and start again, and do so for ever.
 	e := newEntry(key)
+	e.meta = pending
 	sh.add(e, hk, perShard, now)
 	return e, true
 }
@@ -199,8 +211,9 @@ func (sh *shard) insert(hk uint64, key string, perShard int, now int64) (*entry,
 // sh.mu is held.
 func (sh *shard) add(e *entry, hk uint64, perShard int, now int64) {
 	t := sh.tab.Load()
-	if perShard > 0 && sh.live >= perShard {
-		sh.evict(now)
+	// One removal a key, or more after the pending entries of Takes over
+	// several keys pushed the shard past its cap (see evict).
+	for perShard > 0 && sh.live >= perShard && sh.evict(now) {
 	}
 	if (sh.live+sh.tombs+1)*4 > len(t.slots)*3 {
 		t = sh.rebuild()
@@ -271,8 +284,11 @@ func (sh *shard) remove(e *entry, hk uint64) {
 }
 
 // evict removes one entry of a full shard; see WithMaxKeys. It samples up
-// to evictSamples entries from a random place. sh.mu is held.
-func (sh *shard) evict(now int64) {
+// to evictSamples entries from a random place, passing over the entries of
+// Takes still deciding them (pending): when there is nothing else, it
+// removes nothing and the shard holds more than its cap until those Takes
+// are done. It reports whether it removed an entry. sh.mu is held.
+func (sh *shard) evict(now int64) bool {
 	t := sh.tab.Load()
 	var victim *entry
 	var victimHK uint64
@@ -285,13 +301,17 @@ func (sh *shard) evict(now int64) {
 		if e == nil || e == tomb {
 			continue
 		}
-		seen++
 		e.mu.Lock()
+		if e.undecided() {
+			e.mu.Unlock()
+			continue
+		}
+		seen++
 		if exp := e.exp(); exp <= now {
 			sh.remove(e, sl.hk.Load())
 			e.mu.Unlock()
 			sh.expired++
-			return
+			return true
 		} else if victim == nil || exp < best {
 			victim, victimHK, best = e, sl.hk.Load(), exp
 		}
@@ -303,4 +323,5 @@ func (sh *shard) evict(now int64) {
 		victim.mu.Unlock()
 		sh.evictions++
 	}
+	return victim != nil
 }
