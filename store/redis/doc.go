@@ -95,6 +95,13 @@
 // last moments before it dies may be lost with it, and a key may then
 // admit that many units more than its budget.
 //
+// A server at its maxmemory under the noeviction policy refuses every take
+// with its OOM error (store.ErrUnavailable) before the script has changed
+// anything: Redis checks memory only at a script's first write, and each
+// take's first write is one it checks (SET, or ZADD for the sorted sets,
+// which count before they trim). Peeks, concurrency releases and renewals,
+// and resets, which add nothing, still run.
+//
 // While a Cluster moves a hash slot (redis-cli --cluster reshard or
 // rebalance), the client follows ASK and MOVED to the key's node, and a
 // script over keys of the slot that are on both sides for the moment is

@@ -50,7 +50,10 @@ local function leaseLast(st)
 end
 
 -- prune forgets the leases expired at now (or at the latest time seen, if
--- later), records that time in META and returns it.
+-- later), records that time in META and returns it: for a release or a
+-- renewal, which add no slot, so that trimming first (a write Redis allows
+-- on a full server, after which it lets the script write on) lets them run
+-- when Redis is out of memory. A take writes first instead (see decide).
 local function prune(st, now)
   if now < st.c then now = st.c else st.c = now end
   if not st.ro then
@@ -75,28 +78,44 @@ ALG[9] = {
   fresh = zfresh,
   decide = function(st, p, now, cost, lease, commit)
     local key = st.key
-    now = prune(st, now)
+    if st.other then zclaim(st) end
+    if now < st.c then now = st.c else st.c = now end
+    -- Count and decide before writing, so that the take's first write is
+    -- a ZADD, as in the sliding log (see zwrite); leases expired at now are
+    -- skipped, then trimmed.
     local n = zcount(st, now)
     local allowed, rem, retry, reset = 0, 0, 0, 0
+    local exp, members
     if cost > p.limit then
       rem, retry = max(p.limit - n, 0), NEVER
     elseif n + cost <= p.limit then
       allowed, rem = 1, p.limit - n - cost
       if commit and cost > 0 then
-        local exp = now + p.ttl
+        exp = now + p.ttl
         local seq = #leaseSlots(key, lease, exp)
-        local prefix, members = lease .. ':' .. num(exp) .. ':', {}
+        local prefix = lease .. ':' .. num(exp) .. ':'
+        members = {}
         for i = 1, cost do
           members[i] = prefix .. (seq + i)
         end
-        zadd(key, exp, members)
-        n = n + cost
       end
     else
       rem = max(p.limit - n, 0)
       -- At the latest, the oldest leases expire; a release may come sooner.
       retry = micros(max(zscoreabove(key, now, n + cost - p.limit) - now, 1))
     end
+    if not st.ro then
+      if members then
+        zadd(key, exp, members)
+      else
+        -- Nothing to add: META, written again after the trim, whose range
+        -- holds its score (now).
+        zmeta(st)
+      end
+      rcall('ZREMRANGEBYSCORE', key, '-inf', num(now))
+      zmeta(st)
+    end
+    if members then n = n + cost end
     if n > 0 then reset = micros(leaseLast(st) - now) end
     if allowed == 1 and cost > 0 and not commit then
       reset = max(reset, micros(p.ttl)) -- what take would report

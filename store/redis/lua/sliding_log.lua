@@ -53,32 +53,37 @@ ALG[2] = {
   fresh = zfresh,
   decide = function(st, p, now, cost, lease, commit)
     local key = st.key
+    if st.other then zclaim(st) end
     if now < st.c then now = st.c else st.c = now end
     local lo = now - p.per
-    if not st.ro then
-      rcall('ZREMRANGEBYSCORE', key, '-inf', num(lo))
-      zmeta(st)
-    end
+    -- Count and decide before writing, so that the take's first write is
+    -- its ZADD (see zwrite); entries at or before lo are skipped, then
+    -- trimmed.
     local n = zcount(st, lo)
     local allowed, rem, retry, reset = 0, 0, 0, 0
+    local members
     if cost > p.limit then
       rem, retry = max(p.limit - n, 0), NEVER
     elseif n + cost <= p.limit then
       allowed, rem = 1, p.limit - n - cost
       if commit and cost > 0 then
         local seq = #logAt(key, now)
-        local ts, members = num(now), {}
+        local ts = num(now)
+        members = {}
         for i = 1, cost do
           members[i] = fmt('%s:%07d', ts, seq + i)
         end
-        zadd(key, now, members)
-        n = n + cost
       end
     else
       rem = max(p.limit - n, 0)
       -- The oldest n + cost - limit units must leave the window first.
       retry = micros(max(zscoreabove(key, lo, n + cost - p.limit) + p.per - now, 1))
     end
+    if not st.ro then
+      zwrite(st, now, members)
+      rcall('ZREMRANGEBYSCORE', key, '-inf', num(lo))
+    end
+    if members then n = n + cost end
     if n > 0 then reset = micros(zscoreabove(key, lo, n) + p.per - now) end
     if allowed == 1 and cost > 0 and not commit then
       reset = micros(p.per) -- what take would report

@@ -8,15 +8,15 @@ local META = '~'
 
 -- zload reads a sorted-set state's META: st.c is the latest time seen (0
 -- if none) and st.mscore META's score in Redis (nil if none). A key of
--- another type reads as fresh, and is deleted unless the call is read-only
--- or keep is set (a refund or release, which must not wipe the state of
--- another limit: it gives nothing back there).
+-- another type (left by a limit of another algorithm) reads as fresh; a
+-- take deletes it before reading (see zclaim), and a read-only call, a
+-- refund, release, renewal or rollback leaves it as it is (it gives
+-- nothing back there, and must not wipe the state of another limit).
 local function zload(key, ro, keep)
   local st = { key = key, c = 0, ro = ro }
   local c = rpcall('ZSCORE', key, META)
   if type(c) == 'table' and c.err then
-    if not (ro or keep) then rcall('DEL', key) end
-    st.gone = true
+    st.gone, st.other = true, not (ro or keep)
   elseif c then
     st.c = tonumber(c)
     st.mscore = st.c
@@ -24,14 +24,13 @@ local function zload(key, ro, keep)
   return st
 end
 
--- zfresh makes st a fresh sorted-set state (a read-only one keeps the
--- members, which then lie outside every count).
+-- zfresh makes st a fresh sorted-set state. It writes nothing (see zwrite):
+-- the entries left are all out of the window, or expired leases, at the
+-- time the state expired by, so every count skips them and a take's trim
+-- removes them after its first write; META keeps its score in Redis
+-- (st.mscore) until the take writes it.
 local function zfresh(st)
   st.c, st.gone = 0, true
-  if not st.ro then
-    rcall('DEL', st.key)
-    st.mscore = nil
-  end
 end
 
 -- zmeta records st.c in META.
@@ -58,8 +57,9 @@ local function zsave(st, now, exp)
 end
 
 -- zadd adds members (a list) with one score, in chunks that stay inside
--- Lua's stack limit for unpack.
-local function zadd(key, score, members)
+-- Lua's stack limit for unpack. With st, its first ZADD also records st.c
+-- in META (so a take writes its units and META in one call).
+local function zadd(key, score, members, st)
   local s = num(score)
   local i, n = 1, #members
   while i <= n do
@@ -69,8 +69,37 @@ local function zadd(key, score, members)
       args[j + 2] = members[i]
       j, i = j + 2, i + 1
     end
+    if st then
+      args[j + 1], args[j + 2] = num(st.c), META
+      st.mscore, st.gone, st = st.c, false, nil
+    end
     rcall('ZADD', key, unpack(args))
   end
+end
+
+-- zwrite is a take's first write to st's key: a ZADD of members (a list
+-- scored score, or nil) and META, which Redis refuses with OOM when it is
+-- full (maxmemory under noeviction) before the take has changed anything.
+-- Every other write of a take comes after it: Redis checks memory only at a
+-- script's first write and lets the later ones through (it never stops a
+-- script half-way), and it allows a trim, DEL or ZREM on a full server
+-- since they free memory, so a take that trimmed first went on to grow the
+-- set past maxmemory.
+local function zwrite(st, score, members)
+  if members then
+    zadd(st.key, score, members, st)
+  else
+    zmeta(st)
+  end
+end
+
+-- zclaim deletes a key of another type (see zload) before a take reads
+-- it, after a SET: a full server refuses SET as it refuses ZADD (see
+-- zwrite), and DEL alone would let the take's later writes through.
+local function zclaim(st)
+  rcall('SET', st.key, '')
+  rcall('DEL', st.key)
+  st.other = nil
 end
 
 -- zrem removes members (a list) in chunks.
