@@ -49,6 +49,10 @@ type options struct {
 // DefaultKeyPrefix), to share one store between several deployments.
 func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
+// KeyPrefix returns the prefix of every store key the Engine builds (see
+// WithKeyPrefix).
+func (e *Engine) KeyPrefix() string { return e.o.prefix }
+
 // WithShadowMode puts every rule in shadow mode (default false): decisions
 // are made and reported, nothing is ever refused. It is Envoy ratelimit's
 // global shadow mode, for a first deployment.

@@ -70,7 +70,7 @@ func (s *Server) AdminHandler() http.Handler {
 		api.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { ruleParams(w, r) })
 	}
 	for _, p := range []string{"GET /admin/api/keys", "DELETE /admin/api/keys"} {
-		api.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { keyParam(w, r) })
+		api.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { s.keyParam(w, r) })
 	}
 	api.HandleFunc("/admin/api/", notFound(api, "/admin/api/", func(r *http.Request) string {
 		return fmt.Sprintf("no admin endpoint %s %s", r.Method, r.URL.Path)
@@ -410,13 +410,20 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 }
 
 // keyParam returns the raw store key of a /admin/api/keys/{key} request,
-// or answers 400 and returns false when the path names none.
-func keyParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+// or answers 400 and returns false when the path names none or a key
+// outside the engine's key prefix: on a store shared with other
+// applications, the admin API reaches only Floodgate's keys.
+func (s *Server) keyParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	key := r.PathValue("key")
 	if key == "" {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("no key: want %s /admin/api/keys/{key}, the key percent-encoded", r.Method))
+		return "", false
 	}
-	return key, key != ""
+	if p := s.engine.KeyPrefix(); !strings.HasPrefix(key, p) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("key %q is not a Floodgate key: the admin API reaches only keys under the key prefix %q", key, p))
+		return "", false
+	}
+	return key, true
 }
 
 // ruleParams returns the domain and rule of a
@@ -433,7 +440,7 @@ func ruleParams(w http.ResponseWriter, r *http.Request) (domain, rule string, ok
 }
 
 func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
-	key, ok := keyParam(w, r)
+	key, ok := s.keyParam(w, r)
 	if !ok {
 		return
 	}
@@ -450,7 +457,7 @@ func (s *Server) handleKeyGet(w http.ResponseWriter, r *http.Request) {
 // handleKeyDelete resets one raw key: 204, or 200 with a warning when the
 // store may have kept some of its state (resetKeys).
 func (s *Server) handleKeyDelete(w http.ResponseWriter, r *http.Request) {
-	key, ok := keyParam(w, r)
+	key, ok := s.keyParam(w, r)
 	if !ok {
 		return
 	}
