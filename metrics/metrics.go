@@ -185,6 +185,8 @@ func (m *Metrics) MemoryStore(stats func() memory.Stats) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "memory_keys",
 			Help: "Keys the embedded memory store holds."}, func() float64 { return float64(read().Keys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "memory_max_keys",
+			Help: "The memory store's key cap (max_keys; 0: none): past it, new keys evict old ones."}, func() float64 { return float64(read().MaxKeys) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "memory_evictions_total",
 			Help: "Keys the memory store's key cap removed before their state expired."}, func() float64 { return float64(read().Evictions) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "memory_expired_total",

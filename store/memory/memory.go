@@ -23,7 +23,8 @@ type Store struct {
 	clock    func() time.Time // nil: base + monotonic time since
 	base     time.Time
 	baseUS   int64
-	perShard int // key cap per shard; 0: none
+	perShard int   // key cap per shard; 0: none
+	maxKeys  int64 // the cap asked for (WithMaxKeys)
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -40,6 +41,8 @@ type Stats struct {
 	// Expired counts keys removed because their state had expired (by the
 	// janitor, Sweep, eviction sampling or the call that found them so).
 	Expired int64
+	// MaxKeys is the cap WithMaxKeys set; 0: none.
+	MaxKeys int64
 }
 
 var (
@@ -85,6 +88,7 @@ func New(opts ...Option) (*Store, error) {
 	s.baseUS = s.base.UnixMicro()
 	if c.maxKeys > 0 {
 		s.perShard = (c.maxKeys + n - 1) / n
+		s.maxKeys = int64(c.maxKeys)
 	}
 	for i := range s.shards {
 		s.shards[i].tab.Store(newTable(8))
@@ -667,7 +671,7 @@ func (s *Store) janitor(every time.Duration) {
 // expirations so far. It locks each shard in turn, so it is a consistent
 // count per shard, not a snapshot of the whole store.
 func (s *Store) Stats() Stats {
-	var st Stats
+	st := Stats{MaxKeys: s.maxKeys}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()

@@ -1,7 +1,7 @@
 // Package storeurl opens a store.Store from a store URL, the form the
 // floodgate server's --store flag takes:
 //
-//	memory://[?max_keys=N&shards=N]                 the embedded store (default)
+//	memory://[?max_keys=N&shards=N]                 the embedded store (default; max_keys 1000000, 0 for no cap)
 //	redis://[user:pass@]host:port[/db]              standalone Redis
 //	rediss://[user:pass@]host:port[/db]             standalone Redis over TLS
 //	redis-cluster://host:port,host:port,...         Redis Cluster (seed nodes)

@@ -108,8 +108,17 @@ func WithMemcachedOptions(o ...memcached.Option) Option {
 	return func(c *config) { c.mcOpts = append(c.mcOpts, o...) }
 }
 
+// DefaultMaxKeys is the key cap of a memory:// store whose URL sets
+// none: about 100 MB of simple states (a month's quota key about 240 B),
+// so that clients sending new descriptor values cannot grow a server
+// without end. memory://?max_keys=0 removes the cap; memory.New alone has
+// none.
+const DefaultMaxKeys = 1_000_000
+
 // Open returns the store the URL names. Options and their defaults:
 //
+//   - memory:// holds at most DefaultMaxKeys keys unless max_keys says
+//     otherwise (0: no cap)
 //   - WithClock(time.Now)
 //   - WithTimeout(0): each client's default round-trip timeout
 //   - WithMemoryOptions, WithRedisOptions, WithMemcachedOptions: none
@@ -186,7 +195,7 @@ func openMemory(rawURL string, c config) (store.Store, error) {
 	if path != "" && path != "/" {
 		return bad("memory:// takes no host or path, got %q", path)
 	}
-	var mo []memory.Option
+	mo := []memory.Option{memory.WithMaxKeys(DefaultMaxKeys)}
 	if c.clock != nil {
 		mo = append(mo, memory.WithClock(c.clock))
 	}

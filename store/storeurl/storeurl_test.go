@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/storeurl"
 )
@@ -155,5 +156,39 @@ func TestRedact(t *testing.T) {
 		if got := storeurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestMemoryDefaultCap: memory:// holds at most DefaultMaxKeys keys unless
+// its URL says otherwise, and max_keys=0 removes the cap. Before, a server
+// on the default store kept every key a client's new descriptor values
+// made (the example configuration's monthly quota: 100 000 keys for 8.7 MB
+// of requests, kept a month).
+func TestMemoryDefaultCap(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want int64
+	}{
+		{"memory://", storeurl.DefaultMaxKeys},
+		{"memory://?shards=4", storeurl.DefaultMaxKeys},
+		{"memory://?max_keys=0", 0},
+		{"memory://?max_keys=5000", 5000},
+	} {
+		st, err := storeurl.Open(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if got := st.(*memory.Store).Stats().MaxKeys; got != tc.want {
+			t.Errorf("%s: MaxKeys %d, want %d", tc.url, got, tc.want)
+		}
+		_ = st.Close()
+	}
+	st, err := storeurl.Open("memory://", storeurl.WithMemoryOptions(memory.WithMaxKeys(7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := st.(*memory.Store).Stats().MaxKeys; got != 7 {
+		t.Errorf("WithMemoryOptions(WithMaxKeys(7)): MaxKeys %d, want 7", got)
 	}
 }
