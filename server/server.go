@@ -478,6 +478,10 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 	return ls, nil
 }
 
+// idleTimeout closes a keep-alive connection of the HTTP, API and admin
+// listeners that has sent no request for that long. A variable for tests.
+var idleTimeout = 2 * time.Minute
+
 // Serve serves on the listeners until ctx is done, then drains: health
 // turns NOT_SERVING, the HTTP and gRPC listeners close, requests in flight
 // finish (up to the drain timeout), the admin listener closes last (so that
@@ -488,16 +492,16 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 // error from a listener stops everything and is returned.
 func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpActive, adminActive activeConns
-	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
 		ConnState: httpActive.track, ErrorLog: s.httpErrorLog("http")}
-	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ConnState: adminActive.track,
+	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout, ConnState: adminActive.track,
 		ErrorLog: s.httpErrorLog("admin")}
 	var apiActive activeConns
 	var apiSrv *http.Server
 	errc := make(chan error, 4)
 	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
 	if ls.API != nil {
-		apiSrv = &http.Server{Handler: s.APIHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		apiSrv = &http.Server{Handler: s.APIHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
 			ConnState: apiActive.track, ErrorLog: s.httpErrorLog("api")}
 		go func() { errc <- serveHTTP(apiSrv, ls.API, "api") }()
 	}
