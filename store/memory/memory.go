@@ -356,14 +356,17 @@ type held struct {
 // that two of them cannot deadlock — and for each request the index of its
 // entry.
 func (s *Store) lockAll(ctx context.Context, reqs []store.Request, now int64, idx []int) ([]held, error) {
+	var hs []held
 	for {
 		if err := ctx.Err(); err != nil {
+			dropPending(hs)
 			return nil, err
 		}
-		hs := make([]held, 0, len(reqs))
+		hs = make([]held, 0, len(reqs))
 		for i := range reqs {
 			e, sh, hk, err := s.acquire(reqs[i].Key, true, now)
 			if err != nil {
+				dropPending(hs)
 				return nil, err
 			}
 			e.mu.Unlock()
@@ -396,6 +399,22 @@ func (s *Store) lockAll(ctx context.Context, reqs []store.Request, now int64, id
 			idx[i] = slices.IndexFunc(order, func(o held) bool { return o.e == h.e })
 		}
 		return order, nil
+	}
+}
+
+// dropPending removes the keys of hs that are still pending (see insert)
+// when the Take that looked them up gives up: no Take would ever save them,
+// and neither eviction nor Sweep removes a pending key. A Take that found
+// one meanwhile sees it removed and looks its keys up again.
+func dropPending(hs []held) {
+	for _, h := range hs {
+		h.sh.mu.Lock()
+		h.e.mu.Lock()
+		if !h.e.dead() && h.e.undecided() {
+			h.sh.remove(h.e, h.hk)
+		}
+		h.e.mu.Unlock()
+		h.sh.mu.Unlock()
 	}
 }
 
