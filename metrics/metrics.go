@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/resilient"
 )
@@ -50,6 +51,8 @@ type Metrics struct {
 
 	// memStats reads the memory store's figures (MemoryStore); nil until set.
 	memStats atomic.Pointer[func() memory.Stats]
+	// mcStats reads the memcached store's counters (MemcachedStore).
+	mcStats atomic.Pointer[func() memcached.Stats]
 
 	decisions  *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
@@ -191,6 +194,35 @@ func (m *Metrics) MemoryStore(stats func() memory.Stats) {
 			Help: "Keys the memory store's key cap removed before their state expired."}, func() float64 { return float64(read().Evictions) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "memory_expired_total",
 			Help: "Keys the memory store removed because their state had expired."}, func() float64 { return float64(read().Expired) }),
+	)
+}
+
+// MemcachedStore exports the memcached store's counters: operations on
+// window counters and on compare-and-swap state, CAS attempts lost to a
+// concurrent writer (a hot key), operations that ran out of retries
+// (refused by the failure policy, nothing charged) and charges rolled
+// back. Like MemoryStore, the first call registers them and a later one
+// only changes the source.
+func (m *Metrics) MemcachedStore(stats func() memcached.Stats) {
+	if m.mcStats.Swap(&stats) != nil {
+		return
+	}
+	read := func() memcached.Stats { return (*m.mcStats.Load())() }
+	c := func(name, help string, v func(memcached.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: name, Help: help},
+			func() float64 { return float64(v(read())) })
+	}
+	m.reg.MustRegister(
+		c("memcached_counter_ops_total", "Decisions, refunds and roll-backs on memcached window counters.",
+			func(s memcached.Stats) uint64 { return s.CounterOps }),
+		c("memcached_cas_ops_total", "Operations on memcached compare-and-swap state that completed.",
+			func(s memcached.Stats) uint64 { return s.CASOps }),
+		c("memcached_cas_retries_total", "Compare-and-swap attempts lost to a concurrent writer and tried again (hot keys).",
+			func(s memcached.Stats) uint64 { return s.CASRetries }),
+		c("memcached_contention_total", "Operations that ran out of compare-and-swap retries: failed, nothing charged, answered by the failure policy.",
+			func(s memcached.Stats) uint64 { return s.Contention }),
+		c("memcached_rollbacks_total", "Charges undone on memcached: refused counter increments and refunded keys of refused multi-key takes.",
+			func(s memcached.Stats) uint64 { return s.Rollbacks }),
 	)
 }
 

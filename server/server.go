@@ -28,6 +28,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/memory"
 )
 
@@ -171,6 +172,8 @@ type Server struct {
 	engine     *policy.Engine
 	store      store.Store
 	metrics    *metrics.Metrics
+	// mcExported is set once the memcached store's counters are exported.
+	mcExported atomic.Bool
 	log        *slog.Logger
 	adminToken string
 	// observeToken guards /v1/observe ("": the admin token; neither:
@@ -284,6 +287,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	if ms, ok := st.(*memory.Store); ok {
 		s.metrics.MemoryStore(ms.Stats)
 	}
+	s.exportMemcached()
 	// Stream workers reuse goroutines whose stacks have already grown to
 	// the handler's depth, instead of a fresh goroutine per call.
 	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0)))),
@@ -478,6 +482,27 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 	return ls, nil
 }
 
+// exportMemcached exports the memcached store's counters once the store
+// under the failure policy (and any other wrapper with Unwrap) is one: at
+// New, or once a store that could not be reached at start has opened.
+func (s *Server) exportMemcached() {
+	if s.mcExported.Load() {
+		return
+	}
+	for st := s.store; st != nil; {
+		if mc, ok := st.(*memcached.Store); ok {
+			s.mcExported.Store(true)
+			s.metrics.MemcachedStore(mc.Stats)
+			return
+		}
+		u, ok := st.(interface{ Unwrap() store.Store })
+		if !ok {
+			return
+		}
+		st = u.Unwrap()
+	}
+}
+
 // idleTimeout closes a keep-alive connection of the HTTP, API and admin
 // listeners that has sent no request for that long. A variable for tests.
 var idleTimeout = 2 * time.Minute
@@ -524,6 +549,7 @@ loop:
 			break loop
 		case <-tick.C:
 			s.CheckStore(ctx)
+			s.exportMemcached()
 		case err = <-errc:
 			break loop
 		}
