@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/test.sh and scripts/with-servers.sh. Source it; do not run it.
 #
-#   ensure_test_deps      install redis-server, redis-cli and memcached from Debian if missing
+#   ensure_test_deps      install redis-server, redis-cli, memcached and nutcracker from Debian if missing
 #   start_test_servers    build and start internal/testserver/cmd/testservers, export FLOODGATE_TEST_*
 #   stop_test_servers     stop everything start_test_servers started (idempotent; use in trap EXIT)
 #   setup_traps           trap EXIT -> stop_test_servers; INT/TERM -> stop the running command, exit
@@ -13,17 +13,17 @@ _fg_log() { printf '==> %s\n' "$*" >&2; }
 
 # ensure_test_deps installs the Debian packages that provide the test servers' binaries,
 # only when one of them is missing. Debian's maintainer scripts would start their own
-# redis (6379) and memcached (11211) services; we keep them from doing so with a
+# redis (6379), memcached (11211) and nutcracker (22121) services; we keep them from doing so with a
 # temporary policy-rc.d (when the machine has none), and we never use those services anyway.
 ensure_test_deps() {
 	local missing=() b
-	for b in redis-server redis-cli memcached; do
+	for b in redis-server redis-cli memcached nutcracker; do
 		command -v "$b" >/dev/null 2>&1 || missing+=("$b")
 	done
 	if [ "${#missing[@]}" -eq 0 ]; then
 		return 0
 	fi
-	_fg_log "missing ${missing[*]}: installing redis-server redis-tools memcached with apt-get"
+	_fg_log "missing ${missing[*]}: installing redis-server redis-tools memcached nutcracker with apt-get"
 	local sudo=()
 	if [ "$(id -u)" -ne 0 ]; then
 		sudo=(sudo)
@@ -39,7 +39,7 @@ ensure_test_deps() {
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null || rc=$?
 	if [ "$rc" -eq 0 ]; then
 		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
-			redis-server redis-tools memcached >/dev/null || rc=$?
+			redis-server redis-tools memcached nutcracker >/dev/null || rc=$?
 	fi
 	if [ -n "$made_policy" ]; then
 		"${sudo[@]}" rm -f "$policy"
@@ -48,7 +48,7 @@ ensure_test_deps() {
 		_fg_log "apt-get failed (exit $rc)"
 		return "$rc"
 	fi
-	for b in redis-server redis-cli memcached; do
+	for b in redis-server redis-cli memcached nutcracker; do
 		if ! command -v "$b" >/dev/null 2>&1; then
 			_fg_log "$b still missing after apt-get install"
 			return 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real servers:
-#   1. installs redis-server, redis-tools and memcached from Debian if any binary is missing;
+#   1. installs redis-server, redis-tools, memcached and nutcracker from Debian if any binary is missing;
 #   2. starts a standalone Redis, a Redis Cluster (3 masters + 3 replicas), a Sentinel set
 #      and a Memcached on free 127.0.0.1 ports (internal/testserver/cmd/testservers) and
 #      exports FLOODGATE_TEST_REDIS, _REDIS_CLUSTER, _REDIS_SENTINEL and _MEMCACHED;

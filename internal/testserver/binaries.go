@@ -23,6 +23,7 @@ var binaryPackages = map[string]string{
 	"redis-server": "redis-server",
 	"redis-cli":    "redis-tools",
 	"memcached":    "memcached",
+	"nutcracker":   "nutcracker",
 }
 
 // MissingBinaryError reports that a server binary is not installed.

@@ -1,6 +1,7 @@
 // Package testserver starts real Redis (standalone, Cluster, Sentinel) and Memcached
 // servers for tests, benchmarks and end-to-end tests, using the binaries from Debian's
-// packages (redis-server and redis-tools for redis-server/redis-cli, memcached).
+// packages (redis-server and redis-tools for redis-server/redis-cli, memcached, nutcracker for
+// twemproxy).
 //
 // Every server listens on a free port of 127.0.0.1 only, keeps its files in a fresh
 // temporary directory, and is stopped by PID.

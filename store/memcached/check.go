@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -42,7 +43,12 @@ func checkServers(addrs []net.Addr, timeout time.Duration, maxItemSize int) (int
 	return maxItemSize, nil
 }
 
-// settings reads a server's "stats settings".
+// settings reads a server's "stats settings". A server that does not
+// answer it (a proxy: twemproxy closes the connection, others answer an
+// error) is checked by "version" instead, as before Open read settings, and
+// its settings are taken as the defaults: compare-and-swap on (a -C server
+// behind it is then found by the first decision, see load) and the item
+// size limit unknown.
 func settings(addr string, timeout time.Duration) (serverSettings, error) {
 	set := serverSettings{casEnabled: true}
 	conn, err := net.DialTimeout("tcp", addr, timeout)
@@ -55,8 +61,13 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 		return set, fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
 	}
 	r := bufio.NewReader(conn)
-	for {
+	for first := true; ; first = false {
 		line, err := r.ReadString('\n')
+		if first && errors.Is(err, io.EOF) {
+			// twemproxy closes the connection on a command it does not
+			// forward.
+			return set, version(addr, timeout)
+		}
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -67,6 +78,10 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 		line = strings.TrimRight(line, "\r\n")
 		if line == "END" {
 			return set, nil
+		}
+		if first && (line == "ERROR" || strings.HasPrefix(line, "CLIENT_ERROR") || strings.HasPrefix(line, "SERVER_ERROR")) {
+			// A proxy that does not forward stats settings.
+			return set, version(addr, timeout)
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 || f[0] != "STAT" {
@@ -79,4 +94,25 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 			set.itemSizeMax, _ = strconv.Atoi(f[2])
 		}
 	}
+}
+
+// version checks that addr answers "version" with VERSION.
+func version(addr string, timeout time.Duration) error {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte("version\r\n")); err != nil {
+		return fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("%w: memcached: server %s: no answer to stats settings or version: %w", store.ErrUnavailable, addr, err)
+	}
+	if !strings.HasPrefix(line, "VERSION ") {
+		return fmt.Errorf("%w: memcached: server %s: unexpected answer to version: %q", store.ErrUnavailable, addr, strings.TrimRight(line, "\r\n"))
+	}
+	return nil
 }
