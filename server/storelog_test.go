@@ -254,8 +254,16 @@ func TestCheckStoreLogsAStoreDownFromTheStart(t *testing.T) {
 	if err := rs.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.log.lines("level=WARN", "store circuit breaker opened", "no answer within the timeout"); len(got) != 1 {
-		t.Errorf("%d WARN lines saying the breaker opened on timeouts, want 1:\n%s", len(got), e.log)
+	// The pause's timeouts open the breaker with a line naming them —
+	// unless that cause was already reported within StoreLogInterval: on
+	// a loaded machine a probe of the dead store can time out before the
+	// refused connection comes back ("still open, with another failure:
+	// … no answer within the timeout"), and a cause is reported once an
+	// interval (the skipped openings are counted in the next line).
+	opened := e.log.lines("level=WARN", "store circuit breaker opened", "no answer within the timeout")
+	before := e.log.lines("level=WARN", "store circuit breaker still open", "no answer within the timeout")
+	if len(opened) > 1 || len(opened)+len(before) == 0 {
+		t.Errorf("%d WARN lines saying the breaker opened on timeouts (and %d saying it stayed open on one before), want 1 in all:\n%s", len(opened), len(before), e.log)
 	}
 	if got := e.log.lines("store error on"); len(got) != 0 {
 		t.Errorf("connection errors and timeouts logged as store errors:\n%s", e.log)
