@@ -444,6 +444,11 @@ func (m *Metrics) ruleNames() *ruleNames {
 	}
 	m.namesMu.Lock()
 	defer m.namesMu.Unlock()
+	// Read again under the lock: a configuration read before it may have
+	// been replaced meanwhile, and pruning against it after its successor
+	// was pruned against would delete the series of rules the successor
+	// brought back (a counter reset for them).
+	cfg = (*src)()
 	if names := m.names.Load(); names != nil && names.cfg == cfg {
 		return names
 	}
