@@ -169,9 +169,9 @@ func WithPinger(ping func(ctx context.Context) error) Option {
 // standard health service, the HTTP API (/json and /v1/), and the admin
 // address (/metrics, /healthz, /readyz, /admin/api/, /dashboard).
 type Server struct {
-	engine     *policy.Engine
-	store      store.Store
-	metrics    *metrics.Metrics
+	engine  *policy.Engine
+	store   store.Store
+	metrics *metrics.Metrics
 	// mcExported is set once the memcached store's counters are exported.
 	mcExported atomic.Bool
 	log        *slog.Logger

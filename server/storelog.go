@@ -203,10 +203,16 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 // store, a cancelled context) or of contention, nor an error that says no
 // more than that the store is unavailable (the wrapper's own timeout).
 func reportable(err error) bool {
+	if errors.Is(err, store.ErrBadRequest) {
+		// A request the store refuses to keep (memcached: a state over the
+		// server's item size, -I) fails the same way for every caller
+		// until the configuration changes: the operator must hear of it.
+		return true
+	}
 	var ne net.Error
 	for _, e := range []error{context.DeadlineExceeded, context.Canceled, os.ErrDeadlineExceeded, io.EOF, io.ErrUnexpectedEOF,
 		net.ErrClosed, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, syscall.ETIMEDOUT,
-		syscall.EHOSTUNREACH, syscall.ENETUNREACH, store.ErrClosed, store.ErrBadRequest, store.ErrContention, resilient.ErrCircuitOpen} {
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, store.ErrClosed, store.ErrContention, resilient.ErrCircuitOpen} {
 		if errors.Is(err, e) {
 			return false
 		}

@@ -59,7 +59,6 @@ func TestStoreLogRateLimit(t *testing.T) {
 		fmt.Errorf("redis: take %q: %w: %w", "fg:k", store.ErrUnavailable, fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED)),
 		fmt.Errorf("resilient: no answer within the timeout: %w", store.ErrUnavailable),
 		fmt.Errorf("memcached take %q: %w", "k", store.ErrContention),
-		fmt.Errorf("%w: memcached take %q: too large", store.ErrBadRequest, "k"),
 		resilient.ErrCircuitOpen,
 	} {
 		before := buf.Len()
@@ -67,6 +66,16 @@ func TestStoreLogRateLimit(t *testing.T) {
 		if buf.Len() != before {
 			t.Errorf("%v: logged as a store error:\n%s", err, buf.String()[before:])
 		}
+	}
+	// A state the store refuses to keep fails every caller of the rule
+	// until the configuration changes: it is logged (once per cause), with
+	// the key blanked.
+	before := buf.Len()
+	for range 3 {
+		h.Call("take", time.Millisecond, fmt.Errorf("%w: memcached: take %q: token_bucket state of 600 bytes over the item size limit of 512 bytes", store.ErrBadRequest, "fg:api|user=alice"))
+	}
+	if got := buf.String()[before:]; strings.Count(got, "over the item size limit") != 1 || strings.Contains(got, "alice") {
+		t.Errorf("a state over the item size, 3 times: logged %q, want one line without the key", got)
 	}
 
 	trip := func(reopened bool, reply string) {
