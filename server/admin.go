@@ -133,7 +133,7 @@ func authorized(w http.ResponseWriter, r *http.Request, token, kind string) bool
 // a host name other than localhost.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !browserSafe(w, r, "admin API", s.adminToken == "") {
+		if !browserSafe(w, r, "the admin API", s.adminToken == "") {
 			return
 		}
 		if s.adminToken != "" {
@@ -194,7 +194,11 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	b, _ := dashboardFS.ReadFile("dashboard.html")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	// frame-ancestors 'none' (and X-Frame-Options for older browsers):
+	// no other site's page may frame the dashboard to make the operator
+	// click on it.
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
 	w.Write(b)
 }
 

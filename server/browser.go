@@ -34,11 +34,11 @@ func browserSafe(w http.ResponseWriter, r *http.Request, what string, checkHost 
 			from = "another site"
 		}
 		writeError(w, http.StatusForbidden, fmt.Sprintf("cross-origin request refused: %s %s was sent by a web page of %s, "+
-			"which may not call the %s; call it from curl or a script (no Origin or Sec-Fetch-Site field)", r.Method, r.URL.Path, from, what))
+			"which may not call %s; call it from curl or a script (no Origin or Sec-Fetch-Site field)", r.Method, r.URL.Path, from, what))
 		return false
 	}
 	if checkHost && !localHost(r.Host) {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("Host %q refused: without a token the %s answers requests addressed to an IP address "+
+		writeError(w, http.StatusForbidden, fmt.Sprintf("Host %q refused: without a token %s answers requests addressed to an IP address "+
 			"or localhost only, as a web page could otherwise reach it through a host name of its own (DNS rebinding); "+
 			"address it by IP (e.g. 127.0.0.1), or set --admin-token to use a host name", r.Host, what))
 		return false

@@ -25,6 +25,9 @@ func dashboardPage(t *testing.T, e *env) string {
 	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "connect-src") {
 		t.Errorf("Content-Security-Policy %q: the page's fetch needs connect-src to fall back to default-src 'self'", csp)
 	}
+	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || hdr.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("Content-Security-Policy %q, X-Frame-Options %q: another site's page could frame the dashboard", csp, hdr.Get("X-Frame-Options"))
+	}
 	return string(body)
 }
 
