@@ -67,10 +67,14 @@ local NEVER = -1
 
 -- getstring reads a string-valued state; a key of another type (left by a
 -- limit of another algorithm) reads as fresh and is overwritten on save.
+-- The second result tells whether the key exists at all: a state that
+-- saves as fresh deletes only a key that exists, since Redis checks memory
+-- at a script's first write and a DEL, even of nothing, is one (on a full
+-- Redis it would let the script's later writes through).
 local function getstring(key)
   local v = rpcall('GET', key)
-  if type(v) == 'string' then return v end
-  return nil
+  if type(v) == 'string' then return v, true end
+  return nil, v ~= false
 end
 
 -- String states are packed binary: the kind (one byte), then the fields
@@ -81,12 +85,12 @@ local spack, sunpack = struct.pack, struct.unpack
 -- load3 reads a state of three fields (A, B, C) written by kind; anything
 -- else reads as fresh (zeros).
 local function load3(key, kind)
-  local v = getstring(key)
+  local v, had = getstring(key)
   if v and #v == 25 then
     local k, a, b, c = sunpack('<Bddd', v)
-    if k == kind then return { key = key, a = a, b = b, c = c } end
+    if k == kind then return { key = key, a = a, b = b, c = c, had = true } end
   end
-  return { key = key, a = 0, b = 0, c = 0 }
+  return { key = key, a = 0, b = 0, c = 0, had = had }
 end
 
 -- minTTL (ms) is set by main for groups with an explicit (test) time:
@@ -109,11 +113,15 @@ local function ttlms(now, exp)
 end
 
 -- save3 writes a three-field state (see load3).
+-- A key that does not exist is not deleted (see getstring); st.had
+-- follows the key through the script.
 local function save3(st, kind, now, exp)
   if exp <= now then
-    rcall('DEL', st.key)
+    if st.had ~= false then rcall('DEL', st.key) end
+    st.had = false
   else
     rcall('SET', st.key, spack('<Bddd', kind, st.a, st.b, st.c), 'PX', ttlms(now, exp))
+    st.had = true
   end
 end
 

@@ -93,7 +93,8 @@ ALG[3] = {
   load = function(key, p, ro)
     local st = { key = key, a = 0, ring = {} }
     for i = 0, p.n do st.ring[i] = 0 end
-    local v = getstring(key)
+    local v
+    v, st.had = getstring(key)
     if v and #v >= 9 then
       local k, a = sunpack('<Bd', v)
       if k == 3 then
@@ -151,11 +152,13 @@ ALG[3] = {
   save = function(st, p, now)
     local exp = slidingExpiry(st, p)
     if exp <= now then
-      rcall('DEL', st.key)
+      if st.had ~= false then rcall('DEL', st.key) end
+      st.had = false
       return
     end
     local ring = {}
     for i = 0, p.n do ring[i + 1] = st.ring[i] end
     rcall('SET', st.key, spack(p.fmt, 3, st.a, unpack(ring)), 'PX', ttlms(now, exp))
+    st.had = true
   end,
 }
