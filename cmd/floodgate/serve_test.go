@@ -136,7 +136,9 @@ func startServe(t *testing.T, args ...string) (out, errb *lockedBuffer, stop fun
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)
 	go func() { done <- run(ctx, args, out, errb) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(errb.String(), "floodgate serving") {
+	// The log's line comes first, the addresses on stdout just after it:
+	// wait for both (a test reading the addresses at once failed under load).
+	for !strings.Contains(errb.String(), "floodgate serving") || !strings.Contains(out.String(), "floodgate serving:") {
 		select {
 		case code := <-done:
 			cancel()
