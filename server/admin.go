@@ -133,11 +133,12 @@ func authorized(w http.ResponseWriter, r *http.Request, token, kind string) bool
 // a host name other than localhost.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !browserSafe(w, r, "the admin API", s.adminToken == "") {
+		tok := s.tok.Load().admin
+		if !browserSafe(w, r, "the admin API", tok == "") {
 			return
 		}
-		if s.adminToken != "" {
-			if !authorized(w, r, s.adminToken, "admin") {
+		if tok != "" {
+			if !authorized(w, r, tok, "admin") {
 				return
 			}
 		}

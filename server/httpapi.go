@@ -707,11 +707,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // both naming what to set.
 func (s *Server) guardObserve(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !browserSafe(w, r, "POST /v1/observe", s.observeToken == "") {
+		tok := s.tok.Load().observe
+		if !browserSafe(w, r, "POST /v1/observe", tok == "") {
 			return
 		}
-		if s.observeToken != "" {
-			if !authorized(w, r, s.observeToken, "observe") {
+		if tok != "" {
+			if !authorized(w, r, tok, "observe") {
 				return
 			}
 		} else if !loopbackPeer(r) {

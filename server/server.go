@@ -77,6 +77,34 @@ func WithAdminToken(token string) Option { return func(s *Server) { s.adminToken
 // admin token.
 func WithObserveToken(token string) Option { return func(s *Server) { s.observeToken = token } }
 
+// tokenPair is the tokens a running server checks ("" for none).
+type tokenPair struct {
+	admin, observe string
+	// observeIsAdmin: no observe token was given, so /v1/observe takes
+	// the admin token, and a new admin token is the observe token too.
+	observeIsAdmin bool
+}
+
+// RotateTokens replaces the tokens a running server checks, for a Secret
+// rotated without a restart (serve rereads its token files on SIGHUP). An
+// empty token leaves that token as it is: a running server's token can be
+// changed, not removed. Where no observe token was given, the admin token
+// guards /v1/observe, and so does the new one. Requests in flight finish
+// under the token they were checked with.
+func (s *Server) RotateTokens(admin, observe string) {
+	next := *s.tok.Load()
+	if admin != "" {
+		next.admin = admin
+		if next.observeIsAdmin {
+			next.observe = admin
+		}
+	}
+	if observe != "" {
+		next.observe, next.observeIsAdmin = observe, false
+	}
+	s.tok.Store(&next)
+}
+
 // WithConfigPath records where the configuration was loaded from, for the
 // admin API's config view (default "").
 func WithConfigPath(p string) Option { return func(s *Server) { s.configPath = p } }
@@ -174,6 +202,9 @@ type Server struct {
 	metrics *metrics.Metrics
 	// mcExported is set once the memcached store's counters are exported.
 	mcExported atomic.Bool
+	// tok holds the tokens the admin API and /v1/observe check, which
+	// RotateTokens replaces (adminToken and observeToken are the options').
+	tok atomic.Pointer[tokenPair]
 	log        *slog.Logger
 	adminToken string
 	// observeToken guards /v1/observe ("": the admin token; neither:
@@ -269,9 +300,11 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
 	}
 	s.limits = s.limits.withDefaults()
-	if s.observeToken == "" {
+	observeIsAdmin := s.observeToken == ""
+	if observeIsAdmin {
 		s.observeToken = s.adminToken
 	}
+	s.tok.Store(&tokenPair{admin: s.adminToken, observe: s.observeToken, observeIsAdmin: observeIsAdmin})
 	if s.storeLog != nil {
 		s.storeLog.attach(s)
 	}

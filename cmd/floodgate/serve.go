@@ -96,8 +96,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
 	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")
 	fs.StringVar(&f.adminToken, "admin-token", "", "require Authorization: Bearer <token> on the admin API (and, without --observe-token, on POST /v1/observe)")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read --admin-token from this file (a mounted Secret; surrounding whitespace is dropped), once at start")
-	fs.StringVar(&f.observeTokenFile, "observe-token-file", "", "read --observe-token from this file (a mounted Secret; surrounding whitespace is dropped), once at start")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read --admin-token from this file (a mounted Secret; surrounding whitespace is dropped), at start and on SIGHUP")
+	fs.StringVar(&f.observeTokenFile, "observe-token-file", "", "read --observe-token from this file (a mounted Secret; surrounding whitespace is dropped), at start and on SIGHUP")
 	fs.StringVar(&f.observeToken, "observe-token", "", "require Authorization: Bearer <token> on POST /v1/observe, which steers the adaptive limits (default: --admin-token; with neither, /v1/observe answers loopback peers only)")
 	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
@@ -212,17 +212,9 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 			errs = append(errs, fmt.Errorf("%s and %s are both set: give the token one way", f.flag(t.name), f.flag(t.name+"-file")))
 			continue
 		}
-		b, err := os.ReadFile(t.file)
+		tok, err := f.readTokenFile(t.name, t.file)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f.origin(t.name+"-file", t.file), err))
-			continue
-		}
-		tok, why := bearerToken(string(b))
-		if strings.TrimSpace(string(b)) == "" {
-			why = "the file holds no token"
-		}
-		if why != "" {
-			errs = append(errs, fmt.Errorf("%s: %s", f.origin(t.name+"-file", t.file), why))
+			errs = append(errs, err)
 			continue
 		}
 		*t.tok = tok
@@ -235,6 +227,49 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 		}
 	}
 	return warnings, errors.Join(errs...)
+}
+
+// readTokenFile reads the token of --name-file from file, checked as a
+// bearer token; an error names the flag and the file, never the token.
+func (f *serveFlags) readTokenFile(name, file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", f.origin(name+"-file", file), err)
+	}
+	tok, why := bearerToken(string(b))
+	if strings.TrimSpace(string(b)) == "" {
+		why = "the file holds no token"
+	}
+	if why != "" {
+		return "", fmt.Errorf("%s: %s", f.origin(name+"-file", file), why)
+	}
+	return tok, nil
+}
+
+// rereadTokens reads the token files again (SIGHUP) and gives their tokens
+// to srv: a rotated Secret takes effect without a restart. A file that
+// cannot be read or holds no usable token leaves every token as it was,
+// with a WARN naming the file.
+func (f *serveFlags) rereadTokens(srv *server.Server, log *slog.Logger) {
+	if f.adminTokenFile == "" && f.observeTokenFile == "" {
+		return
+	}
+	var admin, observe string
+	var errs []error
+	if f.adminTokenFile != "" {
+		tok, err := f.readTokenFile("admin-token", f.adminTokenFile)
+		admin, errs = tok, append(errs, err)
+	}
+	if f.observeTokenFile != "" {
+		tok, err := f.readTokenFile("observe-token", f.observeTokenFile)
+		observe, errs = tok, append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		log.Warn("SIGHUP: token files not reread, the tokens in force stay: "+err.Error())
+		return
+	}
+	srv.RotateTokens(admin, observe)
+	log.Info("SIGHUP: token files reread", "admin_token_file", f.adminTokenFile, "observe_token_file", f.observeTokenFile)
 }
 
 // bearerToken is s without surrounding whitespace, and why that cannot be
@@ -278,7 +313,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var f serveFlags
 	f.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nSIGHUP reloads the configuration (and the TLS files) at once.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: floodgate serve [flags]\n\nRuns the rate limit server until SIGTERM or SIGINT, then drains and exits 0.\nSIGHUP reloads the configuration (and the TLS and token files) at once.\nEvery flag can also be set as FLOODGATE_<NAME>, e.g. FLOODGATE_STORE=redis://127.0.0.1:6379.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
@@ -492,7 +527,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if watcher != nil {
 		go watcher.Run(ctx)
 	}
-	go onHangup(ctx, hup, watcher, cfgPath, tlsHup, log)
+	go onHangup(ctx, hup, watcher, cfgPath, tlsHup, func() { f.rereadTokens(srv, log) }, log)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	go engine.RunAdaptive(ctx, tick.C, func(ch policy.ScaleChange) {
@@ -705,9 +740,9 @@ func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log
 
 // onHangup answers each SIGHUP from hup until ctx is done: the watcher of
 // the configuration at path reloads it at once (nil for the built-in
-// example: nothing to reload) and the TLS files are reread (a signal
-// passed to tlsHup, when TLS is on).
-func onHangup(ctx context.Context, hup <-chan os.Signal, w *policy.Watcher, path string, tlsHup chan<- os.Signal, log *slog.Logger) {
+// example: nothing to reload), the TLS files are reread (a signal passed
+// to tlsHup, when TLS is on) and so are the token files (tokens).
+func onHangup(ctx context.Context, hup <-chan os.Signal, w *policy.Watcher, path string, tlsHup chan<- os.Signal, tokens func(), log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -725,6 +760,7 @@ func onHangup(ctx context.Context, hup <-chan os.Signal, w *policy.Watcher, path
 				default: // a reread is pending already
 				}
 			}
+			tokens()
 		}
 	}
 }
