@@ -204,7 +204,7 @@ type Server struct {
 	mcExported atomic.Bool
 	// tok holds the tokens the admin API and /v1/observe check, which
 	// RotateTokens replaces (adminToken and observeToken are the options').
-	tok atomic.Pointer[tokenPair]
+	tok        atomic.Pointer[tokenPair]
 	log        *slog.Logger
 	adminToken string
 	// observeToken guards /v1/observe ("": the admin token; neither:

@@ -265,7 +265,7 @@ func (f *serveFlags) rereadTokens(srv *server.Server, log *slog.Logger) {
 		observe, errs = tok, append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		log.Warn("SIGHUP: token files not reread, the tokens in force stay: "+err.Error())
+		log.Warn("SIGHUP: token files not reread, the tokens in force stay: " + err.Error())
 		return
 	}
 	srv.RotateTokens(admin, observe)
