@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
-	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -20,27 +19,11 @@ import (
 // key (cost 1) is refused with OOM and writes nothing, for each string
 // algorithm.
 func TestFullServerDeleteFirst(t *testing.T) {
-	srv := testserver.NewRedis(t)
-	if srv == nil {
+	s, do, fill := fillableRedis(t)
+	if s == nil {
 		return
 	}
-	s := openT(t, "redis://"+srv.Addr)
-	do := func(args ...string) any {
-		t.Helper()
-		v, err := testserver.RedisDo(srv.Addr, 2*time.Second, args...)
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return v
-	}
-	maxmem := do("CONFIG", "GET", "maxmemory").([]any)[1].(string)
-	policy := do("CONFIG", "GET", "maxmemory-policy").([]any)[1].(string)
-	t.Cleanup(func() {
-		testserver.RedisDo(srv.Addr, 2*time.Second, "CONFIG", "SET", "maxmemory", maxmem)
-		testserver.RedisDo(srv.Addr, 2*time.Second, "CONFIG", "SET", "maxmemory-policy", policy)
-	})
-	do("CONFIG", "SET", "maxmemory-policy", "noeviction")
-	do("CONFIG", "SET", "maxmemory", "1")
+	fill()
 	for _, p := range []algo.Params{
 		{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Hour},
 		{Algorithm: algo.GCRA, Limit: 3, Period: time.Hour},

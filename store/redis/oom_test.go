@@ -26,20 +26,11 @@ import (
 // go through, and once memory is raised the decisions go on from the states
 // as they were.
 func TestFullServerRefusesTakes(t *testing.T) {
-	srv := testserver.NewRedis(t)
-	if srv == nil {
+	s, do, fill := fillableRedis(t)
+	if s == nil {
 		return
 	}
-	s := openT(t, "redis://"+srv.Addr)
 	ctx := context.Background()
-	do := func(args ...string) any {
-		t.Helper()
-		v, err := testserver.RedisDo(srv.Addr, 2*time.Second, args...)
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return v
-	}
 
 	type limit struct {
 		name string
@@ -97,22 +88,7 @@ func TestFullServerRefusesTakes(t *testing.T) {
 		}
 	}
 
-	policy := do("CONFIG", "GET", "maxmemory-policy").([]any)[1].(string)
-	maxmem := do("CONFIG", "GET", "maxmemory").([]any)[1].(string)
-	restore := func() {
-		do("CONFIG", "SET", "maxmemory", maxmem)
-		do("CONFIG", "SET", "maxmemory-policy", policy)
-	}
-	t.Cleanup(func() {
-		if _, err := testserver.RedisDo(srv.Addr, 2*time.Second, "CONFIG", "SET", "maxmemory", maxmem); err != nil {
-			t.Errorf("restoring maxmemory: %v", err)
-		}
-		if _, err := testserver.RedisDo(srv.Addr, 2*time.Second, "CONFIG", "SET", "maxmemory-policy", policy); err != nil {
-			t.Errorf("restoring maxmemory-policy: %v", err)
-		}
-	})
-	do("CONFIG", "SET", "maxmemory-policy", "noeviction")
-	do("CONFIG", "SET", "maxmemory", "1")
+	restore := fill()
 
 	isOOM := func(err error) bool {
 		return errors.Is(err, store.ErrUnavailable) && err != nil && strings.Contains(err.Error(), "OOM command not allowed")
@@ -228,4 +204,44 @@ func TestFullServerRefusesTakes(t *testing.T) {
 			t.Errorf("%s: PTTL %s = %d ms, want at most an hour", lm.name, key(lm, "used"), ttl)
 		}
 	}
+}
+
+// fillableRedis starts a private redis-server and returns a store on it,
+// a runner of raw commands (failing the test on an error), and fill, which
+// makes the server full (maxmemory 1 under noeviction) and returns the
+// function that restores its settings, which the test's cleanup also
+// calls. The store is nil when no server can be started.
+func fillableRedis(t *testing.T) (*Store, func(args ...string) any, func() (restore func())) {
+	t.Helper()
+	srv := testserver.NewRedis(t)
+	if srv == nil {
+		return nil, nil, nil
+	}
+	s := openT(t, "redis://"+srv.Addr)
+	do := func(args ...string) any {
+		t.Helper()
+		v, err := testserver.RedisDo(srv.Addr, 2*time.Second, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+	fill := func() func() {
+		policy := do("CONFIG", "GET", "maxmemory-policy").([]any)[1].(string)
+		maxmem := do("CONFIG", "GET", "maxmemory").([]any)[1].(string)
+		set := func(args ...string) error {
+			_, err := testserver.RedisDo(srv.Addr, 2*time.Second, args...)
+			return err
+		}
+		restore := func() {
+			if err := errors.Join(set("CONFIG", "SET", "maxmemory", maxmem), set("CONFIG", "SET", "maxmemory-policy", policy)); err != nil {
+				t.Errorf("restoring maxmemory and its policy: %v", err)
+			}
+		}
+		t.Cleanup(restore)
+		do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+		do("CONFIG", "SET", "maxmemory", "1")
+		return restore
+	}
+	return s, do, fill
 }
