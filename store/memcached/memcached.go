@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -694,6 +695,12 @@ func (s *Store) Close() error {
 func unavailable(op, key string, err error) error {
 	if errors.Is(err, memcache.ErrMalformedKey) {
 		return fmt.Errorf("%w: memcached %s %q: %w", store.ErrBadRequest, op, key, err)
+	}
+	if strings.Contains(err.Error(), "out of memory storing object") {
+		// A server started with -M refuses new items once its -m is used
+		// up, instead of evicting.
+		return fmt.Errorf("%w: memcached %s %q: the server is full and started with -M, so it refuses new items instead of evicting: raise its -m (docs/STORES.md sizes it), or run it without -M (evicted limits start afresh): %w",
+			store.ErrUnavailable, op, key, err)
 	}
 	return fmt.Errorf("%w: memcached %s %q: %w", store.ErrUnavailable, op, key, err)
 }
