@@ -42,16 +42,6 @@ func keyWindowLimit(key string) (l *algo.Limit, known bool) {
 // or nil: a store whose Reset and Inspect, given a key alone, may miss
 // state that the key's limit locates.
 func (s *Server) requestInspector() store.RequestInspector {
-	st := s.store
-	for st != nil {
-		if ri, ok := st.(store.RequestInspector); ok {
-			return ri
-		}
-		u, ok := st.(interface{ Unwrap() store.Store })
-		if !ok {
-			return nil
-		}
-		st = u.Unwrap()
-	}
-	return nil
+	ri, _, _ := store.Under[store.RequestInspector](s.store)
+	return ri
 }

@@ -522,17 +522,9 @@ func (s *Server) exportMemcached() {
 	if s.mcExported.Load() {
 		return
 	}
-	for st := s.store; st != nil; {
-		if mc, ok := st.(*memcached.Store); ok {
-			s.mcExported.Store(true)
-			s.metrics.MemcachedStore(mc.Stats)
-			return
-		}
-		u, ok := st.(interface{ Unwrap() store.Store })
-		if !ok {
-			return
-		}
-		st = u.Unwrap()
+	if mc, ok, _ := store.Under[*memcached.Store](s.store); ok {
+		s.mcExported.Store(true)
+		s.metrics.MemcachedStore(mc.Stats)
 	}
 }
 

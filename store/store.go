@@ -157,6 +157,25 @@ func (e *PartitionError) Error() string { return e.Err.Error() }
 // Unwrap returns Err.
 func (e *PartitionError) Unwrap() error { return e.Err }
 
+// Under returns the first store that is a T in st and down its chain of
+// wrappers (each one's Unwrap() Store: store/resilient, store/lease,
+// storeurl's Retrying), which pass keys unchanged. whole is false when a
+// link of the chain is not there yet (an Unwrap returned nil: a store
+// still being opened in the background), so that a T may appear later.
+func Under[T any](st Store) (t T, found, whole bool) {
+	for st != nil {
+		if v, ok := st.(T); ok {
+			return v, true, true
+		}
+		u, ok := st.(interface{ Unwrap() Store })
+		if !ok {
+			return t, false, true
+		}
+		st = u.Unwrap()
+	}
+	return t, false, false
+}
+
 // Inspector is implemented by stores that can report a key's raw state for
 // introspection (the admin API); optional.
 type Inspector interface {

@@ -90,20 +90,11 @@ func (s *Store) newDomains(part store.Partitioner) *domains {
 // chain is not there yet (a store still being opened in the background):
 // the answer may change once it is.
 func findPartitioner(st store.Store) (part store.Partitioner, known bool) {
-	for st != nil {
-		if p, ok := st.(store.Partitioner); ok {
-			if p.Partitions() > 1 {
-				return p, true
-			}
-			return nil, true
-		}
-		u, ok := st.(interface{ Unwrap() store.Store })
-		if !ok {
-			return nil, true
-		}
-		st = u.Unwrap()
+	p, found, whole := store.Under[store.Partitioner](st)
+	if found && p.Partitions() > 1 {
+		return p, true
 	}
-	return nil, false
+	return nil, whole
 }
 
 // resolve looks for the Partitioner again, after a call succeeded while
