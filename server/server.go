@@ -200,8 +200,9 @@ type Server struct {
 	engine  *policy.Engine
 	store   store.Store
 	metrics *metrics.Metrics
-	// mcExported is set once the memcached store's counters are exported.
-	mcExported atomic.Bool
+	// mcSettled is set once the memcached store's counters are exported,
+	// or the store is known not to be memcached (exportMemcached).
+	mcSettled atomic.Bool
 	// tok holds the tokens the admin API and /v1/observe check, which
 	// RotateTokens replaces (adminToken and observeToken are the options').
 	tok        atomic.Pointer[tokenPair]
@@ -519,13 +520,15 @@ func Listen(httpAddr, grpcAddr, adminAddr string) (Listeners, error) {
 // under the failure policy (and any other wrapper with Unwrap) is one: at
 // New, or once a store that could not be reached at start has opened.
 func (s *Server) exportMemcached() {
-	if s.mcExported.Load() {
+	if s.mcSettled.Load() {
 		return
 	}
-	if mc, ok, _ := store.Under[*memcached.Store](s.store); ok {
-		s.mcExported.Store(true)
+	mc, ok, whole := store.Under[*memcached.Store](s.store)
+	if ok {
 		s.metrics.MemcachedStore(mc.Stats)
 	}
+	s.mcSettled.Store(whole) // found, or known not to be memcached: look no more
+
 }
 
 // idleTimeout closes a keep-alive connection of the HTTP, API and admin
