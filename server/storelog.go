@@ -288,15 +288,17 @@ func causeText(err error) string {
 	return quoted.ReplaceAllString(err.Error(), `"…"`)
 }
 
-// causeKind is cause with its numbers and quoted parts blanked: what the
-// rate limit of the log counts as one cause, so that a cause whose text
-// names a slot, an address or a value (Redis' "MOVED 3999 10.0.0.7:6379",
-// memcached's counter values) is one cause, not one per slot or value.
+// causeKind is cause with its numbers, hex digests and quoted parts
+// blanked: what the rate limit of the log counts as one cause, so that a
+// cause whose text names a slot, an address, a value or a script (Redis'
+// "MOVED 3999 10.0.0.7:6379", memcached's counter values, Redis' "script:
+// 7311…, on @user_script:40") is one cause, not one per slot, value or
+// script.
 func causeKind(cause string) string {
 	return causeVaries.ReplaceAllString(cause, "#")
 }
 
-var causeVaries = regexp.MustCompile(`[0-9]+|"[^"]*"|'[^']*'`)
+var causeVaries = regexp.MustCompile(`\b[0-9a-f]{16,}\b|[0-9]+|"[^"]*"|'[^']*'`)
 
 // maxShown bounds the length of a reported error's text, as
 // resilient.CircuitOpenError bounds its cause: a script error can quote a

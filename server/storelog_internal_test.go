@@ -129,6 +129,15 @@ func TestStoreLogCauseKinds(t *testing.T) {
 		h.Call("take", time.Millisecond, storeErr(fmt.Sprintf("fg:k%d", slot), fmt.Sprintf("MOVED %d 10.0.0.%d:6379", slot, slot%3)))
 		h.Call("take", time.Millisecond, storeErr("fg:k", fmt.Sprintf("memcached: counter holds %q", fmt.Sprint(slot*7))))
 	}
+	// Redis names the script that failed by its SHA1 and line: the
+	// same missing permission in the take and the ping scripts is one
+	// cause, whichever script met it first.
+	const denied = "NOPERM The user executing the script can't run this command or subcommand script: %s, on @user_script:%d."
+	h.Call("take", time.Millisecond, storeErr("fg:k", fmt.Sprintf(denied, "73119645122a45451c132a229ff0421c561ac0ae", 40)))
+	h.Call("ping", time.Millisecond, storeErr("fg:__ping", fmt.Sprintf(denied, "ac977872af9bf237579cec9c5d9b2ef8bd16a753", 310)))
+	if n := strings.Count(buf.String(), "can't run this command"); n != 1 {
+		t.Errorf("%d lines for one permission missing in two scripts, want 1:\n%s", n, buf.String())
+	}
 	if n := strings.Count(buf.String(), "MOVED"); n != 1 {
 		t.Errorf("%d lines for MOVED to 100 slots, want 1:\n%s", n, buf.String())
 	}
