@@ -192,14 +192,7 @@ func (s *Store) release(sh *shard, e *entry, hk uint64, live bool, now int64) {
 
 // removeFresh removes e, unlocked, if its state is as good as fresh.
 func (s *Store) removeFresh(sh *shard, e *entry, hk uint64, now int64) {
-	sh.mu.Lock()
-	e.mu.Lock()
-	if !e.dead() && e.exp() <= now {
-		sh.remove(e, hk)
-		sh.expired++
-	}
-	e.mu.Unlock()
-	sh.mu.Unlock()
+	sh.removeIf(e, hk, true, func(e *entry) bool { return e.exp() <= now })
 }
 
 func checkOne(key string, l *algo.Limit) error {
@@ -408,13 +401,7 @@ func (s *Store) lockAll(ctx context.Context, reqs []store.Request, now int64, id
 // one meanwhile sees it removed and looks its keys up again.
 func dropPending(hs []held) {
 	for _, h := range hs {
-		h.sh.mu.Lock()
-		h.e.mu.Lock()
-		if !h.e.dead() && h.e.undecided() {
-			h.sh.remove(h.e, h.hk)
-		}
-		h.e.mu.Unlock()
-		h.sh.mu.Unlock()
+		h.sh.removeIf(h.e, h.hk, false, (*entry).undecided)
 	}
 }
 

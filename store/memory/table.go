@@ -257,6 +257,22 @@ func (sh *shard) rebuild() *table {
 	return t
 }
 
+// removeIf locks the shard and e, whose hashKey is hk, and removes e if
+// it is still in the table and cond(e) holds, counting it as expired if
+// expired is set. Neither lock may be held by the caller.
+func (sh *shard) removeIf(e *entry, hk uint64, expired bool, cond func(*entry) bool) {
+	sh.mu.Lock()
+	e.mu.Lock()
+	if !e.dead() && cond(e) {
+		sh.remove(e, hk)
+		if expired {
+			sh.expired++
+		}
+	}
+	e.mu.Unlock()
+	sh.mu.Unlock()
+}
+
 // remove takes e, whose lock the caller holds and whose hashKey is hk, out
 // of the table. sh.mu is held.
 func (sh *shard) remove(e *entry, hk uint64) {
