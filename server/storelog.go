@@ -199,20 +199,23 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 
 // reportable reports whether err is a store error StoreLog reports: not a
 // timeout or a connection error (the breaker and the readiness check
-// report those), nor an error of the caller (a bad request, a closed
-// store, a cancelled context) or of contention, nor an error that says no
-// more than that the store is unavailable (the wrapper's own timeout).
+// report those), nor an error of the caller (a closed store, a cancelled
+// context), nor an error that says no more than that the store is
+// unavailable (the wrapper's own timeout).
 func reportable(err error) bool {
-	if errors.Is(err, store.ErrBadRequest) {
+	if errors.Is(err, store.ErrBadRequest) || errors.Is(err, store.ErrContention) {
 		// A request the store refuses to keep (memcached: a state over the
 		// server's item size, -I) fails the same way for every caller
-		// until the configuration changes: the operator must hear of it.
+		// until the configuration changes, and optimistic concurrency
+		// that gave up (memcached's compare-and-swap on a hot key) leaves
+		// a decision to the failure policy while the store is up: the
+		// operator must hear of both.
 		return true
 	}
 	var ne net.Error
 	for _, e := range []error{context.DeadlineExceeded, context.Canceled, os.ErrDeadlineExceeded, io.EOF, io.ErrUnexpectedEOF,
 		net.ErrClosed, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, syscall.ETIMEDOUT,
-		syscall.EHOSTUNREACH, syscall.ENETUNREACH, store.ErrClosed, store.ErrContention, resilient.ErrCircuitOpen} {
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, store.ErrClosed, resilient.ErrCircuitOpen} {
 		if errors.Is(err, e) {
 			return false
 		}

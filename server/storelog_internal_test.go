@@ -58,7 +58,6 @@ func TestStoreLogRateLimit(t *testing.T) {
 	for _, err := range []error{
 		fmt.Errorf("redis: take %q: %w: %w", "fg:k", store.ErrUnavailable, fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED)),
 		fmt.Errorf("resilient: no answer within the timeout: %w", store.ErrUnavailable),
-		fmt.Errorf("memcached take %q: %w", "k", store.ErrContention),
 		resilient.ErrCircuitOpen,
 	} {
 		before := buf.Len()
@@ -76,6 +75,18 @@ func TestStoreLogRateLimit(t *testing.T) {
 	}
 	if got := buf.String()[before:]; strings.Count(got, "over the item size limit") != 1 || strings.Contains(got, "alice") {
 		t.Errorf("a state over the item size, 3 times: logged %q, want one line without the key", got)
+	}
+
+	// Optimistic concurrency that gave up (memcached's compare-and-swap
+	// on a hot key) is answered by the failure policy while the store
+	// is up: the operator hears of it once per interval, key blanked.
+	before = buf.Len()
+	for i := range 50 {
+		h.Call("take", time.Millisecond, fmt.Errorf("%w: memcached: key %q: %d compare-and-swap attempts lost to concurrent writers; nothing was charged",
+			store.ErrContention, fmt.Sprintf("fg:api|user=alice%d", i), 17))
+	}
+	if got := buf.String()[before:]; strings.Count(got, "compare-and-swap attempts lost") != 1 || strings.Contains(got, "alice") || !strings.Contains(got, "level=WARN") {
+		t.Errorf("50 contention give-ups: logged %q, want one WARN line without the key", got)
 	}
 
 	trip := func(reopened bool, reply string) {
