@@ -1305,7 +1305,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 	resp.Strategy, resp.Fallback, resp.Delay = strategyOf(refusing, maxRetry)
 	if resp.Strategy == StrategyWait && waitItem != nil {
 		resp.waitKey, resp.waitRule = waitItem.key, waitItem.rule
-		resp.waitEach = unitInterval(waitItem.lim)
+		resp.waitEach, resp.waitLim = unitInterval(waitItem.lim), waitItem.lim
 	}
 }
 

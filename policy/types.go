@@ -237,6 +237,9 @@ type Response struct {
 	// waitEach is what each waiter ahead adds to a wait on waitKey at
 	// least (see queue.Queue.WaitFrom); 0 when unknown.
 	waitEach time.Duration
+	// waitLim is the limit of waitKey, from which a request the queue
+	// turned away estimates its retry (queueRetry).
+	waitLim *algo.Limit
 }
 
 // Holds reports whether the response holds concurrency leases that the

@@ -194,6 +194,38 @@ func (q *Queue) Stats() Stats {
 	return s
 }
 
+// Ahead describes the waiters an arrival of priority would be served
+// after (all of them under FIFO; else those of at least its priority, as
+// in WaitFrom's projection): how many, the latest of their deadlines (zero
+// when one of them has none: it may stay for as long as its context
+// lasts), and the hand-off the projection allows each (WithHandoff, or the
+// longest recent try). A caller the queue turned away (ErrFull, a
+// *TimeoutError) estimates from it when asking again has a chance: the
+// waiters ahead are served, or gone, by then.
+func (q *Queue) Ahead(priority int) (n int, last time.Time, handoff time.Duration) {
+	if q.cfg.order == FIFO {
+		priority = 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	noDeadline := false
+	for _, w := range q.h {
+		if w.prio < priority {
+			continue
+		}
+		n++
+		if w.deadline.IsZero() {
+			noDeadline = true
+		} else if w.deadline.After(last) {
+			last = w.deadline
+		}
+	}
+	if noDeadline {
+		last = time.Time{}
+	}
+	return n, last, max(q.cfg.handoff, q.slack)
+}
+
 // Close makes every current waiter and every later Wait return ErrClosed.
 // A try in flight completes; if it obtained capacity its waiter gets nil.
 // Close is idempotent and always returns nil.

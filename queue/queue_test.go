@@ -732,3 +732,54 @@ func TestWaitFromMeasuresHandoffs(t *testing.T) {
 		}
 	})
 }
+
+// TestAhead: the waiters an arrival would be served after — of at least
+// its priority, all of them under FIFO — the latest of their deadlines
+// (zero once one has none) and the hand-off allowed each.
+func TestAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Capacity never comes back: every waiter stays until it leaves.
+		never := func(context.Context) (bool, time.Duration, error) { return false, 100 * time.Millisecond, nil }
+		q := mustNew(t, never, WithTTL(10*time.Second), WithHandoff(2*time.Millisecond))
+		start := time.Now()
+		tl := newTimeline()
+		tl.wait(t.Context(), q, 0, 2)
+		time.Sleep(time.Second)
+		tl.wait(t.Context(), q, 1, 1)
+		time.Sleep(time.Second)
+		short, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		tl.wait(short, q, 2, 0)
+		for _, tc := range []struct {
+			prio int
+			n    int
+			last time.Time
+		}{
+			{3, 0, time.Time{}},
+			{2, 1, start.Add(10 * time.Second)},
+			{1, 2, start.Add(11 * time.Second)},
+			{0, 3, start.Add(11 * time.Second)}, // the third's context ends first, at 5s
+		} {
+			n, last, handoff := q.Ahead(tc.prio)
+			if n != tc.n || !last.Equal(tc.last) || handoff != 2*time.Millisecond {
+				t.Errorf("Ahead(%d) = %d, %v, %v; want %d, %v, 2ms", tc.prio, n, last.Sub(start), handoff, tc.n, tc.last.Sub(start))
+			}
+		}
+		tl.wait(t.Context(), q, 3, 0)
+		if n, last, _ := q.Ahead(0); n != 4 || !last.Equal(start.Add(12*time.Second)) {
+			t.Errorf("Ahead(0) after a fourth = %d, %v; want 4, 12s", n, last.Sub(start))
+		}
+		q.Close()
+		tl.done()
+
+		open := mustNew(t, never, WithOrder(FIFO)) // no TTL
+		tl = newTimeline()
+		tl.wait(short, open, 0, 5)
+		tl.wait(t.Context(), open, 1, 0)
+		if n, last, handoff := open.Ahead(9); n != 2 || !last.IsZero() || handoff != time.Millisecond {
+			t.Errorf("FIFO, one waiter without a deadline: Ahead(9) = %d, %v, %v; want 2 (all), zero, 1ms", n, last, handoff)
+		}
+		open.Close()
+		tl.done()
+	})
+}
