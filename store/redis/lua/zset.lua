@@ -11,12 +11,14 @@ local META = '~'
 -- another type (left by a limit of another algorithm) reads as fresh; a
 -- take deletes it before reading (see zclaim), and a read-only call, a
 -- refund, release, renewal or rollback leaves it as it is (it gives
--- nothing back there, and must not wipe the state of another limit).
+-- nothing back there, and must not wipe the state of another limit). A
+-- peek then counts no entry there (st.foreign, see zcount) and so decides
+-- as the take would.
 local function zload(key, ro, keep)
   local st = { key = key, c = 0, ro = ro }
   local c = rpcall('ZSCORE', key, META)
   if type(c) == 'table' and c.err then
-    st.gone, st.other = true, not (ro or keep)
+    st.gone, st.other, st.foreign = true, not (ro or keep), true
   elseif c then
     st.c = tonumber(c)
     st.mscore = st.c
@@ -40,8 +42,9 @@ local function zmeta(st)
 end
 
 -- zcount returns how many entries score above lo (exclusive), META
--- excluded.
+-- excluded: none on a key of another type that a peek left alone.
 local function zcount(st, lo)
+  if st.foreign then return 0 end
   local n = rcall('ZCOUNT', st.key, '(' .. num(lo), '+inf')
   if st.mscore and st.mscore > lo then n = n - 1 end
   return n
@@ -99,7 +102,7 @@ end
 local function zclaim(st)
   rcall('SET', st.key, '')
   rcall('DEL', st.key)
-  st.other = nil
+  st.other, st.foreign = nil, nil
 end
 
 -- zrem removes members (a list) in chunks.
