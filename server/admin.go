@@ -37,7 +37,10 @@ var dashboardFS embed.FS
 //
 // Everything under /admin/api/ requires "Authorization: Bearer <token>"
 // (the scheme in any case) when a token is set. A path asked with a method
-// it does not take is 405 with an Allow field.
+// it does not take is 405 with an Allow field. Paths are case-sensitive:
+// the API under another spelling (/ADMIN/api/…, /admin%2Fapi/…) meets the
+// token and browser checks, then answers 404 saying so; it is not
+// redirected, so that no spelling but one works.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.metrics.Handler())
@@ -76,10 +79,47 @@ func (s *Server) AdminHandler() http.Handler {
 		return fmt.Sprintf("no admin endpoint %s %s", r.Method, r.URL.Path)
 	}))
 	mux.Handle("/admin/api/", s.requireToken(api))
-	mux.HandleFunc("/", notFound(mux, "/", func(r *http.Request) string {
-		return fmt.Sprintf("no such endpoint %s %s; see /dashboard, /metrics, /healthz, /readyz, /admin/api/", r.Method, r.URL.Path)
+	// The admin API under another spelling (/ADMIN/api/…, /admin%2Fapi/…)
+	// is none of its paths, but it passes the API's checks before it is
+	// told so: every request for what reads as the API, to this listener
+	// or to a proxy in front that folds case or decodes %2F, meets the
+	// token and the browser checks, and a client learns nothing from a
+	// 404 that it could not learn from a 401.
+	stray := s.requireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no admin endpoint %s %s: paths are case-sensitive; the admin API is under /admin/api/ "+
+			"(lower case, its segments separated by /, not %%2F)", r.Method, r.URL.EscapedPath()))
 	}))
+	rest := notFound(mux, "/", func(r *http.Request) string {
+		msg := fmt.Sprintf("no such endpoint %s %s; see /dashboard, /metrics, /healthz, /readyz, /admin/api/", r.Method, r.URL.EscapedPath())
+		if low := strings.ToLower(r.URL.Path); low != r.URL.Path {
+			probe := r.Clone(r.Context())
+			probe.Method, probe.URL.Path, probe.URL.RawPath = http.MethodGet, low, ""
+			if _, pat := mux.Handler(probe); pat != "/" && pat != "" {
+				msg += fmt.Sprintf(" (paths are case-sensitive: did you mean %s?)", low)
+			}
+		}
+		return msg
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if adminAPIPath(r.URL.Path) {
+			stray.ServeHTTP(w, r)
+			return
+		}
+		rest(w, r)
+	})
 	return s.bodyDeadline(mux)
+}
+
+// adminAPIPath reports whether path, decoded, reads as the admin API's in
+// any case: /admin/api or under /admin/api/. The ServeMux routes only the
+// exact spelling to the API (segment by segment, %2F inside a segment), so
+// the others reach the catch-all, which must still guard them.
+func adminAPIPath(path string) bool {
+	const prefix = "/admin/api"
+	if len(path) < len(prefix) || !strings.EqualFold(path[:len(prefix)], prefix) {
+		return false
+	}
+	return len(path) == len(prefix) || path[len(prefix)] == '/'
 }
 
 // allowMethods are the methods a 405's Allow field may name.

@@ -124,3 +124,92 @@ func TestAdminRouting(t *testing.T) {
 		t.Errorf("a reset matching no key: %d %s, want 200 {\"reset\":[]}", code, body)
 	}
 }
+
+// TestAdminPathSpellings: the admin API under another spelling — another
+// case, %2F between its segments — is no endpoint, but it meets the API's
+// checks before it is told so: without the token 401, from a web page of
+// another site 403, addressed to a foreign host name without a token 403;
+// with the token a 404 saying paths are case-sensitive. Nothing of the
+// API answers, and no redirect makes such a path work. Other paths in
+// another case are a 404 naming the path meant.
+func TestAdminPathSpellings(t *testing.T) {
+	stray := []string{"/ADMIN/api/config", "/Admin/api/config", "/admin/API/config", "/ADMIN/API/CONFIG",
+		"/ADMIN/api/keys/fg:x", "/Admin/api/overrides/quota/hourly", "/admin%2Fapi/config", "/admin/api%2Fconfig",
+		"/ADMIN/api", "/ADMIN/api/"}
+	send := func(t *testing.T, url, method, path string, hdr ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, url+path, strings.NewReader(`{"domain":"quota"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+			} else {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, errMsg(b)
+	}
+
+	t.Run("token", func(t *testing.T) {
+		e := newEnv(t, server.WithAdminToken("tok"))
+		for _, path := range stray {
+			for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+				for _, tc := range []struct {
+					name string
+					hdr  []string
+					code int
+					want string
+				}{
+					{"no token", nil, 401, "missing Authorization"},
+					{"wrong token", []string{"Authorization", "Bearer nope"}, 401, "wrong admin token"},
+					{"the token", []string{"Authorization", "Bearer tok"}, 404, "paths are case-sensitive; the admin API is under /admin/api/"},
+				} {
+					code, msg := send(t, e.admin.URL, method, path, tc.hdr...)
+					if code != tc.code || !strings.Contains(msg, tc.want) {
+						t.Errorf("%s %s with %s: %d %q, want %d saying %q", method, path, tc.name, code, msg, tc.code, tc.want)
+					}
+				}
+				if method == "GET" {
+					continue
+				}
+				code, msg := send(t, e.admin.URL, method, path, "Authorization", "Bearer tok", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")
+				if code != 403 || !strings.Contains(msg, "cross-origin request refused") {
+					t.Errorf("%s %s from another site's page, with the token: %d %q, want 403 cross-origin", method, path, code, msg)
+				}
+			}
+		}
+		if code, msg := send(t, e.admin.URL, "GET", "/admin/api/config", "Authorization", "Bearer tok"); code != 200 {
+			t.Errorf("GET /admin/api/config: %d %q, want 200", code, msg)
+		}
+	})
+
+	t.Run("no token", func(t *testing.T) {
+		e := newEnv(t)
+		for _, path := range stray {
+			if code, msg := send(t, e.admin.URL, "GET", path, "Host", "evil.example:9090"); code != 403 || !strings.Contains(msg, "DNS rebinding") {
+				t.Errorf("GET %s addressed to evil.example: %d %q, want 403 (DNS rebinding)", path, code, msg)
+			}
+			if code, msg := send(t, e.admin.URL, "GET", path); code != 404 || !strings.Contains(msg, "paths are case-sensitive") {
+				t.Errorf("GET %s: %d %q, want 404 saying paths are case-sensitive", path, code, msg)
+			}
+		}
+		for _, tc := range []struct{ path, want string }{
+			{"/DASHBOARD", "did you mean /dashboard?"},
+			{"/Metrics", "did you mean /metrics?"},
+			{"/nope", "see /dashboard"},
+		} {
+			if code, msg := send(t, e.admin.URL, "GET", tc.path); code != 404 || !strings.Contains(msg, tc.want) {
+				t.Errorf("GET %s: %d %q, want 404 saying %q", tc.path, code, msg, tc.want)
+			}
+		}
+	})
+}
