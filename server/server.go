@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -48,6 +47,9 @@ const (
 	// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); see
 	// WithGRPCMaxStreams.
 	DefaultGRPCMaxStreams = 1000
+	// DefaultGRPCMaxConnectionIdle closes a gRPC connection that has
+	// carried no call for that long; see WithGRPCMaxConnectionIdle.
+	DefaultGRPCMaxConnectionIdle = 15 * time.Minute
 	// HealthServiceName is the name envoyproxy/ratelimit registers its
 	// gRPC health under, which Envoy clusters' grpc_health_check and
 	// Kubernetes gRPC probes written for it ask for. The health service
@@ -179,6 +181,21 @@ func WithGRPCMaxConnectionAge(age, grace time.Duration) Option {
 	return func(s *Server) { s.grpcMaxAge, s.grpcMaxAgeGrace = age, grace }
 }
 
+// WithGRPCMaxConnectionIdle closes a gRPC connection on which no call has
+// been in flight for d (a GOAWAY, then the close: the client opens a new
+// connection for its next call, as after WithGRPCMaxConnectionAge), or
+// never with 0 (default DefaultGRPCMaxConnectionIdle, 15 minutes). A call
+// in flight, however long, keeps its connection open; pings do not.
+// grpc-go's own default is no bound, and each idle connection holds about
+// 16 KB of buffers and three goroutines (reader, writer, keepalive) for as
+// long as its client keeps it. Envoy closes its own idle upstream
+// connections after an hour (its idle_timeout), so 15 minutes is what
+// decides for a rate limit service whose Envoys went quiet; one called
+// every few minutes keeps its connection, and its next call does not pay a
+// new handshake, which Envoy's 20 ms rate limit timeout may not cover
+// (floodgate serve --grpc-max-connection-idle).
+func WithGRPCMaxConnectionIdle(d time.Duration) Option { return func(s *Server) { s.grpcMaxIdle = d } }
+
 // WithBodyTimeout bounds how long a handler that reads a small JSON body
 // (POST /json, /v1/*, the admin API's) waits for all of it, from when the
 // handler starts (default DefaultBodyTimeout, 10 s). A body that has not
@@ -226,6 +243,8 @@ type Server struct {
 	shutdownDelay time.Duration
 	// grpcMaxAge, grpcMaxAgeGrace: the gRPC connections' age (0: none).
 	grpcMaxAge, grpcMaxAgeGrace time.Duration
+	// grpcMaxIdle closes gRPC connections without calls (0: never).
+	grpcMaxIdle time.Duration
 	// grpcMaxStreams bounds the streams of one gRPC connection.
 	grpcMaxStreams uint32
 	bodyTimeout    time.Duration
@@ -264,6 +283,7 @@ type Server struct {
 //   - WithBodyTimeout(10s)
 //   - WithShutdownDelay(0): drain as soon as Serve's context is done
 //   - WithGRPCMaxConnectionAge(0, 0): gRPC connections never aged out
+//   - WithGRPCMaxConnectionIdle(DefaultGRPCMaxConnectionIdle): a gRPC connection without calls for 15 minutes is closed
 //   - WithGRPCMaxStreams(DefaultGRPCMaxStreams): 1000 calls in flight per gRPC connection
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
 //   - WithStoreLog(nil): no store log reports through the server
@@ -272,7 +292,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		return nil, errors.New("server: New needs an engine and a store")
 	}
 	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout,
-		grpcMaxStreams: DefaultGRPCMaxStreams}
+		grpcMaxStreams: DefaultGRPCMaxStreams, grpcMaxIdle: DefaultGRPCMaxConnectionIdle}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -293,6 +313,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	if s.shutdownDelay < 0 || s.grpcMaxAge < 0 || s.grpcMaxAgeGrace < 0 {
 		return nil, fmt.Errorf("server: shutdown delay and gRPC connection age must be >= 0, got %v, %v, %v", s.shutdownDelay, s.grpcMaxAge, s.grpcMaxAgeGrace)
+	}
+	if s.grpcMaxIdle < 0 {
+		return nil, fmt.Errorf("server: gRPC max connection idle must be >= 0 (0: none), got %v", s.grpcMaxIdle)
 	}
 	if s.grpcMaxStreams == 0 {
 		return nil, errors.New("server: gRPC max streams must be > 0")
@@ -329,12 +352,21 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	if s.grpcCreds != nil {
 		gopts = append(gopts, grpc.Creds(s.grpcCreds))
 	}
-	if s.grpcMaxAge > 0 {
-		kp := keepalive.ServerParameters{MaxConnectionAge: s.grpcMaxAge, MaxConnectionAgeGrace: s.grpcMaxAgeGrace}
-		if kp.MaxConnectionAgeGrace == 0 {
-			kp.MaxConnectionAgeGrace = infinity // grpc-go's own default
-		}
-		gopts = append(gopts, grpc.KeepaliveParams(kp))
+	// Pings are answered, with calls in flight or not, down to one every
+	// grpcPingMinTime: grpc-go's default policy (one every 5 minutes, and
+	// on a connection without calls one every 2 hours) answers the third
+	// that comes sooner with GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and
+	// closes the connection, so an Envoy whose rate limit cluster sets
+	// connection_keepalive (interval 30s, say) lost every connection that
+	// went a minute and a half between calls, and paid a new handshake on
+	// its next call. Pings do not make a connection busy: the idle bound
+	// still closes it.
+	gopts = append(gopts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcPingMinTime, PermitWithoutStream: true}))
+	if s.grpcMaxAge > 0 || s.grpcMaxIdle > 0 {
+		// A zero field is grpc-go's default: no bound, and for Time and
+		// Timeout a ping after 2 h without reads, the close 20 s later.
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.grpcMaxIdle,
+			MaxConnectionAge: s.grpcMaxAge, MaxConnectionAgeGrace: s.grpcMaxAgeGrace}))
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
@@ -345,8 +377,11 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	return s, nil
 }
 
-// infinity is grpc-go's "no bound" for keepalive durations.
-const infinity = time.Duration(math.MaxInt64)
+// grpcPingMinTime is the shortest interval between a client's pings that
+// the gRPC server tolerates (keepalive.EnforcementPolicy.MinTime): that of
+// gRPC clients' keepalive, which cannot be set shorter (10 s). A variable
+// for tests.
+var grpcPingMinTime = 10 * time.Second
 
 var probeLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
 

@@ -47,7 +47,7 @@ type serveFlags struct {
 	config, store, httpAddr, grpcAddr, adminAddr, adminToken, upstream, onStoreError string
 	apiAddr, observeToken                                                            string
 	adminTokenFile, observeTokenFile, logFormat                                      string
-	shutdownDelay, grpcMaxConnAge, grpcMaxConnAgeGrace                               time.Duration
+	shutdownDelay, grpcMaxConnAge, grpcMaxConnAgeGrace, grpcMaxConnIdle              time.Duration
 	tlsCert, tlsKey, tlsClientCA, tlsClientSAN, tlsListeners                         string
 	instances                                                                        int
 	leaseSlice                                                                       int64
@@ -99,7 +99,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read --admin-token from this file (a mounted Secret; surrounding whitespace is dropped), at start and on SIGHUP")
 	fs.StringVar(&f.observeTokenFile, "observe-token-file", "", "read --observe-token from this file (a mounted Secret; surrounding whitespace is dropped), at start and on SIGHUP")
 	fs.StringVar(&f.observeToken, "observe-token", "", "require Authorization: Bearer <token> on POST /v1/observe, which steers the adaptive limits (default: --admin-token; with neither, /v1/observe answers loopback peers only)")
-	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes: http://host:port (HTTP/1.1), https://host:port (TLS: HTTP/2 or HTTP/1.1 by ALPN; a private CA by SSL_CERT_FILE) or h2c://host:port (HTTP/2 without TLS, e.g. a gRPC backend; no websockets)")
+	fs.StringVar(&f.upstream, "upstream", "", "gateway mode: proxy every request of --http to this URL, rate limited by the configuration's routes")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "with --upstream: how long the upstream may keep a request waiting without progress — to the response header (504 after it), then between reads of the body (cut off after it); a flowing stream is never cut, websockets are not bounded; 0: no bound")
 	fs.DurationVar(&f.clientTimeout, "client-timeout", gateway.DefaultClientTimeout, "with --upstream: how long a client may keep a request without progress — each write of the response (a client that stops reading: the response is aborted, its slot released) and each read of its body (408); websockets: each write to the client, not idleness; 0: no bound")
 	fs.BoolVar(&f.preserveHost, "preserve-host", false, "with --upstream: send the client's Host to the upstream instead of the upstream URL's host; routes with a host: need it (without it they are refused, as a client could skip them by sending another Host)")
@@ -113,6 +113,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM/SIGINT, first report not ready (/readyz 503, gRPC health NOT_SERVING) while still serving for this long, so that load balancers stop routing here, then drain (0: drain at once)")
 	fs.DurationVar(&f.grpcMaxConnAge, "grpc-max-connection-age", 0, "close each gRPC connection after about this long (GOAWAY; clients reconnect, spreading over new instances after a scale-out); 0: no limit")
 	fs.DurationVar(&f.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", 0, "with --grpc-max-connection-age: how long calls in flight on an aged connection may finish before it is closed; 0: no bound")
+	fs.DurationVar(&f.grpcMaxConnIdle, "grpc-max-connection-idle", server.DefaultGRPCMaxConnectionIdle, "close a gRPC connection that has carried no call for this long (GOAWAY; the client reconnects for its next call); 0: no limit")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload), at least 100ms; 0 disables")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
 	fs.BoolVar(&f.envoyHeaders, "envoy-headers", false, "add the rate limit header fields (RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After) to the Envoy APIs' answers: gRPC response_headers_to_add, which Envoy passes to clients, and /json's (off: none, as envoyproxy/ratelimit's default; /v1 always has them)")
@@ -364,6 +365,7 @@ func (f *serveFlags) check() error {
 	bad(f.grpcMaxConnAge < 0, "grpc-max-connection-age", f.grpcMaxConnAge, "must be >= 0 (0: no limit)")
 	bad(f.grpcMaxConnAgeGrace < 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "must be >= 0 (0: no bound)")
 	bad(f.grpcMaxConnAgeGrace > 0 && f.grpcMaxConnAge == 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "only with --grpc-max-connection-age")
+	bad(f.grpcMaxConnIdle < 0, "grpc-max-connection-idle", f.grpcMaxConnIdle, "must be >= 0 (0: no limit)")
 	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)
 }
@@ -457,6 +459,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken), server.WithObserveToken(f.observeToken),
 		server.WithShutdownDelay(f.shutdownDelay), server.WithGRPCMaxConnectionAge(f.grpcMaxConnAge, f.grpcMaxConnAgeGrace),
+		server.WithGRPCMaxConnectionIdle(f.grpcMaxConnIdle),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
 		server.WithStoreLog(storeLog)}
 	if stls != nil && tlsOn["grpc"] {

@@ -1,0 +1,11 @@
+package server
+
+import "time"
+
+// SetGRPCPingMinTime sets the ping interval the gRPC servers New builds
+// from now on tolerate, and returns what restores it.
+func SetGRPCPingMinTime(d time.Duration) (restore func()) {
+	old := grpcPingMinTime
+	grpcPingMinTime = d
+	return func() { grpcPingMinTime = old }
+}
