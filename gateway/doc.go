@@ -75,6 +75,20 @@
 // them (they are lists), its X-RateLimit-Limit, -Remaining and -Reset are
 // replaced by the gateway's.
 //
+// # HTTP/2 upstreams
+//
+// The upstream URL says how it is reached: http:// in HTTP/1.1, https://
+// over TLS in HTTP/2 when the upstream offers h2 by ALPN (HTTP/1.1
+// otherwise), h2c:// in HTTP/2 without TLS, with prior knowledge (a gRPC
+// backend, a service that speaks only h2c). Limits, fields, bodies,
+// streaming and trailers are the same whichever it is. HTTP/2 has no
+// protocol upgrade: a websocket for an h2c upstream gets 502 without
+// reaching it (logged, not counted as an upstream failure); for an https
+// upstream it goes in HTTP/1.1, which the upstream must also speak. A
+// client's offer to switch to h2c (Upgrade: h2c) is the gateway's to
+// decline and is never passed on: an upstream that took it would carry
+// the connection's later requests past the limits.
+//
 // # Reload, concurrency, clock
 //
 // When the Decider is a *policy.Engine the routes follow its configuration

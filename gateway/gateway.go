@@ -84,7 +84,16 @@ func WithHeaders(h headers.Options) Option { return func(o *options) { o.hdr = h
 // http.DefaultTransport with DisableCompression, so that the upstream gets
 // the client's Accept-Encoding, or none, and its response is passed on as
 // it was encoded, and keeping up to UpstreamIdleConns idle connections to
-// the upstream instead of its 2).
+// the upstream instead of its 2; for an h2c:// upstream, with Protocols
+// set to UnencryptedHTTP2 alone).
+//
+// An *http.Transport with a TLSClientConfig of its own (a private CA)
+// offers HTTP/1.1 alone unless ForceAttemptHTTP2 is set (or Protocols
+// includes HTTP2): an upstream that speaks only h2 then fails every
+// request. For an h2c:// upstream, an *http.Transport must have Protocols
+// UnencryptedHTTP2 without HTTP1 (with HTTP1 it sends HTTP/1.1 to an
+// http:// URL), or New refuses it; another RoundTripper gets http:// URLs
+// and must speak HTTP/2 to them itself.
 func WithTransport(rt http.RoundTripper) Option { return func(o *options) { o.transport = rt } }
 
 // UpstreamIdleConns is how many idle keep-alive connections the default
@@ -157,8 +166,12 @@ func WithUpstreamTimeout(d time.Duration) Option {
 // Gateway is a rate limiting reverse proxy: see the package documentation.
 // It is safe for concurrent use.
 type Gateway struct {
-	d        policy.Decider
+	d policy.Decider
+	// upstream is the URL requests are sent to: an h2c:// upstream's with
+	// the scheme http, which the transport speaks HTTP/2 to (h2c).
 	upstream *url.URL
+	shown    string // the upstream URL as given, for the log
+	h2c      bool
 	o        options
 	proxy    *httputil.ReverseProxy
 	cfgs     interface{ Config() *policy.Config }
@@ -211,8 +224,13 @@ type reqState struct {
 // (header fields, 429 with a problem body, wait, degrade, shadow, shaper
 // delays, concurrency slots held, their leases renewed, until the response
 // is complete), and the
-// admitted ones are proxied to upstream (an http or https URL; its path
-// prefixes the request's). Requests matching no route are proxied
+// admitted ones are proxied to upstream, whose path prefixes the
+// request's: an http:// URL (HTTP/1.1), https:// (TLS; HTTP/2 or HTTP/1.1
+// as the upstream offers by ALPN, HTTP/2 preferred; a protocol upgrade
+// such as a websocket over HTTP/1.1) or h2c:// (HTTP/2 without TLS, with
+// prior knowledge: h2c://host:port, for a gRPC backend or a service that
+// speaks only h2c; a protocol upgrade, which HTTP/2 does not have, gets
+// 502 without reaching it). Requests matching no route are proxied
 // unlimited.
 //
 // When d also has Config() *policy.Config (a *policy.Engine does), the
@@ -225,8 +243,9 @@ type reqState struct {
 // WithPreserveHost(false), WithUpstreamTimeout(DefaultUpstreamTimeout),
 // WithClientTimeout(DefaultClientTimeout).
 //
-// It fails when upstream is not an absolute http(s) URL, when cfg declares
-// no route, or when a route cannot be built (a degrade fallback that is not
+// It fails when upstream is not an absolute http, https or h2c URL, when
+// an h2c upstream is given a WithTransport *http.Transport that does not
+// speak HTTP/2 with prior knowledge, when cfg declares no route, or when a route cannot be built (a degrade fallback that is not
 // registered, a user source with neither user_header nor WithUser, a host
 // without WithPreserveHost(true)); the latter are policy.Problems at the
 // line of the field at fault (see Check).
@@ -242,14 +261,32 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 		}
 		return nil, fmt.Errorf("gateway: upstream %q: %w", shown, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("gateway: upstream %q: want an absolute http:// or https:// URL with a host and no user, query or fragment", shown)
+	h2c := u.Scheme == "h2c"
+	switch {
+	case h2c && (u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""):
+		return nil, fmt.Errorf("gateway: upstream %q: want h2c://host:port (HTTP/2 without TLS), with an optional path and no user, query or fragment", shown)
+	case (u.Scheme != "http" && u.Scheme != "https" && !h2c) || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		err := fmt.Errorf("gateway: upstream %q: want an absolute http:// or https:// URL with a host and no user, query or fragment", shown)
+		if u.Scheme == "h2" || u.Scheme == "http2" || u.Scheme == "grpc" {
+			err = fmt.Errorf("%w; HTTP/2 is https:// (over TLS, chosen by ALPN) or h2c:// (without TLS)", err)
+		}
+		return nil, err
 	}
-	g := &Gateway{d: d, upstream: u}
+	g := &Gateway{d: d, upstream: u, shown: shown, h2c: h2c}
+	if h2c {
+		// The transport speaks h2c to an http:// URL when its only
+		// protocol is UnencryptedHTTP2.
+		sent := *u
+		sent.Scheme = "http"
+		g.upstream = &sent
+	}
 	for _, f := range opts {
 		if f != nil {
 			f(&g.o)
 		}
+	}
+	if t, ok := g.o.transport.(*http.Transport); ok && h2c && (t.Protocols == nil || !t.Protocols.UnencryptedHTTP2() || t.Protocols.HTTP1()) {
+		return nil, fmt.Errorf("gateway: upstream %q: the WithTransport transport does not speak HTTP/2 without TLS: set its Protocols to UnencryptedHTTP2 alone (with HTTP1 among them it sends HTTP/1.1 to the upstream)", shown)
 	}
 	if !g.o.timeoutSet {
 		g.o.timeout = DefaultUpstreamTimeout
@@ -276,6 +313,12 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 		// clients). Keep as many as a busy gateway has requests in flight.
 		t.MaxIdleConns = UpstreamIdleConns
 		t.MaxIdleConnsPerHost = UpstreamIdleConns
+		if h2c {
+			// HTTP/2 with prior knowledge: HTTP/1.1 left out, or the
+			// transport would send it to the http:// URL.
+			t.Protocols = new(http.Protocols)
+			t.Protocols.SetUnencryptedHTTP2(true)
+		}
 		rt = t
 	}
 	g.proxy = &httputil.ReverseProxy{
@@ -757,6 +800,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
+	if up := upgradeType(r.Header); g.h2c && up != "" && !strings.EqualFold(up, "h2c") {
+		// HTTP/2 has no Upgrade (RFC 9113 §8.6): the transport would
+		// refuse the request, and without the field the upstream would
+		// answer as to a plain request, which a websocket client cannot
+		// use. Answered before the limits: it could never pass.
+		g.noUpgrade(r, rt, up)
+		middleware.WriteProblem(w, middleware.Problem{
+			Status:   http.StatusBadGateway,
+			Title:    http.StatusText(http.StatusBadGateway),
+			Detail:   "the upstream speaks HTTP/2 only (h2c), which has no protocol upgrade: a websocket cannot be proxied to it",
+			Instance: r.URL.EscapedPath(),
+		})
+		return
+	}
 	if rt != nil && rt.limiter != nil {
 		lw := w
 		if rt.refuseStatus != http.StatusTooManyRequests {
@@ -981,6 +1038,16 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	if g.o.preserveHost {
 		pr.Out.Host = pr.In.Host
 	}
+	// A client's offer to switch to h2c (curl --http2 on an http:// URL)
+	// was made to the gateway, which declines it. Passed on, an upstream
+	// that takes it (Apache's mod_http2, x/net's h2c handler) would switch
+	// the connection to HTTP/2, spliced through as a websocket is, and
+	// every request the client then sent on it would reach the upstream
+	// unlimited. The request goes as a plain one.
+	if strings.EqualFold(upgradeType(pr.Out.Header), "h2c") {
+		pr.Out.Header.Del("Upgrade")
+		pr.Out.Header.Del("Connection")
+	}
 	st := stateOf(pr.In)
 	var px dimension.Proxies
 	if st != nil {
@@ -1034,6 +1101,20 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	if st != nil && st.timer != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &progressBody{ReadCloser: pr.Out.Body, st: st}
 	}
+}
+
+// upgradeType is the protocol a request asks to switch to ("websocket"),
+// "" when none: its Upgrade field when Connection lists upgrade, as
+// ReverseProxy reads it.
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
 }
 
 // clientAddrHeaders are the fields that claim a client's address, dropped
@@ -1202,7 +1283,21 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			err = fmt.Errorf("no answer within %v (--upstream-timeout): %w", g.o.timeout, err)
 		}
 	}
-	g.upstreamFailed(r, reasonOf(err, timedOut), err)
+	reason := reasonOf(err, timedOut)
+	switch {
+	case reason == ReasonConnect || reason == ReasonTimeout:
+	case g.h2c && (strings.Contains(err.Error(), "HTTP/1.1") || strings.Contains(err.Error(), "could not be established")):
+		// An HTTP/1.1 server answers the HTTP/2 preface with an error
+		// and closes. Go's HTTP/2 client reads the answer as a frame
+		// too large, "note that the frame header looked like an
+		// HTTP/1.1 header", or, when the connection was closed before
+		// the request got a stream, says only that it "could not be
+		// established".
+		err = fmt.Errorf("%w (no HTTP/2 connection: an h2c:// upstream must speak HTTP/2 without TLS, with prior knowledge; one that speaks only HTTP/1.1 answers in HTTP/1.1 and closes: give it as http://)", err)
+	case g.upstream.Scheme == "https" && upgradeType(r.Header) != "":
+		err = fmt.Errorf("%w (a protocol upgrade such as a websocket goes to an https:// upstream over HTTP/1.1, which an upstream that speaks only HTTP/2 refuses)", err)
+	}
+	g.upstreamFailed(r, reason, err)
 	middleware.WriteProblem(w, middleware.Problem{
 		Status:   status,
 		Title:    http.StatusText(status),

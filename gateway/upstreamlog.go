@@ -89,12 +89,29 @@ func (g *Gateway) upstreamFailed(r *http.Request, reason string, err error) {
 	if g.o.upstreamErrs != nil {
 		g.o.upstreamErrs(reason)
 	}
+	var rt *route
+	if st := stateOf(r); st != nil {
+		rt = st.rt
+	}
+	g.logUpstream(r, rt, reason, err)
+}
+
+// noUpgrade logs, as upstream failures are (not counted: the upstream was
+// not asked), a protocol upgrade answered 502 because an h2c upstream
+// cannot take one.
+func (g *Gateway) noUpgrade(r *http.Request, rt *route, up string) {
+	g.logUpstream(r, rt, "upgrade", fmt.Errorf("a request to switch to %q answered 502: HTTP/2 (h2c) has no protocol upgrade, so websockets cannot reach this upstream", up))
+}
+
+// logUpstream logs err about r, on route rt (nil: none), at most once per
+// cause per UpstreamLogInterval.
+func (g *Gateway) logUpstream(r *http.Request, rt *route, reason string, err error) {
 	if g.o.errLog == nil {
 		return
 	}
 	route := "no route"
-	if st := stateOf(r); st != nil && st.rt != nil {
-		route = fmt.Sprintf("route %q", st.rt.name)
+	if rt != nil {
+		route = fmt.Sprintf("route %q", rt.name)
 	}
 	// The route is part of the cause: one route's failures must not hide
 	// another's (its upstream path may be the one that is down). Routes
@@ -103,7 +120,7 @@ func (g *Gateway) upstreamFailed(r *http.Request, reason string, err error) {
 	if !ok {
 		return
 	}
-	err = fmt.Errorf("gateway: %s: upstream %s: %w", route, g.upstream.Redacted(), err)
+	err = fmt.Errorf("gateway: %s: upstream %s: %w", route, g.shown, err)
 	if skipped > 0 {
 		err = fmt.Errorf("%w (%d more like it since the last report)", err, skipped)
 	}
