@@ -88,7 +88,8 @@ descriptors:
 				var wg sync.WaitGroup
 				defer wg.Wait()
 				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel() // on a failure, the waiters leave before the bubble ends
+				// On a failure, the waiters leave before the bubble ends.
+				defer cancel()
 				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // start of a window
 				r := req("w", ent(tc.key, "x"))
 				for i := range tc.first {
