@@ -33,13 +33,14 @@ const DefaultProbeKey = "fg:__probe"
 // Redis 8) and, while a slot migrates, sends ASKING before a command that
 // an ASK reply redirected (without it every decision on a key that has
 // moved, or is new, in a migrating slot bounces between the two nodes
-// until the store's timeout).
+// until the store's timeout). WAIT follows the writes under WithWait
+// (wait_replicas).
 var ACLRules = []string{
 	"+hello", "+ping", "+select",
 	"+script|load", "+evalsha", "+eval", "+del", "+time",
 	"+get", "+set", "+type", "+pexpire",
 	"+zadd", "+zcount", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zrevrange", "+zscore",
-	"+role", "+cluster|slots", "+cluster|shards", "+asking",
+	"+role", "+cluster|slots", "+cluster|shards", "+asking", "+wait",
 }
 
 // aclHint is the ACL SETUSER line that grants the store's needs on keys
@@ -94,7 +95,7 @@ func checkStandalone(ctx context.Context, client rueidis.Client, addr, shown str
 
 // probe checks that the scripts can run: it runs lua/probe.lua by
 // EVALSHA and by EVAL (the NOSCRIPT fallback), then deletes the probe key
-// with DEL (Reset's command). A user the ACL stops gets an error wrapping
+// with DEL (Reset's command), and under WithWait runs WAIT 0 0. A user the ACL stops gets an error wrapping
 // ErrPermission that lists ACLRules; any other failure (a full server
 // under noeviction, a replica behind a proxy) wraps store.ErrUnavailable.
 // Without the probe such a store opens and then fails every decision, and
@@ -138,6 +139,9 @@ func (s *Store) probe(ctx context.Context) error {
 	}
 	if s.mode == Cluster {
 		fails = append(fails, askingFails(ctx, c)...)
+	}
+	if f := s.waitProbe(ctx, key); f != "" {
+		fails = append(fails, f)
 	}
 	if len(fails) == 0 {
 		return nil

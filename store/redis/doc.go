@@ -93,7 +93,11 @@
 // decisions fail (store.ErrUnavailable) until the replica is promoted. Redis
 // replicates asynchronously, so charges acknowledged by a master in the
 // last moments before it dies may be lost with it, and a key may then
-// admit that many units more than its budget.
+// admit that many units more than its budget. WithWait (the URL's
+// wait_replicas) follows every write with WAIT and turns a decision whose
+// writes the replicas did not acknowledge into an error (*AckError,
+// store.ErrUnavailable) for the failure policy: see docs/STORES.md
+// (Persistence) for what it guarantees in a failover.
 //
 // A server at its maxmemory under the noeviction policy refuses every take
 // with its OOM error (store.ErrUnavailable) before the script has changed

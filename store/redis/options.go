@@ -20,6 +20,9 @@ type options struct {
 	client      func(*rueidis.ClientOption)
 	testClock   func() time.Time
 	probeKey    string
+	// waitReplicas and waitTimeout are WithWait's (0: no WAIT).
+	waitReplicas int
+	waitTimeout  time.Duration
 	// testTTLFloor is the least TTL of a key written at a test-clock time.
 	testTTLFloor time.Duration
 	// testNoLone sends lone takes as batches of one (lua/takes.lua), so
@@ -150,6 +153,38 @@ func WithTestClock(clock func() time.Time) Option {
 func WithProbeKey(key string) Option {
 	return func(o *options) error {
 		o.probeKey = key
+		return nil
+	}
+}
+
+// WithWait makes every call that writes (a take, a refund, a release, a
+// renewal, the reservations and roll-backs of a take over several Cluster
+// slots; not a peek nor Inspect) wait until replicas replicas have
+// acknowledged its writes, for at most timeout: Redis' WAIT, sent right
+// after the script on the same connection, so that it counts the script's
+// writes. A batch of coalesced decisions is one script call and waits
+// once. When fewer replicas acknowledge in time, a call that admitted, or
+// gave back, returns an *AckError (store.ErrUnavailable): the write was
+// made on the master and may be lost in a failover, so the failure policy
+// answers it instead. A refused take is returned as refused: it admitted
+// nothing that a failover could lose. replicas 0 turns WAIT off (the
+// default); timeout must be from 1ms to 10s (it is rounded up to whole
+// milliseconds) and shorter than WithTimeout's. The store URL's
+// wait_replicas and wait_timeout set it too (see ParseURL). See
+// docs/STORES.md (Persistence) for what it guarantees in a failover and
+// what it costs.
+func WithWait(replicas int, timeout time.Duration) Option {
+	return func(o *options) error {
+		if replicas < 0 || replicas > maxWaitReplicas {
+			return fmt.Errorf("redis: WithWait: replicas must be between 0 and %d, got %d", maxWaitReplicas, replicas)
+		}
+		if replicas > 0 && (timeout < time.Millisecond || timeout > maxWaitTimeout) {
+			return fmt.Errorf("redis: WithWait: timeout must be between 1ms and %v, got %v", maxWaitTimeout, timeout)
+		}
+		o.waitReplicas, o.waitTimeout = replicas, (timeout + time.Millisecond - 1).Truncate(time.Millisecond)
+		if replicas == 0 {
+			o.waitTimeout = 0
+		}
 		return nil
 	}
 }

@@ -82,7 +82,10 @@ func TestSlotMigration(t *testing.T) {
 	if c == nil {
 		return
 	}
-	t.Run("under load", func(t *testing.T) { testSlotMigrationUnderLoad(t, c) })
+	t.Run("under load", func(t *testing.T) { testSlotMigrationUnderLoad(t, c, "") })
+	// Under WAIT a take runs with its WAIT on a connection that does not
+	// follow redirections; the store follows ASK and MOVED itself.
+	t.Run("under load with WAIT", func(t *testing.T) { testSlotMigrationUnderLoad(t, c, "wait_replicas=1") })
 	t.Run("least-privileged user", func(t *testing.T) { testSlotMigrationACL(t, c) })
 }
 
@@ -99,8 +102,13 @@ func TestSlotMigration(t *testing.T) {
 // keys are on both sides may fail while they are apart, with TRYAGAIN (or,
 // sent again meanwhile, the store's timeout), and succeeds once they are
 // together. No key admits past its budget, and no breaker opens.
-func testSlotMigrationUnderLoad(t *testing.T, c *testserver.Cluster) {
+func testSlotMigrationUnderLoad(t *testing.T, c *testserver.Cluster, query string) {
 	url := "redis-cluster://" + strings.Join(c.Addrs(), ",")
+	prefix := "fg:mig:" + runID + ":"
+	if query != "" {
+		url += "?" + query
+		prefix += "q:"
+	}
 	s := openT(t, url, WithTimeout(time.Second))
 	const tag = "hot"
 	slot := Slot("{" + tag + "}")
@@ -109,13 +117,13 @@ func testSlotMigrationUnderLoad(t *testing.T, c *testserver.Cluster) {
 		t.Fatal(err)
 	}
 	to := otherMaster(t, c, from)
-	keys, pairs := migrationKeys(t, s, "fg:mig:"+runID+":", tag, 60)
+	keys, pairs := migrationKeys(t, s, prefix, tag, 60)
 	// Filler keys, newer than the limiter's: GETKEYSINSLOT lists them
 	// first, so that the first batch moves them and a few limiter keys,
 	// and leaves the others behind.
 	const fillers = 300
 	for i := range fillers {
-		if _, err := testserver.RedisDo(from.Addr, time.Second, "SET", fmt.Sprintf("fg:mig:%s:fill:%d{%s}", runID, i, tag), "x"); err != nil {
+		if _, err := testserver.RedisDo(from.Addr, time.Second, "SET", fmt.Sprintf("%sfill:%d{%s}", prefix, i, tag), "x"); err != nil {
 			t.Fatal(err)
 		}
 	}

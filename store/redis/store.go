@@ -54,6 +54,7 @@ var (
 //	WithClientOption(nil)      adjust the rueidis client options
 //	WithTestClock(nil)         the Redis server's TIME decides (tests only)
 //	WithProbeKey("fg:__probe") the key of the start-up probe
+//	WithWait(0, 0)             no WAIT after the writes (the URL's wait_replicas, wait_timeout)
 //
 // Before it returns, Open checks that the store can work: behind redis://
 // or rediss://, that the server is neither a Sentinel, a Cluster node nor
@@ -68,6 +69,10 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	e, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if e.WaitReplicas > 0 {
+		// Before opts, so that an option given in code prevails.
+		opts = append([]Option{WithWait(e.WaitReplicas, e.WaitTimeout)}, opts...)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -157,6 +162,9 @@ func buildOptions(opts []Option) (options, error) {
 		if err := opt(&o); err != nil {
 			return o, err
 		}
+	}
+	if o.waitReplicas > 0 && o.waitTimeout >= o.timeout {
+		return o, fmt.Errorf("redis: WithWait: the timeout %v (wait_timeout) must be shorter than the store's timeout %v (WithTimeout)", o.waitTimeout, o.timeout)
 	}
 	return o, nil
 }
@@ -447,7 +455,7 @@ func (s *Store) eval(ctx context.Context, p program, keys, args []string) rueidi
 // sent to each key's node on a Cluster). A call of one group refused with
 // TRYAGAIN is sent again (retryTryAgain); a coalesced batch (several
 // groups) is not: execBatch splits it (execApart).
-func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.RedisResult {
+func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []reply {
 	ctx, cancel := s.syncable(ctx)
 	defer cancel()
 	res := s.evalMultiOnce(ctx, calls)
@@ -455,9 +463,12 @@ func (s *Store) evalMulti(ctx context.Context, calls []scriptArgs) []rueidis.Red
 	return res
 }
 
-func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []rueidis.RedisResult {
+func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []reply {
 	if len(calls) == 1 {
-		return []rueidis.RedisResult{s.eval(ctx, programFor(&calls[0]), calls[0].keys, calls[0].argv(s.ttlFloor))}
+		return []reply{s.evalAck(ctx, programFor(&calls[0]), calls[0].keys, calls[0].argv(s.ttlFloor), calls[0].writes)}
+	}
+	if s.o.waitReplicas > 0 && slices.ContainsFunc(calls, func(c scriptArgs) bool { return c.writes }) {
+		return s.evalAckEach(ctx, calls)
 	}
 	cmds := make(rueidis.Commands, len(calls))
 	args := make([][]string, len(calls))
@@ -465,11 +476,12 @@ func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []rueidis
 		args[i] = c.argv(s.ttlFloor)
 		cmds[i] = s.client.B().Evalsha().Sha1(programFor(&calls[i]).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
 	}
-	res := s.client.DoMulti(ctx, cmds...)
-	for i, r := range res {
+	res := make([]reply, len(calls))
+	for i, r := range s.client.DoMulti(ctx, cmds...) {
 		if isNoScript(r.Error()) {
-			res[i] = s.eval(ctx, programFor(&calls[i]), calls[i].keys, args[i])
+			r = s.eval(ctx, programFor(&calls[i]), calls[i].keys, args[i])
 		}
+		res[i].RedisResult = r
 	}
 	return res
 }
@@ -519,7 +531,7 @@ func waitTryAgain(ctx context.Context, d *time.Duration) bool {
 // retryTryAgain sends again, pipelined, the calls whose result in res is
 // TRYAGAIN and which retry accepts, until none is refused so or ctx ends;
 // res holds the last result of each.
-func (s *Store) retryTryAgain(ctx context.Context, calls []scriptArgs, res []rueidis.RedisResult, retry func(i int) bool) {
+func (s *Store) retryTryAgain(ctx context.Context, calls []scriptArgs, res []reply, retry func(i int) bool) {
 	var pending []int
 	for i, r := range res {
 		if isTryAgain(r.Error()) && retry(i) {
@@ -558,6 +570,8 @@ type scriptArgs struct {
 	singleTakes bool
 	// calendar is whether a limit is a calendar fixed window.
 	calendar bool
+	// writes is whether a group is of another op than peek.
+	writes bool
 	// args is storage for the ARGV of a pooled scriptArgs.
 	args   []string
 	specs  []*algo.Limit
@@ -612,6 +626,7 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 	}
 	sa.groups++
 	sa.singleTakes = sa.singleTakes && op == opTake && n == 1
+	sa.writes = sa.writes || op != opPeek
 	sa.body = append(sa.body, op, now, itoa(int64(n)))
 	for j := 0; j < n; j++ {
 		i := j
@@ -811,10 +826,13 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 
 // decodePerSlot reads the reply r of one slot's call of perSlot, the
 // requests idx of reqs.
-func decodePerSlot(op string, r rueidis.RedisResult, reqs []store.Request, idx []int, out []algo.Decision) error {
+func decodePerSlot(op string, r reply, reqs []store.Request, idx []int, out []algo.Decision) error {
 	v, err := r.ToArray()
 	if err != nil {
 		return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[idx[0]].Key, store.ErrUnavailable, err)
+	}
+	if r.unacked != nil {
+		return fmt.Errorf("redis: %s %q: %w", opName(op), reqs[idx[0]].Key, r.unacked)
 	}
 	g := &groupReply{v: v}
 	if _, _, err := g.header(); err != nil {
@@ -923,14 +941,22 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 			var res store.Result
 			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, stamps)
 			admitted[gi] = err == nil && res.Allowed
+			if err != nil {
+				err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+			} else if admitted[gi] && r.unacked != nil {
+				// Reserved, and rolled back below, but not admitted.
+				err = r.unacked
+			}
+		} else {
+			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		}
 		if err != nil {
 			failed = append(failed, parts[gi])
 			if firstErr == nil {
-				firstErr = fmt.Errorf("redis: take %q: %w: %w", reqs[groups[gi][0]].Key, store.ErrUnavailable, err)
+				firstErr = fmt.Errorf("redis: take %q: %w", reqs[groups[gi][0]].Key, err)
 			}
 		}
-		if !admitted[gi] {
+		if !admitted[gi] || err != nil {
 			allowed = false
 		}
 	}
@@ -992,6 +1018,9 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 		if err := r.Error(); err != nil {
 			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w: %w", keys[i], store.ErrUnavailable, err))
 			failed = append(failed, gis[i])
+		} else if r.unacked != nil {
+			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w", keys[i], r.unacked))
+			failed = append(failed, gis[i])
 		}
 	}
 	if len(errs) > 0 {
@@ -1031,7 +1060,7 @@ func (s *Store) execBatch(calls []*call) {
 			s.appendGroup(sa, c.op, c.now, c.reqs, nil, nil)
 		}
 		sa.args = sa.appendArgv(sa.args[:0], s.ttlFloor)
-		r := s.eval(ctx, programFor(sa), sa.keys, sa.args)
+		r := s.evalAck(ctx, programFor(sa), sa.keys, sa.args, sa.writes)
 		if s.mode == Cluster && isTryAgain(r.Error()) {
 			s.execApart(calls, r)
 		} else {
@@ -1071,7 +1100,7 @@ func (s *Store) execBatch(calls []*call) {
 // again as one script call each: those of one key, or of keys on one side
 // of the migration, are decided at once. The others are sent again (see
 // tryAgainFirst) within the store's timeout while their caller waits.
-func (s *Store) execApart(calls []*call, r rueidis.RedisResult) {
+func (s *Store) execApart(calls []*call, r reply) {
 	calls = slices.Clone(calls) // the batcher reuses its batch's slice
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
@@ -1080,7 +1109,7 @@ func (s *Store) execApart(calls []*call, r rueidis.RedisResult) {
 		for i, c := range calls {
 			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
 		}
-		res := []rueidis.RedisResult{r}
+		res := []reply{r}
 		if len(calls) > 1 {
 			res = s.evalMultiOnce(ctx, sas)
 		}
@@ -1120,11 +1149,14 @@ func (s *Store) takeLone(ctx context.Context, c *call) bool {
 	sa := argsPool.Get().(*scriptArgs)
 	sa.keys = append(sa.keys, q.Key)
 	sa.args = append(sa.args, itoa(q.Cost), c.now, s.ttlFloor, spec)
-	r := s.eval(ctx, loneTake, sa.keys, sa.args)
+	r := s.evalAck(ctx, loneTake, sa.keys, sa.args, true)
 	sa.reset()
 	argsPool.Put(sa)
 
-	c.res, c.err = decodeLone(r, q, &c.out[0])
+	c.res, c.err = decodeLone(r.RedisResult, q, &c.out[0])
+	if c.err == nil && c.res.Allowed && r.unacked != nil {
+		c.res, c.err = store.Result{}, fmt.Errorf("redis: take %q: %w", q.Key, r.unacked)
+	}
 	c.sig <- sigDone
 	return true
 }
@@ -1150,8 +1182,10 @@ func decodeLone(r rueidis.RedisResult, q *store.Request, out *algo.Decision) (st
 	return res, g.err
 }
 
-// finish decodes one script reply into its calls and wakes them.
-func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
+// finish decodes one script reply into its calls and wakes them. Under
+// WithWait, the calls it admitted fail when the replicas did not
+// acknowledge its writes; those it refused stand.
+func (s *Store) finish(calls []*call, r reply) {
 	v, err := r.ToArray()
 	if err != nil {
 		err = fmt.Errorf("redis: take %q: %w: %w", calls[0].reqs[0].Key, store.ErrUnavailable, err)
@@ -1162,6 +1196,9 @@ func (s *Store) finish(calls []*call, r rueidis.RedisResult) {
 			c.err = err
 		} else {
 			c.res, c.err = decodeTake(g, c.reqs, nil, c.out, nil)
+			if c.err == nil && c.res.Allowed && r.unacked != nil {
+				c.res, c.err = store.Result{}, fmt.Errorf("redis: take %q: %w", c.reqs[0].Key, r.unacked)
+			}
 		}
 		c.sig <- sigDone
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/floodgate/floodgate/store"
 )
@@ -52,7 +53,22 @@ type Endpoint struct {
 	DB int
 	// TLS is set by rediss://.
 	TLS bool
+	// WaitReplicas and WaitTimeout are the query parameters wait_replicas
+	// and wait_timeout (see WithWait); 0 when not given.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
+
+// DefaultWaitTimeout is the wait_timeout of a URL that gives
+// wait_replicas alone: how long WAIT waits for the replicas after each
+// write (see WithWait).
+const DefaultWaitTimeout = 50 * time.Millisecond
+
+// Bounds of the wait_replicas and wait_timeout parameters.
+const (
+	maxWaitReplicas = 100
+	maxWaitTimeout  = 10 * time.Second
+)
 
 // ParseURL parses a store URL:
 //
@@ -61,19 +77,31 @@ type Endpoint struct {
 //	redis-sentinel://[user:pass@]master@host:port,host:port[/db]
 //	redis-cluster://[user:pass@]host:port,host:port
 //
+// Each may end in a query of these parameters:
+//
+//	wait_replicas=N        follow every write with WAIT N (see WithWait); 0, the default, sends no WAIT
+//	wait_timeout=DURATION  WAIT's timeout, a Go duration from 1ms to 10s (default 50ms; needs wait_replicas)
+//
 // The credentials end at the URL's last '@', so a password may hold '/',
 // '?', '#', ':' or '@' as it is (percent-escapes are decoded too); a
-// query or fragment after the hosts is an error. Errors wrap ErrBadURL
-// and say what is wrong; the password never appears in them, nor does a
-// query.
+// fragment, or another query parameter, is an error. Errors wrap
+// ErrBadURL and say what is wrong; the password never appears in them,
+// nor does the query (only the name of a parameter and the value of a
+// known one).
 func ParseURL(raw string) (Endpoint, error) {
-	shown := store.RedactURL(raw)
-	bad := func(format string, args ...any) (Endpoint, error) {
-		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, shown, fmt.Sprintf(format, args...))
-	}
 	// Cut as store.RedactURL cuts: the password it hides is the one read
 	// here, whatever it holds.
 	p, ok := store.SplitURL(raw)
+	rest, query, hasQuery := strings.Cut(p.Rest, "?")
+	shown := store.RedactURL(raw)
+	if hasQuery {
+		// Not quoted: an unknown parameter may carry a password
+		// (?password=…).
+		shown = store.RedactURL(strings.TrimSuffix(raw, p.Rest) + rest)
+	}
+	bad := func(format string, args ...any) (Endpoint, error) {
+		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, shown, fmt.Sprintf(format, args...))
+	}
 	scheme := p.Scheme
 	if !ok {
 		return bad("missing scheme (want redis://, rediss://, redis-sentinel:// or redis-cluster://)")
@@ -91,10 +119,14 @@ func ParseURL(raw string) (Endpoint, error) {
 	default:
 		return bad("unknown scheme %q (want redis, rediss, redis-sentinel or redis-cluster)", scheme)
 	}
-	hosts, path, _ := strings.Cut(p.Rest, "/")
-	if strings.ContainsAny(p.Rest, "?#") {
-		// Not quoted: a query may carry a password (?password=…).
-		return bad("query parameters (?…) and fragments (#…) are not supported")
+	hosts, path, _ := strings.Cut(rest, "/")
+	if strings.Contains(p.Rest, "#") {
+		return bad("fragments (#…) are not supported")
+	}
+	if hasQuery {
+		if err := parseQuery(&e, query); err != nil {
+			return bad("%s", err)
+		}
 	}
 	if p.HasUserInfo {
 		user := p.UserInfo
@@ -153,6 +185,51 @@ func ParseURL(raw string) (Endpoint, error) {
 		e.DB = db
 	}
 	return e, nil
+}
+
+// parseQuery reads a store URL's query parameters into e. Its errors
+// quote the name of a parameter (what precedes its '=') and the value of
+// a known one, never an unknown one's value.
+func parseQuery(e *Endpoint, query string) error {
+	for _, kv := range strings.Split(query, "&") {
+		if !strings.Contains(kv, "=") {
+			// Not quoted: it may be a password.
+			return errors.New("a query parameter without '=' (want wait_replicas=N&wait_timeout=DURATION)")
+		}
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return errors.New("query: malformed (want wait_replicas=N&wait_timeout=DURATION)")
+	}
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return fmt.Errorf("parameter %q given %d times", k, len(vs))
+		}
+		v := vs[0]
+		switch k {
+		case "wait_replicas":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > maxWaitReplicas {
+				return fmt.Errorf("parameter wait_replicas=%q: want an integer from 0 to %d (the replicas that must acknowledge each write)", v, maxWaitReplicas)
+			}
+			e.WaitReplicas = n
+		case "wait_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Millisecond || d > maxWaitTimeout {
+				return fmt.Errorf("parameter wait_timeout=%q: want a duration from 1ms to %v, e.g. 50ms", v, maxWaitTimeout)
+			}
+			e.WaitTimeout = d
+		default:
+			return fmt.Errorf("unknown parameter %q (want wait_replicas or wait_timeout)", k)
+		}
+	}
+	if e.WaitTimeout != 0 && e.WaitReplicas == 0 {
+		return errors.New("parameter wait_timeout needs wait_replicas (1 or more)")
+	}
+	if e.WaitReplicas > 0 && e.WaitTimeout == 0 {
+		e.WaitTimeout = DefaultWaitTimeout
+	}
+	return nil
 }
 
 // hostPort checks host:port; the port may be left out where a default

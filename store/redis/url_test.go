@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseURL(t *testing.T) {
@@ -25,6 +26,11 @@ func TestParseURL(t *testing.T) {
 		{"redis-sentinel://u:p@mymaster@a:1/4", Endpoint{Mode: Sentinel, Addrs: []string{"a:1"}, MasterSet: "mymaster", Username: "u", Password: "p", DB: 4}},
 		{"redis-cluster://a:7000,b:7001,c:7002", Endpoint{Mode: Cluster, Addrs: []string{"a:7000", "b:7001", "c:7002"}}},
 		{"redis-cluster://:pw@a:7000", Endpoint{Mode: Cluster, Addrs: []string{"a:7000"}, Password: "pw"}},
+		{"redis://h:1/2?wait_replicas=1", Endpoint{Mode: Standalone, Addrs: []string{"h:1"}, DB: 2, WaitReplicas: 1, WaitTimeout: DefaultWaitTimeout}},
+		{"rediss://:p?w@h:1?wait_replicas=2&wait_timeout=1.5s", Endpoint{Mode: Standalone, Addrs: []string{"h:1"}, Password: "p?w", TLS: true, WaitReplicas: 2, WaitTimeout: 1500 * time.Millisecond}},
+		{"redis://h:1?wait_replicas=0", Endpoint{Mode: Standalone, Addrs: []string{"h:1"}}},
+		{"redis-sentinel://m@a:1,b:2?wait_timeout=20ms&wait_replicas=1", Endpoint{Mode: Sentinel, Addrs: []string{"a:1", "b:2"}, MasterSet: "m", WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond}},
+		{"redis-cluster://a:7000?wait_replicas=1", Endpoint{Mode: Cluster, Addrs: []string{"a:7000"}, WaitReplicas: 1, WaitTimeout: DefaultWaitTimeout}},
 	} {
 		got, err := ParseURL(tc.url)
 		if err != nil {
@@ -32,7 +38,8 @@ func TestParseURL(t *testing.T) {
 			continue
 		}
 		if got.Mode != tc.want.Mode || !slices.Equal(got.Addrs, tc.want.Addrs) || got.MasterSet != tc.want.MasterSet ||
-			got.Username != tc.want.Username || got.Password != tc.want.Password || got.DB != tc.want.DB || got.TLS != tc.want.TLS {
+			got.Username != tc.want.Username || got.Password != tc.want.Password || got.DB != tc.want.DB || got.TLS != tc.want.TLS ||
+			got.WaitReplicas != tc.want.WaitReplicas || got.WaitTimeout != tc.want.WaitTimeout {
 			t.Errorf("ParseURL(%q) = %+v, want %+v", tc.url, got, tc.want)
 		}
 	}
@@ -53,7 +60,19 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://a:1,b:2", "takes one host"},
 		{"redis://h:1/x", "database must be a non-negative integer"},
 		{"redis://h:1/-1", "database must be a non-negative integer"},
-		{"redis://h:1?db=2", "query parameters"},
+		{"redis://h:1?db=2", `unknown parameter "db" (want wait_replicas or wait_timeout)`},
+		{"redis://h:1/0#frag", "fragments"},
+		{"redis://h:1?wait_replicas=two", `parameter wait_replicas="two": want an integer from 0 to 100`},
+		{"redis://h:1?wait_replicas=-1", `parameter wait_replicas="-1"`},
+		{"redis://h:1?wait_replicas=101", `parameter wait_replicas="101"`},
+		{"redis://h:1?wait_replicas=", `parameter wait_replicas=""`},
+		{"redis://h:1?wait_replicas=1&wait_replicas=2", `parameter "wait_replicas" given 2 times`},
+		{"redis://h:1?wait_replicas=1&wait_timeout=50", `parameter wait_timeout="50": want a duration from 1ms to 10s`},
+		{"redis://h:1?wait_replicas=1&wait_timeout=0s", `parameter wait_timeout="0s"`},
+		{"redis://h:1?wait_replicas=1&wait_timeout=500us", `parameter wait_timeout="500us"`},
+		{"redis://h:1?wait_replicas=1&wait_timeout=11s", `parameter wait_timeout="11s"`},
+		{"redis://h:1?wait_timeout=50ms", "parameter wait_timeout needs wait_replicas"},
+		{"redis-cluster://a:1?wait_replicas=1;x", "query: malformed"},
 		{"redis-cluster://a:1/0", "no database number"},
 		{"redis-cluster://a:1,,b:2", `address ""`},
 		{"redis-cluster://a", "want host:port"},
@@ -80,6 +99,10 @@ func TestURLErrorsHidePasswords(t *testing.T) {
 		"redis://bob:hunter2@h:x",
 		"redis-sentinel://bob:hunter2@master@h:x",
 		"redis-cluster://:hunter2@h",
+		"redis://h:1?password=hunter2",
+		"redis://h:1?wait_replicas=1&auth=hunter2",
+		"redis://h:1?wait_replicas=1&hunter2",
+		"redis://:hunter2@h:1?wait_replicas=x",
 	} {
 		_, err := ParseURL(u)
 		if err == nil {
@@ -95,13 +118,27 @@ func TestOpenBadInput(t *testing.T) {
 	if _, err := Open("redis://h:0"); !errors.Is(err, ErrBadURL) {
 		t.Errorf("Open(bad URL) = %v, want ErrBadURL", err)
 	}
-	for _, opt := range []Option{WithBatchSize(0), WithBatchWindow(-1), WithInflightBatches(0), WithTimeout(0), WithTLSConfig(nil), WithClientOption(nil), WithTestClock(nil)} {
+	for _, opt := range []Option{WithBatchSize(0), WithBatchWindow(-1), WithInflightBatches(0), WithTimeout(0), WithTLSConfig(nil), WithClientOption(nil), WithTestClock(nil),
+		WithWait(-1, time.Second), WithWait(1, 0), WithWait(1, time.Minute)} {
 		if _, err := Open("redis://127.0.0.1:1", opt); err == nil || errors.Is(err, ErrBadURL) {
 			t.Errorf("Open with a bad option: %v, want an option error", err)
 		}
 	}
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil): no error")
+	}
+	// WAIT's timeout must leave the round trip time to answer.
+	for _, c := range []struct {
+		url  string
+		opts []Option
+	}{
+		{"redis://127.0.0.1:1?wait_replicas=1&wait_timeout=2s", []Option{WithTimeout(time.Second)}},
+		{"redis://127.0.0.1:1", []Option{WithTimeout(time.Second), WithWait(1, time.Second)}},
+	} {
+		_, err := Open(c.url, c.opts...)
+		if err == nil || !strings.Contains(err.Error(), "must be shorter than the store's timeout") || !strings.Contains(err.Error(), "wait_timeout") {
+			t.Errorf("Open(%s) with a WAIT timeout past the store's: %v, want an error naming wait_timeout", c.url, err)
+		}
 	}
 }
 
