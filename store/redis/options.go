@@ -23,6 +23,9 @@ type options struct {
 	// waitReplicas and waitTimeout are WithWait's (0: no WAIT).
 	waitReplicas int
 	waitTimeout  time.Duration
+	// blockingPool is the rueidis client's BlockingPoolSize (0: its
+	// default), which bounds the calls that WAIT at once (see waitSlots).
+	blockingPool int
 	// testTTLFloor is the least TTL of a key written at a test-clock time.
 	testTTLFloor time.Duration
 	// testNoLone sends lone takes as batches of one (lua/takes.lua), so

@@ -32,6 +32,11 @@ type Store struct {
 	// ttlFloor is the script argument for o.testTTLFloor (ms).
 	ttlFloor string
 
+	// waitSlots bounds the calls that WAIT at once (WithWait) to the
+	// client's pool for blocking commands, on which each holds a
+	// connection (see runWait).
+	waitSlots chan struct{}
+
 	// beforeRollback, when set by a test, runs between a cross-slot
 	// reservation that was refused and its rollback; an error stands for
 	// a rollback that could not reach Redis.
@@ -100,6 +105,7 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if o.client != nil {
 		o.client(&co)
 	}
+	o.blockingPool = co.BlockingPoolSize
 	client, err := rueidis.NewClient(co)
 	if err != nil {
 		hint := ""
@@ -171,6 +177,13 @@ func buildOptions(opts []Option) (options, error) {
 
 func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
 	s := &Store{client: client, mode: mode, o: o, ttlFloor: "0"}
+	if o.waitReplicas > 0 {
+		n := o.blockingPool
+		if n <= 0 {
+			n = rueidis.DefaultPoolSize
+		}
+		s.waitSlots = make(chan struct{}, n)
+	}
 	if o.testClock != nil {
 		s.ttlFloor = strconv.FormatInt(o.testTTLFloor.Milliseconds(), 10)
 	}
@@ -932,20 +945,26 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	stamps := make([]int64, len(reqs))
 	results := s.evalMulti(ctx, calls)
 	admitted := make([]bool, len(groups))
-	allowed := true
-	var firstErr error
-	var failed []int
+	allowed, refused := true, false
+	var firstErr, firstUnacked error
+	var failed, unacked []int
 	for gi, r := range results {
 		v, err := r.ToArray()
 		if err == nil {
 			var res store.Result
 			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, stamps)
 			admitted[gi] = err == nil && res.Allowed
+			refused = refused || (err == nil && !res.Allowed)
 			if err != nil {
 				err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 			} else if admitted[gi] && r.unacked != nil {
-				// Reserved, and rolled back below, but not admitted.
-				err = r.unacked
+				// Reserved, and rolled back below, but not admitted: the
+				// take fails unless another slot refused it.
+				allowed = false
+				unacked = append(unacked, parts[gi])
+				if firstUnacked == nil {
+					firstUnacked = fmt.Errorf("redis: take %q: %w", reqs[groups[gi][0]].Key, r.unacked)
+				}
 			}
 		} else {
 			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
@@ -963,7 +982,20 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	if allowed {
 		return store.Result{Allowed: true, At: now}, nil
 	}
-	unrolled, err := s.rollback(ctx, reqs, groups, admitted, stamps)
+	// A slot that refused decides, as a single-slot take the script
+	// refused stands under WithWait: the reservations that were not
+	// acknowledged are rolled back and admitted nothing, and a roll-back
+	// that was not acknowledged can only leave a failover a charge that
+	// lapses by itself. As an error, the failure policy would answer a
+	// request over its limit (and admit it, failing open).
+	decided := refused && firstErr == nil
+	if !decided && firstUnacked != nil {
+		failed = append(failed, unacked...)
+		if firstErr == nil {
+			firstErr = firstUnacked
+		}
+	}
+	unrolled, err := s.rollback(ctx, reqs, groups, admitted, stamps, decided)
 	for _, gi := range unrolled {
 		failed = append(failed, parts[gi]) // a live node's failed roll-back is its own failure
 	}
@@ -983,8 +1015,10 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 // rollback undoes the admitted groups' reservations, last first, within
 // the store's timeout even if ctx is done: a reservation left in place
 // would refuse others until it expires. It returns the indexes of the
-// groups whose roll-back failed, and the error.
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, stamps []int64) ([]int, error) {
+// groups whose roll-back failed, and the error; a roll-back the replicas
+// did not acknowledge (WithWait) is one unless refusedAnyway (a slot
+// refused the take, which that refusal decides).
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, stamps []int64, refusedAnyway bool) ([]int, error) {
 	var calls []scriptArgs
 	var keys []string
 	var gis []int
@@ -1018,7 +1052,7 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 		if err := r.Error(); err != nil {
 			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w: %w", keys[i], store.ErrUnavailable, err))
 			failed = append(failed, gis[i])
-		} else if r.unacked != nil {
+		} else if r.unacked != nil && !refusedAnyway {
 			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w", keys[i], r.unacked))
 			failed = append(failed, gis[i])
 		}

@@ -98,7 +98,27 @@ func (s *Store) waitCmd() rueidis.Completed {
 // first, which ran nothing: the pair goes on a dedicated connection that
 // does not follow them, and a redirected script is sent again with its
 // WAIT to the node named (after ASKING, for ASK).
+//
+// A caller waits for one of waitSlots first, as many as the pool has
+// connections, so that it never waits in the pool itself: rueidis' pool
+// (v1.0.79) answers a caller whose context ends while it waits with a
+// dead connection, then counts that connection's return as a real one's
+// and lets one more connection be opened. Under load past the pool (a
+// replica lagging, each WAIT holding its connection for wait_timeout),
+// 64 goroutines with short deadlines on a pool of 2 left 60 connections
+// open (TestWaitPoolExhaustion).
 func (s *Store) runWait(ctx context.Context, script func(sha bool) rueidis.Completed, sha bool) (r, w rueidis.RedisResult) {
+	select {
+	case s.waitSlots <- struct{}{}:
+	case <-ctx.Done():
+		r = rueidis.NewErrorResult(ctx.Err())
+		return r, r
+	}
+	defer func() { <-s.waitSlots }()
+	if err := ctx.Err(); err != nil { // both were ready
+		r = rueidis.NewErrorResult(err)
+		return r, r
+	}
 	if s.mode != Cluster {
 		rs := s.client.DoMulti(ctx, script(sha), s.waitCmd())
 		return rs[0], rs[1]
