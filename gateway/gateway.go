@@ -1040,14 +1040,21 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 	// A client's offer to switch to h2c (curl --http2 on an http:// URL)
 	// was made to the gateway, which declines it. Passed on, an upstream
-	// that takes it (Apache's mod_http2, x/net's h2c handler) would switch
-	// the connection to HTTP/2, spliced through as a websocket is, and
-	// every request the client then sent on it would reach the upstream
-	// unlimited. The request goes as a plain one.
+	// that takes it would switch the connection to HTTP/2, spliced
+	// through as a websocket is, and every request the client then sent
+	// on it would reach the upstream unlimited. The request goes as a
+	// plain one. The offer's HTTP2-Settings field belongs to the
+	// connection too (RFC 7540 §3.2.1), but ReverseProxy drops it only
+	// when Connection names it: a client that leaves it out of Connection
+	// would hand it on to an upstream that looks for the field and not
+	// for its name in Connection. (x/net's h2c handler wants the name in
+	// Connection, which ReverseProxy sends as "Upgrade" alone, so it
+	// never took the offer through the gateway.)
 	if strings.EqualFold(upgradeType(pr.Out.Header), "h2c") {
 		pr.Out.Header.Del("Upgrade")
 		pr.Out.Header.Del("Connection")
 	}
+	pr.Out.Header.Del("Http2-Settings")
 	st := stateOf(pr.In)
 	var px dimension.Proxies
 	if st != nil {
