@@ -121,6 +121,26 @@ func TestServeStartWarnings(t *testing.T) {
 	}
 }
 
+// TestServeWaitReplicasOpenWarning: wait_replicas under the open failure
+// policy admits what the replicas did not acknowledge; serve says so at
+// start (the store is down here: --start-degraded, a refused port).
+func TestServeWaitReplicasOpenWarning(t *testing.T) {
+	dirCfg, _ := writeConfig(t, observeConfig)
+	for _, tc := range []struct {
+		policy string
+		warned bool
+	}{{"open", true}, {"closed", false}, {"local", false}} {
+		_, errb, stop := startServe(t, "--config", dirCfg, "--store", "redis://127.0.0.1:1?wait_replicas=1&wait_timeout=10ms",
+			"--store-timeout", "110ms", "--start-degraded", "--on-store-error", tc.policy)
+		if code := stop(); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		if got := strings.Contains(errb.String(), "--store has wait_replicas but --on-store-error is open"); got != tc.warned {
+			t.Errorf("--on-store-error %s: warned %v, want %v:\n%s", tc.policy, got, tc.warned, errb.String())
+		}
+	}
+}
+
 // TestLoopbackAddr: serve warns of an admin address without a token unless
 // it listens on the loopback only.
 func TestLoopbackAddr(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/lease"
+	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 	"github.com/floodgate/floodgate/store/storeurl"
 	"google.golang.org/grpc/credentials"
@@ -342,6 +343,22 @@ const (
 	minReloadInterval = 100 * time.Millisecond
 )
 
+// redisTick is how late Redis may answer a WAIT after its timeout: it
+// notices timed-out blocked clients on its cron, 10 times a second by
+// default (hz 10).
+const redisTick = 100 * time.Millisecond
+
+// waitReplicas returns the wait_replicas and wait_timeout of a Redis
+// --store URL; 0 when it has none or is not a Redis URL (a bad URL is
+// reported when the store opens).
+func (f *serveFlags) waitReplicas() (int, time.Duration) {
+	ep, err := redis.ParseURL(f.store)
+	if err != nil {
+		return 0, 0
+	}
+	return ep.WaitReplicas, ep.WaitTimeout
+}
+
 // check returns every numeric flag out of range, each as "--flag value:
 // what it must be" (or FLOODGATE_FLAG="value": ...), one a line.
 func (f *serveFlags) check() error {
@@ -366,6 +383,15 @@ func (f *serveFlags) check() error {
 	bad(f.grpcMaxConnAgeGrace < 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "must be >= 0 (0: no bound)")
 	bad(f.grpcMaxConnAgeGrace > 0 && f.grpcMaxConnAge == 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "only with --grpc-max-connection-age")
 	bad(f.grpcMaxConnIdle < 0, "grpc-max-connection-idle", f.grpcMaxConnIdle, "must be >= 0 (0: no limit)")
+	if wr, wt := f.waitReplicas(); wr > 0 {
+		// WAIT answers at its timeout on Redis' next tick: cut short by
+		// the store timeout, an unacknowledged write would be reported
+		// as a store that does not answer.
+		need := wt + redisTick
+		bad(f.storeTimeout < need, "store-timeout", f.storeTimeout, fmt.Sprintf(
+			"must be at least %v with wait_replicas in --store (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
+			need, wt, redisTick))
+	}
 	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)
 }
@@ -568,6 +594,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	if f.config == "" {
 		log.Warn("no --config: enforcing the example configuration, whose rules are examples (set --config to your own rules)", "config", src)
+	}
+	if wr, _ := f.waitReplicas(); wr > 0 && policyOnErr == resilient.FailOpen {
+		log.Warn("--store has wait_replicas but --on-store-error is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set --on-store-error closed or local)")
 	}
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
 		log.Warn("the admin address is not a loopback address and no --admin-token is set: reset, overrides, scales and observe are open to the network",
