@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/floodgate/floodgate/internal/names"
@@ -146,6 +147,11 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		fs.Usage()
 		fs.SetOutput(stderr)
 		return 0, false
+	case err != nil && strings.HasPrefix(err.Error(), "invalid "):
+		// A flag that exists, given a bad value: the usage (serve's is
+		// 80 lines) would scroll the one line that matters away.
+		fmt.Fprintf(stderr, "floodgate %s: %v%s (floodgate %s -h lists the flags)\n", fs.Name(), err, valueHint(fs, err), fs.Name())
+		return 2, false
 	case err != nil:
 		fmt.Fprintf(stderr, "floodgate %s: %v%s%s\n", fs.Name(), err, names.FlagHint(fs, err), valueHint(fs, err))
 		fs.Usage()
@@ -154,6 +160,15 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 	if positional == 0 && fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		return 2, false
+	}
+	switch {
+	case fs.NArg() < positional:
+		fmt.Fprintf(stderr, "floodgate %s: missing argument\n", fs.Name())
+	case fs.NArg() > positional && strings.HasPrefix(fs.Arg(positional), "-"):
+		// The flag package stops at the first argument.
+		fmt.Fprintf(stderr, "floodgate %s: %q after %q: flags go before the arguments\n", fs.Name(), fs.Arg(positional), fs.Arg(positional-1))
+	case fs.NArg() > positional:
+		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(positional))
 	}
 	if fs.NArg() != positional {
 		fs.Usage()

@@ -143,8 +143,9 @@ func TestSubcommandFlags(t *testing.T) {
 		{[]string{"version", "--verbose"}, "floodgate version: flag provided but not defined: -verbose\n"},
 		{[]string{"bench", "extra"}, `floodgate bench: unexpected argument "extra"`},
 		{[]string{"version", "extra"}, `floodgate version: unexpected argument "extra"`},
-		{[]string{"validate"}, "usage: floodgate validate"},
-		{[]string{"validate", "a.yaml", "b.yaml"}, "usage: floodgate validate"},
+		{[]string{"validate"}, "floodgate validate: missing argument\nusage: floodgate validate"},
+		{[]string{"validate", "a.yaml", "b.yaml"}, "floodgate validate: unexpected argument \"b.yaml\"\nusage: floodgate validate"},
+		{[]string{"validate", "a.yaml", "-v"}, "floodgate validate: \"-v\" after \"a.yaml\": flags go before the arguments\nusage: floodgate validate"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
@@ -153,6 +154,23 @@ func TestSubcommandFlags(t *testing.T) {
 		}
 		if !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%q: stderr %q lacks %q", c.args, errb.String(), c.want)
+		}
+	}
+}
+
+// A bad value for a flag that exists is one line, without the usage that
+// would scroll it away (serve's is 80 lines).
+func TestBadFlagValueOneLine(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--grpc-max-connection-idle=abc"}, `floodgate serve: invalid value "abc" for flag -grpc-max-connection-idle: parse error; want a duration such as 500ms, 5s or 1m30s (the unit is required) (floodgate serve -h lists the flags)` + "\n"},
+		{[]string{"bench", "-n", "x"}, `floodgate bench: invalid value "x" for flag -n: parse error; want an integer, e.g. 0 (floodgate bench -h lists the flags)` + "\n"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errb); code != 2 || errb.String() != c.want {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errb.String(), c.want)
 		}
 	}
 }
