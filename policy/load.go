@@ -527,7 +527,11 @@ func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]f
 				l.misplaced(what, f)
 				continue
 			}
-			l.errf(k.Line, "unknown field %q in %s%s", k.Value, what, suggest(k.Value, known))
+			hint := suggest(k.Value, known)
+			if what == "descriptor" && slices.Contains(limitFields, k.Value) {
+				hint = " (it belongs inside rate_limit:)"
+			}
+			l.errf(k.Line, "unknown field %q in %s%s", k.Value, what, hint)
 			if c := closest(k.Value, known); c != "" {
 				if notes.suggested == nil {
 					notes.suggested = map[string]bool{}

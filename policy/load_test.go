@@ -433,3 +433,19 @@ func TestShortMaxWaitOnAFixedWindow(t *testing.T) {
 		t.Errorf("at 500ms before the hour: %s delay %v, want OVER_LIMIT, strategy wait, delay 500ms", resp, resp.Delay)
 	}
 }
+
+// A Floodgate field of rate_limit written on the descriptor itself says
+// where it belongs; a typo still gets its "did you mean".
+func TestLimitFieldOnDescriptor(t *testing.T) {
+	for body, want := range map[string]string{
+		"domain: d\ndescriptors:\n  - key: k\n    burst: 5\n    rate_limit: {unit: second, requests_per_unit: 1}\n":        `d.yaml:4: unknown field "burst" in descriptor (it belongs inside rate_limit:)`,
+		"domain: d\ndescriptors:\n  - key: k\n    algorithm: gcra\n    rate_limit: {unit: second, requests_per_unit: 1}\n": `d.yaml:4: unknown field "algorithm" in descriptor (it belongs inside rate_limit:)`,
+		"domain: d\ndescriptors:\n  - key: k\n    strategy: wait\n    rate_limit: {unit: second, requests_per_unit: 1}\n":  `d.yaml:4: unknown field "strategy" in descriptor (it belongs inside rate_limit:)`,
+		"domain: d\ndescriptors:\n  - key: k\n    ratelimit: {unit: second, requests_per_unit: 1}\n":                       `d.yaml:4: unknown field "ratelimit" in descriptor (did you mean "rate_limit"?)`,
+	} {
+		_, err := Parse("d.yaml", []byte(body))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", body, err, want)
+		}
+	}
+}
