@@ -53,8 +53,8 @@ per-key units +/− ideal: for each key, the units admitted beyond (+) and short
 over-admitted reqs: requests admitted although their key already had the limit in the trailing window;
 under-admitted reqs: requests refused although they would have fitted; both judged on the contender's own
   history and counted in decisions, with their share of all decisions. Wrong decisions: the two together.
-  They grow with the offered load: a contender that spaces requests out (a shaper) admits the ideal's units
-  and still refuses many requests that would have fitted.
+  They grow with the offered load: under a steady overload, a contender that spaces requests out (smooth_bursty,
+  a shaper) can admit the ideal's units and still refuse many requests that would have fitted.
 `
 
 // row is one contender's table cells, shared by the text and HTML tables.
