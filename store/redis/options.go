@@ -160,19 +160,24 @@ func WithProbeKey(key string) Option {
 	}
 }
 
-// WithWait makes every call that writes (a take, a refund, a release, a
-// renewal, the reservations and roll-backs of a take over several Cluster
-// slots; not a peek nor Inspect) wait until replicas replicas have
+// WithWait makes every script call that writes (a take, a refund, a
+// release, a renewal, the reservations and roll-backs of a take over
+// several Cluster slots; not a peek nor Inspect, and not Reset, whose DEL
+// is sent without WAIT) wait until replicas replicas have
 // acknowledged its writes, for at most timeout: Redis' WAIT, sent right
 // after the script on the same connection, so that it counts the script's
 // writes. A batch of coalesced decisions is one script call and waits
 // once. When fewer replicas acknowledge in time, a call that admitted, or
 // gave back, returns an *AckError (store.ErrUnavailable): the write was
 // made on the master and may be lost in a failover, so the failure policy
-// answers it instead. A refused take is returned as refused: it admitted
-// nothing that a failover could lose. replicas 0 turns WAIT off (the
-// default); timeout must be from 1ms to 10s (it is rounded up to whole
-// milliseconds) and shorter than WithTimeout's. The store URL's
+// answers it instead. A refused take is returned as refused, over several
+// Cluster slots too when one of them refused: it admitted nothing that a
+// failover could lose. Each call holds a connection of the client's pool
+// for blocking commands until WAIT answers; as many calls as that pool
+// has connections (rueidis' BlockingPoolSize, 1024 by default) wait at
+// once, the others for their turn within their context. replicas 0 turns
+// WAIT off (the default); timeout must be from 1ms to 10s (it is rounded
+// up to whole milliseconds) and shorter than WithTimeout's. The store URL's
 // wait_replicas and wait_timeout set it too (see ParseURL). See
 // docs/STORES.md (Persistence) for what it guarantees in a failover and
 // what it costs.
