@@ -159,6 +159,11 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	return newStore(client, mode, o)
 }
 
+// waitLate is how late Redis may answer a WAIT after its timeout: it
+// checks blocked clients' timeouts on its cron, 10 times a second at the
+// default hz.
+const waitLate = 100 * time.Millisecond
+
 func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -169,8 +174,13 @@ func buildOptions(opts []Option) (options, error) {
 			return o, err
 		}
 	}
-	if o.waitReplicas > 0 && o.waitTimeout >= o.timeout {
-		return o, fmt.Errorf("redis: WithWait: the timeout %v (wait_timeout) must be shorter than the store's timeout %v (WithTimeout)", o.waitTimeout, o.timeout)
+	if o.waitReplicas > 0 && o.waitTimeout+waitLate > o.timeout {
+		// Redis answers a WAIT that timed out on its next cron tick: cut
+		// short by the store's timeout, the call would fail as a store
+		// that does not answer, closing its connection, not as an
+		// *AckError.
+		return o, fmt.Errorf("redis: WithWait: the timeout %v (wait_timeout) must be shorter than the store's timeout %v (WithTimeout) by at least %v, how late Redis may answer a WAIT that timed out",
+			o.waitTimeout, o.timeout, waitLate)
 	}
 	return o, nil
 }
