@@ -263,10 +263,12 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	}
 	h2c := u.Scheme == "h2c"
 	switch {
-	case h2c && (u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""):
+	case h2c && (u.Host == "" || u.Port() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""):
+		// No port is refused rather than taken as 80: h2c has no
+		// well-known port, and an h2c upstream on 80 is rarely meant.
 		return nil, fmt.Errorf("gateway: upstream %q: want h2c://host:port (HTTP/2 without TLS), with an optional path and no user, query or fragment", shown)
 	case (u.Scheme != "http" && u.Scheme != "https" && !h2c) || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		err := fmt.Errorf("gateway: upstream %q: want an absolute http:// or https:// URL with a host and no user, query or fragment", shown)
+		err := fmt.Errorf("gateway: upstream %q: want an absolute http://, https:// or h2c:// URL with a host and no user, query or fragment", shown)
 		if u.Scheme == "h2" || u.Scheme == "http2" || u.Scheme == "grpc" {
 			err = fmt.Errorf("%w; HTTP/2 is https:// (over TLS, chosen by ALPN) or h2c:// (without TLS)", err)
 		}

@@ -541,8 +541,8 @@ gateway:
 		upstream string
 		want     string
 	}{
-		{"relative upstream", e, "/path", "want an absolute http:// or https:// URL"},
-		{"other scheme", e, "ftp://x", "want an absolute http:// or https:// URL"},
+		{"relative upstream", e, "/path", "want an absolute http://, https:// or h2c:// URL"},
+		{"other scheme", e, "ftp://x", "want an absolute http://, https:// or h2c:// URL"},
 		{"bad URL", e, "http://a b", "upstream"},
 		{"no routes", noRoutes, "http://127.0.0.1:1", "declares no routes"},
 		{"user without a source", userCfg, "http://127.0.0.1:1", "user needs user_header or the WithUser option"},

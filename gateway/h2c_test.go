@@ -522,7 +522,9 @@ func TestNewH2CUpstreams(t *testing.T) {
 		{"h2c:///x", nil, `upstream "h2c:///x": want h2c://host:port (HTTP/2 without TLS), with an optional path and no user, query or fragment`},
 		{"h2c://u:pw@127.0.0.1:1", nil, "want h2c://host:port (HTTP/2 without TLS), with an optional path and no user, query or fragment"},
 		{"h2c://127.0.0.1:1?x=1", nil, "no user, query or fragment"},
-		{"h2://127.0.0.1:1", nil, `want an absolute http:// or https:// URL with a host and no user, query or fragment; HTTP/2 is https:// (over TLS, chosen by ALPN) or h2c:// (without TLS)`},
+		{"h2c://127.0.0.1", nil, `upstream "h2c://127.0.0.1": want h2c://host:port`},
+		{"h2c://[::1]/p", nil, `upstream "h2c://[::1]/p": want h2c://host:port`},
+		{"h2://127.0.0.1:1", nil, `want an absolute http://, https:// or h2c:// URL with a host and no user, query or fragment; HTTP/2 is https:// (over TLS, chosen by ALPN) or h2c:// (without TLS)`},
 		{"h2c://127.0.0.1:1", []gateway.Option{gateway.WithTransport(&http.Transport{})}, "the WithTransport transport does not speak HTTP/2 without TLS: set its Protocols to UnencryptedHTTP2 alone"},
 		{"h2c://127.0.0.1:1", []gateway.Option{gateway.WithTransport(h2cOnly(true))}, "set its Protocols to UnencryptedHTTP2 alone (with HTTP1 among them it sends HTTP/1.1 to the upstream)"},
 	} {

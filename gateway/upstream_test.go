@@ -403,7 +403,7 @@ gateway:
 		}
 	}
 	got := logs.String()
-	for _, want := range []string{`route "a"`, `route "b"`, `no route`} {
+	for _, want := range []string{`route "a"`, `route "b"`, `a request no route matches (proxied unlimited)`} {
 		if n := strings.Count(got, want); n != 1 {
 			t.Errorf("%s logged %d times, want once:\n%s", want, n, got)
 		}

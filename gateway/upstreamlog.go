@@ -109,7 +109,7 @@ func (g *Gateway) logUpstream(r *http.Request, rt *route, reason string, err err
 	if g.o.errLog == nil {
 		return
 	}
-	route := "no route"
+	route := "a request no route matches (proxied unlimited)"
 	if rt != nil {
 		route = fmt.Sprintf("route %q", rt.name)
 	}
