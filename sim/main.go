@@ -104,6 +104,13 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			printUsage()
 			return 0
 		}
+		if msg := err.Error(); strings.HasPrefix(msg, "invalid ") || strings.HasPrefix(msg, "flag needs an argument: ") {
+			// A flag that exists, given a bad value or none: one line,
+			// as the other subcommands say it, without the usage that
+			// would scroll it away.
+			fmt.Fprintf(stderr, "floodgate sim: %v (floodgate sim -h lists the flags)\n", err)
+			return 2
+		}
 		fmt.Fprintf(stderr, "floodgate sim: %v%s\n", err, names.FlagHint(fs, err))
 		printUsage()
 		return 2

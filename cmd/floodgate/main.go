@@ -79,6 +79,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cmd.run(ctx, args[1:], stdout, stderr)
 }
 
+// badFlagValue reports whether err is the flag package's error for a flag
+// it knows given a value its Set refused ("invalid value …", "invalid
+// boolean value …") or no value ("flag needs an argument: -x"); the
+// error's own text, not a Set's, which it only quotes after the flag.
+func badFlagValue(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "invalid ") || strings.HasPrefix(msg, "flag needs an argument: ")
+}
+
 // badValue is the flag package's error for a value a flag's Set refused.
 var badValue = regexp.MustCompile(`^invalid (?:boolean )?value ".*" for (?:flag )?-([^:]+): `)
 
@@ -147,9 +156,11 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		fs.Usage()
 		fs.SetOutput(stderr)
 		return 0, false
-	case err != nil && strings.HasPrefix(err.Error(), "invalid "):
-		// A flag that exists, given a bad value: the usage (serve's is
-		// 80 lines) would scroll the one line that matters away.
+	case err != nil && badFlagValue(err) && !helpAsked(args):
+		// A flag that exists, given a bad value or none: the usage
+		// (serve's is 80 lines) would scroll the one line that matters
+		// away. With -h among the arguments (the flag package stopped
+		// before it), the usage that was asked for follows the error.
 		fmt.Fprintf(stderr, "floodgate %s: %v%s (floodgate %s -h lists the flags)\n", fs.Name(), err, valueHint(fs, err), fs.Name())
 		return 2, false
 	case err != nil:
@@ -161,12 +172,16 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		return 2, false
 	}
-	switch {
+	// After "--" every argument is meant as one, even one that starts
+	// with '-'.
+	parsed := len(args) - fs.NArg()
+	dashes := parsed > 0 && args[parsed-1] == "--"
+	switch extra := fs.Arg(positional); {
 	case fs.NArg() < positional:
 		fmt.Fprintf(stderr, "floodgate %s: missing argument\n", fs.Name())
-	case fs.NArg() > positional && strings.HasPrefix(fs.Arg(positional), "-"):
+	case fs.NArg() > positional && !dashes && strings.HasPrefix(extra, "-") && extra != "-" && extra != "--":
 		// The flag package stops at the first argument.
-		fmt.Fprintf(stderr, "floodgate %s: %q after %q: flags go before the arguments\n", fs.Name(), fs.Arg(positional), fs.Arg(positional-1))
+		fmt.Fprintf(stderr, "floodgate %s: %q after %q: flags go before the arguments\n", fs.Name(), extra, fs.Arg(positional-1))
 	case fs.NArg() > positional:
 		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(positional))
 	}

@@ -146,6 +146,13 @@ func TestSubcommandFlags(t *testing.T) {
 		{[]string{"validate"}, "floodgate validate: missing argument\nusage: floodgate validate"},
 		{[]string{"validate", "a.yaml", "b.yaml"}, "floodgate validate: unexpected argument \"b.yaml\"\nusage: floodgate validate"},
 		{[]string{"validate", "a.yaml", "-v"}, "floodgate validate: \"-v\" after \"a.yaml\": flags go before the arguments\nusage: floodgate validate"},
+		// After "--" an argument that starts with '-' is one, as meant.
+		{[]string{"validate", "--", "a.yaml", "-v"}, "floodgate validate: unexpected argument \"-v\"\nusage: floodgate validate"},
+		{[]string{"validate", "-v", "--", "a.yaml", "-v"}, "floodgate validate: unexpected argument \"-v\"\nusage: floodgate validate"},
+		{[]string{"validate", "a.yaml", "--"}, "floodgate validate: unexpected argument \"--\"\nusage: floodgate validate"},
+		// -h after a bad value, which the flag package never reaches: the
+		// usage asked for follows the error.
+		{[]string{"serve", "--store-timeout", "x", "-h"}, "floodgate serve: invalid value \"x\" for flag -store-timeout: parse error; want a duration such as 500ms, 5s or 1m30s (the unit is required)\nusage: floodgate serve"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
@@ -167,6 +174,13 @@ func TestBadFlagValueOneLine(t *testing.T) {
 	}{
 		{[]string{"serve", "--grpc-max-connection-idle=abc"}, `floodgate serve: invalid value "abc" for flag -grpc-max-connection-idle: parse error; want a duration such as 500ms, 5s or 1m30s (the unit is required) (floodgate serve -h lists the flags)` + "\n"},
 		{[]string{"bench", "-n", "x"}, `floodgate bench: invalid value "x" for flag -n: parse error; want an integer, e.g. 0 (floodgate bench -h lists the flags)` + "\n"},
+		{[]string{"validate", "-v=maybe", "a.yaml"}, `floodgate validate: invalid boolean value "maybe" for -v: parse error; want true or false (also 1, 0, t, f) (floodgate validate -h lists the flags)` + "\n"},
+		// A flag given no value is the same mistake.
+		{[]string{"serve", "--config"}, "floodgate serve: flag needs an argument: -config (floodgate serve -h lists the flags)\n"},
+		// sim parses its own flags and says it the same way.
+		{[]string{"sim", "--limit", "x"}, `floodgate sim: invalid value "x" for flag -limit: parse error (floodgate sim -h lists the flags)` + "\n"},
+		{[]string{"sim", "--scale", "soon"}, `floodgate sim: invalid value "soon" for flag -scale: want AT:K, e.g. 30s:8, got "soon" (floodgate sim -h lists the flags)` + "\n"},
+		{[]string{"sim", "--duration"}, "floodgate sim: flag needs an argument: -duration (floodgate sim -h lists the flags)\n"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != 2 || errb.String() != c.want {
