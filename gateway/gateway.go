@@ -243,7 +243,8 @@ type reqState struct {
 // WithPreserveHost(false), WithUpstreamTimeout(DefaultUpstreamTimeout),
 // WithClientTimeout(DefaultClientTimeout).
 //
-// It fails when upstream is not an absolute http, https or h2c URL, when
+// It fails when upstream is not an absolute http, https or h2c URL (an
+// h2c URL without a port, any URL with port 0), when
 // an h2c upstream is given a WithTransport *http.Transport that does not
 // speak HTTP/2 with prior knowledge, when cfg declares no route, or when a route cannot be built (a degrade fallback that is not
 // registered, a user source with neither user_header nor WithUser, a host
@@ -263,16 +264,21 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	}
 	h2c := u.Scheme == "h2c"
 	switch {
-	case h2c && (u.Host == "" || u.Port() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""):
-		// No port is refused rather than taken as 80: h2c has no
-		// well-known port, and an h2c upstream on 80 is rarely meant.
+	case h2c && (u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != ""):
 		return nil, fmt.Errorf("gateway: upstream %q: want h2c://host:port (HTTP/2 without TLS), with an optional path and no user, query or fragment", shown)
+	case h2c && u.Port() == "":
+		// Refused rather than taken as 80: h2c has no well-known port,
+		// and an h2c upstream on 80 is rarely meant.
+		return nil, fmt.Errorf("gateway: upstream %q: no port: h2c has no default port; want h2c://host:port (HTTP/2 without TLS)", shown)
 	case (u.Scheme != "http" && u.Scheme != "https" && !h2c) || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		err := fmt.Errorf("gateway: upstream %q: want an absolute http://, https:// or h2c:// URL with a host and no user, query or fragment", shown)
 		if u.Scheme == "h2" || u.Scheme == "http2" || u.Scheme == "grpc" {
 			err = fmt.Errorf("%w; HTTP/2 is https:// (over TLS, chosen by ALPN) or h2c:// (without TLS)", err)
 		}
 		return nil, err
+	case u.Port() == "0":
+		// Port 0 is for listening: a connection to it is refused.
+		return nil, fmt.Errorf("gateway: upstream %q: port 0 cannot be connected to; want the upstream's port", shown)
 	}
 	g := &Gateway{d: d, upstream: u, shown: shown, h2c: h2c}
 	if h2c {
