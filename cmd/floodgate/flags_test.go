@@ -139,6 +139,16 @@ func TestServeWaitReplicasOpenWarning(t *testing.T) {
 			t.Errorf("--on-store-error %s: warned %v, want %v:\n%s", tc.policy, got, tc.warned, errb.String())
 		}
 	}
+	// Given by the environment, the settings are named as they were set.
+	t.Setenv("FLOODGATE_STORE", "redis-cluster://127.0.0.1:1?wait_replicas=1&wait_timeout=10ms")
+	t.Setenv("FLOODGATE_ON_STORE_ERROR", "open")
+	_, errb, stop := startServe(t, "--config", dirCfg, "--store-timeout", "110ms", "--start-degraded")
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := "FLOODGATE_STORE has wait_replicas but FLOODGATE_ON_STORE_ERROR is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set FLOODGATE_ON_STORE_ERROR closed or local)"; !strings.Contains(errb.String(), want) {
+		t.Errorf("with the environment's settings, no %q:\n%s", want, errb.String())
+	}
 }
 
 // TestLoopbackAddr: serve warns of an admin address without a token unless

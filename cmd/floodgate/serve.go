@@ -349,14 +349,15 @@ const (
 const redisTick = 100 * time.Millisecond
 
 // waitReplicas returns the wait_replicas and wait_timeout of a Redis
-// --store URL; 0 when it has none or is not a Redis URL (a bad URL is
-// reported when the store opens).
+// --store URL, the timeout rounded up to whole milliseconds as WAIT takes
+// it (redis.WithWait); 0 when it has none or is not a Redis URL (a bad
+// URL is reported when the store opens).
 func (f *serveFlags) waitReplicas() (int, time.Duration) {
 	ep, err := redis.ParseURL(f.store)
 	if err != nil {
 		return 0, 0
 	}
-	return ep.WaitReplicas, ep.WaitTimeout
+	return ep.WaitReplicas, (ep.WaitTimeout + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // check returns every numeric flag out of range, each as "--flag value:
@@ -389,8 +390,8 @@ func (f *serveFlags) check() error {
 		// as a store that does not answer.
 		need := wt + redisTick
 		bad(f.storeTimeout < need, "store-timeout", f.storeTimeout, fmt.Sprintf(
-			"must be at least %v with wait_replicas in --store (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
-			need, wt, redisTick))
+			"must be at least %v with wait_replicas in %s (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
+			need, f.flag("store"), wt, redisTick))
 	}
 	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)
@@ -596,7 +597,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		log.Warn("no --config: enforcing the example configuration, whose rules are examples (set --config to your own rules)", "config", src)
 	}
 	if wr, _ := f.waitReplicas(); wr > 0 && policyOnErr == resilient.FailOpen {
-		log.Warn("--store has wait_replicas but --on-store-error is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set --on-store-error closed or local)")
+		log.Warn(fmt.Sprintf("%s has wait_replicas but %s is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set %[2]s closed or local)",
+			f.flag("store"), f.flag("on-store-error")))
 	}
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
 		log.Warn("the admin address is not a loopback address and no --admin-token is set: reset, overrides, scales and observe are open to the network",

@@ -49,6 +49,16 @@ func TestServeBadFlags(t *testing.T) {
 			"floodgate serve: --store-timeout 50ms: must be at least 150ms with wait_replicas in --store (its wait_timeout 50ms, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout\n"},
 		{[]string{"serve", "--store", "redis-cluster://127.0.0.1:1?wait_replicas=2&wait_timeout=1s"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "1s"}, 1,
 			"floodgate serve: FLOODGATE_STORE_TIMEOUT=\"1s\": must be at least 1.1s with wait_replicas in --store (its wait_timeout 1s, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout\n"},
+		// The store named as it was given; wait_timeout rounded up to the
+		// whole milliseconds WAIT takes.
+		{[]string{"serve", "--store-timeout", "150ms"}, map[string]string{"FLOODGATE_STORE": "rediss://127.0.0.1:1?wait_replicas=1&wait_timeout=50100us"}, 1,
+			"floodgate serve: --store-timeout 150ms: must be at least 151ms with wait_replicas in FLOODGATE_STORE (its wait_timeout 51ms, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout\n"},
+		{[]string{"serve", "--store", "redis-sentinel://m@127.0.0.1:1?wait_replicas=1"}, nil, 1, "floodgate serve: --store-timeout 50ms: must be at least 150ms"},
+		// A bad URL is reported as such, not hidden by the check.
+		{[]string{"serve", "--store", "redis://127.0.0.1:99999?wait_replicas=1"}, nil, 1,
+			"floodgate serve: --store redis://127.0.0.1:99999?wait_replicas=1: address \"127.0.0.1:99999\": port must be 1-65535, got \"99999\"\n"},
+		{[]string{"serve", "--upstream", "h2c://127.0.0.1", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, nil, 1,
+			"floodgate serve: --upstream h2c://127.0.0.1: gateway: upstream \"h2c://127.0.0.1\": no port: h2c has no default port; want h2c://host:port (HTTP/2 without TLS)\n"},
 		{[]string{"serve", "--grpc-max-connection-idle", "-1s"}, nil, 1, "floodgate serve: --grpc-max-connection-idle -1s: must be >= 0 (0: no limit)\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_GRPC_MAX_CONNECTION_IDLE": "-5m"}, 1, "floodgate serve: FLOODGATE_GRPC_MAX_CONNECTION_IDLE=\"-5m\": must be >= 0 (0: no limit)\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_GRPC_MAX_CONNECTION_IDLE": "5"}, 2, `FLOODGATE_GRPC_MAX_CONNECTION_IDLE="5": want a duration such as 500ms, 5s or 1m30s (the unit is required)`},
