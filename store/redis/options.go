@@ -177,8 +177,10 @@ func WithProbeKey(key string) Option {
 // has connections (rueidis' BlockingPoolSize, 1024 by default) wait at
 // once, the others for their turn within their context. replicas 0 turns
 // WAIT off (the default); timeout must be from 1ms to 10s (it is rounded
-// up to whole milliseconds) and shorter than WithTimeout's. The store URL's
-// wait_replicas and wait_timeout set it too (see ParseURL). See
+// up to whole milliseconds) and at least 100 ms shorter than
+// WithTimeout's (Redis answers a WAIT that timed out on its next cron
+// tick). The store URL's wait_replicas and wait_timeout set it too (see
+// ParseURL). See
 // docs/STORES.md (Persistence) for what it guarantees in a failover and
 // what it costs.
 func WithWait(replicas int, timeout time.Duration) Option {
