@@ -343,6 +343,31 @@ const (
 	minReloadInterval = 100 * time.Millisecond
 )
 
+// warnReplicas warns when a Redis store opened with wait_replicas has
+// fewer replicas acknowledging writes than it waits for: every admission
+// would fail, answered by --on-store-error, until they are attached. (A
+// store --start-degraded has not opened yet is not asked.)
+func warnReplicas(st store.Store, f serveFlags, log *slog.Logger) {
+	rs, ok, _ := store.Under[*redis.Store](st)
+	if !ok {
+		return
+	}
+	// Longer than a decision's WAIT: a replica that has just attached
+	// acknowledges within it, as it will for the decisions.
+	_, wt := f.waitReplicas()
+	wt = max(wt, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wt+time.Second)
+	defer cancel()
+	acked, want, err := rs.Replicas(ctx, wt)
+	switch {
+	case err != nil:
+		log.Warn(fmt.Sprintf("%s has wait_replicas=%d, and asking how many replicas acknowledge writes failed: %v", f.flag("store"), want, err))
+	case acked < want:
+		log.Warn(fmt.Sprintf("%s has wait_replicas=%d but %d replicas acknowledged a write within %v: every admission fails, answered by %s, until %d are attached and in sync",
+			f.flag("store"), want, acked, wt, f.flag("on-store-error"), want))
+	}
+}
+
 // redisTick is how late Redis may answer a WAIT after its timeout: it
 // notices timed-out blocked clients on its cron, 10 times a second by
 // default (hz 10).
@@ -479,6 +504,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	warnReplicas(st, f, log)
 
 	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow))
 	if err != nil {

@@ -185,6 +185,30 @@ func (s *Store) evalAckEach(ctx context.Context, calls []scriptArgs) []reply {
 	return res
 }
 
+// Replicas reports, under WithWait, how many replicas of the probe key's
+// master (WithProbeKey; on a Cluster that master only) acknowledge writes
+// within timeout (0: the WAIT timeout of WithWait, rounded up to a
+// millisecond), and how many the store waits for: WAIT answers at once
+// when enough replicas are attached and in sync, and at its timeout with
+// the count otherwise. With fewer than want, every admission fails with
+// an *AckError (a refusal still stands) until they are attached. Without
+// WithWait it returns 0, 0, nil.
+func (s *Store) Replicas(ctx context.Context, timeout time.Duration) (acked, want int, err error) {
+	if s.o.waitReplicas == 0 {
+		return 0, 0, nil
+	}
+	cmd := s.waitCmd()
+	if timeout > 0 {
+		ms := (timeout + time.Millisecond - 1) / time.Millisecond
+		cmd = s.client.B().Wait().Numreplicas(int64(s.o.waitReplicas)).Timeout(int64(ms)).Build()
+	}
+	n, err := s.client.Do(ctx, cmd.SetSlot(s.o.probeKey)).AsInt64()
+	if err != nil {
+		return 0, s.o.waitReplicas, fmt.Errorf("redis: WAIT: %w", err)
+	}
+	return int(n), s.o.waitReplicas, nil
+}
+
 // waitProbe checks, for Open, that the user may run WAIT: WAIT 0 0
 // answers at once. On a Cluster it goes to the probe key's master (a
 // replica refuses WAIT).
