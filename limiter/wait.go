@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/queueretry"
 	"github.com/floodgate/floodgate/queue"
 	"github.com/floodgate/floodgate/store"
 )
@@ -44,8 +45,12 @@ import (
 //
 // A Wait that would queue behind WithMaxWaiters others on key
 // (DefaultMaxWaiters, 1024) returns at once a *RetryError matching
-// ErrQueueFull (and ErrLimited), its After the queue's estimate as above;
-// a deadline the wait would outlast is told first, as above.
+// ErrQueueFull (and ErrLimited), its After when the waiters ahead will
+// have been served: the limit's retry, then a unit's refill each (for a
+// window, its quota as each window opens), counting only the units handed
+// out before the last of their deadlines, and a hand-off each, its own
+// included (the estimate policy's wait strategy gives a request its queue
+// turns away); a deadline the wait would outlast is told first, as above.
 //
 // A cancelled ctx gives its error (context.Canceled), wrapped. Wait
 // returns an error wrapping ErrNever when n exceeds the capacity, and the
@@ -244,6 +249,18 @@ func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n
 	err := wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, w), 0, retryOf(d)+w.adm, each)
 	if err != nil {
 		after := wq.estimate(each)
+		if errors.Is(err, queue.ErrFull) {
+			// The waiters ahead take the units first: a window's as each
+			// window opens, not one per refill (estimate counts none for
+			// windows), and only until they must leave.
+			ahead, last, handoff := wq.q.Ahead(0)
+			left := time.Duration(-1)
+			if !last.IsZero() {
+				left = max(time.Until(last), 0)
+			}
+			head := max(time.Duration(wq.next.Load())-time.Since(wq.born), retryOf(d)+w.adm)
+			after = queueretry.After(lim, head, ahead, left, handoff)
+		}
 		ws.leave(key, wq)
 		return waitError(ctx, name, err, after)
 	}

@@ -97,8 +97,9 @@ func checkCrowd(t *testing.T, name string, res crowdResult, n, bound int) {
 	if !errors.As(err, &re) || !errors.Is(err, limiter.ErrLimited) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%s: %v (%T): want a *RetryError matching ErrLimited and not DeadlineExceeded", name, err, err)
 	}
-	// The head's retry (100ms) and a unit's refill per waiter queued.
-	if want := time.Duration(bound+1) * 100 * time.Millisecond; re.After != want {
+	// The head's retry (100ms), a unit's refill per waiter queued, and
+	// the queue's hand-off (100µs) for each of them and for itself.
+	if want := time.Duration(bound+1) * (100*time.Millisecond + 100*time.Microsecond); re.After != want {
 		t.Errorf("%s: After %v, want %v", name, re.After, want)
 	}
 	if !strings.Contains(err.Error(), "wait queue full") {
@@ -143,6 +144,47 @@ func TestWaitQueueBound(t *testing.T) {
 			queued := func() int64 { _, w := limiter.LocalWaitQueues(l); return w }
 			checkCrowd(t, "Local", crowd(t, n, func(ctx context.Context) error { return l.Wait(ctx, 1) }, queued), n, bound)
 		})
+	})
+}
+
+// Behind a full queue on a window limit, After counts the windows the
+// waiters ahead take (2 a window: 16 waiters take 8 windows), not one
+// refill each, which a window does not have: a caller that waited the
+// head's retry alone came back to a queue as full.
+func TestWaitQueueFullWindow(t *testing.T) {
+	const n, bound = 40, 16
+	synctest.Test(t, func(t *testing.T) {
+		st, err := memory.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		l, err := limiter.New(st, "win", algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: time.Second}, limiter.WithMaxWaiters(bound))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Align with a window's start, then take its 2 units.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		queued := func() int64 { _, w := limiter.WaitQueues(l); return w }
+		if err := l.Wait(context.Background(), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		res := crowd(t, n, func(ctx context.Context) error { return l.Wait(ctx, "k", 1) }, queued)
+		if len(res.admitted) != bound || len(res.full) != n-bound || len(res.other) != 0 {
+			t.Fatalf("%d admitted, %d full, %v; want %d, %d and none", len(res.admitted), len(res.full), res.other, bound, n-bound)
+		}
+		var re *limiter.RetryError
+		if !errors.As(res.full[0], &re) {
+			t.Fatalf("%v: want a *RetryError", res.full[0])
+		}
+		// The window's end (1s), 8 more windows for the 16 ahead, and 17
+		// hand-offs of 100µs.
+		if want := 9*time.Second + 17*100*time.Microsecond; re.After != want {
+			t.Errorf("After %v, want %v", re.After, want)
+		}
+		if last := res.admitted[len(res.admitted)-1]; re.After < last {
+			t.Errorf("After %v, before the last waiter ahead was served (%v)", re.After, last)
+		}
 	})
 }
 
