@@ -38,10 +38,11 @@
 // # Guarantees
 //
 // Descriptors never panics, whatever the request holds: malformed proxy
-// headers and queries are ignored as documented on each source, and the two
+// headers and queries are ignored as documented on each source, and the
 // conditions that cannot be decided (no IP address for a remote_address
-// entry, a value longer than WithMaxValueLen) are returned as an *Error
-// saying which entry and why. With a dst slice kept between calls it
+// entry, a value longer than WithMaxValueLen, and with WithRejectAmbiguous
+// a header or query parameter that another parser could read as another
+// value) are returned as an *Error saying which entry and why. With a dst slice kept between calls it
 // allocates nothing but the client IP's text. An Extractor is immutable and
 // safe for concurrent use. The package reads no clock.
 package dimension

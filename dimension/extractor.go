@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Entry is one key/value pair of a descriptor, shaped as policy.Entry
@@ -35,6 +36,12 @@ var (
 	// ErrValueTooLong: a value is longer than WithMaxValueLen allows;
 	// values become store keys, so a client must not choose their size.
 	ErrValueTooLong = errors.New("value too long")
+	// ErrAmbiguous: with WithRejectAmbiguous, a header or query parameter
+	// an entry reads could be read otherwise by the server behind: it was
+	// sent more than once, or a query value decodes to bytes that are not
+	// valid UTF-8 or hold a control character, or the API key came in
+	// both its header and its query parameter with different values.
+	ErrAmbiguous = errors.New("ambiguous")
 )
 
 // Error is a request that could not be mapped: which entry and why.
@@ -43,7 +50,8 @@ type Error struct {
 	Field string
 	// Source is the entry's source, e.g. "remote_address".
 	Source string
-	// Err wraps ErrNoClientIP or ErrValueTooLong with the details.
+	// Err wraps ErrNoClientIP, ErrValueTooLong or ErrAmbiguous with the
+	// details.
 	Err error
 }
 
@@ -62,6 +70,7 @@ type Option func(*options)
 type options struct {
 	user, tenant func(*http.Request) string
 	maxLen       int
+	strict       bool
 }
 
 // WithUser sets how the user source finds the request's user, typically
@@ -77,6 +86,29 @@ func WithTenant(fn func(*http.Request) string) Option { return func(o *options) 
 // 1024; at least 1). A longer value fails the request with ErrValueTooLong.
 func WithMaxValueLen(n int) Option { return func(o *options) { o.maxLen = n } }
 
+// WithRejectAmbiguous(true) fails a request with ErrAmbiguous, instead of
+// reading the first value, when a header or query parameter an entry reads
+// (header:, query:, api_key, and user and tenant through their headers) is
+// one that another parser could read as another value:
+//
+//   - sent more than once: "?user=a&user=b" (after decoding the names, so
+//     "?user=a&us%65r=b" too), or two X-Api-Key lines. Go's Query().Get
+//     and Header.Get take the first; PHP takes the last, Express and
+//     Python's parse_qs a list, Node joins a repeated header with ", ";
+//   - a query value that decodes to bytes that are not valid UTF-8
+//     ("%E9", "%FF": Python, Node and Java read each as U+FFFD, one value
+//     for many keys) or that hold a control character ("%00": C strings
+//     end there, "victim%00x" is "victim");
+//   - an API key sent in both its header and its query parameter with
+//     different values (an upstream may prefer the query).
+//
+// Default false: the first value is read, as a Go handler reading the same
+// request with Query().Get and Header.Get does, which is right for the
+// middleware. The gateway sets it: its upstream is another program.
+// Query pairs that Go's parser skips (holding ";" or a malformed escape)
+// are not counted: httputil.ReverseProxy drops them before the upstream.
+func WithRejectAmbiguous(on bool) Option { return func(o *options) { o.strict = on } }
+
 // Extractor maps HTTP requests to descriptors. It is immutable and safe for
 // concurrent use.
 type Extractor struct {
@@ -84,10 +116,12 @@ type Extractor struct {
 	user   func(*http.Request) string
 	tenant func(*http.Request) string
 	maxLen int
+	strict bool
 }
 
 // NewExtractor validates and compiles spec. Options and defaults: WithUser
-// (none), WithTenant (none), WithMaxValueLen(1024). Every problem is a
+// (none), WithTenant (none), WithMaxValueLen(1024),
+// WithRejectAmbiguous(false). Every problem is a
 // *SpecError naming the field.
 func NewExtractor(spec Spec, opts ...Option) (*Extractor, error) {
 	o := options{maxLen: 1024}
@@ -101,7 +135,7 @@ func NewExtractor(spec Spec, opts ...Option) (*Extractor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Extractor{c: c, user: o.user, tenant: o.tenant, maxLen: o.maxLen}, nil
+	return &Extractor{c: c, user: o.user, tenant: o.tenant, maxLen: o.maxLen, strict: o.strict}, nil
 }
 
 // Proxies returns the trusted proxies and header the Extractor honours.
@@ -120,7 +154,8 @@ func (x *Extractor) ClientIP(r *http.Request) netip.Addr { return x.c.proxies.Cl
 // in Spec order. It reuses dst's descriptors' Entries arrays, so with a dst
 // kept from an earlier call (and not retained elsewhere) it allocates
 // nothing beyond the client IP's text. It fails with an *Error when a value
-// is too long or a remote_address entry finds no client IP; it never
+// is too long, a remote_address entry finds no client IP, or (with
+// WithRejectAmbiguous) a value is ambiguous; it never
 // panics, whatever the request holds.
 func (x *Extractor) Descriptors(r *http.Request, dst []Descriptor) ([]Descriptor, error) {
 	dst = dst[:0]
@@ -191,10 +226,17 @@ func (x *Extractor) value(r *http.Request, e *entry, st *reqState) (string, bool
 		}
 		v, ok = st.text, true
 	case srcHeader:
-		v, ok = first(r.Header[e.name])
+		vs := r.Header[e.name]
+		if x.strict && len(vs) > 1 {
+			return "", false, repeatedHeader(e.name, len(vs))
+		}
+		v, ok = first(vs)
 	case srcQuery:
 		if r.URL != nil {
-			v, ok = lookupQuery(r.URL.RawQuery, e.name)
+			var err error
+			if v, ok, err = x.query(r.URL.RawQuery, e.name); err != nil {
+				return "", false, err
+			}
 		}
 	case srcMethod:
 		v, ok = r.Method, true
@@ -209,11 +251,19 @@ func (x *Extractor) value(r *http.Request, e *entry, st *reqState) (string, bool
 		v = hostValue(r.Host)
 		ok = v != ""
 	case srcAPIKey:
-		v, ok = x.apiKey(r)
-	case srcUser:
-		v, ok = identity(r, x.user, x.c.user)
-	case srcTenant:
-		v, ok = identity(r, x.tenant, x.c.tenant)
+		var err error
+		if v, ok, err = x.apiKey(r); err != nil {
+			return "", false, err
+		}
+	case srcUser, srcTenant:
+		fn, header := x.user, x.c.user
+		if e.src == srcTenant {
+			fn, header = x.tenant, x.c.tenant
+		}
+		if n := len(r.Header[header]); fn == nil && x.strict && n > 1 {
+			return "", false, repeatedHeader(header, n)
+		}
+		v, ok = identity(r, fn, header)
 	}
 	if m := e.match; m != nil {
 		hit := ok && (m.Present || m.Exact != "" && v == m.Exact || m.Prefix != "" && strings.HasPrefix(v, m.Prefix))
@@ -257,10 +307,40 @@ func identity(r *http.Request, fn func(*http.Request) string, header string) (st
 	return v, v != ""
 }
 
-func (x *Extractor) apiKey(r *http.Request) (string, bool) {
+func repeatedHeader(name string, n int) error {
+	return fmt.Errorf("%w: header %s sent %d times", ErrAmbiguous, name, n)
+}
+
+// query reads the named parameter: lookupQuery, or with strict the same
+// checked for repeats and for a value another parser could read otherwise.
+func (x *Extractor) query(raw, name string) (string, bool, error) {
+	if !x.strict {
+		v, ok := lookupQuery(raw, name)
+		return v, ok, nil
+	}
+	v, n := countQuery(raw, name)
+	switch {
+	case n == 0:
+		return "", false, nil
+	case n > 1:
+		return "", false, fmt.Errorf("%w: query parameter %q sent %d times", ErrAmbiguous, name, n)
+	case !utf8.ValidString(v):
+		return "", false, fmt.Errorf("%w: query parameter %q is not valid UTF-8 once decoded", ErrAmbiguous, name)
+	case strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }):
+		return "", false, fmt.Errorf("%w: query parameter %q holds a control character once decoded", ErrAmbiguous, name)
+	}
+	return v, true, nil
+}
+
+func (x *Extractor) apiKey(r *http.Request) (string, bool, error) {
 	k := x.c.apiKey
+	var hv string
 	if k.Header != "" {
-		if v, ok := first(r.Header[k.Header]); ok {
+		vs := r.Header[k.Header]
+		if x.strict && len(vs) > 1 {
+			return "", false, repeatedHeader(k.Header, len(vs))
+		}
+		if v, ok := first(vs); ok {
 			if s := k.Scheme; s != "" {
 				if len(v) <= len(s) || v[len(s)] != ' ' || !strings.EqualFold(v[:len(s)], s) {
 					v = ""
@@ -268,17 +348,21 @@ func (x *Extractor) apiKey(r *http.Request) (string, bool) {
 					v = v[len(s)+1:]
 				}
 			}
-			if v = trimOWS(v); v != "" {
-				return v, true
-			}
+			hv = trimOWS(v)
 		}
 	}
-	if k.Query != "" && r.URL != nil {
-		if v, ok := lookupQuery(r.URL.RawQuery, k.Query); ok && v != "" {
-			return v, true
+	if k.Query != "" && r.URL != nil && (hv == "" || x.strict) {
+		v, ok, err := x.query(r.URL.RawQuery, k.Query)
+		switch {
+		case err != nil:
+			return "", false, err
+		case hv == "" && ok && v != "":
+			return v, true, nil
+		case hv != "" && ok && v != "" && v != hv:
+			return "", false, fmt.Errorf("%w: API key sent in both the %s header and the %q query parameter", ErrAmbiguous, k.Header, k.Query)
 		}
 	}
-	return "", false
+	return hv, hv != "", nil
 }
 
 // routeOf cleans p ("/a//b/../c" is "/a/c"; no allocation when already
@@ -305,30 +389,58 @@ func routeOf(p string, routes []string) (string, bool) {
 // pairs with a ';' or a bad escape are skipped, keys and values unescaped.
 func lookupQuery(raw, name string) (string, bool) {
 	for raw != "" {
-		var part string
-		part, raw, _ = strings.Cut(raw, "&")
-		if part == "" || strings.IndexByte(part, ';') >= 0 {
-			continue
+		var v string
+		var ok bool
+		if v, ok, raw = nextQuery(raw, name); ok {
+			return v, true
 		}
-		k, v, _ := strings.Cut(part, "=")
-		if escaped(k) {
-			var err error
-			if k, err = url.QueryUnescape(k); err != nil {
-				continue
-			}
-		}
-		if k != name {
-			continue
-		}
-		if escaped(v) {
-			var err error
-			if v, err = url.QueryUnescape(v); err != nil {
-				continue
-			}
-		}
-		return v, true
 	}
 	return "", false
+}
+
+// nextQuery reads the first pair of raw, a non-empty query: its value
+// when it carries name, and the rest of the query.
+func nextQuery(raw, name string) (v string, ok bool, rest string) {
+	part, rest, _ := strings.Cut(raw, "&")
+	if part == "" || strings.IndexByte(part, ';') >= 0 {
+		return "", false, rest
+	}
+	k, v, _ := strings.Cut(part, "=")
+	if escaped(k) {
+		var err error
+		if k, err = url.QueryUnescape(k); err != nil {
+			return "", false, rest
+		}
+	}
+	if k != name {
+		return "", false, rest
+	}
+	if escaped(v) {
+		var err error
+		if v, err = url.QueryUnescape(v); err != nil {
+			return "", false, rest
+		}
+	}
+	return v, true, rest
+}
+
+// countQuery is lookupQuery that goes on to the end: the first value and
+// how many pairs carry the name.
+func countQuery(raw, name string) (string, int) {
+	var first string
+	n := 0
+	for raw != "" {
+		var v string
+		var ok bool
+		v, ok, raw = nextQuery(raw, name)
+		if ok {
+			if n == 0 {
+				first = v
+			}
+			n++
+		}
+	}
+	return first, n
 }
 
 func escaped(s string) bool { return strings.ContainsAny(s, "%+") }

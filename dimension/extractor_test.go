@@ -385,7 +385,71 @@ func FuzzLookupQuery(f *testing.F) {
 		if got != want || ok != wantOK {
 			t.Fatalf("lookupQuery(%q, %q) = %q, %v; url.ParseQuery says %q, %v", raw, name, got, ok, want, wantOK)
 		}
+		if first, n := countQuery(raw, name); first != want || n != len(vs[name]) {
+			t.Fatalf("countQuery(%q, %q) = %q, %d; url.ParseQuery says %q, %d", raw, name, first, n, want, len(vs[name]))
+		}
 	})
+}
+
+// WithRejectAmbiguous refuses what another parser could read as another
+// value; without it the first value is read, as Go's Get does.
+func TestRejectAmbiguous(t *testing.T) {
+	spec := Spec{
+		APIKey:     APIKeySpec{Header: "X-API-Key", Query: "api_key"},
+		UserHeader: "X-User",
+		Descriptors: []DescriptorSpec{
+			{Entries: []EntrySpec{{Source: "query:user", SkipIfAbsent: true}, {Source: "header:X-Plan", SkipIfAbsent: true}}},
+			{Entries: []EntrySpec{{Source: "api_key"}}},
+			{Entries: []EntrySpec{{Source: "user", Key: "u"}}},
+		},
+	}
+	lax, err := NewExtractor(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict, err := NewExtractor(spec, WithRejectAmbiguous(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		target  string
+		h       []string // name, value pairs, added
+		lax     string
+		wantErr string // "" when strict reads as lax
+	}{
+		{"/?user=a", nil, "user=a", ""},
+		{"/?user=a+b&x=1&x=2", nil, "user=a b", ""},   // x is not read
+		{"/?user=a;user=b&user=c", nil, "user=c", ""}, // Go (and the proxy) drop the ";" pair
+		{"/?user=%zz&user=c", nil, "user=c", ""},
+		{"/?user=%C3%A9", nil, "user=é", ""},
+		{"/?user=a&user=b", nil, "user=a", `(query:user): ambiguous: query parameter "user" sent 2 times`},
+		{"/?user=a&us%65r=b", nil, "user=a", `sent 2 times`},
+		{"/?user=%E9", nil, "user=\\xe9", `"user" is not valid UTF-8 once decoded`},
+		{"/?user=victim%00x", nil, "user=victim\\x00x", `"user" holds a control character once decoded`},
+		{"/", []string{"X-Plan", "a", "X-Plan", "b"}, "X-Plan=a", `(header:X-Plan): ambiguous: header X-Plan sent 2 times`},
+		{"/", []string{"X-Api-Key", "k", "X-Api-Key", "j"}, "api_key=k", `(api_key): ambiguous: header X-Api-Key sent 2 times`},
+		{"/?api_key=k", []string{"X-Api-Key", "k"}, "api_key=k", ""},
+		{"/?api_key=j", []string{"X-Api-Key", "k"}, "api_key=k", `API key sent in both the X-Api-Key header and the "api_key" query parameter`},
+		{"/?api_key=j&api_key=k", nil, "api_key=j", `query parameter "api_key" sent 2 times`},
+		{"/", []string{"X-User", "a", "X-User", "b"}, "u=a", `(user): ambiguous: header X-User sent 2 times`},
+	} {
+		r := httptest.NewRequest("GET", tc.target, nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		for i := 0; i+1 < len(tc.h); i += 2 {
+			r.Header.Add(tc.h[i], tc.h[i+1])
+		}
+		got, err := lax.Descriptors(r, nil)
+		if g := strings.Trim(fmt.Sprintf("%q", render(got)), `"`); err != nil || g != tc.lax {
+			t.Errorf("lax %s %v: %s, %v; want %s", tc.target, tc.h, g, err, tc.lax)
+		}
+		got, err = strict.Descriptors(r, nil)
+		switch {
+		case tc.wantErr == "" && (err != nil || strings.Trim(fmt.Sprintf("%q", render(got)), `"`) != tc.lax):
+			t.Errorf("strict %s %v: %q, %v; want %s", tc.target, tc.h, render(got), err, tc.lax)
+		case tc.wantErr != "" && (!errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("strict %s %v: %q, %v; want ErrAmbiguous %q", tc.target, tc.h, render(got), err, tc.wantErr)
+		}
+	}
 }
 
 func BenchmarkDescriptors(b *testing.B) {

@@ -78,8 +78,12 @@ type EntrySpec struct {
 	//
 	//	remote_address  the client IP (see Spec.TrustedProxies), IPv4 as
 	//	                is, IPv6 collapsed to its /64 ("2001:db8:1:2::/64")
-	//	header:<Name>   a request header's first value
-	//	query:<name>    a query parameter's first value
+	//	header:<Name>   a request header's first value (an error for
+	//	                a repeated one with WithRejectAmbiguous)
+	//	query:<name>    a query parameter's first value, decoded as
+	//	                url.ParseQuery does (with WithRejectAmbiguous,
+	//	                an error when repeated, or not UTF-8 or holding
+	//	                a control character once decoded)
 	//	method          the request method, e.g. "GET"
 	//	path            the URL path, cleaned; with Routes, the route
 	//	host            the Host, lower-cased, without its port and one

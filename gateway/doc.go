@@ -14,7 +14,12 @@
 // case-sensitively unless path_case_insensitive) and methods (in any
 // case: "get" is limited as GET), and maps them to descriptors
 // (package dimension: remote address behind trusted proxies, headers, path,
-// query, API key, ...) that the domain's descriptors then limit. The most
+// query, API key, ...) that the domain's descriptors then limit. A header
+// or query parameter a route reads that the upstream could read as
+// another value (sent twice, where PHP takes the last and Go the first; a
+// query value not UTF-8 or holding a control character once decoded) gets
+// 400 (dimension.WithRejectAmbiguous) rather than be limited as one client
+// and served as another. The most
 // specific route wins: the longest path prefix, then an exact host over a
 // wildcard over any host, then listed methods over any, then file order.
 // A request that matches no route is proxied unlimited. The package

@@ -366,7 +366,12 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 				continue
 			}
 			if rs.spec != nil {
-				var xo []dimension.Option
+				// The upstream is another program, which may read a
+				// repeated query parameter or header otherwise than the
+				// descriptor's first value (PHP takes the last): such a
+				// request gets 400 rather than be limited as one client
+				// and served as another.
+				xo := []dimension.Option{dimension.WithRejectAmbiguous(true)}
 				if g.o.user != nil && rs.spec.UserHeader == "" {
 					xo = append(xo, dimension.WithUser(g.o.user))
 				}
