@@ -15,6 +15,7 @@ import (
 // the decision of a take on a fresh state, and leaves the key as it is. It
 // failed with Redis' WRONGTYPE.
 func TestPeekOnAKeyOfAnotherType(t *testing.T) {
+	rid := runKey()
 	addr := testserver.Redis(t)
 	s := openT(t, "redis://"+addr)
 	do := func(args ...string) any {
@@ -39,7 +40,7 @@ func TestPeekOnAKeyOfAnotherType(t *testing.T) {
 			{"list", []string{"RPUSH", "", "a"}},
 		} {
 			t.Run(k.String()+"/"+typ.name, func(t *testing.T) {
-				key := "foreign:" + runID + ":" + k.String() + ":" + typ.name
+				key := "foreign:" + rid + ":" + k.String() + ":" + typ.name
 				cmd := append([]string{typ.write[0], key}, typ.write[2:]...)
 				do(cmd...)
 				reqs := []store.Request{{Key: key, Limit: l, Cost: 2, Lease: 7}}

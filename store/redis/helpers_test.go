@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,14 @@ var runID = func() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }()
+
+// invocations counts runKey's calls.
+var invocations atomic.Int64
+
+// runKey returns a key prefix unique to one invocation of a test: runID
+// is per process, and -count=N runs a test N times in one process, on
+// the keys the previous run left.
+func runKey() string { return runID + "." + strconv.FormatInt(invocations.Add(1), 10) }
 
 // openT opens a store on url for the test and closes it at the end.
 func openT(tb testing.TB, url string, opts ...Option) *Store {

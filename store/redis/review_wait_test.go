@@ -26,6 +26,7 @@ import (
 // an error, the failure policy answered it, and --on-store-error open
 // admitted a request over its limit.
 func TestWaitCrossSlotRefusalStands(t *testing.T) {
+	rid := runKey()
 	s := openT(t, clusterURL(t)+"?wait_replicas=2&wait_timeout=5ms")
 	l, err := algo.Compile(withLimit(exactParams(algo.FixedWindow), 1))
 	if err != nil {
@@ -33,7 +34,7 @@ func TestWaitCrossSlotRefusalStands(t *testing.T) {
 	}
 	for _, order := range []string{"full last", "full first"} {
 		t.Run(order, func(t *testing.T) {
-			keys := slotKeys(t, "review-wait:"+runID+":"+order+":", 2)
+			keys := slotKeys(t, "review-wait:"+rid+":"+order+":", 2)
 			full, free := store.Request{Key: keys[0], Limit: l, Cost: 1}, store.Request{Key: keys[1], Limit: l, Cost: 1}
 			out := make([]algo.Decision, 2)
 			// Charged on the master, not acknowledged: an *AckError, and
@@ -67,6 +68,7 @@ func TestWaitCrossSlotRefusalStands(t *testing.T) {
 // deadlock), and the store then keeps no more connections than the pool
 // allows plus its pipelining ones.
 func TestWaitPoolExhaustion(t *testing.T) {
+	rid := runKey()
 	srv := testserver.NewRedis(t)
 	const pool = 2
 	s := openT(t, "redis://"+srv.Addr+"?wait_replicas=1&wait_timeout=20ms", WithBatchSize(1),
@@ -92,7 +94,7 @@ func TestWaitPoolExhaustion(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; i < 4; i++ {
 				ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
-				err := s.Refund(ctx, []store.Request{{Key: fmt.Sprintf("review-pool:%s:%d", runID, g), Limit: l, Cost: 1}})
+				err := s.Refund(ctx, []store.Request{{Key: fmt.Sprintf("review-pool:%s:%d", rid, g), Limit: l, Cost: 1}})
 				cancel()
 				var ae *AckError
 				var ne net.Error

@@ -22,6 +22,7 @@ import (
 // within about WAIT's timeout; a take the script refused stands, and a
 // peek, which writes nothing, sends no WAIT.
 func TestWaitWithoutReplica(t *testing.T) {
+	rid := runKey()
 	addr := testserver.Redis(t)
 	for _, tc := range []struct {
 		query  string
@@ -61,7 +62,7 @@ func TestWaitWithoutReplica(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				key := "wait:" + runID + ":" + k.String() + ":" + tc.query
+				key := "wait:" + rid + ":" + k.String() + ":" + tc.query
 				q := []store.Request{{Key: key, Limit: l, Cost: 1, Lease: 9}}
 				out := make([]algo.Decision, 1)
 				// Three units are written and not acknowledged: three
@@ -108,7 +109,7 @@ func TestWaitWithoutReplica(t *testing.T) {
 			for g := 0; g < 32; g++ {
 				wg.Go(func() {
 					out := make([]algo.Decision, 1)
-					q := []store.Request{{Key: fmt.Sprintf("wait:%s:batch:%d", runID, g%4), Limit: l, Cost: 1}}
+					q := []store.Request{{Key: fmt.Sprintf("wait:%s:batch:%d", rid, g%4), Limit: l, Cost: 1}}
 					if _, err := s.Take(t.Context(), q, out); errors.Is(err, store.ErrUnavailable) && strings.Contains(err.Error(), want) {
 						fails.Add(1)
 					} else {
@@ -362,12 +363,13 @@ func TestSentinelPlannedFailoverWait(t *testing.T) {
 // naming 2 replicas, and an all-or-nothing take over several slots rolls
 // its reservations back.
 func TestWaitCluster(t *testing.T) {
+	rid := runKey()
 	base := clusterURL(t)
 	l, err := algo.Compile(withLimit(exactParams(algo.FixedWindow), 100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := slotKeys(t, "waitc:"+runID+":", 6)
+	keys := slotKeys(t, "waitc:"+rid+":", 6)
 	for _, tc := range []struct {
 		query string
 		want  string // "": acknowledged
