@@ -102,7 +102,8 @@
 // says when to come back is a *RetryError, which matches ErrLimited: from
 // Acquire, and from Wait whenever the context's deadline ends it (then
 // also matching context.DeadlineExceeded if the deadline has passed; see
-// Waiting). A cost beyond the capacity wraps ErrNever, a bad request
+// Waiting). A cost beyond the capacity is ErrNever from Wait (a refused
+// Decision whose IsNever is true from the others), a bad request
 // store.ErrBadRequest; a cancelled context's error and a store's errors
 // come wrapped with the limiter's name.
 //

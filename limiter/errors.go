@@ -11,8 +11,11 @@ import (
 // refused for now.
 var ErrLimited = errors.New("limiter: rate limited")
 
-// ErrNever is returned (wrapped) when a cost exceeds the limit's capacity:
-// no wait can admit it.
+// ErrNever is returned (wrapped) by Wait (a Limiter's and a Local's) when a
+// cost exceeds the limit's capacity: no wait can admit it. AllowN, Reserve
+// and AllowAll answer such a cost with no error but a refused Decision
+// whose IsNever reports true (its RetryAfter is algo.Never, about 292
+// years: check IsNever before putting it in a Retry-After).
 var ErrNever = errors.New("limiter: cost exceeds the limit's capacity")
 
 // ErrQueueFull is matched (errors.Is) by the *RetryError a Wait returns at

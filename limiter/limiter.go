@@ -77,8 +77,13 @@ type Limiter struct {
 
 // New returns a limiter applying p to keys in st under name. The name
 // prefixes every key (name + separator + key), so that limiters sharing a
-// store never share state; it must not be empty. Options and their
-// defaults:
+// store never share state; it must not be empty, and two limiters of a
+// store with different parameters must not share it (nothing checks: the
+// second reads the first's state as its own, or, of another algorithm,
+// overwrites it as fresh). A fixed window's windows are aligned on the
+// Unix epoch, as calendar minutes and hours are, not on a key's first
+// request: a one-minute window opened by a request at :50 resets at the
+// next :00, ten seconds later. Options and their defaults:
 //
 //   - WithSeparator: ":".
 //   - WithLeaseIDs: random non-zero IDs.

@@ -235,6 +235,12 @@ func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n
 	}
 	w.adm = lim.AdmissionDelay(n)
 	if err := refusal(ctx, name, n, &d, w.adm); err != nil {
+		if re, ok := errors.AsType[*RetryError](err); ok && wq != nil {
+			// Behind others: the waiters ahead take the units first, as
+			// the queue's projection counts them (a refusal by the queue
+			// itself tells the same).
+			re.After = max(re.After, roundUp(wq.estimate(unitInterval(lim))))
+		}
 		ws.leaveIf(key, wq)
 		return err
 	}
@@ -492,7 +498,7 @@ func waitError(ctx context.Context, name string, err error, after time.Duration)
 		}
 		return retryError(ctx, name, after)
 	case errors.Is(err, queue.ErrFull):
-		return &RetryError{Limiter: name, After: after, Err: ErrQueueFull}
+		return &RetryError{Limiter: name, After: roundUp(after), Err: ErrQueueFull}
 	case errors.Is(err, queue.ErrClosed), errors.Is(err, queue.ErrNever):
 		return wrapName(name, err) // not expected: closed when empty, Never is ErrNever
 	}
@@ -511,7 +517,7 @@ func ended(ctx context.Context, name string, err error, after time.Duration) err
 	case errors.As(err, &re):
 		return err
 	case cerr != nil && errors.Is(cerr, context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded):
-		return &RetryError{Limiter: name, After: after, Err: cerr}
+		return &RetryError{Limiter: name, After: roundUp(after), Err: cerr}
 	case err == cerr:
 		return wrapName(name, err)
 	}
@@ -521,11 +527,20 @@ func ended(ctx context.Context, name string, err error, after time.Duration) err
 // retryError is the *RetryError of a Wait that ctx's deadline ends, with
 // after for After; it wraps ctx's error once the deadline has passed.
 func retryError(ctx context.Context, name string, after time.Duration) error {
-	re := &RetryError{Limiter: name, After: after}
+	re := &RetryError{Limiter: name, After: roundUp(after)}
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		re.Err = err
 	}
 	return re
+}
+
+// roundUp rounds d up to a microsecond, as algo.Decision rounds its
+// durations: the queue's projections are measured in nanoseconds.
+func roundUp(d time.Duration) time.Duration {
+	if d <= 0 || d >= algo.Never-time.Microsecond {
+		return d
+	}
+	return (d + time.Microsecond - 1).Truncate(time.Microsecond)
 }
 
 // sleep waits d, or returns a *RetryError at once if d would outlast ctx's

@@ -327,3 +327,46 @@ func TestWaitQueueBoundOption(t *testing.T) {
 		}
 	}
 }
+
+// A Wait whose deadline is too close is refused at once; behind other
+// waiters its After counts them as the queue's projection does (before,
+// it was this request's own retry alone: a client that backed off that
+// long met the same queue).
+func TestWaitShortDeadlineBehindQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := memory.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		l, err := limiter.New(st, "short", algo.Params{Algorithm: algo.TokenBucket, Limit: 5, Period: time.Second, Burst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := l.Wait(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if err := l.Wait(ctx, "k", 1); err != nil {
+					t.Errorf("queued Wait: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // the three are queued
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		err = l.Wait(short, "k", 1)
+		var re *limiter.RetryError
+		if !errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%v: want a *RetryError at once", err)
+		}
+		// The head's retry (200ms), then a unit (200ms) for each of the 3.
+		if want := 800 * time.Millisecond; re.After < want {
+			t.Errorf("After %v, want at least %v: the 3 waiters ahead take the next units", re.After, want)
+		}
+		wg.Wait()
+	})
+}

@@ -172,7 +172,12 @@ func WithProbeKey(key string) Option {
 // made on the master and may be lost in a failover, so the failure policy
 // answers it instead. A refused take is returned as refused, over several
 // Cluster slots too when one of them refused: it admitted nothing that a
-// failover could lose. Each call holds a connection of the client's pool
+// failover could lose. A call that failed with an *AckError keeps what it
+// charged on the master: while the replicas stay away, repeated failures
+// spend the budget, and the refusals that follow wait for WAIT's timeout
+// too (a refused take may write, e.g. a window's new start). Open does not
+// count the replicas: Replicas does (floodgate serve calls it at start and
+// warns). Each call holds a connection of the client's pool
 // for blocking commands until WAIT answers; as many calls as that pool
 // has connections (rueidis' BlockingPoolSize, 1024 by default) wait at
 // once, the others for their turn within their context. replicas 0 turns
