@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/store/memory"
 )
@@ -173,4 +176,32 @@ func ExampleLocal_Reserve() {
 	// a: true 0s b: true 200ms
 	// c: true 200ms
 	// 7 at once: false true
+}
+
+// A handler of your own around a bare Limiter, telling clients its state
+// with the headers package (the fields the middleware writes).
+func ExampleLimiter_Allow_headers() {
+	now := func() time.Time { return time.Date(2025, 1, 1, 0, 0, 20, 0, time.UTC) }
+	st, _ := memory.New(memory.WithClock(now))
+	defer st.Close()
+	l, _ := limiter.New(st, "api", algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Minute})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, err := l.Allow(r.Context(), r.RemoteAddr)
+		if err != nil {
+			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		headers.Write(w.Header(), []headers.Policy{headers.FromDecision("per-client", d, time.Minute)}, headers.Options{})
+		if !d.Allowed {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	for range 2 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Printf("%d %s remaining=%s retry=%q\n", w.Code, w.Header().Get("RateLimit"), w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 "per-client";r=0;t=40 remaining=0 retry=""
+	// 429 "per-client";r=0;t=40 remaining=0 retry="40"
 }

@@ -49,3 +49,47 @@ descriptors:
 	// 200 "per-ip";q=2;w=60 "per-ip";r=0;t=40 retry=""
 	// 429 "per-ip";q=2;w=60 "per-ip";r=0;t=40 retry="40"
 }
+
+// A limit per user, the key a function of the request (here the
+// X-User header a session layer set; anything a handler can compute
+// works, and a request that yields "" has no user: no user entry, so the
+// per-user rule does not apply to it).
+func ExampleMiddleware_Handler_perUser() {
+	cfg, err := policy.Parse("rules.yaml", []byte(`
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: minute, requests_per_unit: 1}
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2025, 1, 1, 0, 0, 20, 0, time.UTC) }
+	st, _ := memory.New(memory.WithClock(now))
+	defer st.Close()
+	engine, _ := policy.NewEngine(cfg, st)
+	userOf := func(r *http.Request) string { return r.Header.Get("X-User") }
+	x, err := dimension.NewExtractor(dimension.Spec{Descriptors: []dimension.DescriptorSpec{
+		{Entries: []dimension.EntrySpec{{Source: "user"}}},
+	}}, dimension.WithUser(userOf))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit, err := middleware.New(engine, "api", x)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, user := range []string{"ana", "ana", "bo", ""} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-User", user)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("user=%q %d %s\n", user, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// user="ana" 200 "per-user";r=0;t=40
+	// user="ana" 429 "per-user";r=0;t=40
+	// user="bo" 200 "per-user";r=0;t=40
+	// user="" 200
+}
