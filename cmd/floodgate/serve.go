@@ -368,21 +368,15 @@ func warnReplicas(st store.Store, f serveFlags, log *slog.Logger) {
 	}
 }
 
-// redisTick is how late Redis may answer a WAIT after its timeout: it
-// notices timed-out blocked clients on its cron, 10 times a second by
-// default (hz 10).
-const redisTick = 100 * time.Millisecond
-
 // waitReplicas returns the wait_replicas and wait_timeout of a Redis
-// --store URL, the timeout rounded up to whole milliseconds as WAIT takes
-// it (redis.WithWait); 0 when it has none or is not a Redis URL (a bad
-// URL is reported when the store opens).
+// --store URL; 0 when it has none or is not a Redis URL (a bad URL is
+// reported when the store opens).
 func (f *serveFlags) waitReplicas() (int, time.Duration) {
 	ep, err := redis.ParseURL(f.store)
 	if err != nil {
 		return 0, 0
 	}
-	return ep.WaitReplicas, (ep.WaitTimeout + time.Millisecond - 1).Truncate(time.Millisecond)
+	return ep.WaitReplicas, ep.WaitTimeout
 }
 
 // check returns every numeric flag out of range, each as "--flag value:
@@ -410,13 +404,12 @@ func (f *serveFlags) check() error {
 	bad(f.grpcMaxConnAgeGrace > 0 && f.grpcMaxConnAge == 0, "grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace, "only with --grpc-max-connection-age")
 	bad(f.grpcMaxConnIdle < 0, "grpc-max-connection-idle", f.grpcMaxConnIdle, "must be >= 0 (0: no limit)")
 	if wr, wt := f.waitReplicas(); wr > 0 {
-		// WAIT answers at its timeout on Redis' next tick: cut short by
-		// the store timeout, an unacknowledged write would be reported
-		// as a store that does not answer.
-		need := wt + redisTick
+		// Cut short by the store timeout, an unacknowledged write would
+		// be reported as a store that does not answer.
+		need := redis.WaitBound(wt)
 		bad(f.storeTimeout < need, "store-timeout", f.storeTimeout, fmt.Sprintf(
 			"must be at least %v with wait_replicas in %s (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
-			need, f.flag("store"), wt, redisTick))
+			need, f.flag("store"), need-redis.WaitLate, redis.WaitLate))
 	}
 	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)

@@ -196,7 +196,7 @@ func WithWait(replicas int, timeout time.Duration) Option {
 		if replicas > 0 && (timeout < time.Millisecond || timeout > maxWaitTimeout) {
 			return fmt.Errorf("redis: WithWait: timeout must be between 1ms and %v, got %v", maxWaitTimeout, timeout)
 		}
-		o.waitReplicas, o.waitTimeout = replicas, (timeout + time.Millisecond - 1).Truncate(time.Millisecond)
+		o.waitReplicas, o.waitTimeout = replicas, waitMS(timeout)
 		if replicas == 0 {
 			o.waitTimeout = 0
 		}

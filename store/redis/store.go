@@ -159,10 +159,22 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	return newStore(client, mode, o)
 }
 
-// waitLate is how late Redis may answer a WAIT after its timeout: it
+// WaitLate is how late Redis may answer a WAIT after its timeout: it
 // checks blocked clients' timeouts on its cron, 10 times a second at the
 // default hz.
-const waitLate = 100 * time.Millisecond
+const WaitLate = 100 * time.Millisecond
+
+// WaitBound is the longest a WAIT sent with timeout may take to answer:
+// the timeout as WAIT takes it (rounded up to whole milliseconds) and
+// WaitLate. A store's timeout shorter than that cuts an unacknowledged
+// write short, and it fails as a store that does not answer, not as an
+// *AckError.
+func WaitBound(timeout time.Duration) time.Duration { return waitMS(timeout) + WaitLate }
+
+// waitMS is d rounded up to whole milliseconds, WAIT's unit.
+func waitMS(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
 
 func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()
@@ -174,13 +186,12 @@ func buildOptions(opts []Option) (options, error) {
 			return o, err
 		}
 	}
-	if o.waitReplicas > 0 && o.waitTimeout+waitLate > o.timeout {
-		// Redis answers a WAIT that timed out on its next cron tick: cut
-		// short by the store's timeout, the call would fail as a store
-		// that does not answer, closing its connection, not as an
+	if o.waitReplicas > 0 && WaitBound(o.waitTimeout) > o.timeout {
+		// Cut short by the store's timeout, the call would fail as a
+		// store that does not answer, closing its connection, not as an
 		// *AckError.
 		return o, fmt.Errorf("redis: WithWait: the timeout %v (wait_timeout) must be shorter than the store's timeout %v (WithTimeout) by at least %v, how late Redis may answer a WAIT that timed out",
-			o.waitTimeout, o.timeout, waitLate)
+			o.waitTimeout, o.timeout, WaitLate)
 	}
 	return o, nil
 }

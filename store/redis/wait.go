@@ -83,9 +83,10 @@ func (s *Store) evalAck(ctx context.Context, p program, keys, args []string, wri
 	return reply{RedisResult: r, unacked: s.acked(r, w)}
 }
 
-// waitCmd is WAIT with the store's count and timeout.
-func (s *Store) waitCmd() rueidis.Completed {
-	return s.client.B().Wait().Numreplicas(int64(s.o.waitReplicas)).Timeout(s.o.waitTimeout.Milliseconds()).Build()
+// waitCmd is WAIT with the store's count and timeout (WithWait's; see
+// Replicas for another).
+func (s *Store) waitCmd(timeout time.Duration) rueidis.Completed {
+	return s.client.B().Wait().Numreplicas(int64(s.o.waitReplicas)).Timeout(waitMS(timeout).Milliseconds()).Build()
 }
 
 // runWait sends script(sha) and WAIT in one round trip on one connection
@@ -120,12 +121,12 @@ func (s *Store) runWait(ctx context.Context, script func(sha bool) rueidis.Compl
 		return r, r
 	}
 	if s.mode != Cluster {
-		rs := s.client.DoMulti(ctx, script(sha), s.waitCmd())
+		rs := s.client.DoMulti(ctx, script(sha), s.waitCmd(s.o.waitTimeout))
 		return rs[0], rs[1]
 	}
 	var rs []rueidis.RedisResult
 	_ = s.client.Dedicated(func(c rueidis.DedicatedClient) error {
-		rs = c.DoMulti(ctx, script(sha), s.waitCmd())
+		rs = c.DoMulti(ctx, script(sha), s.waitCmd(s.o.waitTimeout))
 		return nil
 	})
 	re, ok := rueidis.IsRedisErr(rs[0].Error())
@@ -147,7 +148,7 @@ func (s *Store) runWait(ctx context.Context, script func(sha bool) rueidis.Compl
 	if ask {
 		cmds = append(cmds, node.B().Asking().Build())
 	}
-	cmds = append(cmds, script(sha), s.waitCmd())
+	cmds = append(cmds, script(sha), s.waitCmd(s.o.waitTimeout))
 	rs = node.DoMulti(ctx, cmds...)
 	if ask {
 		rs = rs[1:]
@@ -197,12 +198,10 @@ func (s *Store) Replicas(ctx context.Context, timeout time.Duration) (acked, wan
 	if s.o.waitReplicas == 0 {
 		return 0, 0, nil
 	}
-	cmd := s.waitCmd()
-	if timeout > 0 {
-		ms := (timeout + time.Millisecond - 1) / time.Millisecond
-		cmd = s.client.B().Wait().Numreplicas(int64(s.o.waitReplicas)).Timeout(int64(ms)).Build()
+	if timeout <= 0 {
+		timeout = s.o.waitTimeout
 	}
-	n, err := s.client.Do(ctx, cmd.SetSlot(s.o.probeKey)).AsInt64()
+	n, err := s.client.Do(ctx, s.waitCmd(timeout).SetSlot(s.o.probeKey)).AsInt64()
 	if err != nil {
 		return 0, s.o.waitReplicas, fmt.Errorf("redis: WAIT: %w", err)
 	}
