@@ -254,18 +254,14 @@ func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n
 	each := unitInterval(lim)
 	err := wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, w), 0, retryOf(d)+w.adm, each)
 	if err != nil {
-		after := wq.estimate(each)
+		var after time.Duration
 		if errors.Is(err, queue.ErrFull) {
 			// The waiters ahead take the units first: a window's as each
 			// window opens, not one per refill (estimate counts none for
 			// windows), and only until they must leave.
-			ahead, last, handoff := wq.q.Ahead(0)
-			left := time.Duration(-1)
-			if !last.IsZero() {
-				left = max(time.Until(last), 0)
-			}
-			head := max(time.Duration(wq.next.Load())-time.Since(wq.born), retryOf(d)+w.adm)
-			after = queueretry.After(lim, head, ahead, left, handoff)
+			after = queueretry.Behind(wq.q, 0, lim, max(wq.headIn(), retryOf(d)+w.adm))
+		} else {
+			after = wq.estimate(each)
 		}
 		ws.leave(key, wq)
 		return waitError(ctx, name, err, after)
@@ -364,8 +360,13 @@ func (wq *waitQueue) retryIn(d time.Duration) {
 // the head's next try, then a unit's refill time, each, for every waiter
 // in the queue.
 func (wq *waitQueue) estimate(each time.Duration) time.Duration {
-	head := max(time.Duration(wq.next.Load())-time.Since(wq.born), 0)
-	return head + each*time.Duration(wq.q.Len())
+	return wq.headIn() + each*time.Duration(wq.q.Len())
+}
+
+// headIn is how soon the head's latest refusal said its units could be
+// back; 0 once that has passed.
+func (wq *waitQueue) headIn() time.Duration {
+	return max(time.Duration(wq.next.Load())-time.Since(wq.born), 0)
 }
 
 // queueOptions are those of every Wait queue, to which join adds the

@@ -174,12 +174,7 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 		// Turned away by the queue: the waiters ahead take the units the
 		// limit's retry (resp.Delay) speaks of first, so a client told only
 		// that would be refused again.
-		ahead, last, handoff := wq.q.Ahead(prio)
-		left := time.Duration(-1)
-		if !last.IsZero() {
-			left = max(time.Until(last), 0)
-		}
-		raiseRetry(&resp, queueretry.After(resp.waitLim, resp.Delay, ahead, left, handoff))
+		raiseRetry(&resp, queueretry.Behind(wq.q, prio, resp.waitLim, resp.Delay))
 		resp.Code, resp.Strategy, resp.Delay = CodeOverLimit, StrategyReject, 0
 		return resp, nil
 	case errors.Is(err, queue.ErrNever), errors.Is(err, queue.ErrClosed):

@@ -8,7 +8,20 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/queue"
 )
+
+// Behind is After for a request of priority that q turned away: the
+// waiters ahead of it, the latest of their deadlines and the hand-off
+// from q.Ahead.
+func Behind(q *queue.Queue, priority int, l *algo.Limit, retry time.Duration) time.Duration {
+	ahead, last, handoff := q.Ahead(priority)
+	left := time.Duration(-1) // one of them has no deadline
+	if !last.IsZero() {
+		left = max(time.Until(last), 0)
+	}
+	return After(l, retry, ahead, left, handoff)
+}
 
 // After is how long a request that the wait queue turned away (full,
 // or unable to serve it within its deadline) should wait before asking
