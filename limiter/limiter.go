@@ -333,7 +333,7 @@ type Lease struct {
 // error wrapping ErrNotConcurrency for other algorithms.
 func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
 	if l.limit.Algorithm() != algo.Concurrency {
-		return nil, fmt.Errorf("limiter %q: %w: Acquire needs a concurrency limit, not %s", l.name, ErrNotConcurrency, l.limit.Algorithm())
+		return nil, l.wrap(fmt.Errorf("%w: Acquire needs a concurrency limit, not %s", ErrNotConcurrency, l.limit.Algorithm()))
 	}
 	id, err := l.newLeaseID()
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -576,10 +578,27 @@ func tooLate(ctx context.Context, d, then time.Duration) bool {
 }
 
 // wrapName prefixes err with the limiter's name, or with "limiter" for a
-// Local, which has none.
+// Local, which has none. The package's own errors start with "limiter: ";
+// that prefix is dropped from err's text after the name, so that the text
+// says "limiter" once (`limiter "w": cost exceeds …`, not
+// `limiter "w": limiter: cost exceeds …`); errors.Is and errors.As still
+// see err.
 func wrapName(name string, err error) error {
-	if name == "" {
-		return fmt.Errorf("limiter: %w", err)
-	}
-	return fmt.Errorf("limiter %q: %w", name, err)
+	return &namedError{name: name, err: err}
 }
+
+// namedError is wrapName's error.
+type namedError struct {
+	name string
+	err  error
+}
+
+func (e *namedError) Error() string {
+	msg := strings.TrimPrefix(e.err.Error(), "limiter: ")
+	if e.name == "" {
+		return "limiter: " + msg
+	}
+	return "limiter " + strconv.Quote(e.name) + ": " + msg
+}
+
+func (e *namedError) Unwrap() error { return e.err }

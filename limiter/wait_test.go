@@ -429,3 +429,29 @@ func TestWaitDeadlineOutsideQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestErrorsSayLimiterOnce: an error of the package's own wrapped with a
+// limiter's name says "limiter" once — `limiter "w": cost exceeds …`, not
+// `limiter "w": limiter: cost exceeds …` — and still matches what it wraps.
+func TestErrorsSayLimiterOnce(t *testing.T) {
+	l := newLimiter(t, newStore(t), "w", twoEvery100ms)
+	loc, err := limiter.NewLocal(twoEvery100ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, acqErr := l.Acquire(t.Context(), "k")
+	for _, c := range []struct {
+		name string
+		err  error
+		is   error
+		want string
+	}{
+		{"Wait(3) on a burst of 2", l.Wait(t.Context(), "k", 3), limiter.ErrNever, `limiter "w": cost exceeds the limit's capacity: cost 3, capacity 2`},
+		{"Local Wait(3) on a burst of 2", loc.Wait(t.Context(), 3), limiter.ErrNever, `limiter: cost exceeds the limit's capacity: cost 3, capacity 2`},
+		{"Acquire on a token bucket", acqErr, limiter.ErrNotConcurrency, `limiter "w": not a concurrency limit: Acquire needs a concurrency limit, not token_bucket`},
+	} {
+		if !errors.Is(c.err, c.is) || c.err.Error() != c.want {
+			t.Errorf("%s: %v; want %s (matching %v)", c.name, c.err, c.want, c.is)
+		}
+	}
+}
