@@ -31,7 +31,13 @@ func (e *AckError) Error() string {
 	if e.Want == 1 {
 		replicas = "replica"
 	}
-	return fmt.Sprintf("written but acknowledged by %d of %d %s within %v", e.Acked, e.Want, replicas, e.Within)
+	msg := fmt.Sprintf("written but acknowledged by %d of %d %s within %v", e.Acked, e.Want, replicas, e.Within)
+	if e.Acked == 0 {
+		// The usual cause: no replica is attached (a standalone server, a
+		// replica down or still syncing), not a slow one.
+		msg += " (is a replica connected? the master's INFO replication shows connected_slaves)"
+	}
+	return msg
 }
 
 // Unwrap returns store.ErrUnavailable and WAIT's failure, if any.
