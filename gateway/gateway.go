@@ -794,7 +794,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.RequestURI == "*" && r.Method != http.MethodOptions {
 		// "*" names the server, for OPTIONS only (RFC 9112 §3.2.4); nginx
 		// answers any other method 400 too.
-		middleware.WriteProblem(w, middleware.Problem{
+		middleware.WriteProblemFor(w, r, middleware.Problem{
 			Status: http.StatusBadRequest,
 			Title:  http.StatusText(http.StatusBadRequest),
 			Detail: "the request target * is for OPTIONS only",
@@ -806,7 +806,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the route was matched on a path holding "#x", while an upstream
 		// that parses the target as a URL cuts it there ("/admin#x" is
 		// "/admin" to Node's new URL()), and likewise a query.
-		middleware.WriteProblem(w, middleware.Problem{
+		middleware.WriteProblemFor(w, r, middleware.Problem{
 			Status: http.StatusBadRequest,
 			Title:  http.StatusText(http.StatusBadRequest),
 			Detail: "a request target has no fragment (#)",
@@ -819,7 +819,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// answer as to a plain request, which a websocket client cannot
 		// use. Answered before the limits: it could never pass.
 		g.noUpgrade(r, rt, up)
-		middleware.WriteProblem(w, middleware.Problem{
+		middleware.WriteProblemFor(w, r, middleware.Problem{
 			Status:   http.StatusBadGateway,
 			Title:    http.StatusText(http.StatusBadGateway),
 			Detail:   "the upstream speaks HTTP/2 only (h2c), which has no protocol upgrade: a websocket cannot be proxied to it",
@@ -1283,7 +1283,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// what came back (a cancelled request, the transport's write to
 		// the upstream) is a consequence, not the cause.
 		g.log(r, fmt.Errorf("%w: nothing of the request body for %v", errClientTimeout, g.o.client))
-		middleware.WriteProblem(w, middleware.Problem{
+		middleware.WriteProblemFor(w, r, middleware.Problem{
 			Status:   http.StatusRequestTimeout,
 			Title:    http.StatusText(http.StatusRequestTimeout),
 			Detail:   "the request body did not arrive in time",
@@ -1318,7 +1318,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		err = fmt.Errorf("%w (a protocol upgrade such as a websocket goes to an https:// upstream over HTTP/1.1, which an upstream that speaks only HTTP/2 refuses)", err)
 	}
 	g.upstreamFailed(r, reason, err)
-	middleware.WriteProblem(w, middleware.Problem{
+	middleware.WriteProblemFor(w, r, middleware.Problem{
 		Status:   status,
 		Title:    http.StatusText(status),
 		Detail:   detail,

@@ -67,6 +67,14 @@
 // cost from [WithCost]) gets 500, never failed open. Nothing panics on any
 // request. [WithErrorLog] receives every such error in full.
 //
+// A gRPC call ([IsGRPC]: Content-Type application/grpc or
+// application/grpc+…, e.g. a grpc.Server served through ServeHTTP) gets
+// each of these answers as a gRPC error instead ([WriteProblemFor]): HTTP
+// 200, trailers-only, grpc-status [GRPCCode] of the status —
+// RESOURCE_EXHAUSTED for a refusal, INVALID_ARGUMENT for 400, INTERNAL for
+// 500, UNAVAILABLE for 503 — the detail as grpc-message, and the header
+// fields (Retry-After included) as the call's trailer metadata.
+//
 // # Concurrency and clock
 //
 // A Middleware is immutable and safe for concurrent use. It reads no clock:

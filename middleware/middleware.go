@@ -318,7 +318,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		if errors.Is(err, dimension.ErrNoClientIP) {
 			status = http.StatusInternalServerError
 		}
-		WriteProblem(w, Problem{Status: status, Detail: err.Error(), Instance: pathOf(r)})
+		WriteProblemFor(w, r, Problem{Status: status, Detail: err.Error(), Instance: pathOf(r)})
 		return nop, false
 	}
 	if len(dims) == 0 {
@@ -360,7 +360,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false
 			}
-			WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
+			WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
 				Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
 			return nop, false
 		}
@@ -390,7 +390,8 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 // Reject writes the 429 answer for a refused response: Retry-After is
 // expected on w already (headers.Write); the body is a quota-exceeded
 // problem naming the violated policies. ps are the response's policies
-// (headers.FromStatuses).
+// (headers.FromStatuses). A gRPC call gets RESOURCE_EXHAUSTED with the
+// problem's detail instead (WriteProblemFor).
 func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy) {
 	p := Problem{
 		Type:             TypeQuotaExceeded,
@@ -412,7 +413,7 @@ func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 	if len(p.ViolatedPolicies) > 0 {
 		p.Detail = strings.Join(p.ViolatedPolicies, ", ") + ": " + p.Detail
 	}
-	WriteProblem(w, p)
+	WriteProblemFor(w, r, p)
 }
 
 // never reports whether a refusing policy can never admit the request.
@@ -460,7 +461,7 @@ func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err er
 		// The request the middleware built from r is wrong (a cost or
 		// priority function's value): a bug to fix, which failing open
 		// would hide. Its message is about the request, not the store.
-		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Instance: pathOf(r),
+		WriteProblemFor(w, r, Problem{Status: http.StatusInternalServerError, Instance: pathOf(r),
 			Detail: "the rate limiter cannot decide this request: " + err.Error()})
 		return nop, false
 	}
@@ -469,7 +470,7 @@ func (m *Middleware) decideFailed(w http.ResponseWriter, r *http.Request, err er
 	}
 	// The client learns what kind of failure it was, not the store's
 	// addresses or messages (WithErrorLog gets those).
-	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
+	WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
 		Detail: "the rate limiter could not decide: " + store.Failure(err)})
 	return nop, false
 }

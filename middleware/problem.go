@@ -1,9 +1,11 @@
 package middleware
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Problem types of the bodies this package writes.
@@ -62,4 +64,105 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	h.Del("Content-Encoding")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// WriteProblemFor writes p in the form r's client reads: a gRPC request
+// (IsGRPC) gets a gRPC error, an HTTP 200 trailers-only response with
+// grpc-status GRPCCode(p.Status) and grpc-message p.Detail (p.Title when
+// empty), percent-encoded as gRPC requires; any other request, the
+// problem body (WriteProblem). Either way the header fields already set on
+// w are kept: a gRPC client reads the rate limit fields and Retry-After
+// as the error's trailer metadata. A gRPC client reads an HTTP error
+// status as UNAVAILABLE ("unexpected HTTP status code 429"), which its
+// retry policy may retry at once; RESOURCE_EXHAUSTED says what happened.
+func WriteProblemFor(w http.ResponseWriter, r *http.Request, p Problem) {
+	if !IsGRPC(r) {
+		WriteProblem(w, p)
+		return
+	}
+	if p.Status == 0 {
+		p.Status = http.StatusInternalServerError
+	}
+	msg := cmp.Or(p.Detail, p.Title, http.StatusText(p.Status))
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del("Content-Encoding")
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(GRPCCode(p.Status)))
+	h.Set("Grpc-Message", grpcMessage(msg))
+	// No body: net/http's HTTP/2 server then sends the header alone,
+	// ending the stream, which is gRPC's trailers-only response.
+	w.WriteHeader(http.StatusOK)
+}
+
+// IsGRPC reports whether r is a gRPC call: its Content-Type is
+// application/grpc, or application/grpc+… (+proto, +json), with or
+// without parameters. gRPC-Web (application/grpc-web…) is not: its
+// clients read HTTP statuses.
+func IsGRPC(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if len(ct) < len("application/grpc") || !strings.EqualFold(ct[:len("application/grpc")], "application/grpc") {
+		return false
+	}
+	rest := ct[len("application/grpc"):]
+	return rest == "" || rest[0] == '+' || rest[0] == ';'
+}
+
+// gRPC status codes of GRPCCode (google.golang.org/grpc/codes, which this
+// package does not import).
+const (
+	grpcUnknown           = 2
+	grpcInvalidArgument   = 3
+	grpcDeadlineExceeded  = 4
+	grpcResourceExhausted = 8
+	grpcInternal          = 13
+	grpcUnavailable       = 14
+)
+
+// GRPCCode is the gRPC status code that says to a gRPC client what the
+// HTTP status says to an HTTP client, for the statuses this package and
+// the gateway write:
+//
+//   - 400 (a key value the request cannot be limited by): INVALID_ARGUMENT (3);
+//   - 408 (the request body did not arrive in time): DEADLINE_EXCEEDED (4);
+//   - 413 (too large) and 429 (a limit refused it): RESOURCE_EXHAUSTED (8),
+//     which gRPC itself uses for a message over the size limit and for
+//     quota, and whose clients do not retry it unless told to;
+//   - 500 (the server is set up wrong, the cost function failed): INTERNAL (13);
+//   - 502, 503, 504 (the upstream failed or timed out, the store could
+//     not decide, a shaper's turn came after the deadline): UNAVAILABLE (14),
+//     as gRPC and Envoy read them: transient, retry with back-off;
+//   - any other: UNKNOWN (2).
+func GRPCCode(status int) int {
+	switch status {
+	case http.StatusBadRequest:
+		return grpcInvalidArgument
+	case http.StatusRequestTimeout:
+		return grpcDeadlineExceeded
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return grpcResourceExhausted
+	case http.StatusInternalServerError:
+		return grpcInternal
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return grpcUnavailable
+	}
+	return grpcUnknown
+}
+
+// grpcMessage percent-encodes s as grpc-message wants: every byte outside
+// printable ASCII (0x20–0x7E), and "%", as %XX.
+func grpcMessage(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c <= 0x7e && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
+	}
+	return b.String()
 }
