@@ -94,6 +94,26 @@
 // decline and is never passed on: an upstream that took it would carry
 // the connection's later requests past the limits.
 //
+// # gRPC clients
+//
+// Served by an HTTP/2 server — floodgate serve's gateway address speaks
+// h2c with prior knowledge beside HTTP/1.1, and h2 over TLS — the gateway
+// fronts gRPC clients: routes match /package.Service/Method, admitted
+// calls stream through with the upstream's grpc-status, grpc-message and
+// trailer metadata untouched, e.g. through floodgate serve --upstream
+// h2c://127.0.0.1:50051 on 127.0.0.1:8080:
+//
+//	grpcurl -plaintext -d '{}' 127.0.0.1:8080 grpc.health.v1.Health/Check
+//
+// Every answer of the gateway's own to a gRPC call (Content-Type
+// application/grpc or application/grpc+…) is a gRPC error, not an HTTP
+// status, which a gRPC client would read as UNAVAILABLE: HTTP 200,
+// trailers-only, with grpc-status middleware.GRPCCode of the HTTP status —
+// RESOURCE_EXHAUSTED for a limit's refusal (whatever refuse_status says),
+// INVALID_ARGUMENT for 400, UNAVAILABLE for 502, 503 and 504 — and the
+// problem's detail as grpc-message; the rate limit fields and Retry-After
+// are the call's trailer metadata (middleware.WriteProblemFor).
+//
 // # Reload, concurrency, clock
 //
 // When the Decider is a *policy.Engine the routes follow its configuration

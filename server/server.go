@@ -137,7 +137,10 @@ func WithEnvoyHeaders(on bool) Option { return func(s *Server) { s.envoyHeaders 
 
 // WithGateway makes h the whole HTTP address (gateway mode; default none:
 // the address serves the decision APIs). The decision APIs then move to
-// Listeners.API, when it is set; see HTTPHandler.
+// Listeners.API, when it is set; see HTTPHandler. The HTTP address then
+// also speaks HTTP/2: without TLS with prior knowledge (h2c, what gRPC
+// clients send to a plaintext address), and over a TLS listener that
+// offers h2 by ALPN.
 func WithGateway(h http.Handler) Option { return func(s *Server) { s.gateway = h } }
 
 // WithGRPCCredentials makes the gRPC listener speak what c does, e.g.
@@ -582,6 +585,9 @@ func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpActive, adminActive activeConns
 	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
 		ConnState: httpActive.track, ErrorLog: s.httpErrorLog("http")}
+	if s.gateway != nil {
+		httpSrv.Protocols = gatewayProtocols()
+	}
 	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout, ConnState: adminActive.track,
 		ErrorLog: s.httpErrorLog("admin")}
 	var apiActive activeConns
@@ -750,6 +756,22 @@ func (a *activeConns) count() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.m)
+}
+
+// gatewayProtocols are the protocols of the HTTP address in gateway mode
+// (WithGateway): HTTP/1.1, HTTP/2 over TLS (when the listener is a TLS
+// one offering h2 by ALPN) and HTTP/2 without TLS with prior knowledge
+// (h2c), which gRPC clients speak to a plaintext address. A connection
+// that begins with the HTTP/2 preface is served as HTTP/2, any other as
+// HTTP/1.1; the "Upgrade: h2c" offer of HTTP/1.1 is not taken (net/http
+// does not implement it, and the gateway does not pass it on). The
+// decision APIs (--api) and the admin address stay HTTP/1.1.
+func gatewayProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 func serveHTTP(srv *http.Server, ln net.Listener, name string) error {

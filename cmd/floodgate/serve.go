@@ -92,7 +92,7 @@ func (f *serveFlags) origin(name string, value any) string {
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "configuration: a YAML file or a directory of them (default: ./"+exampleConfig+" if present, else a built-in example)")
 	fs.StringVar(&f.store, "store", "memory://", "store URL: memory:// (holds at most 1000000 keys, evicting the oldest; memory://?max_keys=N sets the cap, 0 none), redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]")
-	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API), the native /v1/ API and GET /healthcheck; with --upstream, the proxy only (every path goes to the upstream; the APIs move to --api)")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API), the native /v1/ API and GET /healthcheck; with --upstream, the proxy only (every path goes to the upstream; the APIs move to --api), in HTTP/1.1 and HTTP/2 (h2c with prior knowledge, so gRPC clients too; h2 by ALPN over TLS)")
 	fs.StringVar(&f.apiAddr, "api", "", "with --upstream: the address of the decision APIs (/json, /v1/, /healthcheck), apart from the public proxy (default: not served; keep it private)")
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
 	fs.StringVar(&f.adminAddr, "admin", "127.0.0.1:9090", "admin address: /metrics, /healthz, /readyz, /dashboard, /admin/api/")

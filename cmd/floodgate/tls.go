@@ -207,16 +207,22 @@ func (s *serverTLS) config(nextProtos ...string) *tls.Config {
 	return base
 }
 
-// wrap puts TLS on the HTTP listeners that on names. HTTP listeners offer
-// HTTP/1.1 only, as over plaintext (the gateway's websocket upgrades and the
-// body deadlines are HTTP/1.1's); gRPC gets its TLS from its credentials.
+// wrap puts TLS on the HTTP listeners that on names. The gateway's (--http
+// with --upstream) offers h2 and http/1.1 by ALPN, so that gRPC clients
+// and browsers reach it over HTTP/2 (a websocket client asks for HTTP/1.1);
+// the others offer HTTP/1.1 only, as they speak over plaintext. gRPC gets
+// its TLS from its credentials.
 func (s *serverTLS) wrap(ls *server.Listeners, on map[string]bool) {
 	for _, l := range []struct {
 		name string
 		l    *net.Listener
 	}{{"http", &ls.HTTP}, {"api", &ls.API}, {"admin", &ls.Admin}} {
 		if on[l.name] && *l.l != nil {
-			*l.l = tls.NewListener(*l.l, s.config("http/1.1"))
+			protos := []string{"http/1.1"}
+			if l.name == "http" && s.f.upstream != "" {
+				protos = []string{"h2", "http/1.1"}
+			}
+			*l.l = tls.NewListener(*l.l, s.config(protos...))
 		}
 	}
 }
