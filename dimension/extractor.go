@@ -113,6 +113,7 @@ func WithRejectAmbiguous(on bool) Option { return func(o *options) { o.strict = 
 // concurrent use.
 type Extractor struct {
 	c      *compiled
+	specs  []DescriptorSpec // as given, for DescriptorSpecs
 	user   func(*http.Request) string
 	tenant func(*http.Request) string
 	maxLen int
@@ -135,7 +136,30 @@ func NewExtractor(spec Spec, opts ...Option) (*Extractor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Extractor{c: c, user: o.user, tenant: o.tenant, maxLen: o.maxLen, strict: o.strict}, nil
+	return &Extractor{c: c, specs: cloneSpecs(spec.Descriptors), user: o.user, tenant: o.tenant, maxLen: o.maxLen, strict: o.strict}, nil
+}
+
+// DescriptorSpecs returns the Spec's Descriptors the Extractor was built
+// from, as given (a copy: changing it changes nothing), for a caller that
+// checks them against a configuration, as middleware.New does with the
+// keys its domain's rules have.
+func (x *Extractor) DescriptorSpecs() []DescriptorSpec { return cloneSpecs(x.specs) }
+
+// cloneSpecs copies ds down to its entries' routes and matches.
+func cloneSpecs(ds []DescriptorSpec) []DescriptorSpec {
+	out := make([]DescriptorSpec, len(ds))
+	for i, d := range ds {
+		out[i].Entries = slices.Clone(d.Entries)
+		for j := range out[i].Entries {
+			e := &out[i].Entries[j]
+			e.Routes = slices.Clone(e.Routes)
+			if e.Match != nil {
+				m := *e.Match
+				e.Match = &m
+			}
+		}
+	}
+	return out
 }
 
 // Proxies returns the trusted proxies and header the Extractor honours.

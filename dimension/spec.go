@@ -127,6 +127,26 @@ type EntrySpec struct {
 	IPv6Prefix int `yaml:"ipv6_prefix"`
 }
 
+// DescriptorKey is the key of the entries e produces: Key when set, else
+// its default (see Key), e.g. "remote_address" for remote_address,
+// "X-Api-Key" for header:X-Api-Key, "header_match" for a header: entry
+// with Match. It derives the key from the text alone, without validating
+// e: NewExtractor uses it, and so does a caller checking a Spec's keys
+// against a configuration's descriptors before building it.
+func (e EntrySpec) DescriptorKey() string {
+	if e.Key != "" {
+		return e.Key
+	}
+	src, name, hasName := strings.Cut(e.Source, ":")
+	if e.Match != nil {
+		return src + "_match"
+	}
+	if hasName {
+		return name
+	}
+	return src
+}
+
 // MatchSpec is a test on a source's value. Exactly one of Exact, Prefix and
 // Present is set.
 type MatchSpec struct {
@@ -293,7 +313,7 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options
 		}
 		return entry{}, &SpecError{f, fmt.Sprintf(format, args...)}
 	}
-	e := entry{srcName: s.Source, key: s.Key, value: s.Value, match: s.Match, def: s.Default, hasDef: s.Default != "", skip: s.SkipIfAbsent}
+	e := entry{srcName: s.Source, key: s.DescriptorKey(), value: s.Value, match: s.Match, def: s.Default, hasDef: s.Default != "", skip: s.SkipIfAbsent}
 	kind, name, hasName := strings.Cut(s.Source, ":")
 	switch {
 	case s.Source == "":
@@ -312,21 +332,6 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options
 		e.src = simpleSources[s.Source]
 	default:
 		return bad("source", "unknown source %q (want %s)", s.Source, sourceList)
-	}
-
-	if e.key == "" {
-		switch {
-		case s.Match != nil && e.src == srcHeader:
-			e.key = "header_match"
-		case s.Match != nil && e.src == srcQuery:
-			e.key = "query_match"
-		case s.Match != nil:
-			e.key = s.Source + "_match"
-		case e.src == srcHeader || e.src == srcQuery:
-			e.key = name
-		default:
-			e.key = s.Source
-		}
 	}
 
 	switch {

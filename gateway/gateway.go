@@ -344,7 +344,8 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 // does not build is a policy.Problem at the line of the field at fault.
 func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, error) {
 	t := &routeTable{cfg: cfg}
-	mwOpts := append(slices.Clip(g.o.mw), middleware.WithHeaders(g.o.hdr))
+	// A route descriptor no rule limits is Check's warning, not an error.
+	mwOpts := append(slices.Clip(g.o.mw), middleware.WithHeaders(g.o.hdr), middleware.WithDescriptorCheck(false))
 	if g.o.errLog != nil {
 		mwOpts = append(mwOpts, middleware.WithErrorLog(g.o.errLog))
 	}
@@ -526,7 +527,7 @@ func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err er
 				continue
 			}
 			for j, ds := range rs.spec.Descriptors {
-				if !limited(dom.Descriptors, ds.Entries) {
+				if !middleware.Limited(dom, ds.Entries) {
 					line := rs.line(fmt.Sprintf("descriptors[%d]", j))
 					if line == 0 {
 						line = dom.Pos.Line
@@ -545,66 +546,13 @@ func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err er
 	return warnings, err
 }
 
-// entryKey is an entry's descriptor key, as package dimension derives it.
-func entryKey(e dimension.EntrySpec) string {
-	if e.Key != "" {
-		return e.Key
-	}
-	src, name, hasName := strings.Cut(e.Source, ":")
-	if e.Match != nil {
-		return src + "_match"
-	}
-	if hasName {
-		return name
-	}
-	return src
-}
-
+// keysOf is a descriptor's keys in order, as Check's warning shows them.
 func keysOf(es []dimension.EntrySpec) string {
 	keys := make([]string, len(es))
 	for i, e := range es {
-		keys[i] = entryKey(e)
+		keys[i] = e.DescriptorKey()
 	}
 	return "[" + strings.Join(keys, ", ") + "]"
-}
-
-// limited reports whether some rule could limit a descriptor of these
-// entries: the domain's tree has a path of their keys, in order, ending at
-// a rule (values are only known per request; a constant generic_key value
-// must match). Entries that may be skipped (skip_if_absent) make any
-// prefix of the path count.
-func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
-	if len(es) == 0 {
-		return false
-	}
-	e := es[0]
-	for _, n := range nodes {
-		if n.Key != entryKey(e) {
-			continue
-		}
-		if e.Source == "generic_key" && e.Value != "" && !n.MatchValue(e.Value) {
-			continue
-		}
-		if len(es) == 1 && n.Rule != nil {
-			return true
-		}
-		if len(es) > 1 && (limited(n.Children, es[1:]) || n.Rule != nil && skippable(es[1:])) {
-			return true
-		}
-	}
-	if e.SkipIfAbsent && len(es) > 1 {
-		return limited(nodes, es[1:])
-	}
-	return false
-}
-
-func skippable(es []dimension.EntrySpec) bool {
-	for _, e := range es {
-		if !e.SkipIfAbsent {
-			return false
-		}
-	}
-	return true
 }
 
 // SetConfig installs cfg all or nothing: it builds cfg's routes first and,

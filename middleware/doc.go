@@ -15,6 +15,17 @@
 //     header fields and, on refusal, the response, and returns a release
 //     func to call when the request is done.
 //
+// # Checked at construction
+//
+// When the Decider has a configuration (a *policy.Engine), [New] refuses
+// what would let requests through unlimited without a word: a domain the
+// configuration lacks, a descriptor of the Extractor that no rule of the
+// domain can limit (a misspelt key, a header's name where the rules say
+// api_key, entries in another order than the rules nest them; see
+// [Limited]), a degrade rule whose fallback is not registered. Each error
+// says what and where. [WithDescriptorCheck](false) accepts an Extractor
+// its domain limits only in part, e.g. one shared by several domains.
+//
 // # What a request gets
 //
 // A request that produces no descriptor, or whose descriptors match no rule,

@@ -62,6 +62,8 @@ type options struct {
 	failOpen  bool
 	errLog    func(*http.Request, error)
 	maxWait   time.Duration
+	// noDescCheck: WithDescriptorCheck(false); the zero value checks.
+	noDescCheck bool
 }
 
 // WithHeaders chooses which header fields are written and under which
@@ -111,6 +113,13 @@ func WithErrorLog(fn func(*http.Request, error)) Option { return func(m *options
 // 30 s when neither this nor the context sets a bound.
 func WithMaxWait(d time.Duration) Option { return func(m *options) { m.maxWait = d } }
 
+// WithDescriptorCheck(false) lets New accept an Extractor with descriptors
+// that no rule of the domain can limit (see New), e.g. one Extractor shared
+// by middlewares of several domains, each limiting some of its
+// descriptors; the gateway passes it and warns of such route descriptors
+// itself. Default true: such a descriptor fails New.
+func WithDescriptorCheck(on bool) Option { return func(m *options) { m.noDescCheck = !on } }
+
 // Middleware limits HTTP requests by one domain of the rules. It is
 // immutable and safe for concurrent use.
 type Middleware struct {
@@ -157,9 +166,27 @@ const defaultFallbackWait = 30 * time.Second
 //   - WithFailOpen(false): a Decider error is a 503
 //   - WithErrorLog: none
 //   - WithMaxWait(0): the rules' max_wait and the request's deadline
+//   - WithDescriptorCheck(true): a descriptor no rule can limit is an error
 //
 // When d is a *policy.Engine (anything with Config() *policy.Config), New
-// checks that every degrade rule of the domain has its fallback registered.
+// checks its configuration as it is now (a later SetConfig is not
+// checked), each check an error that names what is wrong:
+//
+//   - the domain is in it (else every request would pass unlimited);
+//   - every descriptor of x can be limited by some rule of the domain
+//     (Limited): its keys, in order, lead down the domain's descriptor tree
+//     to a rule, a generic_key's constant matching the rule's value. Any
+//     descriptor that cannot is an error, not only when all of them cannot:
+//     the library has nowhere to warn, and such a descriptor is dead
+//     configuration, almost surely a misspelt key ("remote_adress") or a
+//     header's name where the rules say "api_key". The error names the
+//     descriptor (its index in the Spec and its keys in order), the domain
+//     and the keys the domain's rules start with. WithDescriptorCheck(false)
+//     skips this check;
+//   - every degrade rule of the domain has its fallback registered
+//     (a *MissingFallbackError).
+//
+// A Decider without Config is not checked.
 func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option) (*Middleware, error) {
 	if d == nil {
 		return nil, errors.New("middleware: New: nil Decider")
@@ -192,6 +219,11 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	if c, ok := d.(interface{ Config() *policy.Config }); ok {
 		if err := checkDomain(c.Config(), domain); err != nil {
 			return nil, err
+		}
+		if !m.o.noDescCheck {
+			if err := checkDescriptors(c.Config(), domain, x.DescriptorSpecs()); err != nil {
+				return nil, err
+			}
 		}
 		if err := CheckFallbacks(c.Config(), domain, m.o.fallbacks); err != nil {
 			return nil, err
