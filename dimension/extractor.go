@@ -13,9 +13,9 @@ import (
 )
 
 // Entry is one key/value pair of a descriptor, shaped as policy.Entry
-// (Envoy's RateLimitDescriptor.Entry). The package has its own type because
-// policy imports it (a rules file holds a Spec); declaring policy.Entry as
-// an alias of this one lets a caller pass Entries on without copying.
+// (Envoy's RateLimitDescriptor.Entry): the same fields in the same order,
+// so that one converts to the other (policy.Entry(e)); the package keeps a
+// type of its own so that it does not import policy.
 type Entry struct {
 	Key   string
 	Value string

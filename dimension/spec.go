@@ -313,7 +313,11 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options
 		}
 		return entry{}, &SpecError{f, fmt.Sprintf(format, args...)}
 	}
-	e := entry{srcName: s.Source, key: s.DescriptorKey(), value: s.Value, match: s.Match, def: s.Default, hasDef: s.Default != "", skip: s.SkipIfAbsent}
+	e := entry{srcName: s.Source, key: s.DescriptorKey(), value: s.Value, def: s.Default, hasDef: s.Default != "", skip: s.SkipIfAbsent}
+	if s.Match != nil {
+		m := *s.Match // the Extractor is immutable: a caller's later change to the Spec changes nothing
+		e.match = &m
+	}
 	kind, name, hasName := strings.Cut(s.Source, ":")
 	switch {
 	case s.Source == "":

@@ -30,7 +30,7 @@ var (
 
 // RegisterSection makes name a known domain-level field compiled by f.
 // Register before loading, e.g. from the package that owns the section
-// (package dimension registers "dimensions"); a later registration of the
+// (package gateway registers "gateway"); a later registration of the
 // same name replaces the earlier one. Envoy's fields cannot be registered.
 func RegisterSection(name string, f SectionFunc) {
 	if slices.Contains(rootFields, name) || f == nil {
