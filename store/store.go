@@ -23,6 +23,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/floodgate/floodgate/algo"
 )
@@ -34,7 +35,8 @@ type Request struct {
 	Key string
 	// Limit is the compiled limit to apply. Required.
 	Limit *algo.Limit
-	// Cost is the number of units to take (0 only reports the state).
+	// Cost is the number of units to take (0 only reports the state);
+	// negative is a bad request (ErrBadRequest) in every store.
 	Cost int64
 	// Lease identifies a Concurrency lease for Take, Release and
 	// Renewer.Renew.
@@ -247,8 +249,17 @@ func Check(reqs []Request, out []algo.Decision) error {
 		if reqs[i].Key == "" {
 			return errors.Join(ErrBadRequest, errors.New("request has an empty key"))
 		}
+		if reqs[i].Cost < 0 {
+			return NegativeCost(i, reqs[i].Key, reqs[i].Cost)
+		}
 	}
 	return nil
+}
+
+// NegativeCost is the error of request i, whose cost is negative: a
+// refund is Refund's, not a Take of less than nothing.
+func NegativeCost(i int, key string, cost int64) error {
+	return fmt.Errorf("%w: request %d (key %q): negative cost %d", ErrBadRequest, i, key, cost)
 }
 
 // Unwind applies the after-refusal rule of Take to d, the decision of a

@@ -154,15 +154,7 @@ func (s *Store) check(reqs []store.Request, out []algo.Decision) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
-	if err := store.Check(reqs, out); err != nil {
-		return err
-	}
-	for i := range reqs {
-		if reqs[i].Cost < 0 {
-			return fmt.Errorf("%w: request %d (key %q): negative cost %d", store.ErrBadRequest, i, reqs[i].Key, reqs[i].Cost)
-		}
-	}
-	return nil
+	return store.Check(reqs, out)
 }
 
 // Take decides reqs as one all-or-nothing acquisition. Memcached cannot

@@ -222,6 +222,9 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		if err := checkOne(r.Key, r.Limit); err != nil {
 			return store.Result{}, err
 		}
+		if r.Cost < 0 {
+			return store.Result{}, store.NegativeCost(0, r.Key, r.Cost)
+		}
 		if s.closed.Load() {
 			return store.Result{}, errClosed
 		}
@@ -261,6 +264,9 @@ func (s *Store) TakeKey(ctx context.Context, d *algo.Decision, prefix, key strin
 	k := unsafe.String(&b[0], len(b))
 	if err := checkOne(k, l); err != nil {
 		return 0, err
+	}
+	if cost < 0 {
+		return 0, store.NegativeCost(0, prefix+key, cost) // not k: it would move buf to the heap
 	}
 	if s.closed.Load() {
 		return 0, errClosed

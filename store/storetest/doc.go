@@ -67,7 +67,7 @@
 //     free at t0+1.9·TTL+1µs; renewing a released or an expired lease
 //     does not revive it. Decisions match the reference.
 //   - peek: Peek charges nothing.
-//   - bad_requests: nil limits, empty keys and mismatched lengths return
+//   - bad_requests: nil limits, empty keys, negative costs and mismatched lengths return
 //     errors wrapping store.ErrBadRequest, without a panic.
 //   - cancelled: Take and Peek under a cancelled context fail with the
 //     context's error, not store.ErrUnavailable, and charge nothing.

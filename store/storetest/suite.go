@@ -440,6 +440,8 @@ func testBadRequests(t *testing.T, h *Harness) {
 		{"empty key", []store.Request{{Limit: l, Cost: 1}}, make([]algo.Decision, 1)},
 		{"nil limit among others", []store.Request{{Key: key, Limit: l, Cost: 1}, {Key: key + "2", Cost: 1}}, make([]algo.Decision, 2)},
 		{"out too short", []store.Request{{Key: key, Limit: l, Cost: 1}, {Key: key + "2", Limit: l, Cost: 1}}, make([]algo.Decision, 1)},
+		{"negative cost", []store.Request{{Key: key, Limit: l, Cost: -3}}, make([]algo.Decision, 1)},
+		{"negative cost among others", []store.Request{{Key: key, Limit: l, Cost: 1}, {Key: key + "2", Limit: l, Cost: -3}}, make([]algo.Decision, 2)},
 	}
 	for _, c := range cases {
 		func() {
