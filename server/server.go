@@ -143,6 +143,20 @@ func WithEnvoyHeaders(on bool) Option { return func(s *Server) { s.envoyHeaders 
 // offers h2 by ALPN.
 func WithGateway(h http.Handler) Option { return func(s *Server) { s.gateway = h } }
 
+// WithGatewayClientTimeout closes a gateway HTTP/2 connection whose client
+// has taken none of its bytes for d (default 0: no bound), as the
+// gateway's client timeout (gateway.WithClientTimeout) does to an HTTP/1.1
+// one, which it sets a write deadline on. Over HTTP/2 that per-request
+// deadline cannot act on its own: the stream reset it sends waits behind
+// the connection's blocked write, so that a client that granted a large
+// flow-control window and stopped reading its socket held every stream's
+// handler, concurrency slot and upstream request for as long as it kept
+// the connection open. d is http.HTTP2Config.WriteByteTimeout; floodgate
+// serve passes its --client-timeout.
+func WithGatewayClientTimeout(d time.Duration) Option {
+	return func(s *Server) { s.gatewayClient = d }
+}
+
 // WithGRPCCredentials makes the gRPC listener speak what c does, e.g.
 // credentials.NewTLS for TLS (default: plaintext). The handshake runs on
 // gRPC's connection timeout; health and the drain are unchanged.
@@ -240,8 +254,11 @@ type Server struct {
 	headerWriter *headers.Writer
 	envoyHeaders bool
 	gateway      http.Handler
-	grpcCreds    credentials.TransportCredentials
-	drain        time.Duration
+	// gatewayClient bounds a gateway HTTP/2 connection's blocked writes
+	// (0: none).
+	gatewayClient time.Duration
+	grpcCreds     credentials.TransportCredentials
+	drain         time.Duration
 	// shutdownDelay: how long Serve reports not ready before it drains.
 	shutdownDelay time.Duration
 	// grpcMaxAge, grpcMaxAgeGrace: the gRPC connections' age (0: none).
@@ -282,6 +299,7 @@ type Server struct {
 //   - WithHeaders(headers.Options{}): every header field, default names
 //   - WithEnvoyHeaders(false): no header fields in the Envoy APIs' answers
 //   - WithGateway(nil)
+//   - WithGatewayClientTimeout(0): a gateway HTTP/2 connection's writes not bounded
 //   - WithDrainTimeout(10s)
 //   - WithBodyTimeout(10s)
 //   - WithShutdownDelay(0): drain as soon as Serve's context is done
@@ -583,10 +601,25 @@ var idleTimeout = 2 * time.Minute
 // error from a listener stops everything and is returned.
 func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpActive, adminActive activeConns
-	httpSrv := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
+	// proxied counts the gateway's requests in flight, for the drain's
+	// report: an HTTP/2 connection carries many.
+	var proxied atomic.Int64
+	httpHandler := s.HTTPHandler()
+	if s.gateway != nil {
+		next := httpHandler
+		httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			proxied.Add(1)
+			defer proxied.Add(-1)
+			next.ServeHTTP(w, r)
+		})
+	}
+	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
 		ConnState: httpActive.track, ErrorLog: s.httpErrorLog("http")}
 	if s.gateway != nil {
 		httpSrv.Protocols = gatewayProtocols()
+		if s.gatewayClient > 0 {
+			httpSrv.HTTP2 = &http.HTTP2Config{WriteByteTimeout: s.gatewayClient}
+		}
 	}
 	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout, ConnState: adminActive.track,
 		ErrorLog: s.httpErrorLog("admin")}
@@ -647,9 +680,10 @@ loop:
 	}()
 	var cut [3]int
 	errs := make([]error, 3)
-	cut[0], errs[0] = shutdown(dctx, httpSrv, &httpActive)
+	var proxiedCut int64
+	cut[0], errs[0] = shutdown(dctx, httpSrv, &httpActive, func() { proxiedCut = proxied.Load() })
 	if apiSrv != nil {
-		cut[2], errs[2] = shutdown(dctx, apiSrv, &apiActive)
+		cut[2], errs[2] = shutdown(dctx, apiSrv, &apiActive, nil)
 	}
 	grpcCut := false
 	select {
@@ -666,10 +700,15 @@ loop:
 	// The admin address closes last: while the rest drains, /readyz and
 	// /healthz answer 503 "draining" and /metrics shows the drain, rather
 	// than refusing connections as if the process were gone.
-	cut[1], errs[1] = shutdown(dctx, adminSrv, &adminActive)
+	cut[1], errs[1] = shutdown(dctx, adminSrv, &adminActive, nil)
 	if dctx.Err() != nil && (cut[0] > 0 || cut[1] > 0 || cut[2] > 0 || grpcCut) {
 		var what []string
-		if cut[0] > 0 {
+		switch {
+		case cut[0] > 0 && s.gateway != nil:
+			// Not the HTTP API, which gateway mode moves to --api, and
+			// not one request per connection: HTTP/2 multiplexes.
+			what = append(what, fmt.Sprintf("%d proxied request(s) (gateway, %d connection(s))", proxiedCut, cut[0]))
+		case cut[0] > 0:
 			what = append(what, fmt.Sprintf("%d HTTP API request(s)", cut[0]))
 		}
 		if cut[2] > 0 {
@@ -721,11 +760,15 @@ func (w httpLogWriter) Write(p []byte) (int, error) {
 }
 
 // shutdown closes srv gracefully, up to ctx's deadline; then it closes the
-// connections left and returns how many were serving a request.
-func shutdown(ctx context.Context, srv *http.Server, active *activeConns) (cut int, err error) {
+// connections left and returns how many were serving a request. before,
+// when not nil, runs just before they are closed.
+func shutdown(ctx context.Context, srv *http.Server, active *activeConns, before func()) (cut int, err error) {
 	err = srv.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		cut = active.count()
+		if before != nil {
+			before()
+		}
 		srv.Close()
 		err = nil
 	}

@@ -520,7 +520,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.origin("upstream", f.upstream), err)
 		}
-		opts = append(opts, server.WithGateway(gw))
+		opts = append(opts, server.WithGateway(gw), server.WithGatewayClientTimeout(f.clientTimeout))
 		// Routes no rule limits pass unlimited: floodgate validate warns
 		// of them, and so does the server that runs them.
 		if ws, _ := gateway.Check(cfg, gateway.WithPreserveHost(f.preserveHost)); len(ws) > 0 {
