@@ -12,8 +12,10 @@ import (
 // Limited reports whether some rule of dom could limit a descriptor made
 // of entries: dom's descriptor tree has a path of their keys
 // (EntrySpec.DescriptorKey), in order, ending at a rule. Values are only
-// known per request, so any value counts, except a generic_key entry's
-// constant, which must match the tree's value (policy.Node.MatchValue).
+// known per request, so any value counts, except the constant of a
+// generic_key entry or of a Match entry (header_value_match's
+// descriptor_value), which must match the tree's value
+// (policy.Node.MatchValue).
 // Entries that may be left out (SkipIfAbsent) make the paths without them
 // count too. False for no entries or a nil dom.
 //
@@ -35,7 +37,7 @@ func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
 		if n.Key != e.DescriptorKey() {
 			continue
 		}
-		if e.Source == "generic_key" && e.Value != "" && !n.MatchValue(e.Value) {
+		if constant(e) && !n.MatchValue(e.Value) {
 			continue
 		}
 		if len(es) == 1 && n.Rule != nil {
@@ -49,6 +51,12 @@ func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
 		return limited(nodes, es[1:])
 	}
 	return false
+}
+
+// constant reports whether e's value is always its Value: a generic_key
+// entry, or a Match entry, whose value when the test passes is Value.
+func constant(e dimension.EntrySpec) bool {
+	return e.Value != "" && (e.Source == "generic_key" || e.Match != nil)
 }
 
 func skippable(es []dimension.EntrySpec) bool {
@@ -88,13 +96,13 @@ func checkDescriptors(cfg *policy.Config, domain string, specs []dimension.Descr
 		strings.Join(dead, ", "), domain, topKeys(dom), these)
 }
 
-// entriesText is a descriptor's keys in order, a generic_key's with its
-// constant: [generic_key="checkout", remote_address].
+// entriesText is a descriptor's keys in order, a constant one's with its
+// value: [generic_key="checkout", remote_address].
 func entriesText(es []dimension.EntrySpec) string {
 	parts := make([]string, len(es))
 	for i, e := range es {
 		parts[i] = e.DescriptorKey()
-		if e.Source == "generic_key" && e.Value != "" {
+		if constant(e) {
 			parts[i] += "=" + strconv.Quote(e.Value)
 		}
 	}

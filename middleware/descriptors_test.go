@@ -125,7 +125,7 @@ func TestNewDescriptorCheck(t *testing.T) {
 		{"user under another key", []dimension.EntrySpec{{Source: "user", Key: "user_id"}}, []dimension.Option{user}, "[user_id]"},
 		{"tenant from WithTenant", []dimension.EntrySpec{{Source: "tenant"}}, []dimension.Option{dimension.WithTenant(func(*http.Request) string { return "t" })}, "[tenant]"},
 		{"match entry keyed as a rule", []dimension.EntrySpec{{Source: "header:X-Key", Key: "api_key", Match: &dimension.MatchSpec{Present: true}, Value: "any"}, {Source: "path"}}, nil, ""},
-		{"match entry, default key", []dimension.EntrySpec{{Source: "header:X-Key", Match: &dimension.MatchSpec{Present: true}, Value: "any"}}, nil, "[header_match]"},
+		{"match entry, default key", []dimension.EntrySpec{{Source: "header:X-Key", Match: &dimension.MatchSpec{Present: true}, Value: "any"}}, nil, `[header_match="any"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := descs(tc.es)
@@ -158,5 +158,30 @@ func TestLimited(t *testing.T) {
 	}
 	if middleware.Limited(dom, nil) || middleware.Limited(nil, []dimension.EntrySpec{{Source: "remote_address"}}) {
 		t.Error("no entries or no domain = true, want false")
+	}
+}
+
+// A match entry (Envoy's header_value_match) has a constant value, its
+// Value when the test passes: a value no rule of its key matches limits
+// nothing, as a generic_key's constant that none matches (it passed the
+// check, the value unread), while one that a rule's value or pattern
+// matches is limited.
+func TestNewComparesMatchEntryValue(t *testing.T) {
+	e := engine(t, `
+domain: api
+descriptors:
+  - key: header_match
+    value: admin-*
+    rate_limit: {unit: second, requests_per_unit: 10}
+`, nil)
+	admin := &dimension.MatchSpec{Exact: "admin"}
+	x := extractor(t, descs([]dimension.EntrySpec{{Source: "header:X-Role", Match: admin, Value: "adm"}}))
+	want := `descriptors[0] [header_match="adm"]: no rule of domain "api"`
+	if _, err := middleware.New(e, "api", x); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("match entry whose value no rule matches: New = %v, want an error with %s", err, want)
+	}
+	x = extractor(t, descs([]dimension.EntrySpec{{Source: "header:X-Role", Match: admin, Value: "admin-paths"}}))
+	if _, err := middleware.New(e, "api", x); err != nil {
+		t.Errorf("match entry whose value a rule's pattern matches: New = %v, want nil", err)
 	}
 }
