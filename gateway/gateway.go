@@ -142,6 +142,10 @@ func WithPreserveHost(on bool) Option { return func(o *options) { o.preserveHost
 // (5 s when d is 0 or negative), the connection then closed. After
 // a protocol upgrade (websockets) it bounds each write to the client too,
 // but not idleness: a websocket on which nothing is sent stays open.
+// Served over HTTP/2, each stream's writes are bounded, but a client that
+// stops reading the whole connection blocks the stream resets too: set
+// the server's HTTP2.WriteByteTimeout to d as well (floodgate serve does,
+// server.WithGatewayClientTimeout).
 func WithClientTimeout(d time.Duration) Option {
 	return func(o *options) { o.client, o.clientSet = d, true }
 }
