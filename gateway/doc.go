@@ -112,7 +112,9 @@
 // RESOURCE_EXHAUSTED for a limit's refusal (whatever refuse_status says),
 // INVALID_ARGUMENT for 400, UNAVAILABLE for 502, 503 and 504 — and the
 // problem's detail as grpc-message; the rate limit fields and Retry-After
-// are the call's trailer metadata (middleware.WriteProblemFor).
+// are the call's trailer metadata (middleware.WriteProblemFor), with
+// grpc-retry-pushback-ms for a limit's refusal (middleware.Reject). A
+// degrade rule rejects a gRPC call rather than hand it to its fallback.
 //
 // # Reload, concurrency, clock
 //

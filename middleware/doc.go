@@ -84,7 +84,13 @@
 // 200, trailers-only, grpc-status [GRPCCode] of the status —
 // RESOURCE_EXHAUSTED for a refusal, INVALID_ARGUMENT for 400, INTERNAL for
 // 500, UNAVAILABLE for 503 — the detail as grpc-message, and the header
-// fields (Retry-After included) as the call's trailer metadata.
+// fields (Retry-After included) as the call's trailer metadata. A refusal
+// that can say when to retry says it in milliseconds too, as
+// grpc-retry-pushback-ms (gRPC's retry design, A6: a client whose retry
+// policy retries RESOURCE_EXHAUSTED waits that long); one that can never
+// pass says -1, which tells such a client not to retry. A gRPC call is
+// never degraded: a fallback handler's answer is an HTTP response, not a
+// gRPC one, so a degrade rule rejects it as above.
 //
 // # Concurrency and clock
 //

@@ -1,10 +1,13 @@
 package middleware_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
+	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/middleware"
 )
 
@@ -83,6 +86,75 @@ func TestRejectGRPC(t *testing.T) {
 		if i == 3 && (grpcStatus != "8" || w.Header().Get("Grpc-Message") != "per-ip: rate limit exceeded; retry in 50 s" ||
 			w.Header().Get("Retry-After") != "50" || w.Header().Get("X-RateLimit-Remaining") != "0" || w.Body.Len() != 0) {
 			t.Errorf("call 4: %v %q; want RESOURCE_EXHAUSTED, its message, Retry-After and the fields, no body", w.Header(), w.Body)
+		}
+		if ms, err := strconv.Atoi(w.Header().Get("Grpc-Retry-Pushback-Ms")); i == 3 && (err != nil || ms <= 49000 || ms > 50000) {
+			t.Errorf("call 4: grpc-retry-pushback-ms %q, want the wait in ms (within Retry-After's 50 s)", w.Header().Get("Grpc-Retry-Pushback-Ms"))
+		}
+	}
+}
+
+// A gRPC call a limit can never admit is told not to retry
+// (grpc-retry-pushback-ms -1), one a concurrency limit refuses gets no
+// pushback (no time is promised), and an HTTP request gets none.
+func TestGRPCPushbackNeverAndConcurrency(t *testing.T) {
+	m, err := middleware.New(engine(t, `
+domain: web
+descriptors:
+  - key: path
+    value: /blocked
+    rate_limit: {name: blocked, unit: second, requests_per_unit: 0}
+  - key: path
+    value: /slots
+    rate_limit: {name: slots, algorithm: concurrency, requests_per_unit: 1, lease_ttl: 1m}
+`, newClock(t0)), "web", extractor(t, dimension.Spec{Descriptors: []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "path"}}}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(path, ct string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", path, nil)
+		r.Header.Set("Content-Type", ct)
+		w := httptest.NewRecorder()
+		m.Handler(http.HandlerFunc(ok)).ServeHTTP(w, r)
+		return w
+	}
+	if w := call("/blocked", "application/grpc"); w.Header().Get("Grpc-Status") != "8" || w.Header().Get("Grpc-Retry-Pushback-Ms") != "-1" {
+		t.Errorf("never: %v, want RESOURCE_EXHAUSTED with grpc-retry-pushback-ms -1", w.Header())
+	}
+	if w := call("/blocked", "application/json"); w.Code != 429 || w.Header().Get("Grpc-Retry-Pushback-Ms") != "" {
+		t.Errorf("never over HTTP: %d %v, want 429 without a gRPC pushback", w.Code, w.Header())
+	}
+	done, pass := m.Check(httptest.NewRecorder(), httptest.NewRequest("POST", "/slots", nil))
+	if !pass {
+		t.Fatal("the first slot refused")
+	}
+	defer done()
+	if w := call("/slots", "application/grpc"); w.Header().Get("Grpc-Status") != "8" || w.Header().Values("Grpc-Retry-Pushback-Ms") != nil {
+		t.Errorf("concurrency: %v, want RESOURCE_EXHAUSTED without a pushback", w.Header())
+	}
+}
+
+// A gRPC call a degrade rule refuses is rejected, RESOURCE_EXHAUSTED, not
+// handed to the fallback, whose HTTP answer its client could not read;
+// an HTTP request still gets the fallback.
+func TestGRPCNotDegraded(t *testing.T) {
+	fallback := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "cached\n") })
+	m, err := middleware.New(engine(t, strategiesConfig, newClock(t0)), "web",
+		extractor(t, dimension.Spec{Descriptors: []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "path"}}}}}),
+		middleware.WithFallback("cached", fallback), middleware.WithFallback("nowhere", fallback), middleware.WithDescriptorCheck(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(ok))
+	for i, ct := range []string{"application/json", "application/grpc", "application/json"} {
+		r := httptest.NewRequest("POST", "/degrade", nil)
+		r.Header.Set("Content-Type", ct)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch {
+		case i == 1 && (w.Code != 200 || w.Header().Get("Grpc-Status") != "8" || w.Body.Len() != 0):
+			t.Errorf("gRPC call over the limit: %d %v %q, want RESOURCE_EXHAUSTED, no body", w.Code, w.Header(), w.Body)
+		case i == 2 && w.Body.String() != "cached\n":
+			t.Errorf("HTTP request over the limit: %d %q, want the fallback's answer", w.Code, w.Body)
 		}
 	}
 }

@@ -74,7 +74,9 @@ func WithHeaders(o headers.Options) Option { return func(m *options) { m.headers
 // WithFallback registers the handler that serves requests a rule with
 // strategy degrade and fallback: name refuses. A refused request whose
 // fallback is not registered is rejected (429) and reported to the error
-// log. Default: none.
+// log. A gRPC call (IsGRPC) is rejected too, RESOURCE_EXHAUSTED: h's
+// answer would not be a gRPC response, which its client cannot read.
+// Default: none.
 func WithFallback(name string, h http.Handler) Option {
 	return func(m *options) {
 		if m.fallbacks == nil {
@@ -409,7 +411,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		return nop, true
 	}
 	m.fields.WriteStatuses(w.Header(), resp.Statuses)
-	if resp.Strategy == policy.StrategyDegrade {
+	if resp.Strategy == policy.StrategyDegrade && !IsGRPC(r) {
 		if fb := m.o.fallbacks[resp.Fallback]; fb != nil {
 			fb.ServeHTTP(w, r)
 			return nop, false
@@ -424,7 +426,10 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 // expected on w already (headers.Write); the body is a quota-exceeded
 // problem naming the violated policies. ps are the response's policies
 // (headers.FromStatuses). A gRPC call gets RESOURCE_EXHAUSTED with the
-// problem's detail instead (WriteProblemFor).
+// problem's detail instead (WriteProblemFor), and grpc-retry-pushback-ms:
+// the wait in milliseconds, rounded up, or -1 (do not retry) when the
+// request can never pass; none for a concurrency limit, which promises
+// no time.
 func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy) {
 	p := Problem{
 		Type:             TypeQuotaExceeded,
@@ -433,12 +438,19 @@ func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 		Instance:         pathOf(r),
 		ViolatedPolicies: Violated(resp),
 	}
+	grpc := IsGRPC(r)
 	if wait, ok := headers.RetryAfterOf(ps); ok {
 		s := headers.Seconds(wait)
 		p.RetryAfter = &s
 		p.Detail = fmt.Sprintf("rate limit exceeded; retry in %d s", s)
+		if grpc {
+			w.Header().Set(grpcPushback, strconv.FormatInt(int64((wait+time.Millisecond-1)/time.Millisecond), 10))
+		}
 	} else if never(ps) {
 		p.Detail = "rate limit exceeded; this request can never pass this limit"
+		if grpc {
+			w.Header().Set(grpcPushback, "-1")
+		}
 	} else {
 		// A concurrency limit refused: no time can be promised.
 		p.Detail = "too many requests in flight; retry when one of them completes"

@@ -108,6 +108,11 @@ func IsGRPC(r *http.Request) bool {
 	return rest == "" || rest[0] == '+' || rest[0] == ';'
 }
 
+// grpcPushback is the trailer in which a gRPC server tells a retrying
+// client how many milliseconds to wait, or with a negative value not to
+// retry (gRPC proposal A6, client retries).
+const grpcPushback = "Grpc-Retry-Pushback-Ms"
+
 // gRPC status codes of GRPCCode (google.golang.org/grpc/codes, which this
 // package does not import).
 const (
