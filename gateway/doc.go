@@ -105,8 +105,8 @@
 //
 //	grpcurl -plaintext -d '{}' 127.0.0.1:8080 grpc.health.v1.Health/Check
 //
-// Every answer of the gateway's own to a gRPC call (Content-Type
-// application/grpc or application/grpc+…) is a gRPC error, not an HTTP
+// Every answer of the gateway's own to a gRPC call (a POST over HTTP/2
+// with Content-Type application/grpc or application/grpc+…) is a gRPC error, not an HTTP
 // status, which a gRPC client would read as UNAVAILABLE: HTTP 200,
 // trailers-only, with grpc-status middleware.GRPCCode of the HTTP status —
 // RESOURCE_EXHAUSTED for a limit's refusal (whatever refuse_status says),

@@ -48,6 +48,7 @@ descriptors:
 		{"application/json", []string{"k"}, 503, "", "", "50"},
 	} {
 		r := httptest.NewRequest("POST", "/pkg.Svc/Method", nil)
+		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0 // as gRPC clients send
 		r.RemoteAddr = "192.0.2.1:1234"
 		r.Header.Set("Content-Type", c.contentType)
 		r.Header["X-Api-Key"] = c.keys

@@ -78,8 +78,8 @@
 // cost from [WithCost]) gets 500, never failed open. Nothing panics on any
 // request. [WithErrorLog] receives every such error in full.
 //
-// A gRPC call ([IsGRPC]: Content-Type application/grpc or
-// application/grpc+…, e.g. a grpc.Server served through ServeHTTP) gets
+// A gRPC call ([IsGRPC]: a POST over HTTP/2 with Content-Type
+// application/grpc or application/grpc+…, e.g. a grpc.Server served through ServeHTTP) gets
 // each of these answers as a gRPC error instead ([WriteProblemFor]): HTTP
 // 200, trailers-only, grpc-status [GRPCCode] of the status —
 // RESOURCE_EXHAUSTED for a refusal, INVALID_ARGUMENT for 400, INTERNAL for

@@ -11,6 +11,15 @@ import (
 	"github.com/floodgate/floodgate/middleware"
 )
 
+// grpcRequest is a POST to path over HTTP/2 with Content-Type ct, as a
+// gRPC client sends it.
+func grpcRequest(path, ct string) *http.Request {
+	r := httptest.NewRequest("POST", path, nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	r.Header.Set("Content-Type", ct)
+	return r
+}
+
 func TestIsGRPC(t *testing.T) {
 	for ct, want := range map[string]bool{
 		"application/grpc":                true,
@@ -24,8 +33,7 @@ func TestIsGRPC(t *testing.T) {
 		"application/json":                false,
 		"":                                false,
 	} {
-		r := httptest.NewRequest("POST", "/pkg.Svc/M", nil)
-		r.Header.Set("Content-Type", ct)
+		r := grpcRequest("/pkg.Svc/M", ct)
 		if got := middleware.IsGRPC(r); got != want {
 			t.Errorf("IsGRPC(Content-Type %q) = %v, want %v", ct, got, want)
 		}
@@ -45,8 +53,7 @@ func TestGRPCCode(t *testing.T) {
 // other request gets the problem body.
 func TestWriteProblemFor(t *testing.T) {
 	p := middleware.Problem{Status: 503, Detail: "the store timed out: 100% é\n"}
-	r := httptest.NewRequest("POST", "/pkg.Svc/M", nil)
-	r.Header.Set("Content-Type", "application/grpc+proto")
+	r := grpcRequest("/pkg.Svc/M", "application/grpc+proto")
 	w := httptest.NewRecorder()
 	w.Header().Set("Retry-After", "7")
 	w.Header().Set("Content-Length", "99")
@@ -75,10 +82,8 @@ func TestRejectGRPC(t *testing.T) {
 	}
 	h := m.Handler(http.HandlerFunc(ok))
 	for i := range 4 {
-		r := httptest.NewRequest("POST", "/pkg.Svc/M", nil)
-		r.Header.Set("Content-Type", "application/grpc")
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, grpcRequest("/pkg.Svc/M", "application/grpc"))
 		grpcStatus := w.Header().Get("Grpc-Status")
 		if w.Code != 200 || (i < 3) != (grpcStatus == "") {
 			t.Errorf("call %d: %d grpc-status %q", i+1, w.Code, grpcStatus)
@@ -111,10 +116,8 @@ descriptors:
 		t.Fatal(err)
 	}
 	call := func(path, ct string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", path, nil)
-		r.Header.Set("Content-Type", ct)
 		w := httptest.NewRecorder()
-		m.Handler(http.HandlerFunc(ok)).ServeHTTP(w, r)
+		m.Handler(http.HandlerFunc(ok)).ServeHTTP(w, grpcRequest(path, ct))
 		return w
 	}
 	if w := call("/blocked", "application/grpc"); w.Header().Get("Grpc-Status") != "8" || w.Header().Get("Grpc-Retry-Pushback-Ms") != "-1" {
@@ -146,15 +149,44 @@ func TestGRPCNotDegraded(t *testing.T) {
 	}
 	h := m.Handler(http.HandlerFunc(ok))
 	for i, ct := range []string{"application/json", "application/grpc", "application/json"} {
-		r := httptest.NewRequest("POST", "/degrade", nil)
-		r.Header.Set("Content-Type", ct)
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, grpcRequest("/degrade", ct))
 		switch {
 		case i == 1 && (w.Code != 200 || w.Header().Get("Grpc-Status") != "8" || w.Body.Len() != 0):
 			t.Errorf("gRPC call over the limit: %d %v %q, want RESOURCE_EXHAUSTED, no body", w.Code, w.Header(), w.Body)
 		case i == 2 && w.Body.String() != "cached\n":
 			t.Errorf("HTTP request over the limit: %d %q, want the fallback's answer", w.Code, w.Body)
 		}
+	}
+}
+
+// Only a POST over HTTP/2 is a gRPC call: a GET, or an HTTP/1.1 request,
+// with Content-Type application/grpc that a limit refuses gets the 429
+// (not cached by shared caches), not a 200 with no body that a cache in
+// front could store for the URL and serve to everyone else.
+func TestGRPCOnlyPOSTOverHTTP2(t *testing.T) {
+	get := grpcRequest("/page", "application/grpc")
+	get.Method = "GET"
+	h1 := grpcRequest("/page", "application/grpc")
+	h1.Proto, h1.ProtoMajor, h1.ProtoMinor = "HTTP/1.1", 1, 1
+	for name, r := range map[string]*http.Request{"GET over HTTP/2": get, "POST over HTTP/1.1": h1} {
+		if middleware.IsGRPC(r) {
+			t.Errorf("%s: IsGRPC = true, want false", name)
+		}
+	}
+	m, err := middleware.New(engine(t, perIPConfig, newClock(t0)), "web", extractor(t, perIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(ok))
+	for range 3 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/page", nil))
+	}
+	r := httptest.NewRequest("GET", "/page", nil)
+	r.Header.Set("Content-Type", "application/grpc")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 429 || w.Header().Get("Grpc-Status") != "" || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("refused GET with Content-Type application/grpc: %d %v, want the 429 problem", w.Code, w.Header())
 	}
 }

@@ -95,11 +95,18 @@ func WriteProblemFor(w http.ResponseWriter, r *http.Request, p Problem) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// IsGRPC reports whether r is a gRPC call: its Content-Type is
-// application/grpc, or application/grpc+… (+proto, +json), with or
-// without parameters. gRPC-Web (application/grpc-web…) is not: its
-// clients read HTTP statuses.
+// IsGRPC reports whether r is a gRPC call: a POST over HTTP/2 (or
+// later) whose Content-Type is application/grpc, or application/grpc+…
+// (+proto, +json), with or without parameters. gRPC-Web
+// (application/grpc-web…) is not: its clients read HTTP statuses. Nor is
+// any other method or an HTTP/1.x request, which no gRPC client sends: a
+// refusal answered 200 to, say, a GET that anyone can make with that
+// Content-Type, is a response a shared cache could keep and serve to
+// everyone else for the URL in place of the page.
 func IsGRPC(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.ProtoMajor < 2 {
+		return false
+	}
 	ct := r.Header.Get("Content-Type")
 	if len(ct) < len("application/grpc") || !strings.EqualFold(ct[:len("application/grpc")], "application/grpc") {
 		return false
