@@ -37,13 +37,15 @@ func hpackLiteral(pairs ...string) []byte {
 	return b
 }
 
-// A client that opens a stream over h2c, grants the gateway all the flow
-// control window there is and then never reads its connection has its
-// request aborted after --client-timeout, its concurrency slot freed, as
-// over HTTP/1.1: the per-stream write deadline alone could not do it, its
-// RST_STREAM queued behind the connection's blocked write, the handler
-// (and the slot, and the upstream request) held for as long as the client
-// kept the connection open.
+// A client that opens a stream over h2c and takes none of the response
+// has its request aborted after --client-timeout, its concurrency slot
+// freed, as over HTTP/1.1, whether it reads its connection but never
+// opens the stream's flow-control window (the per-stream write deadline
+// resets the stream), or grants all the window there is and never reads
+// the connection: there the per-stream deadline alone could not do it,
+// its RST_STREAM queued behind the connection's blocked write, and the
+// handler, the slot and the upstream request were held for as long as
+// the client kept the connection open.
 func TestServeGatewayH2ClientThatNeverReads(t *testing.T) {
 	upEnded := make(chan struct{}, 4)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,38 +75,44 @@ descriptors:
 	out, _ := startBinary(t, nil, "--config", cfg, "--upstream", up.URL, "--client-timeout", "300ms")
 	addr := gatewayAddr(t, out.String())
 
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-	io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-	h2Frame(t, c, 0x4, 0, 0, []byte{0, 0x4, 0x7f, 0xff, 0xff, 0xff}) // SETTINGS_INITIAL_WINDOW_SIZE 2^31-1
-	h2Frame(t, c, 0x4, 0x1, 0, nil)                                  // ACK of the server's SETTINGS, unread
-	h2Frame(t, c, 0x8, 0, 0, binary.BigEndian.AppendUint32(nil, 0x7fffffff-65535))
-	h2Frame(t, c, 0x1, 0x5, 1, hpackLiteral(":method", "GET", ":scheme", "http", ":path", "/big", ":authority", "x"))
-	// and never a read.
-
-	select {
-	case <-upEnded:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream request of a client that reads nothing still open after 10 s (--client-timeout 300ms)")
-	}
-	// The slot is free: another connection of the same address passes.
-	var resp *http.Response
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		resp, err = http.Get("http://" + addr + "/fast")
+	for _, readsConn := range []bool{true, false} {
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode == 200 || time.Now().After(deadline) {
-			break
+		defer c.Close()
+		io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+		if readsConn {
+			h2Frame(t, c, 0x4, 0, 0, nil) // the default window, 64 KB, never opened further
+			go io.Copy(io.Discard, c)
+		} else {
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+			h2Frame(t, c, 0x4, 0, 0, []byte{0, 0x4, 0x7f, 0xff, 0xff, 0xff}) // SETTINGS_INITIAL_WINDOW_SIZE 2^31-1
+			h2Frame(t, c, 0x8, 0, 0, binary.BigEndian.AppendUint32(nil, 0x7fffffff-65535))
 		}
-		time.Sleep(50 * time.Millisecond) // the handler returns just after the upstream request ends
-	}
-	if resp.StatusCode != 200 {
-		t.Errorf("GET /fast after the stalled stream: %d, want 200 (its concurrency slot released)", resp.StatusCode)
+		h2Frame(t, c, 0x4, 0x1, 0, nil) // ACK of the server's SETTINGS, read or not
+		h2Frame(t, c, 0x1, 0x5, 1, hpackLiteral(":method", "GET", ":scheme", "http", ":path", "/big", ":authority", "x"))
+
+		select {
+		case <-upEnded:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reads its connection %v: the upstream request of a client that takes nothing still open after 10 s (--client-timeout 300ms)", readsConn)
+		}
+		// The slot is free: another connection of the same address passes.
+		var resp *http.Response
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			resp, err = http.Get("http://" + addr + "/fast")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // the handler returns just after the upstream request ends
+		}
+		if resp.StatusCode != 200 {
+			t.Errorf("reads its connection %v: GET /fast after the stalled stream: %d, want 200 (its concurrency slot released)", readsConn, resp.StatusCode)
+		}
 	}
 }
