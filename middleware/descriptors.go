@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,11 +12,12 @@ import (
 
 // Limited reports whether some rule of dom could limit a descriptor made
 // of entries: dom's descriptor tree has a path of their keys
-// (EntrySpec.DescriptorKey), in order, ending at a rule. Values are only
-// known per request, so any value counts, except the constant of a
-// generic_key entry or of a Match entry (header_value_match's
-// descriptor_value), which must match the tree's value
-// (policy.Node.MatchValue).
+// (EntrySpec.DescriptorKey), in order, ending at a rule. Most values are
+// only known per request, so any value counts; an entry whose values are
+// known beforehand — a generic_key's or a Match entry's Value
+// (header_value_match's descriptor_value), a path entry's Routes, each
+// with the Default it takes when its source has none — needs one of them
+// to match the tree's value (policy.Node.MatchValue).
 // Entries that may be left out (SkipIfAbsent) make the paths without them
 // count too. False for no entries or a nil dom.
 //
@@ -37,7 +39,7 @@ func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
 		if n.Key != e.DescriptorKey() {
 			continue
 		}
-		if constant(e) && !n.MatchValue(e.Value) {
+		if vs, known := values(e); known && !slices.ContainsFunc(vs, n.MatchValue) {
 			continue
 		}
 		if len(es) == 1 && n.Rule != nil {
@@ -53,10 +55,24 @@ func limited(nodes []*policy.Node, es []dimension.EntrySpec) bool {
 	return false
 }
 
-// constant reports whether e's value is always its Value: a generic_key
-// entry, or a Match entry, whose value when the test passes is Value.
-func constant(e dimension.EntrySpec) bool {
-	return e.Value != "" && (e.Source == "generic_key" || e.Match != nil)
+// values returns the values e can take when they are known before any
+// request (known true): a generic_key's Value; a Match entry's Value,
+// which it takes when its test passes; a path entry's Routes, one of
+// which it takes for a path under them; and, for a Match or path entry,
+// its Default, taken when the test fails or the path is under no route.
+func values(e dimension.EntrySpec) (vs []string, known bool) {
+	switch {
+	case e.Source == "generic_key" || e.Match != nil:
+		vs = []string{e.Value}
+	case e.Source == "path" && len(e.Routes) > 0:
+		vs = slices.Clone(e.Routes)
+	default:
+		return nil, false
+	}
+	if e.Default != "" {
+		vs = append(vs, e.Default)
+	}
+	return vs, true
 }
 
 func skippable(es []dimension.EntrySpec) bool {
@@ -96,14 +112,19 @@ func checkDescriptors(cfg *policy.Config, domain string, specs []dimension.Descr
 		strings.Join(dead, ", "), domain, topKeys(dom), these)
 }
 
-// entriesText is a descriptor's keys in order, a constant one's with its
-// value: [generic_key="checkout", remote_address].
+// entriesText is a descriptor's keys in order, with the values of those
+// whose values are known (values): [generic_key="checkout",
+// remote_address, path="/v1/search"|"/v1/"].
 func entriesText(es []dimension.EntrySpec) string {
 	parts := make([]string, len(es))
 	for i, e := range es {
 		parts[i] = e.DescriptorKey()
-		if constant(e) {
-			parts[i] += "=" + strconv.Quote(e.Value)
+		if vs, known := values(e); known {
+			q := make([]string, len(vs))
+			for j, v := range vs {
+				q[j] = strconv.Quote(v)
+			}
+			parts[i] += "=" + strings.Join(q, "|")
 		}
 	}
 	return "[" + strings.Join(parts, ", ") + "]"

@@ -185,3 +185,47 @@ descriptors:
 		t.Errorf("match entry whose value a rule's pattern matches: New = %v, want nil", err)
 	}
 }
+
+// An entry whose values are known beforehand may take its Default too: a
+// match entry whose test fails, a path under none of its routes. A rule
+// for the Default limits it (a match entry with a default was refused
+// when only its Value was compared); a path entry whose routes and
+// default no rule's value matches limits nothing, one route matching is
+// enough.
+func TestNewKnownValuesWithDefault(t *testing.T) {
+	e := engine(t, `
+domain: api
+descriptors:
+  - key: header_match
+    value: public
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: path
+    value: /v1/search*
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: route
+    value: other
+    rate_limit: {unit: second, requests_per_unit: 10}
+`, nil)
+	admin := &dimension.MatchSpec{Exact: "admin"}
+	for _, tc := range []struct {
+		name string
+		es   []dimension.EntrySpec
+		dead string
+	}{
+		{"match entry, rule for its default", []dimension.EntrySpec{{Source: "header:X-Role", Match: admin, Value: "staff", Default: "public"}}, ""},
+		{"match entry, no rule for value or default", []dimension.EntrySpec{{Source: "header:X-Role", Match: admin, Value: "staff", Default: "pub"}}, `[header_match="staff"|"pub"]`},
+		{"routes, one a rule matches", []dimension.EntrySpec{{Source: "path", Routes: []string{"/v1/users", "/v1/search"}}}, ""},
+		{"routes none matches", []dimension.EntrySpec{{Source: "path", Routes: []string{"/v1/users", "/v2/"}}}, `[path="/v1/users"|"/v2/"]`},
+		{"routes none matches, rule for the default", []dimension.EntrySpec{{Source: "path", Key: "route", Routes: []string{"/v1/users"}, Default: "other"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := middleware.New(e, "api", extractor(t, descs(tc.es)))
+			switch {
+			case tc.dead == "" && err != nil:
+				t.Errorf("New = %v, want it accepted", err)
+			case tc.dead != "" && (err == nil || !strings.Contains(err.Error(), "descriptors[0] "+tc.dead+": no rule of domain \"api\"")):
+				t.Errorf("New = %v, want descriptors[0] %s named", err, tc.dead)
+			}
+		})
+	}
+}

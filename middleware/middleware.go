@@ -177,8 +177,9 @@ const defaultFallbackWait = 30 * time.Second
 //   - the domain is in it (else every request would pass unlimited);
 //   - every descriptor of x can be limited by some rule of the domain
 //     (Limited): its keys, in order, lead down the domain's descriptor tree
-//     to a rule, a generic_key's or a match entry's constant
-//     matching the rule's value. Any
+//     to a rule, one of the values of an entry whose values are known
+//     (a generic_key's or match entry's Value, a path's Routes, with its
+//     Default) matching the rule's value. Any
 //     descriptor that cannot is an error, not only when all of them cannot:
 //     the library has nowhere to warn, and such a descriptor is dead
 //     configuration, almost surely a misspelt key ("remote_adress") or a
