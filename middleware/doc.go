@@ -90,7 +90,10 @@
 // policy retries RESOURCE_EXHAUSTED waits that long); one that can never
 // pass says -1, which tells such a client not to retry. A gRPC call is
 // never degraded: a fallback handler's answer is an HTTP response, not a
-// gRPC one, so a degrade rule rejects it as above.
+// gRPC one, so a degrade rule rejects it as above. Its client's deadline
+// (grpc-timeout) bounds the wait strategy and the shaper's hold as a
+// context deadline does: a call whose turn comes after it is refused at
+// once.
 //
 // # Concurrency and clock
 //

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/middleware"
@@ -189,4 +191,53 @@ func TestGRPCOnlyPOSTOverHTTP2(t *testing.T) {
 	if w.Code != 429 || w.Header().Get("Grpc-Status") != "" || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("refused GET with Content-Type application/grpc: %d %v, want the 429 problem", w.Code, w.Header())
 	}
+}
+
+// A gRPC call's deadline (grpc-timeout) bounds the wait strategy and the
+// shaper's hold as a context deadline does: a call whose turn comes after
+// it is refused at once, RESOURCE_EXHAUSTED with its pushback, instead of
+// held (here up to max_wait, 10 s) until its client gave up on its own;
+// a call within its deadline still waits its turn, and a bad grpc-timeout
+// is ignored.
+func TestGRPCTimeoutBoundsTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, closeStore := bubbleEngine(t, `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: queued, algorithm: token_bucket, unit: second, requests_per_unit: 1, burst: 1,
+                 strategy: wait, max_wait: 10s}
+`)
+		defer closeStore()
+		m, err := middleware.New(e, "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := m.Handler(http.HandlerFunc(ok))
+		for _, tc := range []struct {
+			timeout    string
+			want       string // grpc-status, "" when admitted
+			waitAtMost time.Duration
+		}{
+			{"200m", "8", 0},                // the turn is 1 s away
+			{"3S", "", time.Second},         // waits its turn
+			{"x", "", time.Second},          // not a grpc-timeout: max_wait alone
+			{"999999999S", "", time.Second}, // 9 digits: not one either
+		} {
+			h.ServeHTTP(httptest.NewRecorder(), grpcRequest("/pkg.Svc/M", "application/grpc")) // takes the token
+			r := grpcRequest("/pkg.Svc/M", "application/grpc")
+			r.Header.Set("Grpc-Timeout", tc.timeout)
+			begin := time.Now()
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			took := time.Since(begin)
+			if got := w.Header().Get("Grpc-Status"); got != tc.want || took > tc.waitAtMost {
+				t.Errorf("grpc-timeout %s: grpc-status %q after %v, want %q within %v", tc.timeout, got, took, tc.want, tc.waitAtMost)
+			}
+			if tc.want == "8" && w.Header().Get("Grpc-Retry-Pushback-Ms") == "" {
+				t.Errorf("grpc-timeout %s: no grpc-retry-pushback-ms in %v", tc.timeout, w.Header())
+			}
+			time.Sleep(2 * time.Second) // the bucket refills for the next case
+		}
+	})
 }

@@ -379,7 +379,9 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		return m.decideFailed(w, r, err)
 	}
 	if resp.Code != policy.CodeOK && resp.Strategy == policy.StrategyWait {
-		resp, err = m.wait(ctx, req, resp)
+		wctx, cancel := grpcDeadline(ctx, r)
+		resp, err = m.wait(wctx, req, resp)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false // the client is gone
@@ -391,7 +393,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 		}
 	}
 	if resp.Code == policy.CodeOK {
-		if resp.Delay > 0 && !m.hold(ctx, resp.Delay) {
+		if resp.Delay > 0 && !m.holdCall(ctx, r, resp.Delay) {
 			m.refund(r, resp) // in sc's lifetime: resp may live in it
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false
@@ -557,6 +559,13 @@ func (m *Middleware) wait(ctx context.Context, req policy.Request, resp policy.R
 		resp.Strategy, resp.Delay = policy.StrategyReject, 0
 	}
 	return resp, nil
+}
+
+// holdCall is hold for r, within its gRPC client's deadline (grpcDeadline).
+func (m *Middleware) holdCall(ctx context.Context, r *http.Request, d time.Duration) bool {
+	ctx, cancel := grpcDeadline(ctx, r)
+	defer cancel()
+	return m.hold(ctx, d)
 }
 
 // hold waits d, or less when ctx ends first (then it returns false).

@@ -2,10 +2,12 @@ package middleware
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Problem types of the bodies this package writes.
@@ -113,6 +115,42 @@ func IsGRPC(r *http.Request) bool {
 	}
 	rest := ct[len("application/grpc"):]
 	return rest == "" || rest[0] == '+' || rest[0] == ';'
+}
+
+// grpcDeadline returns ctx bounded by the deadline of r's gRPC client
+// (its grpc-timeout field, which net/http does not read) when r is a
+// gRPC call, ctx itself otherwise, and the cancel to call when done. It
+// bounds the wait strategy and the shaper's hold, not the first decision:
+// a call whose turn comes after its client gives up is refused at once
+// (RESOURCE_EXHAUSTED, with its pushback) instead of held until the
+// client's own DEADLINE_EXCEEDED, and a short deadline does not fail a
+// store call (which a circuit breaker would count).
+func grpcDeadline(ctx context.Context, r *http.Request) (context.Context, context.CancelFunc) {
+	if !IsGRPC(r) {
+		return ctx, nop
+	}
+	d, ok := grpcTimeout(r.Header.Get("Grpc-Timeout"))
+	if !ok {
+		return ctx, nop
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// grpcTimeout parses a grpc-timeout value: 1 to 8 digits and a unit,
+// H, M, S, m (ms), u (µs) or n (ns).
+func grpcTimeout(v string) (time.Duration, bool) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 || v[0] == '+' || v[0] == '-' {
+		return 0, false
+	}
+	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
+	if unit == 0 {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }
 
 // grpcPushback is the trailer in which a gRPC server tells a retrying
