@@ -95,6 +95,10 @@ type entry struct {
 	at      int64     // the shared store's time of the slice's take (µs)
 	expires time.Time // when the slice's units go back
 	dec     algo.Decision
+	// charged is how many units of the slice the shared store holds
+	// charged: the unused ones and those admitted from it; a refund to
+	// the slice puts back at most charged - units.
+	charged int64
 
 	// A refusal of the shared store for refusedCost, repeated until
 	// refusedUntil for requests that need as much.
@@ -228,7 +232,7 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		// A new key, or its limit was reconfigured: what the entry holds
 		// belongs to the old limit.
 		s.giveBack(ctx, r.Key, e)
-		e.limit, e.units, e.at, e.dec = r.Limit, 0, 0, algo.Decision{}
+		e.limit, e.units, e.charged, e.at, e.dec = r.Limit, 0, 0, 0, algo.Decision{}
 		e.refusedUntil, e.refusedCost = time.Time{}, 0
 	}
 	if e.units > 0 && !now.Before(e.expires) {
@@ -279,7 +283,7 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		return res, nil
 	}
 	e.refusedUntil = time.Time{}
-	e.at, e.units = res.At, want-r.Cost
+	e.at, e.units, e.charged = res.At, want-r.Cost, want
 	e.expires = now.Add(s.ttl)
 	e.dec = *d
 	d.Remaining = min(d.Remaining+e.units, d.Limit)
@@ -306,6 +310,7 @@ func (s *Store) giveBack(ctx context.Context, key string, e *entry) {
 	}
 	n := e.units
 	e.units = 0
+	e.charged -= n
 	// Not cancelled with the request that happens to expire the slice,
 	// but bounded: the key's lock is held.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.ttl, time.Second))
@@ -346,8 +351,9 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 }
 
 // Refund gives units back: to the key's slice when they came from it (the
-// request's At is the slice's), to the shared store otherwise. Either way a
-// remembered refusal of the key is forgotten.
+// request's At is the slice's), at most the units admitted from it, or to
+// the shared store otherwise. Either way a remembered refusal of the key is
+// forgotten.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	var rest []store.Request
 	for i := range reqs {
@@ -364,7 +370,14 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		}
 		e.refusedUntil = time.Time{}
 		if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 && s.clock().Before(e.expires) {
-			e.units += r.Cost
+			// Only what was admitted from the slice goes back into it, and
+			// the rest nowhere: every unit charged at e.at by this instance
+			// is the slice's, and more would be units the shared store
+			// never charged (a cost near math.MaxInt64 would overflow the
+			// count, and given to the shared store it would refill the
+			// units the slice still holds). A store never gives back more
+			// than a key holds, either.
+			e.units += min(r.Cost, e.charged-e.units)
 		} else {
 			rest = append(rest, *r)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,6 +402,33 @@ func TestRefundToSlice(t *testing.T) {
 	}
 	if got := remaining(t, m, "k", l); got != 90 {
 		t.Fatalf("shared has %d, want 90", got)
+	}
+}
+
+// A refund of more than a slice's admitted units (a caller's mistake, or
+// a cost as large as math.MaxInt64) puts back into the slice only what was
+// admitted from it: the instance may not then admit units the shared store
+// never charged, nor overflow its count of them. The rest goes to the
+// shared store, which gives back at most its capacity, as without leases.
+func TestRefundBeyondSlice(t *testing.T) {
+	for _, over := range []int64{4, 1e12, math.MaxInt64} {
+		clk := newClock()
+		m := shared(t, clk)
+		l := quota(t, algo.TokenBucket, 100)
+		s := instance(t, m, clk, lease.WithSlice(10))
+		_, res := take(t, s, "k", l, 3) // a slice of 10: 3 admitted, 7 left
+		if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: over, At: res.At}}); err != nil {
+			t.Fatal(err)
+		}
+		admitted := int64(0)
+		for range 120 {
+			if d, _ := take(t, s, "k", l, 1); d.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 100 {
+			t.Errorf("refund of %d after a take of 3: the instance then admits %d, want the budget of 100", over, admitted)
+		}
 	}
 }
 
