@@ -11,7 +11,10 @@
 // the breaker is open — the policy decides instead:
 //
 //   - FailOpen admits the request (Decision.Allowed, Remaining reported as
-//     the capacity less the cost, as for a fresh key).
+//     the capacity less the cost, as for a fresh key), unless its cost is
+//     above the limit's MaxCost: that one can never pass whatever the
+//     store holds, and is refused (RetryAfter algo.Never) as the store
+//     would refuse it, with the rest of its Take.
 //   - FailClosed refuses it, with RetryAfter the breaker's cool-down (what
 //     remains of it while the breaker is open; the longest of the breakers
 //     of the keys' partitions).

@@ -561,6 +561,18 @@ func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (store.Resu
 	return store.Result{Allowed: false, At: now}, hit
 }
 
+// openDecision is FailOpen's decision of r: admitted, with the capacity
+// less the cost remaining, as for a fresh key; but a cost above the
+// limit's MaxCost, which can never pass whatever the store holds, is
+// refused as the store refuses it (RetryAfter Never) rather than admitted.
+func openDecision(r *store.Request) algo.Decision {
+	c := r.Limit.Capacity()
+	if r.Cost > r.Limit.MaxCost() {
+		return algo.Decision{Limit: c, Remaining: c, RetryAfter: algo.Never}
+	}
+	return algo.Decision{Allowed: true, Limit: c, Remaining: max(0, c-r.Cost)}
+}
+
 func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, cause error) (store.Result, error) {
 	if h := s.cfg.hooks.Fallback; h != nil {
 		h("take", s.cfg.policy, cause)
@@ -568,11 +580,18 @@ func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, 
 	now := s.nowUS()
 	switch s.cfg.policy {
 	case FailOpen:
+		allowed := true
 		for i := range reqs {
-			c := reqs[i].Limit.Capacity()
-			out[i] = algo.Decision{Allowed: true, Limit: c, Remaining: max(0, c-max(0, reqs[i].Cost))}
+			out[i] = openDecision(&reqs[i])
+			allowed = allowed && out[i].Allowed
 		}
-		return store.Result{Allowed: true, At: now, Fallback: true}, nil
+		if !allowed {
+			// All or nothing: a cost that can never pass refuses the take.
+			for i := range reqs {
+				out[i] = store.Unwind(out[i], reqs[i].Cost)
+			}
+		}
+		return store.Result{Allowed: allowed, At: now, Fallback: true}, nil
 	case FailClosed:
 		retry := j.retryAfter()
 		for i := range reqs {
@@ -613,8 +632,7 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	switch s.cfg.policy {
 	case FailOpen:
 		for i := range reqs {
-			c := reqs[i].Limit.Capacity()
-			out[i] = algo.Decision{Allowed: reqs[i].Cost <= c, Limit: c, Remaining: c}
+			out[i] = store.Unwind(openDecision(&reqs[i]), reqs[i].Cost)
 		}
 		return nil
 	case FailClosed:

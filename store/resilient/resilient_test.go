@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -277,6 +278,60 @@ func TestBadRequestIsTheCallers(t *testing.T) {
 	}
 	if fallbacks != 0 {
 		t.Fatalf("a bad request triggered the failure policy %d times", fallbacks)
+	}
+}
+
+// down is a store that cannot be reached.
+type down struct{ store.Store }
+
+func (down) Take(context.Context, []store.Request, []algo.Decision) (store.Result, error) {
+	return store.Result{}, store.ErrUnavailable
+}
+
+func (down) Peek(context.Context, []store.Request, []algo.Decision) error {
+	return store.ErrUnavailable
+}
+
+// TestFailOpenNeverAdmitsTheImpossible: a cost above the limit's MaxCost
+// can never pass, whatever the store holds (the store answers RetryAfter
+// Never), so FailOpen, which answers for a store it cannot reach, refuses
+// it too rather than admit it: all or nothing, the other requests of the
+// Take are not charged. Peek says the same.
+func TestFailOpenNeverAdmitsTheImpossible(t *testing.T) {
+	s, err := resilient.New(down{memStore(t, newClock())}, resilient.WithPolicy(resilient.FailOpen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, p := range []algo.Params{
+		{Algorithm: algo.TokenBucket, Limit: 5, Period: time.Minute},
+		{Algorithm: algo.SmoothBursty, Limit: 5, Period: time.Second},
+		{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Minute},
+	} {
+		l := compile(t, p)
+		ok := store.Request{Key: "ok", Limit: l, Cost: 1}
+		for _, cost := range []int64{l.MaxCost() + 1, math.MaxInt64} {
+			never := store.Request{Key: "never", Limit: l, Cost: cost}
+			out := make([]algo.Decision, 2)
+			res, err := s.Take(ctx, []store.Request{ok, never}, out)
+			if err != nil {
+				t.Fatalf("%s: Take(cost 1, cost %d): %v", l, cost, err)
+			}
+			if res.Allowed || !out[0].Allowed || out[1].Allowed || !out[1].IsNever() {
+				t.Errorf("%s: FailOpen Take(cost 1, cost %d) = %v, %+v; want refused, the second never", l, cost, res.Allowed, out)
+			}
+			if out[0].Remaining != l.Capacity() {
+				t.Errorf("%s: FailOpen refused Take: the first request's Remaining %d, want %d (nothing charged)", l, out[0].Remaining, l.Capacity())
+			}
+			if err := s.Peek(ctx, []store.Request{never}, out[:1]); err != nil || out[0].Allowed || !out[0].IsNever() {
+				t.Errorf("%s: FailOpen Peek(cost %d) = %+v, %v; want never", l, cost, out[0], err)
+			}
+		}
+		out := make([]algo.Decision, 1)
+		if err := s.Peek(ctx, []store.Request{{Key: "max", Limit: l, Cost: l.MaxCost()}}, out); err != nil || !out[0].Allowed {
+			t.Errorf("%s: FailOpen Peek(MaxCost %d) = %+v, %v; want allowed", l, l.MaxCost(), out[0], err)
+		}
 	}
 }
 
