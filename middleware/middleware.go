@@ -398,7 +398,12 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false
 			}
-			WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r),
+			// A gRPC client hears a limit's refusal, with the delay as
+			// its pushback: UNAVAILABLE, 503's code, is retried at once.
+			if IsGRPC(r) {
+				w.Header().Set(grpcPushback, strconv.FormatInt(int64((resp.Delay+time.Millisecond-1)/time.Millisecond), 10))
+			}
+			WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r), grpcCode: grpcResourceExhausted,
 				Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
 			return nop, false
 		}

@@ -40,6 +40,11 @@ type Problem struct {
 	// RetryAfter repeats the Retry-After field in seconds; absent when the
 	// request can never pass.
 	RetryAfter *int64 `json:"retry-after,omitempty"`
+	// grpcCode, when set, is the gRPC status WriteProblemFor gives a gRPC
+	// call instead of GRPCCode(Status): a refusal whose HTTP status says
+	// something else to an HTTP client (a shaper's turn past the deadline
+	// is a 503 there, a limit's refusal to a gRPC client).
+	grpcCode int
 }
 
 // WriteProblem writes p as an application/problem+json response with status
@@ -90,7 +95,7 @@ func WriteProblemFor(w http.ResponseWriter, r *http.Request, p Problem) {
 	h.Del("Content-Length")
 	h.Del("Content-Encoding")
 	h.Set("Content-Type", "application/grpc")
-	h.Set("Grpc-Status", strconv.Itoa(GRPCCode(p.Status)))
+	h.Set("Grpc-Status", strconv.Itoa(cmp.Or(p.grpcCode, GRPCCode(p.Status))))
 	h.Set("Grpc-Message", grpcMessage(msg))
 	// No body: net/http's HTTP/2 server then sends the header alone,
 	// ending the stream, which is gRPC's trailers-only response.
@@ -146,8 +151,21 @@ func grpcTimeout(v string) (time.Duration, bool) {
 	if err != nil || n < 0 || v[0] == '+' || v[0] == '-' {
 		return 0, false
 	}
-	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
-	if unit == 0 {
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
 		return 0, false
 	}
 	return time.Duration(n) * unit, true
@@ -180,8 +198,10 @@ const (
 //     quota, and whose clients do not retry it unless told to;
 //   - 500 (the server is set up wrong, the cost function failed): INTERNAL (13);
 //   - 502, 503, 504 (the upstream failed or timed out, the store could
-//     not decide, a shaper's turn came after the deadline): UNAVAILABLE (14),
-//     as gRPC and Envoy read them: transient, retry with back-off;
+//     not decide): UNAVAILABLE (14), as gRPC and Envoy read them:
+//     transient, retry with back-off (a shaper's turn past the call's
+//     deadline, a 503 to an HTTP client, is RESOURCE_EXHAUSTED to a gRPC
+//     one: WriteProblemFor is told so);
 //   - any other: UNKNOWN (2).
 func GRPCCode(status int) int {
 	switch status {
