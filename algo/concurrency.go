@@ -19,7 +19,7 @@ func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool
 		d.Allowed = true
 		d.Remaining = l.p.Limit - held - cost
 		if commit {
-			concurrencyHold(s, lease, now+l.leaseUS, cost)
+			concurrencyHold(s, lease, leaseEnd(now, l.leaseUS), cost)
 		}
 	default:
 		d.Remaining = max(l.p.Limit-held, 0)
@@ -33,7 +33,7 @@ func (l *Limit) concurrency(s *State, now, cost int64, lease uint64, commit bool
 		d.ResetAfter = micros(s.Ext[n-1] - now)
 	}
 	if d.Allowed && cost > 0 && !commit {
-		d.ResetAfter = max(d.ResetAfter, micros(l.leaseUS)) // what Take would report
+		d.ResetAfter = max(d.ResetAfter, micros(leaseEnd(now, l.leaseUS)-now)) // what Take would report
 	}
 	return d
 }
@@ -90,7 +90,7 @@ func concurrencyRelease(s *State, now int64, lease uint64) bool {
 // are taken out and held again, which puts them last in the usual case.
 func concurrencyRenew(s *State, now int64, lease uint64, ttl int64) bool {
 	now = concurrencyPrune(s, now) // an expired lease is not revived
-	exp, n := now+ttl, int64(0)
+	exp, n := leaseEnd(now, ttl), int64(0)
 	out := s.Ext[:0]
 	for i := 0; i < len(s.Ext); i += 2 {
 		if uint64(s.Ext[i]) == lease {
@@ -105,6 +105,18 @@ func concurrencyRenew(s *State, now int64, lease uint64, ttl int64) bool {
 		concurrencyHold(s, lease, exp, n)
 	}
 	return n > 0
+}
+
+// leaseEnd is when a lease taken or renewed at now (at most maxTime)
+// expires: ttl later, saturated at 2^53 so that a store keeping it as a
+// double (Redis' sorted-set scores) keeps it exactly — now + ttl reaches
+// 2^54 with the longest LeaseTTL — and still after now, so that a lease
+// taken at the end of time is held for at least 1µs.
+func leaseEnd(now, ttl int64) int64 {
+	if now >= maxExact-ttl {
+		return maxExact
+	}
+	return now + ttl
 }
 
 func concurrencyExpiry(s *State) int64 {

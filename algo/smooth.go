@@ -156,11 +156,13 @@ func (l *Limit) smoothTake(s *State, now, cost int64, commit bool) Decision {
 	spend := math.Min(float64(cost), stored)
 	fresh := float64(cost) - spend
 	// Like Guava's saturated add: a huge cost pushes the ticket to the end
-	// of time rather than overflowing it.
-	next := s.B + l.storedPermitsToWaitTime(stored, spend)
+	// of time rather than overflowing it. Saturated at each step: the
+	// wait for the stored permits alone can take it past maxTime, where
+	// a store keeping it as a double (Redis) would round it.
+	next := min(s.B+l.storedPermitsToWaitTime(stored, spend), maxTime)
 	if pay := fresh * l.smooth.stable; pay < float64(maxTime-next) {
 		next += int64(pay)
-	} else if next < maxTime {
+	} else {
 		next = maxTime
 	}
 	stored -= spend

@@ -52,7 +52,10 @@
 // script call per slot, pipelined, at one common server time; when any slot
 // refuses, the admitted slots are rolled back in reverse order (the
 // rollback undoes exactly the reserved units, including a concurrency
-// reservation's lease slots). Between reservation and rollback other
+// reservation's lease slots; a smooth algorithm's state, whose refund
+// does not give back stored permits, goes back to what the reservation
+// found unless a take changed it in between, and is refunded then).
+// Between reservation and rollback other
 // callers may be refused by the reservation: the error is toward refusing,
 // never toward admitting. If the rollback itself cannot reach Redis (the
 // connection dies in between), Take returns an error wrapping

@@ -641,8 +641,9 @@ func (sa *scriptArgs) reset() {
 
 // appendGroup appends one group (see lua/main.lua) to a script call: the
 // requests reqs[idx[j]] (all of reqs when idx is nil). ats, when not nil,
-// replaces the requests' At (indexed like reqs).
-func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request, idx []int, ats []int64) {
+// replaces the requests' at argument (indexed like reqs; a rollback's
+// undo.arg).
+func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request, idx []int, ats []string) {
 	n := len(reqs)
 	if idx != nil {
 		n = len(idx)
@@ -662,16 +663,35 @@ func (s *Store) appendGroup(sa *scriptArgs, op, now string, reqs []store.Request
 		r := &reqs[i]
 		sa.keys = append(sa.keys, r.Key)
 		spec := s.specIndex(sa, r.Limit)
-		at := r.At
-		if ats != nil {
-			at = ats[i]
-		}
 		rat := ""
-		if at != 0 {
-			rat = strconv.FormatInt(at, 10)
+		if ats != nil {
+			rat = ats[i]
+		} else if r.At != 0 {
+			rat = strconv.FormatInt(r.At, 10)
 		}
 		sa.body = append(sa.body, spec, itoa(r.Cost), utoa(r.Lease), rat)
 	}
+}
+
+// undo is what the rollback of one request of a cross-slot reservation
+// needs: the time its units were stamped with, and the undo token of the
+// smooth algorithms (see lua/main.lua's undoTokens), "" for the others.
+type undo struct {
+	stamp int64
+	token string
+}
+
+// arg is the request's at argument of a rollback: the stamp, then "|"
+// and the token when there is one.
+func (u undo) arg() string {
+	at := ""
+	if u.stamp != 0 {
+		at = strconv.FormatInt(u.stamp, 10)
+	}
+	if u.token == "" {
+		return at
+	}
+	return at + "|" + u.token
 }
 
 // groupReply walks a script reply group by group.
@@ -700,19 +720,27 @@ func (g *groupReply) header() (status, now int64, err error) {
 }
 
 // decision reads one request's decision; a reserve reply has a sixth
-// value, the time the units were stamped with, which goes to stamp.
-func (g *groupReply) decision(l *algo.Limit, stamp *int64) (algo.Decision, error) {
+// value, the time the units were stamped with, which goes to u.stamp, and
+// a seventh, the undo token its rollback restores the state with ("" for
+// the algorithms whose rollback is exact without one; see lua/main.lua's
+// undoTokens), which goes to u.token.
+func (g *groupReply) decision(l *algo.Limit, u *undo) (algo.Decision, error) {
 	width := 5
-	if stamp != nil {
-		width = 6
+	if u != nil {
+		width = 7
 	}
 	if g.pos+width > len(g.v) {
 		return algo.Decision{}, errShortReply
 	}
 	p := g.pos
 	g.pos += width
-	if stamp != nil {
-		*stamp = g.int(p + 5)
+	if u != nil {
+		u.stamp = g.int(p + 5)
+		tok, err := g.v[p+6].ToString()
+		if err != nil && g.err == nil {
+			g.err = fmt.Errorf("redis: bad script reply: %w", err)
+		}
+		u.token = tok
 	}
 	retry := g.int(p + 2)
 	d := algo.Decision{
@@ -751,10 +779,10 @@ func (g *groupReply) skip(n int) error {
 
 var errShortReply = errors.New("redis: script reply too short")
 
-// decodeTake fills out from a take group's reply (and stamps from a
+// decodeTake fills out from a take group's reply (and undos from a
 // reserve reply, indexed like reqs). A refused group reports each request
 // as if nothing had been charged (store.Unwind).
-func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decision, stamps []int64) (store.Result, error) {
+func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decision, undos []undo) (store.Result, error) {
 	status, now, err := g.header()
 	if err != nil {
 		return store.Result{}, err
@@ -769,11 +797,11 @@ func decodeTake(g *groupReply, reqs []store.Request, idx []int, out []algo.Decis
 		if idx != nil {
 			i = idx[j]
 		}
-		var stamp *int64
-		if stamps != nil {
-			stamp = &stamps[i]
+		var u *undo
+		if undos != nil {
+			u = &undos[i]
 		}
-		d, err := g.decision(reqs[i].Limit, stamp)
+		d, err := g.decision(reqs[i].Limit, u)
 		if err != nil {
 			return res, err
 		}
@@ -955,7 +983,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	for gi, idx := range groups {
 		s.appendGroup(&calls[gi], opReserve, nowArg, reqs, idx, nil)
 	}
-	stamps := make([]int64, len(reqs))
+	undos := make([]undo, len(reqs))
 	results := s.evalMulti(ctx, calls)
 	admitted := make([]bool, len(groups))
 	allowed, refused := true, false
@@ -965,7 +993,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 		v, err := r.ToArray()
 		if err == nil {
 			var res store.Result
-			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, stamps)
+			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, undos)
 			admitted[gi] = err == nil && res.Allowed
 			refused = refused || (err == nil && !res.Allowed)
 			if err != nil {
@@ -1008,7 +1036,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 			firstErr = firstUnacked
 		}
 	}
-	unrolled, err := s.rollback(ctx, reqs, groups, admitted, stamps, decided)
+	unrolled, err := s.rollback(ctx, reqs, groups, admitted, undos, decided)
 	for _, gi := range unrolled {
 		failed = append(failed, parts[gi]) // a live node's failed roll-back is its own failure
 	}
@@ -1031,7 +1059,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 // groups whose roll-back failed, and the error; a roll-back the replicas
 // did not acknowledge (WithWait) is one unless refusedAnyway (a slot
 // refused the take, which that refusal decides).
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, stamps []int64, refusedAnyway bool) ([]int, error) {
+func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]int, admitted []bool, undos []undo, refusedAnyway bool) ([]int, error) {
 	var calls []scriptArgs
 	var keys []string
 	var gis []int
@@ -1044,7 +1072,11 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 		for j := range idx {
 			idx[j] = groups[gi][len(idx)-1-j]
 		}
-		s.appendGroup(&sa, opRollback, s.testNow(), reqs, idx, stamps)
+		ats := make([]string, len(reqs))
+		for _, i := range idx {
+			ats[i] = undos[i].arg()
+		}
+		s.appendGroup(&sa, opRollback, s.testNow(), reqs, idx, ats)
 		calls = append(calls, sa)
 		keys = append(keys, reqs[idx[0]].Key)
 		gis = append(gis, gi)

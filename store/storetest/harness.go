@@ -148,6 +148,7 @@ func Run(t *testing.T, h Harness) {
 		{"renew", testRenew},
 		{"peek", testPeek},
 		{"bad_requests", testBadRequests},
+		{"edges", testEdges},
 		{"cancelled", testCancelled},
 		{"closed", testClosed},
 	}

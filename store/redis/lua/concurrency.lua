@@ -25,6 +25,13 @@ local function leaseSlots(key, lease, exp)
   return out
 end
 
+-- leaseEnd is when a lease taken or renewed at now expires, saturated at
+-- 2^53 as algo's leaseEnd: beyond it a score would be rounded.
+local function leaseEnd(p, now)
+  if now >= MAXTIME + 1 - p.ttl then return MAXTIME + 1 end
+  return now + p.ttl
+end
+
 -- leaseSlotsLast returns the members of lease and their latest expiry (0
 -- if none), in one call rather than a ZSCORE per slot.
 local function leaseSlotsLast(key, lease)
@@ -91,7 +98,7 @@ ALG[9] = {
     elseif n + cost <= p.limit then
       allowed, rem = 1, p.limit - n - cost
       if commit and cost > 0 then
-        exp = now + p.ttl
+        exp = leaseEnd(p, now)
         local seq = #leaseSlots(key, lease, exp)
         local prefix = lease .. ':' .. num(exp) .. ':'
         members = {}
@@ -118,7 +125,7 @@ ALG[9] = {
     if members then n = n + cost end
     if n > 0 then reset = micros(leaseLast(st) - now) end
     if allowed == 1 and cost > 0 and not commit then
-      reset = max(reset, micros(p.ttl)) -- what take would report
+      reset = max(reset, micros(leaseEnd(p, now) - now)) -- what take would report
     end
     return allowed, rem, retry, reset, 0, now
   end,
@@ -128,7 +135,7 @@ ALG[9] = {
   -- rollback takes back the cost slots that a take at `at` gave lease, the
   -- undo of a reservation in an all-or-nothing take.
   rollback = function(st, p, now, at, cost, lease)
-    local m = leaseSlots(st.key, lease, at + p.ttl)
+    local m = leaseSlots(st.key, lease, leaseEnd(p, at))
     table.sort(m, function(x, y) return #x < #y or (#x == #y and x < y) end)
     local drop = {}
     for i = #m, max(1, #m - cost + 1), -1 do
@@ -152,7 +159,7 @@ ALG[9] = {
     now = prune(st, now) -- an expired lease is not revived
     local m, last = leaseSlotsLast(st.key, lease)
     if #m == 0 then return false end
-    local exp = max(now + p.ttl, last)
+    local exp = max(leaseEnd(p, now), last)
     zrem(st.key, m)
     local prefix, members = lease .. ':' .. num(exp) .. ':', {}
     for i = 1, #m do

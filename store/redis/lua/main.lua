@@ -4,7 +4,9 @@
 -- server's TIME) and its number of requests, and for each request: the
 -- limit's index (1-based), cost, lease (a decimal id, kept as a string),
 -- at (the time of the take being refunded, for refund and rollback; ''
--- for the group's time). KEYS: the requests' keys in the same order.
+-- for the group's time; for rollback, followed by '|' and the undo token
+-- of the reservation's reply, when it had one). KEYS: the requests' keys
+-- in the same order.
 --
 -- Ops: 't' take (all or nothing over the group), 'T' reserve (a take that
 -- also reports, per request, the time its units were stamped with, for
@@ -15,7 +17,8 @@
 -- The reply, per group: status (take: 1 if admitted; others: 1), the time
 -- used, then per request for take and peek: allowed (0/1), remaining,
 -- retry-after (µs, -1 for never), reset-after (µs), delay (µs) (and for
--- reserve the stamp time); for release and renew: 1 if the lease held
+-- reserve the stamp time and the undo token, '' when there is none: see
+-- undoTokens); for release and renew: 1 if the lease held
 -- slots; for
 -- refund and rollback: nothing.
 --
@@ -45,6 +48,56 @@ end
 
 local function restore(st, snap)
   for k, v in pairs(snap) do st[k] = v end
+end
+
+-- undoTokens returns, per request of an admitted reservation whose state
+-- is three fields (A, B, C) that a refund cannot restore exactly (the
+-- smooth algorithms: stored permits spent are not given back), what its
+-- rollback needs to restore the state the reservation found: on the last
+-- request of each such state, the fields before and after the
+-- reservation and the state's total cost, space-separated; '-' on the
+-- others (the last one's rollback, which runs first, covers them). Other
+-- requests get none: their rollback or refund is exact.
+local function undoTokens(reqs, order, snaps)
+  local snapOf, last, total = {}, {}, {}
+  for i = 1, #order do snapOf[order[i].st] = snaps[i] end
+  for r = 1, #reqs do
+    local q = reqs[r]
+    if q.h.restore3 then
+      last[q.st] = r
+      total[q.st] = (total[q.st] or 0) + q.cost
+    end
+  end
+  local t = {}
+  for r = 1, #reqs do
+    local st = reqs[r].st
+    if last[st] == r then
+      local b = snapOf[st]
+      t[r] = table.concat({ num(b.a), num(b.b), num(b.c), num(st.a), num(st.b), num(st.c), num(total[st]) }, ' ')
+    elseif last[st] then
+      t[r] = '-'
+    end
+  end
+  return t
+end
+
+-- undoReserve rolls back q's reservation with its undo token (see
+-- undoTokens): the state goes back to what the reservation found if it
+-- still holds what the reservation left, as memcached's compare-and-swap
+-- does; otherwise (a take came between) the cost is refunded.
+local function undoReserve(q, now, at, undo)
+  if undo == '-' then return end
+  local v, i = {}, 0
+  for w in string.gmatch(undo, '%S+') do
+    i = i + 1
+    v[i] = tonumber(w)
+  end
+  local st = q.st
+  if st.a == v[4] and st.b == v[5] and st.c == v[6] then
+    st.a, st.b, st.c = v[1], v[2], v[3]
+  elseif v[7] > 0 then
+    q.h.refund(st, q.p, now, at, v[7])
+  end
 end
 
 local out, o = {}, 0
@@ -123,19 +176,21 @@ for _ = 1, tonumber(ARGV[1]) do
     end
 
     if op == 't' or op == 'T' then
+      -- (A take of one request runs above; a reservation of one goes
+      -- through the peek first too, for its snapshot.)
       local ds, ok = {}, true
       -- Decide every request alone first, charging nothing.
       for r = 1, nreq do
         local q = reqs[r]
-        ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, nreq == 1) }
+        ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, false) }
         if ds[r][1] ~= 1 then
           ok = false
-          if nreq > 1 then ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) } end
+          ds[r] = { q.h.decide(q.st, q.p, now, q.cost, q.lease, true) }
         end
       end
-      if ok and nreq > 1 then
+      local snaps = {}
+      if ok then
         -- All pass alone: charge them in order.
-        local snaps = {}
         for i = 1, #order do snaps[i] = copystate(order[i].st) end
         local charged, d2 = {}, {}
         for r = 1, nreq do
@@ -161,10 +216,15 @@ for _ = 1, tonumber(ARGV[1]) do
       for i = 1, #order do order[i].h.save(order[i].st, order[i].p, now) end
       emit(ok and 1 or 0)
       emit(now)
+      local undos = {}
+      if op == 'T' and ok then undos = undoTokens(reqs, order, snaps) end
       for r = 1, nreq do
         local d = ds[r]
         put(d[1], d[2], d[3], d[4], d[5])
-        if op == 'T' then emit(d[6]) end
+        if op == 'T' then
+          emit(d[6])
+          emit(undos[r] or '')
+        end
       end
     elseif op == 'p' then
       emit(1)
@@ -176,10 +236,17 @@ for _ = 1, tonumber(ARGV[1]) do
     elseif op == 'r' or op == 'b' then
       for r = 1, nreq do
         local q = reqs[r]
-        local at = now
-        if q.at ~= '' then at = clamp(tonumber(q.at)) end
+        local at, undo = now, nil
+        local qat = q.at
+        if op == 'b' then
+          local bar = string.find(qat, '|', 1, true)
+          if bar then qat, undo = sub(qat, 1, bar - 1), sub(qat, bar + 1) end
+        end
+        if qat ~= '' then at = clamp(tonumber(qat)) end
         if q.st.expired then
           -- Nothing left to give back.
+        elseif undo then
+          undoReserve(q, now, at, undo)
         elseif op == 'b' and q.h.rollback then
           q.h.rollback(q.st, q.p, now, at, q.cost, q.lease)
         elseif q.cost > 0 then

@@ -77,14 +77,16 @@ ALG[2] = {
     else
       rem = max(p.limit - n, 0)
       -- The oldest n + cost - limit units must leave the window first.
-      retry = micros(max(zscoreabove(key, lo, n + cost - p.limit) + p.per - now, 1))
+      -- (Summed as period - age: the entry's time + period may lie past
+      -- 2^53 µs, where a double rounds it.)
+      retry = micros(max(p.per - (now - zscoreabove(key, lo, n + cost - p.limit)), 1))
     end
     if not st.ro then
       zwrite(st, now, members)
       rcall('ZREMRANGEBYSCORE', key, '-inf', num(lo))
     end
     if members then n = n + cost end
-    if n > 0 then reset = micros(zscoreabove(key, lo, n) + p.per - now) end
+    if n > 0 then reset = micros(p.per - (now - zscoreabove(key, lo, n))) end
     if allowed == 1 and cost > 0 and not commit then
       reset = micros(p.per) -- what take would report
     end

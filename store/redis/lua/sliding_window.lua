@@ -42,6 +42,19 @@ local function slidingExpiry(st, p)
   return 0
 end
 
+-- slidingResetAfter is slidingExpiry - now (0 when nothing is counted),
+-- summed from the difference: the instant itself may lie past 2^53 µs,
+-- where a double rounds it, and the span below it, as in algo's int64s.
+local function slidingResetAfter(st, p, now)
+  local n, cur = p.n, tdiv(st.a, p.sub)
+  for j = 0, n do
+    if st.ring[slot(p, cur - j)] ~= 0 then
+      return micros(((cur - j) * p.sub - now) + (n + 1) * p.sub)
+    end
+  end
+  return 0
+end
+
 -- slidingRetry is algo's: walk the sub-windows from the current one;
 -- within one the estimate only falls, so search the first microsecond
 -- that fits (after trying the closed form).
@@ -75,10 +88,10 @@ local function slidingRetry(st, p, idx, now, cost)
         end
         e = lo
       end
-      return (idx + k) * sub + e - now
+      return (idx * sub - now) + k * sub + e
     end
   end
-  return (idx + n + 1) * sub - now
+  return (idx * sub - now) + (n + 1) * sub
 end
 
 ALG[3] = {
@@ -135,11 +148,10 @@ ALG[3] = {
     -- (Only counts this package did not write could take Remaining
     -- above the limit.)
     rem = min(max(rem, 0), p.limit)
-    local exp = slidingExpiry(st, p)
+    reset = slidingResetAfter(st, p, now)
     if allowed == 1 and cost > 0 and not commit then
-      exp = (idx + p.n + 1) * sub -- what take would report
+      reset = micros((idx * sub - now) + (p.n + 1) * sub) -- what take would report
     end
-    if exp > now then reset = micros(exp - now) end
     return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)

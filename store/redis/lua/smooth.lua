@@ -45,6 +45,14 @@ local function untilFull(p, nxt, stored)
   return nxt + trunc(ceil((p.maxPermits - stored) * p.coolDown))
 end
 
+-- resetAfter is untilFull - now, summed from the difference: the instant
+-- itself may lie past 2^53 µs (a ticket near MAXTIME, years of stored
+-- permits), where a double rounds it, while the span is below it, as in
+-- algo's int64s.
+local function resetAfter(p, nxt, stored, now)
+  return micros((nxt - now) + trunc(ceil((p.maxPermits - stored) * p.coolDown)))
+end
+
 -- free counts the unit requests that would pass at now without waiting:
 -- SmoothBursty's stored permits are free, SmoothWarmup's are not, and one
 -- more passes if the ticket nxt is free.
@@ -57,6 +65,9 @@ end
 
 local h = {
   np = 8,
+  -- restore3: a reservation's rollback restores the three fields (see
+  -- undoTokens in main.lua) rather than refunding, which errs strict.
+  restore3 = true,
   parse = function(a, i)
     return {
       stable = tonumber(a[i]), coolDown = tonumber(a[i + 1]), maxPermits = tonumber(a[i + 2]),
@@ -82,21 +93,22 @@ local h = {
     if cost > p.maxCost then
       -- More than a period's permits (or the burst): never, rather than
       -- a debt that would hold the key for what the cost is worth.
-      return 0, free(p, st.b, stored, now), NEVER, micros(untilFull(p, st.b, stored) - now), 0, now
+      return 0, free(p, st.b, stored, now), NEVER, resetAfter(p, st.b, stored, now), 0, now
     end
     local wait = st.b - now
     if wait > p.maxWait then
-      return 0, 0, micros(wait - p.maxWait), micros(untilFull(p, st.b, stored) - now), 0, now
+      return 0, 0, micros(wait - p.maxWait), resetAfter(p, st.b, stored, now), 0, now
     end
     local spend = min(cost, stored)
     local fresh = cost - spend
     -- Like Guava's saturated add: a huge cost pushes the ticket to the
-    -- end of time.
-    local nxt = st.b + toWait(p, stored, spend)
+    -- end of time (saturated at each step, as algo: a sum past 2^53
+    -- would be rounded).
+    local nxt = min(st.b + toWait(p, stored, spend), MAXTIME)
     local pay = fresh * p.stable
     if pay < MAXTIME - nxt then
       nxt = nxt + trunc(pay)
-    elseif nxt < MAXTIME then
+    else
       nxt = MAXTIME
     end
     stored = stored - spend
@@ -104,7 +116,7 @@ local h = {
       st.b = nxt
       st.a = stored
     end
-    return 1, free(p, nxt, stored, now), 0, micros(untilFull(p, nxt, stored) - now), micros(wait), now
+    return 1, free(p, nxt, stored, now), 0, resetAfter(p, nxt, stored, now), micros(wait), now
   end,
   refund = function(st, p, now, at, cost)
     -- Give back the ticket time the cost is worth at the stable rate,
