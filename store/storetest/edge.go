@@ -237,6 +237,7 @@ func testEdges(t *testing.T, h *Harness) {
 				edgeSameInstant(e, l)
 				edgeRefundTimes(e, l)
 				edgeEndOfTime(e, l)
+				edgeLeases(e, l)
 			})
 		}
 		t.Run("keys", func(t *testing.T) {
@@ -368,6 +369,45 @@ func edgeEndOfTime(e *edgeRun, l *algo.Limit) {
 		if !e.peek(what+" after a take", store.Request{Key: q.Key, Limit: l}) {
 			return
 		}
+	}
+}
+
+// edgeLeases takes, renews and releases Concurrency leases whose ids are
+// at the edges of uint64 and of exact doubles: ids that differ only past
+// 2^53 must stay apart (a Lua number would merge them).
+func edgeLeases(e *edgeRun, l *algo.Limit) {
+	e.t.Helper()
+	if l.Algorithm() != algo.Concurrency || l.Capacity() < 2 {
+		return
+	}
+	rn, renews := e.st.(store.Renewer)
+	ns := namespace(e.t)
+	for _, pair := range [][2]uint64{{1<<53 + 1, 1<<53 + 2}, {1 << 63, 1<<63 + 1}, {math.MaxUint64, math.MaxUint64 - 1}} {
+		key := fmt.Sprintf("%slease%d", ns, pair[0])
+		a := store.Request{Key: key, Limit: l, Cost: 1, Lease: pair[0]}
+		b := store.Request{Key: key, Limit: l, Cost: 1, Lease: pair[1]}
+		if _, ok := e.take(fmt.Sprintf("lease %d", a.Lease), []store.Request{a}); !ok {
+			continue
+		}
+		if _, ok := e.take(fmt.Sprintf("lease %d", b.Lease), []store.Request{b}); !ok {
+			continue
+		}
+		e.clock.Advance(time.Microsecond)
+		if renews {
+			now := e.clock.micros()
+			err := e.call(func() error { return rn.Renew(e.t.Context(), []store.Request{a}) })
+			e.ref.Renew(a, now)
+			if e.failed(fmt.Sprintf("Renew lease %d", a.Lease), err) {
+				continue
+			}
+		}
+		if !e.giveBack(fmt.Sprintf("lease %d", b.Lease), b) {
+			continue
+		}
+		e.peek(fmt.Sprintf("after releasing lease %d of %d and %d", b.Lease, a.Lease, b.Lease), store.Request{Key: key, Limit: l, Cost: 1})
+		e.clock.Set(Epoch.Add(l.Window(0) - time.Microsecond))
+		e.peek(fmt.Sprintf("lease %d renewed, 1µs before its first expiry", a.Lease), store.Request{Key: key, Limit: l, Cost: 1})
+		e.clock.Set(Epoch)
 	}
 }
 
