@@ -91,8 +91,8 @@ func TestBinaryGatewayGRPCClients(t *testing.T) {
 	next := make(chan struct{})
 	upstream := "h2c://" + grpcUpstream(t, next)
 	dir, _ := writeConfig(t, grpcRules)
-	out, _ := startBinary(t, nil, "--config", dir, "--reload-interval", "0", "--upstream", upstream)
-	conn, err := grpc.NewClient(gatewayAddr(t, out.String()), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	p := startBinary(t, nil, "--config", dir, "--reload-interval", "0", "--upstream", upstream)
+	conn, err := grpc.NewClient(gatewayAddr(t, p.Stdout()), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +188,8 @@ func TestBinaryGatewayH2CAndHTTP1OnOneAddress(t *testing.T) {
 	}))
 	defer up.Close()
 	dir, _ := writeConfig(t, h2Rules)
-	out, _ := startBinary(t, nil, "--config", dir, "--reload-interval", "0", "--upstream", up.URL)
-	addr := gatewayAddr(t, out.String())
+	p := startBinary(t, nil, "--config", dir, "--reload-interval", "0", "--upstream", up.URL)
+	addr := gatewayAddr(t, p.Stdout())
 
 	h2c := &http.Transport{Protocols: new(http.Protocols)}
 	h2c.Protocols.SetUnencryptedHTTP2(true)

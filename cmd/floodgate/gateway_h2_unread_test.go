@@ -72,8 +72,8 @@ descriptors:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := startBinary(t, nil, "--config", cfg, "--upstream", up.URL, "--client-timeout", "300ms")
-	addr := gatewayAddr(t, out.String())
+	p := startBinary(t, nil, "--config", cfg, "--upstream", up.URL, "--client-timeout", "300ms")
+	addr := gatewayAddr(t, p.Stdout())
 
 	for _, readsConn := range []bool{true, false} {
 		c, err := net.Dial("tcp", addr)

@@ -10,13 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -206,57 +202,7 @@ func TestBinaryGatewayHTTPSUpstreamOverH2(t *testing.T) {
 	up := h2Upstream(t, ca)
 	dir, _ := writeConfig(t, h2Rules)
 
-	out, _ := startBinary(t, []string{"SSL_CERT_FILE=" + caFile}, "--config", dir, "--reload-interval", "0", "--upstream", up.URL)
-	httpAddr := gatewayAddr(t, out.String())
+	p := startBinary(t, []string{"SSL_CERT_FILE=" + caFile}, "--config", dir, "--reload-interval", "0", "--upstream", up.URL)
+	httpAddr := gatewayAddr(t, p.Stdout())
 	checkLimited(t, &http.Client{Timeout: 10 * time.Second}, "http://"+httpAddr, "HTTP/2.0")
-}
-
-// startBinary builds the floodgate binary and runs `floodgate serve` with
-// --http, --grpc and --admin on 127.0.0.1:0, then args (a flag given again
-// there wins), with env added to the environment. It returns serve's
-// stdout and stderr once serve says it serves (skipped under -short). At the test's end the
-// process gets SIGTERM and must exit 0 within 15 s.
-func startBinary(t *testing.T, env []string, args ...string) (out, errb *lockedBuffer) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the floodgate binary")
-	}
-	bin := filepath.Join(t.TempDir(), "floodgate")
-	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	out, errb = new(lockedBuffer), new(lockedBuffer)
-	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = out, errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("floodgate serve exited with %v after SIGTERM\n%s", err, errb.String())
-			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("floodgate serve did not exit within 15 s of SIGTERM")
-		}
-	})
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "floodgate serving:"); {
-		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			t.Fatalf("floodgate serve exited: %v\n%s", err, errb.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("floodgate serve not serving after 20 s: %s", errb.String())
-		}
-		time.Sleep(20 * time.Millisecond) // waiting for the process to start, not for math
-	}
-	return out, errb
 }
