@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,15 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/floodgate/floodgate/internal/testbinary"
 	"github.com/floodgate/floodgate/middleware"
 )
 
@@ -33,19 +29,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// buildFloodgate builds the floodgate binary into a temporary folder.
-func buildFloodgate(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	bin := filepath.Join(t.TempDir(), "floodgate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/floodgate")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/floodgate: %v\n%s", err, out)
-	}
-	return bin
-}
+func TestMain(m *testing.M) { os.Exit(testbinary.Main(m)) }
 
 // The source article's scenario through the real binary in gateway mode:
 // `floodgate serve --upstream URL` in front of a real upstream, 1200
@@ -55,7 +39,6 @@ func TestBinaryGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the floodgate binary")
 	}
-	bin := buildFloodgate(t)
 	var reached atomic.Int64
 	next := make(chan struct{})
 	mux := http.NewServeMux()
@@ -101,48 +84,9 @@ descriptors:
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := freeAddr(t)
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--config", dir, "--upstream", up.URL,
-		"--http", httpAddr, "--grpc", freeAddr(t), "--admin", freeAddr(t), "--reload-interval", "0")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("floodgate serve exited with %v after SIGTERM\n%s", err, stderr.String())
-			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("floodgate serve did not exit within 15 s of SIGTERM")
-		}
-	}()
-
+	fg := testbinary.Serve(t, nil, "--config", dir, "--upstream", up.URL, "--reload-interval", "0")
+	httpAddr := fg.HTTP
 	base := "http://" + httpAddr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health-of-the-gateway") // no route: proxied, counts nothing
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("floodgate serve exited: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("floodgate serve not answering on %s: %v\n%s", httpAddr, err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	reached.Store(0)
 
 	first := do(t, "GET", base+"/ping")
 	if first.status != 200 || first.body != "pong" {
