@@ -166,7 +166,7 @@ func Serve(tb testing.TB, env []string, args ...string) *Process {
 			return
 		}
 		if err := p.stop(syscall.SIGTERM, StopTimeout); err != nil {
-			tb.Errorf("floodgate serve %v: %v after SIGTERM\n%s", all[1:], err, p.Stderr())
+			tb.Errorf("floodgate serve %v: want exit 0 on SIGTERM at the test's end, got %v\n%s", all[1:], err, p.Stderr())
 		}
 	})
 	select {
