@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/floodgate/floodgate/internal/testbinary"
 )
 
 // articleGateway is the source article's budget behind a gateway route:
@@ -33,7 +35,7 @@ descriptors:
 func bench(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(binary, append([]string{"bench"}, args...)...)
+	cmd := exec.Command(testbinary.Path(t), append([]string{"bench"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	code := 0

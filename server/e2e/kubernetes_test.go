@@ -65,8 +65,8 @@ func TestShutdownDelay(t *testing.T) {
 	}
 	select {
 	case <-p.done:
-		if p.exitErr != nil {
-			t.Fatalf("exit: %v\n%s", p.exitErr, p.logs())
+		if err := p.exitErr(); err != nil {
+			t.Fatalf("exit: %v\n%s", err, p.logs())
 		}
 		if took := time.Since(sigAt); took < delay {
 			t.Errorf("exited %v after SIGTERM, want at least the %v delay", took, delay)
@@ -108,10 +108,9 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 			t.Errorf("exited %v after the second SIGTERM", took)
 		}
 		// Killed by the signal's default action, not drained.
-		if p.exitErr == nil || !strings.Contains(p.exitErr.Error(), "signal: terminated") {
-			t.Errorf("exit %v, want killed by the second SIGTERM", p.exitErr)
+		if err := p.exitErr(); err == nil || !strings.Contains(err.Error(), "signal: terminated") {
+			t.Errorf("exit %v, want killed by the second SIGTERM", err)
 		}
-		p.exitErr = nil // as expected: not the cleanup's business
 	case <-time.After(10 * time.Second):
 		t.Fatalf("still running 10s after a second SIGTERM (the delay is 30s)\n%s", p.logs())
 	}

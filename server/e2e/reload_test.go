@@ -105,7 +105,7 @@ func waitLogCount(t *testing.T, p *proc, want string, n int) {
 	for strings.Count(p.logs(), want) < n {
 		select {
 		case <-p.done:
-			t.Fatalf("the process exited (%v) waiting for %q\n%s", p.exitErr, want, p.logs())
+			t.Fatalf("the process exited (%v) waiting for %q\n%s", p.exitErr(), want, p.logs())
 		default:
 		}
 		if time.Now().After(deadline) {
