@@ -77,7 +77,8 @@ func newHandler() (http.Handler, func(), error) {
 	}
 	// Degraded requests are served by a cached copy. Every middleware of
 	// the domain knows the fallbacks: New checks that each degrade rule
-	// of the domain has its own.
+	// of the domain has its own, and that each descriptor of the spec
+	// reaches a rule (a misspelt key would limit nothing).
 	cached := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Report", "cached")
 		fmt.Fprintln(w, "report (cached copy: the live one is over its limit)")
