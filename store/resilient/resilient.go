@@ -162,6 +162,10 @@ type job struct {
 	out  []algo.Decision
 	res  store.Result
 	done chan error // capacity 1: the goroutine never blocks
+	// startFn is start bound to the job once, when the pool makes it: a
+	// go statement on the method value would allocate its closure on
+	// every call.
+	startFn func()
 	// dom and parts are the breakers the call asks (see route); probes[i]
 	// is set when the call is parts[i]'s half-open probe. The goroutine
 	// reads them only once the caller handed the call off (late), after
@@ -212,7 +216,11 @@ const (
 // lateGrace is the late grace for a call timeout of d.
 func lateGrace(d time.Duration) time.Duration { return min(max(d, minLateGrace), maxLateGrace) }
 
-var jobs = sync.Pool{New: func() any { return &job{done: make(chan error, 1)} }}
+var jobs = sync.Pool{New: func() any {
+	j := &job{done: make(chan error, 1)}
+	j.startFn = j.start
+	return j
+}}
 
 // getJob returns a job running run with a copy of reqs and room for as
 // many decisions, routed to the breakers of reqs' keys.
@@ -234,7 +242,7 @@ func putJob(j *job) {
 		return
 	}
 	clear(j.reqs) // keys and limits are the caller's: keep them alive no longer
-	*j = job{reqs: j.reqs[:0], out: j.out[:0], parts: j.parts[:0], probes: j.probes[:0], done: j.done}
+	*j = job{reqs: j.reqs[:0], out: j.out[:0], parts: j.parts[:0], probes: j.probes[:0], done: j.done, startFn: j.startFn}
 	jobs.Put(j)
 }
 
@@ -312,7 +320,7 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	defer cancel()
 	start := time.Now()
 	j.ctx = cctx
-	go j.start()
+	go j.startFn()
 	var err error
 	handed := false
 	select {
