@@ -252,6 +252,12 @@ func Compile(p Params) (*Limit, error) {
 	if p.Period/time.Microsecond > maxTime {
 		return bad("period", "must be below 2^53µs (about 285 years), got %v", p.Period)
 	}
+	// A sliding window's reset runs to the end of the next sub-window, up
+	// to two periods away, which must stay below 2^53µs for every store to
+	// report it exactly (Redis computes in doubles).
+	if p.Algorithm == SlidingWindow && p.Period/time.Microsecond > maxTime/2 {
+		return bad("period", "must be below 2^52µs (about 142 years) for sliding_window, whose reset can be two periods away, got %v", p.Period)
+	}
 	if p.Burst < 0 {
 		return bad("burst", "must be >= 0, got %d", p.Burst)
 	}

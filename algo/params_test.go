@@ -23,6 +23,7 @@ func TestCompileRejects(t *testing.T) {
 		{"zero period", Params{Algorithm: FixedWindow, Limit: 10}, "period"},
 		{"negative period", Params{Algorithm: SlidingLog, Limit: 10, Period: -time.Second}, "period"},
 		{"period of 290 years", Params{Algorithm: FixedWindow, Limit: 10, Period: 290 * 365 * 24 * time.Hour}, "period"},
+		{"sliding window of 150 years", Params{Algorithm: SlidingWindow, Limit: 10, Period: 150 * 365 * 24 * time.Hour}, "period"},
 		{"period under 1µs", Params{Algorithm: TokenBucket, Limit: 10, Period: 999}, "period"},
 		{"calendar on a bucket", Params{Algorithm: TokenBucket, Limit: 10, Calendar: CalendarMonth}, "calendar"},
 		{"unknown calendar", Params{Algorithm: FixedWindow, Limit: 10, Calendar: 7}, "calendar"},

@@ -50,9 +50,9 @@ func edgeLimits(k algo.Kind) []algo.Params {
 	case algo.SlidingWindow:
 		ps = append(ps,
 			algo.Params{Algorithm: k, Limit: 1e12, Period: time.Hour, SubWindows: 3600},
-			// Not maxPeriod: a sliding window's ResetAfter runs to the end
-			// of the next sub-window, up to 2 periods, which past 2^53 µs
-			// no double (Redis' Lua) holds exactly.
+			// The longest period algo accepts for a sliding window: half
+			// maxPeriod, since its ResetAfter runs to the end of the next
+			// sub-window, up to 2 periods, which must stay below 2^53 µs.
 			algo.Params{Algorithm: k, Limit: 1<<53 - 1, Period: maxPeriod / 2},
 		)
 	case algo.TokenBucket:
