@@ -67,6 +67,18 @@ func NewWriter(o Options) *Writer {
 	return w
 }
 
+// WriteRetryAfter sets the Retry-After field (under its configured name)
+// on h to wait in seconds, rounded up, when the Writer's Set has
+// RetryAfter and wait is positive: for a refusal that no limit's status
+// describes, such as a shaper's turn that comes after the request's
+// deadline.
+func (w *Writer) WriteRetryAfter(h http.Header, wait time.Duration) {
+	if w.set&RetryAfter == 0 || wait <= 0 {
+		return
+	}
+	h.Set(w.keys[fRetryAfter], strconv.FormatInt(Seconds(wait), 10))
+}
+
 // WriteStatuses sets the fields for the matched, limited statuses of st on
 // h, replacing earlier values: the fields and values of
 // Write(h, FromStatuses(st), o) for the Writer's Options o. It writes

@@ -200,3 +200,26 @@ func BenchmarkWriteStatuses(b *testing.B) {
 		}
 	})
 }
+
+// WriteRetryAfter writes Retry-After, rounded up to seconds, under its
+// configured name, and nothing when the set leaves it out or there is no
+// wait.
+func TestWriteRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		wait time.Duration
+		name string
+		want string
+	}{
+		{Options{}, 1500 * time.Millisecond, "Retry-After", "2"},
+		{Options{Names: Names{RetryAfter: "X-Retry-In"}}, time.Second, "X-Retry-In", "1"},
+		{Options{Set: IETF}, time.Second, "Retry-After", ""},
+		{Options{}, 0, "Retry-After", ""},
+	} {
+		h := http.Header{}
+		NewWriter(c.o).WriteRetryAfter(h, c.wait)
+		if got := h.Get(c.name); got != c.want || (c.want == "" && len(h) != 0) {
+			t.Errorf("%+v, wait %v: %v; want %s: %q", c.o, c.wait, h, c.name, c.want)
+		}
+	}
+}

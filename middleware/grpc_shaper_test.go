@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,7 +15,8 @@ import (
 // A gRPC call a shaper would hold past its grpc-timeout is refused at once
 // as a limit's refusal — RESOURCE_EXHAUSTED with the delay as its
 // pushback — not UNAVAILABLE (the 503 an HTTP client gets), which retry
-// policies retry at once. An HTTP client still gets the 503.
+// policies retry at once. An HTTP client still gets the 503, with
+// Retry-After: when its turn would have come, rounded up.
 func TestGRPCShaperTurnPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, closeStore := bubbleEngine(t, `
@@ -46,8 +48,10 @@ descriptors:
 		defer cancel()
 		hw := httptest.NewRecorder()
 		h.ServeHTTP(hw, hr.WithContext(ctx))
-		if hw.Code != http.StatusServiceUnavailable || hw.Header().Get("Grpc-Status") != "" {
-			t.Errorf("an HTTP request whose turn comes after its deadline: %d %v, want 503 without grpc fields", hw.Code, hw.Header())
+		var p middleware.Problem
+		if hw.Code != http.StatusServiceUnavailable || hw.Header().Get("Grpc-Status") != "" || hw.Header().Get("Retry-After") != "1" ||
+			json.Unmarshal(hw.Body.Bytes(), &p) != nil || p.RetryAfter == nil || *p.RetryAfter != 1 {
+			t.Errorf("an HTTP request whose turn comes after its deadline: %d %v %s, want 503 with Retry-After: 1 (body too), without grpc fields", hw.Code, hw.Header(), hw.Body)
 		}
 	})
 }

@@ -400,11 +400,14 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			}
 			// A gRPC client hears a limit's refusal, with the delay as
 			// its pushback: UNAVAILABLE, 503's code, is retried at once.
+			// Any client learns when its turn would have come.
 			if IsGRPC(r) {
 				w.Header().Set(grpcPushback, strconv.FormatInt(int64((resp.Delay+time.Millisecond-1)/time.Millisecond), 10))
 			}
+			m.fields.WriteRetryAfter(w.Header(), resp.Delay)
+			secs := headers.Seconds(resp.Delay)
 			WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r), grpcCode: grpcResourceExhausted,
-				Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
+				RetryAfter: &secs, Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
 			return nop, false
 		}
 		m.fields.WriteStatuses(w.Header(), resp.Statuses)
