@@ -402,7 +402,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			// its pushback: UNAVAILABLE, 503's code, is retried at once.
 			// Any client learns when its turn would have come.
 			if IsGRPC(r) {
-				w.Header().Set(grpcPushback, strconv.FormatInt(int64((resp.Delay+time.Millisecond-1)/time.Millisecond), 10))
+				setPushback(w.Header(), resp.Delay)
 			}
 			m.fields.WriteRetryAfter(w.Header(), resp.Delay)
 			secs := headers.Seconds(resp.Delay)
@@ -455,7 +455,7 @@ func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 		p.RetryAfter = &s
 		p.Detail = fmt.Sprintf("rate limit exceeded; retry in %d s", s)
 		if grpc {
-			w.Header().Set(grpcPushback, strconv.FormatInt(int64((wait+time.Millisecond-1)/time.Millisecond), 10))
+			setPushback(w.Header(), wait)
 		}
 	} else if never(ps) {
 		p.Detail = "rate limit exceeded; this request can never pass this limit"

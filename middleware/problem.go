@@ -176,6 +176,12 @@ func grpcTimeout(v string) (time.Duration, bool) {
 // retry (gRPC proposal A6, client retries).
 const grpcPushback = "Grpc-Retry-Pushback-Ms"
 
+// setPushback sets grpc-retry-pushback-ms on h to wait in milliseconds,
+// rounded up, so that a client retrying after it finds its turn come.
+func setPushback(h http.Header, wait time.Duration) {
+	h.Set(grpcPushback, strconv.FormatInt(int64((wait+time.Millisecond-1)/time.Millisecond), 10))
+}
+
 // gRPC status codes of GRPCCode (google.golang.org/grpc/codes, which this
 // package does not import).
 const (
