@@ -171,8 +171,9 @@ const defaultFallbackWait = 30 * time.Second
 //   - WithDescriptorCheck(true): a descriptor no rule can limit is an error
 //
 // When d is a *policy.Engine (anything with Config() *policy.Config), New
-// checks its configuration as it is now (a later SetConfig is not
-// checked), each check an error that names what is wrong:
+// checks its configuration as it is now (a later SetConfig is checked only
+// when CheckConfig is registered with the Engine's AddConfigCheck), each
+// check an error that names what is wrong:
 //
 //   - the domain is in it (else every request would pass unlimited);
 //   - every descriptor of x can be limited by some rule of the domain
@@ -221,21 +222,37 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	m.renewer, _ = d.(Renewer)
 	m.into, _ = d.(intoDecider)
 	if c, ok := d.(interface{ Config() *policy.Config }); ok {
-		if err := checkDomain(c.Config(), domain); err != nil {
-			return nil, err
-		}
-		if !m.o.noDescCheck {
-			if err := checkDescriptors(c.Config(), domain, x.DescriptorSpecs()); err != nil {
-				return nil, err
-			}
-		}
-		if err := CheckFallbacks(c.Config(), domain, m.o.fallbacks); err != nil {
+		if err := m.CheckConfig(c.Config()); err != nil {
 			return nil, err
 		}
 	}
 	m.pool.New = func() any { return new(scratch) }
 	m.fields = headers.NewWriter(m.o.headers)
 	return m, nil
+}
+
+// CheckConfig runs New's checks of a configuration against this
+// middleware — its domain is in cfg, each of its descriptors can be limited
+// by a rule (unless WithDescriptorCheck(false)), each degrade rule's
+// fallback is registered — and returns the first failure. New checks only
+// the configuration in force when it runs; to have a later reload refused
+// rather than lift this middleware's limits silently, register this method
+// with the Engine:
+//
+//	remove := engine.AddConfigCheck(mw.CheckConfig)
+//
+// and call remove when the middleware is retired (a check left registered
+// keeps refusing configurations without its domain).
+func (m *Middleware) CheckConfig(cfg *policy.Config) error {
+	if err := checkDomain(cfg, m.domain); err != nil {
+		return err
+	}
+	if !m.o.noDescCheck {
+		if err := checkDescriptors(cfg, m.domain, m.x.DescriptorSpecs()); err != nil {
+			return err
+		}
+	}
+	return CheckFallbacks(cfg, m.domain, m.o.fallbacks)
 }
 
 // checkDomain reports a domain that the Decider's configuration does not

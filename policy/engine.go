@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,7 @@ type Engine struct {
 	overrides map[ruleRef]Override
 	scales    map[ruleRef]RateScale
 	adaptive  []*adaptiveRule
+	checks    []*configCheck
 
 	adaptiveSet atomic.Pointer[adaptiveSet]
 	queues      queues
@@ -143,13 +145,59 @@ func (e *Engine) Version() uint64 { return e.snap.Load().version }
 
 // SetConfig installs cfg, keeping the runtime overrides and scales of the
 // rules that still exist. Requests in flight finish on the old snapshot.
+// The checks added by AddConfigCheck run first; any error keeps the
+// configuration in force.
 func (e *Engine) SetConfig(cfg *Config) error {
 	if cfg == nil {
 		return errors.New("policy: SetConfig: nil config")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var errs []error
+	for _, c := range e.checks {
+		if err := c.f(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("policy: configuration not installed, the one in force stays: %w", errors.Join(errs...))
+	}
 	return e.swapLocked(cfg)
+}
+
+// configCheck is one AddConfigCheck registration; its address is its
+// identity, so the same function registered twice is removed once per
+// remove.
+type configCheck struct{ f func(*Config) error }
+
+// AddConfigCheck registers check, which SetConfig — and so Reload, Watch
+// and a gateway's reload — runs on every configuration before installing
+// it. An error from any check keeps the configuration in force and is
+// returned (joined with the others', under "configuration not
+// installed"); the configuration in force is not checked again. Checks
+// run in the order they were added, with the Engine's writers held off:
+// a check must not call the Engine's setters. remove unregisters the
+// check; calling it again does nothing.
+//
+// A middleware.Middleware's CheckConfig is such a check: registered, a
+// reload that drops its domain, leaves its descriptors no rule, or adds a
+// degrade rule whose fallback it lacks is refused instead of lifting its
+// limits silently.
+func (e *Engine) AddConfigCheck(check func(*Config) error) (remove func()) {
+	if check == nil {
+		return func() {}
+	}
+	c := &configCheck{f: check}
+	e.mu.Lock()
+	e.checks = append(e.checks, c)
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if i := slices.Index(e.checks, c); i >= 0 {
+			e.checks = slices.Delete(e.checks, i, i+1)
+		}
+	}
 }
 
 // swapLocked compiles cfg with the overrides and scales into a snapshot
