@@ -79,6 +79,9 @@ type Config struct {
 	Concurrency int
 	// Connections is the number of connections the callers share, at
 	// most Concurrency (0: min(Concurrency, 4); negative is an error).
+	// Caller w uses connection w mod Connections: for GRPC one HTTP/2
+	// connection that multiplexes its callers' requests, for the others
+	// one HTTP/1.1 keep-alive connection on which they take turns.
 	Connections int
 	// Timeout bounds each request (0: 5s; negative is an error).
 	Timeout time.Duration
@@ -119,11 +122,14 @@ type Result struct {
 	Unmatched int64
 	// Statuses counts the answers by HTTP status (nil for GRPC).
 	Statuses map[int]int64
-	// Dials is the number of connections the run opened (0 for GRPC,
-	// whose connections are not counted).
-	Dials   int64
-	Elapsed time.Duration
-	Latency Histogram
+	// Dials is the number of connections the run opened, FailedDials the
+	// attempts that could not connect (both 0 for GRPC, whose connections
+	// are not counted). With HTTP/1.1 keep-alive Dials is
+	// Config.Connections, plus one for every connection the server or a
+	// request's timeout closed.
+	Dials, FailedDials int64
+	Elapsed            time.Duration
+	Latency            Histogram
 	// FirstErrors holds up to five distinct error messages.
 	FirstErrors []string
 }
@@ -359,6 +365,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Statuses = statuses
 		for _, c := range callers {
 			res.Dials += c.(*httpCaller).dials.Load()
+			res.FailedDials += c.(*httpCaller).failedDials.Load()
 		}
 	}
 	return res, nil
@@ -453,27 +460,32 @@ func envoyUnmatched(resp *rlsv3.RateLimitResponse) bool {
 
 func (g *grpcCaller) close() { g.conn.Close() }
 
+// httpCaller is one connection: a transport that holds at most one
+// connection to the server at a time, shared by the callers given it.
+// HTTP/1.1 carries one request at a time on it, so those callers take
+// turns, as callers sharing a connection do.
 type httpCaller struct {
 	client *http.Client
 	url    string
 	cfg    Config
-	dials  atomic.Int64
+	// dials counts the connections opened (TCP connected, whatever the
+	// TLS handshake did next), failedDials the dials that failed.
+	dials, failedDials atomic.Int64
 }
 
 func newHTTPCaller(cfg Config) *httpCaller {
 	h := &httpCaller{cfg: cfg}
-	per := max(1, cfg.Concurrency/cfg.Connections)
 	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.TLS,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				h.failedDials.Add(1)
+				return nil, err
+			}
 			h.dials.Add(1)
-			return dialer.DialContext(ctx, network, addr)
+			return c, nil
 		}}
-	if per > 1 {
-		// HTTP/1.1 carries one request at a time per connection: the
-		// callers of one "connection" share a small pool of that size.
-		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = per, per
-	}
 	addr := cfg.Addr
 	if !strings.Contains(addr, "://") {
 		scheme := "http://"

@@ -3,6 +3,7 @@ package loadgen_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -293,5 +294,81 @@ func TestHTTPProtocol(t *testing.T) {
 		if _, err := loadgen.Run(context.Background(), c.cfg); err == nil || err.Error() != c.want {
 			t.Errorf("Run(%+v) = %v, want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// connCounter is an httptest server answering every protocol's request
+// as admitted (after a millisecond, so that callers overlap), counting
+// the connections it accepted.
+func connCounter(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(time.Millisecond)
+		switch r.URL.Path {
+		case "/json":
+			io.WriteString(w, `{"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":1,"unit":"SECOND"}}]}`)
+		case "/v1/decide":
+			io.WriteString(w, `{"allowed":true,"statuses":[{"matched":true}]}`)
+		default:
+			w.Header().Set("RateLimit-Policy", `"p";q=1;w=1`)
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// TestConnectionsExact: c callers share exactly the connections asked
+// for, over json, v1 and http alike, and the report's two counts agree.
+func TestConnectionsExact(t *testing.T) {
+	srv, conns := connCounter(t)
+	for _, p := range []string{loadgen.JSON, loadgen.V1, loadgen.HTTP} {
+		for _, c := range []struct{ callers, conns int }{{64, 1}, {10, 4}, {8, 8}, {16, 0}} {
+			conns.Store(0)
+			res, err := loadgen.Run(context.Background(), loadgen.Config{Protocol: p, Addr: srv.URL,
+				Requests: 300, Duration: time.Minute, Concurrency: c.callers, Connections: c.conns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := int64(c.conns)
+			if want == 0 {
+				want = 4 // min(16, 4)
+			}
+			if res.Admitted != 300 || res.Errors != 0 || conns.Load() != want || res.Dials != want {
+				t.Errorf("%s -c %d -conns %d: admitted %d errors %d %v; the server saw %d connections, the result says %d opened; want %d",
+					p, c.callers, c.conns, res.Admitted, res.Errors, res.FirstErrors, conns.Load(), res.Dials, want)
+			}
+			var out bytes.Buffer
+			res.Print(&out)
+			for _, w := range []string{fmt.Sprintf("%d callers over %d connection(s)\n", c.callers, want), fmt.Sprintf("connections %d opened\n", want)} {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("%s -c %d -conns %d: report lacks %q:\n%s", p, c.callers, c.conns, w, out.String())
+				}
+			}
+		}
+	}
+}
+
+// TestFailedDialsNotOpened: with nothing listening no connection was
+// opened; the attempts are reported as failed, not opened.
+func TestFailedDialsNotOpened(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Protocol: loadgen.JSON, Addr: addr, Requests: 5, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res.Print(&out)
+	if res.Dials != 0 || !strings.Contains(out.String(), "connections 0 opened, 5 attempt(s) failed to connect\n") {
+		t.Errorf("dials %d, report:\n%s\nwant none opened and 5 failed", res.Dials, out.String())
 	}
 }

@@ -114,7 +114,9 @@ func (r *Result) Print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "statuses    %s\n", strings.Join(parts, ", "))
 	}
-	if r.Dials > 0 {
+	if r.FailedDials > 0 {
+		fmt.Fprintf(w, "connections %d opened, %d attempt(s) failed to connect\n", r.Dials, r.FailedDials)
+	} else if r.Dials > 0 {
 		fmt.Fprintf(w, "connections %d opened\n", r.Dials)
 	}
 	if answered := r.Admitted + r.Rejected; r.Unmatched > 0 && c.Protocol == HTTP {
