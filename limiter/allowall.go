@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,11 @@ type Result struct {
 	Allowed bool
 	// Decisions holds one decision per hit, in order. After a refusal,
 	// Decisions[i].Allowed says whether hit i alone would have passed and
-	// Remaining is what it has with nothing charged (as store.Store.Take).
+	// Remaining is what it has with nothing charged (as store.Store.Take),
+	// except for a hit that repeats the store key of an earlier hit (see
+	// AllowAll): its decision is that of the costs of the hits on that key
+	// up to it, added up, when they would be refused together. At least
+	// one decision of a refusal is refused.
 	Decisions []algo.Decision
 
 	hits   []Hit
@@ -44,7 +49,9 @@ type Result struct {
 
 // RetryAfter is the longest RetryAfter among the refused hits: when the
 // whole acquisition could pass if nobody else takes meanwhile. It is zero
-// when Allowed, and algo.Never when a hit's cost exceeds its capacity.
+// when Allowed, and algo.Never when a hit's cost, or the added-up costs of
+// the hits on a repeated store key, exceed its capacity: a refusal's
+// RetryAfter is never zero.
 func (r Result) RetryAfter() time.Duration {
 	var after time.Duration
 	for _, d := range r.Decisions {
@@ -88,6 +95,17 @@ type storeGroup struct {
 // groups not yet tried are peeked so that every decision is reported. In
 // that case another caller may briefly see the units of a group that is
 // being rolled back as taken.
+//
+// A store key (the same store.Store value and the same name, separator and
+// key) may appear in several hits: the same Limiter and key twice, two
+// Limiters sharing a name, or names and keys whose concatenations meet.
+// Their costs add up, as if one hit asked for their sum: two hits of cost
+// 3 on a limit of 5 are refused although each alone would pass, and the
+// later hit's decision reports the sum's refusal, with the RetryAfter of
+// the sum, or algo.Never when the sum exceeds the capacity. (Package
+// policy, by contrast, charges a key that several descriptors of a request
+// name once, with the largest cost any of them asks; to get that here,
+// merge such hits before calling AllowAll.)
 //
 // Concurrency hits are held under a new lease each; Result.Cancel releases
 // them. An empty hits is admitted. With an error from a store's Take the
@@ -152,6 +170,22 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		}
 		res.Allowed = false
 		errs := []error{rollBack(ctx, &res, groups[:gi])}
+		// The store decided each hit alone: a key repeated in the group
+		// can refuse though every hit on it passes alone.
+		if err := addUpRepeats(ctx, g, &res, request); err != nil {
+			errs = append(errs, err)
+		}
+		if !refusedAny(res.Decisions, g.idx) {
+			// The added-up costs pass now: the units came back between the
+			// Take and the Peek (or a store refused with no refused
+			// decision). Name a refusing hit all the same, with the
+			// shortest wait there is, rather than a refusal that says
+			// retry in 0.
+			i := g.idx[len(g.idx)-1]
+			d := res.Decisions[i]
+			d.Allowed, d.RetryAfter, d.Delay = false, time.Microsecond, 0
+			res.Decisions[i] = d
+		}
 		// Report what the groups not tried would have decided.
 		for _, later := range groups[gi+1:] {
 			reqs := make([]store.Request, len(later.idx))
@@ -166,11 +200,69 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 			for j, i := range later.idx {
 				res.Decisions[i] = store.Unwind(out[j], res.hits[i].Cost)
 			}
+			if err := addUpRepeats(ctx, later, &res, request); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		return res, errors.Join(errs...)
 	}
 	res.cancelled = new(atomic.Bool)
 	return res, nil
+}
+
+// addUpRepeats replaces the decision of each hit of g that repeats the
+// store key of an earlier hit of g by the Peek of the costs of the hits on
+// that key up to it, added up, when that Peek refuses: the store charges a
+// repeated key the sum of its hits' costs (see AllowAll), so a refusal of
+// the sum must be reported, with the sum's RetryAfter (algo.Never beyond
+// the capacity), where every hit alone passes.
+func addUpRepeats(ctx context.Context, g storeGroup, res *Result, request func(int) store.Request) error {
+	if len(g.idx) < 2 {
+		return nil
+	}
+	var (
+		sums map[string]int64
+		idx  []int
+		reqs []store.Request
+	)
+	for _, i := range g.idx {
+		r := request(i)
+		if sums == nil {
+			sums = make(map[string]int64, len(g.idx))
+		}
+		sum, seen := sums[r.Key]
+		if sum += r.Cost; sum < 0 {
+			sum = math.MaxInt64 // overflow: beyond any capacity
+		}
+		sums[r.Key] = sum
+		if seen {
+			r.Cost, r.Lease = sum, 0
+			idx, reqs = append(idx, i), append(reqs, r)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	out := make([]algo.Decision, len(reqs))
+	if err := g.st.Peek(ctx, reqs, out); err != nil {
+		return fmt.Errorf("limiter: AllowAll: peek: %w", err)
+	}
+	for j, i := range idx {
+		if !out[j].Allowed {
+			res.Decisions[i] = out[j]
+		}
+	}
+	return nil
+}
+
+// refusedAny reports whether a decision of the hits idx is refused.
+func refusedAny(ds []algo.Decision, idx []int) bool {
+	for _, i := range idx {
+		if !ds[i].Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // rollBack gives back what the groups took, last first, and reports their
