@@ -184,11 +184,18 @@ func badUTF8(b []byte) int {
 }
 
 // handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 with
-// its body "OK" while the server serves; 503 "draining" after SIGTERM
-// (envoyproxy/ratelimit answers 500).
+// its body "OK" while the server serves; 503 from the moment shutdown
+// begins (envoyproxy/ratelimit answers 500): "shutting down" during the
+// shutdown delay, as /readyz and the gRPC health report it, so that a
+// readiness probe on it takes the instance out of rotation before its
+// listeners close, then "draining".
 func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
-	if s.draining.Load() {
+	switch {
+	case s.draining.Load():
 		writeError(w, http.StatusServiceUnavailable, "draining")
+		return
+	case s.stopping.Load():
+		writeError(w, http.StatusServiceUnavailable, "shutting down")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
