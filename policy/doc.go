@@ -70,10 +70,12 @@
 // ceiling (C), which counts all of its traffic. A request takes rate,
 // ceiling and the ancestors. When the rate is the only refusal, the request
 // is tried again without the rate — and with the parent's lend pool when
-// the parent sets lendable: S (a key of S × the parent's capacity that
-// counts borrowed traffic only). So a child gets R of its own; beyond R it
-// borrows up to C while the parent (and its lend pool) has capacity left;
-// the parent is charged for all of it and so never exceeds its budget.
+// the parent sets lendable: S (a key of S × the parent's capacity, rounded
+// down, that counts borrowed traffic only; a share of less than one unit is
+// an error at load, and an override or scale making it so is refused). So a
+// child gets R of its own; beyond R it borrows up to C while the parent
+// (and its lend pool) has capacity left; the parent is charged for all of
+// it and so never exceeds its budget.
 // Borrowing is first come, first served: a borrower can use capacity that
 // an idle sibling would otherwise get; lendable bounds how much of the
 // parent borrowing may use in total, keeping the rest for traffic within

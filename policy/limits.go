@@ -169,6 +169,9 @@ func deriveLimits(d *Domain, r *Rule, p algo.Params) (ruleLimits, error) {
 		}
 	}
 	if r.Lendable > 0 && r.Lendable < 1 {
+		if err := checkLendable(p, r.Lendable); err != nil {
+			return rl, err
+		}
 		lp := scaled(p, r.Lendable)
 		if rl.lend, err = algo.Compile(lp); err != nil {
 			return rl, fmt.Errorf("lendable: %w", err)
@@ -191,4 +194,36 @@ func deriveLimits(d *Domain, r *Rule, p algo.Params) (ruleLimits, error) {
 		}
 	}
 	return rl, nil
+}
+
+// checkLendable refuses a lendable share that makes a lend pool of less
+// than one unit: scaled would round it up to 1, lending more than the
+// share. The capacities are the quota and an explicit bucket burst, the
+// ones scaled scales; the error names the smaller and the smallest share
+// that lends one unit of it.
+func checkLendable(p algo.Params, share float64) error {
+	capacity, what := p.Limit, "requests_per_unit"
+	if p.Burst > 0 && p.Burst < capacity && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) {
+		capacity, what = p.Burst, "burst"
+	}
+	if math.Floor(float64(capacity)*share+1e-9) >= 1 {
+		return nil
+	}
+	return fmt.Errorf("lendable: %g of %s %d is %g, less than one unit, so the children could borrow nothing; "+
+		"set lendable to at least %g (one unit), or raise %s", share, what, capacity, float32(float64(capacity)*share), minShare(capacity), what)
+}
+
+// minShare returns the smallest share, with at most three significant
+// digits, of which capacity rounds down to at least one unit.
+func minShare(capacity int64) float64 {
+	v := 1 / float64(capacity)
+	step := math.Pow(10, math.Floor(math.Log10(v))-2)
+	s := math.Ceil(v/step-1e-6) * step
+	for {
+		s, _ = strconv.ParseFloat(strconv.FormatFloat(s, 'g', 3, 64), 64)
+		if math.Floor(float64(capacity)*s+1e-9) >= 1 {
+			return s
+		}
+		s += step
+	}
 }
