@@ -65,7 +65,8 @@ type Config struct {
 	// generic_key=default).
 	Descriptors [][]Entry
 	// Keys is the number of distinct values "{i}" takes; request n uses
-	// key n mod Keys (0: 1; negative is an error).
+	// key n mod Keys (0: 1; negative is an error). More than 1 needs
+	// "{i}" in a descriptor value (HTTP: in Addr or a Header value).
 	Keys int
 	// Hits is each request's cost, at most math.MaxUint32 (0: 1;
 	// negative is an error).
@@ -211,7 +212,40 @@ func (c *Config) defaults() error {
 	if c.Requests == 0 && c.Duration == 0 {
 		errs = append(errs, errors.New("loadgen: set a request count, a duration or both: a run must be bounded"))
 	}
+	if c.Keys > 1 && !c.usesIndex() {
+		none := "no descriptor value has"
+		if c.Protocol == HTTP {
+			none = "neither the address nor a header value has"
+		}
+		errs = append(errs, fmt.Errorf("loadgen: %d keys but %s {i}: every request would use the same key", c.Keys, none))
+	}
 	return errors.Join(errs...)
+}
+
+// usesIndex reports whether "{i}" is somewhere the key index replaces it:
+// a descriptor value, or for HTTP the address or a header value.
+func (c *Config) usesIndex() bool {
+	if c.Protocol == HTTP {
+		if strings.Contains(c.Addr, "{i}") {
+			return true
+		}
+		for _, vs := range c.Header {
+			for _, v := range vs {
+				if strings.Contains(v, "{i}") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, d := range c.Descriptors {
+		for _, e := range d {
+			if strings.Contains(e.Value, "{i}") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // httpDefaults checks the HTTP fields: set only for HTTP, a method that

@@ -372,3 +372,22 @@ func TestFailedDialsNotOpened(t *testing.T) {
 		t.Errorf("dials %d, report:\n%s\nwant none opened and 5 failed", res.Dials, out.String())
 	}
 }
+
+// TestKeysNeedIndex: more than one key with {i} nowhere it is replaced is
+// an error, not a run that uses one key while its report says N.
+func TestKeysNeedIndex(t *testing.T) {
+	one := [][]loadgen.Entry{{{Key: "user", Value: "x"}}}
+	for _, c := range []struct {
+		cfg  loadgen.Config
+		want string
+	}{
+		{loadgen.Config{Addr: "x", Requests: 1, Keys: 100}, "loadgen: 100 keys but no descriptor value has {i}: every request would use the same key"},
+		{loadgen.Config{Addr: "x", Requests: 1, Keys: 2, Descriptors: one}, "loadgen: 2 keys but no descriptor value has {i}: every request would use the same key"},
+		{loadgen.Config{Protocol: loadgen.HTTP, Addr: "http://x/a", Requests: 1, Keys: 3, Header: http.Header{"X": {"k"}}},
+			"loadgen: 3 keys but neither the address nor a header value has {i}: every request would use the same key"},
+	} {
+		if _, err := loadgen.Run(context.Background(), c.cfg); err == nil || err.Error() != c.want {
+			t.Errorf("Run(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}

@@ -22,6 +22,31 @@ func init() {
 	commands["bench"] = command{"load-test a running server (gRPC, /json, /v1, or plain HTTP through a gateway)", runBench}
 }
 
+// benchUsage heads bench's help. Its examples match rules of the example
+// configuration (examples/config, what `make run` serves) and of
+// examples/gateway, so that they show limiting, not "no rule matched".
+const benchUsage = `usage: floodgate bench [flags]
+
+Sends rate limit requests to a running floodgate server, or plain HTTP requests to a URL
+(-p http: a gateway, a service behind the middleware), and reports admitted and rejected
+counts, errors, requests/s and a latency histogram.
+
+Examples against floodgate serve with its example configuration (make run):
+
+  # 100 client addresses at the per-ip rule, 20 a second with bursts of 40 each
+  floodgate bench -p grpc -n 100000 -c 64 -D 'remote_address=10.0.0.{i}' -keys 100
+  # logins from 10 addresses, 5 a minute each: 50 of the 1000 admitted
+  floodgate bench -p json -n 1000 -D 'login=x,remote_address=203.0.113.{i}' -keys 10
+
+and against the gateway of examples/gateway
+(floodgate serve --config examples/gateway --upstream http://127.0.0.1:9000):
+
+  # 40 requests at once from one address: the /search shaper's burst, then 429
+  floodgate bench -p http -addr http://127.0.0.1:8080/search -n 40 -c 40 -conns 40
+
+flags:
+`
+
 // descriptorFlags collects repeated -D flags as written; checkBench parses
 // them, so that a bad one is reported with the other flags' problems.
 type descriptorFlags []string
@@ -82,7 +107,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&tf.key, "tls-key", "", "with -tls: the client certificate's private key (PEM)")
 	fs.StringVar(&tf.serverName, "tls-server-name", "", "with -tls: the name sent by SNI and expected in the server's certificate (default: the host of -addr)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: floodgate bench [flags]\n\nSends rate limit requests to a running floodgate server, or plain HTTP requests to a URL\n(-p http: a gateway, a service behind the middleware), and reports admitted and rejected\ncounts, errors, requests/s and a latency histogram. Examples:\n\n  floodgate bench -p grpc -n 100000 -c 64 -domain api -D 'user={i}' -keys 10000\n  floodgate bench -p http -addr http://127.0.0.1:8080/search -n 1200 -c 50 -H 'X-API-Key: k-{i}' -keys 10\n\nflags:")
+		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, 0, stdout, stderr); !ok {
@@ -93,7 +118,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	c.Descriptors, err = checkBench(c, descs)
-	err = errors.Join(err, hf.apply(&c, set), tf.check(c))
+	err = errors.Join(err, hf.apply(&c, set))
+	err = errors.Join(err, checkKeys(c), tf.check(c))
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate bench:", err)
 		return 2
@@ -223,6 +249,35 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 		"must be 0 (default: min(c, 4)) or 1 to "+upTo)
 	bad(c.Timeout <= 0, "-timeout", c.Timeout, "must be > 0")
 	return entries, errors.Join(errs...)
+}
+
+// checkKeys refuses -keys over 1 when no value it would vary has {i}:
+// every request would use one key while the report said N key(s).
+func checkKeys(c loadgen.Config) error {
+	if c.Keys <= 1 {
+		return nil
+	}
+	if c.Protocol == loadgen.HTTP {
+		if strings.Contains(c.Addr, "{i}") {
+			return nil
+		}
+		for _, vs := range c.Header {
+			for _, v := range vs {
+				if strings.Contains(v, "{i}") {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("-keys %d: neither -addr nor any -H value has {i}, so every request would be the same; put {i} in the URL (e.g. -addr 'http://127.0.0.1:8080/search?user={i}') or in a -H value, or drop -keys", c.Keys)
+	}
+	for _, d := range c.Descriptors {
+		for _, e := range d {
+			if strings.Contains(e.Value, "{i}") {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("-keys %d: no -D value has {i}, so every request would use the same key; put {i} in a -D value (e.g. -D 'remote_address=10.0.0.{i}') or drop -keys", c.Keys)
 }
 
 // benchTLSFlags are bench's client TLS flags. There is no flag to skip
