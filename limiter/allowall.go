@@ -63,7 +63,9 @@ func (r Result) RetryAfter() time.Duration {
 }
 
 // Cancel gives back everything an admitted AllowAll took (refunds, and
-// releases of Concurrency leases). It does nothing for a refusal, for the
+// releases of Concurrency leases); for SmoothBursty and SmoothWarmup hits
+// the refund is inexact and leaves those limits stricter than before the
+// take (see AllowAll and algo.Limit.Refund). It does nothing for a refusal, for the
 // zero Result, or after a first Cancel on the Result or any copy of it,
 // as Reservation.Cancel and Lease.Release: only the first call gives back
 // (and reports the store's errors), even if it failed.
@@ -106,6 +108,23 @@ type storeGroup struct {
 // policy, by contrast, charges a key that several descriptors of a request
 // name once, with the largest cost any of them asks; to get that here,
 // merge such hits before calling AllowAll.)
+//
+// "None" is exact in units but, for the Smooth algorithms, not in state.
+// A roll-back (like Result.Cancel) gives units back with store.Refund,
+// which restores the windows, logs and buckets exactly but not SmoothBursty
+// and SmoothWarmup (algo.Limit.Refund): it moves their ticket back by what
+// the cost is worth at the stable rate, never before the store's now, and
+// does not restore the stored permits the take spent, erring towards
+// strictness. A refused AllowAll that took from such a limit in a group
+// before the refusing one leaves it stricter than if it had not been
+// called: a SmoothBursty limit lets fewer requests through without waiting,
+// and a SmoothWarmup limit's ticket can stay ahead of now, so that its next
+// admission waits (a Delay of up to about its warm-up period, where it
+// would have had none) although nothing stays charged. Hits in one store
+// are never rolled back: the store refuses them all before taking any.
+// To avoid it, keep Smooth limits in one store with the others, or order
+// the hits so that their store comes last (groups follow the order of
+// each store's first hit): the last group is never rolled back.
 //
 // Concurrency hits are held under a new lease each; Result.Cancel releases
 // them. An empty hits is admitted. With an error from a store's Take the

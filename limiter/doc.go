@@ -15,7 +15,8 @@
 //     request that must pass a global, a tenant and a user limit is charged
 //     on all of them or on none. Limits sharing a store are decided in one
 //     atomic store call; across stores, AllowAll reserves in turn and rolls
-//     back what it took when one refuses.
+//     back what it took when one refuses (exactly in units, but a Smooth
+//     limit rolled back is left stricter: see AllowAll).
 //   - NewLocal gives one in-process limiter with no key at all, the
 //     replacement for a single x/time/rate or uber-go/ratelimit limiter.
 //

@@ -264,8 +264,9 @@ type Reservation struct {
 
 // Reserve takes n units for key like AllowN and returns a Reservation that
 // can give them back with Cancel — the reserve-then-roll-back step of an
-// all-or-nothing acquisition across stores. A refused reservation holds
-// nothing (OK is false). For a Concurrency limit the units are held under
+// all-or-nothing acquisition across stores (inexact for the Smooth
+// algorithms: see Cancel). A refused reservation holds nothing (OK is
+// false). For a Concurrency limit the units are held under
 // a lease of their own that Cancel releases.
 func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservation, error) {
 	var lease uint64
@@ -300,8 +301,16 @@ func (r *Reservation) Decision() algo.Decision { return r.d }
 
 // Cancel gives the units back (store.Refund, or store.Release for a
 // Concurrency lease), as far as the algorithm can tell them apart; see
-// algo.Limit.Refund. It does nothing for a refused reservation or after a
-// first Cancel.
+// algo.Limit.Refund. A bucket takes them back whenever Cancel comes, a
+// window or log only while the window they were counted in lasts. For
+// SmoothBursty and SmoothWarmup the give-back is inexact: the ticket moves
+// back by what the units are worth at the stable rate, never before the
+// store's now, and the stored permits the take spent are not restored, so
+// the limit is left stricter than if the units had never been taken (a
+// SmoothBursty key lets fewer requests through without waiting; a
+// SmoothWarmup key's next admission can wait up to about its warm-up
+// period). It does nothing for a refused reservation or after a first
+// Cancel.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return nil

@@ -416,7 +416,10 @@ func (r *LocalReservation) Decision() algo.Decision { return r.d }
 // can tell them apart: a bucket takes them back whenever Cancel comes, a
 // window only while the window they were counted in lasts, and the Smooth
 // algorithms move their ticket back by what the units are worth at the
-// stable rate. Under a limit changed by SetParams that kept the state, the
+// stable rate, never before now, without restoring the stored permits the
+// take spent: inexact, erring towards strictness (a SmoothBursty limiter
+// then lets fewer requests through without waiting, and a SmoothWarmup
+// limiter's next admission can wait up to about its warm-up period). Under a limit changed by SetParams that kept the state, the
 // units go back to that state under the new limit. Cancel does nothing for
 // a refused reservation, after a first Cancel, or after Reset or a
 // SetParams that started fresh.

@@ -58,7 +58,11 @@ import (
 // returns an error wrapping ErrNever when n exceeds the capacity, and the
 // store's errors as they are. An admitted decision with a Delay (Shaper,
 // SmoothBursty, SmoothWarmup) is waited out as well; if that wait cannot
-// finish, the units are given back. Every error names the limiter. Wait
+// finish, the units are given back (store.Refund): exactly for Shaper,
+// inexactly for SmoothBursty and SmoothWarmup, whose stored permits are
+// not restored and whose ticket moves back only by the units' worth at the
+// stable rate (see Reservation.Cancel), leaving the key stricter than if
+// the Wait had not been made. Every error names the limiter. Wait
 // sleeps with time.Timer.
 //
 // A Concurrency limit has no Wait: its units are slots that a Wait could
@@ -117,7 +121,8 @@ func (l *Limiter) waitName() string { return l.name }
 // called included), ctx's error when ctx is cancelled, and one wrapping
 // ErrNever when n exceeds the capacity (and on the zero Local, which has
 // no limit). An admitted Delay is waited out, and the units given back if
-// that wait cannot finish. At most WithLocalMaxWaiters Waits queue
+// that wait cannot finish: exactly for Shaper, inexactly for SmoothBursty
+// and SmoothWarmup (see LocalReservation.Cancel). At most WithLocalMaxWaiters Waits queue
 // (DefaultMaxWaiters, 1024): one more gets a *RetryError matching
 // ErrQueueFull at once. A negative n is an error wrapping
 // store.ErrBadRequest.
