@@ -300,7 +300,8 @@ type Rule struct {
 	// borrow in total (0 < Lendable <= 1; 1 when not set).
 	Lendable float64
 	// Reserve maps a priority class to the share of this rule's capacity
-	// that requests of that class (and lower ones) may not use.
+	// that requests of that class (and lower ones) may not use, kept for the
+	// classes above it; never the highest class (an error at load).
 	Reserve map[string]float64
 	// Hierarchical rules also take from every limited rule above them.
 	Hierarchical bool

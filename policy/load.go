@@ -1761,6 +1761,16 @@ func (l *loader) checkReserve(d *Domain, r *Rule, line int) {
 			return
 		}
 	}
+	if top := d.Priorities[0]; r.Reserve[top] > 0 {
+		below := "the domain has no class below it"
+		if len(d.Priorities) > 1 {
+			below = strings.Join(d.Priorities[1:], ", ")
+		}
+		l.errf(l.reserveLine(r, top, line), "reserve: %s is the highest priority class: a reserve keeps its share of the limit from that class "+
+			"and every class below it, so no request could use this %g of the limit; reserve for a lower class (%s), "+
+			"or lower requests_per_unit to lower the limit for everyone", top, r.Reserve[top], below)
+		return
+	}
 	prev, prevClass := 0.0, ""
 	for _, class := range d.Priorities {
 		share, ok := r.Reserve[class]
@@ -1773,4 +1783,19 @@ func (l *loader) checkReserve(d *Domain, r *Rule, line int) {
 		}
 		prev, prevClass = share, class
 	}
+}
+
+// reserveLine returns the line of class's entry in r's reserve mapping,
+// else def.
+func (l *loader) reserveLine(r *Rule, class string, def int) int {
+	n := resolve(l.ruleSrcs[r]["reserve"].val)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return def
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == class {
+			return n.Content[i].Line
+		}
+	}
+	return def
 }
