@@ -1601,8 +1601,12 @@ func (l *loader) finish(d *Domain) {
 				}
 			}
 		}
-		if r.Ceil > 0 && r.parent == nil {
+		switch {
+		case r.Ceil > 0 && r.parent == nil:
 			l.errf(line("ceil"), "ceil lets a rule borrow from its parent, and this one has none: set hierarchy: true and give an enclosing descriptor (or the domain) a rate_limit")
+		case r.Ceil > 0 && r.parent.Deny:
+			l.errf(line("ceil"), "ceil lets a rule borrow from its parent, and its parent %q (line %d) has nothing to lend: requests_per_unit 0 blocks every request, "+
+				"this rule's included; remove ceil, or give the parent a rate", r.parent.Name, r.parent.Pos.Line)
 		}
 		if r.Node != nil {
 			static := !r.DetailedMetric
