@@ -5,7 +5,10 @@
 //
 //	decisions_total{domain,rule,outcome}   descriptor decisions; outcome is ok,
 //	                                       over_limit, shadow_over_limit,
-//	                                       unlimited or no_rule
+//	                                       unlimited or no_rule, or for a decision
+//	                                       the store's failure policy made instead
+//	                                       of the store, fallback_ok or
+//	                                       fallback_refused
 //	shadow_decisions_total{domain,rule}    refusals a shadow-mode rule did not enforce (its own
 //	                                       limit's, its ceil's or priority pools'), on
 //	                                       descriptors no enforced limit refused

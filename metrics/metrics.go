@@ -43,6 +43,15 @@ const (
 	OutcomeShadow    = "shadow_over_limit"
 	OutcomeUnlimited = "unlimited"
 	OutcomeNoRule    = "no_rule"
+	// OutcomeFallbackOK and OutcomeFallbackRefused are the decisions the
+	// store's failure policy (store/resilient, --on-store-error) made
+	// instead of the store (policy.Response.StoreFallback): admitted, or
+	// refused — by closed, or by local's share of the limit. They say
+	// nothing of the limit's state, and are kept apart from ok and
+	// over_limit so that a store outage under closed does not read as
+	// clients hitting their limits.
+	OutcomeFallbackOK      = "fallback_ok"
+	OutcomeFallbackRefused = "fallback_refused"
 )
 
 // Metrics holds the server's collectors on a registry of its own.
@@ -271,6 +280,10 @@ func (m *Metrics) label(domain, rule string) string {
 }
 
 // Decided records a decided request's descriptor outcomes. A descriptor
+// with a store limit of a response the failure policy answered
+// (StoreFallback) is fallback_ok or fallback_refused, by its code, and
+// counts no shadow or near-limit decision: the policy's answer says
+// nothing of the limit. Otherwise a descriptor
 // is over_limit when an enforced limit refused it, else shadow_over_limit
 // when its rule is in shadow mode and a shadow limit of it (its rule's or,
 // in a hierarchy, one above) refused. shadow_decisions_total counts, once
@@ -290,6 +303,15 @@ func (m *Metrics) Decided(domain string, resp *policy.Response) {
 		switch {
 		case s.Unlimited:
 			outcome = outUnlimited
+		case resp.StoreFallback && s.RuleLimit != nil:
+			// A requests_per_unit: 0 rule (no RuleLimit) refuses without
+			// the store, policy or not.
+			outcome = outFallbackOK
+			if s.Code == policy.CodeOverLimit {
+				outcome = outFallbackRefused
+			}
+			m.counter(rs, outcome, m.decisions, domain).Inc()
+			continue
 		case s.Code == policy.CodeOverLimit:
 			outcome = outOverLimit
 		default:
@@ -363,13 +385,16 @@ const (
 	outOverLimit
 	outShadow
 	outUnlimited
+	outFallbackOK
+	outFallbackRefused
 	cShadow
 	cNearLimit
 	nRuleCounters
 )
 
 // outcomeNames are decisions_total's outcome labels by index.
-var outcomeNames = [...]string{outOK: OutcomeOK, outOverLimit: OutcomeOverLimit, outShadow: OutcomeShadow, outUnlimited: OutcomeUnlimited}
+var outcomeNames = [...]string{outOK: OutcomeOK, outOverLimit: OutcomeOverLimit, outShadow: OutcomeShadow, outUnlimited: OutcomeUnlimited,
+	outFallbackOK: OutcomeFallbackOK, outFallbackRefused: OutcomeFallbackRefused}
 
 // ruleSeries is a (domain, rule) pair's label and its counters, each
 // resolved on first use (a series appears once it has counted something).

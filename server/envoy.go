@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/resilient"
 )
 
 // ErrBadInput is wrapped by every error about a request's content; the
@@ -328,10 +329,12 @@ type envoyParts struct {
 // unlimited rule; a shadow rule's refusal is OK, and a refusal that only
 // the global shadow mode lets pass is OVER_LIMIT under an overall OK.
 //
-// limitOf returns a status's current_limit. hw, when not nil, writes the
+// limitOf returns a status's current_limit; fallback says that the
+// store's failure policy answered the decision (Response.StoreFallback).
+// hw, when not nil, writes the
 // rate limit header fields into response_headers_to_add; nil leaves them
 // out (envoyproxy/ratelimit's default).
-func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(*policy.Status) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
+func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(st *policy.Status, fallback bool) *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse {
 	p := new(envoyParts)
 	out := &p.resp
 	out.OverallCode = envoyCode(resp.Code)
@@ -357,7 +360,7 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(*policy.Sta
 			ds.LimitRemaining = math.MaxUint32
 		default:
 			d := s.Decision
-			ds.CurrentLimit = limitOf(s)
+			ds.CurrentLimit = limitOf(s, resp.StoreFallback)
 			if ds.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
 				// envoyproxy/ratelimit reports 0 left for an over-limit
 				// descriptor, whatever a smaller cost could still take.
@@ -479,11 +482,13 @@ func grpcError(err error) error {
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
 
-// limitKey identifies a current_limit: the limit in force and the name
-// it is reported under.
+// limitKey identifies a current_limit: the limit in force, the name it
+// is reported under, and whether it is the limit's local share (the local
+// failure policy's, Server.localShare).
 type limitKey struct {
 	limit *algo.Limit
 	name  string
+	local bool
 }
 
 // maxCachedLimits bounds a ruleCache: per-descriptor limits of requests
@@ -506,8 +511,11 @@ type ruleCache struct {
 // bucket's burst — under the rule's configured name ("" without
 // rate_limit.name, as envoyproxy/ratelimit leaves it: a rule's path holds
 // configured and requested values). A requests_per_unit: 0 rule is 0 per
-// its unit.
-func (s *Server) currentLimit(st *policy.Status) *rlsv3.RateLimitResponse_RateLimit {
+// its unit. When the local failure policy answered (fallback, with
+// WithInstances above 1), it is the limit's share that policy decides on
+// (resilient.Share): the limit in force then, which limit_remaining
+// counts down.
+func (s *Server) currentLimit(st *policy.Status, fallback bool) *rlsv3.RateLimitResponse_RateLimit {
 	l := st.RuleLimit
 	if l == nil {
 		return envoyLimit(st.ConfiguredName, 0, st.Window)
@@ -518,12 +526,15 @@ func (s *Server) currentLimit(st *policy.Status) *rlsv3.RateLimitResponse_RateLi
 		c = &ruleCache{version: v}
 		s.rules.Store(c)
 	}
-	k := limitKey{l, st.ConfiguredName}
+	k := limitKey{l, st.ConfiguredName, fallback && s.localShare > 1}
 	if x, ok := c.m.Load(k); ok {
 		return x.(*rlsv3.RateLimitResponse_RateLimit)
 	}
 	var rl *rlsv3.RateLimitResponse_RateLimit
 	p := l.Params()
+	if k.local {
+		p = resilient.Share(l, s.localShare).Params()
+	}
 	switch p.Calendar {
 	case algo.CalendarMonth:
 		rl = &rlsv3.RateLimitResponse_RateLimit{Name: k.name, RequestsPerUnit: clampU32(p.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_MONTH}

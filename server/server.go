@@ -29,6 +29,7 @@ import (
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/resilient"
 )
 
 // Defaults of the options.
@@ -221,6 +222,14 @@ func WithGRPCMaxConnectionIdle(d time.Duration) Option { return func(s *Server) 
 // counted.
 func WithBodyTimeout(d time.Duration) Option { return func(s *Server) { s.bodyTimeout = d } }
 
+// WithInstances says how many instances share the store (floodgate serve
+// --instances; default 1). Under the local failure policy (a
+// store/resilient store with FailLocal, found down the store's wrappers),
+// which decides on each limit ÷ n while the store does not answer, the
+// Envoy APIs' current_limit then reports that share (resilient.Share), as
+// /v1's limit and the header fields do, not the configured limit.
+func WithInstances(n int) Option { return func(s *Server) { s.instances = n } }
+
 // WithPinger sets how readiness checks the store (default: the store's own
 // Ping(ctx) error method if it has one, else a Peek of a probe key).
 func WithPinger(ping func(ctx context.Context) error) Option {
@@ -268,8 +277,11 @@ type Server struct {
 	// grpcMaxStreams bounds the streams of one gRPC connection.
 	grpcMaxStreams uint32
 	bodyTimeout    time.Duration
-	ping           func(ctx context.Context) error
-	storeLog       *StoreLog
+	// instances is WithInstances'; localShare is it when the store's
+	// failure policy is local (limits divided by it), else 0.
+	instances, localShare int
+	ping                  func(ctx context.Context) error
+	storeLog              *StoreLog
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
@@ -306,6 +318,7 @@ type Server struct {
 //   - WithGRPCMaxConnectionAge(0, 0): gRPC connections never aged out
 //   - WithGRPCMaxConnectionIdle(DefaultGRPCMaxConnectionIdle): a gRPC connection without calls for 15 minutes is closed
 //   - WithGRPCMaxStreams(DefaultGRPCMaxStreams): 1000 calls in flight per gRPC connection
+//   - WithInstances(1): current_limit is never divided
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
 //   - WithStoreLog(nil): no store log reports through the server
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
@@ -343,6 +356,12 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	if s.bodyTimeout <= 0 {
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
+	}
+	if s.instances < 0 {
+		return nil, fmt.Errorf("server: instances must be >= 1 (0: the default, 1), got %d", s.instances)
+	}
+	if rs, ok, _ := store.Under[*resilient.Store](st); ok && rs.Policy() == resilient.FailLocal && s.instances > 1 {
+		s.localShare = s.instances
 	}
 	s.limits = s.limits.withDefaults()
 	observeIsAdmin := s.observeToken == ""

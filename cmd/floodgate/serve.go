@@ -507,7 +507,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		server.WithShutdownDelay(f.shutdownDelay), server.WithGRPCMaxConnectionAge(f.grpcMaxConnAge, f.grpcMaxConnAgeGrace),
 		server.WithGRPCMaxConnectionIdle(f.grpcMaxConnIdle),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
-		server.WithStoreLog(storeLog)}
+		server.WithStoreLog(storeLog), server.WithInstances(f.instances)}
 	if stls != nil && tlsOn["grpc"] {
 		opts = append(opts, server.WithGRPCCredentials(credentials.NewTLS(stls.config("h2"))))
 	}
