@@ -267,14 +267,23 @@ func causes(err error, out []string) []string {
 // quoted finds the %q-quoted parts of a text.
 var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
-// keyless is err's text for a log line: a *resilient.CircuitOpenError's
-// with its last failure as causeText gives it, without the operation and
-// the key the store wrapped it in (a key holds descriptor values: a
-// client's address, an API key); any other error's own text.
+// keyless is err's text for a log line and /readyz, without the operation
+// and the key the store wrapped its cause in (a key holds descriptor
+// values: a client's address, an API key): a
+// *resilient.CircuitOpenError's with its last failure as causeText gives
+// it, any other error's causeText — the store's own words ("dial tcp
+// 10.0.0.5:6379: connect: connection refused", "READONLY …", memcached's
+// server error) rather than `redis: peek "fg:…": store: unavailable: …`,
+// or, for an error that wraps no cause of its own (the wrapper's timeout,
+// a store not opened yet, memcached's contention), its text with its
+// quoted parts blanked.
 func keyless(err error) string {
 	var ce *resilient.CircuitOpenError
-	if !errors.As(err, &ce) || ce.Last == nil {
-		return err.Error()
+	if !errors.As(err, &ce) {
+		return causeText(err)
+	}
+	if ce.Last == nil {
+		return ce.Error()
 	}
 	c := *ce
 	c.Last = errors.New(causeText(ce.Last))
@@ -282,14 +291,19 @@ func keyless(err error) string {
 }
 
 // causeText is what StoreLog tells causes apart by: err's causes, or its
-// whole text, quoted parts (a key) blanked, when it has none beyond
-// sentinels.
+// whole text when it has none beyond sentinels, quoted parts (a key)
+// blanked and the stores' "redis: take "…": " (operation and key) left out.
 func causeText(err error) string {
 	if c := causes(err, nil); len(c) > 0 {
 		return strings.Join(c, "; ")
 	}
-	return quoted.ReplaceAllString(err.Error(), `"…"`)
+	return opKey.ReplaceAllString(quoted.ReplaceAllString(err.Error(), `"…"`), "")
 }
+
+// opKey finds, in a text whose quoted parts are blanked, the operation and
+// the key the Redis and memcached stores put before their cause:
+// `redis: take "…": `, `memcached take "…": `, `memcached: key "…": `.
+var opKey = regexp.MustCompile(`\b(?:redis|memcached):? [a-z][a-z ]* "…": `)
 
 // causeKind is cause with its numbers, hex digests and quoted parts
 // blanked: what the rate limit of the log counts as one cause, so that a
