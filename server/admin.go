@@ -511,12 +511,36 @@ func (s *Server) handleKeyDelete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "reset failed: "+err.Error())
 		return
 	}
-	s.Event("reset", "reset key "+key)
+	s.Event("reset", "reset key "+keyShape(key))
 	if warning != "" {
 		writeJSON(w, http.StatusOK, map[string]any{"reset": []string{key}, "warning": warning})
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// keyShape is a store key as the admin API's log lines and events show
+// it: its domain, descriptor keys and limit, every descriptor value (a
+// client's address, an API key) and the digest of a descriptor's values
+// (|%P…) left out, as the store log lines leave keys out:
+// "fg:api|remote_address=…#token_bucket:60000000". Values are
+// percent-encoded in keys, so '|', '=' and '#' inside them do not cut.
+func keyShape(key string) string {
+	head, limit, hasLimit := strings.Cut(key, "#")
+	parts := strings.Split(head, "|")
+	for i := 1; i < len(parts); i++ {
+		switch k, _, ok := strings.Cut(parts[i], "="); {
+		case ok:
+			parts[i] = k + "=…"
+		case strings.HasPrefix(parts[i], "%P"):
+			parts[i] = "%P…"
+		}
+	}
+	out := strings.Join(parts, "|")
+	if hasLimit {
+		out += "#" + limit
+	}
+	return out
 }
 
 // OverrideView is a runtime override in the admin API.
