@@ -67,9 +67,14 @@
 // with waiters, made on demand and dropped when the last leaves. Only the
 // queue's head asks the store again, when the refusal's RetryAfter says
 // the units are back; a Wait arriving while others wait on its key lines
-// up behind them; and an arrival whose projected wait (its own retry, a
-// unit's refill and a hand-off per waiter ahead) reaches its deadline is
-// refused on arrival. A Wait that finds nobody waiting on the limiter
+// up behind them; and an arrival whose projected wait (its own retry after
+// the waiters ahead have taken their units — a unit's refill each for the
+// buckets and the Smooth algorithms' stable rate, a window's quota as each
+// window opens for the windows and logs — and a hand-off per try) reaches
+// its deadline is refused on arrival. The projection is exact for
+// FixedWindow, TokenBucket, GCRA and Shaper; for SlidingLog,
+// SlidingWindow and a SmoothWarmup key still warming up it can be short
+// (see Limiter.Wait). A Wait that finds nobody waiting on the limiter
 // costs one store call, as AllowN. The order holds within one Limiter (or
 // one Local) in one process: waiters in other processes, in other
 // Limiters sharing the store, and callers of AllowN, Reserve or AllowAll

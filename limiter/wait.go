@@ -35,15 +35,29 @@ import (
 //     passed: for a refusal, its RetryAfter plus the Delay an admission
 //     would then carry (algo.Limit.AdmissionDelay: a shaper's queue, a
 //     smooth limiter's MaxWait); behind other waiters, the queue's
-//     projection (queue.Queue.WaitFrom: each waiter ahead takes a unit's
-//     refill time and a hand-off of at least 100µs). After is that wait.
+//     projection (queue.Queue.WaitProjected), which has the waiters ahead
+//     take the units first, one each, then adds this waiter's own retry:
+//     a unit's refill time per waiter ahead for TokenBucket, GCRA and
+//     Shaper, and the stable rate's for SmoothBursty and SmoothWarmup
+//     (what they pace at once refusals have used up their stored
+//     permits); the quota as each window opens for FixedWindow,
+//     SlidingWindow and SlidingLog; counting only the units handed out
+//     before the last of the ahead waiters' deadlines (who stays past its
+//     deadline leaves with nothing); and a hand-off of at least 100µs per
+//     try, its own included. After is that wait. The projection is exact
+//     for FixedWindow and the buckets; for SlidingLog and SlidingWindow,
+//     whose units come back as the requests that took them age out of
+//     the window rather than all at its start, and for a SmoothWarmup
+//     key with stored permits left (colder, slower), it can be short, and
+//     the waiter it lets in may then reach its deadline in the queue.
 //   - when the deadline passes: in the queue (the projection let the
 //     waiter in, but AllowN callers or other processes took the units), in
 //     an admitted Delay, during a store call, or before Wait was called.
 //     The error then also matches context.DeadlineExceeded (its Err), and
 //     After is Wait's best estimate: in the queue, the time until the
-//     head's next try plus a unit's refill time for each waiter still
-//     queued; in a Delay, what remained of it; otherwise 0.
+//     head's next try plus, for the waiters still queued, a unit's refill
+//     time each (a window's quota as each window opens); in a Delay, what
+//     remained of it; otherwise 0.
 //
 // A Wait that would queue behind WithMaxWaiters others on key
 // (DefaultMaxWaiters, 1024) returns at once a *RetryError matching
@@ -246,7 +260,7 @@ func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n
 			// Behind others: the waiters ahead take the units first, as
 			// the queue's projection counts them (a refusal by the queue
 			// itself tells the same).
-			re.After = max(re.After, roundUp(wq.estimate(unitInterval(lim))))
+			re.After = max(re.After, roundUp(wq.estimate(lim)))
 		}
 		ws.leaveIf(key, wq)
 		return err
@@ -258,17 +272,19 @@ func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n
 	if took > 0 {
 		wq.q.Observe(took)
 	}
-	each := unitInterval(lim)
-	err := wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, w), 0, retryOf(d)+w.adm, each)
+	own := retryOf(d) + w.adm
+	err := wq.q.WaitProjected(context.WithValue(ctx, slotKey{}, w), 0, func(ahead int, last time.Time, handoff time.Duration) time.Duration {
+		// The waiters ahead take the units first: a unit's refill each, a
+		// window's quota as each window opens, and only until they must
+		// leave; then this waiter's own, a hand-off each.
+		return queueretry.After(lim, own, ahead, queueretry.Left(last), handoff)
+	})
 	if err != nil {
 		var after time.Duration
 		if errors.Is(err, queue.ErrFull) {
-			// The waiters ahead take the units first: a window's as each
-			// window opens, not one per refill (estimate counts none for
-			// windows), and only until they must leave.
-			after = queueretry.Behind(wq.q, 0, lim, max(wq.headIn(), retryOf(d)+w.adm))
+			after = queueretry.Behind(wq.q, 0, lim, max(wq.headIn(), own))
 		} else {
-			after = wq.estimate(each)
+			after = wq.estimate(lim)
 		}
 		ws.leave(key, wq)
 		return waitError(ctx, name, err, after)
@@ -364,10 +380,11 @@ func (wq *waitQueue) retryIn(d time.Duration) {
 }
 
 // estimate is how long a Wait joining wq now would wait at least: until
-// the head's next try, then a unit's refill time, each, for every waiter
-// in the queue.
-func (wq *waitQueue) estimate(each time.Duration) time.Duration {
-	return wq.headIn() + each*time.Duration(wq.q.Len())
+// the head's next try, then what every waiter in the queue takes: a unit's
+// refill each, or a window's quota as each window opens (queueretry.After,
+// with no hand-offs and no deadlines counted).
+func (wq *waitQueue) estimate(lim *algo.Limit) time.Duration {
+	return queueretry.After(lim, wq.headIn(), wq.q.Len(), -1, 0)
 }
 
 // headIn is how soon the head's latest refusal said its units could be
@@ -478,18 +495,6 @@ func retryOf(d algo.Decision) time.Duration {
 		return 0
 	}
 	return d.RetryAfter
-}
-
-// unitInterval is the time a limit takes to refill one unit, what each
-// waiter ahead in a queue adds to a wait at least; 0 when it has no
-// steady refill (the windows free their units all at once).
-func unitInterval(l *algo.Limit) time.Duration {
-	switch l.Algorithm() {
-	case algo.TokenBucket, algo.GCRA, algo.Shaper:
-		p := l.Params()
-		return p.Period / time.Duration(p.Limit)
-	}
-	return 0
 }
 
 // waitError is the error a queue ended a wait with, as Wait returns it: a

@@ -31,7 +31,9 @@
 // WaitFrom refuses on arrival a waiter whose projection (its own retry
 // hint, plus a unit and a hand-off per waiter ahead, plus its own
 // hand-off; the hand-off is WithHandoff or the longest recent try, the
-// timer's lateness included) reaches its deadline. A retry
+// timer's lateness included) reaches its deadline; WaitProjected does the
+// same with a projection of the caller's, for a capacity that comes back a
+// window's quota at a time rather than a unit at a time. A retry
 // hint of Never (the same value as algo.Never: the cost can never be
 // admitted) gives ErrNever. A TryFunc error is returned to the waiter that
 // called it as is; the next waiter then tries on its own.

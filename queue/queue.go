@@ -208,6 +208,11 @@ func (q *Queue) Ahead(priority int) (n int, last time.Time, handoff time.Duratio
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.aheadLocked(priority)
+}
+
+// aheadLocked is Ahead with q.mu held and the priority made 0 under FIFO.
+func (q *Queue) aheadLocked(priority int) (n int, last time.Time, handoff time.Duration) {
 	noDeadline := false
 	for _, w := range q.h {
 		if w.prio < priority {
@@ -271,6 +276,31 @@ func (q *Queue) Wait(ctx context.Context, priority int) error {
 // A waiter it admits is served within its deadline as long as no hand-off
 // takes longer than the projection allowed.
 func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.Duration) error {
+	if earliest <= 0 && each <= 0 {
+		return q.WaitProjected(ctx, priority, nil)
+	}
+	return q.WaitProjected(ctx, priority, func(ahead int, _ time.Time, handoff time.Duration) time.Duration {
+		return project(ahead, earliest, each, handoff)
+	})
+}
+
+// Projection is how soon from now a newcomer could be served, given the
+// waiters that would be served before it as Ahead describes them: how
+// many, the latest of their deadlines (zero when one of them has none),
+// and the hand-off to allow each try, the newcomer's own included.
+// WaitProjected calls it with the queue's lock held: it must be quick and
+// must not call the Queue.
+type Projection func(ahead int, last time.Time, handoff time.Duration) time.Duration
+
+// WaitProjected is WaitFrom with the projection left to the caller, for a
+// capacity that does not come back a unit at a time: a window's quota
+// comes back all at once as each window opens (see
+// internal/queueretry.After). A waiter whose deadline would pass before
+// project's answer (taken under the queue's lock, so that nobody joins
+// ahead meanwhile) is refused at once with a *TimeoutError whose
+// RetryAfter is that answer. A nil project refuses nobody on arrival, as
+// Wait.
+func (q *Queue) WaitProjected(ctx context.Context, priority int, project Projection) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -291,10 +321,10 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 		q.mu.Unlock()
 		return ErrClosed
 	}
-	if !w.deadline.IsZero() && (earliest > 0 || each > 0) {
+	if !w.deadline.IsZero() && project != nil {
 		// As for a head whose retry hint reaches its deadline: served at
 		// the deadline is too late.
-		if proj := q.projectLocked(priority, earliest, each); proj >= w.deadline.Sub(start) {
+		if proj := project(q.aheadLocked(priority)); proj >= w.deadline.Sub(start) {
 			q.stats.TimedOut++
 			q.mu.Unlock()
 			return &TimeoutError{Deadline: w.deadline, RetryAfter: proj}
@@ -413,18 +443,11 @@ func (q *Queue) WaitFrom(ctx context.Context, priority int, earliest, each time.
 	}
 }
 
-// projectLocked is the soonest a newcomer of priority could be served:
-// earliest, plus each and a hand-off for every waiter that would be served
-// before it, those of at least its priority (under FIFO every priority is
-// 0, so all of them), plus its own hand-off. q.mu is held.
-func (q *Queue) projectLocked(priority int, earliest, each time.Duration) time.Duration {
-	ahead := int64(0)
-	for _, w := range q.h {
-		if w.prio >= priority {
-			ahead++
-		}
-	}
-	handoff := max(q.cfg.handoff, q.slack)
+// project is WaitFrom's projection, the soonest a newcomer could be
+// served: earliest, plus each and a hand-off for every waiter that would
+// be served before it (ahead), plus its own hand-off.
+func project(n int, earliest, each, handoff time.Duration) time.Duration {
+	ahead := int64(n)
 	// Saturate rather than overflow: a projection past any deadline is
 	// all that matters.
 	step := int64(each) + int64(handoff)

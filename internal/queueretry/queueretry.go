@@ -16,11 +16,17 @@ import (
 // from q.Ahead.
 func Behind(q *queue.Queue, priority int, l *algo.Limit, retry time.Duration) time.Duration {
 	ahead, last, handoff := q.Ahead(priority)
-	left := time.Duration(-1) // one of them has no deadline
-	if !last.IsZero() {
-		left = max(time.Until(last), 0)
+	return After(l, retry, ahead, Left(last), handoff)
+}
+
+// Left is After's left for the latest deadline of the waiters ahead, as
+// queue.Queue.Ahead reports it: the time from now until last, or -1 when
+// last is zero (one of them has no deadline).
+func Left(last time.Time) time.Duration {
+	if last.IsZero() {
+		return -1
 	}
-	return After(l, retry, ahead, left, handoff)
+	return max(time.Until(last), 0)
 }
 
 // After is how long a request that the wait queue turned away (full,
