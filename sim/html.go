@@ -7,6 +7,7 @@ import (
 	"html"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -228,7 +229,21 @@ func WriteReport(dir string, res *Result) error {
 	if err := write("table.txt", func(w *bufio.Writer) error { _, err := w.Write(table.Bytes()); return err }); err != nil {
 		return err
 	}
-	scYAML, err := yaml.Marshal(res.Scenario)
+	// A replayed log is named by its absolute path, so that the
+	// scenario.yaml reruns from any directory, as a report is meant to.
+	written := *res.Scenario
+	written.Traffic = slices.Clone(written.Traffic)
+	for i := range written.Traffic {
+		s := &written.Traffic[i]
+		if s.Kind == SourceReplay && s.File != "" && !filepath.IsAbs(s.File) {
+			abs, err := filepath.Abs(s.File)
+			if err != nil {
+				return fmt.Errorf("scenario.yaml: %w", err)
+			}
+			s.File = abs
+		}
+	}
+	scYAML, err := yaml.Marshal(&written)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -34,11 +35,30 @@ with neither, the built-in article scenario runs:
       --duration 10m --contender fixed_window --contender "sliding_window sub_windows=4"
   floodgate sim --replay access.log --limit 10 --period 1s --contender "async lag=500ms"
 
+Without --scenario, --limit and --period are required, and so is --duration
+unless --replay gives the requests (the run then lasts to the log's last
+request, rounded up to a second). The traffic (default poisson) needs:
+  steady, poisson   --rate
+  bursts            --rate and --on (--off defaults to 0)
+  diurnal           --peak (--rate, the low point, defaults to 0;
+                    --cycle to the run's duration)
+  ramp              --peak, the end rate (--rate, the start, defaults to 0)
+  flash             --peak and one of --rise, --hold, --decay (--rate
+                    defaults to 0, --at to the start, --decay to --rise);
+                    --at must fall inside the run
+A flag the chosen traffic would ignore is an error, and so is 0 for a flag
+whose 0 would mean "unset" (--keys, --cost, --instances, --duration, --bin,
+--period, --cycle, --decay, --on).
+
 A --contender is an algorithm or a strategy (single, central, local, sticky,
 async, lease) followed by key=value settings named as in the scenario YAML,
 e.g. "token_bucket burst=20", "lease algorithm=gcra lease_size=50 rtt=2ms"
-or "local share=full balancer=weighted weights=4,1,1" (lists comma-separated).
+or "local share=full balancer=weighted weights=4,1,1" (lists comma-separated;
+instances past the weights given weigh 1, weights past K are unused).
 A setting the strategy would ignore is an error.
+
+Exit status: 0 on success, 2 for a mistake in the flags or the scenario
+(its YAML, its replay log), 1 when the run or writing its output fails.
 
 Flags:
 `
@@ -47,15 +67,33 @@ Flags:
 // flag describes a run: the algorithms' accuracy comparison.
 const DefaultScenario = "article"
 
+// errUsage marks a mistake in the flags: Main exits 2 for it, as for a bad
+// scenario (ErrScenario).
+var errUsage = errors.New("usage")
+
+// usageErrorf is a mistake in the flags; the message is printed as is.
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+type usageError struct{ error }
+
+func (e usageError) Is(target error) bool { return target == errUsage }
+
 // Main is the `floodgate sim` command: it parses args (without the command
 // name), runs the simulation and writes the table to stdout, progress and
-// errors to stderr. It returns the exit code: 0 on success, 1 when the run
-// fails, 2 on bad usage.
+// errors to stderr. It returns the exit code: 0 on success, 2 on bad usage
+// (a mistake in the flags or in the scenario: its YAML, its values, its
+// replay log), 1 when the run fails (interrupted, or the table, CSV or
+// report cannot be written).
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	return MainContext(ctx, args, stdout, stderr)
 }
+
+// trafficFlags are the flags that describe the traffic.
+var trafficFlags = []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "cycle", "at", "rise", "hold", "decay", "replay"}
 
 // MainContext is Main under the caller's context: an interrupted run stops
 // early and fails.
@@ -77,22 +115,24 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		csvPath     = fs.String("csv", "", "write the series CSV to this file ('-' for stdout instead of the table)")
 		seed        = fs.String("seed", "", "random seed (overrides the scenario's; default 1)")
 		progressArg = fs.String("progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), always, never")
-		duration    = fs.String("duration", "", "simulated time, e.g. 10m")
-		bin         = fs.String("bin", "", "resolution of the series, e.g. 1s")
-		limit       = fs.Int64("limit", 0, "units per period per key")
-		period      = fs.String("period", "", "window of the limit, e.g. 1m")
+		duration    = fs.String("duration", "", "simulated time, e.g. 10m (required without --scenario, unless --replay)")
+		bin         = fs.String("bin", "", "resolution of the series, e.g. 1s (default 1s, or duration/3600 rounded up to a second for runs over an hour; at most a million bins)")
+		limit       = fs.Int64("limit", 0, "units per period per key (required without --scenario)")
+		period      = fs.String("period", "", "window of the limit, e.g. 1m (required without --scenario)")
 		instances   = fs.Int("instances", 0, "instances K behind the load balancer (default 4)")
-		traffic     = fs.String("traffic", "", "traffic kind: steady, poisson, bursts, diurnal, ramp, flash")
-		rate        = fs.String("rate", "", "request rate, e.g. 100 (per second) or 6000/m")
-		peak        = fs.String("peak", "", "peak rate of diurnal, ramp and flash")
-		keys        = fs.Int("keys", 0, "number of clients (keys)")
+		traffic     = fs.String("traffic", "", "traffic kind: steady, poisson, bursts, diurnal, ramp, flash (default poisson)")
+		rate        = fs.String("rate", "", "request rate, e.g. 100 (per second) or 6000/m: the rate of steady and poisson, during a burst, the low point of diurnal and flash, the start of ramp (default 0 for those three)")
+		peak        = fs.String("peak", "", "peak rate of diurnal and flash, end rate of ramp (required for those three)")
+		keys        = fs.Int("keys", 0, "number of clients (keys) (default 1)")
 		zipf        = fs.Float64("zipf", 0, "Zipf exponent (> 1) of the key mix; 0 for uniform")
 		cost        = fs.Int64("cost", 0, "units per request (default 1)")
-		on          = fs.String("on", "", "burst length for --traffic bursts")
-		off         = fs.String("off", "", "pause length for --traffic bursts")
-		at          = fs.String("at", "", "start of the flash crowd")
-		rise        = fs.String("rise", "", "rise time of the flash crowd")
-		hold        = fs.String("hold", "", "how long the flash crowd stays at its peak")
+		on          = fs.String("on", "", "burst length for --traffic bursts (required for it)")
+		off         = fs.String("off", "", "pause length for --traffic bursts (default 0)")
+		cycle       = fs.String("cycle", "", "period of the swing of --traffic diurnal (default the run's duration)")
+		at          = fs.String("at", "", "start of the flash crowd, before the end of the run (default 0)")
+		rise        = fs.String("rise", "", "rise time of the flash crowd (default 0)")
+		hold        = fs.String("hold", "", "how long the flash crowd stays at its peak (default 0)")
+		decay       = fs.String("decay", "", "time constant of the flash crowd's decay back to --rate (default --rise)")
 		replay      = fs.String("replay", "", "replay a log file (lines: time key [cost])")
 		scaleOut    scaleFlags
 		contenders  contenderFlags
@@ -119,102 +159,18 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "floodgate sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	// fail reports err and returns the exit code: 2 for a mistake in the
+	// flags or the scenario, 1 for a run that failed.
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "floodgate sim: %v\n", err)
+		if errors.Is(err, errUsage) || errors.Is(err, ErrScenario) {
+			return 2
+		}
 		return 1
 	}
 
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	trafficFlags := []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "at", "rise", "hold", "replay"}
-	if *scenario == "" && !set["limit"] && !set["period"] && !slices.ContainsFunc(trafficFlags, func(n string) bool { return set[n] }) {
-		// Nothing describes a run: show the built-in comparison (a
-		// 10-minute simulation that takes milliseconds) rather than fail.
-		*scenario = DefaultScenario
-		fmt.Fprintf(stderr, "floodgate sim: no --scenario, --limit or --traffic: running the built-in %q scenario (built-ins: --scenario %s; or describe a run with --traffic, --rate, --limit and --period; --help for every flag)\n",
-			DefaultScenario, strings.Join(Presets(), "|"))
-	}
-	var sc *Scenario
-	if *scenario != "" {
-		var err error
-		if sc, err = loadScenario(*scenario); err != nil {
-			return fail(err)
-		}
-	} else {
-		sc = &Scenario{Name: "flags", Seed: 1}
-		src := Source{Kind: *traffic}
-		if *replay != "" {
-			src = Source{Kind: SourceReplay, File: *replay}
-		} else if src.Kind == "" {
-			src.Kind = SourcePoisson
-		}
-		if err := applyFlags(&src, map[string]string{"rate": *rate, "peak": *peak, "on": *on, "off": *off, "at": *at, "rise": *rise, "hold": *hold}); err != nil {
-			return fail(err)
-		}
-		src.Keys, src.Zipf, src.Cost = *keys, *zipf, *cost
-		sc.Traffic = []Source{src}
-		if err := flagsApply(src.Kind, set); err != nil {
-			return fail(err)
-		}
-		// 0 is the YAML's "unset"; given as a flag it is a mistake.
-		if set["keys"] && *keys < 1 {
-			return fail(fmt.Errorf("--keys: must be between 1 and %d, got %d", maxKeys, *keys))
-		}
-		if set["cost"] && *cost < 1 {
-			return fail(fmt.Errorf("--cost: must be between 1 and 2^30, got %d", *cost))
-		}
-	}
-	if *scenario != "" {
-		for _, name := range trafficFlags {
-			if set[name] {
-				return fail(fmt.Errorf("--%s describes traffic; with --scenario, edit the scenario's traffic instead", name))
-			}
-		}
-	}
-	if set["seed"] {
-		s, err := strconv.ParseUint(*seed, 10, 64)
-		if err != nil {
-			return fail(fmt.Errorf("--seed: want a non-negative integer, got %q", *seed))
-		}
-		sc.Seed = s
-	}
-	for name, dst := range map[string]*Duration{"duration": &sc.Duration, "bin": &sc.Bin, "period": &sc.Period} {
-		if !set[name] {
-			continue
-		}
-		v := map[string]string{"duration": *duration, "bin": *bin, "period": *period}[name]
-		d, err := parseDuration(v)
-		if err != nil {
-			return fail(fmt.Errorf("--%s: %v", name, err))
-		}
-		*dst = Duration(d)
-	}
-	if set["limit"] {
-		sc.Limit = *limit
-	}
-	if *scenario == "" && (!set["limit"] || !set["period"]) {
-		missing := "--limit"
-		if set["limit"] {
-			missing = "--period"
-		}
-		return fail(fmt.Errorf("%s is required without --scenario: describe the run with --limit N --period D (e.g. --limit 100 --period 1m) and --traffic, or run a built-in scenario: --scenario %s", missing, strings.Join(Presets(), "|")))
-	}
-	if set["instances"] {
-		if *instances < 1 {
-			return fail(fmt.Errorf("--instances: must be between 1 and %d, got %d", maxInstances, *instances))
-		}
-		sc.Instances = *instances
-	}
-	if len(scaleOut) > 0 {
-		sc.Events = scaleOut
-	}
-	if len(contenders) > 0 {
-		sc.Contenders = contenders
-	}
-	if err := sc.Validate(); err != nil {
-		return fail(err)
-	}
-
 	var opts []Option
 	if *out != "" {
 		opts = append(opts, WithWorstKeyWindows())
@@ -228,12 +184,133 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 	case "never":
 	default:
-		return fail(fmt.Errorf("--progress: want auto, always or never, got %q", *progressArg))
+		return fail(usageErrorf("--progress: want auto, always or never, got %q", *progressArg))
 	}
+	if *scenario == "" && !set["limit"] && !set["period"] && !slices.ContainsFunc(trafficFlags, func(n string) bool { return set[n] }) {
+		// Nothing describes a run: show the built-in comparison (a
+		// 10-minute simulation that takes milliseconds) rather than fail.
+		*scenario = DefaultScenario
+		fmt.Fprintf(stderr, "floodgate sim: no --scenario, --limit or --traffic: running the built-in %q scenario (built-ins: --scenario %s; or describe a run with --traffic, --rate, --limit and --period; --help for every flag)\n",
+			DefaultScenario, strings.Join(Presets(), "|"))
+	}
+	if *scenario != "" {
+		for _, name := range trafficFlags {
+			if set[name] {
+				return fail(usageErrorf("--%s describes traffic; with --scenario, edit the scenario's traffic instead", name))
+			}
+		}
+	}
+	// Durations given as flags: never negative, and not 0 where 0 is the
+	// YAML's "unset" (a default would silently replace what was asked).
+	durs := map[string]string{"duration": *duration, "bin": *bin, "period": *period, "on": *on, "off": *off, "cycle": *cycle, "at": *at, "rise": *rise, "hold": *hold, "decay": *decay}
+	zeroMeansUnset := map[string]string{
+		"duration": "without --duration a replay runs to its last request",
+		"bin":      "without --bin it is 1s, or coarser for runs over an hour",
+		"period":   "the limit needs a window",
+		"on":       "a burst must last",
+		"cycle":    "without --cycle the swing takes the whole run",
+		"decay":    "without --decay the crowd decays over --rise",
+	}
+	parsed := map[string]Duration{}
+	for _, name := range slices.Sorted(maps.Keys(durs)) {
+		if !set[name] {
+			continue
+		}
+		d, err := parseDuration(durs[name])
+		switch {
+		case err != nil:
+			return fail(usageErrorf("--%s: %v", name, err))
+		case d < 0:
+			return fail(usageErrorf("--%s: must not be negative, got %v", name, d))
+		case d == 0 && zeroMeansUnset[name] != "":
+			return fail(usageErrorf("--%s: must be > 0 (%s)", name, zeroMeansUnset[name]))
+		}
+		parsed[name] = Duration(d)
+	}
+	for name, v := range map[string]int64{"keys": int64(*keys), "cost": *cost, "instances": int64(*instances)} {
+		// 0 is the YAML's "unset"; given as a flag it is a mistake.
+		hi := map[string]int64{"keys": maxKeys, "cost": 1 << 30, "instances": maxInstances}[name]
+		if set[name] && (v < 1 || v > hi) {
+			his := strconv.FormatInt(hi, 10)
+			if name == "cost" {
+				his = "2^30"
+			}
+			return fail(usageErrorf("--%s: must be between 1 and %s, got %d", name, his, v))
+		}
+	}
+	var sc *Scenario
+	if *scenario != "" {
+		var err error
+		if sc, err = loadScenario(*scenario); err != nil {
+			return fail(err)
+		}
+	} else {
+		src := Source{Kind: *traffic}
+		if *replay != "" {
+			src = Source{Kind: SourceReplay, File: *replay}
+		} else if src.Kind == "" {
+			src.Kind = SourcePoisson
+		} else if src.Kind == SourceReplay {
+			return fail(usageErrorf("--traffic replay: give the log with --replay FILE instead"))
+		}
+		if err := flagsApply(src.Kind, set); err != nil {
+			return fail(err)
+		}
+		if err := requiredFlags(src.Kind, set); err != nil {
+			return fail(err)
+		}
+		for name, dst := range map[string]*Duration{"on": &src.On, "off": &src.Off, "cycle": &src.Cycle, "at": &src.At, "rise": &src.Rise, "hold": &src.Hold, "decay": &src.Decay} {
+			*dst = parsed[name]
+		}
+		for name, dst := range map[string]*Rate{"rate": &src.Rate, "peak": &src.Peak} {
+			if !set[name] {
+				continue
+			}
+			r, err := ParseRate(map[string]string{"rate": *rate, "peak": *peak}[name])
+			if err != nil {
+				return fail(usageErrorf("--%s: %v", name, err))
+			}
+			*dst = r
+		}
+		src.Keys, src.Zipf, src.Cost = *keys, *zipf, *cost
+		sc = &Scenario{Name: "flags", Seed: 1, flags: true, Traffic: []Source{src}}
+	}
+	if set["seed"] {
+		s, err := strconv.ParseUint(*seed, 10, 64)
+		if err != nil {
+			return fail(usageErrorf("--seed: want a non-negative integer, got %q", *seed))
+		}
+		sc.Seed = s
+	}
+	for name, dst := range map[string]*Duration{"duration": &sc.Duration, "bin": &sc.Bin, "period": &sc.Period} {
+		if set[name] {
+			*dst = parsed[name]
+		}
+	}
+	if set["limit"] {
+		sc.Limit = *limit
+	}
+	if set["instances"] {
+		sc.Instances = *instances
+	}
+	if len(scaleOut) > 0 {
+		sc.Events = scaleOut
+	}
+	if len(contenders) > 0 {
+		sc.Contenders = contenders
+	}
+	if err := sc.Validate(); err != nil {
+		return fail(err)
+	}
+
 	start := time.Now()
 	res, err := Run(ctx, sc, opts...)
 	if err != nil {
 		return fail(err)
+	}
+	if res.ReplayPast > 0 {
+		fmt.Fprintf(stderr, "floodgate sim: warning: %d replayed request%s at or after the end of the run (%v) not simulated; a longer %s, or none (up to the last request), replays them\n",
+			res.ReplayPast, plural(res.ReplayPast), sc.Duration.D(), sc.field("duration"))
 	}
 	if *csvPath == "-" {
 		if err := WriteCSV(stdout, res); err != nil {
@@ -267,54 +344,84 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return 0
 }
 
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 // flagsApply rejects the traffic flags set that the traffic kind would
-// ignore, and the zero values a flag cannot mean.
+// ignore.
 func flagsApply(kind string, set map[string]bool) error {
 	if kind == SourceReplay {
-		for _, name := range []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "at", "rise", "hold"} {
+		for _, name := range []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "cycle", "at", "rise", "hold", "decay"} {
 			if set[name] {
-				return fmt.Errorf("--%s does not apply to --replay: the log gives each request's time, key and cost", name)
+				return usageErrorf("--%s does not apply to --replay: the log gives each request's time, key and cost", name)
 			}
 		}
 		return nil
 	}
+	if !slices.Contains(sourceKinds, kind) {
+		return usageErrorf("--traffic: unknown %q (want one of %s; or --replay FILE)", kind, strings.Join(sourceKinds[:len(sourceKinds)-1], ", "))
+	}
 	only := map[string][]string{
 		"on": {SourceBursts}, "off": {SourceBursts},
-		"peak": {SourceDiurnal, SourceRamp, SourceFlash},
-		"at":   {SourceFlash}, "rise": {SourceFlash}, "hold": {SourceFlash},
+		"peak":  {SourceDiurnal, SourceRamp, SourceFlash},
+		"cycle": {SourceDiurnal},
+		"at":    {SourceFlash}, "rise": {SourceFlash}, "hold": {SourceFlash}, "decay": {SourceFlash},
 	}
-	for _, name := range []string{"peak", "on", "off", "at", "rise", "hold"} {
+	for _, name := range []string{"peak", "on", "off", "cycle", "at", "rise", "hold", "decay"} {
 		if set[name] && !slices.Contains(only[name], kind) {
-			return fmt.Errorf("--%s applies to --traffic %s only, not %s", name, strings.Join(only[name], ", "), kind)
+			return usageErrorf("--%s applies to --traffic %s only, not %s", name, strings.Join(only[name], ", "), kind)
 		}
 	}
 	return nil
 }
 
-// applyFlags sets the named source fields that are non-empty, reading them
-// as YAML would.
-func applyFlags(src *Source, vals map[string]string) error {
-	for _, name := range []string{"rate", "peak", "on", "off", "at", "rise", "hold"} {
-		v := vals[name]
-		if v == "" {
-			continue
-		}
-		var err error
-		switch name {
-		case "rate":
-			src.Rate, err = ParseRate(v)
-		case "peak":
-			src.Peak, err = ParseRate(v)
-		default:
-			var d time.Duration
-			d, err = parseDuration(v)
-			*map[string]*Duration{"on": &src.On, "off": &src.Off, "at": &src.At, "rise": &src.Rise, "hold": &src.Hold}[name] = Duration(d)
-		}
-		if err != nil {
-			return fmt.Errorf("--%s: %v", name, err)
+// requiredFlags names, in one error, every flag a run without --scenario
+// needs and was not given: --limit, --period, --duration (unless the
+// requests come from --replay) and what the traffic kind needs.
+func requiredFlags(kind string, set map[string]bool) error {
+	var missing []string
+	need := func(name, why string) {
+		if !set[name] {
+			missing = append(missing, fmt.Sprintf("--%s is required (%s)", name, why))
 		}
 	}
-	return nil
+	need("limit", "units per --period per key, e.g. --limit 100")
+	need("period", "the window of --limit, e.g. --period 1m")
+	if kind != SourceReplay {
+		need("duration", "how much time to simulate, e.g. --duration 10m")
+	}
+	traffic := "--traffic " + kind
+	if !set["traffic"] {
+		traffic = "the default traffic is " + kind
+	}
+	switch kind {
+	case SourceSteady, SourcePoisson:
+		need("rate", traffic+"; e.g. --rate 100 (per second) or --rate 6000/m")
+	case SourceBursts:
+		need("rate", traffic+": the rate during a burst, e.g. --rate 100")
+		need("on", traffic+": the length of a burst, e.g. --on 5s (with --off 25s)")
+	case SourceDiurnal:
+		need("peak", traffic+": the rate swings between --rate (default 0) and --peak, e.g. --rate 50 --peak 150")
+	case SourceRamp:
+		need("peak", traffic+": the rate moves from --rate (default 0) to --peak, e.g. --rate 10 --peak 200")
+	case SourceFlash:
+		need("peak", traffic+": the crowd climbs from --rate (default 0) to --peak, e.g. --rate 50 --peak 500")
+		if !set["rise"] && !set["hold"] && !set["decay"] {
+			missing = append(missing, fmt.Sprintf("--rise, --hold or --decay is required (%s: without them the crowd would last no time), e.g. --rise 2s --hold 5s", traffic))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	msg := strings.Join(missing, "; ")
+	if !set["limit"] || !set["period"] {
+		msg += fmt.Sprintf("; or run a built-in scenario: --scenario %s", strings.Join(Presets(), "|"))
+	}
+	return usageErrorf("%s", msg)
 }
 
 func isTerminal(w io.Writer) bool {
@@ -346,7 +453,7 @@ func (s *scaleFlags) Set(v string) error {
 	if err != nil {
 		return fmt.Errorf("instances %q: want an integer", k)
 	}
-	*s = append(*s, Event{At: Duration(d), Instances: n})
+	*s = append(*s, Event{At: Duration(d), Instances: n, flag: v, flagN: len(*s) + 1})
 	return nil
 }
 
@@ -362,6 +469,7 @@ func (c *contenderFlags) Set(v string) error {
 	if err != nil {
 		return err
 	}
+	ct.flag, ct.flagN = v, len(*c)+1
 	*c = append(*c, ct)
 	return nil
 }

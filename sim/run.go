@@ -25,6 +25,10 @@ type Result struct {
 	Contenders []ContenderResult
 	// Keys is the number of distinct keys that received requests.
 	Keys int
+	// ReplayPast is the number of replayed requests at or after the end of
+	// the run (a Duration shorter than the log): read, but not offered.
+	// `floodgate sim` warns about them.
+	ReplayPast int
 }
 
 // ContenderResult is one contender's measures.
@@ -100,7 +104,7 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	replays, err := sc.loadReplays()
+	replays, past, err := sc.loadReplays()
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +155,7 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		c := &sc.Contenders[i]
 		e, err := newEngine(sc, c, newRecorder(sc, bins, keys), keys, i+1)
 		if err != nil {
-			return nil, sc.errorf(c.line, "contenders[%d] (%s): %v", i, c.Name, err)
+			return nil, sc.errorf(c.line, "%s (%s): %v", c.where(i, ""), c.Name, err)
 		}
 		engines = append(engines, e)
 		specs = append(specs, c)
@@ -160,7 +164,7 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if err := feed(ctx, sc, replays, engines, cfg, newProgress(cfg.progress, sc.Duration.D())); err != nil {
 		return nil, err
 	}
-	res := &Result{Scenario: sc, Keys: off.keys}
+	res := &Result{Scenario: sc, Keys: off.keys, ReplayPast: past}
 	if twin >= 0 {
 		specs = append(specs[:1], specs[2:]...)
 	}

@@ -32,7 +32,9 @@ type Scenario struct {
 	// balancing): the same seed gives byte-identical output.
 	Seed uint64 `yaml:"seed"`
 	// Duration is how much simulated time to run. Required for generated
-	// traffic; default for a replay is up to its last request.
+	// traffic; default for a replay is up to its last request, rounded up
+	// to a whole second. Replayed requests at or after a shorter Duration
+	// are not offered (Result.ReplayPast counts them).
 	Duration Duration `yaml:"duration"`
 	// Bin is the resolution of every time series in the report. Default 1s,
 	// or Duration/3600 rounded up to a second for runs longer than an hour.
@@ -61,6 +63,9 @@ type Scenario struct {
 
 	// file names the scenario's origin in error messages.
 	file string
+	// flags is set when Main built the scenario from its flags: errors
+	// then name the flags (--rate) rather than YAML paths (traffic[0]).
+	flags bool
 	// validated is set once Validate has run.
 	validated bool
 }
@@ -88,6 +93,8 @@ type Source struct {
 	// diurnal and flash, the start of a ramp.
 	Rate Rate `yaml:"rate"`
 	// Peak is the high point of diurnal and flash and the end rate of ramp.
+	// Required (> 0) for those three: Rate defaults to 0 there, so a swing,
+	// ramp or crowd from silence needs only Peak.
 	Peak Rate `yaml:"peak"`
 	// From and To bound the source in simulated time (default the whole run).
 	From Duration `yaml:"from"`
@@ -108,11 +115,14 @@ type Source struct {
 	Off Duration `yaml:"off"`
 	// Process is "poisson" (default) or "steady" for bursts.
 	Process string `yaml:"process"`
-	// Cycle is the period of diurnal. Default the run's duration.
+	// Cycle is the period of diurnal. Default the source's span (the run's
+	// duration, or To - From).
 	Cycle Duration `yaml:"cycle"`
 	// At, Rise, Hold and Decay shape a flash crowd: at At the rate climbs
 	// linearly to Peak over Rise, stays for Hold, then falls back towards
-	// Rate with time constant Decay (default Rise).
+	// Rate with time constant Decay (default Rise). At must fall before
+	// the source ends, and Rise, Hold and Decay must not all be 0 (a crowd
+	// that lasts no time).
 	At    Duration `yaml:"at"`
 	Rise  Duration `yaml:"rise"`
 	Hold  Duration `yaml:"hold"`
@@ -120,6 +130,8 @@ type Source struct {
 	// File is the replay log: one request per line, "time key [cost]",
 	// where time is seconds since the start (decimal) or an RFC 3339
 	// instant (taken relative to the first line); '#' starts a comment.
+	// A relative path is taken from the current directory; the
+	// scenario.yaml of a report holds the absolute path.
 	File string `yaml:"file"`
 
 	line int
@@ -202,7 +214,12 @@ type Contender struct {
 	LeaseTTL Duration `yaml:"lease_ttl,omitempty"`
 
 	line int
-	kind algo.Kind
+	// flag is the --contender text it came from and flagN which
+	// occurrence of --contender (from 1): errors name them instead of
+	// contenders[i].
+	flag  string
+	flagN int
+	kind  algo.Kind
 	// given is the contender as written, before Validate filled in the
 	// defaults: what a report's scenario.yaml holds, so that an automatic
 	// name or default follows a rerun's other settings.
@@ -233,6 +250,10 @@ type Event struct {
 	Instances int `yaml:"instances"`
 
 	line int
+	// flag is the --scale text it came from and flagN which occurrence
+	// (from 1), for errors.
+	flag  string
+	flagN int
 }
 
 // Duration is a time.Duration that reads from YAML as "1m30s" or as a number
@@ -462,8 +483,64 @@ func (sc *Scenario) errorf(line int, format string, args ...any) error {
 		return fmt.Errorf("%w: %s:%d: %s", ErrScenario, sc.file, line, msg)
 	case sc.file != "":
 		return fmt.Errorf("%w: %s: %s", ErrScenario, sc.file, msg)
+	case sc.flags:
+		// The message names the flags: "bad scenario" would send the
+		// user looking for a YAML file.
+		return flagsError(msg)
 	}
 	return fmt.Errorf("%w: %s", ErrScenario, msg)
+}
+
+// flagsError is a bad scenario described by flags: it wraps ErrScenario
+// without saying so in its message.
+type flagsError string
+
+func (e flagsError) Error() string        { return string(e) }
+func (e flagsError) Is(target error) bool { return target == ErrScenario }
+
+// field names a top-level field in an error: its YAML name, or the flag
+// that sets it when the scenario came from flags.
+func (sc *Scenario) field(name string) string {
+	if sc.flags {
+		return "--" + name
+	}
+	return name
+}
+
+// required says that a top-level field is missing: "duration: required,
+// e.g. duration: 10m", or from flags "--duration is required, e.g.
+// --duration 10m".
+func (sc *Scenario) required(name, example string) error {
+	if sc.flags {
+		return sc.errorf(0, "--%s is required, e.g. --%s %s", name, name, example)
+	}
+	return sc.errorf(0, "%s: required, e.g. %s: %s", name, name, example)
+}
+
+// where names field (or, "", the whole contender) of contender i in an
+// error: contenders[i].field from YAML, --contender #N "text": field from
+// the flag.
+func (c *Contender) where(i int, field string) string {
+	if c.flag != "" {
+		w := fmt.Sprintf("--contender #%d %q", c.flagN, c.flag)
+		if field != "" {
+			w += ": " + field
+		}
+		return w
+	}
+	if field != "" {
+		return fmt.Sprintf("contenders[%d].%s", i, field)
+	}
+	return fmt.Sprintf("contenders[%d]", i)
+}
+
+// where names field of event i in an error, as Contender.where does:
+// events[i].at, or --scale #N "40s:8": at.
+func (e *Event) where(i int, field string) string {
+	if e.flag != "" {
+		return fmt.Sprintf("--scale #%d %q: %s", e.flagN, e.flag, field)
+	}
+	return fmt.Sprintf("events[%d].%s", i, field)
 }
 
 const maxInstances = 1024
@@ -480,22 +557,22 @@ func (sc *Scenario) Validate() error {
 		sc.Name = "sim"
 	}
 	if sc.Limit <= 0 {
-		return sc.errorf(0, "limit: must be > 0, got %d", sc.Limit)
+		return sc.errorf(0, "%s: must be > 0, got %d", sc.field("limit"), sc.Limit)
 	}
 	if sc.Period <= 0 {
-		return sc.errorf(0, "period: required, e.g. period: 1m")
+		return sc.required("period", "1m")
 	}
 	if sc.Period.D() < time.Millisecond {
-		return sc.errorf(0, "period: must be at least 1ms, got %v", sc.Period.D())
+		return sc.errorf(0, "%s: must be at least 1ms, got %v", sc.field("period"), sc.Period.D())
 	}
 	if sc.Duration < 0 || sc.Duration.D() > 400*24*time.Hour {
-		return sc.errorf(0, "duration: must be between 0 and 400 days, got %v", sc.Duration.D())
+		return sc.errorf(0, "%s: must be between 0 and 400 days, got %v", sc.field("duration"), sc.Duration.D())
 	}
 	if sc.Instances == 0 {
 		sc.Instances = 4
 	}
 	if sc.Instances < 1 || sc.Instances > maxInstances {
-		return sc.errorf(0, "instances: must be between 1 and %d, got %d", maxInstances, sc.Instances)
+		return sc.errorf(0, "%s: must be between 1 and %d, got %d", sc.field("instances"), maxInstances, sc.Instances)
 	}
 	if sc.FocusKey < 0 || sc.FocusKey >= maxKeys {
 		return sc.errorf(0, "focus_key: must be between 0 and %d, got %d", maxKeys-1, sc.FocusKey)
@@ -511,13 +588,13 @@ func (sc *Scenario) Validate() error {
 		replay = replay || sc.Traffic[i].Kind == SourceReplay
 	}
 	if sc.Duration == 0 && !replay {
-		return sc.errorf(0, "duration: required, e.g. duration: 10m")
+		return sc.required("duration", "10m")
 	}
 	if sc.Bin < 0 {
-		return sc.errorf(0, "bin: must be > 0, got %v", sc.Bin.D())
+		return sc.errorf(0, "%s: must be > 0, got %v", sc.field("bin"), sc.Bin.D())
 	}
 	if sc.Bin != 0 && sc.Bin.D() < time.Millisecond {
-		return sc.errorf(0, "bin: must be at least 1ms, got %v", sc.Bin.D())
+		return sc.errorf(0, "%s: must be at least 1ms, got %v", sc.field("bin"), sc.Bin.D())
 	}
 	if sc.Duration > 0 {
 		if err := sc.checkBin(); err != nil {
@@ -526,13 +603,13 @@ func (sc *Scenario) Validate() error {
 	}
 	for i, e := range sc.Events {
 		if e.At < 0 || (sc.Duration > 0 && e.At > sc.Duration) {
-			return sc.errorf(e.line, "events[%d].at: %v is outside the run", i, e.At.D())
+			return sc.errorf(e.line, "%s: %v is outside the run", e.where(i, "at"), e.At.D())
 		}
 		if e.Instances < 1 || e.Instances > maxInstances {
-			return sc.errorf(e.line, "events[%d].instances: must be between 1 and %d, got %d", i, maxInstances, e.Instances)
+			return sc.errorf(e.line, "%s: must be between 1 and %d, got %d", e.where(i, "instances"), maxInstances, e.Instances)
 		}
 		if i > 0 && e.At < sc.Events[i-1].At {
-			return sc.errorf(e.line, "events[%d].at: events must be in time order", i)
+			return sc.errorf(e.line, "%s: events must be in time order", e.where(i, "at"))
 		}
 	}
 	// The ideal first: a limit it cannot hold fails every contender too,
@@ -559,7 +636,7 @@ func (sc *Scenario) Validate() error {
 			}
 		}
 		if j, dup := names[c.Name]; dup {
-			return sc.errorf(c.line, "contenders[%d].name: %q is already contenders[%d]; give one of them another name (name: in YAML, name= in --contender)", i, c.Name, j)
+			return sc.errorf(c.line, "%s: %q is already %s; give one of them another name (name: in YAML, name= in --contender)", c.where(i, "name"), c.Name, sc.Contenders[j].where(j, ""))
 		}
 		names[c.Name] = i
 	}
@@ -577,16 +654,28 @@ func (sc *Scenario) checkBin() error {
 		}
 	}
 	if sc.Duration.D()/sc.Bin.D() > 1_000_000 {
-		return sc.errorf(0, "bin: %v gives more than a million points over %v; set a larger bin", sc.Bin.D(), sc.Duration.D())
+		return sc.errorf(0, "%s: %v gives more than a million points over %v; set a larger bin", sc.field("bin"), sc.Bin.D(), sc.Duration.D())
 	}
 	return nil
 }
 
 func (sc *Scenario) validateSource(i int) error {
 	s := &sc.Traffic[i]
-	where := fmt.Sprintf("traffic[%d] (%s)", i, s.Kind)
-	bad := func(format string, args ...any) error {
-		return sc.errorf(s.line, "%s: %s", where, fmt.Sprintf(format, args...))
+	// bad reports a problem with field (or fields, "on/off") of the
+	// source: "traffic[0] (flash): at: …" from YAML, "--at: …" from flags.
+	bad := func(field, format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		if sc.flags {
+			return sc.errorf(0, "%s: %s", flagNames(field), msg)
+		}
+		return sc.errorf(s.line, "traffic[%d] (%s): %s: %s", i, s.Kind, field, msg)
+	}
+	// name is a field as the user wrote it: rise, or --rise.
+	name := func(field string) string {
+		if sc.flags {
+			return flagNames(field)
+		}
+		return field
 	}
 	known := false
 	for _, k := range sourceKinds {
@@ -599,68 +688,134 @@ func (sc *Scenario) validateSource(i int) error {
 		s.Keys = 1
 	}
 	if s.Keys < 0 || s.Keys > maxKeys {
-		return bad("keys: must be between 1 and %d, got %d", maxKeys, s.Keys)
+		return bad("keys", "must be between 1 and %d, got %d", maxKeys, s.Keys)
 	}
 	if s.KeyOffset < 0 || s.KeyOffset+s.Keys > maxKeys {
-		return bad("key_offset: keys must stay below %d", maxKeys)
+		return bad("key_offset", "keys must stay below %d", maxKeys)
 	}
 	if s.Zipf != 0 && !(s.Zipf > 1 && s.Zipf < 100) {
-		return bad("zipf: must be 0 (uniform) or between 1 and 100 exclusive, got %v", s.Zipf)
+		return bad("zipf", "must be 0 (uniform) or between 1 and 100 exclusive, got %v", s.Zipf)
 	}
 	if s.Cost == 0 {
 		s.Cost = 1
 	}
 	if s.Cost < 0 || s.Cost > 1<<30 {
-		return bad("cost: must be between 1 and 2^30, got %d", s.Cost)
+		return bad("cost", "must be between 1 and 2^30, got %d", s.Cost)
 	}
 	if s.From < 0 || s.To < 0 || (s.To > 0 && s.To <= s.From) {
-		return bad("from/to: need 0 <= from < to, got %v and %v", s.From.D(), s.To.D())
+		return bad("from/to", "need 0 <= from < to, got %v and %v", s.From.D(), s.To.D())
 	}
 	const maxRate = 1e7
-	if s.Rate > maxRate || s.Peak > maxRate {
-		return bad("rate: at most %g per second", maxRate)
+	if s.Rate > maxRate {
+		return bad("rate", "at most %g per second", maxRate)
+	}
+	if s.Peak > maxRate {
+		return bad("peak", "at most %g per second", maxRate)
 	}
 	if s.Process != "" && s.Process != "poisson" && s.Process != "steady" {
-		return bad("process: want poisson or steady, got %q", s.Process)
+		return bad("process", "want poisson or steady, got %q", s.Process)
 	}
 	if s.Process == "steady" && s.Kind != SourceBursts && s.Kind != SourceSteady {
-		return bad("process: steady applies to steady and bursts only")
+		return bad("process", "steady applies to steady and bursts only")
+	}
+	// The fields that shape one kind only are errors on the others, as
+	// the flags are: a silent no-op would look like a setting that works.
+	for _, f := range []struct {
+		field string
+		set   bool
+		kinds []string
+	}{
+		{"peak", s.Peak != 0, []string{SourceDiurnal, SourceRamp, SourceFlash}},
+		{"on", s.On != 0, []string{SourceBursts}},
+		{"off", s.Off != 0, []string{SourceBursts}},
+		{"cycle", s.Cycle != 0, []string{SourceDiurnal}},
+		{"at", s.At != 0, []string{SourceFlash}},
+		{"rise", s.Rise != 0, []string{SourceFlash}},
+		{"hold", s.Hold != 0, []string{SourceFlash}},
+		{"decay", s.Decay != 0, []string{SourceFlash}},
+		{"file", s.File != "", []string{SourceReplay}},
+	} {
+		if f.set && !slices.Contains(f.kinds, s.Kind) {
+			return bad(f.field, "applies to %s traffic only, not %s", strings.Join(f.kinds, ", "), s.Kind)
+		}
+	}
+	// end is when the source stops: the run's end, or To.
+	end := sc.Duration
+	if s.To > 0 && (end == 0 || s.To < end) {
+		end = s.To
+	}
+	endName := fmt.Sprintf("the end of the run (%s %v)", name("duration"), sc.Duration.D())
+	if end != sc.Duration {
+		endName = fmt.Sprintf("the source's end (to: %v)", s.To.D())
 	}
 	switch s.Kind {
 	case SourceSteady, SourcePoisson:
 		if s.Rate <= 0 {
-			return bad("rate: must be > 0")
+			return bad("rate", "must be > 0")
 		}
 	case SourceBursts:
 		if s.Rate <= 0 {
-			return bad("rate: must be > 0")
+			return bad("rate", "must be > 0")
 		}
 		if s.On <= 0 || s.Off < 0 {
-			return bad("on/off: need on > 0 and off >= 0")
+			return bad("on/off", "need on > 0 and off >= 0")
 		}
-	case SourceDiurnal, SourceRamp:
-		if s.Rate < 0 || s.Peak < 0 || (s.Rate == 0 && s.Peak == 0) {
-			return bad("rate/peak: need rates >= 0, not both 0")
+	case SourceDiurnal, SourceRamp, SourceFlash:
+		what := map[string]string{
+			SourceDiurnal: "the rate swings between rate and peak",
+			SourceRamp:    "the rate moves from rate to peak",
+			SourceFlash:   "the crowd climbs from rate to peak",
+		}[s.Kind]
+		if s.Peak <= 0 {
+			return bad("peak", "required, > 0: %s (rate defaults to 0; for a constant rate use poisson or steady)", what)
 		}
-		if s.Cycle < 0 {
-			return bad("cycle: must be > 0")
+		if s.Rate < 0 {
+			return bad("rate", "must be >= 0")
 		}
-	case SourceFlash:
-		if s.Rate < 0 || s.Peak <= 0 || s.Peak < s.Rate {
-			return bad("peak: must be > 0 and >= rate")
+		if s.Kind == SourceDiurnal && s.Cycle < 0 {
+			return bad("cycle", "must be > 0")
+		}
+		if s.Kind != SourceFlash {
+			break
+		}
+		if s.Peak < s.Rate {
+			return bad("peak", "must be >= rate (%v), got %v", float64(s.Rate), float64(s.Peak))
 		}
 		if s.At < 0 || s.Rise < 0 || s.Hold < 0 || s.Decay < 0 {
-			return bad("at/rise/hold/decay: must be >= 0")
+			return bad("at/rise/hold/decay", "must be >= 0")
+		}
+		if s.Rise == 0 && s.Hold == 0 && s.Decay == 0 {
+			example := "rise: 2s, hold: 5s"
+			if sc.flags {
+				example = "--rise 2s --hold 5s"
+			}
+			return bad("rise/hold/decay", "all 0, so the crowd would last no time; set at least one, e.g. %s", example)
+		}
+		if end > 0 && s.At >= end {
+			return bad("at", "%v is not before %s: the crowd would never come", s.At.D(), endName)
 		}
 		if s.Decay == 0 {
 			s.Decay = s.Rise
 		}
 	case SourceReplay:
 		if s.File == "" {
-			return bad("file: required")
+			return bad("file", "required")
 		}
 	}
 	return nil
+}
+
+// flagNames turns a source field, or several ("on/off"), into the flags
+// that set them: --on/--off; file is --replay.
+func flagNames(field string) string {
+	parts := strings.Split(field, "/")
+	for i, p := range parts {
+		if p == "file" {
+			p = "replay"
+		}
+		parts[i] = "--" + p
+	}
+	return strings.Join(parts, "/")
 }
 
 // DefaultContenders is what a scenario without contenders runs, for its
@@ -701,7 +856,7 @@ func (sc *Scenario) validateContender(i int) error {
 	given.given = nil
 	c.given = &given
 	bad := func(field, format string, args ...any) error {
-		return sc.errorf(c.line, "contenders[%d].%s: %s", i, field, fmt.Sprintf(format, args...))
+		return sc.errorf(c.line, "%s: %s", c.where(i, field), fmt.Sprintf(format, args...))
 	}
 	if c.Strategy == "" {
 		c.Strategy = StrategySingle
@@ -781,6 +936,10 @@ func (sc *Scenario) validateContender(i int) error {
 		if c.LeaseTTL == 0 {
 			c.LeaseTTL = Duration(max(sc.Period.D()/10, time.Microsecond))
 		}
+	}
+	if c.WarmupPeriod == 0 && c.kind == algo.SmoothWarmup {
+		// As in DefaultContenders: warm up over one period.
+		c.WarmupPeriod = sc.Period
 	}
 	if c.Hold == 0 && c.kind == algo.Concurrency {
 		c.Hold = Duration(max(sc.Period.D()/time.Duration(sc.Limit), time.Microsecond))
@@ -928,7 +1087,7 @@ func fmtDur(d time.Duration) string {
 func (sc *Scenario) idealLimit() (*algo.Limit, error) {
 	l, err := algo.Compile(algo.Params{Algorithm: algo.SlidingLog, Limit: sc.Limit, Period: sc.Period.D()})
 	if err != nil {
-		return nil, sc.errorf(0, "limit: the perfect sliding window (sliding_log) cannot hold it: %v", err)
+		return nil, sc.errorf(0, "%s: the perfect sliding window (sliding_log) cannot hold it: %v", sc.field("limit"), err)
 	}
 	return l, nil
 }

@@ -130,8 +130,8 @@ func TestReplay(t *testing.T) {
 		Contenders: []Contender{{Algorithm: "fixed_window"}},
 	}
 	res := run(t, sc)
-	if sc.Duration.D() != 2999001*time.Microsecond {
-		t.Errorf("duration from the replay = %v, want just after the last line", sc.Duration.D())
+	if sc.Duration.D() != 3*time.Second {
+		t.Errorf("duration from the replay = %v, want the last line's 2.999s rounded up to a second", sc.Duration.D())
 	}
 	off := res.Offered.Metrics
 	if off.Requests != 7 || off.Units != 10 || res.Keys != 3 {
@@ -212,10 +212,10 @@ func TestMainFlagsAndErrors(t *testing.T) {
 	}{
 		{[]string{"--traffic", "bursts", "--rate", "50", "--on", "1s", "--off", "4s", "--limit", "20", "--period", "5s", "--duration", "30s", "--contender", "token_bucket burst=5", "--csv", "-"}, 0, "time_s,offered:units"},
 		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--scale", "2s:3", "--contender", "sticky"}, 0, "sticky sliding_log K=4"},
-		{[]string{"--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "traffic[0] (poisson): rate: must be > 0"},
-		{[]string{"--rate", "1", "--period", "1s", "--duration", "5s"}, 1, "--limit is required without --scenario: describe the run with --limit N --period D"},
-		{[]string{"--rate", "1", "--limit", "5"}, 1, "--period is required without --scenario"},
-		{[]string{"--limit", "0", "--period", "1s", "--rate", "1"}, 1, "limit: must be > 0"},
+		{[]string{"--limit", "5", "--period", "1s", "--duration", "5s"}, 2, "floodgate sim: --rate is required (the default traffic is poisson; e.g. --rate 100 (per second) or --rate 6000/m)\n"},
+		{[]string{"--rate", "1", "--period", "1s", "--duration", "5s"}, 2, "floodgate sim: --limit is required (units per --period per key, e.g. --limit 100); or run a built-in scenario: --scenario article|distributed\n"},
+		{[]string{"--rate", "1", "--limit", "5"}, 2, "floodgate sim: --period is required (the window of --limit, e.g. --period 1m); --duration is required (how much time to simulate, e.g. --duration 10m); or run a built-in scenario"},
+		{[]string{"--limit", "0", "--period", "1s", "--rate", "1", "--duration", "5s"}, 2, "floodgate sim: --limit: must be > 0, got 0\n"},
 		// Nothing describes a run: the built-in article scenario, and a
 		// note naming the other ways.
 		{nil, 0, `running the built-in "article" scenario (built-ins: --scenario article|distributed; or describe a run with --traffic, --rate, --limit and --period`},
@@ -223,20 +223,20 @@ func TestMainFlagsAndErrors(t *testing.T) {
 		{[]string{"--duration", "1m", "--seed", "3"}, 0, "scenario article: 1m0s simulated, limit 100 per 1m per key, seed 3"},
 		{[]string{"--contender", "token_bucket bogus=1"}, 2, `unknown field "bogus"`},
 		{[]string{"--scale", "soon"}, 2, "want AT:K"},
-		{[]string{"--scenario", "article", "--rate", "5"}, 1, "--rate describes traffic"},
-		{[]string{"--scenario", "nope"}, 1, "not a file, nor a built-in scenario"},
+		{[]string{"--scenario", "article", "--rate", "5"}, 2, "--rate describes traffic"},
+		{[]string{"--scenario", "nope"}, 2, "not a file, nor a built-in scenario"},
 		{[]string{"stray"}, 2, `unexpected argument "stray"`},
-		{[]string{"--seed", "x", "--scenario", "article"}, 1, "--seed: want a non-negative integer"},
+		{[]string{"--seed", "x", "--scenario", "article"}, 2, "--seed: want a non-negative integer"},
 		// A flag given 0, or one the chosen traffic would ignore, is an
 		// error rather than a silent default.
-		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--instances", "0"}, 1, "--instances: must be between 1 and 1024, got 0"},
-		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--cost", "0"}, 1, "--cost: must be between 1 and 2^30, got 0"},
-		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--keys", "0"}, 1, "--keys: must be between 1 and 16777216, got 0"},
-		{[]string{"--traffic", "steady", "--rate", "10", "--on", "1s", "--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "--on applies to --traffic bursts only, not steady"},
-		{[]string{"--rate", "10", "--peak", "20", "--limit", "5", "--period", "1s", "--duration", "5s"}, 1, "--peak applies to --traffic diurnal, ramp, flash only, not poisson"},
-		{[]string{"--replay", "x.log", "--rate", "10", "--limit", "5", "--period", "1s"}, 1, "--rate does not apply to --replay"},
-		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--contender", "async lag=-1s"}, 1, "contenders[0].lag: must not be negative"},
-		{[]string{"--replay", os.DevNull, "--limit", "5", "--period", "1s"}, 1, "duration: the replay (" + os.DevNull + ") holds no request"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--instances", "0"}, 2, "--instances: must be between 1 and 1024, got 0"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--cost", "0"}, 2, "--cost: must be between 1 and 2^30, got 0"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--keys", "0"}, 2, "--keys: must be between 1 and 16777216, got 0"},
+		{[]string{"--traffic", "steady", "--rate", "10", "--on", "1s", "--limit", "5", "--period", "1s", "--duration", "5s"}, 2, "--on applies to --traffic bursts only, not steady"},
+		{[]string{"--rate", "10", "--peak", "20", "--limit", "5", "--period", "1s", "--duration", "5s"}, 2, "--peak applies to --traffic diurnal, ramp, flash only, not poisson"},
+		{[]string{"--replay", "x.log", "--rate", "10", "--limit", "5", "--period", "1s"}, 2, "--rate does not apply to --replay"},
+		{[]string{"--rate", "10", "--limit", "5", "--period", "1s", "--duration", "5s", "--contender", "async lag=-1s"}, 2, `--contender #1 "async lag=-1s": lag: must not be negative`},
+		{[]string{"--replay", os.DevNull, "--limit", "5", "--period", "1s"}, 2, "--duration: the replay (" + os.DevNull + ") holds no request; set --duration"},
 		// An unknown flag names the one it is likely a typo of, as the
 		// other subcommands do, before the usage.
 		{[]string{"--limt", "5"}, 2, "floodgate sim: flag provided but not defined: -limt (did you mean --limit?)\nusage: floodgate sim"},

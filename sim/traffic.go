@@ -300,9 +300,10 @@ func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, e
 }
 
 // loadReplays reads every replay source of sc, in order, and sets the
-// scenario's duration from them when it has none.
-func (sc *Scenario) loadReplays() ([][]arrival, error) {
-	var out [][]arrival
+// scenario's duration from them when it has none: up to the last request,
+// rounded up to a whole second. past counts the requests at or after the
+// end of the run, which are read but not offered.
+func (sc *Scenario) loadReplays() (replays [][]arrival, past int, err error) {
 	var lastT int64
 	for i := range sc.Traffic {
 		s := &sc.Traffic[i]
@@ -311,12 +312,15 @@ func (sc *Scenario) loadReplays() ([][]arrival, error) {
 		}
 		f, err := os.Open(s.File)
 		if err != nil {
-			return nil, sc.errorf(s.line, "traffic[%d].file: %v", i, err)
+			if sc.flags {
+				return nil, 0, sc.errorf(0, "--replay: %v", err)
+			}
+			return nil, 0, sc.errorf(s.line, "traffic[%d].file: %v", i, err)
 		}
 		arr, _, err := readReplay(s.File, f, s.KeyOffset)
 		f.Close()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		from, to := s.From.us(), int64(math.MaxInt64)
 		if s.To > 0 {
@@ -332,7 +336,7 @@ func (sc *Scenario) loadReplays() ([][]arrival, error) {
 		if n := len(kept); n > 0 && kept[n-1].t >= lastT {
 			lastT = kept[n-1].t + 1
 		}
-		out = append(out, kept)
+		replays = append(replays, kept)
 	}
 	if sc.Duration == 0 {
 		if lastT == 0 {
@@ -342,11 +346,19 @@ func (sc *Scenario) loadReplays() ([][]arrival, error) {
 					files = append(files, s.File)
 				}
 			}
-			return nil, sc.errorf(0, "duration: the replay (%s) holds no request; set duration", strings.Join(files, ", "))
+			return nil, 0, sc.errorf(0, "%s: the replay (%s) holds no request; set %s", sc.field("duration"), strings.Join(files, ", "), sc.field("duration"))
 		}
-		sc.Duration = Duration(time.Duration(lastT) * time.Microsecond)
+		// Just past the last request, a whole number of seconds: a log
+		// whose last line is at 6s runs for 7s, not 6.000001s.
+		sc.Duration = Duration((time.Duration(lastT)*time.Microsecond + time.Second - 1).Truncate(time.Second))
 	}
-	return out, nil
+	end := sc.Duration.us()
+	for _, rp := range replays {
+		for j := len(rp) - 1; j >= 0 && rp[j].t >= end; j-- {
+			past++
+		}
+	}
+	return replays, past, nil
 }
 
 // alias draws from a fixed discrete distribution in constant time (Vose's
