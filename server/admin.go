@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/subtle"
 	"embed"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -245,11 +246,40 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 
 // ConfigView is the admin API's view of the configuration in force.
 type ConfigView struct {
-	Path    string       `json:"path,omitempty"`
-	Version uint64       `json:"version"`
-	Domains []DomainView `json:"domains"`
+	Path    string `json:"path,omitempty"`
+	Version uint64 `json:"version"`
+	// LastReload is the outcome of the last reload attempt (ConfigReloaded),
+	// nil before the first: when it failed, the configuration on disk is
+	// not the one in force, which stays the previous one.
+	LastReload *ReloadView  `json:"last_reload,omitempty"`
+	Domains    []DomainView `json:"domains"`
 	// Dump is the compiled configuration as text, one line per descriptor.
 	Dump string `json:"dump"`
+}
+
+// ReloadView is a configuration reload attempt's outcome.
+type ReloadView struct {
+	Time time.Time `json:"time"`
+	OK   bool      `json:"ok"`
+	// Problems says why a failed reload was refused: each problem of the
+	// configuration as "file:line: message", or the error's text.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ConfigReloaded records a reload attempt of the configuration, for
+// /admin/api/config's last_reload: err is why it failed (policy.Problems
+// or another error), nil when the new configuration is in force.
+// floodgate serve calls it after every reload, hot or on SIGHUP.
+func (s *Server) ConfigReloaded(err error) {
+	v := &ReloadView{Time: time.Now().UTC(), OK: err == nil}
+	if ps, ok := errors.AsType[policy.Problems](err); ok {
+		for _, p := range ps {
+			v.Problems = append(v.Problems, p.String())
+		}
+	} else if err != nil {
+		v.Problems = []string{err.Error()}
+	}
+	s.lastReload.Store(v)
 }
 
 // DomainView lists a domain's rules.
@@ -272,7 +302,7 @@ type RuleView struct {
 
 func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	cfg := s.engine.Config()
-	v := ConfigView{Path: s.configPath, Version: s.engine.Version(), Dump: cfg.Dump()}
+	v := ConfigView{Path: s.configPath, Version: s.engine.Version(), LastReload: s.lastReload.Load(), Dump: cfg.Dump()}
 	for _, d := range cfg.Domains() {
 		dv := DomainView{Name: d.Name}
 		for _, rule := range d.Rules() {

@@ -295,6 +295,9 @@ type Server struct {
 
 	eventsMu sync.Mutex
 	events   []Event
+
+	// lastReload is the last configuration reload's outcome (ConfigReloaded).
+	lastReload atomic.Pointer[ReloadView]
 }
 
 // New returns a server deciding with engine on st (the store engine was

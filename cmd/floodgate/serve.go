@@ -561,6 +561,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			err = engine.SetConfig(c)
 		}
 		m.ConfigReloaded(err == nil)
+		srv.ConfigReloaded(err)
 		if err != nil {
 			srv.Warn("reload", "configuration not reloaded, the previous one stays in force: "+err.Error())
 			return
