@@ -142,6 +142,9 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		if h.Limiter == nil {
 			return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w: nil limiter", i, store.ErrBadRequest)
 		}
+		if !h.Limiter.made() {
+			return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w", i, errNotMade)
+		}
 		if err := h.Limiter.checkCost(h.Cost); err != nil {
 			return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w", i, err)
 		}

@@ -63,7 +63,11 @@ func WithLeaseIDs(next func() uint64) Option { return func(c *config) { c.leaseI
 func WithStoreTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // Limiter applies one compiled limit to many keys in a store. It is safe
-// for concurrent use.
+// for concurrent use. Make it with New: on the zero Limiter and a nil
+// *Limiter, every method that returns an error returns "limiter: Limiter
+// not made by New" (with the zero Decision, a nil Reservation or Lease),
+// as AllowAll does for a hit with such a Limiter; Name, Limit and Store
+// return zero values.
 type Limiter struct {
 	st      store.Store
 	mem     *memory.Store // st, when it is the memory store: the allocation-free path
@@ -90,7 +94,8 @@ type Limiter struct {
 //   - WithStoreTimeout: 0, no timeout of its own.
 //   - WithMaxWaiters: DefaultMaxWaiters (1024) Waits queued per key.
 //
-// It returns an error wrapping algo.ErrInvalid when p is invalid.
+// A nil Option is ignored. It returns an error wrapping algo.ErrInvalid
+// when p is invalid.
 func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, error) {
 	if st == nil {
 		return nil, errors.New("limiter: nil store")
@@ -104,7 +109,9 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	}
 	c := config{sep: DefaultSeparator, leaseID: randomLeaseID, maxWaiters: DefaultMaxWaiters}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if c.leaseID == nil {
 		c.leaseID = randomLeaseID
@@ -121,6 +128,13 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	return lim, nil
 }
 
+// errNotMade is the error of a Limiter that New did not make: the zero
+// Limiter or a nil *Limiter, which have no store and no limit.
+var errNotMade = errors.New("limiter: Limiter not made by New (zero or nil *Limiter): no store, no limit")
+
+// made reports whether l was made by New.
+func (l *Limiter) made() bool { return l != nil && l.limit != nil }
+
 func randomLeaseID() uint64 {
 	for {
 		if id := rand.Uint64(); id != 0 {
@@ -130,16 +144,36 @@ func randomLeaseID() uint64 {
 }
 
 // Name returns the limiter's name.
-func (l *Limiter) Name() string { return l.name }
+func (l *Limiter) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Limit returns the compiled limit.
-func (l *Limiter) Limit() *algo.Limit { return l.limit }
+func (l *Limiter) Limit() *algo.Limit {
+	if l == nil {
+		return nil
+	}
+	return l.limit
+}
 
 // Store returns the store the limiter decides in.
-func (l *Limiter) Store() store.Store { return l.st }
+func (l *Limiter) Store() store.Store {
+	if l == nil {
+		return nil
+	}
+	return l.st
+}
 
 // StoreKey returns the store key of key: the name, the separator, the key.
-func (l *Limiter) StoreKey(key string) string { return l.prefix + key }
+func (l *Limiter) StoreKey(key string) string {
+	if l == nil {
+		return key
+	}
+	return l.prefix + key
+}
 
 func (l *Limiter) wrap(err error) error {
 	if err == nil {
@@ -161,6 +195,9 @@ func (l *Limiter) checkCost(n int64) error {
 // reports keys it does not know as allowed), and a caller that reads
 // Allowed before the error must not proceed.
 func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, int64, error) {
+	if !l.made() {
+		return algo.Decision{}, 0, errNotMade
+	}
 	if err := l.checkCost(n); err != nil {
 		return algo.Decision{}, 0, err
 	}
@@ -219,6 +256,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decisio
 }
 
 func (l *Limiter) allowN(ctx context.Context, d *algo.Decision, key string, n int64) error {
+	if l == nil {
+		*d = algo.Decision{}
+		return errNotMade
+	}
 	if l.mem != nil && l.timeout == 0 && n >= 0 {
 		// The common case, straight to the memory store.
 		if _, err := l.mem.TakeKey(ctx, d, l.prefix, key, l.limit, n, 0); err != nil {
@@ -235,6 +276,9 @@ func (l *Limiter) allowN(ctx context.Context, d *algo.Decision, key string, n in
 // Peek returns the decision AllowN(ctx, key, n) would make, taking nothing;
 // with an error, the zero Decision.
 func (l *Limiter) Peek(ctx context.Context, key string, n int64) (algo.Decision, error) {
+	if !l.made() {
+		return algo.Decision{}, errNotMade
+	}
 	if err := l.checkCost(n); err != nil {
 		return algo.Decision{}, err
 	}
@@ -247,6 +291,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int64) (algo.Decision,
 
 // Reset forgets key's state, as if it had never been used.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if !l.made() {
+		return errNotMade
+	}
 	return l.wrap(l.st.Reset(ctx, l.prefix+key))
 }
 
@@ -267,8 +314,14 @@ type Reservation struct {
 // all-or-nothing acquisition across stores (inexact for the Smooth
 // algorithms: see Cancel). A refused reservation holds nothing (OK is
 // false). For a Concurrency limit the units are held under
-// a lease of their own that Cancel releases.
+// a lease of their own that Cancel releases. With an error the Reservation
+// is nil, and its methods are safe to call on nil (Cancel does nothing and
+// returns nil, OK is false): a roll-back deferred right after Reserve,
+// before the error is checked, does not crash when the store fails.
 func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservation, error) {
+	if !l.made() {
+		return nil, errNotMade
+	}
 	var lease uint64
 	if l.limit.Algorithm() == algo.Concurrency {
 		var err error
@@ -283,21 +336,31 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	return &Reservation{lim: l, key: key, cost: n, at: at, lease: lease, d: d}, nil
 }
 
-// OK reports whether the units were taken.
-func (r *Reservation) OK() bool { return r.d.Allowed }
+// OK reports whether the units were taken; false for a nil Reservation.
+func (r *Reservation) OK() bool { return r != nil && r.d.Allowed }
 
 // Delay is how long to wait before acting on the reservation: the
 // decision's Delay (a shaper's queueing, a smooth limiter's pacing) when OK,
 // otherwise its RetryAfter (algo.Never when the cost exceeds the capacity).
+// 0 for a nil Reservation.
 func (r *Reservation) Delay() time.Duration {
+	if r == nil {
+		return 0
+	}
 	if r.d.Allowed {
 		return r.d.Delay
 	}
 	return r.d.RetryAfter
 }
 
-// Decision returns the store's decision.
-func (r *Reservation) Decision() algo.Decision { return r.d }
+// Decision returns the store's decision; the zero Decision (not Allowed)
+// for a nil Reservation.
+func (r *Reservation) Decision() algo.Decision {
+	if r == nil {
+		return algo.Decision{}
+	}
+	return r.d
+}
 
 // Cancel gives the units back (store.Refund, or store.Release for a
 // Concurrency lease), as far as the algorithm can tell them apart; see
@@ -309,10 +372,10 @@ func (r *Reservation) Decision() algo.Decision { return r.d }
 // the limit is left stricter than if the units had never been taken (a
 // SmoothBursty key lets fewer requests through without waiting; a
 // SmoothWarmup key's next admission can wait up to about its warm-up
-// period). It does nothing for a refused reservation or after a first
-// Cancel.
+// period). It does nothing for a refused reservation, after a first
+// Cancel, or on a nil Reservation (that of an error).
 func (r *Reservation) Cancel(ctx context.Context) error {
-	if !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
+	if r == nil || !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return nil
 	}
 	return r.lim.giveBack(ctx, r.key, r.cost, r.at, r.lease)
@@ -339,8 +402,12 @@ type Lease struct {
 // Acquire takes one Concurrency slot for key under a new lease. When no
 // slot is free it returns a *RetryError whose After is when the oldest
 // lease expires at the latest (a release may come sooner). It returns an
-// error wrapping ErrNotConcurrency for other algorithms.
+// error wrapping ErrNotConcurrency for other algorithms. With an error the
+// Lease is nil, whose methods are safe to call (Release does nothing).
 func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
+	if !l.made() {
+		return nil, errNotMade
+	}
 	if l.limit.Algorithm() != algo.Concurrency {
 		return nil, l.wrap(fmt.Errorf("%w: Acquire needs a concurrency limit, not %s", ErrNotConcurrency, l.limit.Algorithm()))
 	}
@@ -370,15 +437,25 @@ func (l *Limiter) newLeaseID() (uint64, error) {
 
 // Decision returns the store's decision on the lease: Remaining is the
 // number of slots left when it was taken.
-func (ls *Lease) Decision() algo.Decision { return ls.d }
+func (ls *Lease) Decision() algo.Decision {
+	if ls == nil {
+		return algo.Decision{}
+	}
+	return ls.d
+}
 
 // ID returns the lease's ID.
-func (ls *Lease) ID() uint64 { return ls.id }
+func (ls *Lease) ID() uint64 {
+	if ls == nil {
+		return 0
+	}
+	return ls.id
+}
 
-// Release gives the slot back. Releasing twice, or after the lease
-// expired, does nothing.
+// Release gives the slot back. Releasing twice, after the lease expired,
+// or a nil Lease (that of an error), does nothing.
 func (ls *Lease) Release(ctx context.Context) error {
-	if ls.released.Swap(true) {
+	if ls == nil || ls.released.Swap(true) {
 		return nil
 	}
 	return ls.lim.giveBack(ctx, ls.key, 1, 0, ls.id)

@@ -68,7 +68,8 @@ type Local struct {
 //   - WithLocalClock: a monotonic clock anchored on the wall clock.
 //   - WithLocalMaxWaiters: DefaultMaxWaiters (1024) Waits queued.
 //
-// The state's time starts at the first decision, as a store key's does,
+// A nil LocalOption is ignored. The state's time starts at the first
+// decision, as a store key's does,
 // not at NewLocal: with InitialTokens 0 a bucket begins to refill then
 // (a zero-cost Peek does not start it; AllowN(0) does).
 //
@@ -82,7 +83,9 @@ func NewLocal(p algo.Params, opts ...LocalOption) (*Local, error) {
 	}
 	c := localConfig{maxWaiters: DefaultMaxWaiters}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if c.maxWaiters < 1 {
 		return nil, fmt.Errorf("limiter: NewLocal: max waiters must be at least 1, got %d", c.maxWaiters)

@@ -84,6 +84,9 @@ import (
 // Acquire and Release. A negative n is an error wrapping
 // store.ErrBadRequest.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
+	if !l.made() {
+		return errNotMade
+	}
 	if l.limit.Algorithm() == algo.Concurrency {
 		return fmt.Errorf("limiter %q: %w: Wait on a concurrency limit would hold a slot nothing can release: use Acquire and Release", l.name, store.ErrBadRequest)
 	}

@@ -153,15 +153,18 @@ type Queue struct {
 
 // New returns a Queue that obtains capacity through try. Options and their
 // defaults: WithSize(1024), WithTTL(0) (none), WithOrder(ByPriority),
-// WithMinRetry(time.Millisecond), WithHandoff(time.Millisecond). It returns an error for a nil try or an
-// invalid option value.
+// WithMinRetry(time.Millisecond), WithHandoff(time.Millisecond); a nil
+// Option is ignored. It returns an error for a nil try or an invalid
+// option value.
 func New(try TryFunc, opts ...Option) (*Queue, error) {
 	if try == nil {
 		return nil, errors.New("queue: nil TryFunc")
 	}
 	cfg := config{size: 1024, order: ByPriority, minRetry: time.Millisecond, handoff: time.Millisecond}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	switch {
 	case cfg.size < 1:

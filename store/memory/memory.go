@@ -62,12 +62,14 @@ var (
 //   - WithMaxKeys: 0, no cap.
 //   - WithSweepInterval: DefaultSweepInterval (1 minute); 0 disables the janitor.
 //
-// It returns an error wrapping ErrInvalidOption for an option out of range.
-// Close the store to stop its janitor.
+// A nil Option is ignored. It returns an error wrapping ErrInvalidOption
+// for an option out of range. Close the store to stop its janitor.
 func New(opts ...Option) (*Store, error) {
 	c := config{shards: DefaultShards, sweep: DefaultSweepInterval}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
