@@ -10,5 +10,7 @@
 //
 // Every run is bounded: it stops after Requests requests or after Duration,
 // whichever comes first (at least one of them must be set), or when its
-// context is done.
+// context is done; Result.Stop says which, and the report's "ended" line.
+// The callers share exactly Connections connections. Probe checks that
+// the server can be reached at all before a run.
 package loadgen

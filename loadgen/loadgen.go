@@ -133,7 +133,24 @@ type Result struct {
 	Latency            Histogram
 	// FirstErrors holds up to five distinct error messages.
 	FirstErrors []string
+	// Stop says which bound ended the run.
+	Stop Stop
 }
+
+// Stop is what ended a run.
+type Stop int
+
+const (
+	// StopCount: all Config.Requests requests were sent and answered or
+	// failed.
+	StopCount Stop = iota + 1
+	// StopDuration: Config.Duration passed first; the requests then in
+	// flight were waited for and counted.
+	StopDuration
+	// StopInterrupted: Run's context was done; the requests then in flight
+	// were cancelled and are not counted.
+	StopInterrupted
+)
 
 // DecisionsPerSecond is the answered (admitted + rejected) requests per second.
 func (r *Result) DecisionsPerSecond() float64 {
@@ -395,6 +412,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Admitted, res.Rejected, res.Errors, res.Unmatched = admitted.Load(), rejected.Load(), errs.Load(), unmatched.Load()
 	res.Requests = res.Admitted + res.Rejected + res.Errors
+	switch {
+	case cfg.Requests > 0 && res.Requests >= cfg.Requests:
+		res.Stop = StopCount
+	case reqCtx.Err() != nil:
+		// Requests in flight were cancelled and are not counted, so a
+		// run interrupted at its last requests is one, not complete.
+		res.Stop = StopInterrupted
+	default:
+		res.Stop = StopDuration
+	}
 	if cfg.Protocol != GRPC {
 		res.Statuses = statuses
 		for _, c := range callers {
@@ -403,6 +430,50 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// Probe opens one TCP connection to cfg's server and closes it, within
+// cfg.Timeout (default 5s), so that a run against an address where
+// nothing listens can stop before it starts instead of failing every
+// request at full speed. It sends nothing and does no TLS handshake: a
+// certificate problem shows in the run's errors, where each request
+// meets it. A Config that Run would refuse gets Run's error.
+func Probe(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	addr := cfg.Addr
+	if cfg.Protocol != GRPC {
+		u, err := url.Parse(cfg.httpAddr())
+		if err != nil {
+			return fmt.Errorf("loadgen: address %s: %w", cfg.Addr, err)
+		}
+		addr = u.Host
+		if u.Port() == "" {
+			port := "80"
+			if u.Scheme == "https" {
+				port = "443"
+			}
+			addr = net.JoinHostPort(u.Hostname(), port)
+		}
+	}
+	d := net.Dialer{Timeout: cfg.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", addr, err)
+	}
+	return conn.Close()
+}
+
+// httpAddr is Addr with its scheme: http://, or https:// with TLS.
+func (c *Config) httpAddr() string {
+	if strings.Contains(c.Addr, "://") {
+		return c.Addr
+	}
+	if c.TLS != nil {
+		return "https://" + c.Addr
+	}
+	return "http://" + c.Addr
 }
 
 func dial(cfg Config) ([]caller, error) {
@@ -520,14 +591,7 @@ func newHTTPCaller(cfg Config) *httpCaller {
 			h.dials.Add(1)
 			return c, nil
 		}}
-	addr := cfg.Addr
-	if !strings.Contains(addr, "://") {
-		scheme := "http://"
-		if cfg.TLS != nil {
-			scheme = "https://"
-		}
-		addr = scheme + addr
-	}
+	addr := cfg.httpAddr()
 	h.client = &http.Client{Transport: tr}
 	switch cfg.Protocol {
 	case HTTP:

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -389,5 +390,88 @@ func TestKeysNeedIndex(t *testing.T) {
 		if _, err := loadgen.Run(context.Background(), c.cfg); err == nil || err.Error() != c.want {
 			t.Errorf("Run(%+v) = %v, want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// TestEndedSaysWhichBound: the report says whether the count, the time
+// bound or the caller's context ended the run, and how far it had come.
+func TestEndedSaysWhichBound(t *testing.T) {
+	srv, _ := connCounter(t)
+	for _, c := range []struct {
+		interrupt bool // cancel Run's context after 200ms
+		requests  int64
+		duration  time.Duration
+		want      *regexp.Regexp
+	}{
+		{false, 50, time.Minute, regexp.MustCompile(`\nended       all 50 requests done\n`)},
+		{false, 1e9, 200 * time.Millisecond, regexp.MustCompile(`\nended       time bound 200ms reached: [1-9]\d* of 1000000000 requests done\n`)},
+		{false, 0, 200 * time.Millisecond, regexp.MustCompile(`\nended       time bound 200ms reached\n`)},
+		{true, 1e9, time.Minute, regexp.MustCompile(`\nended       interrupted after 0\.\d\ds: [1-9]\d* of 1000000000 requests done\n`)},
+		{true, 0, time.Minute, regexp.MustCompile(`\nended       interrupted after 0\.\d\ds of 1m0s\n`)},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if c.interrupt {
+			time.AfterFunc(200*time.Millisecond, cancel)
+		}
+		res, err := loadgen.Run(ctx, loadgen.Config{Protocol: loadgen.JSON, Addr: srv.URL, Requests: c.requests, Duration: c.duration, Concurrency: 2})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		res.Print(&out)
+		if !c.want.MatchString(out.String()) {
+			t.Errorf("-n %d -d %v: report\n%s\nwant %s", c.requests, c.duration, out.String(), c.want)
+		}
+	}
+}
+
+// TestProgressRateIsAnswers: the progress bar's rate is of answers, as
+// the report's; errors are counted apart. Its frame shows both bounds.
+func TestProgressRateIsAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	var progress bytes.Buffer
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Protocol: loadgen.JSON, Addr: srv.URL, Requests: 40, Duration: time.Minute,
+		Concurrency: 2, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := strings.Split(strings.TrimSuffix(progress.String(), "\n"), "\r")
+	last := frames[len(frames)-1]
+	if res.Errors != 40 || !regexp.MustCompile(`\] 100% 40/40 req \d+\.\ds/1m0s 0 decisions/s ok 0 over 0 err 40 *$`).MatchString(last) {
+		t.Errorf("errors %d, last frame %q; want 0 decisions/s and 40 errors apart", res.Errors, last)
+	}
+}
+
+// TestProbe: one connection opened and closed, nothing sent; an address
+// where nothing listens is "cannot reach".
+func TestProbe(t *testing.T) {
+	srv, conns := connCounter(t)
+	_, grpcAddr := startServer(t)
+	for _, cfg := range []loadgen.Config{
+		{Protocol: loadgen.JSON, Addr: srv.URL, Requests: 1},
+		{Protocol: loadgen.V1, Addr: srv.Listener.Addr().String(), Requests: 1},
+		{Protocol: loadgen.HTTP, Addr: srv.URL + "/x/{i}?k={i}", Keys: 2, Requests: 1},
+		{Protocol: loadgen.GRPC, Addr: grpcAddr, Requests: 1},
+	} {
+		if err := loadgen.Probe(context.Background(), cfg); err != nil {
+			t.Errorf("Probe(%s %s) = %v", cfg.Protocol, cfg.Addr, err)
+		}
+	}
+	if conns.Load() != 3 {
+		t.Errorf("the server saw %d connections, want 3 (one a probe)", conns.Load())
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	if err := loadgen.Probe(context.Background(), loadgen.Config{Protocol: loadgen.JSON, Addr: "http://" + addr, Requests: 1}); err == nil ||
+		!strings.HasPrefix(err.Error(), "cannot reach "+addr+": dial tcp "+addr+": connect: connection refused") {
+		t.Errorf("Probe of a closed port = %v", err)
+	}
+	if err := loadgen.Probe(context.Background(), loadgen.Config{Addr: "x"}); err == nil || err.Error() != "loadgen: set a request count, a duration or both: a run must be bounded" {
+		t.Errorf("Probe of a Config Run refuses = %v", err)
 	}
 }

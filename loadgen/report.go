@@ -14,7 +14,11 @@ import (
 const barWidth = 30
 
 // startProgress redraws a progress bar on cfg.Progress until the returned
-// stop is called; stop erases it.
+// stop is called; stop draws the last frame and ends its line, so that it
+// stays above the report. The bar fills towards whichever bound is nearer
+// (the count of requests done, the time passed), the one that will end
+// the run; the frame shows both. Its rate is of answers, as the report's:
+// errors are counted apart.
 func startProgress(ctx context.Context, cfg Config, start time.Time, ok, rej, errs *atomic.Int64) (stop func()) {
 	if cfg.Progress == nil {
 		return func() {}
@@ -22,24 +26,38 @@ func startProgress(ctx context.Context, cfg Config, start time.Time, ok, rej, er
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
+	unit := "decisions/s"
+	if cfg.Protocol == HTTP {
+		unit = "answered/s"
+	}
+	last := 0
 	draw := func() {
-		n := ok.Load() + rej.Load() + errs.Load()
+		o, r, e := ok.Load(), rej.Load(), errs.Load()
+		n := o + r + e
 		el := time.Since(start)
 		frac := 0.0
+		count := fmt.Sprintf("%d req", n)
 		if cfg.Requests > 0 {
 			frac = float64(n) / float64(cfg.Requests)
+			count = fmt.Sprintf("%d/%d req", n, cfg.Requests)
 		}
+		clock := fmt.Sprintf("%.1fs", el.Seconds())
 		if cfg.Duration > 0 {
 			frac = max(frac, el.Seconds()/cfg.Duration.Seconds())
+			clock += "/" + cfg.Duration.String()
 		}
 		frac = min(frac, 1)
 		fill := int(frac * barWidth)
 		rate := 0.0
 		if el > 0 {
-			rate = float64(n) / el.Seconds()
+			rate = float64(o+r) / el.Seconds()
 		}
-		fmt.Fprintf(cfg.Progress, "\r[%s%s] %3.0f%% %d req %6.0f/s ok %d over %d err %d ",
-			strings.Repeat("=", fill), strings.Repeat(" ", barWidth-fill), 100*frac, n, rate, ok.Load(), rej.Load(), errs.Load())
+		line := fmt.Sprintf("[%s%s] %3.0f%% %s %s %.0f %s ok %d over %d err %d",
+			strings.Repeat("=", fill), strings.Repeat(" ", barWidth-fill), 100*frac, count, clock, rate, unit, o, r, e)
+		// Blanks over the end of a longer frame before it.
+		pad := max(0, last-len(line))
+		last = len(line)
+		fmt.Fprint(cfg.Progress, "\r"+line+strings.Repeat(" ", pad))
 	}
 	go func() {
 		defer wg.Done()
@@ -91,6 +109,9 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "target      %s %s (domain %q, %d descriptor(s), %d key(s))\n", c.Protocol, c.Addr, c.Domain, len(c.Descriptors), c.Keys)
 	}
 	fmt.Fprintf(w, "requests    %d in %s, %d callers over %d connection(s)\n", r.Requests, fmt.Sprintf("%.2fs", r.Elapsed.Seconds()), c.Concurrency, c.Connections)
+	if e := r.ended(); e != "" {
+		fmt.Fprintf(w, "ended       %s\n", e)
+	}
 	fmt.Fprintf(w, "throughput  %.0f %s\n", r.DecisionsPerSecond(), unit)
 	fmt.Fprintf(w, "admitted    %d (%.1f%%)\n", r.Admitted, pct(r.Admitted, r.Requests))
 	refused := ""
@@ -151,6 +172,27 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %9s – %-9s %-40s %8d %5.1f%%\n", fmtDur(b.From), fmtDur(b.To), strings.Repeat("█", n), b.Count,
 			100*float64(b.Count)/float64(h.Count()))
 	}
+}
+
+// ended says which bound ended the run, and how far the other had come.
+func (r *Result) ended() string {
+	c := r.Config
+	of := ""
+	if c.Requests > 0 {
+		of = fmt.Sprintf(": %d of %d requests done", r.Requests, c.Requests)
+	}
+	switch r.Stop {
+	case StopCount:
+		return fmt.Sprintf("all %d requests done", c.Requests)
+	case StopDuration:
+		return fmt.Sprintf("time bound %s reached%s", c.Duration, of)
+	case StopInterrupted:
+		if of == "" && c.Duration > 0 {
+			of = " of " + c.Duration.String()
+		}
+		return fmt.Sprintf("interrupted after %.2fs%s", r.Elapsed.Seconds(), of)
+	}
+	return ""
 }
 
 func joinInts(v []int) string {
