@@ -44,6 +44,15 @@ and against the gateway of examples/gateway
   # 40 requests at once from one address: the /search shaper's burst, then 429
   floodgate bench -p http -addr http://127.0.0.1:8080/search -n 40 -c 40 -conns 40
 
+A run sends -n requests, or runs for -d, or both: the first reached ends it, and the
+report says which. It first opens one connection to -addr, and exits 1 at once, having
+sent nothing, when it cannot. The report goes to stdout, the progress bar to stderr.
+
+Exit status: 0 when every request was answered (admitted or rejected); 1 when any
+request failed (the report lists the first errors), when -addr cannot be reached, or when
+the safety bound of -n without -d ended the run; 2 for a mistake in the flags; 130 when
+interrupted (Ctrl-C, SIGTERM), after the report of what was done by then.
+
 flags:
 `
 
@@ -83,6 +92,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var c loadgen.Config
 	var descs descriptorFlags
 	var quiet bool
+	var progress string
 	var tf benchTLSFlags
 	var hf httpFlags
 	fs.StringVar(&c.Protocol, "p", loadgen.GRPC, "protocol: grpc (ShouldRateLimit), json (POST /json), v1 (POST /v1/decide), or http (plain requests to the URL of -addr, e.g. through floodgate serve --upstream)")
@@ -91,16 +101,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&descs, "D", "a descriptor as key=value,key2=value2; repeat for several; {i} in a value is the key index (default generic_key=default)")
 	fs.IntVar(&c.Keys, "keys", 1, "number of distinct values {i} takes, at least 1")
 	fs.IntVar(&c.Hits, "hits", 1, "cost of each request, at least 1")
-	fs.Int64Var(&c.Requests, "n", 0, "stop after this many requests (0: no count bound)")
-	fs.DurationVar(&c.Duration, "d", 10*time.Second, "stop after this long (0: no time bound; -n or -d must be set)")
+	fs.Int64Var(&c.Requests, "n", 0, "stop after this many requests (0: no count bound); without -d the run sends them all, bounded only by a safety time bound of "+benchSafetyBound.String()+" (bench exits 1 if that ends it)")
+	fs.DurationVar(&c.Duration, "d", 0, "stop after this long; the first of -n and -d to be reached ends the run, and the report says which (default: 10s without -n, "+benchSafetyBound.String()+" with it; 0: no time bound)")
 	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers, 1 to 10000")
-	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c (0: min(c, 4))")
+	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c (0: min(c, 4)); caller k uses connection k mod -conns: with grpc an HTTP/2 connection carrying its callers' requests at once, with json, v1 and http a keep-alive HTTP/1.1 connection they take turns on")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of each request, more than 0")
 	fs.StringVar(&hf.method, "method", "GET", "with -p http: the request method")
 	fs.Var(&hf.headers, "H", "with -p http: a request header as 'Name: value'; repeat for several; {i} in a value is the key index")
 	fs.StringVar(&hf.body, "body", "", "with -p http: the request body")
 	fs.StringVar(&hf.refused, "refused-status", "429", "with -p http: the statuses counted as rejected, comma-separated (e.g. 429,503 for a gateway that refuses with 503); 2xx and 3xx are admitted, any other status is an error")
-	fs.BoolVar(&quiet, "q", false, "no progress bar")
+	fs.BoolVar(&quiet, "q", false, "no progress bar (-progress never)")
+	fs.StringVar(&progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), always, never")
 	fs.BoolVar(&tf.on, "tls", false, "connect with TLS, verifying the server's certificate (against the system roots unless -tls-ca)")
 	fs.StringVar(&tf.ca, "tls-ca", "", "with -tls: trust the CAs of this PEM file instead of the system roots (a self-signed certificate is its own CA)")
 	fs.StringVar(&tf.cert, "tls-cert", "", "with -tls: present this client certificate chain (PEM) for mTLS, with -tls-key")
@@ -116,10 +127,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	c.Protocol = strings.ToLower(c.Protocol)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	safety := false
+	if !set["d"] {
+		// -n alone means that many requests, as with ab and hey: a time
+		// bound is kept only for safety, and said when it ends the run.
+		c.Duration = 10 * time.Second
+		if c.Requests > 0 {
+			c.Duration, safety = benchSafetyBound, true
+		}
+	}
 	var err error
 	c.Descriptors, err = checkBench(c, descs)
 	err = errors.Join(err, hf.apply(&c, set))
-	err = errors.Join(err, checkKeys(c), tf.check(c))
+	err = errors.Join(err, checkKeys(c), checkProgress(progress, quiet, set), tf.check(c))
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate bench:", err)
 		return 2
@@ -134,8 +154,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			c.Addr = "127.0.0.1:8081"
 		}
 	}
-	if !quiet {
+	if progress == "always" || progress == "auto" && !quiet && benchTerminal(stderr) {
 		c.Progress = stderr
+	}
+	if err := loadgen.Probe(ctx, c); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "floodgate bench: interrupted before the run")
+			return benchInterrupted
+		}
+		fmt.Fprintf(stderr, "floodgate bench: %v (-addr %s, -p %s): nothing was sent\n", err, c.Addr, c.Protocol)
+		return 1
 	}
 	res, err := loadgen.Run(ctx, c)
 	if err != nil {
@@ -143,13 +171,62 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	res.Print(stdout)
-	if res.Errors > 0 && res.Admitted+res.Rejected == 0 {
-		if c.TLS != nil && certificateError(res.FirstErrors) {
+	return benchExit(res, safety, stderr)
+}
+
+// benchSafetyBound is the time bound of a run given -n and no -d.
+var benchSafetyBound = 10 * time.Minute
+
+// benchInterrupted is bench's exit code when interrupted (SIGINT or
+// SIGTERM), as a shell's for a command stopped by Ctrl-C.
+const benchInterrupted = 130
+
+// benchExit is the exit code of a run that has printed its report, with
+// the reason on stderr when it is not 0: 130 interrupted, 1 when any
+// request failed or when the safety bound cut -n short, else 0.
+func benchExit(res *loadgen.Result, safety bool, stderr io.Writer) int {
+	c := res.Config
+	if res.Stop == loadgen.StopInterrupted {
+		fmt.Fprintf(stderr, "floodgate bench: interrupted after %.2fs: the report covers the %d request(s) done by then\n", res.Elapsed.Seconds(), res.Requests)
+		return benchInterrupted
+	}
+	code := 0
+	if res.Errors > 0 {
+		fmt.Fprintf(stderr, "floodgate bench: %d of %d requests failed (%.1f%%; errors in the report)\n", res.Errors, res.Requests, 100*float64(res.Errors)/float64(res.Requests))
+		if res.Admitted+res.Rejected == 0 && c.TLS != nil && certificateError(res.FirstErrors) {
 			fmt.Fprintln(stderr, "floodgate bench: no request answered: the server's certificate was not verified (see the errors above); -tls-ca FILE trusts a private CA, -tls-server-name NAME checks another name")
 		}
-		return 1
+		code = 1
 	}
-	return 0
+	if safety && res.Stop == loadgen.StopDuration {
+		fmt.Fprintf(stderr, "floodgate bench: stopped by the safety time bound of %s after %d of the %d requests of -n; give -d for a longer run\n", c.Duration, res.Requests, c.Requests)
+		code = 1
+	}
+	return code
+}
+
+// checkProgress checks -progress, and that -q does not contradict it.
+func checkProgress(progress string, quiet bool, set map[string]bool) error {
+	switch progress {
+	case "auto", "always", "never":
+	default:
+		return fmt.Errorf("-progress %s: want auto, always or never", shown(progress))
+	}
+	if quiet && set["progress"] && progress != "never" {
+		return fmt.Errorf("-q with -progress %s: -q is -progress never; give one of them", progress)
+	}
+	return nil
+}
+
+// benchTerminal reports whether w is a terminal, as sim's --progress auto
+// decides: a character device.
+func benchTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // apply checks the -p http flags and sets them on c; with another -p they
