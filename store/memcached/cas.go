@@ -224,5 +224,10 @@ const lockStripes = 4096
 
 // lockFor returns the local lock of key.
 func (s *Store) lockFor(key string) *sync.Mutex {
-	return &s.locks[maphash.String(s.seed, key)%lockStripes]
+	return &s.locks[s.lockIndex(key)]
+}
+
+// lockIndex is the index of key's local lock.
+func (s *Store) lockIndex(key string) int {
+	return int(maphash.String(s.seed, key) % lockStripes)
 }

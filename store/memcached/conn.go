@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,8 +35,10 @@ import (
 type checkedConn struct {
 	net.Conn
 	dial     func() (net.Conn, error)
-	read     bool      // the last call was a Read: the next Write begins a request
-	deadline time.Time // the last deadline set, for a replacement
+	read     bool          // the last call was a Read: the next Write begins a request
+	used     bool          // a request has begun on it
+	deadline time.Time     // the last deadline set, for a replacement
+	trips    *atomic.Int64 // counts the requests begun (round trips) to its server
 	// The check, set up once per connection so that it allocates nothing.
 	raw   syscall.RawConn // nil: not checked (not a socket)
 	check func(fd uintptr) bool
@@ -79,19 +82,31 @@ func (c *checkedConn) Read(b []byte) (int, error) {
 }
 
 func (c *checkedConn) Write(b []byte) (int, error) {
-	if c.read {
-		c.read = false
-		if c.closed() {
-			c.Conn.Close()
-			nc, err := c.dial()
-			if err != nil {
-				nc = deadConn{err}
-			}
-			c.use(nc)
-			nc.SetDeadline(c.deadline)
-		}
+	if c.read || !c.used {
+		c.begin()
 	}
 	return c.Conn.Write(b)
+}
+
+// begin starts a request (a round trip): it counts it and, unless it is
+// the connection's first, replaces the socket if its server closed it.
+// A pipelined batch (pipe.go) calls it before writing its commands.
+func (c *checkedConn) begin() {
+	c.read = false
+	c.trips.Add(1)
+	if !c.used {
+		c.used = true
+		return
+	}
+	if c.closed() {
+		c.Conn.Close()
+		nc, err := c.dial()
+		if err != nil {
+			nc = deadConn{err}
+		}
+		c.use(nc)
+		nc.SetDeadline(c.deadline)
+	}
 }
 
 // SetDeadline is how gomemcache bounds a round trip; the deadline is kept
@@ -102,8 +117,12 @@ func (c *checkedConn) SetDeadline(t time.Time) error {
 }
 
 // dialer returns the gomemcache DialContext of a Store: a TCP dial bounded
-// by timeout whose connections are checkedConns.
-func dialer(timeout time.Duration) func(ctx context.Context, network, address string) (net.Conn, error) {
+// by timeout whose connections are checkedConns. address is the server as
+// the URL names it (host:port, the port normalised): a host name is
+// resolved at every dial, reconnections included, so that a server that
+// comes back on another address (a Kubernetes pod) is found there. trips
+// returns the round-trip counter of the server at address.
+func dialer(timeout time.Duration, trips func(address string) *atomic.Int64) func(ctx context.Context, network, address string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, network, address)
@@ -117,7 +136,9 @@ func dialer(timeout time.Duration) func(ctx context.Context, network, address st
 			}
 			return nc, nil
 		}
-		return newCheckedConn(nc, redial), nil
+		c := newCheckedConn(nc, redial)
+		c.trips = trips(address)
+		return c, nil
 	}
 }
 

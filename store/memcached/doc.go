@@ -53,8 +53,8 @@
 //
 // # All or nothing over several keys
 //
-// Take charges the keys one after the other; when one refuses, those
-// already charged are undone in reverse order: a compare-and-swap state
+// Take charges every key and, when one refuses, undoes those charged: a
+// compare-and-swap state
 // that still holds what the Take wrote is put back as it was, one that
 // another caller changed since is given algo.Limit.Refund (for
 // concurrency, the slots just taken are removed), and a window counter is
@@ -64,6 +64,20 @@
 // its refused decision in out even if, looked at again after the roll-back,
 // it would pass. A roll-back that fails (the server is gone) is returned as an
 // error: the units stay charged until they expire.
+//
+// A Take of several keys costs a few round trips per server whatever the
+// number of keys: its commands are pipelined, each step's commands for a
+// server written at once on one connection and their replies read in
+// order, the servers concurrently. Admitting is one step for window
+// counters (a counter is created by an add of 0 pipelined before its
+// incr) and two for compare-and-swap states (gets, then cas or add); a
+// refusal adds the roll-back and the decisions alone (up to four more);
+// a lost compare-and-swap adds two per retry. The requests of one key in
+// a Take are decided in order, each on what the previous one left, as
+// successive Takes would. (Before, the keys went one round trip after the
+// other: a request with a thousand descriptors outlasted the store
+// timeout and was answered by the failure policy.) Peek, Refund, Release
+// and Renew still go key after key.
 //
 // # Clock
 //

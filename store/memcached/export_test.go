@@ -18,3 +18,14 @@ func WithoutServerCheck() Option {
 
 // MaxItemSize is the item size limit the store keeps to.
 func MaxItemSize(s *Store) int { return s.cfg.maxItemSize }
+
+// RoundTrips returns the round trips begun to each server since Open (in
+// the URL's order): every request of gomemcache's and every pipelined
+// step, counted when its first byte is written on a connection.
+func RoundTrips(s *Store) []int64 {
+	out := make([]int64, len(s.trips))
+	for i := range s.trips {
+		out[i] = s.trips[i].Load()
+	}
+	return out
+}

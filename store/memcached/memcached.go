@@ -32,6 +32,9 @@ type Store struct {
 	shapes  shapes
 	seed    maphash.Seed
 	locks   [lockStripes]sync.Mutex
+	pipes   []*pipePool    // per server: the connections of multi-key Takes
+	trips   []atomic.Int64 // per server: round trips begun (tests)
+	noTrips atomic.Int64   // the round trips of an address not in the ring (none)
 }
 
 var (
@@ -77,17 +80,33 @@ func Open(url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memcached: store URL %q: %w", store.RedactURL(url), err)
 	}
-	mc := memcache.NewFromSelector(r)
-	mc.Timeout = cfg.timeout
-	mc.MaxIdleConns = cfg.maxIdleConns
-	mc.DialContext = dialer(cfg.timeout)
 	s := &Store{
 		cfg:     cfg,
-		mc:      mc,
 		ring:    r,
 		keys:    keyer{prefix: cfg.prefix},
 		skewSec: int64((cfg.skew + time.Second - 1) / time.Second),
 		seed:    maphash.MakeSeed(),
+		trips:   make([]atomic.Int64, len(r.addrs)),
+	}
+	dial := dialer(cfg.timeout, s.tripsFor)
+	mc := memcache.NewFromSelector(r)
+	mc.Timeout = cfg.timeout
+	mc.MaxIdleConns = cfg.maxIdleConns
+	mc.DialContext = dial
+	s.mc = mc
+	for _, a := range r.addrs {
+		s.pipes = append(s.pipes, &pipePool{
+			addr: a.String(),
+			dial: func(ctx context.Context, network, address string) (*checkedConn, error) {
+				nc, err := dial(ctx, network, address)
+				if err != nil {
+					return nil, err
+				}
+				return nc.(*checkedConn), nil
+			},
+			timeout: cfg.timeout,
+			maxIdle: cfg.maxIdleConns,
+		})
 	}
 	if !cfg.skipCheck {
 		if s.cfg.maxItemSize, err = checkServers(r.addrs, cfg.timeout, cfg.maxItemSize); err != nil {
@@ -96,6 +115,16 @@ func Open(url string, opts ...Option) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// tripsFor returns the round-trip counter of the server at address.
+func (s *Store) tripsFor(address string) *atomic.Int64 {
+	for i, a := range s.ring.addrs {
+		if a.String() == address {
+			return &s.trips[i]
+		}
+	}
+	return &s.noTrips
 }
 
 // Stats are counters of a Store's work since Open. CASRetries ÷ CASOps is
@@ -158,78 +187,38 @@ func (s *Store) check(reqs []store.Request, out []algo.Decision) error {
 }
 
 // Take decides reqs as one all-or-nothing acquisition. Memcached cannot
-// lock several keys, so the keys are charged one after the other in order
-// and, when one refuses, those already charged are undone in reverse order
-// (reserve then roll back): a compare-and-swap state that nobody changed
-// since is put back as it was, one that changed is given algo.Limit.Refund
-// (concurrency: the slots just taken are removed), and a window counter is
-// decremented. Between the charge and the undo another caller may find
+// lock several keys, so every key is charged and, when one refuses, those
+// charged are undone (reserve then roll back): a compare-and-swap state
+// that nobody changed since is put back as it was, one that changed is
+// given algo.Limit.Refund (concurrency: the slots just taken are removed),
+// and a window counter is decremented. The keys' commands are pipelined,
+// one round trip per server and step, the servers concurrently (see
+// batch.go), so that a Take of many keys costs no more round trips than
+// one of two. Between the charge and the undo another caller may find
 // those units taken: an all-or-nothing Take can make a concurrent one
 // refuse, never admit too much. On a refusal, out is what each request
 // alone would get with nothing charged (store.Take's rule), except that
-// the request that refused keeps its refusal: looked at again it may pass
-// once the units in flight that refused it are given back, and out must
-// still name a refusing request.
+// the request that refused (the first in reqs) keeps its refusal: looked
+// at again it may pass once the units in flight that refused it are
+// given back, and out must still name a refusing request.
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if err := s.check(reqs, out); err != nil {
 		return store.Result{}, err
 	}
 	now := s.nowUS()
+	if len(reqs) != 1 {
+		if len(reqs) == 0 {
+			return store.Result{At: now, Allowed: true}, nil
+		}
+		return s.takeBatch(ctx, reqs, out, now)
+	}
 	res := store.Result{At: now}
-	var charges []charge
-	if len(reqs) > 1 {
-		charges = make([]charge, len(reqs))
+	d, _, err := s.take(ctx, &reqs[0], now)
+	if err != nil {
+		return res, err
 	}
-	for i := range reqs {
-		d, ch, err := s.take(ctx, &reqs[i], now)
-		if err != nil {
-			failed := []int{i}
-			if s.ctxErr(ctx, err) {
-				failed = nil // the deadline passed between keys: no server to blame
-			}
-			if unrolled, rbErr := s.rollback(ctx, reqs[:i], charges, now); rbErr != nil {
-				err = errors.Join(err, rbErr)
-				failed = append(failed, unrolled...)
-			}
-			return res, s.placed(err, reqs, failed, i+1)
-		}
-		out[i] = d
-		if charges != nil {
-			charges[i] = ch
-		}
-		if d.Allowed {
-			continue
-		}
-		if len(reqs) == 1 {
-			return res, nil
-		}
-		// Undo, then report what each request alone would get with
-		// nothing charged, except the one that refused when its key is
-		// not charged earlier in reqs: it keeps its refusal. Looked at
-		// again it may pass, when what refused it was another Take's
-		// units in flight (an increment not yet given back, a charge
-		// being rolled back), and a refused Take must name a refusing
-		// request, as storetest.Reference's does.
-		if unrolled, err := s.rollback(ctx, reqs[:i], charges, now); err != nil {
-			return res, s.placed(err, reqs, unrolled, i+1)
-		}
-		refused := i
-		if chargedBefore(reqs, i) {
-			refused = -1
-		}
-		for j := range reqs {
-			if j == refused {
-				continue
-			}
-			d, err := s.alone(ctx, &reqs[j], now)
-			if err != nil {
-				return res, s.placed(err, reqs, s.blame(ctx, err, j), max(i, j)+1)
-			}
-			out[j] = store.Unwind(d, reqs[j].Cost)
-		}
-		return res, nil
-	}
-	res.Allowed = true
+	out[0] = d
+	res.Allowed = d.Allowed
 	return res, nil
 }
 
@@ -272,35 +261,6 @@ func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Dec
 		return d, tryWrite
 	})
 	return u.d, charge{before: u.before, after: u.after}, err
-}
-
-// rollback undoes the charges of reqs, all admitted at now, newest first.
-// It retries harder than a decision does: a failed roll-back leaves units
-// charged for a refused request (under-admission, never over-admission)
-// and is reported as an error, with the indexes of the requests whose
-// roll-back failed.
-func (s *Store) rollback(ctx context.Context, reqs []store.Request, charges []charge, now int64) ([]int, error) {
-	var errs []error
-	var failed []int
-	ctx = context.WithoutCancel(ctx)
-	retries := 4*s.cfg.retries + 4
-	for i := len(reqs) - 1; i >= 0; i-- {
-		r, ch := &reqs[i], charges[i]
-		var err error
-		switch {
-		case ch.counter != "":
-			s.stats.rollbacks.Add(1)
-			err = s.decr(ch.counter, r.Cost)
-		case ch.after != nil:
-			s.stats.rollbacks.Add(1)
-			err = s.undo(ctx, r, ch, now, retries)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", r.Key, err))
-			failed = append(failed, i)
-		}
-	}
-	return failed, errors.Join(errs...)
 }
 
 // ctxErr reports whether err is ctx's own error: the call's deadline
@@ -355,24 +315,6 @@ func (s *Store) placed(err error, reqs []store.Request, failed []int, reached in
 	return &store.PartitionError{Err: err, Failed: bad, Skipped: skipped}
 }
 
-// undo reverses a compare-and-swap charge: the item goes back to what it
-// was if it still holds what the charge wrote; otherwise (someone wrote
-// since) the units are refunded, or for concurrency the slots removed.
-func (s *Store) undo(ctx context.Context, r *store.Request, ch charge, now int64, retries int) error {
-	l, cost, lease := r.Limit, r.Cost, r.Lease
-	_, err := s.update(ctx, r.Key, l, now, retries, &ch, func(st *algo.State, live bool) (algo.Decision, writeMode) {
-		if !live {
-			return algo.Decision{}, noWrite
-		}
-		if l.Algorithm() == algo.Concurrency {
-			return algo.Decision{}, must(dropNewestLeases(st, lease, cost))
-		}
-		l.Refund(st, now, now, cost)
-		return algo.Decision{}, mustWrite
-	})
-	return err
-}
-
 // dropNewestLeases removes the newest cost slots held under lease from a
 // Concurrency state (Ext holds (lease, expiry) pairs in order of expiry):
 // the slots a Take just added. algo.Limit.Release would drop every slot of
@@ -388,28 +330,6 @@ func dropNewestLeases(st *algo.State, lease uint64, cost int64) bool {
 		}
 	}
 	return changed
-}
-
-// alone decides a request of a refused multi-key Take on its own,
-// charging nothing: the decision Peek gives if it would pass, otherwise
-// its refused Take. As for a single refused Take, the state the algorithm
-// left (what Peek or the refused Take forgot or started) is stored.
-func (s *Store) alone(ctx context.Context, r *store.Request, now int64) (algo.Decision, error) {
-	if err := ctx.Err(); err != nil {
-		return algo.Decision{}, err
-	}
-	switch r.Limit.Algorithm() {
-	case algo.FixedWindow, algo.SlidingWindow:
-		return s.peek(ctx, r, now)
-	}
-	l, cost, lease := r.Limit, r.Cost, r.Lease
-	u, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
-		if d := l.Peek(st, now, cost); d.Allowed {
-			return d, tryWrite
-		}
-		return l.TakeLease(st, now, cost, lease), tryWrite
-	})
-	return u.d, err
 }
 
 // Peek fills out with each request's decision on its own, charging nothing.
@@ -678,6 +598,9 @@ func (s *Store) inspectState(key string, now int64) (algo.State, bool, error) {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	for _, p := range s.pipes {
+		p.close()
 	}
 	return s.mc.Close()
 }

@@ -1,0 +1,845 @@
+package memcached
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// A Take of several keys runs as a batch: each step sends every key's
+// next command at once, pipelined per server (pipe.go), the servers
+// concurrently, so that its round trips do not grow with the number of
+// keys. Admitting is two steps (add of a zero counter, incr, and gets,
+// then cas or add of the states); a refusal adds the roll-back (decr and gets, then the
+// compare-and-swap restores) and the decisions alone (gets, then the
+// states the algorithm left). Compare-and-swap conflicts add a step pair
+// per retry, bounded by WithRetries as for one key.
+//
+// The requests of one key are decided in order, each on the state the
+// previous one left, as successive Takes would: a counter's increments
+// reach the server in order on one connection, and the requests of a
+// compare-and-swap key are folded over the item read, which is then
+// written once.
+
+// Kinds of request in a batch.
+const (
+	bFixed       = iota // a fixed-window charge: incr
+	bSliding            // a sliding-window charge: incr, and read the older sub-windows
+	bFixedPeek          // a fixed window that charges nothing (cost 0, or over the capacity)
+	bSlidingPeek        // the same for a sliding window
+	bCAS                // compare-and-swap state
+)
+
+// Where a counter's charge is.
+const (
+	cDone    = iota // charged, refused, failed or nothing to charge
+	cIncr           // to create if missing (add of 0) and increment, in one step
+	cSkipped        // not charged: the Take stopped before
+)
+
+// zero is the value a counter is created with, just before its first
+// increment in the same step: a charge is one step whether or not its
+// counter exists, and every command on one counter, of every request of
+// the Take, reaches its server in the requests' order.
+var zero = []byte("0")
+
+// Where a compare-and-swap group is.
+const (
+	gDone  = iota
+	gRead  // to read (gets)
+	gWrite // to write (cas or add)
+)
+
+// maxIncrs bounds a counter's incr/add cycles, as incr does.
+const maxIncrs = 4
+
+// breq is one request of a batch.
+type breq struct {
+	kind    uint8
+	srv     int
+	keys    []string // the window counters: the current (charged) one first
+	exp     int32    // the charged counter's expiration
+	start   int64    // a fixed window's start
+	sub     int64    // a sliding window's sub-window (µs)
+	n       int      // and number of sub-windows
+	grp     int      // bCAS: the group
+	cstate  uint8
+	incrs   int     // incr commands sent
+	charged bool    // the counter was incremented (give it back on roll back)
+	count   int64   // the counter after the increment
+	counts  []int64 // the counters read (keys[1:] for a charge, keys for a peek)
+	d       algo.Decision
+	decided bool
+	err     error
+}
+
+// bgroup is the requests of one compare-and-swap key.
+type bgroup struct {
+	key, mkey string
+	srv       int
+	members   []int
+	state     uint8
+	attempts  int
+	// The item as read.
+	exists bool
+	val    []byte
+	casID  uint64
+	// What is to be written.
+	mode  writeMode
+	next  []byte
+	exp   int64
+	limit *algo.Limit // the limit of the last write, for errors
+	// What the Take wrote, to undo on a refusal.
+	wrote         bool
+	before, after []byte
+	err           error
+}
+
+type batch struct {
+	s      *Store
+	reqs   []store.Request
+	now    int64
+	rs     []breq
+	groups []bgroup
+}
+
+// takeBatch is Take for several requests.
+func (s *Store) takeBatch(ctx context.Context, reqs []store.Request, out []algo.Decision, now int64) (store.Result, error) {
+	res := store.Result{At: now}
+	b := &batch{s: s, reqs: reqs, now: now, rs: make([]breq, len(reqs))}
+	b.prepare()
+	defer b.lock()()
+	failed, err := b.charge(ctx)
+	refused := -1
+	for i := range b.rs {
+		if b.rs[i].decided && !b.rs[i].d.Allowed {
+			refused = i
+			break
+		}
+	}
+	if err == nil && refused < 0 {
+		for i := range b.rs {
+			out[i] = b.rs[i].d
+		}
+		res.Allowed = true
+		return res, nil
+	}
+	if unrolled, rbErr := b.rollback(); rbErr != nil {
+		err = errors.Join(err, rbErr)
+		failed = append(failed, unrolled...)
+	}
+	if err != nil {
+		return res, s.placed(err, reqs, failed, len(reqs))
+	}
+	// Report what each request alone would get with nothing charged,
+	// except the one that refused when its key is not charged earlier in
+	// reqs: it keeps its refusal. Looked at again it may pass, when what
+	// refused it was another Take's units in flight (an increment not yet
+	// given back, a charge being rolled back), and a refused Take must
+	// name a refusing request, as storetest.Reference's does.
+	kept := b.rs[refused].d
+	if chargedBefore(reqs, refused) {
+		refused = -1
+	}
+	if failed, err := b.alone(ctx); err != nil {
+		return res, s.placed(err, reqs, failed, len(reqs))
+	}
+	for j := range reqs {
+		out[j] = store.Unwind(b.rs[j].d, reqs[j].Cost)
+	}
+	if refused >= 0 {
+		out[refused] = kept
+	}
+	return res, nil
+}
+
+// prepare names each request's items and groups the compare-and-swap
+// requests by key.
+func (b *batch) prepare() {
+	s := b.s
+	byKey := map[string]int{}
+	for i := range b.reqs {
+		r, br := &b.reqs[i], &b.rs[i]
+		l, cost := r.Limit, r.Cost
+		peek := cost == 0 || cost > l.Capacity()
+		switch l.Algorithm() {
+		case algo.FixedWindow:
+			s.shapes.remember(l)
+			start, end := windowBounds(l, b.now)
+			br.keys, br.start = []string{s.keys.fixed(r.Key, start)}, start
+			br.kind = bFixedPeek
+			if !peek {
+				br.kind, br.exp = bFixed, s.expiration(end, b.now)
+			}
+			br.srv = s.ring.server(br.keys[0])
+		case algo.SlidingWindow:
+			s.shapes.remember(l)
+			sub, n := subWindow(l)
+			idx := b.now / sub
+			br.keys, br.sub, br.n = s.keys.sliding(r.Key, sub, idx, n), sub, n
+			br.kind = bSlidingPeek
+			if !peek {
+				br.kind, br.exp = bSliding, s.expiration((idx+int64(n)+1)*sub, b.now)
+			}
+			br.srv = s.ring.server(br.keys[0])
+		default:
+			br.kind = bCAS
+			g, ok := byKey[r.Key]
+			if !ok {
+				g = len(b.groups)
+				byKey[r.Key] = g
+				mkey := s.keys.state(r.Key)
+				b.groups = append(b.groups, bgroup{key: r.Key, mkey: mkey, srv: s.ring.server(mkey)})
+			}
+			b.groups[g].members = append(b.groups[g].members, i)
+			br.grp, br.srv = g, b.groups[g].srv
+		}
+	}
+}
+
+// lock takes the local locks of the compare-and-swap keys, in order so
+// that two batches cannot deadlock (a single-key update holds one lock and
+// takes no other), and returns their unlock.
+func (b *batch) lock() func() {
+	if len(b.groups) == 0 {
+		return func() {}
+	}
+	idx := make([]int, len(b.groups))
+	for i := range b.groups {
+		idx[i] = b.s.lockIndex(b.groups[i].key)
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		b.s.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range slices.Backward(idx) {
+			b.s.locks[i].Unlock()
+		}
+	}
+}
+
+// step runs cmds: one pipelined round trip per server, the servers
+// concurrently. Each command's reply or error is in it.
+func (s *Store) step(cmds []*pcmd) {
+	per := make([][]*pcmd, len(s.pipes))
+	for _, c := range cmds {
+		per[c.srv] = append(per[c.srv], c)
+	}
+	var wg sync.WaitGroup
+	last := -1
+	for i := range per {
+		if len(per[i]) == 0 {
+			continue
+		}
+		if last >= 0 {
+			p, cs := s.pipes[last], per[last]
+			wg.Go(func() { p.run(cs) })
+		}
+		last = i
+	}
+	if last >= 0 {
+		s.pipes[last].run(per[last])
+	}
+	wg.Wait()
+}
+
+// stopped reports whether the batch must charge nothing more: a request
+// refused or failed.
+func (b *batch) stopped() bool {
+	for i := range b.rs {
+		if b.rs[i].err != nil || b.rs[i].decided && !b.rs[i].d.Allowed {
+			return true
+		}
+	}
+	for i := range b.groups {
+		if b.groups[i].err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// charge runs the charging steps until every request is decided, one
+// refuses (the others then stop where they are) or one fails. It returns
+// the failure, with the requests whose server failed.
+func (b *batch) charge(ctx context.Context) ([]int, error) {
+	s := b.s
+	for i := range b.rs {
+		switch b.rs[i].kind {
+		case bFixed, bSliding:
+			b.rs[i].cstate = cIncr
+		}
+	}
+	for i := range b.groups {
+		b.groups[i].state = gRead
+	}
+	var (
+		cmds []*pcmd
+		rcmd = make([][]*pcmd, len(b.rs))
+		gcmd = make([]*pcmd, len(b.groups))
+	)
+	for round := 0; ; round++ {
+		if err := ctx.Err(); err != nil {
+			// The deadline passed between steps: no server to blame.
+			return nil, err
+		}
+		stop := round > 0 && b.stopped()
+		cmds = cmds[:0]
+		backoff := -1
+		for i := range b.rs {
+			r, br := &b.reqs[i], &b.rs[i]
+			rcmd[i] = rcmd[i][:0]
+			if stop && br.cstate != cDone {
+				br.cstate = cSkipped
+			}
+			switch br.cstate {
+			case cIncr:
+				if br.incrs >= maxIncrs {
+					br.cstate = cDone
+					br.err = fmt.Errorf("memcached take %q: %w: counter %q kept vanishing between incr and add", r.Key, store.ErrContention, br.keys[0])
+					continue
+				}
+				br.incrs++
+				rcmd[i] = append(rcmd[i],
+					&pcmd{verb: cmdAdd, srv: br.srv, key: br.keys[0], value: zero, exp: br.exp},
+					&pcmd{verb: cmdIncr, srv: br.srv, key: br.keys[0], delta: uint64(r.Cost)})
+			}
+			if round == 0 {
+				for _, k := range b.reads(br) {
+					rcmd[i] = append(rcmd[i], &pcmd{verb: cmdGets, srv: br.srv, key: k})
+				}
+			}
+			cmds = append(cmds, rcmd[i]...)
+		}
+		for gi := range b.groups {
+			g := &b.groups[gi]
+			gcmd[gi] = nil
+			if stop && g.state != gDone {
+				g.state = gDone
+			}
+			switch g.state {
+			case gRead:
+				gcmd[gi] = &pcmd{verb: cmdGets, srv: g.srv, key: g.mkey}
+				backoff = max(backoff, g.attempts-1)
+			case gWrite:
+				gcmd[gi] = b.writeCmd(g)
+			}
+			if gcmd[gi] != nil {
+				cmds = append(cmds, gcmd[gi])
+			}
+		}
+		if len(cmds) == 0 {
+			break
+		}
+		if backoff >= 0 {
+			if err := s.backoff(ctx, backoff); err != nil {
+				return nil, err
+			}
+		}
+		s.step(cmds)
+		for i := range b.rs {
+			b.counterReply(i, rcmd[i])
+		}
+		for gi := range b.groups {
+			if gcmd[gi] != nil {
+				b.groupReply(&b.groups[gi], gcmd[gi])
+			}
+		}
+	}
+	var failed []int
+	var errs []error
+	for i := range b.rs {
+		if err := b.rs[i].err; err != nil {
+			failed = append(failed, i)
+			errs = append(errs, err)
+		}
+	}
+	for gi := range b.groups {
+		if g := &b.groups[gi]; g.err != nil {
+			failed = append(failed, g.members[0])
+			errs = append(errs, g.err)
+		}
+	}
+	return failed, errors.Join(errs...)
+}
+
+// reads lists the counters a window request reads while charging: a
+// sliding window's older sub-windows, or every counter of one that
+// charges nothing.
+func (b *batch) reads(br *breq) []string {
+	switch br.kind {
+	case bSliding:
+		return br.keys[1:]
+	case bFixedPeek, bSlidingPeek:
+		return br.keys
+	}
+	return nil
+}
+
+// counterReply takes in the replies to a window request's commands of a
+// charging step, and decides it once charged.
+func (b *batch) counterReply(i int, cmds []*pcmd) {
+	r, br := &b.reqs[i], &b.rs[i]
+	for _, c := range cmds {
+		if c.err != nil {
+			if br.err == nil {
+				br.err = unavailableOr("take", r.Key, c.err)
+			}
+			br.cstate = cDone
+			continue
+		}
+		switch c.verb {
+		case cmdIncr:
+			if c.res == rMiss {
+				continue // it expired or was evicted since the add: again
+			}
+			br.cstate, br.charged, br.count = cDone, true, int64(c.n)
+		case cmdAdd:
+			// STORED: a fresh counter; NOT_STORED: it was there.
+		case cmdGets:
+			n := int64(0)
+			if c.res == rOK {
+				var err error
+				if n, err = parseCount(c.val); err != nil {
+					br.err = unavailable("take", r.Key, err)
+				}
+			}
+			br.counts = append(br.counts, n)
+		}
+	}
+	if br.err != nil || br.decided {
+		return
+	}
+	l, cost, now := r.Limit, r.Cost, b.now
+	switch br.kind {
+	case bFixedPeek, bSlidingPeek:
+		if len(br.counts) == len(br.keys) {
+			br.d, br.decided = l.Peek(b.windowState(br, br.counts), now, cost), true
+		}
+	case bFixed:
+		if br.charged {
+			b.s.stats.counterOps.Add(1)
+			st := algo.State{A: br.start, B: max(br.count-cost, 0), C: now}
+			br.d, br.decided = l.Take(&st, now, cost), true
+		}
+	case bSliding:
+		if br.charged && len(br.counts) == len(br.keys)-1 {
+			b.s.stats.counterOps.Add(1)
+			st := slidingState(br.n, now, br.sub, append([]int64{max(br.count-cost, 0)}, br.counts...))
+			br.d, br.decided = l.Take(&st, now, cost), true
+		}
+	}
+}
+
+// windowState lays out counts (of br.keys) as the algo package's state.
+func (b *batch) windowState(br *breq, counts []int64) *algo.State {
+	if br.kind == bFixed || br.kind == bFixedPeek {
+		return &algo.State{A: br.start, B: counts[0], C: b.now}
+	}
+	st := slidingState(br.n, b.now, br.sub, counts)
+	return &st
+}
+
+// writeCmd is the command writing g.next: cas over what was read, or add
+// for a new item. It sets g.err instead when the state is too large.
+func (b *batch) writeCmd(g *bgroup) *pcmd {
+	if len(g.next)+len(g.mkey)+itemOverhead > b.s.cfg.maxItemSize {
+		g.err, g.state = b.s.tooLarge(g.key, g.limit, len(g.next), nil), gDone
+		return nil
+	}
+	c := &pcmd{verb: cmdAdd, srv: g.srv, key: g.mkey, value: g.next, exp: b.s.expiration(g.exp, b.now)}
+	if g.exists {
+		c.verb, c.casID = cmdCAS, g.casID
+	}
+	return c
+}
+
+// read takes in a gets of g's item.
+func (b *batch) read(g *bgroup, c *pcmd) bool {
+	if c.err != nil {
+		g.err, g.state = unavailable("read", g.key, c.err), gDone
+		return false
+	}
+	g.exists, g.val, g.casID = c.res == rOK, c.val, c.gotID
+	if !g.exists {
+		g.val = nil
+	}
+	if g.exists && g.casID == 0 {
+		l := b.reqs[g.members[0]].Limit
+		g.err, g.state = fmt.Errorf("%w: memcached: key %q: server %s gave no CAS id: it runs with compare-and-swap disabled (-C), which the %s algorithm needs; restart it without -C",
+			store.ErrUnavailable, g.key, b.s.ServerFor(g.key), l.Algorithm()), gDone
+		return false
+	}
+	return true
+}
+
+// written takes in the reply to g's write: true when it landed, or when
+// it need not (tryWrite); otherwise g is to be read again, or has failed.
+func (b *batch) written(g *bgroup, c *pcmd, retries int) bool {
+	switch {
+	case c.err == nil && c.res == rOK:
+		b.s.stats.casOps.Add(1)
+		g.state = gDone
+		return true
+	case c.err != nil && isTooLarge(c.err):
+		g.err, g.state = b.s.tooLarge(g.key, g.limit, len(g.next), c.err), gDone
+		return false
+	case c.err != nil:
+		g.err, g.state = unavailable("write", g.key, c.err), gDone
+		return false
+	}
+	// Someone wrote, created or removed the item since it was read.
+	if g.mode == tryWrite {
+		b.s.stats.casOps.Add(1)
+		g.state = gDone
+		return false
+	}
+	if g.attempts >= retries {
+		b.s.stats.contention.Add(1)
+		g.err = fmt.Errorf("%w: memcached: key %q: %d compare-and-swap attempts lost to concurrent writers; nothing was charged",
+			store.ErrContention, g.key, g.attempts+1)
+		g.state = gDone
+		return false
+	}
+	b.s.stats.casRetries.Add(1)
+	g.attempts++
+	g.state = gRead
+	return false
+}
+
+// groupReply takes in the reply to g's command of a charging step: a read
+// is decided (each request in order on the state the previous one left)
+// and the state to write prepared; a write is recorded, or retried.
+func (b *batch) groupReply(g *bgroup, c *pcmd) {
+	now := b.now
+	if c.verb != cmdGets {
+		if b.written(g, c, b.s.cfg.retries) {
+			if g.mode != noWrite && c.res == rOK && c.err == nil {
+				g.wrote, g.before, g.after = true, g.val, g.next
+			}
+		}
+		return
+	}
+	if !b.read(g, c) {
+		return
+	}
+	cur, exists := g.val, g.exists
+	g.mode, g.next = noWrite, nil
+	for _, i := range g.members {
+		r, br := &b.reqs[i], &b.rs[i]
+		l, cost, lease := r.Limit, r.Cost, r.Lease
+		d, mode, next, exp, err := b.s.fold(cur, exists, r.Key, l, now, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
+			d := l.TakeLease(st, now, cost, lease)
+			if d.Allowed && cost > 0 {
+				return d, mustWrite
+			}
+			return d, tryWrite
+		})
+		if err != nil {
+			g.err, g.state = err, gDone
+			return
+		}
+		br.d, br.decided = d, true
+		if mode != noWrite {
+			cur, exists = next, true
+			g.mode, g.next, g.exp, g.limit = max(g.mode, mode), next, exp, l
+		}
+		if !d.Allowed {
+			break // the Take is refused: nothing is written
+		}
+	}
+	if g.mode == noWrite || b.stopped() {
+		b.s.stats.casOps.Add(1)
+		g.state = gDone
+		return
+	}
+	g.state = gWrite
+}
+
+// fold applies op to a state item's value cur (exists: there is one) as
+// update does for key under l, without the server: it returns op's
+// decision, how the result is to be written (noWrite: nothing changed)
+// and the new value and its expiry.
+func (s *Store) fold(cur []byte, exists bool, key string, l *algo.Limit, now int64,
+	op func(st *algo.State, live bool) (algo.Decision, writeMode)) (algo.Decision, writeMode, []byte, int64, error) {
+	var st algo.State
+	live := false
+	if exists {
+		kind, exp, err := decodeState(cur, &st)
+		if err != nil {
+			return algo.Decision{}, noWrite, nil, 0, fmt.Errorf("memcached: key %q holds a malformed state (Reset it): %w", key, err)
+		}
+		if kind != l.Algorithm() || exp <= now {
+			st = algo.State{}
+		} else {
+			live = true
+		}
+	}
+	d, mode := op(&st, live)
+	if mode == noWrite {
+		return d, noWrite, cur, 0, nil
+	}
+	exp := l.ExpiresAt(&st)
+	next := encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
+	if exists && bytes.Equal(next, cur) || !exists && exp <= now {
+		return d, noWrite, cur, 0, nil
+	}
+	return d, mode, next, exp, nil
+}
+
+// rollback undoes what the charging steps charged: counters are given
+// back with decr, and a compare-and-swap item that still holds what the
+// Take wrote is put back as it was, one that another caller changed since
+// is given algo.Limit.Refund (concurrency: the slots just taken are
+// removed). It retries harder than a decision does: a failed roll-back
+// leaves units charged for a refused request (under-admission, never
+// over-admission) and is reported as an error, with the requests whose
+// roll-back failed.
+func (b *batch) rollback() ([]int, error) {
+	s := b.s
+	ctx := context.Background()
+	retries := 4*s.cfg.retries + 4
+	var cmds []*pcmd
+	rcmd := make([]*pcmd, len(b.rs))
+	for i := range b.rs {
+		if br := &b.rs[i]; br.charged {
+			s.stats.rollbacks.Add(1)
+			rcmd[i] = &pcmd{verb: cmdDecr, srv: br.srv, key: br.keys[0], delta: uint64(b.reqs[i].Cost)}
+			cmds = append(cmds, rcmd[i])
+		}
+	}
+	var undo []*bgroup
+	for gi := range b.groups {
+		if g := &b.groups[gi]; g.wrote {
+			s.stats.rollbacks.Add(1)
+			g.state, g.attempts, g.err = gRead, 0, nil
+			undo = append(undo, g)
+		}
+	}
+	var errs []error
+	var failed []int
+	gcmd := make([]*pcmd, len(undo))
+	for round := 0; ; round++ {
+		backoff := -1
+		for k, g := range undo {
+			gcmd[k] = nil
+			switch g.state {
+			case gRead:
+				gcmd[k] = &pcmd{verb: cmdGets, srv: g.srv, key: g.mkey}
+				backoff = max(backoff, g.attempts-1)
+			case gWrite:
+				gcmd[k] = b.writeCmd(g)
+			}
+			if gcmd[k] != nil {
+				cmds = append(cmds, gcmd[k])
+			}
+		}
+		if len(cmds) == 0 {
+			break
+		}
+		if backoff >= 0 {
+			s.backoff(ctx, backoff)
+		}
+		s.step(cmds)
+		cmds = cmds[:0]
+		if round == 0 {
+			for i, c := range rcmd {
+				if c != nil && c.err != nil {
+					errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", b.reqs[i].Key, c.err))
+					failed = append(failed, i)
+				}
+			}
+		}
+		for k, g := range undo {
+			c := gcmd[k]
+			if c == nil {
+				continue
+			}
+			if c.verb != cmdGets {
+				b.written(g, c, retries)
+				continue
+			}
+			if b.read(g, c) {
+				b.undoGroup(g)
+			}
+		}
+	}
+	for _, g := range undo {
+		if g.err != nil {
+			errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", g.key, g.err))
+			failed = append(failed, g.members[0])
+		}
+	}
+	return failed, errors.Join(errs...)
+}
+
+// undoGroup prepares the write undoing g's charge on the item just read.
+func (b *batch) undoGroup(g *bgroup) {
+	now := b.now
+	g.state = gDone
+	if g.exists && bytes.Equal(g.val, g.after) {
+		g.next, g.mode = g.before, mustWrite
+		if g.next == nil {
+			g.next = encodeState(nil, b.reqs[g.members[0]].Limit, &algo.State{}) // reads as fresh
+		}
+		g.exp = 0
+		if _, e, err := decodeState(g.next, &algo.State{}); err == nil {
+			g.exp = e
+		}
+		g.limit = b.reqs[g.members[0]].Limit
+		g.state = gWrite
+		return
+	}
+	cur, exists := g.val, g.exists
+	g.mode = noWrite
+	for _, i := range slices.Backward(g.members) {
+		r := &b.reqs[i]
+		if !b.rs[i].d.Allowed || r.Cost == 0 {
+			continue
+		}
+		l, cost, lease := r.Limit, r.Cost, r.Lease
+		_, mode, next, exp, err := b.s.fold(cur, exists, r.Key, l, now, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+			if !live {
+				return algo.Decision{}, noWrite
+			}
+			if l.Algorithm() == algo.Concurrency {
+				return algo.Decision{}, must(dropNewestLeases(st, lease, cost))
+			}
+			l.Refund(st, now, now, cost)
+			return algo.Decision{}, mustWrite
+		})
+		if err != nil {
+			g.err = err
+			return
+		}
+		if mode != noWrite {
+			cur, exists = next, true
+			g.mode, g.next, g.exp, g.limit = mustWrite, next, exp, l
+		}
+	}
+	if g.mode != noWrite {
+		g.state = gWrite
+	}
+}
+
+// alone decides every request on its own with nothing charged, after a
+// refusal: a window request as Peek does; a compare-and-swap request as
+// Peek does if it would pass, otherwise as its refused Take, storing the
+// state the algorithm left (one attempt: it charges nothing), each on
+// what the previous request of its key left. The decisions go to b.rs.
+func (b *batch) alone(ctx context.Context) ([]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, now := b.s, b.now
+	var cmds []*pcmd
+	rcmd := make([][]*pcmd, len(b.rs))
+	for i := range b.rs {
+		br := &b.rs[i]
+		br.err, br.counts = nil, br.counts[:0]
+		if br.kind == bCAS {
+			continue
+		}
+		for _, k := range br.keys {
+			rcmd[i] = append(rcmd[i], &pcmd{verb: cmdGets, srv: br.srv, key: k})
+		}
+		cmds = append(cmds, rcmd[i]...)
+	}
+	gcmd := make([]*pcmd, len(b.groups))
+	for gi := range b.groups {
+		g := &b.groups[gi]
+		g.err = nil
+		gcmd[gi] = &pcmd{verb: cmdGets, srv: g.srv, key: g.mkey}
+		cmds = append(cmds, gcmd[gi])
+	}
+	s.step(cmds)
+	var failed []int
+	var errs []error
+	for i, cs := range rcmd {
+		br := &b.rs[i]
+		for _, c := range cs {
+			n := int64(0)
+			err := c.err
+			if err == nil && c.res == rOK {
+				n, err = parseCount(c.val)
+			}
+			if err != nil {
+				br.err = unavailable("read", b.reqs[i].Key, err)
+				break
+			}
+			br.counts = append(br.counts, n)
+		}
+		if br.err != nil {
+			failed, errs = append(failed, i), append(errs, br.err)
+		} else if br.kind != bCAS {
+			br.d = b.reqs[i].Limit.Peek(b.windowState(br, br.counts), now, b.reqs[i].Cost)
+		}
+	}
+	cmds = cmds[:0]
+	for gi := range b.groups {
+		g := &b.groups[gi]
+		if !b.read(g, gcmd[gi]) {
+			failed, errs = append(failed, g.members[0]), append(errs, g.err)
+			gcmd[gi] = nil
+			continue
+		}
+		cur, exists := g.val, g.exists
+		g.mode = noWrite
+		for _, i := range g.members {
+			r := &b.reqs[i]
+			l, cost, lease := r.Limit, r.Cost, r.Lease
+			d, mode, next, exp, err := s.fold(cur, exists, r.Key, l, now, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
+				if d := l.Peek(st, now, cost); d.Allowed {
+					return d, tryWrite
+				}
+				return l.TakeLease(st, now, cost, lease), tryWrite
+			})
+			if err != nil {
+				g.err = err
+				break
+			}
+			b.rs[i].d = d
+			if mode != noWrite {
+				cur, exists = next, true
+				g.mode, g.next, g.exp, g.limit = tryWrite, next, exp, l
+			}
+		}
+		gcmd[gi] = nil
+		if g.err == nil && g.mode != noWrite {
+			gcmd[gi] = b.writeCmd(g)
+		}
+		if g.err != nil {
+			failed, errs = append(failed, g.members[0]), append(errs, g.err)
+			continue
+		}
+		if gcmd[gi] != nil {
+			cmds = append(cmds, gcmd[gi])
+		} else {
+			s.stats.casOps.Add(1)
+		}
+	}
+	if len(errs) > 0 {
+		return failed, errors.Join(errs...)
+	}
+	if len(cmds) > 0 {
+		s.step(cmds)
+	}
+	for gi := range b.groups {
+		if c := gcmd[gi]; c != nil {
+			g := &b.groups[gi]
+			b.written(g, c, 0)
+			if g.err != nil {
+				failed, errs = append(failed, g.members[0]), append(errs, g.err)
+			}
+		}
+	}
+	return failed, errors.Join(errs...)
+}
