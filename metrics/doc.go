@@ -43,6 +43,13 @@
 //	gateway_upstream_errors_total{reason}  gateway mode's upstream failures: connect,
 //	                                       timeout, reset, other (GatewayUpstreamErrors)
 //
+// Series an alert takes increase() or rate() of are there at 0 before their
+// first event: config_reloads_total's results, gateway_upstream_errors_total's
+// reasons (GatewayUpstreamErrors), store_errors_total of every operation and
+// store_fallbacks_total under the configured policy (StoreSeries), and, once
+// the configuration is known, near_limit_total of each rule with a limit
+// and shadow_decisions_total of each shadow rule.
+//
 // The domain and rule labels come from the configuration. Once the
 // Metrics knows it (SetConfigSource; server.New sets Engine.Config), every
 // rule name of the configuration in force — after a reload, the new one's —

@@ -490,9 +490,30 @@ func (m *Metrics) ruleNames() *ruleNames {
 			names.domains[d.Name] = struct{}{}
 		}
 		m.prune(names)
+		m.zeroRuleSeries(cfg)
 	}
 	m.names.Store(names)
 	return names
+}
+
+// zeroRuleSeries makes the per-rule counters of cfg's rules that can count
+// at 0, before their first event, so that increase() and rate() see it:
+// near_limit_total of every rule with a limit (neither unlimited nor
+// requests_per_unit: 0) and shadow_decisions_total of every shadow rule.
+// decisions_total's series appear with their first decision. Bounded by
+// the configuration; a reload that removes a rule deletes them (prune).
+func (m *Metrics) zeroRuleSeries(cfg *policy.Config) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range cfg.Rules() {
+		if r.Unlimited || r.Deny {
+			continue
+		}
+		m.nearLimit.WithLabelValues(r.Domain, r.Name)
+		if r.Shadow {
+			m.shadow.WithLabelValues(r.Domain, r.Name)
+		}
+	}
 }
 
 // prune deletes the series of what next, the configuration now in force,
@@ -530,6 +551,15 @@ func (m *Metrics) prune(next *ruleNames) {
 			if k[0] == d {
 				delete(m.series, k)
 			}
+		}
+	}
+	// The rules prev had, whose series zeroRuleSeries made before any
+	// decision cached them in m.rules.
+	for p := range prev.set {
+		if _, ok := next.set[p]; !ok {
+			m.rules.Delete(p)
+			m.deleteSeries(prometheus.Labels{"domain": p[0], "rule": p[1]})
+			delete(m.series, p)
 		}
 	}
 	m.rules.Range(func(k, _ any) bool {
@@ -675,6 +705,26 @@ func (m *Metrics) StoreHooks() resilient.Hooks {
 		PartitionState: func(c resilient.PartitionChange) { m.openParts.Set(float64(c.Open)) },
 		Fallback:       func(op string, p resilient.Policy, _ error) { m.fallbacks.WithLabelValues(op, p.String()).Inc() },
 		CacheHit:       m.cacheHits.Inc,
+	}
+}
+
+// StoreOps are the operations store/resilient reports to its hooks, the op
+// label of store_errors_total, store_duration_seconds and (take and peek)
+// store_fallbacks_total.
+var StoreOps = []string{"take", "peek", "refund", "release", "renew", "reset", "inspect", "ping"}
+
+// StoreSeries makes store_errors_total of every operation (StoreOps) and
+// store_fallbacks_total of take and peek under policy p at 0, so that an
+// alert on increase() or rate() sees the first outage's errors and
+// fallbacks: a series made by its first event has no earlier sample to
+// increase from. Call it for a store wrapped by store/resilient with
+// StoreHooks and policy p (floodgate serve does for a remote store).
+func (m *Metrics) StoreSeries(p resilient.Policy) {
+	for _, op := range StoreOps {
+		m.storeErrs.WithLabelValues(op)
+	}
+	for _, op := range []string{"take", "peek"} {
+		m.fallbacks.WithLabelValues(op, p.String())
 	}
 }
 

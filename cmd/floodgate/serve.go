@@ -497,6 +497,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	if _, ok, _ := store.Under[*resilient.Store](st); ok {
+		m.StoreSeries(policyOnErr) // at 0 from the start, for alerts on increase()
+	}
 	warnReplicas(st, f, log)
 
 	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow))

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// serve makes the store's counters at 0 from the start for a remote store
+// (store_errors_total by operation, store_fallbacks_total under the
+// configured policy), so that an alert on increase() sees the first
+// outage; they appeared with their first increment.
+func TestServeStoreCountersAtZero(t *testing.T) {
+	// A port nothing listens on: the store is not reached, --start-degraded
+	// starts all the same.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	out, _, stop := startServe(t, "--store", "redis://"+addr, "--start-degraded", "--on-store-error", "closed")
+	defer stop()
+	_, _, admin := serveAddrs(t, out.String())
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`floodgate_store_errors_total{op="take"}`, `floodgate_store_errors_total{op="reset"}`,
+		`floodgate_store_fallbacks_total{op="take",policy="closed"}`, `floodgate_store_fallbacks_total{op="peek",policy="closed"}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s before any decision", want)
+		}
+	}
+}
