@@ -14,7 +14,10 @@ const DefaultPort = "11211"
 
 // ParseURL returns the servers (host:port) named by a store URL of the form
 // memcached://host:port[,host:port…]. A server without a port gets
-// DefaultPort; IPv6 hosts are written in brackets ([::1]:11211). Every
+// DefaultPort; IPv6 hosts are written in brackets ([::1]:11211). A port is
+// returned in decimal without sign or leading zeros (021211 and +21211 are
+// 21211), so that one server written two ways is found listed twice and
+// hashed on the ring as one. Every
 // problem is an error that names the URL and what is wrong.
 //
 // Memcached's text protocol has no authentication: a URL with user
@@ -64,10 +67,15 @@ func ParseURL(rawURL string) ([]string, error) {
 		if host == "" {
 			return bad("server %d %q has no host", i+1, part)
 		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		// The port as a number, written without sign or leading zeros:
+		// the address is the duplicate check's, the ring's hash and the
+		// server's name, and 021211 or +21211 must not make another
+		// server of 21211.
+		n, err := strconv.ParseUint(strings.TrimPrefix(port, "+"), 10, 16)
+		if err != nil || n < 1 {
 			return bad("server %d %q: port must be 1-65535", i+1, part)
 		}
-		addr := net.JoinHostPort(host, port)
+		addr := net.JoinHostPort(host, strconv.FormatUint(n, 10))
 		if seen[addr] {
 			return bad("server %q is listed twice", addr)
 		}

@@ -3,6 +3,7 @@ package memcached
 import (
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,6 +22,9 @@ func TestParseURL(t *testing.T) {
 		{"memcached://cache", "cache:11211"},
 		{"memcached://[::1]:11212", "[::1]:11212"},
 		{"memcached://[::1]", "[::1]:11211"},
+		{"memcached://127.0.0.1:021211", "127.0.0.1:21211"},
+		{"memcached://127.0.0.1:+21211", "127.0.0.1:21211"},
+		{"memcached://[::1]:0011212,b:+0002", "[::1]:11212 b:2"},
 	}
 	for _, tt := range good {
 		got, err := ParseURL(tt.url)
@@ -41,6 +45,13 @@ func TestParseURL(t *testing.T) {
 		{"memcached://a:x", "port must be 1-65535"},
 		{"memcached://:11211", "has no host"},
 		{"memcached://a:1,a:1", "listed twice"},
+		{"memcached://127.0.0.1:21211,127.0.0.1:021211", `server "127.0.0.1:21211" is listed twice`},
+		{"memcached://127.0.0.1:21211,127.0.0.1:+21211", `server "127.0.0.1:21211" is listed twice`},
+		{"memcached://a:-1", "port must be 1-65535"},
+		{"memcached://a:+-1", "port must be 1-65535"},
+		{"memcached://a:00", "port must be 1-65535"},
+		{"memcached://a:065536", "port must be 1-65535"},
+		{"memcached://a:1_1", "port must be 1-65535"},
 		{"memcached://a:1/db", `unexpected path "/db"`},
 		{"memcached://a:1?timeout=1s", "query parameters"},
 		{"memcached://a:1#x", "fragments"},
@@ -54,6 +65,39 @@ func TestParseURL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.url) {
 			t.Errorf("ParseURL(%q) error = %v, want one naming the URL and %q", tt.url, err, tt.wantErr)
 		}
+	}
+}
+
+// TestPortWrittenTwoWaysPlacesAlike: a port with leading zeros or a '+'
+// names the same server, so instances configured each way place every
+// key alike (before, 127.0.0.1:021212 hashed as another server and about a
+// third of the keys went elsewhere).
+func TestPortWrittenTwoWaysPlacesAlike(t *testing.T) {
+	plain, err := ParseURL("memcached://127.0.0.1:21211,127.0.0.1:21212,127.0.0.1:21213")
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd, err := ParseURL("memcached://127.0.0.1:21211,127.0.0.1:021212,127.0.0.1:+21213")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := newRing(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := newRing(odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i := range 3000 {
+		k := "fg:user:" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strconv.Itoa(i) + "%%s"
+		if r1.addrs[r1.server(k)].String() != r2.addrs[r2.server(k)].String() {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Errorf("%d of 3000 keys placed on another server when two ports are written with a leading zero and a '+'", moved)
 	}
 }
 
