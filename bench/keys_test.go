@@ -53,7 +53,9 @@ func keysFloodgate(b *testing.B, keys []string) {
 	var l *limiter.Limiter
 	bpk := perKey(len(keys), func() {
 		var err error
-		if st, err = memory.New(); err != nil {
+		// No cap: under memory.New's default (DefaultMaxKeys, a million)
+		// the fullest shards would evict before the million keys are in.
+		if st, err = memory.New(memory.WithMaxKeys(0)); err != nil {
 			b.Fatal(err)
 		}
 		if l, err = limiter.New(st, "b", neverParams); err != nil {

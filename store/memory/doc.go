@@ -37,7 +37,8 @@
 // has been full for the limit's Retain — is removed when
 // algo.Limit.ExpiresAt has passed: at
 // once when a call finds it so, and in the background by the janitor
-// (WithSweepInterval). WithMaxKeys caps the number of keys; a full shard
+// (WithSweepInterval). The number of keys is capped, at DefaultMaxKeys
+// (1,000,000) unless WithMaxKeys says otherwise (0: no cap); a full shard
 // evicts a key to make room (see WithMaxKeys for the policy and its cost in
 // exactness), and Stats counts evictions.
 //

@@ -59,13 +59,13 @@ var (
 //
 //   - WithClock: the wall clock at New plus monotonic time since.
 //   - WithShards: DefaultShards (256), rounded up to a power of two.
-//   - WithMaxKeys: 0, no cap.
+//   - WithMaxKeys: DefaultMaxKeys (1,000,000); WithMaxKeys(0) for no cap.
 //   - WithSweepInterval: DefaultSweepInterval (1 minute); 0 disables the janitor.
 //
 // A nil Option is ignored. It returns an error wrapping ErrInvalidOption
 // for an option out of range. Close the store to stop its janitor.
 func New(opts ...Option) (*Store, error) {
-	c := config{shards: DefaultShards, sweep: DefaultSweepInterval}
+	c := config{shards: DefaultShards, maxKeys: DefaultMaxKeys, sweep: DefaultSweepInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)

@@ -109,11 +109,11 @@ func WithMemcachedOptions(o ...memcached.Option) Option {
 }
 
 // DefaultMaxKeys is the key cap of a memory:// store whose URL sets
-// none: about 130 MB (about 130 B a key, measured through serve at 300 000 keys),
-// so that clients sending new descriptor values cannot grow a server
-// without end. memory://?max_keys=0 removes the cap; memory.New alone has
-// none.
-const DefaultMaxKeys = 1_000_000
+// none, memory.New's default (memory.DefaultMaxKeys): about 130 MB
+// (about 130 B a key, measured through serve at 300 000 keys), so that
+// clients sending new descriptor values cannot grow a server without end.
+// memory://?max_keys=0 removes the cap, as memory.WithMaxKeys(0) does.
+const DefaultMaxKeys = memory.DefaultMaxKeys
 
 // Open returns the store the URL names. Options and their defaults:
 //
