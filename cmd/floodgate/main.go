@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -135,6 +136,30 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'floodgate <command> -h' for the command's flags.")
 }
 
+// boolValueHint explains an argument the flag package stopped at when it
+// is a boolean's value written apart from its flag (--shadow false, as
+// Kubernetes args lists often put it): a boolean flag takes no separate
+// value, so "false" ended the flags, and --shadow alone meant true. It
+// returns "" for any other argument. parsed is how many of args the flag
+// package took.
+func boolValueHint(fs *flag.FlagSet, args []string, parsed int) string {
+	if parsed <= 0 || parsed >= len(args) {
+		return ""
+	}
+	val, prev := args[parsed], args[parsed-1]
+	if _, err := strconv.ParseBool(val); err != nil || !strings.HasPrefix(prev, "-") || strings.Contains(prev, "=") {
+		return ""
+	}
+	f := fs.Lookup(strings.TrimLeft(prev, "-"))
+	if f == nil {
+		return ""
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+		return ""
+	}
+	return fmt.Sprintf(" after the boolean flag %s, which takes no separate value (alone it means true): write %s=%s", prev, prev, val)
+}
+
 // parseFlags parses args into fs and checks that exactly positional
 // arguments follow the flags. fs.Usage must write to fs.Output(): after
 // -h it writes to stdout, after a mistake to stderr. ok false means the
@@ -168,13 +193,13 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		fs.Usage()
 		return 2, false
 	}
-	if positional == 0 && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return 2, false
-	}
 	// After "--" every argument is meant as one, even one that starts
 	// with '-'.
 	parsed := len(args) - fs.NArg()
+	if positional == 0 && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), boolValueHint(fs, args, parsed))
+		return 2, false
+	}
 	dashes := parsed > 0 && args[parsed-1] == "--"
 	switch extra := fs.Arg(positional); {
 	case fs.NArg() < positional:
