@@ -98,3 +98,24 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecidePriority measures settling a request's priority class:
+// named as declared, in another case, and unknown (the default class).
+func BenchmarkDecidePriority(b *testing.B) {
+	const yaml = `
+domain: bench
+priorities: [critical, high, normal, low]
+descriptors:
+  - key: ip
+    rate_limit: {unit: hour, requests_per_unit: 1000000000000, reserve: {normal: 0.1, low: 0.3}}
+`
+	for _, class := range []string{"low", "Low", "bogus"} {
+		b.Run("class="+class, func(b *testing.B) {
+			benchDecide(b, benchEngine(b, yaml), keyed(1, func(i string) Request {
+				r := req("bench", ent("ip", "10.0."+i))
+				r.Priority = class
+				return r
+			}))
+		})
+	}
+}

@@ -119,9 +119,21 @@ type Domain struct {
 // Rules returns the domain's rules in file order (Root first when set).
 func (d *Domain) Rules() []*Rule { return slices.Clone(d.rules) }
 
-// priorityRank returns the class's position (0 = highest) or -1.
+// priorityRank returns the class's position (0 = highest) or -1. A name
+// is matched ignoring case and the spaces around it (the loader refuses
+// classes that differ only so); the exact name is tried first, so a
+// request naming a class as declared costs no more.
 func (d *Domain) priorityRank(class string) int {
-	return slices.Index(d.Priorities, class)
+	if i := slices.Index(d.Priorities, class); i >= 0 {
+		return i
+	}
+	class = strings.TrimSpace(class)
+	for i, c := range d.Priorities {
+		if strings.EqualFold(c, class) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Node is one descriptor of the configuration tree: a key, an optional value

@@ -89,8 +89,10 @@
 // below it. Low priority is shed first: above, low traffic is refused once
 // low alone used 70% of the limit, normal and low together 90%, while the
 // classes with no reserve can still use the whole of it. A request's class
-// is Request.Priority, else the highest class a matched rule's priority
-// field assigns, else the domain's default_priority.
+// is Request.Priority (matched ignoring case and surrounding spaces; a
+// class the domain does not declare is the default_priority, and sets
+// Response.PriorityUnknown), else the highest class a matched rule's
+// priority field assigns, else the domain's default_priority.
 //
 // # Strategies on excess
 //

@@ -437,6 +437,9 @@ type plan struct {
 	descs []descPlan
 	class string
 	rank  int
+	// unknownClass: the request named a class the domain does not
+	// declare (Response.PriorityUnknown).
+	unknownClass bool
 	// refused: the store refused the enforced Take as a whole (its
 	// Result.Allowed), whatever its per-request decisions say.
 	refused bool
@@ -457,7 +460,7 @@ var planPool = sync.Pool{New: func() any { return new(plan) }}
 // getPlan returns a pooled plan for n descriptors.
 func getPlan(snap *snapshot, dom *Domain, n int) *plan {
 	p := planPool.Get().(*plan)
-	p.snap, p.dom, p.class, p.rank, p.refused = snap, dom, "", -1, false
+	p.snap, p.dom, p.class, p.rank, p.refused, p.unknownClass = snap, dom, "", -1, false, false
 	p.buf, p.limits, p.charged = p.buf[:0], nil, p.charged[:0]
 	if cap(p.descs) < n {
 		p.descs = make([]descPlan, n)
@@ -512,7 +515,7 @@ func (e *Engine) decide(ctx context.Context, req Request, take bool, buf *status
 		return Response{}, err
 	}
 	var err error
-	resp.Priority = p.class
+	resp.Priority, resp.PriorityUnknown = p.class, p.unknownClass
 	if len(p.items) == 0 && !p.hasDeny() {
 		return resp, nil
 	}
@@ -593,9 +596,16 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 	// assigns, else the domain's default.
 	if len(dom.Priorities) > 0 {
 		p.class = dom.DefaultPriority
-		if req.Priority != "" && dom.priorityRank(req.Priority) >= 0 {
-			p.class = req.Priority
-		} else if req.Priority == "" {
+		rank := -1
+		if req.Priority != "" {
+			rank = dom.priorityRank(req.Priority)
+		}
+		switch {
+		case rank >= 0:
+			p.class = dom.Priorities[rank] // as declared
+		case req.Priority != "" && strings.TrimSpace(req.Priority) != "":
+			p.unknownClass = true
+		default:
 			best := -1
 			for i := range p.descs {
 				if r := p.descs[i].rule; r != nil && r.Priority != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -853,10 +854,10 @@ func (l *loader) domain(root *yaml.Node) *Domain {
 		if s, ok := l.str(f, "default_priority"); ok {
 			if len(d.Priorities) == 0 {
 				l.errf(f.line(), "default_priority needs a priorities list")
-			} else if !slices.Contains(d.Priorities, s) {
+			} else if i := d.priorityRank(s); i < 0 {
 				l.errf(f.line(), "default_priority %q is not one of the priorities (%s)", s, strings.Join(d.Priorities, ", "))
 			} else {
-				d.DefaultPriority = s
+				d.DefaultPriority = d.Priorities[i] // as declared: names match ignoring case
 			}
 		}
 	} else if len(d.Priorities) > 0 {
@@ -913,8 +914,16 @@ func (l *loader) priorities(d *Domain, f field) {
 			l.errf(f.line(), "priorities: every class is a non-empty name")
 			continue
 		}
-		if slices.Contains(d.Priorities, e.Value) {
-			l.errf(e.Line, "priorities: duplicate class %q", e.Value)
+		if i := d.priorityRank(e.Value); i >= 0 {
+			if d.Priorities[i] == e.Value {
+				l.errf(e.Line, "priorities: duplicate class %q", e.Value)
+			} else {
+				l.errf(e.Line, "priorities: class %q differs from %q only by case, and a request's class is matched ignoring case: give the two different names", e.Value, d.Priorities[i])
+			}
+			continue
+		}
+		if strings.TrimSpace(e.Value) != e.Value {
+			l.errf(e.Line, "priorities: class %q has spaces around it, and a request's class is matched without them: remove them", e.Value)
 			continue
 		}
 		d.Priorities = append(d.Priorities, e.Value)
@@ -1588,8 +1597,12 @@ func (l *loader) finish(d *Domain) {
 				l.errf(line("replaces"), "replaces %q: no rate_limit in domain %q has that name", name, d.Name)
 			}
 		}
-		if r.Priority != "" && d.priorityRank(r.Priority) < 0 {
-			l.errf(line("priority"), "priority %q is not a class of the domain's priorities%s", r.Priority, classList(d))
+		if r.Priority != "" {
+			if i := d.priorityRank(r.Priority); i < 0 {
+				l.errf(line("priority"), "priority %q is not a class of the domain's priorities%s", r.Priority, classList(d))
+			} else {
+				r.Priority = d.Priorities[i] // as declared: names match ignoring case
+			}
 		}
 		l.checkReserve(d, r, line("reserve"))
 		if r != d.Root && r.Hierarchical {
@@ -1759,12 +1772,21 @@ func (l *loader) checkReserve(d *Domain, r *Rule, line int) {
 	if len(r.Reserve) == 0 {
 		return
 	}
-	for class := range r.Reserve {
-		if d.priorityRank(class) < 0 {
-			l.errf(line, "reserve: %q is not a class of the domain's priorities%s", class, classList(d))
+	// Classes are named as declared (names match ignoring case).
+	byClass := make(map[string]float64, len(r.Reserve))
+	for _, class := range l.reserveClasses(r) {
+		i := d.priorityRank(class)
+		if i < 0 {
+			l.errf(l.reserveLine(r, class, line), "reserve: %q is not a class of the domain's priorities%s", class, classList(d))
 			return
 		}
+		if _, dup := byClass[d.Priorities[i]]; dup {
+			l.errf(l.reserveLine(r, class, line), "reserve: %q names class %s a second time (class names match ignoring case)", class, d.Priorities[i])
+			return
+		}
+		byClass[d.Priorities[i]] = r.Reserve[class]
 	}
+	r.Reserve = byClass
 	if top := d.Priorities[0]; r.Reserve[top] > 0 {
 		below := "the domain has no class below it"
 		if len(d.Priorities) > 1 {
@@ -1787,6 +1809,22 @@ func (l *loader) checkReserve(d *Domain, r *Rule, line int) {
 		}
 		prev, prevClass = share, class
 	}
+}
+
+// reserveClasses returns the classes of r's reserve in file order.
+func (l *loader) reserveClasses(r *Rule) []string {
+	out := make([]string, 0, len(r.Reserve))
+	if n := resolve(l.ruleSrcs[r]["reserve"].val); n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if _, ok := r.Reserve[n.Content[i].Value]; ok && !slices.Contains(out, n.Content[i].Value) {
+				out = append(out, n.Content[i].Value)
+			}
+		}
+	}
+	if len(out) != len(r.Reserve) { // not from a file
+		return slices.Sorted(maps.Keys(r.Reserve))
+	}
+	return out
 }
 
 // reserveLine returns the line of class's entry in r's reserve mapping,

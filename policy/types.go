@@ -54,8 +54,10 @@ type Request struct {
 	Descriptors []Descriptor
 	// Hits is the cost of the request (Envoy's hits_addend); 0 means 1.
 	Hits int64
-	// Priority is the request's priority class name ("" is the default
-	// class); see the rules' priority settings.
+	// Priority is the request's priority class name, matched ignoring
+	// case and surrounding spaces ("" is the default class, or the one a
+	// matched rule's priority assigns); a name the domain does not declare
+	// counts as the default class and sets Response.PriorityUnknown.
 	Priority string
 }
 
@@ -209,9 +211,15 @@ type Response struct {
 	Strategy string
 	// Fallback names the fallback a degrade strategy asks the caller to run.
 	Fallback string
-	// Priority is the priority class the request was decided in ("" when
-	// its domain declares none).
+	// Priority is the priority class the request was decided in, as the
+	// domain declares it ("" when its domain declares none).
 	Priority string
+	// PriorityUnknown reports that Request.Priority named a class the
+	// domain does not declare (ignoring case and surrounding spaces): the
+	// request was decided in the default class, Priority. A typo in a
+	// client's class, or classes renamed in the configuration, show here
+	// rather than as lowest-priority traffic only.
+	PriorityUnknown bool
 	// Waited is how long Engine.DecideWait held the request (in the wait
 	// queue and for a shaper's Delay) before answering.
 	Waited time.Duration
