@@ -198,6 +198,11 @@ func checkToken(auth, token, name string) string {
 	if !strings.EqualFold(scheme, "Bearer") {
 		return fmt.Sprintf("the Authorization field does not use the Bearer scheme: want Authorization: Bearer <%s-token>", name)
 	}
+	if strings.TrimSpace(tok) == "" {
+		// "Bearer" with nothing after it: an unset variable in the
+		// caller's script (-H "Authorization: Bearer $TOKEN").
+		return fmt.Sprintf("missing %s token: the Authorization field says Bearer with no token; want Authorization: Bearer <%s-token>", name, name)
+	}
 	if subtle.ConstantTimeCompare([]byte(strings.TrimLeft(tok, " ")), []byte(token)) != 1 {
 		return fmt.Sprintf("wrong %s token", name)
 	}
@@ -296,8 +301,11 @@ type RuleView struct {
 	Limit     string `json:"limit,omitempty"`
 	Effective string `json:"effective,omitempty"`
 	Unlimited bool   `json:"unlimited,omitempty"`
-	Shadow    bool   `json:"shadow,omitempty"`
-	Strategy  string `json:"strategy,omitempty"`
+	// Deny marks a requests_per_unit: 0 rule: it refuses every request
+	// (Limit and Effective are empty: it has no limit to state).
+	Deny     bool   `json:"deny,omitempty"`
+	Shadow   bool   `json:"shadow,omitempty"`
+	Strategy string `json:"strategy,omitempty"`
 }
 
 func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
@@ -307,7 +315,7 @@ func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 		dv := DomainView{Name: d.Name}
 		for _, rule := range d.Rules() {
 			rv := RuleView{Name: rule.Name, Path: rule.Path, Where: rule.Pos.String(), Unlimited: rule.Unlimited,
-				Shadow: rule.Shadow, Strategy: rule.Strategy}
+				Deny: rule.Deny, Shadow: rule.Shadow, Strategy: rule.Strategy}
 			if l := rule.Limit(); l != nil {
 				rv.Limit = l.String()
 			}
