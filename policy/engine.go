@@ -355,13 +355,18 @@ func (e *Engine) Release(ctx context.Context, resp Response) error {
 // slots are released as by Release. A response that charged nothing (a
 // refusal, Peek) is a no-op.
 //
-// Refund a response once: unlike Release, a second Refund gives its units
-// back again (a response is a value; it cannot tell). A response from
+// Refunding a response again, or a copy of it, is a no-op, as releasing
+// it again is: what a response charged is recorded in memory its copies
+// share, and Refund marks each unit there as given back before asking the
+// store (atomically: of two concurrent Refunds, one gives each unit back).
+// So a Refund whose store call failed is not retried by a second one: the
+// units it could not give back expire with their window. A response from
 // DecideInto is refunded before its buffer is used again.
 func (e *Engine) Refund(ctx context.Context, resp Response) error {
 	var err error
-	if len(resp.charged) > 0 {
-		if rerr := e.st.Refund(ctx, resp.charged); rerr != nil {
+	var buf [4]store.Request
+	if reqs := claimCharged(resp.charged, buf[:0]); len(reqs) > 0 {
+		if rerr := e.st.Refund(ctx, reqs); rerr != nil {
 			err = fmt.Errorf("policy: refund: %w", rerr)
 		}
 	}
@@ -369,6 +374,20 @@ func (e *Engine) Refund(ctx context.Context, resp Response) error {
 		err = errors.Join(err, fmt.Errorf("policy: refund: releasing concurrency slots: %w", rerr))
 	}
 	return err
+}
+
+// claimCharged appends to out the requests of charged (a Response's) that
+// have not been refunded and marks them refunded: their Cost, swapped to 0
+// atomically in charged itself, which every copy of the Response shares.
+// Only Refund touches a returned Response's Costs, and only so.
+func claimCharged(charged, out []store.Request) []store.Request {
+	for i := range charged {
+		q := &charged[i]
+		if c := atomic.SwapInt64(&q.Cost, 0); c > 0 {
+			out = append(out, store.Request{Key: q.Key, Limit: q.Limit, Cost: c, Lease: q.Lease, At: q.At})
+		}
+	}
+	return out
 }
 
 // Renew extends the concurrency slots an admitted response holds
