@@ -760,11 +760,16 @@ func (l *loader) number(f field, name string) (float64, bool) {
 
 func (l *loader) duration(f field, name string) (time.Duration, bool) {
 	if f.val != nil && f.val.Kind == yaml.ScalarNode {
-		if d, err := parseDuration(f.val.Value); err == nil {
-			if d <= 0 {
-				l.errf(f.line(), "%s must be positive, got %s", name, f.val.Value)
-				return 0, false
-			}
+		d, err := parseDuration(f.val.Value)
+		switch {
+		case errors.Is(err, errDurationRange):
+			l.errf(f.line(), "%s must be below 2^63ns (about 292 years), got %s", name, f.val.Value)
+			return 0, false
+		case err != nil:
+		case d <= 0:
+			l.errf(f.line(), "%s must be positive, got %s", name, f.val.Value)
+			return 0, false
+		default:
 			return d, true
 		}
 	}
@@ -777,8 +782,8 @@ func (l *loader) duration(f field, name string) (time.Duration, bool) {
 // here (leave the field out), as no other duration's 0 is.
 func (l *loader) retain(f field) time.Duration {
 	if f.val != nil && f.val.Kind == yaml.ScalarNode {
-		if d, err := parseDuration(f.val.Value); err == nil {
-			if d < time.Microsecond || d >= maxPeriod {
+		if d, err := parseDuration(f.val.Value); err == nil || errors.Is(err, errDurationRange) {
+			if err != nil || d < time.Microsecond || d >= maxPeriod {
 				l.errf(f.line(), "retain must be at least 1µs and below 2^53µs (about 285 years), got %s; leave it out for the default, 1h", f.val.Value)
 				return 0
 			}
@@ -789,32 +794,62 @@ func (l *loader) retain(f field) time.Duration {
 	return 0
 }
 
-var dayPart = regexp.MustCompile(`^(\d+)([dw])(.*)$`)
+// period reads period, whose upper bound (2^53µs, algo.Compile's) one
+// message states, whether or not time.Duration holds the value.
+func (l *loader) period(f field) time.Duration {
+	if f.val != nil && f.val.Kind == yaml.ScalarNode {
+		if d, err := parseDuration(f.val.Value); errors.Is(err, errDurationRange) || (err == nil && d >= maxPeriod) {
+			l.errf(f.line(), "period %s is too long: a limit's period must be below 2^53µs (about 285 years, 104249 days); shorten it", f.val.Value)
+			return 0
+		}
+	}
+	d, _ := l.duration(f, "period")
+	return d
+}
+
+var (
+	dayPart = regexp.MustCompile(`^(\d+)([dw])(.*)$`)
+	// goDuration is time.ParseDuration's syntax: what it refuses in it
+	// overflows.
+	goDuration = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+)
+
+// errDurationRange is parseDuration's error for a duration written right
+// but beyond time.Duration's range (2^63ns, about 292 years).
+var errDurationRange = errors.New("duration out of range")
 
 // parseDuration is time.ParseDuration plus leading whole days ("7d",
-// "1d12h") and weeks ("2w").
+// "1d12h") and weeks ("2w"). A duration too long for time.Duration is
+// errDurationRange.
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if m := dayPart.FindStringSubmatch(s); m != nil {
-		n, err := strconv.ParseInt(m[1], 10, 64)
-		if err != nil || n > 100_000 {
-			return 0, fmt.Errorf("duration %q out of range", s)
-		}
 		unit := 24 * time.Hour
 		if m[2] == "w" {
 			unit *= 7
 		}
-		d := time.Duration(n) * unit
+		var rest time.Duration
 		if m[3] != "" {
-			rest, err := time.ParseDuration(m[3])
-			if err != nil || rest < 0 {
+			var err error
+			rest, err = time.ParseDuration(m[3])
+			switch {
+			case err != nil && goDuration.MatchString(m[3]):
+				return 0, errDurationRange
+			case err != nil || rest < 0:
 				return 0, fmt.Errorf("bad duration %q", s)
 			}
-			d += rest
 		}
-		return d, nil
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil || n > (math.MaxInt64-int64(rest))/int64(unit) {
+			return 0, errDurationRange
+		}
+		return time.Duration(n)*unit + rest, nil
 	}
-	return time.ParseDuration(s)
+	d, err := time.ParseDuration(s)
+	if err != nil && goDuration.MatchString(s) {
+		return 0, errDurationRange
+	}
+	return d, err
 }
 
 // domain reads one YAML document's content.
@@ -1339,7 +1374,7 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 			}
 		}
 	case hasPeriod:
-		p.Period, _ = l.duration(pf, "period")
+		p.Period = l.period(pf)
 	case knownAlgo && p.Algorithm != algo.Concurrency:
 		if _, ok := fs["unit_multiplier"]; ok || notes.reported("unit") {
 			r.broken = true // the problem that explains it has been reported
