@@ -719,6 +719,17 @@ func (f *serveFlags) listen() (server.Listeners, error) {
 			l          *net.Listener
 		}{"api", f.apiAddr, &ls.API})
 	}
+	// Two of floodgate's own addresses on one port: said as such, before
+	// the second listen would report only "address already in use", as
+	// if another process held it.
+	for i, a := range addrs {
+		for _, b := range addrs[:i] {
+			if sameListenAddr(a.addr, b.addr) {
+				return server.Listeners{}, fmt.Errorf("%s: clashes with %s: both listen on that port; give each listener an address of its own",
+					f.origin(a.name, a.addr), f.origin(b.name, b.addr))
+			}
+		}
+	}
 	for i, a := range addrs {
 		l, err := net.Listen("tcp", a.addr)
 		if err != nil {
@@ -730,6 +741,31 @@ func (f *serveFlags) listen() (server.Listeners, error) {
 		*a.l = l
 	}
 	return ls, nil
+}
+
+// sameListenAddr reports whether the listening addresses a and b (host:port)
+// take the same port on a common address: the same port (not 0, which
+// picks a free one) and the same host, or one of them every address ("",
+// 0.0.0.0, ::). Host names are compared as written, not resolved.
+func sameListenAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	every := func(h string) bool {
+		ip, err := netip.ParseAddr(h)
+		return h == "" || err == nil && ip.IsUnspecified()
+	}
+	if every(ha) || every(hb) {
+		return true
+	}
+	ia, errA := netip.ParseAddr(ha)
+	ib, errB := netip.ParseAddr(hb)
+	if errA == nil && errB == nil {
+		return ia.Unmap() == ib.Unmap()
+	}
+	return strings.EqualFold(ha, hb)
 }
 
 // loopbackAddr reports whether the listening address addr (host:port) is
