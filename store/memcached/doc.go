@@ -120,6 +120,16 @@
 // evict items under memory pressure; an evicted key also starts afresh, so
 // give the servers enough memory (-m) for the keys in use.
 //
+// The ring hashes each server as the URL writes it, host:port with the
+// port in decimal without sign or leading zeros (021211 and +21211 are
+// 21211, and one server written both ways is refused as listed twice):
+// write the hosts alike on every instance. A host name is dialed by name:
+// Open checks that it resolves, and every connection, reconnections after
+// a restart included, resolves it again, so a server that comes back on
+// another address (a Kubernetes pod) is found there without restarting
+// Floodgate; a name that no longer resolves fails that server's keys
+// (store.ErrUnavailable, the name in the error).
+//
 // Window counters are named after their window's start, which depends on
 // the limit, and memcached cannot list keys: Reset and Inspect, given a key
 // alone, find the counters of the window limits this Store has used since

@@ -28,7 +28,10 @@ type ring struct {
 	addrs  []net.Addr
 }
 
-// newRing resolves the servers (host:port) and builds their ring.
+// newRing checks that the servers (host:port, as ParseURL returns them)
+// resolve and builds their ring. Each server is kept, hashed and dialed
+// as written: a host name is resolved again at every connection, so that
+// a server that comes back on another address is found there.
 func newRing(servers []string) (*ring, error) {
 	r := &ring{addrs: make([]net.Addr, len(servers))}
 	type point struct {
@@ -37,11 +40,10 @@ func newRing(servers []string) (*ring, error) {
 	}
 	pts := make([]point, 0, len(servers)*ketamaDigests*4)
 	for i, s := range servers {
-		a, err := net.ResolveTCPAddr("tcp", s)
-		if err != nil {
+		if _, err := net.ResolveTCPAddr("tcp", s); err != nil {
 			return nil, err
 		}
-		r.addrs[i] = staticAddr{network: a.Network(), str: a.String()}
+		r.addrs[i] = staticAddr{network: "tcp", str: s}
 		for d := 0; d < ketamaDigests; d++ {
 			sum := md5.Sum([]byte(s + "-" + strconv.Itoa(d)))
 			for h := 0; h < 4; h++ {
@@ -98,8 +100,9 @@ func (r *ring) Each(f func(net.Addr) error) error {
 	return nil
 }
 
-// staticAddr caches a resolved address's strings; gomemcache keys its
-// connection pool by String().
+// staticAddr is a server's address as the URL writes it (a host name is
+// not resolved: the dialer resolves it at each connection); gomemcache
+// keys its connection pool by String().
 type staticAddr struct{ network, str string }
 
 func (a staticAddr) Network() string { return a.network }
