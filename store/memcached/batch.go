@@ -388,7 +388,14 @@ func (b *batch) reads(br *breq) []string {
 // charging step, and decides it once charged.
 func (b *batch) counterReply(i int, cmds []*pcmd) {
 	r, br := &b.reqs[i], &b.rs[i]
+	var addErr error
 	for _, c := range cmds {
+		if c.verb == cmdAdd && c.err != nil && !isConnErr(c.err) {
+			// A server started with -M and full refuses even an add of a
+			// counter that exists: only the incr says whether it counts.
+			addErr = c.err
+			continue
+		}
 		if c.err != nil {
 			if br.err == nil {
 				br.err = unavailableOr("take", r.Key, c.err)
@@ -399,6 +406,9 @@ func (b *batch) counterReply(i int, cmds []*pcmd) {
 		switch c.verb {
 		case cmdIncr:
 			if c.res == rMiss {
+				if addErr != nil {
+					br.err, br.cstate = unavailableOr("take", r.Key, addErr), cDone
+				}
 				continue // it expired or was evicted since the add: again
 			}
 			br.cstate, br.charged, br.count = cDone, true, int64(c.n)

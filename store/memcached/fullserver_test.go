@@ -29,6 +29,14 @@ func TestFullServerWithoutEviction(t *testing.T) {
 	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 1, Period: time.Hour, Burst: 50})
 	out := make([]algo.Decision, 1)
 	prefix := uniqueKey(t, "full")
+	// Window counters made before the server filled up still count, in a
+	// Take of several keys too (whose add of each counter the full server
+	// refuses even when it exists).
+	win := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
+	wreqs := []store.Request{{Key: prefix + "w1", Limit: win, Cost: 1}, {Key: prefix + "w2", Limit: win, Cost: 1}}
+	if _, err := s.Take(c, wreqs, make([]algo.Decision, 2)); err != nil {
+		t.Fatal(err)
+	}
 	var full error
 	for i := 0; i < 200_000 && full == nil; i++ {
 		if _, err := s.Take(c, []store.Request{{Key: fmt.Sprintf("%s-%d", prefix, i), Limit: l, Cost: 1}}, out); err != nil {
@@ -37,6 +45,10 @@ func TestFullServerWithoutEviction(t *testing.T) {
 	}
 	if full == nil {
 		t.Fatal("200 000 new keys on a memcached with -M -m 1: none refused")
+	}
+	wout := make([]algo.Decision, 2)
+	if res, err := s.Take(c, wreqs, wout); err != nil || !res.Allowed || wout[0].Remaining != 98 {
+		t.Errorf("existing window counters on the full server: %+v %+v, %v; want counted", res, wout, err)
 	}
 	if !errors.Is(full, store.ErrUnavailable) || !strings.Contains(full.Error(), "started with -M") || !strings.Contains(full.Error(), "raise its -m") {
 		t.Errorf("a full -M server's refusal: %v; want ErrUnavailable naming -M and -m", full)

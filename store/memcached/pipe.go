@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -183,6 +184,12 @@ func (p *pipePool) run(cmds []*pcmd) error {
 	}
 	p.put(pc)
 	return nil
+}
+
+// isConnErr reports an error of a command's connection rather than the
+// server's refusal of the command itself.
+func isConnErr(err error) bool {
+	return !strings.HasPrefix(err.Error(), "memcache: server error: ")
 }
 
 func appendCmd(b []byte, c *pcmd) []byte {
