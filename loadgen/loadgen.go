@@ -79,10 +79,12 @@ type Config struct {
 	// 16; negative is an error).
 	Concurrency int
 	// Connections is the number of connections the callers share, at
-	// most Concurrency (0: min(Concurrency, 4); negative is an error).
-	// Caller w uses connection w mod Connections: for GRPC one HTTP/2
-	// connection that multiplexes its callers' requests, for the others
-	// one HTTP/1.1 keep-alive connection on which they take turns.
+	// most Concurrency (negative is an error). Caller w uses connection
+	// w mod Connections: for GRPC one HTTP/2 connection that multiplexes
+	// its callers' requests, for the others one HTTP/1.1 keep-alive
+	// connection on which they take turns. 0 is min(Concurrency, 4) for
+	// GRPC, Concurrency for the others (one connection a caller: fewer
+	// would cap the requests in flight below Concurrency).
 	Connections int
 	// Timeout bounds each request (0: 5s; negative is an error).
 	Timeout time.Duration
@@ -212,7 +214,10 @@ func (c *Config) defaults() error {
 		c.Concurrency = 16
 	}
 	if c.Connections == 0 {
-		c.Connections = min(c.Concurrency, 4)
+		c.Connections = c.Concurrency
+		if c.Protocol == GRPC {
+			c.Connections = min(c.Concurrency, 4)
+		}
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second

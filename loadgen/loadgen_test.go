@@ -327,7 +327,8 @@ func connCounter(t *testing.T) (*httptest.Server, *atomic.Int64) {
 }
 
 // TestConnectionsExact: c callers share exactly the connections asked
-// for, over json, v1 and http alike, and the report's two counts agree.
+// for, over json, v1 and http alike, and the report's two counts agree;
+// 0 is one a caller, HTTP/1.1 carrying one request at a time.
 func TestConnectionsExact(t *testing.T) {
 	srv, conns := connCounter(t)
 	for _, p := range []string{loadgen.JSON, loadgen.V1, loadgen.HTTP} {
@@ -340,7 +341,7 @@ func TestConnectionsExact(t *testing.T) {
 			}
 			want := int64(c.conns)
 			if want == 0 {
-				want = 4 // min(16, 4)
+				want = 16 // one a caller: HTTP/1.1 carries one request at a time
 			}
 			if res.Admitted != 300 || res.Errors != 0 || conns.Load() != want || res.Dials != want {
 				t.Errorf("%s -c %d -conns %d: admitted %d errors %d %v; the server saw %d connections, the result says %d opened; want %d",

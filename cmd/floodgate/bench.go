@@ -104,7 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Int64Var(&c.Requests, "n", 0, "stop after this many requests (0: no count bound); without -d the run sends them all, bounded only by a safety time bound of "+benchSafetyBound.String()+" (bench exits 1 if that ends it)")
 	fs.DurationVar(&c.Duration, "d", 0, "stop after this long; the first of -n and -d to be reached ends the run, and the report says which (default: 10s without -n, "+benchSafetyBound.String()+" with it; 0: no time bound)")
 	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers, 1 to 10000")
-	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c (0: min(c, 4)); caller k uses connection k mod -conns: with grpc an HTTP/2 connection carrying its callers' requests at once, with json, v1 and http a keep-alive HTTP/1.1 connection they take turns on")
+	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c; caller k uses connection k mod -conns: with grpc an HTTP/2 connection carrying its callers' requests at once, with json, v1 and http a keep-alive HTTP/1.1 connection they take turns on (0: min(c, 4) for grpc, c for json, v1 and http)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of each request, more than 0")
 	fs.StringVar(&hf.method, "method", "GET", "with -p http: the request method")
 	fs.Var(&hf.headers, "H", "with -p http: a request header as 'Name: value'; repeat for several; {i} in a value is the key index")
@@ -318,12 +318,15 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 		errs = append(errs, errors.New("-n 0 -d 0: set -n, -d or both, a run must be bounded"))
 	}
 	bad(c.Concurrency < 1 || c.Concurrency > loadgen.MaxConcurrency, "-c", c.Concurrency, fmt.Sprintf("must be 1 to %d", loadgen.MaxConcurrency))
-	upTo := "-c"
+	upTo, defaultConns := "-c", "min(c, 4)"
+	if c.Protocol != loadgen.GRPC {
+		defaultConns = "c"
+	}
 	if c.Concurrency >= 1 {
 		upTo = fmt.Sprintf("%d (-c)", c.Concurrency)
 	}
 	bad(c.Connections < 0 || c.Concurrency >= 1 && c.Connections > c.Concurrency, "-conns", c.Connections,
-		"must be 0 (default: min(c, 4)) or 1 to "+upTo)
+		"must be 0 (default: "+defaultConns+") or 1 to "+upTo)
 	bad(c.Timeout <= 0, "-timeout", c.Timeout, "must be > 0")
 	return entries, errors.Join(errs...)
 }

@@ -86,3 +86,22 @@ func TestBenchHelpExamplesMatchExampleConfig(t *testing.T) {
 		}
 	}
 }
+
+// -conns' default depends on the protocol, and its error says the one
+// that applies.
+func TestBenchConnsDefaultNamed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-conns", "-2"}, "floodgate bench: -conns -2: must be 0 (default: min(c, 4)) or 1 to 16 (-c)\n"},
+		{[]string{"-p", "json", "-conns", "-2"}, "floodgate bench: -conns -2: must be 0 (default: c) or 1 to 16 (-c)\n"},
+		{[]string{"-p", "http", "-c", "2", "-conns", "3"}, "floodgate bench: -conns 3: must be 0 (default: c) or 1 to 2 (-c)\n"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append([]string{"bench", "-q", "-n", "1", "-addr", "127.0.0.1:9"}, c.args...), &out, &errb)
+		if code != 2 || errb.String() != c.want {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
