@@ -76,7 +76,7 @@ func TestMemoryStoreMetrics(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"floodgate_memory_keys ", "floodgate_memory_max_keys 0", "floodgate_memory_evictions_total 0", "floodgate_memory_expired_total "} {
+	for _, want := range []string{"floodgate_memory_keys ", "floodgate_memory_max_keys ", "floodgate_memory_evictions_total 0", "floodgate_memory_expired_total "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
