@@ -77,7 +77,7 @@ func TestBenchHTTPThroughGateway(t *testing.T) {
 	defer up.Close()
 	p := start(t, articleGateway, "--upstream", up.URL, "--reload-interval", "0")
 
-	code, out, errb := bench(t, "-p", "http", "-addr", "http://"+p.http+"/article", "-n", "1200", "-c", "50", "-conns", "50", "-d", "2m")
+	code, out, errb := bench(t, "-p", "http", "-addr", "http://"+p.http+"/article", "-n", "1200", "-c", "50", "-conns", "50", "-d", "2m", "-progress", "always")
 	admitted, rejected, errs, conns := reportCount(out, "admitted"), reportCount(out, "rejected"), reportCount(out, "errors"), reportCount(out, "connections")
 	if code != 0 || admitted != 1000 || rejected != 200 || errs != 0 || reached.Load() != 1000 {
 		t.Fatalf("exit %d, admitted %d rejected %d errors %d, upstream reached %d; want exit 0, exactly 1000, 200, 0 and 1000\n%s%s",
