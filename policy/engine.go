@@ -1382,7 +1382,10 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 	resp.Strategy, resp.Fallback, resp.Delay = strategyOf(refusing, maxRetry)
 	if resp.Strategy == StrategyWait && waitItem != nil {
 		resp.waitKey, resp.waitRule = waitItem.key, waitItem.rule
-		resp.waitEach, resp.waitLim = unitInterval(waitItem.lim), waitItem.lim
+		resp.waitLim = waitItem.lim
+		if waitItem.lim != nil {
+			resp.waitAdm = waitItem.lim.AdmissionDelay(waitItem.cost)
+		}
 	}
 }
 
@@ -1468,22 +1471,6 @@ func quotaUnit(l *algo.Limit) string {
 		return ConcurrentRequests
 	}
 	return ""
-}
-
-// unitInterval is the least time l takes to give back the one unit any
-// waiting request needs: a bucket's refill of one unit (rounded down), or
-// 0 for the algorithms whose capacity comes back in bulk (windows) or is
-// not a refill (Smooth, concurrency), where no such bound helps.
-func unitInterval(l *algo.Limit) time.Duration {
-	if l == nil {
-		return 0
-	}
-	switch l.Algorithm() {
-	case algo.TokenBucket, algo.GCRA, algo.Shaper:
-		p := l.Params()
-		return p.Period / time.Duration(p.Limit)
-	}
-	return 0
 }
 
 // strategyOf picks the response's strategy from the refusing rules: reject

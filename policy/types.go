@@ -242,11 +242,14 @@ type Response struct {
 	// on (the refusing wait rule's key with the longest retry).
 	waitKey  string
 	waitRule *Rule
-	// waitEach is what each waiter ahead adds to a wait on waitKey at
-	// least (see queue.Queue.WaitFrom); 0 when unknown.
-	waitEach time.Duration
-	// waitLim is the limit of waitKey, from which a request the queue
-	// turned away estimates its retry (queueRetry).
+	// waitAdm is the Delay an admission by waitLim carries once the
+	// request's retry has come (algo.Limit.AdmissionDelay: a shaper's
+	// queue, a smooth limiter's max_wait), which DecideWait holds the
+	// request for after the queue.
+	waitAdm time.Duration
+	// waitLim is the limit of waitKey, from which DecideWait projects a
+	// waiter's turn, and a request the queue turned away estimates its
+	// retry (internal/queueretry.After).
 	waitLim *algo.Limit
 }
 

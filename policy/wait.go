@@ -119,8 +119,23 @@ func (e *Engine) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
 // or unable to serve it by its deadline) is told to retry when the waiters
 // ahead of it have been served or have left, not when the limit's next
 // unit is back, which they would take: its refusing limits' RetryAfter,
-// and so its Retry-After, is raised to that estimate (queueRetry: a unit's
-// refill or a window per waiter ahead, a hand-off each).
+// and so its Retry-After, is raised to that estimate
+// (internal/queueretry.After: a unit's refill per waiter ahead for the
+// buckets and the smooth algorithms' stable rate, a window's quota as
+// each window opens for the windows and logs, a hand-off each).
+//
+// A request is refused on arrival, rather than held until its deadline,
+// when that estimate reaches max_wait or ctx's deadline (the estimate plus
+// the Delay its admission would carry, for a shaper or a smooth limit):
+// the waiters ahead of it are those of its priority class or a higher one
+// (all of them with queue_order fifo); later arrivals of a higher class
+// can still push it back. The estimate is exact for fixed_window, the
+// buckets (token_bucket, gcra, shaper) and smooth_bursty (which stores no
+// permits while it refuses); for sliding_log
+// and sliding_window, whose units come back as the requests that took
+// them age out of the window rather than all at its start, and for a
+// smooth_warmup key still warming up (colder, slower), it can be short,
+// and the waiter it lets in may then reach its deadline in the queue.
 //
 // Cancelling ctx removes the waiter and returns ctx's error, never with
 // Code OK: a request admitted with a Delay whose ctx ends during the hold
@@ -154,11 +169,29 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 		prio = len(d.Priorities) - d.priorityRank(resp.Priority)
 	}
 	// The request cannot pass before its retry (resp.Delay), nor before
-	// the waiters ahead of it took a unit each, each hand-off costing a
-	// trip to the store like the Decide above: one that would outlive its
-	// max_wait even so is refused now rather than held until then.
+	// the waiters ahead of it (those of its priority class or a higher
+	// one) took their units — a unit's refill each for the buckets and
+	// the smooth algorithms' stable rate, a window's quota as each window
+	// opens for the windows and logs, and only until the last of them
+	// must leave — each hand-off costing a trip to the store like the
+	// Decide above (queueretry.After, the estimate a request the queue
+	// turns away is told). One that would outlive its max_wait even so is
+	// refused now rather than held until then, as is one whose caller's
+	// deadline would pass during the Delay its admission then carries (a
+	// shaper's queue, a smooth limiter's max_wait), which it is held for.
 	wq.q.Observe(decided)
-	err = wq.q.WaitFrom(context.WithValue(ctx, slotKey{}, slot), prio, resp.Delay, resp.waitEach)
+	lim, retry, adm := resp.waitLim, resp.Delay, resp.waitAdm
+	deadline, hasDeadline := ctx.Deadline()
+	before := time.Now()
+	err = wq.q.WaitProjected(context.WithValue(ctx, slotKey{}, slot), prio, func(ahead int, last time.Time, handoff time.Duration) time.Duration {
+		turn := queueretry.After(lim, retry, ahead, queueretry.Left(last), handoff)
+		if hasDeadline && adm > 0 && turn >= time.Until(deadline)-adm {
+			// Admitted in time, but held past the deadline: as late.
+			// The queue measures from its own start, after before.
+			return max(turn+min(adm, algo.Never-1-turn), deadline.Sub(before))
+		}
+		return turn
+	})
 	if slot.set {
 		resp = slot.resp
 	}
