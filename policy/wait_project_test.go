@@ -57,7 +57,8 @@ func TestDecideWaitProjectsWindowsAndSmooth(t *testing.T) {
 					ctx, cancel := context.WithCancel(context.Background())
 					var wg sync.WaitGroup
 					defer wg.Wait()
-					defer cancel() // on a failure, the waiters leave before the bubble ends
+					// On a failure, the waiters leave before the bubble ends.
+					defer cancel()
 					time.Sleep(time.Until(time.Now().Truncate(time.Minute).Add(time.Minute))) // start of a window
 					r := req("w", ent(tc.key, "x"))
 					for i := 0; ; i++ {
