@@ -663,7 +663,11 @@ func (b *batch) rollback() ([]int, error) {
 		if round == 0 {
 			for i, c := range rcmd {
 				if c != nil && c.err != nil {
-					errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", b.reqs[i].Key, c.err))
+					// The decr's own error is the connection's or the
+					// server's words: wrap it as the charge's errors are,
+					// so that the failure policy and the breaker see an
+					// unavailable store.
+					errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", b.reqs[i].Key, unavailable("decr", b.reqs[i].Key, c.err)))
 					failed = append(failed, i)
 				}
 			}
