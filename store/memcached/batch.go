@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -26,6 +27,13 @@ import (
 // reach the server in order on one connection, and the requests of a
 // compare-and-swap key are folded over the item read, which is then
 // written once.
+//
+// Each server's requests go through their steps on their own, the servers
+// concurrently, and each server's loop holds the local locks of its own
+// compare-and-swap keys only: a server that stalls until the timeout holds
+// up its own keys, not those of the Take on the other servers, which other
+// callers of the store can decide meanwhile. A refusal or a failure on
+// one server stops the others' loops at their next step.
 
 // Kinds of request in a batch.
 const (
@@ -107,6 +115,11 @@ type batch struct {
 	now    int64
 	rs     []breq
 	groups []bgroup
+	// servers lists the servers the requests are on, in order.
+	servers []int
+	// stop is set once a request is refused or failed on some server:
+	// the other servers' loops charge nothing more.
+	stop atomic.Bool
 }
 
 // takeBatch is Take for several requests.
@@ -114,7 +127,6 @@ func (s *Store) takeBatch(ctx context.Context, reqs []store.Request, out []algo.
 	res := store.Result{At: now}
 	b := &batch{s: s, reqs: reqs, now: now, rs: make([]breq, len(reqs))}
 	b.prepare()
-	defer b.lock()()
 	failed, err := b.charge(ctx)
 	refused := -1
 	for i := range b.rs {
@@ -200,19 +212,28 @@ func (b *batch) prepare() {
 			b.groups[g].members = append(b.groups[g].members, i)
 			br.grp, br.srv = g, b.groups[g].srv
 		}
+		if !slices.Contains(b.servers, br.srv) {
+			b.servers = append(b.servers, br.srv)
+		}
 	}
+	slices.Sort(b.servers)
 }
 
-// lock takes the local locks of the compare-and-swap keys, in order so
-// that two batches cannot deadlock (a single-key update holds one lock and
-// takes no other), and returns their unlock.
-func (b *batch) lock() func() {
-	if len(b.groups) == 0 {
-		return func() {}
-	}
-	idx := make([]int, len(b.groups))
+// lock takes the local locks of the compare-and-swap keys on server srv,
+// in order so that two batches cannot deadlock (a single-key update holds
+// one lock and takes no other, and a server's loop waits for nothing else
+// while it holds them), and returns their unlock. The keys of one server
+// only: a loop holding them waits for that server alone, so that a
+// stalled server does not keep another server's keys from other callers.
+func (b *batch) lock(srv int) func() {
+	var idx []int
 	for i := range b.groups {
-		idx[i] = b.s.lockIndex(b.groups[i].key)
+		if b.groups[i].srv == srv {
+			idx = append(idx, b.s.lockIndex(b.groups[i].key))
+		}
+	}
+	if len(idx) == 0 {
+		return func() {}
 	}
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
@@ -251,27 +272,58 @@ func (s *Store) step(cmds []*pcmd) {
 	wg.Wait()
 }
 
-// stopped reports whether the batch must charge nothing more: a request
-// refused or failed.
-func (b *batch) stopped() bool {
+// stopped reports whether the batch must charge nothing more on server
+// srv: a request refused or failed, on srv or (as another server's loop
+// reported) elsewhere. It reads the requests of srv only: those of the
+// other servers belong to their loops.
+func (b *batch) stopped(srv int) bool {
+	if b.stop.Load() {
+		return true
+	}
 	for i := range b.rs {
-		if b.rs[i].err != nil || b.rs[i].decided && !b.rs[i].d.Allowed {
+		if br := &b.rs[i]; br.srv == srv && (br.err != nil || br.decided && !br.d.Allowed) {
+			b.stop.Store(true)
 			return true
 		}
 	}
 	for i := range b.groups {
-		if b.groups[i].err != nil {
+		if g := &b.groups[i]; g.srv == srv && g.err != nil {
+			b.stop.Store(true)
 			return true
 		}
 	}
 	return false
 }
 
+// perServer runs f for each server of the batch, concurrently, each
+// holding the local locks of its server's compare-and-swap keys, and
+// returns f's errors by server.
+func (b *batch) perServer(f func(srv int) error) []error {
+	errs := make([]error, len(b.servers))
+	var wg sync.WaitGroup
+	for k, srv := range b.servers {
+		run := func() {
+			unlock := b.lock(srv)
+			defer unlock()
+			errs[k] = f(srv)
+		}
+		if k == len(b.servers)-1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
 // charge runs the charging steps until every request is decided, one
-// refuses (the others then stop where they are) or one fails. It returns
-// the failure, with the requests whose server failed.
+// refuses (the others then stop where they are) or one fails. Each
+// server's requests go through their steps on their own (chargeServer),
+// the servers concurrently: a server waits for no other, so that the
+// local locks of its keys are held for its own round trips only. It
+// returns the failure, with the requests whose server failed.
 func (b *batch) charge(ctx context.Context) ([]int, error) {
-	s := b.s
 	for i := range b.rs {
 		switch b.rs[i].kind {
 		case bFixed, bSliding:
@@ -281,6 +333,33 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 	for i := range b.groups {
 		b.groups[i].state = gRead
 	}
+	for _, err := range b.perServer(func(srv int) error { return b.chargeServer(ctx, srv) }) {
+		if err != nil {
+			// The deadline passed between steps: no server to blame.
+			return nil, err
+		}
+	}
+	var failed []int
+	var errs []error
+	for i := range b.rs {
+		if err := b.rs[i].err; err != nil {
+			failed = append(failed, i)
+			errs = append(errs, err)
+		}
+	}
+	for gi := range b.groups {
+		if g := &b.groups[gi]; g.err != nil {
+			failed = append(failed, g.members[0])
+			errs = append(errs, g.err)
+		}
+	}
+	return failed, errors.Join(errs...)
+}
+
+// chargeServer runs the charging steps of the requests on server srv. It
+// returns ctx's error when the deadline passed between two steps.
+func (b *batch) chargeServer(ctx context.Context, srv int) error {
+	s := b.s
 	var (
 		cmds []*pcmd
 		rcmd = make([][]*pcmd, len(b.rs))
@@ -288,14 +367,16 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 	)
 	for round := 0; ; round++ {
 		if err := ctx.Err(); err != nil {
-			// The deadline passed between steps: no server to blame.
-			return nil, err
+			return err
 		}
-		stop := round > 0 && b.stopped()
+		stop := round > 0 && b.stopped(srv)
 		cmds = cmds[:0]
 		backoff := -1
 		for i := range b.rs {
 			r, br := &b.reqs[i], &b.rs[i]
+			if br.srv != srv {
+				continue
+			}
 			rcmd[i] = rcmd[i][:0]
 			if stop && br.cstate != cDone {
 				br.cstate = cSkipped
@@ -322,6 +403,9 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 		for gi := range b.groups {
 			g := &b.groups[gi]
 			gcmd[gi] = nil
+			if g.srv != srv {
+				continue
+			}
 			if stop && g.state != gDone {
 				g.state = gDone
 			}
@@ -341,34 +425,25 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 		}
 		if backoff >= 0 {
 			if err := s.backoff(ctx, backoff); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		s.step(cmds)
 		for i := range b.rs {
-			b.counterReply(i, rcmd[i])
+			if b.rs[i].srv == srv {
+				b.counterReply(i, rcmd[i])
+			}
 		}
 		for gi := range b.groups {
 			if gcmd[gi] != nil {
 				b.groupReply(&b.groups[gi], gcmd[gi])
 			}
 		}
+		// A refusal or a failure here stops the other servers' loops at
+		// their next step (stopped sets b.stop).
+		b.stopped(srv)
 	}
-	var failed []int
-	var errs []error
-	for i := range b.rs {
-		if err := b.rs[i].err; err != nil {
-			failed = append(failed, i)
-			errs = append(errs, err)
-		}
-	}
-	for gi := range b.groups {
-		if g := &b.groups[gi]; g.err != nil {
-			failed = append(failed, g.members[0])
-			errs = append(errs, g.err)
-		}
-	}
-	return failed, errors.Join(errs...)
+	return nil
 }
 
 // reads lists the counters a window request reads while charging: a
@@ -566,7 +641,7 @@ func (b *batch) groupReply(g *bgroup, c *pcmd) {
 			break // the Take is refused: nothing is written
 		}
 	}
-	if g.mode == noWrite || b.stopped() {
+	if g.mode == noWrite || b.stopped(g.srv) {
 		b.s.stats.casOps.Add(1)
 		g.state = gDone
 		return
@@ -612,15 +687,28 @@ func (s *Store) fold(cur []byte, exists bool, key string, l *algo.Limit, now int
 // removed). It retries harder than a decision does: a failed roll-back
 // leaves units charged for a refused request (under-admission, never
 // over-admission) and is reported as an error, with the requests whose
-// roll-back failed.
+// roll-back failed. Each server's keys are rolled back on their own, the
+// servers concurrently, as they are charged.
 func (b *batch) rollback() ([]int, error) {
+	failed := make([][]int, len(b.servers))
+	errs := b.perServer(func(srv int) error {
+		k := slices.Index(b.servers, srv)
+		var err error
+		failed[k], err = b.rollbackServer(srv)
+		return err
+	})
+	return slices.Concat(failed...), errors.Join(errs...)
+}
+
+// rollbackServer rolls back what the charge did on server srv.
+func (b *batch) rollbackServer(srv int) ([]int, error) {
 	s := b.s
 	ctx := context.Background()
 	retries := 4*s.cfg.retries + 4
 	var cmds []*pcmd
 	rcmd := make([]*pcmd, len(b.rs))
 	for i := range b.rs {
-		if br := &b.rs[i]; br.charged {
+		if br := &b.rs[i]; br.srv == srv && br.charged {
 			s.stats.rollbacks.Add(1)
 			rcmd[i] = &pcmd{verb: cmdDecr, srv: br.srv, key: br.keys[0], delta: uint64(b.reqs[i].Cost)}
 			cmds = append(cmds, rcmd[i])
@@ -628,7 +716,7 @@ func (b *batch) rollback() ([]int, error) {
 	}
 	var undo []*bgroup
 	for gi := range b.groups {
-		if g := &b.groups[gi]; g.wrote {
+		if g := &b.groups[gi]; g.srv == srv && g.wrote {
 			s.stats.rollbacks.Add(1)
 			g.state, g.attempts, g.err = gRead, 0, nil
 			undo = append(undo, g)
