@@ -63,7 +63,11 @@
 // much. Such a refusal is reported on the request that met it, which keeps
 // its refused decision in out even if, looked at again after the roll-back,
 // it would pass. A roll-back that fails (the server is gone) is returned as an
-// error: the units stay charged until they expire.
+// error: the units stay charged until they expire. So may the keys of a
+// step whose connection failed part way (a timeout, a server closing it):
+// the commands sent after the last reply read may or may not have run, so
+// they are neither counted as charged nor given back, and the Take fails.
+// That is at most the keys of one server's step, never an over-admission.
 //
 // A Take of several keys costs a few round trips per server whatever the
 // number of keys: its commands are pipelined, each step's commands for a
