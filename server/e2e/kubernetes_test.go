@@ -52,8 +52,13 @@ func TestShutdownDelay(t *testing.T) {
 	if _, err := rls2.ShouldRateLimit(ctx, request(domain, "k", "new-conn")); err != nil {
 		t.Errorf("gRPC on a new connection during the delay: %v", err)
 	}
-	if code, _, err := get("http://" + p.http + "/healthcheck"); code != 200 {
-		t.Errorf("--http during the delay: %d %v", code, err)
+	// --http still decides; its /healthcheck, a readiness probe too, says
+	// shutting down, as /readyz does.
+	if code, _, got := post(t, "http://"+p.http+"/json", `{"domain":"`+domain+`","descriptors":[{"entries":[{"key":"client","value":"during-json"}]}]}`); code != 200 {
+		t.Errorf("--http /json during the delay: %d %s, want 200", code, got)
+	}
+	if code, body, err := get("http://" + p.http + "/healthcheck"); code != 503 || !strings.Contains(body, "shutting down") {
+		t.Errorf("--http /healthcheck during the delay: %d %s %v, want 503 shutting down", code, body, err)
 	}
 	if code, _, err := get("http://" + p.admin + "/healthz"); code != 200 {
 		t.Errorf("/healthz during the delay: %d %v, want 200 (the process is alive)", code, err)
