@@ -15,6 +15,10 @@
 //	near_limit_total{domain,rule}          admitted decisions that left less than
 //	                                       20% of the limit (envoyproxy/ratelimit's
 //	                                       near_limit at its default 0.8 ratio)
+//	priority_unknown_total{domain}         decided requests whose priority class the
+//	                                       domain does not declare (decided in its
+//	                                       default class: a client's typo, or classes
+//	                                       renamed; policy.Response.PriorityUnknown)
 //	requests_total{transport,code}         requests per transport (grpc, json, v1, v1-peek, v1-release, v1-renew)
 //	                                       and overall code (OK, OVER_LIMIT, error)
 //	request_duration_seconds{transport}    time to answer a request; buckets from
@@ -47,8 +51,9 @@
 // first event: config_reloads_total's results, gateway_upstream_errors_total's
 // reasons (GatewayUpstreamErrors), store_errors_total of every operation and
 // store_fallbacks_total under the configured policy (StoreSeries), and, once
-// the configuration is known, near_limit_total of each rule with a limit
-// and shadow_decisions_total of each shadow rule.
+// the configuration is known, near_limit_total of each rule with a limit,
+// shadow_decisions_total of each shadow rule and priority_unknown_total of
+// each domain that declares priority classes.
 //
 // The domain and rule labels come from the configuration. Once the
 // Metrics knows it (SetConfigSource; server.New sets Engine.Config), every
@@ -69,7 +74,8 @@
 //
 // A reload deletes the series of what it removed, once the Metrics knows
 // the configuration: every series of a removed domain (its rules', its
-// "_request_limit" and "_other" ones, its no_rule decisions), every series
+// "_request_limit" and "_other" ones, its no_rule decisions, its
+// priority_unknown_total), every series
 // of a removed rule (decisions_total, shadow_decisions_total,
 // near_limit_total, adaptive_rate_factor), and the adaptive_rate_factor of
 // a rule that lost its adaptive block. It happens at ConfigReloaded(true),

@@ -84,6 +84,8 @@ type Metrics struct {
 	// upstreamErrs is gateway_upstream_errors_total, fed by
 	// GatewayUpstreamErrors.
 	upstreamErrs *prometheus.CounterVec
+	// prioUnknown is priority_unknown_total{domain}, fed by Decided.
+	prioUnknown *prometheus.CounterVec
 
 	// config returns the configuration in force (SetConfigSource); nil
 	// until set. names is the set of its rule names, remade when config
@@ -117,6 +119,9 @@ type Metrics struct {
 	// noRule caches decisions_total{outcome="no_rule"} by domain, within
 	// MaxSeries domains ("_other" past them).
 	noRule sync.Map // string → prometheus.Counter
+	// prioUnknownC caches priority_unknown_total by domain, within the
+	// same MaxSeries domains as noRule ("_other" past them).
+	prioUnknownC sync.Map // string → prometheus.Counter
 	// reqs and reqLat cache the children of requests_total by (transport,
 	// code) and of request_duration_seconds by transport.
 	reqs   sync.Map // [2]string → prometheus.Counter
@@ -140,6 +145,8 @@ func New() *Metrics {
 	m.decisions = f("decisions_total", "Descriptor decisions by domain, rule and outcome.", "domain", "rule", "outcome")
 	m.shadow = f("shadow_decisions_total", "Refusals of shadow-mode rules that were not enforced.", "domain", "rule")
 	m.nearLimit = f("near_limit_total", "Admitted decisions that left less than 20% of the limit.", "domain", "rule")
+	m.prioUnknown = f("priority_unknown_total",
+		"Decided requests whose priority class named none the domain declares, decided in its default class.", "domain")
 	m.requests = f("requests_total", "Requests by transport and overall code.", "transport", "code")
 	m.storeErrs = f("store_errors_total", "Store calls that failed, by operation.", "op")
 	m.fallbacks = f("store_fallbacks_total", "Decisions made by the failure policy instead of the store.", "op", "policy")
@@ -291,7 +298,13 @@ func (m *Metrics) label(domain, rule string) string {
 // descriptor that passed (see countShadow); a descriptor an enforced limit
 // refused counts no shadow refusal: its shadow limits were only looked at,
 // and enforcing them would have blocked nothing more.
+// priority_unknown_total counts, once per request, a response whose
+// request named a priority class its domain does not declare
+// (policy.Response.PriorityUnknown).
 func (m *Metrics) Decided(domain string, resp *policy.Response) {
+	if resp.PriorityUnknown {
+		m.priorityUnknownCounter(domain).Inc()
+	}
 	for i := range resp.Statuses {
 		s := &resp.Statuses[i]
 		if !s.Matched {
@@ -499,12 +512,19 @@ func (m *Metrics) ruleNames() *ruleNames {
 // zeroRuleSeries makes the per-rule counters of cfg's rules that can count
 // at 0, before their first event, so that increase() and rate() see it:
 // near_limit_total of every rule with a limit (neither unlimited nor
-// requests_per_unit: 0) and shadow_decisions_total of every shadow rule.
-// decisions_total's series appear with their first decision. Bounded by
-// the configuration; a reload that removes a rule deletes them (prune).
+// requests_per_unit: 0) and shadow_decisions_total of every shadow rule;
+// and priority_unknown_total of every domain that declares priority
+// classes. decisions_total's series appear with their first decision.
+// Bounded by the configuration; a reload that removes a rule or a domain
+// deletes them (prune).
 func (m *Metrics) zeroRuleSeries(cfg *policy.Config) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, d := range cfg.Domains() {
+		if len(d.Priorities) > 0 {
+			m.prioUnknown.WithLabelValues(d.Name)
+		}
+	}
 	for _, r := range cfg.Rules() {
 		if r.Unlimited || r.Deny {
 			continue
@@ -546,7 +566,9 @@ func (m *Metrics) prune(next *ruleNames) {
 		m.requested.Delete(d)
 		m.others.Delete(d)
 		m.noRule.Delete(d)
+		m.prioUnknownC.Delete(d)
 		m.deleteSeries(prometheus.Labels{"domain": d})
+		m.prioUnknown.DeleteLabelValues(d)
 		for k := range m.series {
 			if k[0] == d {
 				delete(m.series, k)
@@ -663,6 +685,36 @@ func (m *Metrics) noRuleCounter(domain string) prometheus.Counter {
 	}
 	c := m.decisions.WithLabelValues(domain, "", OutcomeNoRule)
 	m.noRule.Store(domain, c)
+	return c
+}
+
+// priorityUnknownCounter returns priority_unknown_total of domain. Only a
+// domain that declares priority classes has such requests: a domain of the
+// configuration in force is labelled as itself; any other (a Metrics that
+// does not know the configuration) takes a pair of the first-come budget
+// (noRuleCounter's), and past MaxSeries counts under domain "_other" and
+// is not kept.
+func (m *Metrics) priorityUnknownCounter(domain string) prometheus.Counter {
+	if c, ok := m.prioUnknownC.Load(domain); ok {
+		return c.(prometheus.Counter)
+	}
+	configured := false
+	if names := m.ruleNames(); names != nil {
+		_, configured = names.domains[domain]
+	}
+	if !configured && m.label(domain, "") == otherLabel {
+		domain = otherLabel
+		if c, ok := m.prioUnknownC.Load(domain); ok {
+			return c.(prometheus.Counter)
+		}
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.removedLocked(domain, nil) {
+		return discard
+	}
+	c := m.prioUnknown.WithLabelValues(domain)
+	m.prioUnknownC.Store(domain, c)
 	return c
 }
 

@@ -323,7 +323,12 @@ type V1Response struct {
 	// degrade, shadow); Fallback the degrade fallback's name.
 	Strategy string `json:"strategy,omitempty"`
 	Fallback string `json:"fallback,omitempty"`
-	Priority string `json:"priority,omitempty"`
+	// Priority is the class the request was decided in; PriorityUnknown
+	// is set when the request's priority named none the domain declares,
+	// so that it was decided in the default class (a typo, or classes
+	// renamed in the configuration).
+	Priority        string `json:"priority,omitempty"`
+	PriorityUnknown bool   `json:"priority_unknown,omitempty"`
 	// WaitedMS is how long a "wait": true request was held.
 	WaitedMS int64 `json:"waited_ms,omitempty"`
 	// StoreFallback is set when the store did not answer (down or too
@@ -426,7 +431,7 @@ func (v V1Request) toPolicy() (policy.Request, error) {
 
 func (s *Server) v1Response(resp *policy.Response) V1Response {
 	out := V1Response{Code: resp.Code.String(), Allowed: resp.Code == policy.CodeOK, Statuses: make([]V1Status, len(resp.Statuses)),
-		DelayMS: ms(resp.Delay), Priority: resp.Priority, WaitedMS: ms(resp.Waited), StoreFallback: resp.StoreFallback}
+		DelayMS: ms(resp.Delay), Priority: resp.Priority, PriorityUnknown: resp.PriorityUnknown, WaitedMS: ms(resp.Waited), StoreFallback: resp.StoreFallback}
 	if resp.Code != policy.CodeOK || resp.Strategy == policy.StrategyShadow {
 		out.Strategy, out.Fallback = resp.Strategy, resp.Fallback
 	}
