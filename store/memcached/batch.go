@@ -409,14 +409,7 @@ func (b *batch) chargeServer(ctx context.Context, srv int) error {
 			if stop && g.state != gDone {
 				g.state = gDone
 			}
-			switch g.state {
-			case gRead:
-				gcmd[gi] = &pcmd{verb: cmdGets, srv: g.srv, key: g.mkey}
-				backoff = max(backoff, g.attempts-1)
-			case gWrite:
-				gcmd[gi] = b.writeCmd(g)
-			}
-			if gcmd[gi] != nil {
+			if gcmd[gi] = b.nextCmd(g, &backoff); gcmd[gi] != nil {
 				cmds = append(cmds, gcmd[gi])
 			}
 		}
@@ -531,6 +524,20 @@ func (b *batch) windowState(br *breq, counts []int64) *algo.State {
 	}
 	st := slidingState(br.n, b.now, br.sub, counts)
 	return &st
+}
+
+// nextCmd is the command g's state asks for next — a gets to (re)read its
+// item, the write of g.next, or nil when g is done — raising *backoff to
+// the retry count of a re-read, which waits before it is sent.
+func (b *batch) nextCmd(g *bgroup, backoff *int) *pcmd {
+	switch g.state {
+	case gRead:
+		*backoff = max(*backoff, g.attempts-1)
+		return &pcmd{verb: cmdGets, srv: g.srv, key: g.mkey}
+	case gWrite:
+		return b.writeCmd(g)
+	}
+	return nil
 }
 
 // writeCmd is the command writing g.next: cas over what was read, or add
@@ -729,14 +736,7 @@ func (b *batch) rollbackServer(srv int) ([]int, error) {
 		backoff := -1
 		for k, g := range undo {
 			gcmd[k] = nil
-			switch g.state {
-			case gRead:
-				gcmd[k] = &pcmd{verb: cmdGets, srv: g.srv, key: g.mkey}
-				backoff = max(backoff, g.attempts-1)
-			case gWrite:
-				gcmd[k] = b.writeCmd(g)
-			}
-			if gcmd[k] != nil {
+			if gcmd[k] = b.nextCmd(g, &backoff); gcmd[k] != nil {
 				cmds = append(cmds, gcmd[k])
 			}
 		}
