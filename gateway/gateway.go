@@ -46,6 +46,7 @@ type options struct {
 	client       time.Duration
 	clientSet    bool
 	upstreamErrs func(reason string)
+	responses    func(route string, status int, upstream bool)
 }
 
 // DefaultUpstreamTimeout is WithUpstreamTimeout's default, nginx's
@@ -699,12 +700,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var cw *clientWriter
 	var rc *http.ResponseController
-	if g.o.client > 0 {
+	if g.o.client > 0 || g.o.responses != nil {
 		cw = &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
-		// A deadline left by an earlier request of the connection must
-		// not cut this one's first write.
-		_ = cw.rc.SetWriteDeadline(time.Time{})
+		if cw.d > 0 {
+			// A deadline left by an earlier request of the connection
+			// must not cut this one's first write.
+			_ = cw.rc.SetWriteDeadline(time.Time{})
+		}
 		w, rc = cw, cw.rc
+	}
+	if g.o.responses != nil {
+		defer func() {
+			name := ""
+			if rt != nil {
+				name = rt.name
+			}
+			g.o.responses(name, cw.statusCode(), st.header.Load())
+		}()
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody
 	if hasBody {
@@ -720,7 +732,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(r.Context())
 		r.Body = &clientBody{ReadCloser: r.Body, rc: rc, d: g.o.client, st: st} // as http.MaxBytesReader is used
 	}
-	if hasBody || cw != nil {
+	if hasBody || cw != nil && cw.d > 0 {
 		defer func() {
 			// Any other body left unread (a refused request, an upstream
 			// that timed out before reading it) is read by net/http, up
@@ -736,7 +748,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				end = end.Add(cmp.Or(max(g.o.client, 0), unreadBodyTimeout))
 				_ = rc.SetReadDeadline(end)
 			}
-			if cw != nil {
+			if cw != nil && cw.d > 0 {
 				// The last write, which the server makes after the
 				// handler and that read, gets a fresh deadline.
 				_ = rc.SetWriteDeadline(end.Add(g.o.client))
@@ -844,9 +856,25 @@ type clientWriter struct {
 	g      *Gateway
 	req    *http.Request
 	logged atomic.Bool
+	status int // the response's status, once written (101 for an upgrade)
 }
 
-func (w *clientWriter) deadline() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+// deadline bounds the next write by the client timeout, when there is one
+// (d is 0 when the writer only records the status, for WithResponses).
+func (w *clientWriter) deadline() {
+	if w.d > 0 {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	}
+}
+
+// statusCode is the status the client was sent: the one written, 200 when
+// the handler wrote none (net/http's), or 101 for an upgrade.
+func (w *clientWriter) statusCode() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
 
 // stalled logs, once, a write that failed on the deadline.
 func (w *clientWriter) stalled(err error) {
@@ -856,11 +884,17 @@ func (w *clientWriter) stalled(err error) {
 }
 
 func (w *clientWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
 	w.deadline() // a 1xx goes out at once
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *clientWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
 	w.deadline()
 	n, err := w.ResponseWriter.Write(p)
 	w.stalled(err)
@@ -884,6 +918,12 @@ func (w *clientWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := w.rc.Hijack()
 	if err != nil {
 		return nil, nil, err
+	}
+	if w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	if w.d <= 0 {
+		return conn, brw, nil
 	}
 	_ = conn.SetDeadline(time.Now().Add(w.d)) // for the 101, written through brw
 	_ = conn.SetReadDeadline(time.Time{})

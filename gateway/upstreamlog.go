@@ -57,6 +57,17 @@ func WithUpstreamErrors(fn func(reason string)) Option {
 	return func(o *options) { o.upstreamErrs = fn }
 }
 
+// WithResponses receives, once per request when the gateway is done with
+// it, the name of the route it matched ("" for none), the status the client
+// was sent (101 for a protocol upgrade) and whether the upstream answered
+// it (false: the gateway did — a refusal, a 400 for an ambiguous or bad
+// request, a 502 or 504 for an upstream failure, ...). Default: none.
+// metrics.Metrics.GatewayResponses returns one for
+// floodgate_gateway_responses_total.
+func WithResponses(fn func(route string, status int, upstream bool)) Option {
+	return func(o *options) { o.responses = fn }
+}
+
 // upstreamLog rate-limits the error log's lines about upstream failures,
 // by cause, as server.StoreLog does the store's.
 type upstreamLog struct {

@@ -46,10 +46,13 @@
 //	adaptive_rate_factor{domain,rule}      factor an adaptive controller applies
 //	gateway_upstream_errors_total{reason}  gateway mode's upstream failures: connect,
 //	                                       timeout, reset, other (GatewayUpstreamErrors)
+//	gateway_responses_total{code,by}       gateway mode's responses by status and by
+//	                                       upstream or floodgate (GatewayResponses)
 //
 // Series an alert takes increase() or rate() of are there at 0 before their
 // first event: config_reloads_total's results, gateway_upstream_errors_total's
-// reasons (GatewayUpstreamErrors), store_errors_total of every operation and
+// reasons (GatewayUpstreamErrors), gateway_responses_total of the statuses
+// the gateway answers itself (GatewayResponses), store_errors_total of every operation and
 // store_fallbacks_total under the configured policy (StoreSeries), and, once
 // the configuration is known, near_limit_total of each rule with a limit,
 // shadow_decisions_total of each shadow rule and priority_unknown_total of

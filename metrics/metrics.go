@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,9 @@ type Metrics struct {
 	// upstreamErrs is gateway_upstream_errors_total, fed by
 	// GatewayUpstreamErrors.
 	upstreamErrs *prometheus.CounterVec
+	// gwResponses is gateway_responses_total{code,by}, fed by
+	// GatewayResponses.
+	gwResponses *prometheus.CounterVec
 	// prioUnknown is priority_unknown_total{domain}, fed by Decided.
 	prioUnknown *prometheus.CounterVec
 
@@ -153,6 +157,8 @@ func New() *Metrics {
 	m.reloads = f("config_reloads_total", "Configuration reloads by result.", "result")
 	m.upstreamErrs = f("gateway_upstream_errors_total",
 		"Gateway mode: upstream failures by reason (connect, timeout, reset: connection closed or reset before the response was complete, other).", "reason")
+	m.gwResponses = f("gateway_responses_total",
+		"Gateway mode: responses by status code and by whom they were answered: upstream, or floodgate (a refusal, a bad request, an upstream failure).", "code", "by")
 	// Both results from the start: an alert on increase(…[5m]) > 0 sees
 	// the first failure only if the series was there at 0 before it.
 	m.reloads.WithLabelValues(reloadSuccess)
@@ -803,6 +809,45 @@ func (m *Metrics) GatewayUpstreamErrors() func(reason string) {
 		}
 		other.Inc()
 	}
+}
+
+// gatewayOwnCodes are the statuses the gateway answers itself whose
+// series GatewayResponses creates at 0: refused (429, 503 for a store
+// failure or a shaper's late turn), bad (400, 408, 413) and upstream
+// failures (502, 504).
+var gatewayOwnCodes = []int{400, 408, 413, 429, 502, 503, 504}
+
+// GatewayResponses returns the function that gateway.WithResponses takes:
+// it counts each response in floodgate_gateway_responses_total by status
+// code and by "upstream" or "floodgate". The call creates the series of the
+// statuses the gateway answers itself at 0 (an alert on increase(…) sees
+// the first), so a server without a gateway does not have them. The
+// counters are cached per status: no allocation per response.
+func (m *Metrics) GatewayResponses() func(route string, status int, upstream bool) {
+	var cache [2][600]atomic.Pointer[prometheus.Counter]
+	counter := func(status int, upstream bool) prometheus.Counter {
+		by := 0
+		if upstream {
+			by = 1
+		}
+		if status < 100 || status > 599 {
+			status = 0 // not a status net/http sends; counted as "other"
+		}
+		if c := cache[by][status].Load(); c != nil {
+			return *c
+		}
+		code := "other"
+		if status != 0 {
+			code = strconv.Itoa(status)
+		}
+		c := m.gwResponses.WithLabelValues(code, [2]string{"floodgate", "upstream"}[by])
+		cache[by][status].Store(&c)
+		return c
+	}
+	for _, code := range gatewayOwnCodes {
+		counter(code, false)
+	}
+	return func(_ string, status int, upstream bool) { counter(status, upstream).Inc() }
 }
 
 // config_reloads_total's results.

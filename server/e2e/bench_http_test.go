@@ -185,7 +185,9 @@ func TestBenchHTTPBadFlags(t *testing.T) {
 
 // A gateway whose upstream refuses connections answers 502 and counts the
 // failure on /metrics as floodgate_gateway_upstream_errors_total with the
-// reason connect: serve wires the gateway's counter to its registry.
+// reason connect, and the answers as its own 502s in
+// floodgate_gateway_responses_total: serve wires the gateway's counters to
+// its registry.
 func TestGatewayUpstreamErrorsCounted(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -203,8 +205,13 @@ func TestGatewayUpstreamErrorsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `floodgate_gateway_upstream_errors_total{reason="connect"} 3`; !strings.Contains(metrics, want) {
-		t.Errorf("no %q on /metrics:\n%s", want, grepLines(metrics, "gateway"))
+	for _, want := range []string{
+		`floodgate_gateway_upstream_errors_total{reason="connect"} 3`,
+		`floodgate_gateway_responses_total{by="floodgate",code="502"} 3`, // answered by the gateway, not the upstream
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("no %q on /metrics:\n%s", want, grepLines(metrics, "gateway"))
+		}
 	}
 }
 
