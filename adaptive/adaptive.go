@@ -40,11 +40,14 @@ type Config struct {
 	// 0.05); positive.
 	Increase float64 `yaml:"increase"`
 	// Interval is how often the owner should call Step, e.g. the period
-	// of the ticker given to Run (default 1s). The controller itself
-	// evaluates whatever interval passed between two steps.
+	// of the ticker given to Run (default 1s; at least MinInterval).
+	// The controller itself evaluates whatever interval passed between
+	// two steps; policy.Engine.StepAdaptive steps each rule's controller
+	// at its own Interval.
 	Interval time.Duration `yaml:"interval"`
 	// MinSamples is the fewest samples an interval needs to be judged
-	// (default 10); an interval with fewer leaves the factor unchanged.
+	// (default 10; at least 1); an interval with fewer leaves the factor
+	// unchanged.
 	MinSamples int64 `yaml:"min_samples"`
 }
 
@@ -93,6 +96,26 @@ type Controller struct {
 // New validates cfg, fills in its defaults and returns a Controller at the
 // Initial factor. Errors name the field and the rule it breaks.
 func New(cfg Config) (*Controller, error) {
+	cfg, err := Normalize(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{cfg: cfg, hist: cfg.LatencyThreshold > 0, slowT: uint64(cfg.LatencyThreshold)}
+	c.cur.Store(c.newWindow())
+	c.spare = c.newWindow()
+	c.factor.Store(math.Float64bits(c.bound(cfg.Initial)))
+	return c, nil
+}
+
+// MinInterval is the shortest Interval that Normalize accepts: a
+// controller stepped more often would judge a handful of samples.
+const MinInterval = 10 * time.Millisecond
+
+// Normalize returns cfg with its zero fields set to their defaults, as
+// New would use it, or the error New would return. Two configurations
+// that normalise alike make controllers that behave alike (a written
+// default is no change).
+func Normalize(cfg Config) (Config, error) {
 	def := func(v *float64, d float64) {
 		if *v == 0 {
 			*v = d
@@ -115,33 +138,29 @@ func New(cfg Config) (*Controller, error) {
 	}
 	switch {
 	case !(cfg.Min >= 1e-6 && cfg.Min <= cfg.Max):
-		return nil, bad("min", cfg.Min, fmt.Sprintf("must be in [0.000001, max %v]", cfg.Max))
+		return cfg, bad("min", cfg.Min, fmt.Sprintf("must be in [0.000001, max %v]", cfg.Max))
 	case math.IsInf(cfg.Max, 0) || math.IsNaN(cfg.Max):
-		return nil, bad("max", cfg.Max, "must be finite")
+		return cfg, bad("max", cfg.Max, "must be finite")
 	case !(cfg.Initial >= cfg.Min && cfg.Initial <= cfg.Max):
-		return nil, bad("initial", cfg.Initial, fmt.Sprintf("must be in [min %v, max %v]", cfg.Min, cfg.Max))
+		return cfg, bad("initial", cfg.Initial, fmt.Sprintf("must be in [min %v, max %v]", cfg.Min, cfg.Max))
 	case cfg.LatencyThreshold < 0:
-		return nil, bad("latency_threshold", cfg.LatencyThreshold, "must not be negative")
+		return cfg, bad("latency_threshold", cfg.LatencyThreshold, "must not be negative")
 	case !(cfg.Quantile > 0 && cfg.Quantile <= 1):
-		return nil, bad("quantile", cfg.Quantile, "must be in (0, 1]")
+		return cfg, bad("quantile", cfg.Quantile, "must be in (0, 1]")
 	case !(cfg.ErrorRatio >= 0 && cfg.ErrorRatio < 1):
-		return nil, bad("error_ratio", cfg.ErrorRatio, "must be in [0, 1)")
+		return cfg, bad("error_ratio", cfg.ErrorRatio, "must be in [0, 1)")
 	case cfg.LatencyThreshold == 0 && cfg.ErrorRatio == 0:
-		return nil, errors.New("adaptive: no signal: set latency_threshold, error_ratio or both")
+		return cfg, errors.New("adaptive: no signal: set latency_threshold, error_ratio or both")
 	case !(cfg.Decrease > 0 && cfg.Decrease < 1):
-		return nil, bad("decrease", cfg.Decrease, "must be in (0, 1)")
+		return cfg, bad("decrease", cfg.Decrease, "must be in (0, 1)")
 	case !(cfg.Increase > 0) || math.IsInf(cfg.Increase, 0):
-		return nil, bad("increase", cfg.Increase, "must be positive and finite")
-	case cfg.Interval < 0:
-		return nil, bad("interval", cfg.Interval, "must be positive")
-	case cfg.MinSamples < 0:
-		return nil, bad("min_samples", cfg.MinSamples, "must not be negative")
+		return cfg, bad("increase", cfg.Increase, "must be positive and finite")
+	case cfg.Interval < MinInterval:
+		return cfg, bad("interval", cfg.Interval, "must be at least 10ms")
+	case cfg.MinSamples < 1:
+		return cfg, bad("min_samples", cfg.MinSamples, "must be at least 1 (an interval without samples is no evidence)")
 	}
-	c := &Controller{cfg: cfg, hist: cfg.LatencyThreshold > 0, slowT: uint64(cfg.LatencyThreshold)}
-	c.cur.Store(c.newWindow())
-	c.spare = c.newWindow()
-	c.factor.Store(math.Float64bits(c.bound(cfg.Initial)))
-	return c, nil
+	return cfg, nil
 }
 
 func (c *Controller) newWindow() *window {
@@ -157,6 +176,22 @@ func (c *Controller) Config() Config { return c.cfg }
 
 // Factor returns the current factor, in [Min, Max].
 func (c *Controller) Factor() float64 { return math.Float64frombits(c.factor.Load()) }
+
+// SetFactor moves the factor to f rounded to six decimals within [Min, Max]
+// and returns the factor set: the next Step moves from there. The owner
+// calls it when the factor in force is not the controller's (a limit that
+// only compiles at another factor, a reload that keeps a factor under new
+// bounds, a manual scale handed back).
+func (c *Controller) SetFactor(f float64) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f = c.bound(f)
+	c.factor.Store(math.Float64bits(f))
+	return f
+}
+
+// Pending returns how many samples the current interval has so far.
+func (c *Controller) Pending() int64 { return int64(c.cur.Load().n.Load()) }
 
 // Observe records one request: its latency (negative counts as 0) and
 // whether it failed. It is lock-free and costs a few atomic adds.

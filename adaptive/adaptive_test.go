@@ -237,8 +237,8 @@ func TestNewErrors(t *testing.T) {
 		{Config{ErrorRatio: math.NaN()}, "adaptive: error_ratio NaN: must be in [0, 1)"},
 		{Config{LatencyThreshold: lat, Decrease: 1}, "adaptive: decrease 1: must be in (0, 1)"},
 		{Config{LatencyThreshold: lat, Increase: -0.1}, "adaptive: increase -0.1: must be positive and finite"},
-		{Config{LatencyThreshold: lat, Interval: -time.Second}, "adaptive: interval -1s: must be positive"},
-		{Config{LatencyThreshold: lat, MinSamples: -1}, "adaptive: min_samples -1: must not be negative"},
+		{Config{LatencyThreshold: lat, Interval: -time.Second}, "adaptive: interval -1s: must be at least 10ms"},
+		{Config{LatencyThreshold: lat, MinSamples: -1}, "adaptive: min_samples -1: must be at least 1 (an interval without samples is no evidence)"},
 	} {
 		if _, err := New(tc.cfg); err == nil || err.Error() != tc.want {
 			t.Errorf("New(%+v) = %v, want %q", tc.cfg, err, tc.want)
@@ -351,5 +351,47 @@ func BenchmarkStep(b *testing.B) {
 	for b.Loop() {
 		feed(c, 10, 50*time.Millisecond, 0)
 		c.Step(now)
+	}
+}
+
+// TestNormalize: a default written out normalises like the field left out,
+// and an interval under MinInterval is refused.
+func TestNormalize(t *testing.T) {
+	a, err := Normalize(Config{LatencyThreshold: 250 * time.Millisecond, Min: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Normalize(Config{LatencyThreshold: 250 * time.Millisecond, Min: 0.2, Decrease: 0.7, Interval: time.Second})
+	if err != nil || a != b {
+		t.Errorf("Normalize: %+v and %+v (%v), want equal", a, b, err)
+	}
+	if _, err := Normalize(Config{ErrorRatio: 0.1, Interval: time.Millisecond}); err == nil || err.Error() != "adaptive: interval 1ms: must be at least 10ms" {
+		t.Errorf("Normalize(interval 1ms) = %v", err)
+	}
+}
+
+// TestSetFactor: the factor set is bounded and rounded, and the next step
+// moves from it in the direction of its signal.
+func TestSetFactor(t *testing.T) {
+	c, err := New(Config{Min: 0.2, LatencyThreshold: 100 * time.Millisecond, MinSamples: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := c.SetFactor(0.05); f != 0.2 || c.Factor() != 0.2 {
+		t.Errorf("SetFactor(0.05) = %v, factor %v; want the min 0.2", f, c.Factor())
+	}
+	if f := c.SetFactor(0.25); f != 0.25 {
+		t.Fatalf("SetFactor(0.25) = %v", f)
+	}
+	c.Observe(time.Millisecond, false)
+	if c.Pending() != 1 {
+		t.Errorf("Pending() = %d, want 1", c.Pending())
+	}
+	if ch := c.Step(time.Unix(1, 0)); ch.Old != 0.25 || ch.New != 0.3 {
+		t.Errorf("healthy step from 0.25: %s", ch)
+	}
+	c.Observe(time.Second, false)
+	if ch := c.Step(time.Unix(2, 0)); ch.Old != 0.3 || ch.New != 0.21 {
+		t.Errorf("overloaded step from 0.3: %s", ch)
 	}
 }

@@ -84,7 +84,7 @@ type Engine struct {
 	version   uint64
 	overrides map[ruleRef]Override
 	scales    map[ruleRef]RateScale
-	adaptive  []*adaptiveRule
+	adaptive  adaptiveRules
 	checks    []*configCheck
 
 	adaptiveSet atomic.Pointer[adaptiveSet]

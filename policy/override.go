@@ -49,6 +49,9 @@ type RateScale struct {
 	Reason string
 	// At is when it was set (the Engine's clock).
 	At time.Time
+	// Manual reports a scale set by SetRateScale rather than by an
+	// adaptive controller; on an adaptive rule it pauses the controller.
+	Manual bool
 }
 
 type ruleRef struct{ domain, rule string }
@@ -288,8 +291,11 @@ func (e *Engine) Overrides() []RuleOverride {
 }
 
 // SetRateScale multiplies the rate of rule in domain by factor (0 < factor
-// <= 1000; 1 removes the scale) and records reason. It is the hook adaptive
-// controllers drive; a person may call it too. The scale applies on top of
+// <= 1000; 1 removes the scale) and records reason: a manual scale. On a
+// rule with an adaptive block it pins the factor and pauses the
+// controller until the scale is removed, when the controller resumes from
+// the manual factor moved into its [min, max] (factor 1 on an adaptive
+// rule without a manual scale changes nothing). The scale applies on top of
 // an override. It fails with ErrUnknownRule when the rule does not exist,
 // and with ErrBadRequest, changing nothing, when the limit it would give
 // (with the rule's override) does not compile.
@@ -302,14 +308,8 @@ func (e *Engine) SetRateScale(domain, rule string, factor float64, reason string
 	if _, err := e.findRulesLocked(domain, rule); err != nil {
 		return err
 	}
-	ref := ruleRef{domain, rule}
-	scale := RateScale{Domain: domain, Rule: rule, Factor: factor, Reason: reason, At: e.o.clock()}
-	restore := swapEntry(e.scales, ref, scale, factor != 1) // 1 removes the scale
-	if err := e.checkRefLocked(e.cfg, ref); err != nil {
-		restore()
-		return fmt.Errorf("%w: rate scale %v refused: %w", ErrBadRequest, factor, err)
-	}
-	return e.swapLocked(e.cfg)
+	_, err := e.setScaleLocked(ruleRef{domain, rule}, factor, reason)
+	return err
 }
 
 // fitScaleLocked returns want when the rules of cfg that ref names compile

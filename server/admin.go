@@ -32,6 +32,7 @@ var dashboardFS embed.FS
 //	PUT|DELETE /admin/api/overrides/{domain}/{rule}
 //	GET  /admin/api/adaptive            adaptive rules and rate scales
 //	PUT  /admin/api/scales/{domain}/{rule}
+//	DELETE /admin/api/scales/{domain}/{rule}
 //	POST /admin/api/observe             samples for the adaptive rules, as /v1/observe
 //	GET  /admin/api/stats               the dashboard's summary
 //	GET  /admin/api/events              recent reloads, adaptive steps, store changes
@@ -62,6 +63,7 @@ func (s *Server) AdminHandler() http.Handler {
 	api.HandleFunc("DELETE /admin/api/overrides/{domain}/{rule...}", s.handleOverrideDelete)
 	api.HandleFunc("GET /admin/api/adaptive", s.handleAdaptive)
 	api.HandleFunc("PUT /admin/api/scales/{domain}/{rule...}", s.handleScalePut)
+	api.HandleFunc("DELETE /admin/api/scales/{domain}/{rule...}", s.handleScaleDelete)
 	api.HandleFunc("POST /admin/api/observe", s.handleObserve)
 	api.HandleFunc("GET /admin/api/stats", s.handleStats)
 	api.HandleFunc("GET /admin/api/events", func(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +72,7 @@ func (s *Server) AdminHandler() http.Handler {
 	// A path without its last segment would otherwise be redirected to
 	// the same path with a trailing slash (the {…...} patterns match an
 	// empty rest), which then names an empty rule or key.
-	for _, p := range []string{"PUT /admin/api/overrides/{domain}", "DELETE /admin/api/overrides/{domain}", "PUT /admin/api/scales/{domain}"} {
+	for _, p := range []string{"PUT /admin/api/overrides/{domain}", "DELETE /admin/api/overrides/{domain}", "PUT /admin/api/scales/{domain}", "DELETE /admin/api/scales/{domain}"} {
 		api.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { ruleParams(w, r) })
 	}
 	for _, p := range []string{"GET /admin/api/keys", "DELETE /admin/api/keys"} {
@@ -285,6 +287,21 @@ func (s *Server) ConfigReloaded(err error) {
 		v.Problems = []string{err.Error()}
 	}
 	s.lastReload.Store(v)
+	if err == nil {
+		s.recordFactors("", "")
+	}
+}
+
+// recordFactors sets floodgate_adaptive_rate_factor to the factor in
+// force of the adaptive rules (of domain/rule only, when domain is not
+// ""): at start, after a reload and after a manual scale; the steps record
+// their own (serve's RunAdaptive report).
+func (s *Server) recordFactors(domain, rule string) {
+	for _, a := range s.engine.AdaptiveRules() {
+		if domain == "" || (a.Domain == domain && a.Rule == rule) {
+			s.metrics.RateFactor(a.Domain, a.Rule, a.Factor)
+		}
+	}
 }
 
 // DomainView lists a domain's rules.
@@ -683,6 +700,9 @@ type ScaleView struct {
 	Factor float64   `json:"factor"`
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at,omitzero"`
+	// Manual: set through PUT /admin/api/scales (on an adaptive rule it
+	// pauses the controller until removed).
+	Manual bool `json:"manual,omitempty"`
 }
 
 func scaleViews(in []policy.RateScale) []ScaleView {
@@ -693,15 +713,78 @@ func scaleViews(in []policy.RateScale) []ScaleView {
 	return out
 }
 
+// AdaptiveView is an adaptive rule as GET /admin/api/adaptive shows it.
+type AdaptiveView struct {
+	ScaleView
+	// Status is "active", or "paused by a manual scale: <reason>".
+	Status string `json:"status"`
+	// Controller is the controller's own factor.
+	Controller float64 `json:"controller_factor"`
+	// Settings are the adaptive block's, with the defaults filled in.
+	Settings AdaptiveSettings `json:"settings"`
+	// LastStep is the last step, moved or not; absent before the first.
+	LastStep *StepView `json:"last_step,omitempty"`
+	// Samples counts the samples of the interval in progress.
+	Samples int64 `json:"samples_in_window"`
+	// NextStep is when the next step is due; absent: at the next tick.
+	NextStep time.Time `json:"next_step,omitzero"`
+}
+
+// AdaptiveSettings is an adaptive block with its defaults filled in.
+type AdaptiveSettings struct {
+	Min              float64 `json:"min"`
+	Max              float64 `json:"max"`
+	Initial          float64 `json:"initial"`
+	LatencyThreshold string  `json:"latency_threshold,omitempty"`
+	Quantile         float64 `json:"quantile"`
+	ErrorRatio       float64 `json:"error_ratio,omitempty"`
+	Decrease         float64 `json:"decrease"`
+	Increase         float64 `json:"increase"`
+	Interval         string  `json:"interval"`
+	MinSamples       int64   `json:"min_samples"`
+}
+
+// StepView is one step of an adaptive controller.
+type StepView struct {
+	At         time.Time `json:"at"`
+	Old        float64   `json:"old"`
+	New        float64   `json:"new"`
+	Reason     string    `json:"reason"`
+	Overloaded bool      `json:"overloaded,omitempty"`
+	Samples    int64     `json:"samples"`
+	Errors     int64     `json:"errors"`
+	Latency    string    `json:"latency,omitempty"`
+}
+
 func (s *Server) handleAdaptive(w http.ResponseWriter, r *http.Request) {
+	states := s.engine.AdaptiveStates()
+	views := make([]AdaptiveView, 0, len(states))
+	for _, st := range states {
+		c := st.Settings
+		v := AdaptiveView{ScaleView: ScaleView(st.RateScale), Status: st.Status, Controller: st.Controller,
+			Samples: st.Pending, NextStep: st.Next, Settings: AdaptiveSettings{Min: c.Min, Max: c.Max, Initial: c.Initial,
+				Quantile: c.Quantile, ErrorRatio: c.ErrorRatio, Decrease: c.Decrease, Increase: c.Increase,
+				Interval: c.Interval.String(), MinSamples: c.MinSamples}}
+		if c.LatencyThreshold > 0 {
+			v.Settings.LatencyThreshold = c.LatencyThreshold.String()
+		}
+		if l := st.Last; !l.At.IsZero() {
+			v.LastStep = &StepView{At: l.At, Old: l.Old, New: l.New, Reason: l.Reason, Overloaded: l.Overloaded, Samples: l.Samples, Errors: l.Errors}
+			if l.Latency > 0 {
+				v.LastStep.Latency = l.Latency.String()
+			}
+		}
+		views = append(views, v)
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"adaptive": scaleViews(s.engine.AdaptiveRules()),
+		"adaptive": views,
 		"scales":   scaleViews(s.engine.RateScales()),
 	})
 }
 
 // handleScalePut sets a rule's rate factor by hand: {"factor": 0.5,
-// "reason": "incident 42"}; factor 1 removes the scale.
+// "reason": "incident 42"}; factor 1 removes the scale. On an adaptive
+// rule a manual scale pauses the controller until it is removed.
 func (s *Server) handleScalePut(w http.ResponseWriter, r *http.Request) {
 	domain, rule, ok := ruleParams(w, r)
 	if !ok {
@@ -724,12 +807,71 @@ func (s *Server) handleScalePut(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = "set through the admin API"
 	}
-	if err := s.engine.SetRateScale(domain, rule, in.Factor, reason); err != nil {
+	if in.Factor == 1 {
+		if _, err := s.removeScale(domain, rule); err != nil {
+			writeErr(w, err)
+			return
+		}
+	} else {
+		if err := s.engine.SetRateScale(domain, rule, in.Factor, reason); err != nil {
+			writeErr(w, err)
+			return
+		}
+		msg := fmt.Sprintf("scale %s/%s = %v: %s", domain, rule, in.Factor, reason)
+		if s.isAdaptive(domain, rule) {
+			msg += " (the adaptive controller is paused until the scale is removed)"
+		}
+		s.Event("scale", msg)
+		s.recordFactors(domain, rule)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"scales": scaleViews(s.engine.RateScales())})
+}
+
+// handleScaleDelete removes a rule's manual scale: 204, or 404 when it
+// has none.
+func (s *Server) handleScaleDelete(w http.ResponseWriter, r *http.Request) {
+	domain, rule, ok := ruleParams(w, r)
+	if !ok {
+		return
+	}
+	had, err := s.removeScale(domain, rule)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	s.Event("scale", fmt.Sprintf("scale %s/%s = %v: %s", domain, rule, in.Factor, reason))
-	writeJSON(w, http.StatusOK, map[string]any{"scales": scaleViews(s.engine.RateScales())})
+	if !had {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no manual scale for %s/%s", domain, rule))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// removeScale removes a manual scale, says so in the events and the
+// factor gauge, and reports whether there was one.
+func (s *Server) removeScale(domain, rule string) (bool, error) {
+	had, err := s.engine.RemoveRateScale(domain, rule)
+	if err != nil || !had {
+		return had, err
+	}
+	msg := fmt.Sprintf("scale %s/%s removed", domain, rule)
+	for _, a := range s.engine.AdaptiveRules() {
+		if a.Domain == domain && a.Rule == rule {
+			msg += fmt.Sprintf(": the adaptive controller resumes at %v", a.Factor)
+		}
+	}
+	s.Event("scale", msg)
+	s.recordFactors(domain, rule)
+	return true, nil
+}
+
+// isAdaptive reports whether domain/rule has an adaptive block.
+func (s *Server) isAdaptive(domain, rule string) bool {
+	for _, a := range s.engine.AdaptiveRules() {
+		if a.Domain == domain && a.Rule == rule {
+			return true
+		}
+	}
+	return false
 }
 
 // readBodyAny is readBody for methods other than POST.

@@ -384,6 +384,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	s.metrics.SetQueueDepth(engine.Waiting)
 	s.metrics.SetConfigSource(engine.Config)
+	s.recordFactors("", "")
 	if ms, ok := st.(*memory.Store); ok {
 		s.metrics.MemoryStore(ms.Stats)
 	}

@@ -581,9 +581,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		go watcher.Run(ctx)
 	}
 	go onHangup(ctx, hup, watcher, cfgPath, tlsHup, func() { f.rereadTokens(srv, log) }, log)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	go engine.RunAdaptive(ctx, tick.C, func(ch policy.ScaleChange) {
+	go runAdaptive(ctx, engine, func(ch policy.ScaleChange) {
 		m.RateFactor(ch.Domain, ch.Rule, ch.New)
 		srv.Event("adaptive", ch.String())
 	})
@@ -854,6 +852,34 @@ func onHangup(ctx context.Context, hup <-chan os.Signal, w *policy.Watcher, path
 				}
 			}
 			tokens()
+		}
+	}
+}
+
+// runAdaptive steps the engine's adaptive controllers until ctx is done,
+// ticking at the shortest interval of the rules in force (read again after
+// every tick, so that a reload's intervals apply from the next one); each
+// controller steps at its own interval (Engine.StepAdaptive).
+func runAdaptive(ctx context.Context, engine *policy.Engine, report func(policy.ScaleChange)) {
+	period := engine.AdaptiveTick()
+	t := time.NewTicker(period)
+	defer t.Stop()
+	tick := make(chan time.Time)
+	go engine.RunAdaptive(ctx, tick, report)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			select {
+			case tick <- now:
+			case <-ctx.Done():
+				return
+			}
+			if p := engine.AdaptiveTick(); p != period {
+				period = p
+				t.Reset(p)
+			}
 		}
 	}
 }
