@@ -314,6 +314,110 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 	return e.decide(ctx, req, true, nil)
 }
 
+// ChargeRemaining charges, after Decide refused req with resp, what
+// remained of each descriptor refused only because its cost exceeded what
+// remained (its Status.Decision.Remaining above 0): the key ends exhausted,
+// as envoyproxy/ratelimit's counter (an INCRBY whatever the answer) would
+// be. The Envoy APIs call it: usage reported after the fact (Envoy's
+// per-descriptor hits_addend applied when a stream is done, a token
+// budget) that is larger than what is left would otherwise charge nothing,
+// and a client whose every report exceeds what remains would never be
+// limited. Decide itself keeps "a refused request charges nothing".
+//
+// It is one more Decide of those descriptors alone (the others of req are
+// not charged: all or nothing still holds between descriptors), each at a
+// cost of what remained of the tightest of its enforced limits — an
+// ordinary take that never admits more than a limit holds: when a
+// concurrent request took meanwhile, it refuses and charges nothing. Only
+// descriptors every limit of which is a window or a bucket (fixed_window,
+// sliding_window, sliding_log, token_bucket, gcra) are charged:
+// concurrency would hold slots, a shaper's or smooth limiter's refusal is
+// a wait, not an excess. Shadow statuses, requests_per_unit: 0 rules, a
+// borrowing rule and a response a store failure policy answered
+// (StoreFallback) are left as they are.
+//
+// A charged descriptor's status then reports 0 remaining and, as its
+// ResetAfter, the time until the charged limits are full again. It
+// returns how many descriptors it charged; resp is otherwise unchanged
+// (Code stays OVER_LIMIT).
+func (e *Engine) ChargeRemaining(ctx context.Context, req Request, resp *Response) (int, error) {
+	if resp.Code != CodeOverLimit || resp.StoreFallback || len(resp.Statuses) != len(req.Descriptors) {
+		return 0, nil
+	}
+	var idx []int
+	var ds []Descriptor
+	for i := range resp.Statuses {
+		n := drainable(&resp.Statuses[i])
+		if n <= 0 || n >= descCost(&req, i) {
+			continue
+		}
+		d := req.Descriptors[i]
+		d.Hits, d.HitsSet = n, true
+		idx, ds = append(idx, i), append(ds, d)
+	}
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	r, err := e.decide(ctx, Request{Domain: req.Domain, Descriptors: ds, Priority: resp.Priority}, true, nil)
+	if err != nil {
+		return 0, fmt.Errorf("policy: charging what remains: %w", err)
+	}
+	if r.Code != CodeOK || len(r.leases) > 0 {
+		// Refused (another request took meanwhile): nothing was charged.
+		// Leases cannot be: drainable admits no concurrency limit.
+		if len(r.leases) > 0 {
+			_ = e.Release(context.WithoutCancel(ctx), r)
+		}
+		return 0, nil
+	}
+	for j, i := range idx {
+		s := &resp.Statuses[i]
+		s.Decision.Remaining = 0
+		s.Decision.ResetAfter = max(s.Decision.ResetAfter, r.Statuses[j].Decision.ResetAfter)
+	}
+	return len(idx), nil
+}
+
+// drainable is what ChargeRemaining charges for the status s: the fewest
+// units remaining among its enforced limits when it refused a cost above
+// them, else 0 (nothing to charge, or a status it leaves alone).
+func drainable(s *Status) int64 {
+	if !s.Matched || s.Unlimited || s.Shadow || s.Borrowed || s.Code != CodeOverLimit ||
+		s.Decision.Allowed || s.Decision.Remaining <= 0 || len(s.Limits) == 0 {
+		return 0
+	}
+	n := int64(-1)
+	for j := range s.Limits {
+		l := &s.Limits[j]
+		if l.Deny || l.Borrowed || l.lim == nil {
+			return 0
+		}
+		switch l.lim.Algorithm() {
+		case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog, algo.TokenBucket, algo.GCRA:
+		default:
+			return 0
+		}
+		if l.Shadow {
+			continue
+		}
+		if n < 0 || l.Decision.Remaining < n {
+			n = l.Decision.Remaining
+		}
+	}
+	return max(n, 0)
+}
+
+// descCost is the cost of req's descriptor i, as plan reckons it.
+func descCost(req *Request, i int) int64 {
+	if d := &req.Descriptors[i]; d.Hits > 0 || d.HitsSet {
+		return d.Hits
+	}
+	if req.Hits == 0 {
+		return 1
+	}
+	return req.Hits
+}
+
 // StatusBuffer is room for the statuses of a one-descriptor response, kept
 // by a caller between decisions (see DecideInto). Its zero value is ready.
 type StatusBuffer struct {

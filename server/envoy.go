@@ -457,15 +457,100 @@ func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest
 	if err := checkRequest(&req); err != nil {
 		return nil, err
 	}
-	resp, err := s.decide(ctx, req, false, buf)
+	var resp policy.Response
+	if buf != nil {
+		resp, err = s.engine.DecideInto(ctx, req, buf)
+	} else {
+		resp, err = s.engine.Decide(ctx, req)
+	}
 	if err != nil {
 		return nil, err
 	}
+	s.spendLikeEnvoy(ctx, &req, &resp)
+	s.metrics.Decided(s.domainLabel(req.Domain), &resp)
 	var hw *headers.Writer
 	if s.envoyHeaders {
 		hw = s.headerWriter
 	}
 	return toEnvoy(&resp, hw, s.currentLimit), nil
+}
+
+// spendLikeEnvoy makes resp, the engine's decision of req, count usage as
+// envoyproxy/ratelimit's counter does, where a token budget needs it: that
+// counter is incremented whatever the answer (INCRBY), so a usage report
+// larger than what is left exhausts the key, and a check (hits_addend 0)
+// on it is then OVER_LIMIT.
+//
+//   - A descriptor refused because its cost exceeded what remained is
+//     charged what remained (policy.Engine.ChargeRemaining; windows and
+//     buckets only, that descriptor alone: the request's other descriptors
+//     stay uncharged, all or nothing).
+//   - A descriptor that only checks (its own hits_addend 0) a window's or
+//     a bucket's limit with nothing left is OVER_LIMIT, and the request
+//     with it: what the request's other descriptors took is given back
+//     (policy.Engine.Refund). envoyproxy/ratelimit answers OK to such a
+//     check only when its counter stands exactly at the limit, which a
+//     counter that counts refusals seldom does; Floodgate's never passes
+//     the limit, so "nothing left" is its over-limit.
+//
+// Shadow statuses and a decision the store's failure policy answered are
+// left as they are. /v1 and the library keep "a refused request charges
+// nothing" and admit checks on a spent limit.
+func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *policy.Response) {
+	if resp.StoreFallback {
+		return
+	}
+	if resp.Code == policy.CodeOverLimit {
+		if _, err := s.engine.ChargeRemaining(ctx, *req, resp); err != nil {
+			s.log.Debug("envoy: charging what remains of a refused descriptor", "domain", req.Domain, "error", err)
+		}
+	}
+	refuse := false
+	for i := range resp.Statuses {
+		if spentCheck(&req.Descriptors[i], &resp.Statuses[i]) {
+			refuse = true
+			break
+		}
+	}
+	if !refuse {
+		return
+	}
+	if resp.Code == policy.CodeOK {
+		// All or nothing: the other descriptors' charges go back.
+		if err := s.engine.Refund(context.WithoutCancel(ctx), *resp); err != nil {
+			s.log.Debug("envoy: giving back a request refused by a check on a spent limit", "domain", req.Domain, "error", err)
+		}
+		resp.Code, resp.Strategy, resp.Delay = policy.CodeOverLimit, policy.StrategyReject, 0
+	}
+	for i := range resp.Statuses {
+		st := &resp.Statuses[i]
+		if !spentCheck(&req.Descriptors[i], st) {
+			continue
+		}
+		st.Code = policy.CodeOverLimit
+		st.Decision.Allowed = false
+		st.Decision.Delay = 0
+		// Until a unit is back: a window's end, a bucket's next token at
+		// the latest.
+		st.Decision.RetryAfter = st.Decision.ResetAfter
+		if p := st.RuleLimit.Params(); (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) && p.Limit > 0 {
+			st.Decision.RetryAfter = min(st.Decision.RetryAfter, (p.Period+time.Duration(p.Limit)-1)/time.Duration(p.Limit))
+		}
+	}
+}
+
+// spentCheck reports whether st, the status of d, is a check (a cost of
+// 0) admitted on an enforced window or bucket with nothing left.
+func spentCheck(d *policy.Descriptor, st *policy.Status) bool {
+	if !d.HitsSet || d.Hits != 0 || !st.Matched || st.Unlimited || st.Shadow || st.Borrowed ||
+		st.Code != policy.CodeOK || !st.Decision.Allowed || st.Decision.Remaining > 0 || st.RuleLimit == nil {
+		return false
+	}
+	switch st.RuleLimit.Algorithm() {
+	case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog, algo.TokenBucket, algo.GCRA:
+		return true
+	}
+	return false
 }
 
 func grpcError(err error) error {

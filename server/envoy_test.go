@@ -181,12 +181,20 @@ func TestEnvoyHitsAddend(t *testing.T) {
 	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || code != http.StatusTooManyRequests || resp.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("second hits_addend 3 of 5: HTTP %d %v", code, resp)
 	}
-	// A per-descriptor hits_addend overrides the request's.
+	// The refused 3 was charged the 2 that remained, as
+	// envoyproxy/ratelimit's counter counts it: the key is spent.
 	req := envoyReq("messaging", 3, d)
+	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(1)
+	resp, _ = e.both(t, req)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("descriptor hits_addend 1 after 3 and a refused 3 of 5: %v, want OVER_LIMIT", resp)
+	}
+	// A per-descriptor hits_addend overrides the request's.
+	req = envoyReq("messaging", 3, []string{"message_type", "marketing", "to_number", "556"})
 	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(2)
 	resp, _ = e.both(t, req)
-	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 0 {
-		t.Fatalf("descriptor hits_addend 2 with 2 left: %v", resp)
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 3 {
+		t.Fatalf("descriptor hits_addend 2 of 5 (request's 3): %v, want OK with 3 left", resp)
 	}
 }
 
