@@ -80,7 +80,7 @@ func TestAdminRouting(t *testing.T) {
 		{"DELETE", "/admin/api/inspect", "POST"},
 		{"GET", "/admin/api/overrides/quota/hourly", "PUT, DELETE"},
 		{"POST", "/admin/api/overrides", "GET, HEAD"},
-		{"GET", "/admin/api/scales/quota/hourly", "PUT"},
+		{"GET", "/admin/api/scales/quota/hourly", "PUT, DELETE"},
 		{"PUT", "/admin/api/keys/some-key", "GET, HEAD, DELETE"},
 		{"POST", "/metrics", "GET, HEAD"},
 		{"DELETE", "/healthz", "GET, HEAD"},
@@ -104,6 +104,7 @@ func TestAdminRouting(t *testing.T) {
 		{"DELETE", "/admin/api/overrides/quota", ""},
 		{"PUT", "/admin/api/scales/quota", `{"factor":0.5}`},
 		{"PUT", "/admin/api/scales/quota/", `{"factor":0.5}`},
+		{"DELETE", "/admin/api/scales/quota", ""},
 	} {
 		code, body, _ := send(tc.method, tc.path, tc.body)
 		if code != 400 || !strings.Contains(body, "no rule name") {
