@@ -300,3 +300,69 @@ func TestAdaptiveStatesPaused(t *testing.T) {
 		t.Fatalf("after removal: %+v", st)
 	}
 }
+
+// TestAdaptiveSharedName: rules of one domain sharing a name are refused
+// when any of them has an adaptive block, at its line; without one they
+// load (an override applies to every rule of the name).
+func TestAdaptiveSharedName(t *testing.T) {
+	const yaml = `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      name: shared
+      unit: second
+      requests_per_unit: 10
+      adaptive: {error_ratio: 0.1}
+  - key: b
+    rate_limit:
+      name: shared
+      unit: second
+      requests_per_unit: 10
+      adaptive: {latency_threshold: 100ms}
+  - key: c
+    rate_limit: {name: shared, unit: second, requests_per_unit: 10}
+`
+	_, err := Parse("shared.yaml", []byte(yaml))
+	for _, want := range []string{
+		`shared.yaml:8: adaptive: the rule name "shared" is shared with the rate_limit at line 10, 16 of domain "d"`,
+		`shared.yaml:14: adaptive: the rule name "shared" is shared with the rate_limit at line 4, 16 of domain "d"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse = %v, want %q", err, want)
+		}
+	}
+	plain := strings.NewReplacer("      adaptive: {error_ratio: 0.1}\n", "", "      adaptive: {latency_threshold: 100ms}\n", "").Replace(yaml)
+	if _, err := Parse("shared.yaml", []byte(plain)); err != nil {
+		t.Errorf("shared names without adaptive blocks: %v", err)
+	}
+}
+
+// TestAdaptiveWrittenZeros: a 0 written for a field whose zero means its
+// default in the Go API is an error at its line; validate's dump shows
+// the effective settings.
+func TestAdaptiveWrittenZeros(t *testing.T) {
+	for field, want := range map[string]string{
+		"min":         "z.yaml:7: adaptive: min 0: must be at least 0.000001",
+		"max":         "z.yaml:7: adaptive: max 0: must be at least min",
+		"initial":     "z.yaml:7: adaptive: initial 0: must be in [min, max]",
+		"quantile":    "z.yaml:7: adaptive: quantile 0: must be in (0, 1]",
+		"decrease":    "z.yaml:7: adaptive: decrease 0: must be in (0, 1)",
+		"increase":    "z.yaml:7: adaptive: increase 0: must be positive",
+		"min_samples": "z.yaml:7: adaptive: min_samples 0: must be at least 1",
+		"interval":    "z.yaml:7: adaptive: interval must be positive, got 0s",
+	} {
+		zero := "0"
+		if field == "interval" {
+			zero = "0s"
+		}
+		yaml := "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 10\n      adaptive: {error_ratio: 0.1, " + field + ": " + zero + "}\n"
+		_, err := Parse("z.yaml", []byte(yaml))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: 0: Parse = %v, want %q", field, err, want)
+		}
+	}
+	cfg := mustParse(t, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 10, adaptive: {error_ratio: 0.1, interval: 5s}}\n")
+	if d := cfg.Dump(); !strings.Contains(d, "adaptive={min:0.1 max:1 initial:1 latency_threshold:0s quantile:0.99 error_ratio:0.1 decrease:0.7 increase:0.05 interval:5s min_samples:10}") {
+		t.Errorf("Dump() = %s", d)
+	}
+}

@@ -506,7 +506,8 @@ func (r *Rule) dumpRule() string {
 		fmt.Fprintf(&b, " priority=%s", r.Priority)
 	}
 	if a := r.Adaptive; a != nil {
-		fmt.Fprintf(&b, " adaptive={min:%g max:%g latency_threshold:%s error_ratio:%g}", a.Min, a.Max, formatDuration(a.LatencyThreshold), a.ErrorRatio)
+		fmt.Fprintf(&b, " adaptive={min:%g max:%g initial:%g latency_threshold:%s quantile:%g error_ratio:%g decrease:%g increase:%g interval:%s min_samples:%d}",
+			a.Min, a.Max, a.Initial, formatDuration(a.LatencyThreshold), a.Quantile, a.ErrorRatio, a.Decrease, a.Increase, formatDuration(a.Interval), a.MinSamples)
 	}
 	if len(r.Replaces) > 0 {
 		fmt.Fprintf(&b, " replaces=%s", strings.Join(r.Replaces, ","))

@@ -1251,6 +1251,37 @@ func (l *loader) shadowStrategy(r *Rule, n *Node) {
 		r.Strategy, flag, what, flag)
 }
 
+// checkAdaptiveNames refuses a rule with an adaptive block whose name
+// another rule of its domain shares: its controller, its samples
+// (/v1/observe names a domain and a rule), its rate scale and its metric
+// are keyed by domain and name, so the rules could not be told apart (a
+// runtime override or a manual scale applies to every rule of a name,
+// which is fine for a fixed limit, not for one a controller steers).
+func (l *loader) checkAdaptiveNames(d *Domain) {
+	byName := map[string][]*Rule{}
+	for _, r := range d.rules {
+		byName[r.Name] = append(byName[r.Name], r)
+	}
+	for _, r := range d.rules {
+		same := byName[r.Name]
+		if r.Adaptive == nil || len(same) < 2 {
+			continue
+		}
+		var lines []string
+		for _, o := range same {
+			if o != r {
+				lines = append(lines, strconv.Itoa(o.Pos.Line))
+			}
+		}
+		line := r.Pos.Line
+		if f, ok := l.ruleSrcs[r]["adaptive"]; ok {
+			line = f.line()
+		}
+		l.errf(line, "adaptive: the rule name %q is shared with the rate_limit at line %s of domain %q: a rule with an adaptive block needs a name of its own "+
+			"(its controller, samples, rate scale and metric are keyed by domain and name)", r.Name, strings.Join(lines, ", "), d.Name)
+	}
+}
+
 // adaptive reads an adaptive block into an adaptive.Config and validates
 // it with adaptive.New.
 func (l *loader) adaptive(r *Rule, f field) {
@@ -1281,10 +1312,31 @@ func (l *loader) adaptive(r *Rule, f field) {
 		bad = bad || !ok
 		c.MinSamples = v
 	}
+	// A zero written out is not the field left out: the Go API's zero
+	// means the default, a written one would mean what it says, and for
+	// these it says something impossible.
+	parsed := !bad
+	for _, name := range []string{"min", "max", "initial", "quantile", "decrease", "increase", "min_samples"} {
+		x, ok := fs[name]
+		if !ok || !parsed {
+			continue
+		}
+		var zero bool
+		if name == "min_samples" {
+			zero = c.MinSamples == 0
+		} else {
+			zero = *floats[name] == 0
+		}
+		if zero {
+			l.errf(x.line(), "adaptive: %s 0: %s", name, adaptiveZero[name])
+			bad = true
+		}
+	}
 	if bad {
 		return
 	}
-	if _, err := adaptive.New(c); err != nil {
+	norm, err := adaptive.Normalize(c)
+	if err != nil {
 		line := f.line()
 		msg := strings.TrimPrefix(err.Error(), "adaptive: ")
 		for name, x := range fs {
@@ -1295,7 +1347,19 @@ func (l *loader) adaptive(r *Rule, f field) {
 		l.errf(line, "adaptive: %s", msg)
 		return
 	}
-	r.Adaptive = &c
+	r.Adaptive = &norm // with its defaults: what validate -v and the admin API show
+}
+
+// adaptiveZero says why a written 0 is refused, and what leaving the field
+// out gives.
+var adaptiveZero = map[string]string{
+	"min":         "must be at least 0.000001 (leave min out for the default 0.1)",
+	"max":         "must be at least min (leave max out for the default 1)",
+	"initial":     "must be in [min, max] (leave initial out to start at max)",
+	"quantile":    "must be in (0, 1] (leave quantile out for the default 0.99)",
+	"decrease":    "must be in (0, 1) (leave decrease out for the default 0.7)",
+	"increase":    "must be positive (leave increase out for the default 0.05)",
+	"min_samples": "must be at least 1: an interval without samples is no evidence (leave min_samples out for the default 10)",
 }
 
 func (l *loader) reserve(r *Rule, f field) {
@@ -1611,6 +1675,7 @@ func (l *loader) finish(d *Domain) {
 	if d.Root != nil && !hierarchical {
 		l.errf(d.Root.Pos.Line, "the domain's rate_limit is the root of the hierarchy and applies to hierarchical rules only: set hierarchy: true on the domain or on descriptors")
 	}
+	l.checkAdaptiveNames(d)
 	compiled := map[*Rule]ruleLimits{}
 	for _, r := range d.rules {
 		fs := l.ruleSrcs[r]
