@@ -128,3 +128,27 @@ func mustParseCfg(t *testing.T, yaml string) *policy.Config {
 	}
 	return cfg
 }
+
+// TestObserveLatencyRequired: a sample without latency_ms is refused (it
+// would count as 0ms and pull the quantile down), and a mistyped field is
+// named as the client wrote it.
+func TestObserveLatencyRequired(t *testing.T) {
+	e := newEnvFor(t, mustParseCfg(t, adaptiveAdminYAML))
+	for _, tc := range []struct{ body, want string }{
+		{`{"domain":"d","rule":"db"}`, `the sample: latency_ms: required`},
+		{`{"domain":"d","rule":"db","failed":true}`, `the sample: latency_ms: required`},
+		{`{"samples":[{"domain":"d","rule":"db","latency_ms":1},{"domain":"d","rule":"db","failed":true}]}`, `samples[1]: latency_ms: required`},
+		{`{"domain":"d","rule":"db","latency_ms":"5"}`, `field \"latency_ms\": want a number`},
+	} {
+		code, body, _ := do(t, "POST", e.http.URL+"/v1/observe", "application/json", []byte(tc.body))
+		if code != 400 || !strings.Contains(string(body), tc.want) || strings.Contains(string(body), "V1Sample") {
+			t.Errorf("POST %s = %d %s, want 400 saying %q", tc.body, code, body, tc.want)
+		}
+	}
+	if st := e.eng.AdaptiveStates(); st[0].Pending != 0 {
+		t.Errorf("%d samples recorded, want none", st[0].Pending)
+	}
+	if code, body, _ := do(t, "POST", e.http.URL+"/v1/observe", "application/json", []byte(`{"domain":"d","rule":"db","latency_ms":0}`)); code != 204 {
+		t.Errorf("latency_ms 0: %d %s, want 204", code, body)
+	}
+}

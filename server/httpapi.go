@@ -765,9 +765,22 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	// The fields are spelled out rather than V1Sample embedded, so that a
+	// message names a field as the client wrote it ("latency_ms", not
+	// "V1Sample.latency_ms"); LatencyMS is a pointer to tell a sample
+	// without a latency, refused, from one of 0ms.
+	type sample struct {
+		Domain    string   `json:"domain"`
+		Rule      string   `json:"rule"`
+		LatencyMS *float64 `json:"latency_ms"`
+		Failed    bool     `json:"failed"`
+	}
 	var in struct {
-		V1Sample
-		Samples []V1Sample `json:"samples"`
+		Domain    string   `json:"domain"`
+		Rule      string   `json:"rule"`
+		LatencyMS *float64 `json:"latency_ms"`
+		Failed    bool     `json:"failed"`
+		Samples   []sample `json:"samples"`
 	}
 	if err := decodeStrict(body, &in); err != nil {
 		writeErr(w, err)
@@ -775,8 +788,8 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 	}
 	samples := in.Samples
 	single := false
-	if in.Domain != "" || in.Rule != "" {
-		samples = append(samples, in.V1Sample)
+	if in.Domain != "" || in.Rule != "" || in.LatencyMS != nil || in.Failed {
+		samples = append(samples, sample{in.Domain, in.Rule, in.LatencyMS, in.Failed})
 		single = len(samples) == 1
 	}
 	// name says which sample a message is about: "samples[i]" in a batch,
@@ -796,7 +809,13 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, sm := range samples {
-		if sm.Domain == "" || sm.Rule == "" || !(sm.LatencyMS >= 0) || sm.LatencyMS > 1e9 {
+		switch {
+		case sm.LatencyMS == nil:
+			// A sample without a latency would count as 0ms and pull
+			// the latency quantile down.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: latency_ms: required (the request's latency in milliseconds, 0 <= latency_ms <= 1e9)", name(i)))
+			return
+		case sm.Domain == "" || sm.Rule == "" || !(*sm.LatencyMS >= 0) || *sm.LatencyMS > 1e9:
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: want a domain, a rule and 0 <= latency_ms <= 1e9", name(i)))
 			return
 		}
@@ -805,7 +824,7 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request) {
 	// configuration does not have makes the answer a 404 naming it.
 	var unknown []string
 	for i, sm := range samples {
-		if err := s.engine.Observe(sm.Domain, sm.Rule, time.Duration(sm.LatencyMS*float64(time.Millisecond)), sm.Failed); err != nil {
+		if err := s.engine.Observe(sm.Domain, sm.Rule, time.Duration(*sm.LatencyMS*float64(time.Millisecond)), sm.Failed); err != nil {
 			if len(samples) == 1 {
 				writeErr(w, err)
 				return
