@@ -152,3 +152,30 @@ func TestObserveLatencyRequired(t *testing.T) {
 		t.Errorf("latency_ms 0: %d %s, want 204", code, body)
 	}
 }
+
+// TestDashboardShowsOverrides: the dashboard's poll lists the runtime
+// overrides, and the page shows them and does not claim every rule is at
+// its configured limit when no rate is scaled.
+func TestDashboardShowsOverrides(t *testing.T) {
+	e := newEnvFor(t, mustParseCfg(t, adaptiveAdminYAML))
+	for _, rule := range []string{"db", "plain"} {
+		if code, body, _ := do(t, "PUT", e.admin.URL+"/admin/api/overrides/d/"+rule, "application/json", []byte(`{"requests_per_unit":5}`)); code != 200 {
+			t.Fatalf("PUT override: %d %s", code, body)
+		}
+	}
+	_, body, _ := do(t, "GET", e.admin.URL+"/admin/api/stats", "", nil)
+	var st struct {
+		Overrides    int `json:"overrides"`
+		OverrideList []struct {
+			Domain, Rule string
+			Active       bool
+		} `json:"override_list"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil || st.Overrides != 2 || len(st.OverrideList) != 2 || st.OverrideList[1].Rule != "plain" || !st.OverrideList[1].Active {
+		t.Errorf("stats: %s (%v), want the 2 overrides listed", body, err)
+	}
+	_, page, _ := do(t, "GET", e.admin.URL+"/dashboard", "", nil)
+	if !strings.Contains(string(page), "s.override_list") || strings.Contains(string(page), "every rule at its configured limit") {
+		t.Errorf("the page does not show the overrides, or claims every rule is at its configured limit")
+	}
+}

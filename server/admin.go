@@ -887,7 +887,9 @@ type Stats struct {
 	metrics.Summary
 	Version   uint64        `json:"config_version"`
 	Overrides int           `json:"overrides"`
-	Scales    []ScaleView   `json:"scales"`
+	// OverrideList is the runtime overrides (Overrides counts them).
+	OverrideList []OverrideView `json:"override_list"`
+	Scales       []ScaleView    `json:"scales"`
 	StoreUp   bool          `json:"store_up"`
 	Events    []Event       `json:"events"`
 	Uptime    time.Duration `json:"uptime_ns"`
@@ -900,6 +902,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	if len(ev) > 20 {
 		ev = ev[len(ev)-20:]
 	}
-	writeJSON(w, http.StatusOK, Stats{Summary: s.metrics.Summary(), Version: s.engine.Version(), Overrides: len(s.engine.Overrides()),
+	ov := s.overrideList()
+	writeJSON(w, http.StatusOK, Stats{Summary: s.metrics.Summary(), Version: s.engine.Version(), Overrides: len(ov), OverrideList: ov,
 		Scales: scaleViews(s.engine.RateScales()), StoreUp: s.storeState.Load() == storeUp, Events: ev, Uptime: time.Since(started)})
 }
