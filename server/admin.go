@@ -885,14 +885,14 @@ func (s *Server) readBodyAny(w http.ResponseWriter, r *http.Request) ([]byte, er
 // Stats is the dashboard's poll.
 type Stats struct {
 	metrics.Summary
-	Version   uint64        `json:"config_version"`
-	Overrides int           `json:"overrides"`
+	Version   uint64 `json:"config_version"`
+	Overrides int    `json:"overrides"`
 	// OverrideList is the runtime overrides (Overrides counts them).
 	OverrideList []OverrideView `json:"override_list"`
 	Scales       []ScaleView    `json:"scales"`
-	StoreUp   bool          `json:"store_up"`
-	Events    []Event       `json:"events"`
-	Uptime    time.Duration `json:"uptime_ns"`
+	StoreUp      bool           `json:"store_up"`
+	Events       []Event        `json:"events"`
+	Uptime       time.Duration  `json:"uptime_ns"`
 }
 
 var started = time.Now()
