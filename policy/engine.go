@@ -250,12 +250,14 @@ type reqRule struct {
 
 // requestRule returns the rule a descriptor's own limit lo makes of base,
 // the configured rule its entries match (nil when none does). The limit
-// replaces base's limit and nothing else: base's place in a hierarchy (its
-// parent, so the limits above are still taken), its shadow mode, strategy,
-// priority class and reserves stay; its ceil does not (the request states
-// its whole limit, beyond which it does not borrow), nor its name, so it is
-// neither replaced nor replaces (as envoyproxy/ratelimit's per-descriptor
-// limits, which have no name). Its counter is its own: keyed by every entry
+// replaces base's limit: base's place in a hierarchy (its parent, so the
+// limits above are still taken), its strategy, priority class and reserves
+// stay; its ceil does not (the request states its whole limit, beyond which
+// it does not borrow), nor its name, so it is neither replaced nor replaces
+// (as envoyproxy/ratelimit's per-descriptor limits, which have no name),
+// nor its shadow mode (shadow_mode, quota_mode, strategy: shadow): the
+// request's limit is enforced, as upstream's is. The Engine's own shadow
+// mode (WithShadowMode) still applies. Its counter is its own: keyed by every entry
 // of the descriptor and the request's limit, apart from the configured
 // rule's. Without a configured rule it stands alone, as it does upstream.
 func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitOverride) (*reqRule, error) {
@@ -278,6 +280,14 @@ func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitO
 		*r = *base
 		r.Node, r.metricKey, r.named, r.Replaces = nil, "", false, nil
 		r.Unlimited, r.Deny, r.Ceil, r.Adaptive = false, false, 0, nil
+		// Enforced, as envoyproxy/ratelimit builds a request's limit
+		// ("when limit override is provided by envoy config, we don't
+		// want to enable shadow_mode"): neither the descriptor's
+		// shadow_mode or quota_mode nor strategy: shadow carries over.
+		r.Shadow = false
+		if r.Strategy == StrategyShadow {
+			r.Strategy = StrategyReject
+		}
 	}
 	r.index, r.Lendable, r.limit = -1, 1, nil
 	if lo.RequestsPerUnit == 0 {

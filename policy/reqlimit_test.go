@@ -24,9 +24,10 @@ descriptors:
 
 // A descriptor's own limit (Envoy's RateLimitDescriptor.limit) replaces
 // its rule's limit and nothing else: the tenant and global limits above it
-// are still taken, all or nothing, and a shadow rule stays a shadow rule.
-// Before, the request's limit stood alone, and a request carrying 100 per
-// minute went through limits of 3.
+// are still taken, all or nothing; a shadow rule's request-level limit is
+// enforced, as envoyproxy/ratelimit builds it. Before, the request's limit
+// stood alone, and a request carrying 100 per minute went through limits
+// of 3.
 func TestRequestLimitKeepsTheHierarchy(t *testing.T) {
 	for _, ss := range scenarioStores {
 		t.Run(ss.name, func(t *testing.T) {
@@ -66,8 +67,8 @@ func TestRequestLimitKeepsTheHierarchy(t *testing.T) {
 				t.Fatalf("configured rule after the requests: %s, want user=9 tenant=0 global=0 (peeked at cost 1)", limitsOf(resp.Statuses[0]))
 			}
 
-			// A shadow rule's request-level limit is a shadow one: it never
-			// refuses, while the limits above it do.
+			// A shadow rule's request-level limit is enforced (its
+			// shadow_mode does not carry over, as upstream's does not).
 			st2, opts2 := ss.open(t, clock)
 			e, err = NewEngine(mustParse(t, reqLimitHierarchy), st2, append(opts2, WithClock(clock))...)
 			if err != nil {
@@ -75,7 +76,7 @@ func TestRequestLimitKeepsTheHierarchy(t *testing.T) {
 			}
 			r.Descriptors[0].Entries = ent("tenant", "b", "dry", "x")
 			r.Descriptors[0].Limit = &LimitOverride{RequestsPerUnit: 1, Unit: time.Minute}
-			for i, want := range []string{"OK", "OK strategy=shadow", "OK strategy=shadow", "OVER_LIMIT strategy=reject"} {
+			for i, want := range []string{"OK", "OVER_LIMIT strategy=reject", "OVER_LIMIT strategy=reject"} {
 				resp, err := e.Decide(ctx, r)
 				if err != nil {
 					t.Fatal(err)
@@ -84,8 +85,8 @@ func TestRequestLimitKeepsTheHierarchy(t *testing.T) {
 				if resp.Strategy != "" {
 					got += " strategy=" + resp.Strategy
 				}
-				if got != want || !resp.Statuses[0].Shadow {
-					t.Fatalf("shadow request %d: %s, shadow %v (%s), want %s, shadow", i+1, got, resp.Statuses[0].Shadow, limitsOf(resp.Statuses[0]), want)
+				if got != want || resp.Statuses[0].Shadow {
+					t.Fatalf("shadow rule's request %d: %s, shadow %v (%s), want %s, enforced", i+1, got, resp.Statuses[0].Shadow, limitsOf(resp.Statuses[0]), want)
 				}
 			}
 		})
