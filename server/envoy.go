@@ -366,17 +366,17 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(st *policy.
 				// descriptor, whatever a smaller cost could still take.
 				ds.LimitRemaining = clampU32(d.Remaining)
 			}
-			reset := d.ResetAfter
-			if !d.Allowed && d.RetryAfter != algo.Never && d.RetryAfter > reset {
-				reset = d.RetryAfter
+			if d.ResetAfter <= 0 && s.RuleLimit != nil {
+				// An unused window: it resets at its end all the same.
+				// Set on the status, so that the header fields say so too.
+				s.Decision.ResetAfter = idleReset(s.RuleLimit, envoyNow())
+				d = s.Decision
 			}
-			if reset > 0 {
-				if durs == nil {
-					durs = make([]durationpb.Duration, len(resp.Statuses))
-				}
-				durs[i] = durationpb.Duration{Seconds: int64(reset / time.Second), Nanos: int32(reset % time.Second)}
-				ds.DurationUntilReset = &durs[i]
+			if durs == nil {
+				durs = make([]durationpb.Duration, len(resp.Statuses))
 			}
+			durs[i] = durationpb.Duration{Seconds: resetSeconds(d)}
+			ds.DurationUntilReset = &durs[i]
 		}
 		out.Statuses[i] = ds
 	}
@@ -405,6 +405,60 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(st *policy.
 		}
 	}
 	return out
+}
+
+// envoyNow is the clock an unused window's end is reckoned from
+// (idleReset); tests set it.
+var envoyNow = time.Now
+
+// resetSeconds is a status's duration_until_reset in whole seconds, as
+// envoyproxy/ratelimit answers it (utils.CalculateReset: 1 to the unit's
+// length) and as Envoy reads it (its X-RateLimit-Reset takes the
+// duration's seconds, dropping a fraction): the time until the key is back
+// to full capacity, or for a refusal that must wait longer, until its cost
+// would pass; rounded up, so that a client that waits that long finds the
+// window reset, and never below 1 s when something resets. 0 only when
+// nothing does: a bucket that is full, a concurrency limit with no slot
+// held.
+func resetSeconds(d algo.Decision) int64 {
+	reset := d.ResetAfter
+	if !d.Allowed && d.RetryAfter != algo.Never && d.RetryAfter > reset {
+		reset = d.RetryAfter
+	}
+	if reset <= 0 {
+		return 0
+	}
+	return max(1, headers.Seconds(reset))
+}
+
+// idleReset is when an unused window of l resets, at now: a fixed window
+// at its end (windows of its period from the epoch, or the UTC calendar
+// month or year), as envoyproxy/ratelimit reports every window; a sliding
+// window or log after its period, when a unit taken now would leave it. A
+// bucket (token_bucket, gcra, shaper, the smooth algorithms) that nothing
+// has used is full, and a concurrency limit holds no slot: 0, nothing
+// resets.
+func idleReset(l *algo.Limit, now time.Time) time.Duration {
+	p := l.Params()
+	switch l.Algorithm() {
+	case algo.FixedWindow:
+		t := now.UTC()
+		switch p.Calendar {
+		case algo.CalendarMonth:
+			return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(t)
+		case algo.CalendarYear:
+			return time.Date(t.Year()+1, time.January, 1, 0, 0, 0, 0, time.UTC).Sub(t)
+		}
+		if p.Period <= 0 {
+			return 0
+		}
+		us := now.UnixMicro()
+		per := int64(p.Period / time.Microsecond)
+		return time.Duration(per-((us%per)+per)%per) * time.Microsecond
+	case algo.SlidingWindow, algo.SlidingLog:
+		return p.Period
+	}
+	return 0
 }
 
 func envoyCode(c policy.Code) rlsv3.RateLimitResponse_Code {
