@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
 	"strings"
 )
@@ -10,9 +11,12 @@ import (
 // LoadFS is Load over a file system, such as an embedded copy of a
 // configuration directory: every *.yaml and *.yml file in fsys, in name
 // order, recursively. Problems name files relative to fsys, after prefix.
+// A file system that holds files but none of them YAML is an error, as a
+// directory is for Load (see unreadRuleFiles).
 func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 	var srcs []source
 	var probs Problems
+	var skipped []string
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		name := prefix + p
 		switch {
@@ -27,7 +31,10 @@ func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 		case d.IsDir():
 			return nil
 		}
-		if ext := strings.ToLower(p[strings.LastIndexByte(p, '.')+1:]); ext != "yaml" && ext != "yml" {
+		if !isRuleFile(p) {
+			if isFile(d, func() (fs.FileInfo, error) { return fs.Stat(fsys, p) }) {
+				skipped = append(skipped, name)
+			}
 			return nil
 		}
 		data, err := fs.ReadFile(fsys, p)
@@ -41,9 +48,65 @@ func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 	if err != nil {
 		probs = append(probs, Problem{File: prefix, Message: err.Error()})
 	}
+	if p, ok := unreadRuleFiles(prefix, srcs, skipped); ok {
+		probs = append(probs, p)
+	}
 	if len(probs) > 0 {
 		return nil, probs
 	}
 	sort.Slice(srcs, func(i, j int) bool { return srcs[i].name < srcs[j].name })
 	return build(srcs)
+}
+
+// isRuleFile reports whether a configuration directory's file named name
+// is read as rules: its extension is .yaml or .yml, in any case. Hidden
+// files and directories (a name starting with a dot: an editor's backup,
+// Kubernetes' ..data) are never read.
+func isRuleFile(name string) bool {
+	ext := strings.ToLower(path.Ext(name))
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// isFile reports whether the walked entry d, not a directory and not
+// hidden, is a file a reader of the directory would take for one: a
+// regular file, or a symbolic link to one (a Kubernetes ConfigMap's files
+// are links into ..data); stat resolves the link.
+func isFile(d fs.DirEntry, stat func() (fs.FileInfo, error)) bool {
+	switch {
+	case d.Type().IsRegular():
+		return true
+	case d.Type()&fs.ModeSymlink != 0:
+		fi, err := stat()
+		return err == nil && fi.Mode().IsRegular()
+	}
+	return false
+}
+
+// maxSkippedNames bounds the files unreadRuleFiles names.
+const maxSkippedNames = 10
+
+// unreadRuleFiles is the problem of a configuration directory dir that
+// holds files (skipped, not hidden) but none that is read as rules (srcs
+// is empty): loaded, it would configure no domain and every request would
+// be allowed, while its files were most likely meant as rules — a
+// Kubernetes ConfigMap key named config mounts as a file named config,
+// which envoyproxy/ratelimit reads whatever its name. Failing to load
+// keeps a server from starting open, and a reload from lifting every limit
+// (the rules in force stay). ok is false when the directory holds a rule
+// file or no file at all: an empty directory (a ConfigMap not filled yet)
+// loads with no domain and a warning, as upstream.
+func unreadRuleFiles(dir string, srcs []source, skipped []string) (p Problem, ok bool) {
+	if len(srcs) > 0 || len(skipped) == 0 {
+		return Problem{}, false
+	}
+	sort.Strings(skipped)
+	names := skipped
+	more := ""
+	if len(names) > maxSkippedNames {
+		names, more = names[:maxSkippedNames], fmt.Sprintf(" and %d more", len(skipped)-maxSkippedNames)
+	}
+	return Problem{File: dir, Message: fmt.Sprintf("no *.yaml or *.yml file, only %s%s, which are not read: "+
+		"only files named *.yaml or *.yml hold rules (a Kubernetes ConfigMap key becomes a file of that name: "+
+		"name the key config.yaml, say); rename them, or the directory configures nothing and every request is allowed",
+		strings.Join(names, ", "), more)}, true
 }
