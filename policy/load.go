@@ -116,6 +116,7 @@ func readSources(path string) ([]source, Problems) {
 	}
 	var srcs []source
 	var probs Problems
+	var skipped []string
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			probs = append(probs, Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
@@ -130,8 +131,10 @@ func readSources(path string) ([]source, Problems) {
 		if d.IsDir() {
 			return nil
 		}
-		ext := strings.ToLower(filepath.Ext(p))
-		if ext != ".yaml" && ext != ".yml" {
+		if !isRuleFile(p) {
+			if isFile(d, func() (fs.FileInfo, error) { return os.Stat(p) }) {
+				skipped = append(skipped, p)
+			}
 			return nil
 		}
 		data, err := readFile(p)
@@ -144,6 +147,9 @@ func readSources(path string) ([]source, Problems) {
 	})
 	if err != nil {
 		probs = append(probs, Problem{File: path, Message: err.Error()})
+	}
+	if p, ok := unreadRuleFiles(path, srcs, skipped); ok {
+		probs = append(probs, p)
 	}
 	return srcs, probs
 }
