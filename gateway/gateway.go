@@ -47,6 +47,7 @@ type options struct {
 	clientSet    bool
 	upstreamErrs func(reason string)
 	responses    func(route string, status int, upstream bool)
+	noSamples    bool // WithAdaptiveSamples(false)
 }
 
 // DefaultUpstreamTimeout is WithUpstreamTimeout's default, nginx's
@@ -181,6 +182,10 @@ type Gateway struct {
 	proxy    *httputil.ReverseProxy
 	cfgs     interface{ Config() *policy.Config }
 
+	// obs feeds the adaptive rules' samples (the Decider's Observe); nil
+	// with WithAdaptiveSamples(false) or a Decider without it.
+	obs observer
+
 	mu     sync.Mutex // serialises recompiling
 	routes atomic.Pointer[routeTable]
 	upLog  upstreamLog
@@ -201,6 +206,9 @@ type route struct {
 	domain  string
 	order   int
 	limiter *middleware.Middleware // nil: unlimited
+	// adaptive names the rules of the route's domain with an adaptive
+	// block, when the gateway feeds samples: nil costs a request nothing.
+	adaptive []string
 }
 
 type ctxKey struct{}
@@ -222,6 +230,7 @@ type reqState struct {
 	// when ServeHTTP has returned (a read of the body the transport makes
 	// later is not bounded: the server has closed the body).
 	bodyTimedOut, bodyEOF, done atomic.Bool
+	samples
 }
 
 // New returns the gateway: requests matching a route of cfg's gateway
@@ -246,7 +255,8 @@ type reqState struct {
 // standard names), WithTransport (a clone of http.DefaultTransport),
 // WithFlushInterval(0), WithErrorLog (none), WithUser / WithTenant (none),
 // WithPreserveHost(false), WithUpstreamTimeout(DefaultUpstreamTimeout),
-// WithClientTimeout(DefaultClientTimeout).
+// WithClientTimeout(DefaultClientTimeout), WithAdaptiveSamples(true): the
+// proxied requests feed the adaptive rules that decided them.
 //
 // It fails when upstream is not an absolute http, https or h2c URL (an
 // h2c URL without a port, any URL with port 0), when
@@ -308,6 +318,9 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 		g.o.client = DefaultClientTimeout
 	}
 	g.cfgs, _ = d.(interface{ Config() *policy.Config })
+	if !g.o.noSamples {
+		g.obs, _ = d.(observer)
+	}
 	t, err := g.compile(cfg, d)
 	if err != nil {
 		return nil, err
@@ -395,6 +408,9 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 					continue
 				}
 				r.limiter = m
+				if g.obs != nil {
+					r.adaptive = adaptiveRules(dom)
+				}
 			}
 			t.routes = append(t.routes, r)
 		}
@@ -796,7 +812,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rt.refuseStatus != http.StatusTooManyRequests {
 			lw = &refuseWriter{ResponseWriter: w, status: rt.refuseStatus}
 		}
-		done, pass := rt.limiter.Check(lw, r)
+		var admitted func(policy.Response)
+		if len(rt.adaptive) > 0 {
+			admitted = st.decided
+		}
+		done, pass := rt.limiter.CheckAdmitted(lw, r, admitted)
 		if !pass {
 			return
 		}
@@ -812,6 +832,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer st.timer.Stop()
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+	if st.fed != 0 || st.more != nil {
+		g.feed(st)
+	}
 }
 
 // refuseWriter answers the middleware's refusals (429 with a
@@ -1113,6 +1136,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	if st != nil && st.timer != nil && pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &progressBody{ReadCloser: pr.Out.Body, st: st}
 	}
+	if st != nil && (st.fed != 0 || st.more != nil) {
+		st.sent = time.Now()
+	}
 }
 
 // upgradeType is the protocol a request asks to switch to ("websocket"),
@@ -1195,9 +1221,11 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 		ctx := b.req.Context()
 		switch {
 		case context.Cause(ctx) == errUpstreamTimeout:
+			b.st.failedUpstream()
 			b.g.upstreamFailed(b.req, ReasonTimeout, fmt.Errorf("the response body stalled for longer than %v (--upstream-timeout); closing the connection", b.st.d))
 		case ctx.Err() != nil: // the client went away, or the server is stopping
 		default:
+			b.st.failedUpstream()
 			b.g.upstreamFailed(b.req, reasonOf(err, false), fmt.Errorf("the response body failed after the header; closing the connection: %w", err))
 		}
 	}
@@ -1243,6 +1271,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		st.timer.Stop()
 		st.timerMu.Unlock()
 	}
+	st.answered(res.StatusCode)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
 	}
@@ -1274,6 +1303,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// may have cancelled the request before the error came back, and
 		// what came back (a cancelled request, the transport's write to
 		// the upstream) is a consequence, not the cause.
+		st.clientFault()
 		g.log(r, fmt.Errorf("%w: nothing of the request body for %v", errClientTimeout, g.o.client))
 		middleware.WriteProblemFor(w, r, middleware.Problem{
 			Status:   http.StatusRequestTimeout,
@@ -1283,10 +1313,13 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		})
 		return
 	}
+	st := stateOf(r)
 	timedOut := context.Cause(r.Context()) == errUpstreamTimeout
 	if !timedOut && r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		st.clientFault() // the client went away: no sample
 		return
 	}
+	st.failedUpstream()
 	status, detail := http.StatusBadGateway, "the upstream could not be reached"
 	var ne net.Error
 	if timedOut || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {

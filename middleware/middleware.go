@@ -361,6 +361,16 @@ func pathOf(r *http.Request) string {
 // has written the whole response — 429, the fallback's answer, 400 or 503 —
 // and returns pass false.
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(), pass bool) {
+	return m.CheckAdmitted(w, r, nil)
+}
+
+// CheckAdmitted is Check, and, when admitted is not nil and the request
+// passes on a decision (not on an empty descriptor list, nor by
+// WithFailOpen), calls admitted with the response before Check returns:
+// its Statuses name the rules that decided the request. They may live in
+// a buffer reused by the next request: admitted must not keep them. The
+// gateway feeds its adaptive rules' samples from it.
+func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admitted func(policy.Response)) (done func(), pass bool) {
 	sc := m.pool.Get().(*scratch)
 	defer m.pool.Put(sc)
 	dims, err := m.x.Descriptors(r, sc.dims)
@@ -428,6 +438,9 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 			return nop, false
 		}
 		m.fields.WriteStatuses(w.Header(), resp.Statuses)
+		if admitted != nil {
+			admitted(resp)
+		}
 		if (m.releaser != nil || m.renewer != nil) && resp.Holds() {
 			// A copy, so that resp itself stays on the stack when nothing
 			// is held (the common case).
