@@ -820,6 +820,7 @@ func gatewayDomains(cfg *policy.Config) []string {
 func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log *slog.Logger, m *metrics.Metrics) (*gateway.Gateway, error) {
 	return gateway.New(cfg, engine, f.upstream, gateway.WithUpstreamTimeout(f.upstreamTimeout), gateway.WithClientTimeout(f.clientTimeout),
 		gateway.WithUpstreamErrors(m.GatewayUpstreamErrors()), gateway.WithResponses(m.GatewayResponses()),
+		gateway.WithAdaptiveSamples(true), // the proxied requests feed the routes' adaptive rules
 		gateway.WithPreserveHost(f.preserveHost), gateway.WithErrorLog(func(r *http.Request, err error) {
 			if r == nil {
 				log.Warn("gateway", "err", err)
