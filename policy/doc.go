@@ -42,7 +42,8 @@
 // apply. Shadow rules are decided and reported but never refuse. A
 // per-request limit (Descriptor.Limit) replaces the matched rule's limit
 // for that descriptor, and only it: the rule's ancestors in a hierarchy
-// are still taken, and its shadow mode stays. Keys are compared as structured (key, value) pairs, not as
+// are still taken, and it is enforced even on a shadow rule (the global
+// shadow mode still covers it). Keys are compared as structured (key, value) pairs, not as
 // Envoy's "key_value" strings, so a key containing '_' cannot collide with
 // a key and value.
 //

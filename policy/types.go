@@ -22,9 +22,12 @@ type Descriptor struct {
 	Entries []Entry
 	// Limit, when set, replaces the limit of the rule this descriptor
 	// matches (Envoy's per-descriptor limit override) and nothing else:
-	// the rule's ancestors in a hierarchy are still taken, its shadow
-	// mode, strategy, priority and reserves stay; it does not borrow (no
-	// ceil). A descriptor no rule matches is limited by it alone.
+	// the rule's ancestors in a hierarchy are still taken, its strategy,
+	// priority and reserves stay; it does not borrow (no ceil), and it is
+	// enforced even when the rule is in shadow mode (as envoyproxy/ratelimit
+	// builds it; the Engine's global shadow mode still covers it; a
+	// strategy: shadow becomes reject). A descriptor no rule matches is
+	// limited by it alone.
 	Limit *LimitOverride
 	// Hits, when > 0 or when HitsSet, is this descriptor's cost instead
 	// of Request.Hits.
