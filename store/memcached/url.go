@@ -76,10 +76,14 @@ func ParseURL(rawURL string) ([]string, error) {
 			return bad("server %d %q: port must be 1-65535", i+1, part)
 		}
 		addr := net.JoinHostPort(host, strconv.FormatUint(n, 10))
-		if seen[addr] {
+		// Host names ignore case (Cache1 and cache1 are one server), but
+		// the ring hashes the server as written, as libketama does: the
+		// duplicate check folds case, the address keeps it.
+		key := strings.ToLower(addr)
+		if seen[key] {
 			return bad("server %q is listed twice", addr)
 		}
-		seen[addr] = true
+		seen[key] = true
 		servers = append(servers, addr)
 	}
 	return servers, nil

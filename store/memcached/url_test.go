@@ -47,6 +47,7 @@ func TestParseURL(t *testing.T) {
 		{"memcached://a:1,a:1", "listed twice"},
 		{"memcached://127.0.0.1:21211,127.0.0.1:021211", `server "127.0.0.1:21211" is listed twice`},
 		{"memcached://127.0.0.1:21211,127.0.0.1:+21211", `server "127.0.0.1:21211" is listed twice`},
+		{"memcached://Cache1:21211,cache1:21211", `server "cache1:21211" is listed twice`},
 		{"memcached://a:-1", "port must be 1-65535"},
 		{"memcached://a:+-1", "port must be 1-65535"},
 		{"memcached://a:00", "port must be 1-65535"},
