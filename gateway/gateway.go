@@ -831,10 +831,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.timer = time.AfterFunc(g.o.timeout, func() { cancel(errUpstreamTimeout) })
 		defer st.timer.Stop()
 	}
+	// Deferred: a body the upstream cuts short after the header makes
+	// ReverseProxy abort the response with panic(http.ErrAbortHandler),
+	// and that failure is a sample too.
+	defer func() {
+		if st.fed != 0 || st.more != nil {
+			g.feed(st)
+		}
+	}()
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
-	if st.fed != 0 || st.more != nil {
-		g.feed(st)
-	}
 }
 
 // refuseWriter answers the middleware's refusals (429 with a
