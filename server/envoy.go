@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -559,14 +560,27 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 			s.log.Debug("envoy: charging what remains of a refused descriptor", "domain", req.Domain, "error", err)
 		}
 	}
-	refuse := false
+	var spent []bool // by descriptor; nil: none
+	var borrow []int // spent checks on a rule that may borrow
 	for i := range resp.Statuses {
-		if spentCheck(&req.Descriptors[i], &resp.Statuses[i]) {
-			refuse = true
-			break
+		if !spentCheck(&req.Descriptors[i], &resp.Statuses[i]) {
+			continue
+		}
+		if spent == nil {
+			spent = make([]bool, len(resp.Statuses))
+		}
+		spent[i] = true
+		if mayBorrow(&resp.Statuses[i]) {
+			borrow = append(borrow, i)
 		}
 	}
-	if !refuse {
+	if len(borrow) > 0 {
+		// A rule with a ceil whose own rate is spent is not: a unit
+		// would be borrowed from its parent while the ceil and the lend
+		// pool have one. Only a look says whether they do.
+		s.unspentBorrowers(ctx, req, resp.Priority, borrow, spent)
+	}
+	if !slices.Contains(spent, true) {
 		return
 	}
 	if resp.Code == policy.CodeOK {
@@ -578,7 +592,7 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 	}
 	for i := range resp.Statuses {
 		st := &resp.Statuses[i]
-		if !spentCheck(&req.Descriptors[i], st) {
+		if !spent[i] {
 			continue
 		}
 		st.Code = policy.CodeOverLimit
@@ -589,6 +603,40 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 		st.Decision.RetryAfter = st.Decision.ResetAfter
 		if p := st.RuleLimit.Params(); (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) && p.Limit > 0 {
 			st.Decision.RetryAfter = min(st.Decision.RetryAfter, (p.Period+time.Duration(p.Limit)-1)/time.Duration(p.Limit))
+		}
+	}
+}
+
+// mayBorrow reports whether st is the status of a rule with a ceil
+// (its limits list the rule's ceil, "rule/ceil"), which may borrow from
+// its parent when its own rate is spent.
+func mayBorrow(st *policy.Status) bool {
+	for j := range st.Limits {
+		if l := &st.Limits[j]; !l.Shadow && l.Rule == st.Rule && l.Name == l.Rule+"/ceil" {
+			return true
+		}
+	}
+	return false
+}
+
+// unspentBorrowers clears spent[i] for each descriptor i of which (spent
+// checks on rules that may borrow) a request of one unit would be
+// admitted now, borrowing: a look (Peek) at them alone, at the request's
+// priority class. When the look fails the checks stay spent.
+func (s *Server) unspentBorrowers(ctx context.Context, req *policy.Request, priority string, which []int, spent []bool) {
+	ds := make([]policy.Descriptor, len(which))
+	for j, i := range which {
+		ds[j] = req.Descriptors[i]
+		ds[j].Hits, ds[j].HitsSet = 1, true
+	}
+	r, err := s.engine.Peek(ctx, policy.Request{Domain: req.Domain, Descriptors: ds, Priority: priority})
+	if err != nil || len(r.Statuses) != len(which) {
+		s.log.Debug("envoy: looking whether a check on a spent rate may borrow", "domain", req.Domain, "error", err)
+		return
+	}
+	for j, i := range which {
+		if r.Statuses[j].Code == policy.CodeOK {
+			spent[i] = false
 		}
 	}
 }
