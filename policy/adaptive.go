@@ -47,6 +47,10 @@ type adaptiveRule struct {
 	// last is the last step's outcome (or the last reload's note), moved
 	// or not; zero before the first.
 	last ScaleChange
+	// gen counts the factors set on the controller from outside a step
+	// (a manual scale removed): a step that ran meanwhile, outside the
+	// lock, computed from the factor before and is dropped.
+	gen uint64
 }
 
 // adaptiveRules is the Engine's adaptive state, guarded by Engine.mu.
@@ -346,6 +350,7 @@ func (e *Engine) StepAdaptive(now time.Time) []ScaleChange {
 	e.mu.Lock()
 	e.adaptive.stepAt = now
 	var rules []*adaptiveRule
+	var gens []uint64
 	for _, a := range e.adaptive.list {
 		iv := a.cfg.Interval
 		if !a.due.IsZero() && now.Before(a.due.Add(-min(iv/4, stepSlack))) {
@@ -357,12 +362,13 @@ func (e *Engine) StepAdaptive(now time.Time) []ScaleChange {
 			a.due = a.due.Add(iv)
 		}
 		rules = append(rules, a)
+		gens = append(gens, a.gen)
 	}
 	e.mu.Unlock()
 	out := make([]ScaleChange, 0, len(rules))
-	for _, a := range rules {
+	for i, a := range rules {
 		ch := ScaleChange{Domain: a.ref.domain, Rule: a.ref.rule, Change: a.ctl.Step(now)}
-		out = append(out, e.applyScale(a, ch))
+		out = append(out, e.applyScale(a, gens[i], ch))
 	}
 	return out
 }
@@ -371,8 +377,10 @@ func (e *Engine) StepAdaptive(now time.Time) []ScaleChange {
 // limit compiles, unless a reload replaced the controller meanwhile or a
 // manual scale pins the rule, and returns the change as applied. Old is
 // the factor in force; New never moves against the step's signal (down
-// when healthy, up when overloaded).
-func (e *Engine) applyScale(a *adaptiveRule, ch ScaleChange) ScaleChange {
+// when healthy, up when overloaded). gen is a.gen when the step began: a
+// factor set from outside since (a manual scale removed, resuming the
+// controller there) makes the step's result stale, and it is dropped.
+func (e *Engine) applyScale(a *adaptiveRule, gen uint64, ch ScaleChange) ScaleChange {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	current := false
@@ -380,6 +388,13 @@ func (e *Engine) applyScale(a *adaptiveRule, ch ScaleChange) ScaleChange {
 		current = current || b == a
 	}
 	if !current {
+		return ch
+	}
+	if a.gen != gen {
+		ch.Old = e.inForceLocked(a.ref)
+		ch.New = ch.Old
+		ch.Reason = "step dropped: the factor was set by hand while it ran"
+		ch.report = false
 		return ch
 	}
 	defer func() { a.last = ch; a.last.report = false }()
@@ -442,6 +457,7 @@ func (e *Engine) setScaleLocked(ref ruleRef, factor float64, reason string) (rem
 		if !pinned {
 			return false, nil
 		}
+		a.gen++
 		want := a.ctl.SetFactor(pin.Factor)
 		why := "manual scale removed (" + pin.Reason + "): the controller resumes at " + fmtFactor(want)
 		// The manual factor compiles: the nearest to want that does is
