@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -195,16 +196,49 @@ func (s *serverTLS) config(nextProtos ...string) *tls.Config {
 			c.SessionTicketsDisabled = true
 			if san := s.f.tlsClientSAN; san != "" {
 				c.VerifyConnection = func(cs tls.ConnectionState) error {
-					if err := cs.PeerCertificates[0].VerifyHostname(san); err != nil {
-						return fmt.Errorf("client certificate refused by --tls-client-san: %w", err)
-					}
-					return nil
+					return checkClientSAN(cs.PeerCertificates[0], san)
 				}
 			}
 		}
 		return c, nil
 	}
 	return base
+}
+
+// checkClientSAN returns why leaf, a verified client certificate, does not
+// carry name (--tls-client-san) among its SANs, or nil when it does. A DNS
+// name is compared with each DNS SAN as a string, in any case, as
+// envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN does: a wildcard SAN
+// (*.ns.svc) is a name of its own, not a pattern that api.ns.svc matches —
+// x509's VerifyHostname, which matches as a client checks a server, let any
+// client certificate for *.ns.svc from the CA pass as api.ns.svc. An IP
+// address (name parses as one) is compared with the IP SANs only.
+func checkClientSAN(leaf *x509.Certificate, name string) error {
+	if ip, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
+		for _, a := range leaf.IPAddresses {
+			if got, ok := netip.AddrFromSlice(a); ok && got.Unmap() == ip.Unmap() {
+				return nil
+			}
+		}
+	} else {
+		for _, d := range leaf.DNSNames {
+			if strings.EqualFold(d, name) {
+				return nil
+			}
+		}
+	}
+	var sans []string
+	for _, d := range leaf.DNSNames {
+		sans = append(sans, "DNS:"+d)
+	}
+	for _, a := range leaf.IPAddresses {
+		sans = append(sans, "IP:"+a.String())
+	}
+	have := "none"
+	if len(sans) > 0 {
+		have = strings.Join(sans, ", ")
+	}
+	return fmt.Errorf("client certificate refused by --tls-client-san: %q is not among its SANs (%s; compared exactly, a wildcard SAN is not expanded)", name, have)
 }
 
 // wrap puts TLS on the HTTP listeners that on names. The gateway's (--http
