@@ -38,7 +38,9 @@ var dashboardFS embed.FS
 //	GET  /admin/api/events              recent reloads, adaptive steps, store changes
 //
 // Everything under /admin/api/ requires "Authorization: Bearer <token>"
-// (the scheme in any case) when a token is set. A path asked with a method
+// (the scheme in any case) when a token is set; without one it answers
+// loopback peers only (403 to others), and on a loopback listener every
+// path refuses a Host that is not an IP address or localhost. A path asked with a method
 // it does not take is 405 with an Allow field. Paths are case-sensitive:
 // the API under another spelling (/ADMIN/api/…, /admin%2Fapi/…) meets the
 // token and browser checks, then answers 404 saying so; it is not
@@ -110,7 +112,25 @@ func (s *Server) AdminHandler() http.Handler {
 		}
 		rest(w, r)
 	})
-	return s.bodyDeadline(mux)
+	return s.bodyDeadline(s.adminHostCheck(mux))
+}
+
+// adminHostCheck refuses, while no admin token is set, a request to a
+// loopback admin listener addressed to a host name other than localhost,
+// on every path (hostSafe): a page that re-points its own name at
+// 127.0.0.1 (DNS rebinding) could otherwise read /metrics, /readyz and the
+// dashboard of the operator's own host. A Prometheus on the same host
+// addresses the listener by IP or as localhost, which pass. An admin
+// address bound elsewhere (0.0.0.0, the pod's IP) is reached by probes and
+// scrapes under names of their own, and serves only those routes to other
+// hosts anyway; its admin API keeps the check (requireToken).
+func (s *Server) adminHostCheck(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.tok.Load().admin == "" && loopbackListener(r) && !hostSafe(w, r, "the admin address") {
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // adminAPIPath reports whether path, decoded, reads as the admin API's in
@@ -171,12 +191,20 @@ func authorized(w http.ResponseWriter, r *http.Request, token, kind string) bool
 // requireToken guards h with the admin token, compared in constant time.
 // The scheme name is case-insensitive (RFC 9110 §11.1): "bearer tok" is
 // accepted. The 401 says what is wrong without echoing the header. Without
-// a token, what a web page could send is refused (browserSafe): a request
-// from another site that changes something, and any request addressed to
-// a host name other than localhost.
+// a token, the API answers loopback peers only (an admin address bound to
+// 0.0.0.0 or the pod's IP for probes would otherwise open reset, overrides,
+// scales and observe to the network; its other routes stay open), and what
+// a web page could send is refused (browserSafe): a request from another
+// site that changes something, and any request addressed to a host name
+// other than localhost.
 func (s *Server) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := s.tok.Load().admin
+		if tok == "" && !loopbackPeer(r) {
+			writeError(w, http.StatusForbidden, "the admin API answers loopback peers only when no admin token is set: "+
+				"set --admin-token (or --admin-token-file) and send Authorization: Bearer <token> to use it from another host")
+			return
+		}
 		if !browserSafe(w, r, "the admin API", tok == "") {
 			return
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,13 +38,50 @@ func browserSafe(w http.ResponseWriter, r *http.Request, what string, checkHost 
 			"which may not call %s; call it from curl or a script (no Origin or Sec-Fetch-Site field)", r.Method, r.URL.Path, from, what))
 		return false
 	}
-	if checkHost && !localHost(r.Host) {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("Host %q refused: without a token %s answers requests addressed to an IP address "+
-			"or localhost only, as a web page could otherwise reach it through a host name of its own (DNS rebinding); "+
-			"address it by IP (e.g. 127.0.0.1), or set --admin-token to use a host name", r.Host, what))
+	if checkHost && !hostSafe(w, r, what) {
 		return false
 	}
 	return true
+}
+
+// hostSafe answers 403 and returns false for a request addressed to a host
+// name that is not localhost (DNS rebinding: see browserSafe), naming what
+// refuses it.
+func hostSafe(w http.ResponseWriter, r *http.Request, what string) bool {
+	if localHost(r.Host) {
+		return true
+	}
+	writeError(w, http.StatusForbidden, fmt.Sprintf("Host %q refused: without a token %s answers requests addressed to an IP address "+
+		"or localhost only, as a web page could otherwise reach it through a host name of its own (DNS rebinding); "+
+		"address it by IP (e.g. 127.0.0.1), or set --admin-token to use a host name", r.Host, what))
+	return false
+}
+
+// listenAddrKey is the context key under which Serve puts the address a
+// listener is bound to (http.Server.BaseContext), so that a handler can
+// tell a loopback listener from a wildcard one (0.0.0.0, whose
+// connections' local addresses are the host's own).
+type listenAddrKey struct{}
+
+// withListenAddr is an http.Server's BaseContext recording its listener's
+// address for loopbackListener.
+func withListenAddr(l net.Listener) context.Context {
+	return context.WithValue(context.Background(), listenAddrKey{}, l.Addr())
+}
+
+// loopbackListener reports whether r arrived on a listener bound to a
+// loopback address: the one Serve recorded, else (a handler served by
+// another http.Server, e.g. httptest's) the connection's local address.
+// A request without either (a handler called directly) is not.
+func loopbackListener(r *http.Request) bool {
+	a, ok := r.Context().Value(listenAddrKey{}).(net.Addr)
+	if !ok {
+		if a, ok = r.Context().Value(http.LocalAddrContextKey).(net.Addr); !ok {
+			return false
+		}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 // localHost reports whether host (a Host field, with or without a port)

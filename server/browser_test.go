@@ -86,7 +86,9 @@ func TestAdminRefusesWebPages(t *testing.T) {
 		{"curl posts an inspect", webReq{"POST", "/admin/api/inspect", quotaKV, "", nil}, 200, ""},
 		{"the dashboard's own post", webReq{"POST", "/admin/api/inspect", quotaKV, "",
 			[]string{"Origin", e.admin.URL, "Sec-Fetch-Site", "same-origin"}}, 200, ""},
-		{"the dashboard page itself by any name", webReq{"GET", "/dashboard", "", "admin.example", nil}, 200, ""},
+		{"the dashboard page by IP", webReq{"GET", "/dashboard", "", "", nil}, 200, ""},
+		{"the dashboard page through a rebound name", webReq{"GET", "/dashboard", "", "admin.example", nil}, 403, "DNS rebinding"},
+		{"metrics through a rebound name", webReq{"GET", "/metrics", "", "evil.example:" + port, nil}, 403, "DNS rebinding"},
 	} {
 		code, body := tc.req.send(t, e.admin.URL)
 		if code != tc.code || !strings.Contains(body, tc.want) {

@@ -21,7 +21,7 @@
 //     and the APIs are served apart (floodgate serve --api).
 //   - Admin: /metrics, /healthz, /readyz, /dashboard and the token-guarded
 //     /admin/api/ (config, inspect, reset, overrides, scales, observe,
-//     stats, events).
+//     stats, events; without a token, loopback peers only).
 //
 // docs/SERVER.md is the reference with every field and status code.
 //

@@ -12,7 +12,8 @@ import (
 // TestObserveAuth: POST /v1/observe steers the adaptive limits, so the
 // public address takes it only with the observe token (else the admin
 // token), and with neither only from a loopback peer; the admin address
-// takes it at /admin/api/observe under the admin token.
+// takes it at /admin/api/observe under the admin token (without one, from
+// a loopback peer only).
 func TestObserveAuth(t *testing.T) {
 	const sample = `{"domain":"quota","rule":"hourly","latency_ms":5}`
 	type try struct {
@@ -33,7 +34,8 @@ func TestObserveAuth(t *testing.T) {
 			{"api", "/v1/observe", "[::ffff:127.0.0.1]:4000", "", 204, ""},
 			{"api", "/v1/observe", "203.0.113.7:4000", "", 403, "set --observe-token (or --admin-token)"},
 			{"api", "/v1/observe", "10.0.0.5:4000", "Bearer anything", 403, "loopback peers only"},
-			{"admin", "/admin/api/observe", "203.0.113.7:4000", "", 204, ""},
+			{"admin", "/admin/api/observe", "127.0.0.1:4000", "", 204, ""},
+			{"admin", "/admin/api/observe", "203.0.113.7:4000", "", 403, "set --admin-token"},
 		}},
 		{"admin token", []server.Option{server.WithAdminToken("adm")}, []try{
 			{"api", "/v1/observe", "127.0.0.1:4000", "", 401, "missing Authorization: Bearer <observe-token>"},

@@ -68,7 +68,9 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // WithAdminToken makes the admin API require "Authorization: Bearer token"
-// (default "": no token, for a loopback-only admin address).
+// (default "": no token, for a loopback-only admin address; the admin API
+// then answers loopback peers only, 403 to others, and a loopback admin
+// listener refuses on every path a Host that is not an IP or localhost).
 func WithAdminToken(token string) Option { return func(s *Server) { s.adminToken = token } }
 
 // WithObserveToken makes POST /v1/observe require "Authorization: Bearer
@@ -645,7 +647,7 @@ func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 		}
 	}
 	adminSrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout, ConnState: adminActive.track,
-		ErrorLog: s.httpErrorLog("admin")}
+		ErrorLog: s.httpErrorLog("admin"), BaseContext: withListenAddr}
 	var apiActive activeConns
 	var apiSrv *http.Server
 	errc := make(chan error, 4)

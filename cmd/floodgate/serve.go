@@ -622,7 +622,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			f.flag("store"), f.flag("on-store-error")))
 	}
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
-		log.Warn("the admin address is not a loopback address and no --admin-token is set: reset, overrides, scales and observe are open to the network",
+		log.Warn(adminOpenWarning,
 			"admin", ls.Admin.Addr().String())
 	}
 	if rules := newAdaptiveRules(nil, cfg); len(rules) > 0 && observeOpen {
@@ -772,6 +772,12 @@ func loopbackAddr(addr string) bool {
 	ap, err := netip.ParseAddrPort(addr)
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
+
+// adminOpenWarning is serve's WARN when --admin is not on the loopback and
+// no admin token is set.
+const adminOpenWarning = "the admin address is not a loopback address and no --admin-token is set: /metrics, /healthz, /readyz and /dashboard " +
+	"are open to the network; the admin API (reset, overrides, scales, observe) answers loopback peers only and 403 to every other: " +
+	"set --admin-token to use it from another host"
 
 // observeOpenWarning is serve's WARN when the configuration has adaptive
 // rules and no token guards POST /v1/observe: the loopback exemption lets
