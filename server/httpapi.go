@@ -41,7 +41,8 @@ func (s *Server) HTTPHandler() http.Handler {
 // APIHandler serves the decision APIs: POST /json (Envoy's JSON twin), the
 // native API under /v1/ and GET /healthcheck (envoyproxy/ratelimit's health
 // path); any other path is 404. It is HTTPHandler without a gateway and
-// what Listeners.API serves.
+// what Listeners.API serves. A state-changing request a browser sent for a
+// page of another site is 403 on every path (refuseCrossOrigin).
 func (s *Server) APIHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/json", s.handleJSON)
@@ -61,7 +62,24 @@ func (s *Server) APIHandler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, msg)
 	})
-	return s.bodyDeadline(mux)
+	return s.bodyDeadline(refuseCrossOrigin(mux))
+}
+
+// refuseCrossOrigin answers 403 to a request that a browser sent for a page
+// of another site and that is not a GET, HEAD or OPTIONS (browserSafe
+// without its Host check): the decision APIs read text/plain and form
+// bodies as JSON, which an HTML form or a fetch posts without a CORS
+// preflight, so a page the operator visits could spend, release or renew
+// budgets on a loopback --http or --api address (CSRF). Clients that send
+// neither Origin nor Sec-Fetch-Site — Envoy, SDKs, curl, scripts — are not
+// affected, nor a page of the same origin.
+func refuseCrossOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !browserSafe(w, r, "the decision APIs", false) {
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // bodyDeadline bounds the reading of a request's declared body to the body
