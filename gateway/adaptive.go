@@ -19,7 +19,8 @@ import (
 // upstream answered 5xx, could not be reached or reset the connection
 // (502), timed out (504), or failed after the header (a body cut short).
 // Requests the gateway answers itself (refused, 400, a degrade fallback,
-// a client that went away or sent its body too slowly) and those that
+// a client that went away, sent its body too slowly or sent one that could
+// not be read: malformed, cut short, over a limit) and those that
 // reach no adaptive rule feed nothing; a route whose domain has no
 // adaptive rule costs nothing. With samples off, or a Decider without
 // Observe, adaptive rules move only on samples posted to /v1/observe.

@@ -72,8 +72,11 @@
 // UpstreamLogInterval, and
 // WithUpstreamErrors counts them by reason); one that fails after the
 // response header has its response cut off, and is logged and counted
-// the same way. A section's refuse_status (429 or 503) is the status of
-// its routes' refusals.
+// the same way. A request body the client breaks (malformed chunking,
+// cut short of its Content-Length, a reset, over a limit an outer
+// http.MaxBytesHandler set) is the client's failure: 400 (413 over the
+// limit), neither counted nor sampled as the upstream's. A section's
+// refuse_status (429 or 503) is the status of its routes' refusals.
 //
 // Rate limit fields: the gateway's are set on every limited response; the
 // upstream's IETF RateLimit and RateLimit-Policy members are kept beside

@@ -70,6 +70,20 @@ var errUpstreamTimeout = errors.New("gateway: upstream timeout")
 // of its request body for the client timeout.
 var errClientTimeout = errors.New("gateway: client timeout")
 
+// clientBodyError is a read of the request body that failed through its
+// client, other than by the client timeout: a malformed chunked body, one
+// shorter than its Content-Length (io.ErrUnexpectedEOF), one over a limit
+// an outer handler set (*http.MaxBytesError), a connection reset or closed.
+// The request is the client's failure, not the upstream's, whatever error
+// the transport then reports.
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string {
+	return "gateway: reading the request body from the client: " + e.err.Error()
+}
+
+func (e *clientBodyError) Unwrap() error { return e.err }
+
 // WithMiddleware passes options to the middleware that decides each route's
 // requests (middleware.WithFallback, WithFailOpen, WithMaxWait, ...).
 // Header options belong in WithHeaders, which also applies them to the
@@ -111,7 +125,10 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flu
 // WithErrorLog receives the errors the gateway answers for: upstream
 // failures (502, 504, and failures after the response header, which cut
 // the response off: each cause at most once per UpstreamLogInterval,
-// with the route), clients that time out, and the middleware's errors
+// with the route), clients that time out, request bodies that could not
+// be read from the client (the client's failure, answered 400 or 413:
+// each cause of each route at most once per UpstreamLogInterval), and
+// the middleware's errors
 // (default: none).
 func WithErrorLog(fn func(*http.Request, error)) Option { return func(o *options) { o.errLog = fn } }
 
@@ -189,6 +206,9 @@ type Gateway struct {
 	mu     sync.Mutex // serialises recompiling
 	routes atomic.Pointer[routeTable]
 	upLog  upstreamLog
+	// bodyLog rate-limits the lines about request bodies that failed
+	// through their clients, apart from the upstreams' causes.
+	bodyLog upstreamLog
 }
 
 // routeTable is the compiled routes of one configuration, most specific
@@ -230,6 +250,10 @@ type reqState struct {
 	// when ServeHTTP has returned (a read of the body the transport makes
 	// later is not bounded: the server has closed the body).
 	bodyTimedOut, bodyEOF, done atomic.Bool
+	// bodyErr is the first failed read of the body through its client
+	// (nil: none), set before the read returns: the transport's error,
+	// which comes after it, is then the client's.
+	bodyErr atomic.Pointer[clientBodyError]
 	samples
 }
 
@@ -1016,6 +1040,15 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if err != nil && b.st.bodyTimedOut.Load() {
 		return n, fmt.Errorf("%w: nothing of the request body for %v: %w", errClientTimeout, b.d, err)
 	}
+	if err != nil && err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose) {
+		// The client's side failed (a read after the transport closed
+		// the body, when the upstream failed, is not the client's).
+		e := &clientBodyError{err: err}
+		if !b.st.bodyErr.CompareAndSwap(nil, e) {
+			e = b.st.bodyErr.Load()
+		}
+		return n, e
+	}
 	return n, err
 }
 
@@ -1203,8 +1236,10 @@ func (b *progressBody) Read(p []byte) (int, error) {
 // upstreamBody is the response body. With an upstream timeout, the timer
 // runs only while a read waits on the upstream, not while the client is
 // slow to take what was read. A read that fails, other than at the end of
-// the body or because the client went away, is an upstream failure after
-// the header: reported once (the response is then cut off).
+// the body, because the client went away or because the client's request
+// body failed (the transport then closes the upstream connection), is an
+// upstream failure after the header: reported once (the response is then
+// cut off).
 type upstreamBody struct {
 	io.ReadCloser
 	st     *reqState
@@ -1229,6 +1264,11 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 			b.st.failedUpstream()
 			b.g.upstreamFailed(b.req, ReasonTimeout, fmt.Errorf("the response body stalled for longer than %v (--upstream-timeout); closing the connection", b.st.d))
 		case ctx.Err() != nil: // the client went away, or the server is stopping
+		case b.st.clientBodyErr(err) != nil:
+			// The client's body failed while the response came: the
+			// transport closed the upstream connection on it.
+			b.st.clientFault()
+			b.g.clientBodyFailed(b.req, b.st, b.st.clientBodyErr(err))
 		default:
 			b.st.failedUpstream()
 			b.g.upstreamFailed(b.req, reasonOf(err, false), fmt.Errorf("the response body failed after the header; closing the connection: %w", err))
@@ -1301,7 +1341,9 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 // it timed out, with a problem body saying so without naming the upstream
 // or the error (they are internal: the error log has them, at most once per
 // cause per UpstreamLogInterval). A client that went away gets nothing; one
-// that sent its body too slowly, 408.
+// that sent its body too slowly, 408; one whose body could not be read
+// (malformed, cut short, reset), 400, or 413 over an outer handler's limit
+// (http.MaxBytesHandler).
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if st := stateOf(r); st != nil && st.bodyTimedOut.Load() || errors.Is(err, errClientTimeout) {
 		// The client is at fault, not the upstream: the read of its body
@@ -1319,6 +1361,27 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	st := stateOf(r)
+	if be := st.clientBodyErr(err); be != nil {
+		// The read of the client's body failed, not the upstream: what
+		// the transport returned (its write of the body, a cancelled
+		// request) follows from it. It is answered even when the
+		// request's context is done: a failed read of the connection, a
+		// half-close after a short body included, cancels it, and such a
+		// client still reads the answer.
+		st.clientFault()
+		g.clientBodyFailed(r, st, be)
+		status, detail := http.StatusBadRequest, "the request body was malformed or cut short"
+		if mbe := (*http.MaxBytesError)(nil); errors.As(be, &mbe) {
+			status, detail = http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit)
+		}
+		middleware.WriteProblemFor(w, r, middleware.Problem{
+			Status:   status,
+			Title:    http.StatusText(status),
+			Detail:   detail,
+			Instance: r.URL.EscapedPath(),
+		})
+		return
+	}
 	timedOut := context.Cause(r.Context()) == errUpstreamTimeout
 	if !timedOut && r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		st.clientFault() // the client went away: no sample
@@ -1354,6 +1417,44 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		Detail:   detail,
 		Instance: r.URL.EscapedPath(), // a URI reference (RFC 9457): "/x%20y", not "/x y"
 	})
+}
+
+// clientBodyErr is the failed read of the client's body behind the
+// request's failure, nil when the body did not fail.
+func (st *reqState) clientBodyErr(err error) *clientBodyError {
+	if st != nil {
+		if be := st.bodyErr.Load(); be != nil {
+			return be
+		}
+	}
+	var be *clientBodyError
+	if errors.As(err, &be) {
+		return be
+	}
+	return nil
+}
+
+// clientBodyFailed logs a request whose body failed through its client as
+// the client's (not counted as an upstream failure), at most once per
+// cause per route per UpstreamLogInterval: a client sending broken bodies
+// makes no line per request.
+func (g *Gateway) clientBodyFailed(r *http.Request, st *reqState, be *clientBodyError) {
+	if g.o.errLog == nil {
+		return
+	}
+	route := "a request no route matches"
+	if st != nil && st.rt != nil {
+		route = fmt.Sprintf("route %q", st.rt.name)
+	}
+	ok, skipped := g.bodyLog.pass(route + "|" + causeVaries.ReplaceAllString(be.err.Error(), "#"))
+	if !ok {
+		return
+	}
+	err := fmt.Errorf("gateway: %s: the client's request body could not be read (the client's fault, not an upstream failure): %w", route, be.err)
+	if skipped > 0 {
+		err = fmt.Errorf("%w (%d more like it since the last report)", err, skipped)
+	}
+	g.log(r, err)
 }
 
 func (g *Gateway) log(r *http.Request, err error) {

@@ -50,7 +50,8 @@ const maxUpstreamCauses = 64
 // ReasonReset or ReasonOther) of each upstream failure: those answered
 // with 502 or 504, and those after the response header that cut the
 // response short (default: none). Failures a client caused (it went away,
-// or sent its body too slowly) are not upstream failures.
+// sent its body too slowly, or sent one that could not be read: malformed,
+// cut short, reset, over a limit) are not upstream failures.
 // metrics.Metrics.GatewayUpstreamErrors returns one for
 // floodgate_gateway_upstream_errors_total.
 func WithUpstreamErrors(fn func(reason string)) Option {
