@@ -85,7 +85,7 @@ func (r *bodyRig) send(t *testing.T, request string, halfClose bool) (int, strin
 	return resp.StatusCode, p.Detail
 }
 
-// samples steps the adaptive controller and returns backend's samples
+// step steps the adaptive controller and returns backend's samples
 // and errors in the step.
 func (r *bodyRig) step(t *testing.T, at time.Duration) (samples, errs int64) {
 	t.Helper()
