@@ -9,3 +9,11 @@ func SetGRPCPingMinTime(d time.Duration) (restore func()) {
 	grpcPingMinTime = d
 	return func() { grpcPingMinTime = old }
 }
+
+// SetGRPCConnectionTimeout sets the handshake bound of the gRPC servers
+// New builds from now on, and returns what restores it.
+func SetGRPCConnectionTimeout(d time.Duration) (restore func()) {
+	old := grpcConnectionTimeout
+	grpcConnectionTimeout = d
+	return func() { grpcConnectionTimeout = old }
+}

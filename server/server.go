@@ -408,6 +408,12 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	// its next call. Pings do not make a connection busy: the idle bound
 	// still closes it.
 	gopts = append(gopts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcPingMinTime, PermitWithoutStream: true}))
+	// A connection must finish its handshake (TLS, when on, and the
+	// HTTP/2 preface and settings) within grpcConnectionTimeout, as an
+	// HTTP request's header must within the HTTP listeners'
+	// ReadHeaderTimeout: grpc-go's default of 120 s let a client hold a
+	// connection, and its goroutine, for two minutes by sending nothing.
+	gopts = append(gopts, grpc.ConnectionTimeout(grpcConnectionTimeout))
 	if s.grpcMaxAge > 0 || s.grpcMaxIdle > 0 {
 		// A zero field is grpc-go's default: no bound, and for Time and
 		// Timeout a ping after 2 h without reads, the close 20 s later.
@@ -428,6 +434,11 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 // gRPC clients' keepalive, which cannot be set shorter (10 s). A variable
 // for tests.
 var grpcPingMinTime = 10 * time.Second
+
+// grpcConnectionTimeout bounds a gRPC connection's handshake, TLS
+// included (grpc.ConnectionTimeout): the HTTP listeners' header timeout.
+// A variable for tests.
+var grpcConnectionTimeout = 10 * time.Second
 
 var probeLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
 
