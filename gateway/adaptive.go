@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/policy"
@@ -58,6 +60,9 @@ type samples struct {
 	// failed: the upstream failed or answered 5xx; skip: the client made
 	// the request fail (no sample).
 	failed, skip bool
+	// grpcRes is a gRPC call's response, whose trailers (read with its
+	// body) carry its status; nil for any other request.
+	grpcRes *http.Response
 }
 
 // decided marks the adaptive rules among those that decided the admitted
@@ -92,14 +97,30 @@ func (st *reqState) mark(rule string) {
 func (st *reqState) sampled() bool { return st != nil && (st.fed != 0 || st.more != nil) }
 
 // answered notes the upstream's response header.
-func (st *reqState) answered(status int) {
+func (st *reqState) answered(res *http.Response) {
 	if !st.sampled() || st.latency != 0 {
 		return
 	}
 	st.latency = max(time.Since(st.sent), 1)
-	if status >= 500 {
+	if res.StatusCode >= 500 {
 		st.failed = true
 	}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc") {
+		st.grpcRes = res
+		st.failed = st.failed || grpcFailed(res.Header) // trailers-only
+	}
+}
+
+// grpcFailed reports a gRPC status that says the upstream failed or is
+// overloaded: UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL,
+// UNAVAILABLE, DATA_LOSS. The caller's own mistakes (INVALID_ARGUMENT,
+// NOT_FOUND, ...) are not the upstream's failures.
+func grpcFailed(h http.Header) bool {
+	switch h.Get("Grpc-Status") {
+	case "2", "4", "8", "13", "14", "15":
+		return true
+	}
+	return false
 }
 
 // failedUpstream notes an upstream failure, before or after the header.
@@ -124,6 +145,9 @@ func (st *reqState) clientFault() {
 func (g *Gateway) feed(st *reqState) {
 	if st.skip || st.sent.IsZero() || st.latency == 0 {
 		return
+	}
+	if st.grpcRes != nil && grpcFailed(st.grpcRes.Trailer) {
+		st.failed = true // an HTTP 200 whose gRPC status says it failed
 	}
 	for i, name := range st.rt.adaptive {
 		if i < 64 && st.fed&(1<<i) != 0 {

@@ -1316,7 +1316,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		st.timer.Stop()
 		st.timerMu.Unlock()
 	}
-	st.answered(res.StatusCode)
+	st.answered(res)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
 	}
