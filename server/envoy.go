@@ -36,13 +36,23 @@ func badInput(format string, args ...any) error {
 // Limits bounds what one request of the native API may carry: POST
 // /v1/decide and /v1/peek, and the admin API's inspect and reset, whose
 // callers are told what is wrong (400). The Envoy APIs (gRPC
-// ShouldRateLimit and POST /json) have no such bounds, as
-// envoyproxy/ratelimit has none: Envoy fails open on a call that errs, so a
-// client that could add a long value to a descriptor would escape every
-// limit of its request. The gRPC message size and the HTTP body limit
+// ShouldRateLimit and POST /json) bound only the number of descriptors
+// (EnvoyDescriptors), not their entries or values, as envoyproxy/ratelimit
+// bounds nothing: Envoy fails open on a call that errs, so a client that
+// could add a long value to a descriptor would escape every limit of its
+// request. The number of descriptors is the proxy's configuration's (one
+// per rate_limits action), not a client's; a caller of its own sending
+// thousands would make the store time out, and the failure policy answer
+// for every limit of the request — and open the store's breakers for
+// everyone. The gRPC message size and the HTTP body limit
 // (WithMaxBodyBytes) bound what they carry, and store keys stay short
 // whatever the values' length (policy digests long keys and values).
 type Limits struct {
+	// EnvoyDescriptors bounds the descriptors of one gRPC ShouldRateLimit
+	// or /json request (default 512, far above what a proxy's
+	// configuration sends; -1: no bound). Past it the request is
+	// INVALID_ARGUMENT / 400, the store untouched.
+	EnvoyDescriptors int
 	// Descriptors per request (default 64).
 	Descriptors int
 	// Entries per descriptor (default 16).
@@ -56,6 +66,9 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
+	if l.EnvoyDescriptors == 0 {
+		l.EnvoyDescriptors = DefaultEnvoyDescriptors
+	}
 	if l.Descriptors <= 0 {
 		l.Descriptors = 64
 	}
@@ -95,7 +108,7 @@ func (l Limits) check(req *policy.Request) error {
 			}
 		}
 	}
-	return checkRequest(req)
+	return checkRequest(req, 0) // the native bound, Descriptors, checked above
 }
 
 // checkRequest validates what every API asks of a request, the Envoy APIs
@@ -103,7 +116,13 @@ func (l Limits) check(req *policy.Request) error {
 // cost, everything valid UTF-8. A descriptor without entries passes (no
 // rule matches it: OK, as envoyproxy/ratelimit answers). Errors say which
 // descriptor and entry.
-func checkRequest(req *policy.Request) error {
+// DefaultEnvoyDescriptors is Limits.EnvoyDescriptors' default.
+const DefaultEnvoyDescriptors = 512
+
+func checkRequest(req *policy.Request, maxDescriptors int) error {
+	if maxDescriptors > 0 && len(req.Descriptors) > maxDescriptors {
+		return badInput("%d descriptors, more than the %d a request may carry (--max-envoy-descriptors): a proxy's configuration sends one per rate_limits action", len(req.Descriptors), maxDescriptors)
+	}
 	switch {
 	case req.Domain == "":
 		return badInput("domain must not be empty")
@@ -509,7 +528,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRequest(&req); err != nil {
+	if err := checkRequest(&req, s.limits.EnvoyDescriptors); err != nil {
 		return nil, err
 	}
 	var resp policy.Response

@@ -50,7 +50,7 @@ type serveFlags struct {
 	adminTokenFile, observeTokenFile, logFormat                                      string
 	shutdownDelay, grpcMaxConnAge, grpcMaxConnAgeGrace, grpcMaxConnIdle              time.Duration
 	tlsCert, tlsKey, tlsClientCA, tlsClientSAN, tlsListeners                         string
-	instances                                                                        int
+	instances, maxEnvoyDescriptors                                                   int
 	leaseSlice                                                                       int64
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
 	clientTimeout                                                                    time.Duration
@@ -117,6 +117,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.grpcMaxConnIdle, "grpc-max-connection-idle", server.DefaultGRPCMaxConnectionIdle, "close a gRPC connection that has carried no call for this long (GOAWAY; the client reconnects for its next call); 0: no limit")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload), at least 100ms; 0 disables")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
+	fs.IntVar(&f.maxEnvoyDescriptors, "max-envoy-descriptors", server.DefaultEnvoyDescriptors, "descriptors one gRPC ShouldRateLimit or /json request may carry; more is INVALID_ARGUMENT / 400 without a store call (a proxy sends one per rate_limits action; thousands from a caller would time the store out and open its breakers for everyone); -1: no bound")
 	fs.BoolVar(&f.envoyHeaders, "envoy-headers", false, "add the rate limit header fields (RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After) to the Envoy APIs' answers: gRPC response_headers_to_add, which Envoy passes to clients, and /json's (off: none, as envoyproxy/ratelimit's default; /v1 always has them)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate chain (PEM file; with --tls-key); reread on SIGHUP and every --reload-interval")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM file)")
@@ -393,6 +394,7 @@ func (f *serveFlags) check() error {
 	bad(f.leaseTTL <= 0, "lease-ttl", f.leaseTTL, "must be > 0")
 	bad(f.storeTimeout < minStoreTimeout, "store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
 	bad(f.drainTimeout <= 0, "drain-timeout", f.drainTimeout, "must be > 0")
+	bad(f.maxEnvoyDescriptors == 0 || f.maxEnvoyDescriptors < -1, "max-envoy-descriptors", f.maxEnvoyDescriptors, "must be at least 1, or -1 for no bound")
 	bad(f.upstreamTimeout < 0, "upstream-timeout", f.upstreamTimeout, "must be >= 0 (0: no bound)")
 	bad(f.clientTimeout < 0, "client-timeout", f.clientTimeout, "must be >= 0 (0: no bound)")
 	bad(f.apiAddr != "" && f.upstream == "", "api", f.apiAddr, "only with --upstream (without it the decision APIs are on --http)")
@@ -510,7 +512,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		server.WithShutdownDelay(f.shutdownDelay), server.WithGRPCMaxConnectionAge(f.grpcMaxConnAge, f.grpcMaxConnAgeGrace),
 		server.WithGRPCMaxConnectionIdle(f.grpcMaxConnIdle),
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
-		server.WithStoreLog(storeLog), server.WithInstances(f.instances)}
+		server.WithStoreLog(storeLog), server.WithInstances(f.instances),
+		server.WithLimits(server.Limits{EnvoyDescriptors: f.maxEnvoyDescriptors})}
 	if stls != nil && tlsOn["grpc"] {
 		opts = append(opts, server.WithGRPCCredentials(credentials.NewTLS(stls.config("h2"))))
 	}
