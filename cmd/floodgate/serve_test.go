@@ -38,6 +38,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--store", "redis://127.0.0.1:1", "--store-timeout", "1ns"}, nil, 1, "floodgate serve: --store-timeout 1ns: must be at least 1ms\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "999us"}, 1, "floodgate serve: FLOODGATE_STORE_TIMEOUT=\"999us\": must be at least 1ms\n"},
 		{[]string{"serve", "--drain-timeout", "0s"}, nil, 1, "floodgate serve: --drain-timeout 0s: must be > 0\n"},
+		{[]string{"serve", "--max-envoy-descriptors", "0"}, nil, 1, "floodgate serve: --max-envoy-descriptors 0: must be at least 1, or -1 for no bound\n"},
 		{[]string{"serve", "--client-timeout", "-1s"}, nil, 1, "floodgate serve: --client-timeout -1s: must be >= 0 (0: no bound)\n"},
 		{[]string{"serve", "--reload-interval", "-5s"}, nil, 1, "floodgate serve: --reload-interval -5s: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--reload-interval", "1ns"}, nil, 1, "floodgate serve: --reload-interval 1ns: must be 0 (no reloading) or at least 100ms\n"},
