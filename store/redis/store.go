@@ -32,6 +32,11 @@ type Store struct {
 	// ttlFloor is the script argument for o.testTTLFloor (ms).
 	ttlFloor string
 
+	// deadline is the context that bounds the calls made now by the
+	// store's timeout (see storeCtx); deadlineMu serializes its renewal.
+	deadline   atomic.Pointer[deadlineCtx]
+	deadlineMu sync.Mutex
+
 	// waitSlots bounds the calls that WAIT at once (WithWait) to the
 	// client's pool for blocking commands, on which each holds a
 	// connection (see runWait).
@@ -208,7 +213,7 @@ func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
 	if o.testClock != nil {
 		s.ttlFloor = strconv.FormatInt(o.testTTLFloor.Milliseconds(), 10)
 	}
-	s.batch = &batcher{size: o.batchSize, max: o.inflight, window: o.batchWindow, exec: s.execBatch}
+	s.batch = newBatcher(o.batchSize, o.inflight, o.batchWindow, s.execBatch)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := s.loadScripts(ctx); err != nil {
@@ -319,8 +324,11 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if !one {
 		return s.takeCrossSlot(ctx, reqs, out)
 	}
-	c := getCall(ctx, opTake, reqs, out, slot, s.testNow())
-	s.submit(c)
+	c := getCall(ctx, s.boundOf(ctx), opTake, reqs, out, slot, s.testNow())
+	if !s.submit(c) {
+		// The caller left its batch in flight: the batch still owns c.
+		return store.Result{}, c.err
+	}
 	res, err := c.res, c.err
 	putCall(c)
 	return res, err
@@ -442,25 +450,87 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	return decodeState(key, vals)
 }
 
-// syncable returns ctx bounded by the store's timeout when it can be
-// cancelled but has no deadline, as a request handler's context, and ctx
-// itself otherwise. rueidis sends a call made under such a context through
-// a background writer and reader, and keeps the connection in that mode
-// from then on: a caller alone on the connection would wait about a
-// quarter longer on every later call (BenchmarkRedisSerial,
-// floodgate-request-ctx). Under a deadline it writes the call and reads
-// the reply on the caller's goroutine. The timeout changes nothing the
-// connection's reply timeout (the store's timeout too) did not already
-// bound; a call already sent is not cut short when its context is
-// cancelled meanwhile, but a context done before the call still stops it.
+// syncable returns ctx bounded by the store's timeout: ctx itself when its
+// deadline comes first; the store's deadline (storeCtx, shared by the
+// calls of a few milliseconds: no allocation) when ctx cannot be
+// cancelled, as context.Background(); and otherwise ctx with the store's
+// timeout added. Without a deadline, rueidis would wait for a reply on a
+// connection shared with other callers until the connection itself fails
+// (1.7 s measured with a 200 ms timeout under DEBUG SLEEP 2, 32 callers):
+// the connection's reply timeout bounds only a call sent alone. A context
+// that can be cancelled but has no deadline, as a request handler's, would
+// also make rueidis send a call through a background writer and reader
+// and keep the connection in that mode from then on: a caller alone on
+// the connection would wait about a quarter longer on every later call
+// (BenchmarkRedisSerial, floodgate-request-ctx). Under a deadline it
+// writes the call and reads the reply on the caller's goroutine. A call
+// already sent is not cut short when its context is cancelled meanwhile,
+// but a context done before the call still stops it.
 func (s *Store) syncable(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Done() == nil {
-		return ctx, nop
+		return s.storeCtx(time.Now()), nop
 	}
-	if _, ok := ctx.Deadline(); ok {
+	if s.boundOf(ctx) == nil {
 		return ctx, nop
 	}
 	return context.WithTimeout(ctx, s.o.timeout)
+}
+
+// boundOf returns the store's deadline for a call made now under ctx, or
+// nil when ctx's own deadline comes first.
+func (s *Store) boundOf(ctx context.Context) context.Context {
+	now := time.Now()
+	if dl, ok := ctx.Deadline(); ok && !dl.After(now.Add(s.o.timeout+deadlineGrain(s.o.timeout))) {
+		return nil
+	}
+	return s.storeCtx(now)
+}
+
+// sendCtx returns the context a lone call c is sent under: its own, or
+// the store's deadline, or both.
+func (s *Store) sendCtx(c *call) (context.Context, context.CancelFunc) {
+	switch {
+	case c.bound == nil:
+		return c.ctx, nop
+	case c.ctx.Done() == nil:
+		return c.bound, nop
+	}
+	dl, _ := c.bound.Deadline()
+	return context.WithDeadline(c.ctx, dl)
+}
+
+// A deadlineCtx is a context whose deadline bounds by the store's timeout
+// the calls made until from.
+type deadlineCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	until  time.Time
+}
+
+// deadlineGrain is how long one store deadline serves new calls: a call
+// made at t ends by t + timeout + grain at the latest (and by t + timeout
+// when sent alone on a connection, by its reply timeout).
+func deadlineGrain(timeout time.Duration) time.Duration {
+	return min(timeout/8, 10*time.Millisecond)
+}
+
+// storeCtx returns a context whose deadline is between now + the store's
+// timeout and that plus deadlineGrain, shared by the calls of a grain:
+// bounding a call by the store's timeout allocates nothing. The contexts
+// replaced end at their deadline.
+func (s *Store) storeCtx(now time.Time) context.Context {
+	if d := s.deadline.Load(); d != nil && !now.After(d.until) {
+		return d.ctx
+	}
+	s.deadlineMu.Lock()
+	defer s.deadlineMu.Unlock()
+	if d := s.deadline.Load(); d != nil && !now.After(d.until) {
+		return d.ctx
+	}
+	grain := deadlineGrain(s.o.timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(s.o.timeout+grain))
+	s.deadline.Store(&deadlineCtx{ctx: ctx, cancel: cancel, until: now.Add(grain)})
+	return ctx
 }
 
 func nop() {}
@@ -1109,25 +1179,45 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 }
 
 // submit sends a single-slot call through the batcher, or on its own when
-// batching is off.
-func (s *Store) submit(c *call) {
+// batching is off, and reports whether it was decided (see batcher.do).
+func (s *Store) submit(c *call) bool {
 	if s.o.batchSize <= 1 {
-		s.execBatch([]*call{c})
+		c.taken = true
+		c.one[0] = c
+		s.execBatch(c.one[:])
+		c.one[0] = nil
 		<-c.sig
-		return
+		return true
 	}
-	s.batch.do(c)
+	return s.batch.do(c)
+}
+
+// notSent is the error of a call whose deadline passed while it was
+// queued: it was never sent, and charged nothing.
+func notSent(c *call) error {
+	return fmt.Errorf("redis: take %q: %w: %w (queued behind batches in flight; not sent)", c.reqs[0].Key, store.ErrUnavailable, c.stopErr())
+}
+
+// abandoned is the error of a call whose deadline passed while its batch
+// was in flight, the error of a lone call cut short by its deadline: it
+// may have been charged (see docs/STORES.md).
+func abandoned(c *call) error {
+	return fmt.Errorf("redis: take %q: %w: %w", c.reqs[0].Key, store.ErrUnavailable, c.stopErr())
 }
 
 // execBatch runs calls (single-slot takes) as few script calls as the
 // deployment allows: one outside a Cluster, one per hash slot on it.
 func (s *Store) execBatch(calls []*call) {
-	// A lone call runs under its caller's context; a batch, which serves
-	// several callers, under the store's timeout.
-	ctx := calls[0].ctx
+	// A lone call runs under its caller's context (bounded by the
+	// store's timeout); a batch, which serves several callers, under the
+	// store's timeout: a caller whose own deadline passes first leaves it
+	// (see batcher.wait).
+	var ctx context.Context
 	if len(calls) > 1 {
+		ctx = s.storeCtx(time.Now())
+	} else {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), s.o.timeout)
+		ctx, cancel = s.sendCtx(calls[0])
 		defer cancel()
 	}
 	if len(calls) == 1 && s.takeLone(ctx, calls[0]) {
@@ -1139,11 +1229,15 @@ func (s *Store) execBatch(calls []*call) {
 			s.appendGroup(sa, c.op, c.now, c.reqs, nil, nil)
 		}
 		sa.args = sa.appendArgv(sa.args[:0], s.ttlFloor)
+		key := sa.keys[0]
+		for _, c := range calls {
+			c.sent()
+		}
 		r := s.evalAck(ctx, programFor(sa), sa.keys, sa.args, sa.writes)
 		if s.mode == Cluster && isTryAgain(r.Error()) {
 			s.execApart(calls, r)
 		} else {
-			s.finish(calls, r)
+			s.finish(calls, r, key)
 		}
 		sa.reset()
 		argsPool.Put(sa)
@@ -1164,11 +1258,14 @@ func (s *Store) execBatch(calls []*call) {
 			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
 		}
 	}
+	for _, c := range calls {
+		c.sent()
+	}
 	for i, r := range s.evalMultiOnce(ctx, sas) {
 		if cs := bySlot[order[i]]; isTryAgain(r.Error()) {
 			s.execApart(cs, r)
 		} else {
-			s.finish(cs, r)
+			s.finish(cs, r, sas[i].keys[0])
 		}
 	}
 }
@@ -1178,9 +1275,15 @@ func (s *Store) execBatch(calls []*call) {
 // sender goes on with the next batch. A batch of several calls is sent
 // again as one script call each: those of one key, or of keys on one side
 // of the migration, are decided at once. The others are sent again (see
-// tryAgainFirst) within the store's timeout while their caller waits.
+// tryAgainFirst) within the store's timeout while their caller waits
+// (it claimed them, to read their requests again: a caller whose deadline
+// passes meanwhile waits for them, up to the store's timeout). A caller
+// that left before is not sent again.
 func (s *Store) execApart(calls []*call, r reply) {
-	calls = slices.Clone(calls) // the batcher reuses its batch's slice
+	calls = slices.DeleteFunc(slices.Clone(calls), func(c *call) bool { return !c.claim() }) // the batcher reuses its batch's slice
+	if len(calls) == 0 {
+		return
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
 		defer cancel()
@@ -1197,15 +1300,15 @@ func (s *Store) execApart(calls []*call, r reply) {
 			if isTryAgain(r.Error()) {
 				later = append(later, i)
 			} else {
-				s.finish(calls[i:i+1], r)
+				s.finish(calls[i:i+1], r, sas[i].keys[0])
 			}
 		}
 		if len(later) == 0 {
 			return
 		}
-		s.retryTryAgain(ctx, sas, res, func(i int) bool { return calls[i].ctx.Err() == nil })
+		s.retryTryAgain(ctx, sas, res, func(i int) bool { return !calls[i].stopped() })
 		for _, i := range later {
-			s.finish(calls[i:i+1], res[i])
+			s.finish(calls[i:i+1], res[i], sas[i].keys[0])
 		}
 	}()
 }
@@ -1228,15 +1331,19 @@ func (s *Store) takeLone(ctx context.Context, c *call) bool {
 	sa := argsPool.Get().(*scriptArgs)
 	sa.keys = append(sa.keys, q.Key)
 	sa.args = append(sa.args, itoa(q.Cost), c.now, s.ttlFloor, spec)
+	c.sent()
 	r := s.evalAck(ctx, loneTake, sa.keys, sa.args, true)
 	sa.reset()
 	argsPool.Put(sa)
 
+	if !c.claim() {
+		return true // its caller left
+	}
 	c.res, c.err = decodeLone(r.RedisResult, q, &c.out[0])
 	if c.err == nil && c.res.Allowed && r.unacked != nil {
 		c.res, c.err = store.Result{}, fmt.Errorf("redis: take %q: %w", q.Key, r.unacked)
 	}
-	c.sig <- sigDone
+	c.done()
 	return true
 }
 
@@ -1263,14 +1370,25 @@ func decodeLone(r rueidis.RedisResult, q *store.Request, out *algo.Decision) (st
 
 // finish decodes one script reply into its calls and wakes them. Under
 // WithWait, the calls it admitted fail when the replicas did not
-// acknowledge its writes; those it refused stand.
-func (s *Store) finish(calls []*call, r reply) {
+// acknowledge its writes; those it refused stand. key is the script
+// call's first key, for the error. A call whose caller left is skipped:
+// its requests and decisions are its caller's again.
+func (s *Store) finish(calls []*call, r reply, key string) {
 	v, err := r.ToArray()
 	if err != nil {
-		err = fmt.Errorf("redis: take %q: %w: %w", calls[0].reqs[0].Key, store.ErrUnavailable, err)
+		err = fmt.Errorf("redis: take %q: %w: %w", key, store.ErrUnavailable, err)
 	}
 	g := &groupReply{v: v}
 	for _, c := range calls {
+		if !c.claim() {
+			if err == nil {
+				// Its group: the header, then a decision per request.
+				if _, _, e := g.header(); e == nil {
+					_ = g.skip(5 * len(c.reqs))
+				}
+			}
+			continue
+		}
 		if err != nil {
 			c.err = err
 		} else {
@@ -1279,7 +1397,7 @@ func (s *Store) finish(calls []*call, r reply) {
 				c.res, c.err = store.Result{}, fmt.Errorf("redis: take %q: %w", c.reqs[0].Key, r.unacked)
 			}
 		}
-		c.sig <- sigDone
+		c.done()
 	}
 }
 
