@@ -118,17 +118,20 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 			hint = " (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)"
 		}
 		if isPermission(err.Error()) {
-			return nil, fmt.Errorf("redis: connect to %s: %w: %w; it needs %s (docs/STORES.md)", store.RedactURL(rawURL), ErrPermission, err, aclHint(o.probeKey))
+			return nil, fmt.Errorf("redis: connect to %s: %w: %w; it needs %s (docs/STORES.md)", redactURL(rawURL), ErrPermission, err, aclHint(o.probeKey))
 		}
-		return nil, fmt.Errorf("redis: connect to %s: %w: %w%s", store.RedactURL(rawURL), store.ErrUnavailable, err, hint)
+		if e.DB > 0 && strings.Contains(err.Error(), "DB index is out of range") {
+			return nil, fmt.Errorf("%w %q: database %d does not exist on the server%s", ErrBadURL, redactURL(rawURL), e.DB, databases(co))
+		}
+		return nil, fmt.Errorf("redis: connect to %s: %w: %w%s", redactURL(rawURL), store.ErrUnavailable, err, hint)
 	}
 	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
 		client.Close()
-		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, store.RedactURL(rawURL))
+		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, redactURL(rawURL))
 	}
 	if e.Mode == Standalone {
 		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-		err := checkStandalone(ctx, client, e.Addrs[0], store.RedactURL(rawURL))
+		err := checkStandalone(ctx, client, e.Addrs[0], redactURL(rawURL))
 		cancel()
 		if err != nil {
 			client.Close()
@@ -141,6 +144,26 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// databases says how many databases the server of co has (its databases
+// setting), for the error of a database number out of range; "" when
+// CONFIG GET is refused or fails.
+func databases(co rueidis.ClientOption) string {
+	co.SelectDB = 0
+	client, err := rueidis.NewClient(co)
+	if err != nil {
+		return ""
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), co.Dialer.Timeout)
+	defer cancel()
+	kv, err := client.Do(ctx, client.B().ConfigGet().Parameter("databases").Build()).AsStrMap()
+	n, err2 := strconv.Atoi(kv["databases"])
+	if err != nil || err2 != nil || n < 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (its databases setting is %d: 0 to %d)", n, n-1)
 }
 
 // New wraps a rueidis client the caller configured; Close closes it. The

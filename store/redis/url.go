@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/floodgate/floodgate/store"
 )
@@ -84,20 +86,25 @@ const (
 //
 // The credentials end at the URL's last '@', so a password may hold '/',
 // '?', '#', ':' or '@' as it is (percent-escapes are decoded too); a
-// fragment, or another query parameter, is an error. Errors wrap
-// ErrBadURL and say what is wrong; the password never appears in them,
-// nor does the query (only the name of a parameter and the value of a
-// known one).
+// fragment, or another query parameter, is an error. Credentials without
+// ':' (redis://name@host) are a user name, as rueidis and go-redis read
+// them (redis-cli reads a password: they are hidden in errors all the
+// same). A port and a database number are decimal digits without sign
+// (leading zeros are dropped: :06379 is port 6379); a host holds no space
+// nor control character. Errors wrap ErrBadURL and say what is wrong; the
+// credentials never appear in them (see redactURL), nor does the query
+// (only the name of a parameter and the value of a known one, as
+// written).
 func ParseURL(raw string) (Endpoint, error) {
 	// Cut as store.RedactURL cuts: the password it hides is the one read
 	// here, whatever it holds.
 	p, ok := store.SplitURL(raw)
 	rest, query, hasQuery := strings.Cut(p.Rest, "?")
-	shown := store.RedactURL(raw)
+	shown := redactURL(raw)
 	if hasQuery {
 		// Not quoted: an unknown parameter may carry a password
 		// (?password=…).
-		shown = store.RedactURL(strings.TrimSuffix(raw, p.Rest) + rest)
+		shown = redactURL(strings.TrimSuffix(raw, p.Rest) + rest)
 	}
 	bad := func(format string, args ...any) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, shown, fmt.Sprintf(format, args...))
@@ -149,7 +156,9 @@ func ParseURL(raw string) (Endpoint, error) {
 			name, pass, hasPass := strings.Cut(user, ":")
 			var err error
 			if e.Username, err = url.PathUnescape(name); err != nil {
-				return bad("user name: %v", err)
+				// Not the escape's error: it quotes the escape, and the
+				// name may be a password (redis://secret@host).
+				return bad("user name is not properly escaped")
 			}
 			if hasPass {
 				if e.Password, err = url.PathUnescape(pass); err != nil {
@@ -178,9 +187,9 @@ func ParseURL(raw string) (Endpoint, error) {
 		if e.Mode == Cluster {
 			return bad("a cluster has no database number (got /%s)", path)
 		}
-		db, err := strconv.Atoi(path)
-		if err != nil || db < 0 {
-			return bad("database must be a non-negative integer, got %q", path)
+		db, err := decimal(path, math.MaxInt32)
+		if err != nil {
+			return bad("database must be a non-negative integer in decimal digits (no sign), got %q", path)
 		}
 		e.DB = db
 	}
@@ -191,32 +200,44 @@ func ParseURL(raw string) (Endpoint, error) {
 // quote the name of a parameter (what precedes its '=') and the value of
 // a known one, never an unknown one's value.
 func parseQuery(e *Endpoint, query string) error {
+	if strings.Contains(query, ";") {
+		return errors.New("query: malformed (want wait_replicas=N&wait_timeout=DURATION)")
+	}
+	seen := map[string]int{}
 	for _, kv := range strings.Split(query, "&") {
-		if !strings.Contains(kv, "=") {
+		k, _, _ := strings.Cut(kv, "=")
+		seen[k]++
+	}
+	for _, kv := range strings.Split(query, "&") {
+		k, raw, ok := strings.Cut(kv, "=")
+		if !ok {
 			// Not quoted: it may be a password.
 			return errors.New("a query parameter without '=' (want wait_replicas=N&wait_timeout=DURATION)")
 		}
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return errors.New("query: malformed (want wait_replicas=N&wait_timeout=DURATION)")
-	}
-	for k, vs := range q {
-		if len(vs) != 1 {
-			return fmt.Errorf("parameter %q given %d times", k, len(vs))
+		// Percent-escapes are decoded; '+' is not a space (the values are
+		// numbers and durations, and quoted as written).
+		k, err := url.PathUnescape(k)
+		if err != nil {
+			return errors.New("query: malformed (want wait_replicas=N&wait_timeout=DURATION)")
 		}
-		v := vs[0]
+		v, err := url.PathUnescape(raw)
+		if err != nil {
+			v = "\x00" // refused below, quoted as written
+		}
+		if n := seen[kv[:strings.IndexByte(kv, '=')]]; n > 1 {
+			return fmt.Errorf("parameter %q given %d times", k, n)
+		}
 		switch k {
 		case "wait_replicas":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > maxWaitReplicas {
-				return fmt.Errorf("parameter wait_replicas=%q: want an integer from 0 to %d (the replicas that must acknowledge each write)", v, maxWaitReplicas)
+			n, err := decimal(v, maxWaitReplicas)
+			if err != nil {
+				return fmt.Errorf("parameter wait_replicas=%q: want an integer from 0 to %d (the replicas that must acknowledge each write)", raw, maxWaitReplicas)
 			}
 			e.WaitReplicas = n
 		case "wait_timeout":
 			d, err := time.ParseDuration(v)
-			if err != nil || d < time.Millisecond || d > maxWaitTimeout {
-				return fmt.Errorf("parameter wait_timeout=%q: want a duration from 1ms to %v, e.g. 50ms", v, maxWaitTimeout)
+			if err != nil || d < time.Millisecond || d > maxWaitTimeout || strings.ContainsAny(v[:1], "+-") {
+				return fmt.Errorf("parameter wait_timeout=%q: want a duration from 1ms to %v, e.g. 50ms", raw, maxWaitTimeout)
 			}
 			e.WaitTimeout = d
 		default:
@@ -230,6 +251,19 @@ func parseQuery(e *Endpoint, query string) error {
 		e.WaitTimeout = DefaultWaitTimeout
 	}
 	return nil
+}
+
+// decimal parses s, decimal digits alone (no sign, no space; leading
+// zeros are dropped), as a number from 0 to max.
+func decimal(s string, max int) (int, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, errors.New("not decimal digits")
+	}
+	n, err := strconv.ParseUint(s, 10, 63)
+	if err != nil || n > uint64(max) {
+		return 0, errors.New("out of range")
+	}
+	return int(n), nil
 }
 
 // hostPort checks host:port; the port may be left out where a default
@@ -248,12 +282,45 @@ func hostPort(h string, defaultPort bool) (string, error) {
 	if host == "" {
 		return "", errors.New("empty host")
 	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
+	if strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "", errors.New("the host holds a space or a control character")
+	}
+	// Written without sign, leading zeros dropped: the address is the
+	// client's and the errors' (+6379 and 06379 are 6379).
+	n, err := decimal(port, 65535)
+	if err != nil || n < 1 {
 		return "", fmt.Errorf("port must be 1-65535, got %q", port)
 	}
-	return net.JoinHostPort(host, port), nil
+	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }
+
+// redactURL returns a store URL as errors show it: store.RedactURL's,
+// which replaces a password by "xxxxx", and user information without ':'
+// (redis://secret@host, redis-sentinel://secret@master@host) replaced the
+// same way: floodgate reads it as a user name, as rueidis and go-redis do,
+// but redis-cli reads it as a password, and so may whoever wrote it.
+func redactURL(raw string) string {
+	p, ok := store.SplitURL(raw)
+	if !ok || !p.HasUserInfo {
+		return store.RedactURL(raw)
+	}
+	creds, master := p.UserInfo, ""
+	if strings.EqualFold(p.Scheme, "redis-sentinel") {
+		// Cut as store.RedactURL and ParseURL cut it.
+		i := strings.LastIndexByte(creds, '@')
+		if i < 0 || strings.Contains(creds[i:], ":") {
+			return store.RedactURL(raw) // a master name alone, or what it hides whole
+		}
+		creds, master = creds[:i], creds[i:]
+	}
+	if creds == "" || strings.Contains(creds, ":") {
+		return store.RedactURL(raw)
+	}
+	return p.Scheme + "://" + redactedCreds + master + "@" + p.Rest
+}
+
+// redactedCreds stands for hidden credentials, as store.RedactURL's.
+const redactedCreds = "xxxxx"
 
 // tlsConfig returns the TLS configuration for e: the one given, or a
 // default that verifies the server's certificate against its host name.

@@ -174,7 +174,7 @@ func ExampleParseURL() {
 	fmt.Println(err)
 	// Output:
 	// sentinel mymaster [10.0.0.1:26379 10.0.0.2:26379] 1
-	// redis: bad store URL "redis://cache:6379/zero": database must be a non-negative integer, got "zero"
+	// redis: bad store URL "redis://cache:6379/zero": database must be a non-negative integer in decimal digits (no sign), got "zero"
 }
 
 func ExampleSlot() {
