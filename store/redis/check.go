@@ -179,3 +179,51 @@ func askingFails(ctx context.Context, c rueidis.Client) []string {
 	}
 	return fails
 }
+
+// EvictionPolicy returns the maxmemory-policy of every master (CONFIG GET
+// maxmemory-policy on each node the client knows; on a Cluster, the
+// masters), the harmful one first when they differ: "noeviction" on a
+// server fit for the store (see EvictionSafe). It fails when a node
+// refuses CONFIG (managed Redis services often do, as does an ACL user
+// without +config|get): the caller then cannot tell, and should skip the
+// check rather than refuse to start. Open does not check it: the operator
+// decides.
+func (s *Store) EvictionPolicy(ctx context.Context) (string, error) {
+	ctx, cancel := s.syncable(ctx)
+	defer cancel()
+	policy := ""
+	for addr, n := range s.client.Nodes() {
+		if s.mode == Cluster {
+			role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
+			if err == nil && len(role) > 0 {
+				if r, _ := role[0].ToString(); r != "master" {
+					continue
+				}
+			}
+		}
+		kv, err := n.Do(ctx, n.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+		if err != nil {
+			return "", fmt.Errorf("redis: CONFIG GET maxmemory-policy on %s: %w", addr, err)
+		}
+		p, ok := kv["maxmemory-policy"]
+		if !ok {
+			return "", fmt.Errorf("redis: CONFIG GET maxmemory-policy on %s: no such setting in the reply", addr)
+		}
+		if policy == "" || !EvictionSafe(p) {
+			policy = p
+		}
+	}
+	if policy == "" {
+		return "", errors.New("redis: CONFIG GET maxmemory-policy: no node to ask")
+	}
+	return policy, nil
+}
+
+// EvictionSafe reports whether a maxmemory-policy keeps the store's
+// counters: only "noeviction". Every allkeys-* policy, and every
+// volatile-* one (each of the store's keys has a TTL), evicts counters
+// when memory runs short, and an evicted counter is a fresh budget for
+// its key: the limiter over-admits, silently (docs/STORES.md).
+func EvictionSafe(policy string) bool {
+	return strings.EqualFold(policy, "noeviction")
+}
