@@ -409,6 +409,12 @@ func (q *Queue) WaitProjected(ctx context.Context, priority int, project Project
 		q.observeLocked(time.Since(began))
 		switch {
 		case ok:
+			if w.index < 0 && w.err == ErrFull {
+				// Pushed out while its try was in flight, which obtained
+				// capacity: it is admitted (the capacity is its own), not
+				// rejected as evictFor counted it.
+				q.stats.Rejected--
+			}
 			q.stats.Admitted++
 			q.removeLocked(w)
 			q.mu.Unlock()

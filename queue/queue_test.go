@@ -501,6 +501,35 @@ func TestPushedOutWhileTrying(t *testing.T) {
 	})
 }
 
+// A waiter pushed out while its try is in flight keeps what the try
+// obtained: it is admitted, and counted once, as admitted (the push-out
+// had counted it rejected too, so Stats summed past the waiters).
+func TestPushedOutWhileTryingSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan bool, 1)
+		var calls atomic.Int64
+		try := func(context.Context) (bool, time.Duration, error) {
+			if calls.Add(1) == 1 {
+				return <-release, time.Second, nil
+			}
+			return true, 0, nil
+		}
+		q := mustNew(t, try, WithSize(1))
+		tl := newTimeline()
+		tl.wait(t.Context(), q, 0, 0) // head, inside try
+		tl.wait(t.Context(), q, 1, 1) // pushes it out
+		release <- true               // the try in flight obtained capacity
+		for _, a := range tl.done() {
+			if a.err != nil {
+				t.Errorf("waiter %d: %v, want admitted", a.id, a.err)
+			}
+		}
+		if s := q.Stats(); s.Admitted != 2 || s.Rejected != 0 {
+			t.Errorf("Stats() = %+v, want 2 admitted, 0 rejected", s)
+		}
+	})
+}
+
 // TestExactUnderConcurrency holds the queue to its budget: 200 goroutines
 // wait for 50 units that never refill; exactly 50 are admitted and the rest
 // time out, none twice.
