@@ -41,7 +41,9 @@ func SplitURL(raw string) (p URLParts, ok bool) {
 const redacted = "xxxxx"
 
 // RedactURL returns a store URL with its password replaced by "xxxxx", for
-// error messages and logs; a URL without a password is returned as is.
+// error messages and logs; credentials without a ':' (redis://secret@host,
+// which redis-cli reads as a password) are hidden whole; a URL without
+// credentials is returned as is.
 //
 // The password is found as the parsers find it (SplitURL): what follows
 // the first ':' of the user information, which ends at the URL's last '@'
@@ -77,6 +79,10 @@ func RedactURL(raw string) string {
 	}
 	if name, _, hasPass := strings.Cut(creds, ":"); hasPass {
 		creds = name + ":" + redacted
+	} else if creds != "" {
+		// Credentials without ':' (redis://secret@host): a user name to
+		// the parsers, a password to redis-cli and to whoever wrote it.
+		creds = redacted
 	}
 	return p.Scheme + "://" + creds + master + "@" + p.Rest
 }

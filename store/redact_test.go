@@ -109,7 +109,7 @@ func TestRedactURLHidesEveryPassword(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"redis://127.0.0.1:6379/0":                  "redis://127.0.0.1:6379/0",
-		"redis://bob@h:1":                           "redis://bob@h:1",
+		"redis://bob@h:1":                           "redis://xxxxx@h:1", // no ":": perhaps a password (redis-cli reads it so)
 		"redis://bob:pw@h:1/0":                      "redis://bob:xxxxx@h:1/0",
 		"redis://:a/b?c#d@e:f@h:1/0":                "redis://:xxxxx@h:1/0",
 		"rediss://bob:p%40w@h:1":                    "rediss://bob:xxxxx@h:1",

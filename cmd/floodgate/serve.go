@@ -369,6 +369,26 @@ func warnReplicas(st store.Store, f serveFlags, log *slog.Logger) {
 	}
 }
 
+// warnEviction warns when the Redis store's maxmemory-policy evicts keys:
+// an evicted counter is a fresh budget. A server that refuses CONFIG
+// (managed Redis, an ACL without +config|get) is not judged.
+func warnEviction(st store.Store, f serveFlags, log *slog.Logger) {
+	rs, ok, _ := store.Under[*redis.Store](st)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := rs.EvictionPolicy(ctx)
+	switch {
+	case err != nil:
+		log.Debug("cannot read the Redis maxmemory-policy; eviction check skipped", "err", err)
+	case !redis.EvictionSafe(p):
+		log.Warn(fmt.Sprintf("%s: the Redis maxmemory-policy is %s, which evicts rate limit counters under memory pressure: an evicted counter is a fresh budget (over-admission); use noeviction (docs/STORES.md)",
+			f.flag("store"), p))
+	}
+}
+
 // waitReplicas returns the wait_replicas and wait_timeout of a Redis
 // --store URL; 0 when it has none or is not a Redis URL (a bad URL is
 // reported when the store opens).
@@ -503,6 +523,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		m.StoreSeries(policyOnErr) // at 0 from the start, for alerts on increase()
 	}
 	warnReplicas(st, f, log)
+	warnEviction(st, f, log)
 
 	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow))
 	if err != nil {

@@ -28,7 +28,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--store", "postgres://db"}, nil, 1, `unknown scheme "postgres"`},
 		{[]string{"serve", "--store", "redis://h:99999"}, nil, 1, "floodgate serve: --store redis://h:99999: address \"h:99999\": port must be 1-65535, got \"99999\"\n"},
 		{[]string{"serve", "--store", "memcached://h:99999"}, nil, 1, "floodgate serve: --store memcached://h:99999: server 1 \"h:99999\": port must be 1-65535\n"},
-		{[]string{"serve", "--store", "redis://u:s3cret@h:1/x"}, nil, 1, "floodgate serve: --store redis://u:xxxxx@h:1/x: database must be a non-negative integer, got \"x\"\n"},
+		{[]string{"serve", "--store", "redis://u:s3cret@h:1/x"}, nil, 1, "floodgate serve: --store redis://u:xxxxx@h:1/x: database must be a non-negative integer in decimal digits (no sign), got \"x\"\n"},
 		{[]string{"serve", "--store", "redis-sentinel://h:26379"}, nil, 1, "floodgate serve: --store redis-sentinel://h:26379: missing master name"},
 		{[]string{"serve", "--on-store-error", "sometimes"}, nil, 1, `unknown failure policy "sometimes"`},
 		{[]string{"serve", "--instances", "0"}, nil, 1, "floodgate serve: --instances 0: must be >= 1\n"},
@@ -78,7 +78,7 @@ func TestServeBadFlags(t *testing.T) {
 		// error, one from the command line by its flag.
 		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE": "bogus://"}, 1, `floodgate serve: FLOODGATE_STORE="bogus://": unknown scheme "bogus"`},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_STORE": "redis://u:s3cret@h:1/x"}, 1,
-			"floodgate serve: FLOODGATE_STORE=\"redis://u:xxxxx@h:1/x\": database must be a non-negative integer, got \"x\"\n"},
+			"floodgate serve: FLOODGATE_STORE=\"redis://u:xxxxx@h:1/x\": database must be a non-negative integer in decimal digits (no sign), got \"x\"\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_INSTANCES": "0"}, 1, "floodgate serve: FLOODGATE_INSTANCES=\"0\": must be >= 1\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_LEASE_SLICE": "1"}, 1, "floodgate serve: FLOODGATE_LEASE_SLICE=\"1\": must be 0 (off) or at least 2\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_LEASE_TTL": "0s"}, 1, "floodgate serve: FLOODGATE_LEASE_TTL=\"0s\": must be > 0\n"},

@@ -294,33 +294,12 @@ func hostPort(h string, defaultPort bool) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }
 
-// redactURL returns a store URL as errors show it: store.RedactURL's,
-// which replaces a password by "xxxxx", and user information without ':'
-// (redis://secret@host, redis-sentinel://secret@master@host) replaced the
-// same way: floodgate reads it as a user name, as rueidis and go-redis do,
-// but redis-cli reads it as a password, and so may whoever wrote it.
-func redactURL(raw string) string {
-	p, ok := store.SplitURL(raw)
-	if !ok || !p.HasUserInfo {
-		return store.RedactURL(raw)
-	}
-	creds, master := p.UserInfo, ""
-	if strings.EqualFold(p.Scheme, "redis-sentinel") {
-		// Cut as store.RedactURL and ParseURL cut it.
-		i := strings.LastIndexByte(creds, '@')
-		if i < 0 || strings.Contains(creds[i:], ":") {
-			return store.RedactURL(raw) // a master name alone, or what it hides whole
-		}
-		creds, master = creds[:i], creds[i:]
-	}
-	if creds == "" || strings.Contains(creds, ":") {
-		return store.RedactURL(raw)
-	}
-	return p.Scheme + "://" + redactedCreds + master + "@" + p.Rest
-}
-
-// redactedCreds stands for hidden credentials, as store.RedactURL's.
-const redactedCreds = "xxxxx"
+// redactURL returns a store URL as errors show it (store.RedactURL): a
+// password replaced by "xxxxx", and user information without ':'
+// (redis://secret@host, redis-sentinel://secret@master@host) hidden whole:
+// floodgate reads it as a user name, as rueidis and go-redis do, but
+// redis-cli reads it as a password, and so may whoever wrote it.
+func redactURL(raw string) string { return store.RedactURL(raw) }
 
 // tlsConfig returns the TLS configuration for e: the one given, or a
 // default that verifies the server's certificate against its host name.

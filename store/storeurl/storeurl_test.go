@@ -61,7 +61,7 @@ func TestBadURLSaysItOnce(t *testing.T) {
 	}{
 		{"redis://h:99999", "redis://h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
 		{"redis://u:s3cret@h:99999", "redis://u:xxxxx@h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
-		{"rediss://h:1/x", "rediss://h:1/x", `database must be a non-negative integer, got "x"`, redis.ErrBadURL},
+		{"rediss://h:1/x", "rediss://h:1/x", `database must be a non-negative integer in decimal digits (no sign), got "x"`, redis.ErrBadURL},
 		{"redis-cluster://h:99999", "redis-cluster://h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
 		{"redis-cluster://", "redis-cluster://", "missing host", redis.ErrBadURL},
 		{"redis-sentinel://h:26379", "redis-sentinel://h:26379", "missing master name (want redis-sentinel://master@host:port,...)", redis.ErrBadURL},
