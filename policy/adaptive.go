@@ -244,14 +244,19 @@ func (e *Engine) AdaptiveRules() []RateScale {
 	defer e.mu.Unlock()
 	out := make([]RateScale, 0, len(e.adaptive.list))
 	for _, a := range e.adaptive.list {
-		s, ok := e.scales[a.ref]
-		if !ok {
-			s = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: 1}
-		}
-		out = append(out, s)
+		out = append(out, e.scaleLocked(a.ref))
 	}
 	sortScales(out)
 	return out
+}
+
+// scaleLocked is ref's scale in force: factor 1 and no reason without
+// one. e.mu is held.
+func (e *Engine) scaleLocked(ref ruleRef) RateScale {
+	if s, ok := e.scales[ref]; ok {
+		return s
+	}
+	return RateScale{Domain: ref.domain, Rule: ref.rule, Factor: 1}
 }
 
 func sortScales(out []RateScale) {
@@ -293,10 +298,7 @@ func (e *Engine) AdaptiveStates() []AdaptiveState {
 	defer e.mu.Unlock()
 	out := make([]AdaptiveState, 0, len(e.adaptive.list))
 	for _, a := range e.adaptive.list {
-		s, ok := e.scales[a.ref]
-		if !ok {
-			s = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: 1}
-		}
+		s := e.scaleLocked(a.ref)
 		st := AdaptiveState{RateScale: s, Settings: a.cfg, Status: "active", Controller: a.ctl.Factor(),
 			Last: a.last.Change, Pending: a.ctl.Pending(), Next: a.due}
 		if s.Manual {
