@@ -417,7 +417,8 @@ func drainable(s *Status) int64 {
 	return max(n, 0)
 }
 
-// descCost is the cost of req's descriptor i, as plan reckons it.
+// descCost is the cost of req's descriptor i: its own Hits when set,
+// else the request's, 1 when that is 0.
 func descCost(req *Request, i int) int64 {
 	if d := &req.Descriptors[i]; d.Hits > 0 || d.HitsSet {
 		return d.Hits
@@ -753,10 +754,6 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		}
 		p.rank = dom.priorityRank(p.class)
 	}
-	hits := req.Hits
-	if hits == 0 {
-		hits = 1
-	}
 	for i := range p.descs {
 		dp := &p.descs[i]
 		r := dp.rule
@@ -788,10 +785,7 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 			s.Decision = algo.Decision{Allowed: true, Remaining: math.MaxUint32}
 			continue
 		}
-		dp.cost = hits
-		if d.Hits > 0 || d.HitsSet {
-			dp.cost = d.Hits
-		}
+		dp.cost = descCost(req, i)
 		for l, first := r, true; l != nil; l, first = l.parent, false {
 			if !first && l.Unlimited {
 				break
