@@ -234,7 +234,7 @@ func (c *Config) defaults() error {
 	if c.Requests == 0 && c.Duration == 0 {
 		errs = append(errs, errors.New("loadgen: set a request count, a duration or both: a run must be bounded"))
 	}
-	if c.Keys > 1 && !c.usesIndex() {
+	if c.Keys > 1 && !c.UsesIndex() {
 		none := "no descriptor value has"
 		if c.Protocol == HTTP {
 			none = "neither the address nor a header value has"
@@ -244,9 +244,10 @@ func (c *Config) defaults() error {
 	return errors.Join(errs...)
 }
 
-// usesIndex reports whether "{i}" is somewhere the key index replaces it:
-// a descriptor value, or for HTTP the address or a header value.
-func (c *Config) usesIndex() bool {
+// UsesIndex reports whether "{i}" is somewhere the key index replaces it:
+// a descriptor value, or for HTTP the address or a header value. Keys over
+// 1 without it would send every request with the same key.
+func (c *Config) UsesIndex() bool {
 	if c.Protocol == HTTP {
 		if strings.Contains(c.Addr, "{i}") {
 			return true

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate/floodgate/internal/names"
+	"github.com/floodgate/floodgate/internal/term"
 )
 
 const usage = `usage: floodgate sim [flags]
@@ -179,7 +180,7 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case "always":
 		opts = append(opts, WithProgress(stderr))
 	case "auto":
-		if isTerminal(stderr) {
+		if term.IsTerminal(stderr) {
 			opts = append(opts, WithProgress(stderr))
 		}
 	case "never":
@@ -422,15 +423,6 @@ func requiredFlags(kind string, set map[string]bool) error {
 		msg += fmt.Sprintf("; or run a built-in scenario: --scenario %s", strings.Join(Presets(), "|"))
 	}
 	return usageErrorf("%s", msg)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // scaleFlags collects --scale AT:K.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/term"
 	"github.com/floodgate/floodgate/loadgen"
 )
 
@@ -154,7 +155,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			c.Addr = "127.0.0.1:8081"
 		}
 	}
-	if progress == "always" || progress == "auto" && !quiet && benchTerminal(stderr) {
+	if progress == "always" || progress == "auto" && !quiet && term.IsTerminal(stderr) {
 		c.Progress = stderr
 	}
 	if err := loadgen.Probe(ctx, c); err != nil {
@@ -216,17 +217,6 @@ func checkProgress(progress string, quiet bool, set map[string]bool) error {
 		return fmt.Errorf("-q with -progress %s: -q is -progress never; give one of them", progress)
 	}
 	return nil
-}
-
-// benchTerminal reports whether w is a terminal, as sim's --progress auto
-// decides: a character device.
-func benchTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // apply checks the -p http flags and sets them on c; with another -p they
@@ -334,28 +324,11 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 // checkKeys refuses -keys over 1 when no value it would vary has {i}:
 // every request would use one key while the report said N key(s).
 func checkKeys(c loadgen.Config) error {
-	if c.Keys <= 1 {
+	switch {
+	case c.Keys <= 1 || c.UsesIndex():
 		return nil
-	}
-	if c.Protocol == loadgen.HTTP {
-		if strings.Contains(c.Addr, "{i}") {
-			return nil
-		}
-		for _, vs := range c.Header {
-			for _, v := range vs {
-				if strings.Contains(v, "{i}") {
-					return nil
-				}
-			}
-		}
+	case c.Protocol == loadgen.HTTP:
 		return fmt.Errorf("-keys %d: neither -addr nor any -H value has {i}, so every request would be the same; put {i} in the URL (e.g. -addr 'http://127.0.0.1:8080/search?user={i}') or in a -H value, or drop -keys", c.Keys)
-	}
-	for _, d := range c.Descriptors {
-		for _, e := range d {
-			if strings.Contains(e.Value, "{i}") {
-				return nil
-			}
-		}
 	}
 	return fmt.Errorf("-keys %d: no -D value has {i}, so every request would use the same key; put {i} in a -D value (e.g. -D 'remote_address=10.0.0.{i}') or drop -keys", c.Keys)
 }
