@@ -99,11 +99,7 @@ func (e *Engine) installLocked(cfg *Config, a *adaptiveRule, f float64, reason s
 	}
 	a.clamped = err != nil
 	a.ctl.SetFactor(got)
-	if got == 1 {
-		delete(e.scales, a.ref)
-	} else {
-		e.scales[a.ref] = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: got, Reason: reason, At: at}
-	}
+	e.putScaleLocked(a.ref, got, reason, at)
 	return got, err
 }
 
@@ -248,6 +244,16 @@ func (e *Engine) AdaptiveRules() []RateScale {
 	}
 	sortScales(out)
 	return out
+}
+
+// putScaleLocked makes f ref's scale, for reason at at: none at all when f
+// is 1. It does not swap the snapshot. e.mu is held.
+func (e *Engine) putScaleLocked(ref ruleRef, f float64, reason string, at time.Time) {
+	if f == 1 {
+		delete(e.scales, ref)
+		return
+	}
+	e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f, Reason: reason, At: at}
 }
 
 // scaleLocked is ref's scale in force: factor 1 and no reason without
@@ -423,11 +429,7 @@ func (e *Engine) applyScale(a *adaptiveRule, gen uint64, ch ScaleChange) ScaleCh
 	if f == ch.Old {
 		return ch
 	}
-	if f == 1 {
-		delete(e.scales, a.ref)
-	} else {
-		e.scales[a.ref] = RateScale{Domain: a.ref.domain, Rule: a.ref.rule, Factor: f, Reason: ch.Reason, At: ch.At}
-	}
+	e.putScaleLocked(a.ref, f, ch.Reason, ch.At)
 	_ = e.swapLocked(e.cfg)
 	return ch
 }
@@ -470,11 +472,7 @@ func (e *Engine) setScaleLocked(ref ruleRef, factor float64, reason string) (rem
 		}
 		a.clamped = err != nil
 		a.ctl.SetFactor(f)
-		if f == 1 {
-			delete(e.scales, ref)
-		} else {
-			e.scales[ref] = RateScale{Domain: ref.domain, Rule: ref.rule, Factor: f, Reason: why, At: now}
-		}
+		e.putScaleLocked(ref, f, why, now)
 		a.last = ScaleChange{Domain: ref.domain, Rule: ref.rule, Change: adaptive.Change{At: now, Old: pin.Factor, New: f, Reason: why}}
 		return true, e.swapLocked(e.cfg)
 	}
