@@ -15,7 +15,16 @@ func (s *Store) divide(reqs []store.Request) []store.Request {
 	return out
 }
 
-// share returns l divided by the instance count, compiled once per limit.
+// maxShares bounds the shares share keeps. They are keyed by the limit,
+// and a server compiles new limits on every reload and override (and a
+// request-carried limit, past the policy's cache of them, on every
+// request): kept without a bound, the shares of limits long gone would
+// pile up for as long as the process runs. Past the bound the kept
+// shares are dropped, and each is compiled again at its next use.
+const maxShares = 4096
+
+// share returns l divided by the instance count, compiled once per limit
+// (see maxShares).
 func (s *Store) share(l *algo.Limit) *algo.Limit {
 	n := int64(s.cfg.instances)
 	if n == 1 {
@@ -25,7 +34,13 @@ func (s *Store) share(l *algo.Limit) *algo.Limit {
 		return d.(*algo.Limit)
 	}
 	d := Share(l, s.cfg.instances)
-	s.divided.Store(l, d)
+	if s.shares.Add(1) > maxShares {
+		s.divided.Clear()
+		s.shares.Store(1)
+	}
+	if prev, loaded := s.divided.LoadOrStore(l, d); loaded {
+		return prev.(*algo.Limit)
+	}
 	return d
 }
 

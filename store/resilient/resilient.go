@@ -39,7 +39,8 @@ type Store struct {
 
 	localMu sync.Mutex
 	local   atomic.Pointer[store.Store]
-	divided sync.Map // *algo.Limit → *algo.Limit
+	divided sync.Map // *algo.Limit → *algo.Limit (see share)
+	shares  atomic.Int64
 }
 
 var (
