@@ -42,6 +42,9 @@ type Result struct {
 	hits   []Hit
 	at     []int64  // store time of each hit's charge
 	leases []uint64 // Concurrency lease of each hit, 0 otherwise
+	// fallback marks the hits a store's failure policy decided
+	// (store.Result.Fallback): nothing to give back on the store.
+	fallback []bool
 	// cancelled is shared by the copies of an admitted Result (it is
 	// returned and passed by value), so that only one Cancel gives back.
 	cancelled *atomic.Bool
@@ -68,7 +71,9 @@ func (r Result) RetryAfter() time.Duration {
 // take (see AllowAll and algo.Limit.Refund). It does nothing for a refusal, for the
 // zero Result, or after a first Cancel on the Result or any copy of it,
 // as Reservation.Cancel and Lease.Release: only the first call gives back
-// (and reports the store's errors), even if it failed.
+// (and reports the store's errors), even if it failed. Units a store's
+// failure policy admitted (store.Result.Fallback) were not charged on the
+// store and are not refunded there, here or in AllowAll's roll-back.
 func (r Result) Cancel(ctx context.Context) error {
 	if !r.Allowed || r.cancelled == nil || r.cancelled.Swap(true) {
 		return nil
@@ -76,7 +81,7 @@ func (r Result) Cancel(ctx context.Context) error {
 	var errs []error
 	for i := len(r.hits) - 1; i >= 0; i-- {
 		h := r.hits[i]
-		errs = append(errs, h.Limiter.giveBack(ctx, h.Key, h.Cost, r.at[i], r.leases[i]))
+		errs = append(errs, h.Limiter.giveBack(ctx, h.Key, h.Cost, r.at[i], r.leases[i], r.fallback[i]))
 	}
 	return errors.Join(errs...)
 }
@@ -136,6 +141,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		hits:      append([]Hit(nil), hits...),
 		at:        make([]int64, len(hits)),
 		leases:    make([]uint64, len(hits)),
+		fallback:  make([]bool, len(hits)),
 	}
 	var groups []storeGroup
 	for i, h := range hits {
@@ -185,7 +191,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		}
 		for j, i := range g.idx {
 			res.Decisions[i] = out[j]
-			res.at[i] = r.At
+			res.at[i], res.fallback[i] = r.At, r.Fallback
 		}
 		if r.Allowed {
 			continue
@@ -295,7 +301,7 @@ func rollBack(ctx context.Context, res *Result, groups []storeGroup) error {
 	for g := len(groups) - 1; g >= 0; g-- {
 		for _, i := range groups[g].idx {
 			h := res.hits[i]
-			if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, res.at[i], res.leases[i]); err != nil {
+			if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, res.at[i], res.leases[i], res.fallback[i]); err != nil {
 				errs = append(errs, err)
 			}
 			res.Decisions[i] = store.Unwind(res.Decisions[i], h.Cost)

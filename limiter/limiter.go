@@ -189,17 +189,19 @@ func (l *Limiter) checkCost(n int64) error {
 	return nil
 }
 
-// take decides n units for key and returns the store time of the decision.
-// With an error the decision is the zero Decision, whatever the store
-// wrote: a store that fails may leave a placeholder there (store/resilient
-// reports keys it does not know as allowed), and a caller that reads
-// Allowed before the error must not proceed.
-func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, int64, error) {
+// take decides n units for key and returns the store's Result: the store
+// time of the decision, and whether a failure policy answered for the
+// store (Result.Fallback; its Allowed is not read). With an error the
+// decision is the zero Decision, whatever the store wrote: a store that
+// fails may leave a placeholder there (store/resilient reports keys it
+// does not know as allowed), and a caller that reads Allowed before the
+// error must not proceed.
+func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, store.Result, error) {
 	if !l.made() {
-		return algo.Decision{}, 0, errNotMade
+		return algo.Decision{}, store.Result{}, errNotMade
 	}
 	if err := l.checkCost(n); err != nil {
-		return algo.Decision{}, 0, err
+		return algo.Decision{}, store.Result{}, err
 	}
 	if l.timeout > 0 {
 		return l.takeWithTimeout(ctx, key, n, lease)
@@ -208,22 +210,22 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 		var d algo.Decision
 		at, err := l.mem.TakeKey(ctx, &d, l.prefix, key, l.limit, n, lease)
 		if err != nil {
-			return algo.Decision{}, 0, l.wrap(err)
+			return algo.Decision{}, store.Result{}, l.wrap(err)
 		}
-		return d, at, nil
+		return d, store.Result{At: at}, nil
 	}
 	reqs := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n, Lease: lease}}
 	out := make([]algo.Decision, 1)
 	res, err := l.st.Take(ctx, reqs, out)
 	if err != nil {
-		return algo.Decision{}, 0, l.wrap(err)
+		return algo.Decision{}, store.Result{}, l.wrap(err)
 	}
-	return out[0], res.At, nil
+	return out[0], res, nil
 }
 
 // takeWithTimeout is take under WithStoreTimeout, kept apart so that the
 // common path has no deferred call.
-func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, int64, error) {
+func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, store.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	c := *l
@@ -300,11 +302,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // Reservation is the outcome of Reserve: units taken that can be given
 // back with Cancel.
 type Reservation struct {
-	lim       *Limiter
-	key       string
-	cost      int64
-	at        int64
-	lease     uint64
+	lim   *Limiter
+	key   string
+	cost  int64
+	at    int64
+	lease uint64
+	// fallback: a failure policy admitted it, charging nothing on the
+	// store (store.Result.Fallback).
+	fallback  bool
 	d         algo.Decision
 	cancelled atomic.Bool
 }
@@ -329,11 +334,11 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 			return nil, err
 		}
 	}
-	d, at, err := l.take(ctx, key, n, lease)
+	d, res, err := l.take(ctx, key, n, lease)
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{lim: l, key: key, cost: n, at: at, lease: lease, d: d}, nil
+	return &Reservation{lim: l, key: key, cost: n, at: res.At, lease: lease, fallback: res.Fallback, d: d}, nil
 }
 
 // OK reports whether the units were taken; false for a nil Reservation.
@@ -373,18 +378,30 @@ func (r *Reservation) Decision() algo.Decision {
 // SmoothBursty key lets fewer requests through without waiting; a
 // SmoothWarmup key's next admission can wait up to about its warm-up
 // period). It does nothing for a refused reservation, after a first
-// Cancel, or on a nil Reservation (that of an error).
+// Cancel, or on a nil Reservation (that of an error), and refunds nothing
+// for a reservation a store's failure policy admitted (see giveBack).
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return nil
 	}
-	return r.lim.giveBack(ctx, r.key, r.cost, r.at, r.lease)
+	return r.lim.giveBack(ctx, r.key, r.cost, r.at, r.lease, r.fallback)
 }
 
-func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, lease uint64) error {
+// giveBack refunds cost units taken at at, or releases lease. Units a
+// failure policy admitted (store.Result.Fallback: store/resilient answered
+// while the store was down) were never charged on the store: refunded
+// there once it is back, they would be units others spent, and the key
+// would admit more than its limit. They are not refunded, as the policy
+// Engine does not refund them (FailLocal's local store keeps them until
+// its window passes, which errs towards refusing); a lease is released
+// all the same, wherever it is held.
+func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, lease uint64, fallback bool) error {
 	req := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: cost, At: at, Lease: lease}}
 	if l.limit.Algorithm() == algo.Concurrency {
 		return l.wrap(l.st.Release(ctx, req))
+	}
+	if fallback {
+		return nil
 	}
 	return l.wrap(l.st.Refund(ctx, req))
 }
@@ -458,5 +475,5 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if ls == nil || ls.released.Swap(true) {
 		return nil
 	}
-	return ls.lim.giveBack(ctx, ls.key, 1, 0, ls.id)
+	return ls.lim.giveBack(ctx, ls.key, 1, 0, ls.id, false)
 }

@@ -97,12 +97,12 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 	if l.mem == nil {
 		start = time.Now() // a remote store's trip tells the queue what a try costs
 	}
-	d, at, err := l.take(ctx, key, n, 0)
+	d, res, err := l.take(ctx, key, n, 0)
 	if err != nil {
 		return ended(ctx, l.name, err, 0)
 	}
 	if d.Allowed {
-		return hold(ctx, l, key, n, grant{lim: l.limit, at: at}, d.Delay)
+		return hold(ctx, l, key, n, grant{lim: l.limit, at: res.At, fallback: res.Fallback}, d.Delay)
 	}
 	first := refused{d: d, lim: l.limit}
 	if l.mem == nil {
@@ -114,8 +114,8 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 // waitTake, waitPeek, waitGiveBack and waitName make a Limiter a
 // waitTarget.
 func (l *Limiter) waitTake(ctx context.Context, key string, n int64) (algo.Decision, grant, error) {
-	d, at, err := l.take(ctx, key, n, 0)
-	return d, grant{lim: l.limit, at: at}, err
+	d, res, err := l.take(ctx, key, n, 0)
+	return d, grant{lim: l.limit, at: res.At, fallback: res.Fallback}, err
 }
 
 func (l *Limiter) waitPeek(ctx context.Context, key string, n int64) (algo.Decision, *algo.Limit, error) {
@@ -124,7 +124,7 @@ func (l *Limiter) waitPeek(ctx context.Context, key string, n int64) (algo.Decis
 }
 
 func (l *Limiter) waitGiveBack(ctx context.Context, key string, n int64, g grant) error {
-	return l.giveBack(ctx, key, n, g.at, 0)
+	return l.giveBack(ctx, key, n, g.at, 0, g.fallback)
 }
 
 func (l *Limiter) waitName() string { return l.name }
@@ -212,6 +212,9 @@ type grant struct {
 	lim *algo.Limit // the limit that decided
 	at  int64       // the decision's instant
 	gen uint64      // a Local's state generation
+	// fallback: a store's failure policy decided (store.Result.Fallback),
+	// charging nothing on the store to give back.
+	fallback bool
 }
 
 // refused is a Wait's first take, when it was refused.
