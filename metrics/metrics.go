@@ -675,23 +675,9 @@ func (m *Metrics) counter(rs *ruleSeries, i int, vec *prometheus.CounterVec, dom
 // this: past MaxSeries pairs, new domains count under domain "_other" and
 // are not kept.
 func (m *Metrics) noRuleCounter(domain string) prometheus.Counter {
-	if c, ok := m.noRule.Load(domain); ok {
-		return c.(prometheus.Counter)
-	}
-	if m.label(domain, "") == otherLabel {
-		domain = otherLabel
-		if c, ok := m.noRule.Load(domain); ok {
-			return c.(prometheus.Counter)
-		}
-	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.removedLocked(domain, nil) {
-		return discard
-	}
-	c := m.decisions.WithLabelValues(domain, "", OutcomeNoRule)
-	m.noRule.Store(domain, c)
-	return c
+	return m.domainCounter(&m.noRule, domain, false, func(d string) prometheus.Counter {
+		return m.decisions.WithLabelValues(d, "", OutcomeNoRule)
+	})
 }
 
 // priorityUnknownCounter returns priority_unknown_total of domain. Only a
@@ -701,16 +687,30 @@ func (m *Metrics) noRuleCounter(domain string) prometheus.Counter {
 // (noRuleCounter's), and past MaxSeries counts under domain "_other" and
 // is not kept.
 func (m *Metrics) priorityUnknownCounter(domain string) prometheus.Counter {
-	if c, ok := m.prioUnknownC.Load(domain); ok {
+	return m.domainCounter(&m.prioUnknownC, domain, true, func(d string) prometheus.Counter {
+		return m.prioUnknown.WithLabelValues(d)
+	})
+}
+
+// domainCounter returns the counter of domain cached in cache, made by
+// mk. A domain takes a pair (domain, "") of the first-come MaxSeries
+// budget (label), unless configuredAsItself is set and the configuration
+// in force has the domain; past the budget it counts under domain "_other"
+// and is not kept. A domain the last reload removed counts into discard,
+// so that its pruned series is not made again.
+func (m *Metrics) domainCounter(cache *sync.Map, domain string, configuredAsItself bool, mk func(domain string) prometheus.Counter) prometheus.Counter {
+	if c, ok := cache.Load(domain); ok {
 		return c.(prometheus.Counter)
 	}
 	configured := false
-	if names := m.ruleNames(); names != nil {
-		_, configured = names.domains[domain]
+	if configuredAsItself {
+		if names := m.ruleNames(); names != nil {
+			_, configured = names.domains[domain]
+		}
 	}
 	if !configured && m.label(domain, "") == otherLabel {
 		domain = otherLabel
-		if c, ok := m.prioUnknownC.Load(domain); ok {
+		if c, ok := cache.Load(domain); ok {
 			return c.(prometheus.Counter)
 		}
 	}
@@ -719,8 +719,8 @@ func (m *Metrics) priorityUnknownCounter(domain string) prometheus.Counter {
 	if m.removedLocked(domain, nil) {
 		return discard
 	}
-	c := m.prioUnknown.WithLabelValues(domain)
-	m.prioUnknownC.Store(domain, c)
+	c := mk(domain)
+	cache.Store(domain, c)
 	return c
 }
 
