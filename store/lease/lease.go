@@ -95,9 +95,12 @@ type entry struct {
 	at      int64     // the shared store's time of the slice's take (µs)
 	expires time.Time // when the slice's units go back
 	dec     algo.Decision
-	// charged is how many units of the slice the shared store holds
-	// charged: the unused ones and those admitted from it; a refund to
-	// the slice puts back at most charged - units.
+	// charged is how many units the shared store holds charged at the
+	// instant at for this entry: the slice's unused ones and those
+	// admitted from it, and from the earlier slices taken at that same
+	// instant (a store clock that stands still, or is coarser than a
+	// round trip); a refund to the slice puts back at most charged -
+	// units.
 	charged int64
 
 	// A refusal of the shared store for refusedCost, repeated until
@@ -283,7 +286,14 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		return res, nil
 	}
 	e.refusedUntil = time.Time{}
-	e.at, e.units, e.charged = res.At, want-r.Cost, want
+	if res.At != e.at {
+		// A refund stamped with an earlier slice's instant goes to the
+		// shared store; one stamped with this instant may be of a unit
+		// an earlier slice taken at it admitted, which the store holds
+		// charged as well: it goes back into this slice.
+		e.charged = 0
+	}
+	e.at, e.units, e.charged = res.At, want-r.Cost, e.charged+want
 	e.expires = now.Add(s.ttl)
 	e.dec = *d
 	d.Remaining = min(d.Remaining+e.units, d.Limit)
