@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/storeurl/hostlist"
 )
 
 // ErrBadURL is wrapped by every store URL error from Open.
@@ -89,9 +89,12 @@ const (
 // fragment, or another query parameter, is an error. Credentials without
 // ':' (redis://name@host) are a user name, as rueidis and go-redis read
 // them (redis-cli reads a password: they are hidden in errors all the
-// same). A port and a database number are decimal digits without sign
-// (leading zeros are dropped: :06379 is port 6379); a host holds no space
-// nor control character. Errors wrap ErrBadURL and say what is wrong; the
+// same). The host list follows the rule of every store URL (package
+// hostlist), memcached:// included: a port is decimal digits from 1 to
+// 65535 without sign or space (leading zeros are dropped: :06379 is port
+// 6379); a host holds no space nor control character; an IPv6 host is in
+// brackets; a list has no empty member and no server twice. A database
+// number is decimal digits without sign too. Errors wrap ErrBadURL and say what is wrong; the
 // credentials never appear in them (see redactURL), nor does the query
 // (only the name of a parameter and the value of a known one, as
 // written).
@@ -173,13 +176,15 @@ func ParseURL(raw string) (Endpoint, error) {
 	if hosts == "" {
 		return bad("missing host")
 	}
-	for _, h := range strings.Split(hosts, ",") {
-		addr, err := hostPort(h, e.Mode == Standalone)
-		if err != nil {
-			return bad("address %q: %v", h, err)
-		}
-		e.Addrs = append(e.Addrs, addr)
+	defaultPort := ""
+	if e.Mode == Standalone {
+		defaultPort = "6379"
 	}
+	addrs, err := hostlist.Parse(hosts, "address", defaultPort)
+	if err != nil {
+		return bad("%v", err)
+	}
+	e.Addrs = addrs
 	if e.Mode == Standalone && len(e.Addrs) > 1 {
 		return bad("%s takes one host; use redis-cluster:// or redis-sentinel:// for several", scheme)
 	}
@@ -264,34 +269,6 @@ func decimal(s string, max int) (int, error) {
 		return 0, errors.New("out of range")
 	}
 	return int(n), nil
-}
-
-// hostPort checks host:port; the port may be left out where a default
-// applies.
-func hostPort(h string, defaultPort bool) (string, error) {
-	if h == "" {
-		return "", errors.New("empty")
-	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		if !defaultPort || (strings.Contains(h, ":") && !strings.HasPrefix(h, "[")) {
-			return "", errors.New("want host:port")
-		}
-		host, port = strings.Trim(h, "[]"), "6379"
-	}
-	if host == "" {
-		return "", errors.New("empty host")
-	}
-	if strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		return "", errors.New("the host holds a space or a control character")
-	}
-	// Written without sign, leading zeros dropped: the address is the
-	// client's and the errors' (+6379 and 06379 are 6379).
-	n, err := decimal(port, 65535)
-	if err != nil || n < 1 {
-		return "", fmt.Errorf("port must be 1-65535, got %q", port)
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }
 
 // redactURL returns a store URL as errors show it (store.RedactURL): a

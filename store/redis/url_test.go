@@ -74,7 +74,7 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:1?wait_timeout=50ms", "parameter wait_timeout needs wait_replicas"},
 		{"redis-cluster://a:1?wait_replicas=1;x", "query: malformed"},
 		{"redis-cluster://a:1/0", "no database number"},
-		{"redis-cluster://a:1,,b:2", `address ""`},
+		{"redis-cluster://a:1,,b:2", "address 2 is empty"},
 		{"redis-cluster://a", "want host:port"},
 		{"redis-sentinel://a:1,b:2", "missing master name"},
 		{"redis-sentinel://@a:1", "empty master name"},

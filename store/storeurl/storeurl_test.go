@@ -65,7 +65,7 @@ func TestBadURLSaysItOnce(t *testing.T) {
 		{"redis-cluster://h:99999", "redis-cluster://h:99999", `address "h:99999": port must be 1-65535, got "99999"`, redis.ErrBadURL},
 		{"redis-cluster://", "redis-cluster://", "missing host", redis.ErrBadURL},
 		{"redis-sentinel://h:26379", "redis-sentinel://h:26379", "missing master name (want redis-sentinel://master@host:port,...)", redis.ErrBadURL},
-		{"memcached://h:99999", "memcached://h:99999", `server 1 "h:99999": port must be 1-65535`, nil},
+		{"memcached://h:99999", "memcached://h:99999", `server "h:99999": port must be 1-65535, got "99999"`, nil},
 		{"memcached://", "memcached://", "no server", nil},
 		{"memory://x", "memory://x", `memory:// takes no host or path, got "x"`, nil},
 		{"postgres://db", "postgres://db", `unknown scheme "postgres": want one of memory://, redis://, rediss://, redis-cluster://, redis-sentinel://, memcached://`, nil},
