@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -416,22 +417,37 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 }
 
 // Reset forgets the keys here (their unused units are dropped, not given
-// back: the shared store forgets them too) and in the shared store.
+// back: the shared store forgets them too) and in the shared store. Each
+// key is held from before its slice is dropped until the shared store has
+// forgotten it: a request on it meanwhile waits, and then takes from the
+// reset state, rather than taking a slice that the shared store would
+// then forget and admitting its units uncharged.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
-	for _, k := range keys {
-		sh := s.shard(k)
-		sh.mu.Lock()
-		e := sh.m[k]
-		delete(sh.m, k)
-		sh.mu.Unlock()
-		if e != nil {
+	held := make([]*entry, 0, len(keys))
+	defer func() {
+		for _, e := range held {
+			<-e.lock
+		}
+	}()
+	// In one order, each key once: two Resets never wait for each other's
+	// keys crosswise, nor one for itself.
+	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
+	for _, k := range sorted {
+		for {
+			e := s.entry(k)
 			select {
 			case e.lock <- struct{}{}:
-				e.units, e.refusedUntil, e.dead = 0, time.Time{}, true
-				<-e.lock
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			if e.dead { // swept meanwhile
+				<-e.lock
+				continue
+			}
+			e.limit, e.units, e.charged, e.at, e.dec = nil, 0, 0, 0, algo.Decision{}
+			e.refusedUntil, e.refusedCost = time.Time{}, 0
+			held = append(held, e)
+			break
 		}
 	}
 	return s.inner.Reset(ctx, keys...)

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -44,5 +45,76 @@ func TestAdversaryRefundAcrossSlicesOfOneInstant(t *testing.T) {
 				t.Fatalf("after the refund of 3 and Close, the shared store holds %d charged; want 3, the units still admitted", got)
 			}
 		})
+	}
+}
+
+// resetHook is the shared store with a hook that runs inside its Reset,
+// before the state is forgotten.
+type resetHook struct {
+	store.Store
+	during func()
+}
+
+func (r *resetHook) Reset(ctx context.Context, keys ...string) error {
+	if r.during != nil {
+		r.during()
+	}
+	return r.Store.Reset(ctx, keys...)
+}
+
+// A Take that met a Reset of its key between the instance dropping the
+// key's slice and the shared store forgetting the key took a new slice
+// that the shared store then forgot: its units were admitted in process,
+// charged nowhere, beyond the budget the reset key starts with. The
+// Reset now holds the key until the shared store has forgotten it.
+func TestAdversaryResetRacesATake(t *testing.T) {
+	clk := newClock()
+	m := shared(t, clk)
+	l := quota(t, algo.FixedWindow, 10)
+	hook := &resetHook{Store: m}
+	s, err := lease.New(noClose{hook}, lease.WithSlice(5), lease.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	take(t, s, "k", l, 1) // a slice: 5 charged
+	admitted, decided := 0, false
+	done := make(chan bool, 1)
+	hook.during = func() {
+		go func() {
+			out := make([]algo.Decision, 1)
+			_, err := s.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out)
+			done <- err == nil && out[0].Allowed
+		}()
+		select {
+		case ok := <-done: // decided before the shared store forgot the key
+			decided = true
+			if ok {
+				admitted++
+			}
+		case <-time.After(200 * time.Millisecond): // held until the reset is done
+		}
+	}
+	if err := s.Reset(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	hook.during = nil
+	if !decided {
+		select {
+		case ok := <-done:
+			if ok {
+				admitted++
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the Take racing the Reset never returned")
+		}
+	}
+	for range 20 {
+		if d, _ := take(t, s, "k", l, 1); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("after the reset the key admitted %d; want its budget of 10", admitted)
 	}
 }
