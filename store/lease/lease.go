@@ -390,6 +390,13 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 			// than a key holds, either.
 			e.units += min(r.Cost, e.charged-e.units)
 		} else {
+			if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 {
+				// Units of this instant given back to the shared store
+				// (the slice has expired) are no longer the slice's to
+				// take back, should a slice be taken at this instant
+				// again.
+				e.charged -= min(r.Cost, e.charged-e.units)
+			}
 			rest = append(rest, *r)
 		}
 		<-e.lock

@@ -118,3 +118,40 @@ func TestAdversaryResetRacesATake(t *testing.T) {
 		t.Fatalf("after the reset the key admitted %d; want its budget of 10", admitted)
 	}
 }
+
+// A refund at the instant of an expired slice goes to the shared store;
+// those units are then not the instant's to take back into a slice taken
+// at that instant later, or a refund of more than was admitted (a
+// caller's mistake) could put them into it a second time and the
+// instance admit units the shared store never charged.
+func TestAdversaryRefundAfterExpiryKeepsTheBound(t *testing.T) {
+	storeClock, leaseClock := newClock(), newClock() // the store's stands still
+	m := shared(t, storeClock)
+	l := quota(t, algo.FixedWindow, 10)
+	s, err := lease.New(noClose{m}, lease.WithSlice(5), lease.WithTTL(time.Minute), lease.WithClock(leaseClock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	_, first := take(t, s, "k", l, 3) // slice A: 5 charged, 3 admitted
+	leaseClock.Add(2 * time.Minute)   // A expires
+	if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 3, At: first.At}}); err != nil {
+		t.Fatal(err)
+	}
+	_, second := take(t, s, "k", l, 1) // A's 2 go back; slice B: 5 charged, 1 admitted
+	if second.At != first.At {
+		t.Fatalf("the slices' At differ (%d, %d)", first.At, second.At)
+	}
+	if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1e12, At: second.At}}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 20 {
+		if d, _ := take(t, s, "k", l, 1); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted > 10 {
+		t.Fatalf("after the refunds the instance admitted %d; want at most the budget of 10", admitted)
+	}
+}
