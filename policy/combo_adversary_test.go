@@ -161,6 +161,13 @@ func comboRun(t *testing.T, e *Engine) {
 	if refusals.Load() == 0 || borrows.Load() == 0 {
 		t.Fatalf("%d refusals, %d borrowed admissions: the load did not reach the limits", refusals.Load(), borrows.Load())
 	}
+	comboCheck(t, e, led, tenants, users)
+}
+
+// comboCheck holds the combo hierarchy's keys to led: no limit charged past
+// its budget, and each key holding exactly what led says it was charged.
+func comboCheck(t *testing.T, e *Engine, led *comboLedger, tenants, users int) {
+	t.Helper()
 	budget := map[string]int64{"global": 200, "global/normal": 160, "global/low": 100}
 	for k, n := range led.n {
 		var want int64
