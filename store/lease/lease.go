@@ -278,6 +278,13 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 			return res, err
 		}
 	}
+	if res.Fallback {
+		// A failure policy answered for the shared store (a wrapper such
+		// as store/resilient placed below this Store, against the
+		// package documentation): it charged nothing there, so nothing
+		// is kept to be admitted later or given back to the store.
+		return res, nil
+	}
 	if !res.Allowed {
 		e.refused, e.refusedCost = *d, r.Cost
 		e.refusedUntil = now.Add(d.RetryAfter)

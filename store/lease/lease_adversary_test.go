@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/lease"
+	"github.com/floodgate/floodgate/store/redis"
+	"github.com/floodgate/floodgate/store/resilient"
 )
 
 // Two slices of a key taken at one store instant (a store clock that
@@ -153,5 +156,63 @@ func TestAdversaryRefundAfterExpiryKeepsTheBound(t *testing.T) {
 	}
 	if admitted > 10 {
 		t.Fatalf("after the refunds the instance admitted %d; want at most the budget of 10", admitted)
+	}
+}
+
+// A Store placed above a failure policy (store/resilient, against the
+// package documentation) kept the rest of a slice FailOpen admitted while
+// the shared store was down, then gave it back to the store once it was
+// back: units the store never charged, so its key admitted past its
+// budget. An answer marked store.Result.Fallback keeps no slice.
+func TestAdversaryFallbackAnswerKeepsNoSlice(t *testing.T) {
+	srv := testserver.NewRedis(t)
+	clock := func() time.Time { return time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC) }
+	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTestClock(clock), redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inner.Close() })
+	rs, err := resilient.New(noClose{inner}, resilient.WithPolicy(resilient.FailOpen), resilient.WithTimeout(2*time.Second),
+		resilient.WithBreaker(1000, time.Millisecond), resilient.WithOverLimitCache(0), resilient.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := lease.New(rs, lease.WithSlice(5), lease.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := quota(t, algo.FixedWindow, 3)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := take(t, s, "k", l, 1); !d.Allowed {
+		t.Fatalf("with the store down, FailOpen = %+v; want admitted", d)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	live := func() algo.Decision {
+		t.Helper()
+		out := make([]algo.Decision, 1)
+		var err error
+		for range 50 { // the first calls may meet the connection the restart broke
+			if _, err = inner.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out); err == nil {
+				return out[0]
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("Take on the live store: %v", err)
+		return algo.Decision{}
+	}
+	for i := range 3 {
+		if d := live(); !d.Allowed {
+			t.Fatalf("take #%d on the live store = %+v; want admitted", i+1, d)
+		}
+	}
+	if err := s.Close(); err != nil { // gives back what the instance holds
+		t.Fatal(err)
+	}
+	if d := live(); d.Allowed {
+		t.Fatalf("after the instance closed, a take = %+v; want refused: the budget of 3 is spent, and the slice FailOpen answered was given back to the store", d)
 	}
 }
