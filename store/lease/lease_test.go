@@ -408,8 +408,8 @@ func TestRefundToSlice(t *testing.T) {
 // A refund of more than a slice's admitted units (a caller's mistake, or
 // a cost as large as math.MaxInt64) puts back into the slice only what was
 // admitted from it: the instance may not then admit units the shared store
-// never charged, nor overflow its count of them. The rest goes to the
-// shared store, which gives back at most its capacity, as without leases.
+// never charged, nor overflow its count of them. The rest is dropped:
+// given to the shared store, it would refill the units the slice holds.
 func TestRefundBeyondSlice(t *testing.T) {
 	for _, over := range []int64{4, 1e12, math.MaxInt64} {
 		clk := newClock()
