@@ -379,7 +379,9 @@ func (r *Reservation) Decision() algo.Decision {
 // SmoothWarmup key's next admission can wait up to about its warm-up
 // period). It does nothing for a refused reservation, after a first
 // Cancel, or on a nil Reservation (that of an error), and refunds nothing
-// for a reservation a store's failure policy admitted (see giveBack).
+// for a reservation a store's failure policy admitted while the store was
+// down (store.Result.Fallback): that charged nothing on the store, and a
+// refund there would hand the key units others spent.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return nil
