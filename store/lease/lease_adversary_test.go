@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,5 +215,72 @@ func TestAdversaryFallbackAnswerKeepsNoSlice(t *testing.T) {
 	}
 	if d := live(); d.Allowed {
 		t.Fatalf("after the instance closed, a take = %+v; want refused: the budget of 3 is spent, and the slice FailOpen answered was given back to the store", d)
+	}
+}
+
+// Resets of overlapping key sets, in any order, race takes and refunds on
+// those keys: nothing deadlocks, and once the last Reset returns every
+// key admits exactly its budget.
+func TestAdversaryResetStorm(t *testing.T) {
+	clk := newClock()
+	m := shared(t, clk)
+	l := quota(t, algo.FixedWindow, 20)
+	s, err := lease.New(noClose{m}, lease.WithSlice(4), lease.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	keys := []string{"a", "b", "c", "d"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			out := make([]algo.Decision, 1)
+			for i := range 200 {
+				k := keys[(g+i)%len(keys)]
+				switch {
+				case g%4 == 0:
+					set := []string{keys[(g+i)%4], keys[(g+i+1)%4], keys[(g+i)%4]}
+					if i%2 == 1 {
+						set = []string{keys[(g+i+1)%4], keys[(g+i)%4]}
+					}
+					if err := s.Reset(ctx, set...); err != nil {
+						t.Error(err)
+						return
+					}
+				default:
+					res, err := s.Take(ctx, []store.Request{{Key: k, Limit: l, Cost: 1 + int64(i%2)}}, out)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Allowed && i%3 == 0 {
+						if err := s.Refund(ctx, []store.Request{{Key: k, Limit: l, Cost: 1 + int64(i%2), At: res.At}}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if err := s.Reset(ctx, keys...); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		admitted := 0
+		for range 30 {
+			if d, _ := take(t, s, k, l, 1); d.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 20 {
+			t.Errorf("key %s after the last Reset admitted %d; want its budget of 20", k, admitted)
+		}
 	}
 }
