@@ -10,7 +10,8 @@
 //
 // Every run is bounded: it stops after Requests requests or after Duration,
 // whichever comes first (at least one of them must be set), or when its
-// context is done; Result.Stop says which, and the report's "ended" line.
+// context is done, or, with Config.DownAfter, early when the server is
+// gone; Result.Stop says which, and the report's "ended" line.
 // The callers share exactly Connections connections. Probe checks that
 // the server can be reached at all before a run.
 package loadgen

@@ -17,13 +17,17 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -91,6 +95,16 @@ type Config struct {
 	// Progress, when not nil, receives a progress bar, redrawn about five
 	// times a second.
 	Progress io.Writer
+	// DownAfter, when more than 0, ends the run early (StopServerDown)
+	// once the server looks gone: no request has been answered for
+	// DownAfter (an error status is an answer) and requests kept failing
+	// to reach it (see ConnectionError). A restart shorter than DownAfter
+	// by a second or more does not end the run: HTTP callers dial again
+	// at their next request, gRPC connections retry at most a second
+	// apart. Requests that time out neither end nor extend it (a server
+	// that hangs is not gone). 0 never ends a run early; negative is an
+	// error.
+	DownAfter time.Duration
 
 	// Method, Header, Body and RefusedStatus are for HTTP only; Domain,
 	// Descriptors and Hits are not used by it.
@@ -137,6 +151,9 @@ type Result struct {
 	FirstErrors []string
 	// Stop says which bound ended the run.
 	Stop Stop
+	// DownError is, when Stop is StopServerDown, the connection error of
+	// the request that ended the run.
+	DownError string
 }
 
 // Stop is what ended a run.
@@ -152,6 +169,9 @@ const (
 	// StopInterrupted: Run's context was done; the requests then in flight
 	// were cancelled and are not counted.
 	StopInterrupted
+	// StopServerDown: the server looked gone (Config.DownAfter); the
+	// requests then in flight were cancelled and are not counted.
+	StopServerDown
 )
 
 // DecisionsPerSecond is the answered (admitted + rejected) requests per second.
@@ -195,6 +215,7 @@ func (c *Config) defaults() error {
 	negative(c.Concurrency < 0, "concurrency", c.Concurrency)
 	negative(c.Connections < 0, "connections", c.Connections)
 	negative(c.Timeout < 0, "timeout", c.Timeout)
+	negative(c.DownAfter < 0, "down-after", c.DownAfter)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -347,9 +368,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			c.close()
 		}
 	}()
-	// Requests run on the caller's context; the duration only stops new
-	// ones, so that a request in flight at the end is counted, not failed.
-	reqCtx := ctx
+	// Requests run on the caller's context, cancelled too when the server
+	// is gone; the duration only stops new ones, so that a request in
+	// flight at the end is counted, not failed.
+	parent := ctx
+	reqCtx, serverGone := context.WithCancel(ctx)
+	defer serverGone()
+	ctx = reqCtx
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
@@ -362,6 +387,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	statuses := map[int]int64{}
 	hists := make([]Histogram, cfg.Concurrency)
 	start := time.Now()
+	down := downWatch{after: cfg.DownAfter, stop: serverGone}
 	stopProgress := startProgress(ctx, cfg, start, &admitted, &rejected, &errs)
 	var wg sync.WaitGroup
 	for w := range cfg.Concurrency {
@@ -379,6 +405,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				t0 := time.Now()
 				a, err := c.call(rctx, int(n%int64(cfg.Keys)))
 				d := time.Since(t0)
+				end := t0.Sub(start) + d // for down, without another clock read
 				cancel()
 				if a.status != 0 {
 					mu.Lock()
@@ -387,7 +414,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 				if err != nil {
 					if reqCtx.Err() != nil {
-						return // the caller stopped the run
+						return // the caller stopped the run, or the server is gone
+					}
+					switch {
+					case ConnectionError(err):
+						down.failed(end, err)
+					case a.status != 0:
+						down.answered(end) // an error status is an answer
 					}
 					errs.Add(1)
 					mu.Lock()
@@ -398,6 +431,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					mu.Unlock()
 					continue
 				}
+				down.answered(end)
 				h.Record(d)
 				if a.admitted {
 					admitted.Add(1)
@@ -421,10 +455,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	switch {
 	case cfg.Requests > 0 && res.Requests >= cfg.Requests:
 		res.Stop = StopCount
-	case reqCtx.Err() != nil:
+	case parent.Err() != nil:
 		// Requests in flight were cancelled and are not counted, so a
 		// run interrupted at its last requests is one, not complete.
 		res.Stop = StopInterrupted
+	case down.tripped.Load():
+		res.Stop, res.DownError = StopServerDown, *down.err.Load()
 	default:
 		res.Stop = StopDuration
 	}
@@ -436,6 +472,84 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// downWatch ends a run whose server is gone (Config.DownAfter): no answer
+// for after, and a request that failed to reach the server at the end of
+// it. Times are since the run's start.
+type downWatch struct {
+	after time.Duration
+	stop  context.CancelFunc
+	// lastAnswer is when a request was last answered, to within
+	// answerGrain: written only when it moved on by more, so that the
+	// callers answered at full speed share a cache line they mostly read.
+	lastAnswer atomic.Int64
+	tripped    atomic.Bool
+	err        atomic.Pointer[string]
+}
+
+const answerGrain = int64(10 * time.Millisecond)
+
+// answered notes a request answered at the time end.
+func (w *downWatch) answered(end time.Duration) {
+	if w.after > 0 && int64(end)-w.lastAnswer.Load() > answerGrain {
+		w.lastAnswer.Store(int64(end))
+	}
+}
+
+// failed notes a request that failed to reach the server at the time end,
+// and ends the run when nothing was answered for w.after before.
+func (w *downWatch) failed(end time.Duration, err error) {
+	if w.after <= 0 || int64(end)-w.lastAnswer.Load() < int64(w.after) {
+		return
+	}
+	if w.tripped.CompareAndSwap(false, true) {
+		msg := err.Error()
+		w.err.Store(&msg)
+		w.stop()
+	}
+}
+
+// ConnectionError reports whether err, a request's error, says that the
+// server could not be reached or dropped the connection: a refused, reset
+// or failed dial, the connection closed before the answer (EOF), or a
+// gRPC Unavailable raised by the client's transport (not one the server
+// answered: floodgate answers Unavailable when its store fails). A
+// timeout is not one: a slow server is not a gone one.
+func ConnectionError(err error) bool {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if st, ok := status.FromError(err); ok {
+		if st.Code() != codes.Unavailable {
+			return false
+		}
+		msg := st.Message()
+		for _, p := range grpcTransportErrors {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if opErr, ok := errors.AsType[*net.OpError](err); ok && opErr.Op == "dial" {
+		return true // refused, unreachable, a name that does not resolve, or no answer to the dial
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// grpcTransportErrors are the starts of the messages of the Unavailable
+// errors grpc-go's client makes itself when it cannot reach the server or
+// loses the connection.
+var grpcTransportErrors = []string{
+	"connection error:",
+	"error reading from server",
+	"transport is closing",
+	"the connection is draining",
+	"connection closed before server preface received",
+	"last connection error:",
+	"name resolver error:",
 }
 
 // Probe opens one TCP connection to cfg's server and closes it, within
@@ -522,7 +636,13 @@ func newGRPCCaller(cfg Config) (*grpcCaller, error) {
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS)
 	}
-	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds))
+	// Reconnect at most a second apart (grpc-go's default backoff grows to
+	// two minutes), so that a server restarted is measured again within
+	// a second of coming back, and DownAfter's promise holds.
+	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: cfg.Timeout,
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: grpc %s: %w", cfg.Addr, err)
 	}

@@ -186,6 +186,8 @@ func (r *Result) ended() string {
 		return fmt.Sprintf("all %d requests done", c.Requests)
 	case StopDuration:
 		return fmt.Sprintf("time bound %s reached%s", c.Duration, of)
+	case StopServerDown:
+		return fmt.Sprintf("server gone after %.2fs: no answer for %s, requests failing to reach it (%s)%s", r.Elapsed.Seconds(), c.DownAfter, r.DownError, of)
 	case StopInterrupted:
 		if of == "" && c.Duration > 0 {
 			of = " of " + c.Duration.String()

@@ -47,11 +47,13 @@ and against the gateway of examples/gateway
 
 A run sends -n requests, or runs for -d, or both: the first reached ends it, and the
 report says which. It first opens one connection to -addr, and exits 1 at once, having
-sent nothing, when it cannot. The report goes to stdout, the progress bar to stderr.
+sent nothing, when it cannot. A server that goes away during the run ends it early
+(-down-after, 5s by default). The report goes to stdout, the progress bar to stderr.
 
 Exit status: 0 when every request was answered (admitted or rejected); 1 when any
-request failed (the report lists the first errors), when -addr cannot be reached, or when
-the safety bound of -n without -d ended the run; 2 for a mistake in the flags; 130 when
+request failed (the report lists the first errors), when -addr cannot be reached, when
+the server went away during the run (-down-after), or when the safety bound of -n
+without -d ended the run; 2 for a mistake in the flags; 130 when
 interrupted (Ctrl-C, SIGTERM), after the report of what was done by then.
 
 flags:
@@ -107,6 +109,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.Concurrency, "c", 16, "concurrent callers, 1 to 10000")
 	fs.IntVar(&c.Connections, "conns", 0, "connections the callers share, at most -c; caller k uses connection k mod -conns: with grpc an HTTP/2 connection carrying its callers' requests at once, with json, v1 and http a keep-alive HTTP/1.1 connection they take turns on (0: min(c, 4) for grpc, c for json, v1 and http)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of each request, more than 0")
+	fs.DurationVar(&c.DownAfter, "down-after", 5*time.Second, "stop early, with the report so far and exit 1, when the server looks gone: no request answered for this long while requests kept failing to reach it (connection refused or reset, closed before the answer, gRPC unavailable); a restart shorter than this by a second or more does not stop it (gRPC reconnects within a second), nor do requests that time out; 0: never stop early")
 	fs.StringVar(&hf.method, "method", "GET", "with -p http: the request method")
 	fs.Var(&hf.headers, "H", "with -p http: a request header as 'Name: value'; repeat for several; {i} in a value is the key index")
 	fs.StringVar(&hf.body, "body", "", "with -p http: the request body")
@@ -183,13 +186,19 @@ var benchSafetyBound = 10 * time.Minute
 const benchInterrupted = 130
 
 // benchExit is the exit code of a run that has printed its report, with
-// the reason on stderr when it is not 0: 130 interrupted, 1 when any
-// request failed or when the safety bound cut -n short, else 0.
+// the reason on stderr when it is not 0: 130 interrupted, 1 when the
+// server went away (-down-after), when any request failed or when the
+// safety bound cut -n short, else 0.
 func benchExit(res *loadgen.Result, safety bool, stderr io.Writer) int {
 	c := res.Config
 	if res.Stop == loadgen.StopInterrupted {
 		fmt.Fprintf(stderr, "floodgate bench: interrupted after %.2fs: the report covers the %d request(s) done by then\n", res.Elapsed.Seconds(), res.Requests)
 		return benchInterrupted
+	}
+	if res.Stop == loadgen.StopServerDown {
+		fmt.Fprintf(stderr, "floodgate bench: stopped early after %.2fs: the server looks gone (no answer for %s, requests failing to reach it: %s); the report covers the %d request(s) done by then, %d of them failed\n",
+			res.Elapsed.Seconds(), c.DownAfter, res.DownError, res.Requests, res.Errors)
+		return 1
 	}
 	code := 0
 	if res.Errors > 0 {
@@ -318,6 +327,7 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 	bad(c.Connections < 0 || c.Concurrency >= 1 && c.Connections > c.Concurrency, "-conns", c.Connections,
 		"must be 0 (default: "+defaultConns+") or 1 to "+upTo)
 	bad(c.Timeout <= 0, "-timeout", c.Timeout, "must be > 0")
+	bad(c.DownAfter < 0, "-down-after", c.DownAfter, "must be >= 0 (0: never stop early)")
 	return entries, errors.Join(errs...)
 }
 
