@@ -53,8 +53,8 @@ sent nothing, when it cannot. A server that goes away during the run ends it ear
 Exit status: 0 when every request was answered (admitted or rejected); 1 when any
 request failed (the report lists the first errors), when -addr cannot be reached, when
 the server went away during the run (-down-after), or when the safety bound of -n
-without -d ended the run; 2 for a mistake in the flags; 130 when
-interrupted (Ctrl-C, SIGTERM), after the report of what was done by then.
+without -d ended the run; 2 for a mistake in the flags; 130 when interrupted (Ctrl-C,
+SIGTERM), after the report of what was done by then.
 
 flags:
 `
