@@ -1520,8 +1520,14 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	for _, x := range ints {
 		if f, ok := fs[x.name]; ok {
 			if v, ok := l.integer(f, x.name); ok {
-				if v < 0 {
+				switch {
+				case v < 0:
 					l.errf(f.line(), "%s must be >= 0, got %d", x.name, v)
+				case v == 0 && x.name == "burst" && (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA):
+					// algo reads a Burst of 0 as unset (a capacity of
+					// requests_per_unit); written out, it asks for a bucket
+					// that holds nothing, which would admit nothing.
+					l.errf(f.line(), "burst must be >= 1 for %s, got 0 (a bucket of capacity 0 admits nothing); leave burst out for a capacity of requests_per_unit", p.Algorithm)
 				}
 				*x.dst = v
 			}
@@ -1642,6 +1648,10 @@ func kindList() string {
 	return strings.Join(names, ", ")
 }
 
+// burstWord matches the field name burst in an algo.Compile error (not
+// max_burst_seconds).
+var burstWord = regexp.MustCompile(`\bburst\b`)
+
 // compileField maps the field an algo.Compile error names to the YAML
 // field to point at.
 var compileField = map[string]string{
@@ -1752,6 +1762,16 @@ func (l *loader) finish(d *Domain) {
 			}
 			if _, ok := fs[name]; !ok && name == "period" {
 				name = "unit"
+			}
+			// A shaper's queue may be written queue_size, burst's other
+			// name: name the field the file uses.
+			if _, b := fs["burst"]; !b {
+				if _, q := fs["queue_size"]; q {
+					msg = burstWord.ReplaceAllString(msg, "queue_size")
+					if name == "burst" {
+						name = "queue_size"
+					}
+				}
 			}
 			l.errf(line(name), "%s", msg)
 			continue
