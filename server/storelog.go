@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -290,12 +291,22 @@ func keyless(err error) string {
 	return c.Error()
 }
 
-// causeText is what StoreLog tells causes apart by: err's causes, or its
-// whole text when it has none beyond sentinels, quoted parts (a key)
-// blanked and the stores' "redis: take "…": " (operation and key) left out.
+// causeText is what StoreLog tells causes apart by: err's causes, each
+// told once, or its whole text when it has none beyond sentinels, quoted
+// parts (a key) blanked and the stores' "redis: take "…": " (operation and
+// key) left out. A call over several keys that fail alike (memcached's,
+// one error per key of a server that went away) is one cause, whatever
+// the number of keys: joined as many times, each count was a cause of its
+// own, logged again as a probe's number of keys changed.
 func causeText(err error) string {
 	if c := causes(err, nil); len(c) > 0 {
-		return strings.Join(c, "; ")
+		var once []string
+		for _, t := range c {
+			if !slices.Contains(once, t) {
+				once = append(once, t)
+			}
+		}
+		return strings.Join(once, "; ")
 	}
 	return opKey.ReplaceAllString(quoted.ReplaceAllString(err.Error(), `"…"`), "")
 }
