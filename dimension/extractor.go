@@ -122,8 +122,10 @@ type Extractor struct {
 
 // NewExtractor validates and compiles spec. Options and defaults: WithUser
 // (none), WithTenant (none), WithMaxValueLen(1024),
-// WithRejectAmbiguous(false). Every problem is a
-// *SpecError naming the field.
+// WithRejectAmbiguous(false). A problem in spec is a *SpecError naming the
+// field; several are each reported, in field order, joined as errors.Join
+// joins them (one per line): errors.As finds the first, and the error's
+// Unwrap() []error lists them all.
 func NewExtractor(spec Spec, opts ...Option) (*Extractor, error) {
 	o := options{maxLen: 1024}
 	for _, opt := range opts {
@@ -132,9 +134,17 @@ func NewExtractor(spec Spec, opts ...Option) (*Extractor, error) {
 	if o.maxLen < 1 {
 		return nil, fmt.Errorf("dimension: WithMaxValueLen(%d): must be at least 1", o.maxLen)
 	}
-	c, err := compile(spec, &o)
-	if err != nil {
-		return nil, err
+	c, errs := compile(spec, &o)
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0]
+	default:
+		joined := make([]error, len(errs))
+		for i, e := range errs {
+			joined[i] = e
+		}
+		return nil, errors.Join(joined...)
 	}
 	return &Extractor{c: c, specs: cloneSpecs(spec.Descriptors), user: o.user, tenant: o.tenant, maxLen: o.maxLen, strict: o.strict}, nil
 }

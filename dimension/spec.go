@@ -229,26 +229,39 @@ type compiled struct {
 	descs   []descriptor
 }
 
-func compile(s Spec, o *options) (*compiled, error) {
+// compile validates and compiles s. It goes on past a problem, so that it
+// reports every one it finds, in field order; a problem that only follows
+// from another (an entry's user source beside an invalid user_header, the
+// rest of an entry with an unknown source) is not reported.
+func compile(s Spec, o *options) (*compiled, []*SpecError) {
 	c := &compiled{}
+	var errs []*SpecError
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &SpecError{field, fmt.Sprintf(format, args...)})
+	}
 	for i, t := range s.TrustedProxies {
 		p, err := parsePrefix(t)
 		if err != nil {
-			return nil, &SpecError{fmt.Sprintf("trusted_proxies[%d]", i), err.Error()}
+			bad(fmt.Sprintf("trusted_proxies[%d]", i), "%s", err)
+			continue
 		}
 		c.proxies.Trusted = append(c.proxies.Trusted, p)
 	}
 	h, err := ParseProxyHeader(s.ProxyHeader)
 	if err != nil {
-		return nil, &SpecError{"proxy_header", err.Error()}
+		bad("proxy_header", "%s", err)
 	}
 	c.proxies.Header = h
+	// An invalid length is reported once, here; the entries that would
+	// inherit it are checked against the default instead.
 	v4, v6 := cmp.Or(s.IPv4Prefix, 32), cmp.Or(s.IPv6Prefix, 64)
 	if v4 < 1 || v4 > 32 {
-		return nil, &SpecError{"ipv4_prefix", fmt.Sprintf("%d is not in 1..32", s.IPv4Prefix)}
+		bad("ipv4_prefix", "%d is not in 1..32", s.IPv4Prefix)
+		v4 = 32
 	}
 	if v6 < 1 || v6 > 128 {
-		return nil, &SpecError{"ipv6_prefix", fmt.Sprintf("%d is not in 1..128", s.IPv6Prefix)}
+		bad("ipv6_prefix", "%d is not in 1..128", s.IPv6Prefix)
+		v6 = 64
 	}
 
 	c.apiKey = s.APIKey
@@ -257,12 +270,12 @@ func compile(s Spec, o *options) (*compiled, error) {
 	}
 	if c.apiKey.Header != "" {
 		if !validToken(c.apiKey.Header) {
-			return nil, &SpecError{"api_key.header", fmt.Sprintf("%q is not a valid header name", c.apiKey.Header)}
+			bad("api_key.header", "%q is not a valid header name", c.apiKey.Header)
 		}
 		c.apiKey.Header = http.CanonicalHeaderKey(c.apiKey.Header)
 	}
 	if c.apiKey.Scheme != "" && (c.apiKey.Header == "" || !validToken(c.apiKey.Scheme)) {
-		return nil, &SpecError{"api_key.scheme", fmt.Sprintf("%q needs api_key.header and must be a token", c.apiKey.Scheme)}
+		bad("api_key.scheme", "%q needs api_key.header and must be a token", c.apiKey.Scheme)
 	}
 	for _, f := range []struct {
 		field, header string
@@ -272,46 +285,50 @@ func compile(s Spec, o *options) (*compiled, error) {
 		{"user_header", s.UserHeader, o.user != nil, &c.user},
 		{"tenant_header", s.TenantHeader, o.tenant != nil, &c.tenant},
 	} {
-		if f.header == "" {
-			continue
+		switch {
+		case f.header == "":
+		case !validToken(f.header):
+			bad(f.field, "%q is not a valid header name", f.header)
+		case f.fn:
+			bad(f.field, "set together with a function option; choose one (the header is client-controlled)")
+		default:
+			*f.dst = http.CanonicalHeaderKey(f.header)
 		}
-		if !validToken(f.header) {
-			return nil, &SpecError{f.field, fmt.Sprintf("%q is not a valid header name", f.header)}
-		}
-		if f.fn {
-			return nil, &SpecError{f.field, "set together with a function option; choose one (the header is client-controlled)"}
-		}
-		*f.dst = http.CanonicalHeaderKey(f.header)
 	}
 
 	if len(s.Descriptors) == 0 {
-		return nil, &SpecError{"descriptors", "no descriptors"}
+		bad("descriptors", "no descriptors")
 	}
 	for i, d := range s.Descriptors {
 		field := fmt.Sprintf("descriptors[%d]", i)
 		if len(d.Entries) == 0 {
-			return nil, &SpecError{field + ".entries", "no entries"}
+			bad(field+".entries", "no entries")
 		}
 		var cd descriptor
 		for j, es := range d.Entries {
-			e, err := compileEntry(es, fmt.Sprintf("%s.entries[%d]", field, j), v4, v6, c, o)
-			if err != nil {
-				return nil, err
-			}
+			e, ees := compileEntry(es, fmt.Sprintf("%s.entries[%d]", field, j), v4, v6, s, o)
+			errs = append(errs, ees...)
 			cd.entries = append(cd.entries, e)
 		}
 		c.descs = append(c.descs, cd)
 	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
 	return c, nil
 }
 
-func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options) (entry, error) {
-	bad := func(sub, format string, args ...any) (entry, error) {
+// compileEntry compiles one entry of s, reporting each of its fields at
+// fault; the checks that depend on the source are left out when the source
+// itself is at fault.
+func compileEntry(s EntrySpec, field string, v4, v6 int, spec Spec, o *options) (entry, []*SpecError) {
+	var errs []*SpecError
+	bad := func(sub, format string, args ...any) {
 		f := field
 		if sub != "" {
 			f += "." + sub
 		}
-		return entry{}, &SpecError{f, fmt.Sprintf(format, args...)}
+		errs = append(errs, &SpecError{f, fmt.Sprintf(format, args...)})
 	}
 	e := entry{srcName: s.Source, key: s.DescriptorKey(), value: s.Value, def: s.Default, hasDef: s.Default != "", skip: s.SkipIfAbsent}
 	if s.Match != nil {
@@ -321,44 +338,41 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options
 	kind, name, hasName := strings.Cut(s.Source, ":")
 	switch {
 	case s.Source == "":
-		return bad("source", "missing (want %s)", sourceList)
+		bad("source", "missing (want %s)", sourceList)
 	case hasName && kind == "header":
 		if !validToken(name) {
-			return bad("source", "%q is not a valid header name", name)
+			bad("source", "%q is not a valid header name", name)
 		}
 		e.src, e.name = srcHeader, http.CanonicalHeaderKey(name)
 	case hasName && kind == "query":
 		if name == "" {
-			return bad("source", "query: needs a parameter name")
+			bad("source", "query: needs a parameter name")
 		}
 		e.src, e.name = srcQuery, name
 	case !hasName && simpleSources[s.Source] != 0:
 		e.src = simpleSources[s.Source]
 	default:
-		return bad("source", "unknown source %q (want %s)", s.Source, sourceList)
+		bad("source", "unknown source %q (want %s)", s.Source, sourceList)
+	}
+	known := len(errs) == 0 // the source, which the checks below depend on
+	// An invalid user_header or tenant_header is the spec's problem, not
+	// the entry's.
+	switch {
+	case !known:
+	case e.src == srcUser && spec.UserHeader == "" && o.user == nil:
+		bad("source", "user needs user_header or the WithUser option")
+	case e.src == srcTenant && spec.TenantHeader == "" && o.tenant == nil:
+		bad("source", "tenant needs tenant_header or the WithTenant option")
 	}
 
 	switch {
+	case !known:
 	case e.src == srcGeneric && s.Value == "":
-		return bad("value", "generic_key needs a value")
-	case e.src == srcGeneric && s.Match != nil:
-		return bad("match", "generic_key has nothing to match")
-	case s.Match != nil && s.Value == "":
-		return bad("value", "a match entry needs the value it takes when it matches")
+		bad("value", "generic_key needs a value")
+	case e.src != srcGeneric && s.Match != nil && s.Value == "":
+		bad("value", "a match entry needs the value it takes when it matches")
 	case s.Match == nil && e.src != srcGeneric && s.Value != "":
-		return bad("value", "only generic_key and match entries take a value")
-	case len(s.Routes) > 0 && e.src != srcPath:
-		return bad("routes", "only the path source takes routes")
-	case s.Default != "" && s.SkipIfAbsent:
-		return bad("default", "default and skip_if_absent exclude each other")
-	case s.IPv4Prefix != 0 && e.src != srcRemoteAddress:
-		return bad("ipv4_prefix", "only remote_address takes a prefix length")
-	case s.IPv6Prefix != 0 && e.src != srcRemoteAddress:
-		return bad("ipv6_prefix", "only remote_address takes a prefix length")
-	case e.src == srcUser && c.user == "" && o.user == nil:
-		return bad("source", "user needs user_header or the WithUser option")
-	case e.src == srcTenant && c.tenant == "" && o.tenant == nil:
-		return bad("source", "tenant needs tenant_header or the WithTenant option")
+		bad("value", "only generic_key and match entries take a value")
 	}
 	if m := s.Match; m != nil {
 		n := 0
@@ -367,26 +381,44 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, c *compiled, o *options
 				n++
 			}
 		}
-		if n != 1 {
-			return bad("match", "set exactly one of exact, prefix and present")
+		switch {
+		case known && e.src == srcGeneric:
+			bad("match", "generic_key has nothing to match")
+		case n != 1:
+			bad("match", "set exactly one of exact, prefix and present")
 		}
 	}
-	for k, r := range s.Routes {
-		if !strings.HasPrefix(r, "/") {
-			return bad(fmt.Sprintf("routes[%d]", k), "route %q must start with /", r)
+	if known && len(s.Routes) > 0 && e.src != srcPath {
+		bad("routes", "only the path source takes routes")
+	} else {
+		for k, r := range s.Routes {
+			if !strings.HasPrefix(r, "/") {
+				bad(fmt.Sprintf("routes[%d]", k), "route %q must start with /", r)
+			}
+		}
+	}
+	if s.Default != "" && s.SkipIfAbsent {
+		bad("default", "default and skip_if_absent exclude each other")
+	}
+	for _, p := range []struct {
+		field   string
+		set     int
+		max     int
+		inherit int
+		dst     *int
+	}{{"ipv4_prefix", s.IPv4Prefix, 32, v4, &e.v4}, {"ipv6_prefix", s.IPv6Prefix, 128, v6, &e.v6}} {
+		*p.dst = cmp.Or(p.set, p.inherit)
+		switch {
+		case p.set == 0:
+		case known && e.src != srcRemoteAddress:
+			bad(p.field, "only remote_address takes a prefix length")
+		case p.set < 1 || p.set > p.max:
+			bad(p.field, "%d is not in 1..%d", p.set, p.max)
 		}
 	}
 	e.routes = slices.Clone(s.Routes)
 	slices.SortStableFunc(e.routes, func(a, b string) int { return len(b) - len(a) })
-
-	e.v4, e.v6 = cmp.Or(s.IPv4Prefix, v4), cmp.Or(s.IPv6Prefix, v6)
-	if e.v4 < 1 || e.v4 > 32 {
-		return bad("ipv4_prefix", "%d is not in 1..32", s.IPv4Prefix)
-	}
-	if e.v6 < 1 || e.v6 > 128 {
-		return bad("ipv6_prefix", "%d is not in 1..128", s.IPv6Prefix)
-	}
-	return e, nil
+	return e, errs
 }
 
 // parsePrefix parses a CIDR or a single address.

@@ -172,34 +172,38 @@ func compileSection(decode func(any) error) (any, error) {
 	return s, nil
 }
 
-// compile validates the section. Errors start with the offending field's
-// path ("routes[1].methods[0]: ..."), which the policy loader turns into a
-// line.
+// compile validates the section. Each error starts with the offending
+// field's path ("routes[1].methods[0]: ..."), which the policy loader turns
+// into a line; it goes on past a problem, and returns every one it finds
+// joined (errors.Join), so that one load lists them all.
 func (s *Section) compile() error {
+	var errs []error
 	if len(s.Routes) == 0 {
-		return errors.New("routes: no routes (declare at least one, or drop the gateway section)")
+		errs = append(errs, errors.New("routes: no routes (declare at least one, or drop the gateway section)"))
 	}
 	base := dimension.Spec{TrustedProxies: s.TrustedProxies, ProxyHeader: s.ProxyHeader, IPv4Prefix: s.IPv4Prefix,
 		IPv6Prefix: s.IPv6Prefix, APIKey: s.APIKey, UserHeader: s.UserHeader, TenantHeader: s.TenantHeader}
 	// The shared fields are checked once, with a descriptor that needs
-	// nothing of them.
+	// nothing of them; the routes' extractors report only their
+	// descriptors' problems.
 	probe := base
 	probe.Descriptors = []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "method"}}}}
-	px, err := dimension.NewExtractor(probe)
-	if err != nil {
-		return specError("", err)
+	if px, err := dimension.NewExtractor(probe); err != nil {
+		errs = append(errs, specErrors("", err, false)...)
+	} else {
+		s.proxies = px.Proxies()
 	}
-	s.proxies = px.Proxies()
 	refuse := cmp.Or(s.RefuseStatus, http.StatusTooManyRequests)
 	if refuse != http.StatusTooManyRequests && refuse != http.StatusServiceUnavailable {
-		return fmt.Errorf("refuse_status: %d is not 429 or 503 (the status of a refusal by the routes' limits; default 429)", s.RefuseStatus)
+		errs = append(errs, fmt.Errorf("refuse_status: %d is not 429 or 503 (the status of a refusal by the routes' limits; default 429)", s.RefuseStatus))
 	}
 	seen := map[string]int{}
 	for i, rs := range s.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
+		before := len(errs)
 		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, refuseStatus: refuse, proxies: s.proxies, node: rs.node}
 		if !strings.HasPrefix(r.prefix, "/") {
-			return fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix)
+			errs = append(errs, fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix))
 		}
 		if r.name == "" {
 			r.name = r.prefix
@@ -209,13 +213,14 @@ func (s *Section) compile() error {
 			r.wildcard, host = true, host[1:]
 		}
 		if strings.ContainsAny(host, ":/*@ ") || host == "." {
-			return fmt.Errorf("%s.host: %q is not a host name (no port, scheme or path; \"*.\" only as a prefix)", at, rs.Host)
+			errs = append(errs, fmt.Errorf("%s.host: %q is not a host name (no port, scheme or path; \"*.\" only as a prefix)", at, rs.Host))
 		}
 		r.host = host
 		for j, m := range rs.Methods {
 			u := strings.ToUpper(strings.TrimSpace(m))
 			if u == "" || strings.IndexFunc(u, func(c rune) bool { return c < 'A' || c > 'Z' }) >= 0 {
-				return fmt.Errorf("%s.methods[%d]: %q is not an HTTP method", at, j, m)
+				errs = append(errs, fmt.Errorf("%s.methods[%d]: %q is not an HTTP method", at, j, m))
+				continue
 			}
 			if !slices.Contains(r.methods, u) {
 				r.methods = append(r.methods, u)
@@ -225,16 +230,21 @@ func (s *Section) compile() error {
 			r.methods = append(r.methods, http.MethodHead)
 		}
 		slices.Sort(r.methods)
-		// "/x" and "/x/" cover the same paths (see under).
-		prefix := strings.TrimSuffix(r.prefix, "/")
-		if r.foldCase {
-			prefix = strings.ToLower(prefix)
+		// A route whose host, prefix or methods are at fault is not
+		// compared with the others: what it matches is unknown.
+		if len(errs) == before {
+			// "/x" and "/x/" cover the same paths (see under).
+			prefix := strings.TrimSuffix(r.prefix, "/")
+			if r.foldCase {
+				prefix = strings.ToLower(prefix)
+			}
+			key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + prefix + "|" + fmt.Sprint(r.foldCase) + "|" + strings.Join(r.methods, ",")
+			if first, dup := seen[key]; dup {
+				errs = append(errs, fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods; a trailing / of the prefix and a HEAD beside GET change nothing), so one of them would never apply", at, first))
+			} else {
+				seen[key] = i
+			}
 		}
-		key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + prefix + "|" + fmt.Sprint(r.foldCase) + "|" + strings.Join(r.methods, ",")
-		if first, dup := seen[key]; dup {
-			return fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods; a trailing / of the prefix and a HEAD beside GET change nothing), so one of them would never apply", at, first)
-		}
-		seen[key] = i
 		if len(rs.Descriptors) > 0 {
 			spec := base
 			spec.Descriptors = rs.Descriptors
@@ -242,11 +252,15 @@ func (s *Section) compile() error {
 			// known here: an extractor built with placeholders checks
 			// everything else.
 			if _, err := dimension.NewExtractor(spec, placeholders(spec)...); err != nil {
-				return specError(at+".", err)
+				errs = append(errs, specErrors(at+".", err, true)...)
 			}
 			r.spec = &spec
 		}
 		s.compiled = append(s.compiled, r)
+	}
+	if len(errs) > 0 {
+		s.compiled = nil
+		return errors.Join(errs...)
 	}
 	return nil
 }
@@ -276,12 +290,36 @@ func placeholders(spec dimension.Spec) []dimension.Option {
 	return opts
 }
 
-// specError rewrites a dimension.SpecError's field as a path in the
-// section.
-func specError(prefix string, err error) error {
-	var se *dimension.SpecError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s%s: %s", prefix, se.Field, se.Msg)
+// specErrors rewrites the dimension.SpecErrors err holds (one, or several
+// joined) as errors naming their fields' paths in the section, prefix
+// first; with onlyDescriptors, the problems of the shared fields, which the
+// probe reported already, are left out.
+func specErrors(prefix string, err error, onlyDescriptors bool) []error {
+	ses := specErrs(err)
+	if len(ses) == 0 {
+		return []error{err}
 	}
-	return err
+	var out []error
+	for _, e := range ses {
+		if !onlyDescriptors || strings.HasPrefix(e.Field, "descriptors") {
+			out = append(out, fmt.Errorf("%s%s: %s", prefix, e.Field, e.Msg))
+		}
+	}
+	return out
+}
+
+// specErrs lists the *dimension.SpecErrors of a NewExtractor error: the
+// one, or each of those it joins, in order.
+func specErrs(err error) []*dimension.SpecError {
+	switch e := err.(type) {
+	case *dimension.SpecError:
+		return []*dimension.SpecError{e}
+	case interface{ Unwrap() []error }:
+		var out []*dimension.SpecError
+		for _, e := range e.Unwrap() {
+			out = append(out, specErrs(e)...)
+		}
+		return out
+	}
+	return nil
 }

@@ -423,7 +423,7 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 				}
 				x, err := dimension.NewExtractor(*rs.spec, xo...)
 				if err != nil {
-					probs = append(probs, routeProblem(dom, rs, i, err))
+					probs = append(probs, routeProblems(dom, rs, i, err)...)
 					continue
 				}
 				m, err := middleware.New(d, dom.Name, x, mwOpts...)
@@ -468,22 +468,27 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 	return t, nil
 }
 
-// routeProblem places an extractor error at the field it names.
-func routeProblem(dom *policy.Domain, rs *routeSpec, i int, err error) policy.Problem {
-	p := policy.Problem{File: dom.Pos.File, Line: dom.Pos.Line}
-	field, msg := "", err.Error()
-	if se, ok := errors.AsType[*dimension.SpecError](err); ok {
-		field, msg = se.Field, se.Msg
+// routeProblems places an extractor error at the field it names, or each
+// of the problems it joins at theirs.
+func routeProblems(dom *policy.Domain, rs *routeSpec, i int, err error) policy.Problems {
+	ses := specErrs(err)
+	if len(ses) == 0 {
+		ses = []*dimension.SpecError{{Msg: err.Error()}}
 	}
-	if l := rs.line(field); l > 0 {
-		p.Line = l
+	var ps policy.Problems
+	for _, se := range ses {
+		p := policy.Problem{File: dom.Pos.File, Line: dom.Pos.Line}
+		if l := rs.line(se.Field); l > 0 {
+			p.Line = l
+		}
+		at := fmt.Sprintf("gateway: routes[%d]", i)
+		if se.Field != "" {
+			at += "." + se.Field
+		}
+		p.Message = fmt.Sprintf("%s: %s (route %q of domain %s)", at, se.Msg, rs.name, dom.Name)
+		ps = append(ps, p)
 	}
-	at := fmt.Sprintf("gateway: routes[%d]", i)
-	if field != "" {
-		at += "." + field
-	}
-	p.Message = fmt.Sprintf("%s: %s (route %q of domain %s)", at, msg, rs.name, dom.Name)
-	return p
+	return ps
 }
 
 // hostProblem refuses a route with a host when the upstream does not get

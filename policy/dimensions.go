@@ -20,7 +20,9 @@ import (
 // checking that every field of the section is one of v's; the returned
 // value is kept in Domain.Sections. An error that names a field path
 // ("pkg: descriptors[1].entries[0].source: message") is reported at that
-// field's line.
+// field's line or, when the field is missing, at the line of the mapping
+// that lacks it (its list entry, say). Errors joined with errors.Join are
+// each reported so: one load lists every problem of the section.
 type SectionFunc func(decode func(v any) error) (any, error)
 
 var (
@@ -102,24 +104,41 @@ func (l *loader) section(d *Domain, name string, f field, fn SectionFunc) {
 		return
 	}
 	if err != nil {
-		line, msg := f.line(), err.Error()
-		parts := strings.SplitN(msg, ": ", 3)
-		for i := 0; i < len(parts)-1; i++ {
-			if !fieldPath.MatchString(parts[i]) {
-				continue
+		for _, err := range flatten(err) {
+			line, msg := f.line(), err.Error()
+			parts := strings.SplitN(msg, ": ", 3)
+			for i := 0; i < len(parts)-1; i++ {
+				if !fieldPath.MatchString(parts[i]) {
+					continue
+				}
+				if at := nodeAt(n, parts[i]); at != nil {
+					line, msg = at.Line, strings.Join(parts[i:], ": ")
+					break
+				}
 			}
-			if at := nodeAt(n, parts[i]); at != nil {
-				line, msg = at.Line, strings.Join(parts[i:], ": ")
-				break
-			}
+			l.errf(line, "%s: %s", name, msg)
 		}
-		l.errf(line, "%s: %s", name, msg)
 		return
 	}
 	if d.Sections == nil {
 		d.Sections = map[string]any{}
 	}
 	d.Sections[name] = v
+}
+
+// flatten lists the errors err joins (errors.Join, at any depth), or err.
+func flatten(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			out = append(out, flatten(e)...)
+		}
+	}
+	return out
 }
 
 // checkKnown reports mapping keys that t (a struct, through slices and
@@ -168,7 +187,9 @@ var pathPart = regexp.MustCompile(`^([a-z0-9_]+)(?:\[(\d+)\])?$`)
 
 // nodeAt finds the node a path such as "descriptors[1].entries[0].source"
 // names under n (the value when it is a scalar or a list element, else its
-// key), or nil.
+// key); when only the last field of a path of several is missing, the
+// mapping that lacks it, where a required field is wanted; else nil (a
+// single word may be a package's name: "gateway: routes: ...").
 func nodeAt(n *yaml.Node, path string) *yaml.Node {
 	parts := strings.Split(path, ".")
 	for pi, part := range parts {
@@ -184,6 +205,9 @@ func nodeAt(n *yaml.Node, path string) *yaml.Node {
 			}
 		}
 		if key == nil {
+			if pi > 0 && pi == len(parts)-1 && m[2] == "" {
+				return n
+			}
 			return nil
 		}
 		if m[2] != "" {
