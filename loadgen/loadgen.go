@@ -416,8 +416,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					if reqCtx.Err() != nil {
 						return // the caller stopped the run, or the server is gone
 					}
+					connErr := ConnectionError(err)
 					switch {
-					case ConnectionError(err):
+					case connErr:
 						down.failed(end, err)
 					case a.status != 0:
 						down.answered(end) // an error status is an answer
@@ -429,6 +430,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 						res.FirstErrors = append(res.FirstErrors, msg)
 					}
 					mu.Unlock()
+					if connErr {
+						// A server that cannot be reached fails a call
+						// in microseconds: pause, so that a caller does
+						// not spin a core on failures while the server is
+						// away (it is measured again within a pause of
+						// coming back).
+						pause := time.NewTimer(connErrorPause)
+						select {
+						case <-ctx.Done():
+						case <-pause.C:
+						}
+						pause.Stop()
+					}
 					continue
 				}
 				down.answered(end)
@@ -489,6 +503,10 @@ type downWatch struct {
 }
 
 const answerGrain = int64(10 * time.Millisecond)
+
+// connErrorPause is how long a caller waits after a request that failed to
+// reach the server before it sends its next one.
+const connErrorPause = 10 * time.Millisecond
 
 // answered notes a request answered at the time end.
 func (w *downWatch) answered(end time.Duration) {

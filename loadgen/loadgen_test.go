@@ -333,15 +333,34 @@ func TestConnectionsExact(t *testing.T) {
 	srv, conns := connCounter(t)
 	for _, p := range []string{loadgen.JSON, loadgen.V1, loadgen.HTTP} {
 		for _, c := range []struct{ callers, conns int }{{64, 1}, {10, 4}, {8, 8}, {16, 0}} {
-			conns.Store(0)
-			res, err := loadgen.Run(context.Background(), loadgen.Config{Protocol: p, Addr: srv.URL,
-				Requests: 300, Duration: time.Minute, Concurrency: c.callers, Connections: c.conns})
-			if err != nil {
-				t.Fatal(err)
-			}
 			want := int64(c.conns)
 			if want == 0 {
 				want = 16 // one a caller: HTTP/1.1 carries one request at a time
+			}
+			var res *loadgen.Result
+			// net/http gives a keep-alive connection up when its request's
+			// write is not confirmed within 50 ms of the answer
+			// (maxWriteWaitBeforeConnReuse), which a loaded machine can
+			// make happen; the report then rightly counts a connection
+			// more. A case is run again, at most twice, when it opened
+			// more than it should: a bug that opens more every time still
+			// fails, and the report must agree with the server each time.
+			for try := 0; ; try++ {
+				conns.Store(0)
+				var err error
+				res, err = loadgen.Run(context.Background(), loadgen.Config{Protocol: p, Addr: srv.URL,
+					Requests: 300, Duration: time.Minute, Concurrency: c.callers, Connections: c.conns})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if conns.Load() != res.Dials {
+					t.Errorf("%s -c %d -conns %d: the server saw %d connections, the result says %d opened",
+						p, c.callers, c.conns, conns.Load(), res.Dials)
+				}
+				if res.Dials <= want || try == 2 {
+					break
+				}
+				t.Logf("%s -c %d -conns %d: %d connections opened, want %d; running the case again", p, c.callers, c.conns, res.Dials, want)
 			}
 			if res.Admitted != 300 || res.Errors != 0 || conns.Load() != want || res.Dials != want {
 				t.Errorf("%s -c %d -conns %d: admitted %d errors %d %v; the server saw %d connections, the result says %d opened; want %d",

@@ -27,7 +27,7 @@ func TestServeBadFlags(t *testing.T) {
 	}{
 		{[]string{"serve", "--store", "postgres://db"}, nil, 1, `unknown scheme "postgres"`},
 		{[]string{"serve", "--store", "redis://h:99999"}, nil, 1, "floodgate serve: --store redis://h:99999: address \"h:99999\": port must be 1-65535, got \"99999\"\n"},
-		{[]string{"serve", "--store", "memcached://h:99999"}, nil, 1, "floodgate serve: --store memcached://h:99999: server 1 \"h:99999\": port must be 1-65535\n"},
+		{[]string{"serve", "--store", "memcached://h:99999"}, nil, 1, "floodgate serve: --store memcached://h:99999: server \"h:99999\": port must be 1-65535, got \"99999\"\n"},
 		{[]string{"serve", "--store", "redis://u:s3cret@h:1/x"}, nil, 1, "floodgate serve: --store redis://u:xxxxx@h:1/x: database must be a non-negative integer in decimal digits (no sign), got \"x\"\n"},
 		{[]string{"serve", "--store", "redis-sentinel://h:26379"}, nil, 1, "floodgate serve: --store redis-sentinel://h:26379: missing master name"},
 		{[]string{"serve", "--on-store-error", "sometimes"}, nil, 1, `unknown failure policy "sometimes"`},

@@ -125,8 +125,9 @@
 // give the servers enough memory (-m) for the keys in use.
 //
 // The ring hashes each server as the URL writes it, host:port with the
-// port in decimal without sign or leading zeros (021211 and +21211 are
-// 21211, and one server written both ways is refused as listed twice):
+// port in decimal without leading zeros (021211 is 21211; a sign or a
+// space is refused, and one server written both ways is refused as listed
+// twice):
 // write the hosts alike on every instance. A host name is dialed by name:
 // Open checks that it resolves, and every connection, reconnections after
 // a restart included, resolves it again, so a server that comes back on
