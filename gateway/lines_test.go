@@ -33,10 +33,18 @@ var sectionProblems = []struct {
 	{"no_routes.yaml", []string{
 		"3: gateway: routes: no routes (declare at least one, or drop the gateway section)",
 	}},
-	// An unknown field stops the section there: what the entry lacks may
-	// be the misspelt field.
+	// What the entry lacks is the misspelt field: not reported twice.
 	{"unknown_field.yaml", []string{
 		`8: unknown field "valeu" in gateway.routes[0].descriptors[0].entries[0] (did you mean "value"?)`,
+	}},
+	{"unknown_fields.yaml", []string{
+		"6: gateway: ipv4_prefix: 33 is not in 1..32",
+		`13: unknown field "valeu" in gateway.routes[0].descriptors[0].entries[0] (did you mean "value"?)`,
+		"14: gateway: routes[0].descriptors[0].entries[1].value: generic_key needs a value",
+		`15: unknown field "kye" in gateway.routes[0].descriptors[0].entries[1] (did you mean "key"?)`,
+		`17: unknown field "exct" in gateway.routes[0].descriptors[0].entries[2].match (did you mean "exact"?)`,
+		`19: unknown field "path_prefx" in gateway.routes[1] (did you mean "path_prefix"?)`,
+		`23: unknown field "colour" in gateway.routes[2]`,
 	}},
 	{"every_field.yaml", []string{
 		`7: gateway: trusted_proxies[1]: "10.0.0.0/33" is not a CIDR or an IP address`,

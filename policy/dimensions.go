@@ -17,8 +17,11 @@ import (
 // another package defines, such as package dimension's "dimensions" (how
 // HTTP requests become descriptors), which policy cannot import. decode
 // fills v (a pointer to a struct with yaml tags) from the section, after
-// checking that every field of the section is one of v's; the returned
-// value is kept in Domain.Sections. An error that names a field path
+// checking that every field of the section is one of v's: an unknown one
+// is reported, and decode still fills v and returns nil, so that f goes on
+// checking the rest (the section is not kept, and f's problems that may
+// follow from the misspelt field are left out). The returned value is
+// kept in Domain.Sections. An error that names a field path
 // ("pkg: descriptors[1].entries[0].source: message") is reported at that
 // field's line or, when the field is missing, at the line of the mapping
 // that lacks it (its list entry, say). Errors joined with errors.Join are
@@ -62,26 +65,29 @@ func sectionNames() []string {
 
 var fieldPath = regexp.MustCompile(`^[a-z0-9_]+(\[\d+\])?(\.[a-z0-9_]+(\[\d+\])?)*$`)
 
-// section compiles one registered section into d.Sections.
+// section compiles one registered section into d.Sections. Unknown fields
+// do not stop it: fn still checks what is known, as the rest of the file
+// is checked, but its problems that may follow from a misspelt field are
+// left out (see consequence), and the section is not kept.
 func (l *loader) section(d *Domain, name string, f field, fn SectionFunc) {
 	n := resolve(f.val)
 	if isNull(n) {
 		return
 	}
-	failed := false
+	unknown := false
+	var decodeErr error
+	typos := map[*yaml.Node][]string{}
 	decode := func(v any) error {
 		t := reflect.TypeOf(v)
 		if t == nil || t.Kind() != reflect.Pointer {
-			return errors.New("policy: section decode needs a pointer")
+			decodeErr = errors.New("policy: section decode needs a pointer")
+			return decodeErr
 		}
 		before := len(l.probs)
-		l.checkKnown(n, t, name, 0)
-		if len(l.probs) > before {
-			failed = true
-			return errors.New("unknown fields")
-		}
+		l.checkKnown(n, t, name, 0, typos)
+		unknown = len(l.probs) > before
 		if err := n.Decode(v); err != nil {
-			failed = true
+			decodeErr = err
 			var te *yaml.TypeError
 			if errors.As(err, &te) {
 				for _, msg := range te.Errors {
@@ -100,16 +106,20 @@ func (l *loader) section(d *Domain, name string, f field, fn SectionFunc) {
 		return nil
 	}
 	v, err := fn(decode)
-	if failed {
+	if decodeErr != nil {
 		return
 	}
 	if err != nil {
+	problems:
 		for _, err := range flatten(err) {
 			line, msg := f.line(), err.Error()
 			parts := strings.SplitN(msg, ": ", 3)
 			for i := 0; i < len(parts)-1; i++ {
 				if !fieldPath.MatchString(parts[i]) {
 					continue
+				}
+				if consequence(n, parts[i], typos) {
+					continue problems
 				}
 				if at := nodeAt(n, parts[i]); at != nil {
 					line, msg = at.Line, strings.Join(parts[i:], ": ")
@@ -120,10 +130,55 @@ func (l *loader) section(d *Domain, name string, f field, fn SectionFunc) {
 		}
 		return
 	}
+	if unknown {
+		return
+	}
 	if d.Sections == nil {
 		d.Sections = map[string]any{}
 	}
 	d.Sections[name] = v
+}
+
+// consequence reports whether a problem of the field at path under n may
+// follow from an unknown field (in typos: the mappings holding one, with
+// the known fields they look like): the path's last field is missing where
+// an unknown field looks like it ("rutes" for a missing "routes"), or it is
+// itself a mapping holding an unknown field.
+func consequence(n *yaml.Node, path string, typos map[*yaml.Node][]string) bool {
+	if len(typos) == 0 {
+		return false
+	}
+	parts := strings.Split(path, ".")
+	for pi, part := range parts {
+		m := pathPart.FindStringSubmatch(part)
+		n = resolve(n)
+		if m == nil || n == nil || n.Kind != yaml.MappingNode {
+			return false
+		}
+		var val *yaml.Node
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == m[1] {
+				val, found = resolve(n.Content[i+1]), true
+			}
+		}
+		if !found {
+			return pi == len(parts)-1 && slices.Contains(typos[n], m[1])
+		}
+		if m[2] != "" {
+			idx, _ := strconv.Atoi(m[2])
+			if val == nil || val.Kind != yaml.SequenceNode || idx >= len(val.Content) {
+				return false
+			}
+			val = resolve(val.Content[idx])
+		}
+		if pi == len(parts)-1 {
+			_, ok := typos[val]
+			return ok
+		}
+		n = val
+	}
+	return false
 }
 
 // flatten lists the errors err joins (errors.Join, at any depth), or err.
@@ -142,8 +197,9 @@ func flatten(err error) []error {
 }
 
 // checkKnown reports mapping keys that t (a struct, through slices and
-// pointers) has no yaml field for.
-func (l *loader) checkKnown(n *yaml.Node, t reflect.Type, where string, depth int) {
+// pointers) has no yaml field for, and records in typos each mapping that
+// holds one, with the known field each looks like ("" for none).
+func (l *loader) checkKnown(n *yaml.Node, t reflect.Type, where string, depth int, typos map[*yaml.Node][]string) {
 	n = resolve(n)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -169,16 +225,17 @@ func (l *loader) checkKnown(n *yaml.Node, t reflect.Type, where string, depth in
 			switch {
 			case !ok:
 				l.errf(k.Line, "unknown field %q in %s%s", k.Value, where, suggest(k.Value, names))
+				typos[n] = append(typos[n], closest(k.Value, names))
 			case seen[k.Value] > 0:
 				l.errf(k.Line, "duplicate field %q in %s (first at line %d)", k.Value, where, seen[k.Value])
 			default:
 				seen[k.Value] = k.Line
-				l.checkKnown(n.Content[i+1], ft, where+"."+k.Value, depth+1)
+				l.checkKnown(n.Content[i+1], ft, where+"."+k.Value, depth+1, typos)
 			}
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, e := range n.Content {
-			l.checkKnown(e, t.Elem(), where+"["+strconv.Itoa(i)+"]", depth+1)
+			l.checkKnown(e, t.Elem(), where+"["+strconv.Itoa(i)+"]", depth+1, typos)
 		}
 	}
 }

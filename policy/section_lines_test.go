@@ -58,4 +58,20 @@ func TestSectionProblemsAtTheirLines(t *testing.T) {
 	if _, err := Parse("g.yaml", []byte(body)); err == nil || err.Error() != want {
 		t.Errorf("Parse:\n got %v\nwant %s", err, want)
 	}
+	// An unknown field does not hide the others' problems, but one that
+	// may follow from it (the missing name it looks like) is left out.
+	body = "domain: d\n" +
+		"gadgets:\n" +
+		"  items:\n" +
+		"    - nmae: a\n" + // 4
+		"      size: -1\n" + // 5
+		"    - size: 2\n" + // 6: no name
+		"  limit: -2\n" // 7
+	want = "g.yaml:4: unknown field \"nmae\" in gadgets.items[0] (did you mean \"name\"?)\n" +
+		"g.yaml:5: gadgets: items[0].size: must be >= 0, got -1\n" +
+		"g.yaml:6: gadgets: items[1].name: missing\n" +
+		"g.yaml:7: gadgets: limit: must be >= 0, got -2"
+	if _, err := Parse("g.yaml", []byte(body)); err == nil || err.Error() != want {
+		t.Errorf("Parse with an unknown field:\n got %v\nwant %s", err, want)
+	}
 }
