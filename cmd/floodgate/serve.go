@@ -63,6 +63,9 @@ type serveFlags struct {
 	// envWarnings name the FLOODGATE_* variables that set no flag, for
 	// serve to log once its logger exists.
 	envWarnings []string
+	// given holds the flags set on the command line or by their
+	// FLOODGATE_<NAME> variable (filled by applyEnv).
+	given map[string]bool
 }
 
 // envValue is a flag's value as FLOODGATE_<NAME> gave it.
@@ -134,6 +137,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string, environ []string) error {
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	f.given = given
 	var errs []error
 	fs.VisitAll(func(fl *flag.Flag) {
 		if given[fl.Name] {
@@ -149,6 +153,7 @@ func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string, envi
 				f.env = map[string]envValue{}
 			}
 			f.env[fl.Name] = envValue{env, v}
+			given[fl.Name] = true
 		}
 	})
 	f.envWarnings = unknownEnv(fs, environ)
@@ -418,6 +423,11 @@ func (f *serveFlags) check() error {
 	bad(f.upstreamTimeout < 0, "upstream-timeout", f.upstreamTimeout, "must be >= 0 (0: no bound)")
 	bad(f.clientTimeout < 0, "client-timeout", f.clientTimeout, "must be >= 0 (0: no bound)")
 	bad(f.apiAddr != "" && f.upstream == "", "api", f.apiAddr, "only with --upstream (without it the decision APIs are on --http)")
+	// The gateway's own flags do nothing without it: say so rather than
+	// start a server that ignores them.
+	bad(f.given["upstream-timeout"] && f.upstream == "", "upstream-timeout", f.upstreamTimeout, "only with --upstream (it bounds the gateway's waits on the upstream)")
+	bad(f.given["client-timeout"] && f.upstream == "", "client-timeout", f.clientTimeout, "only with --upstream (it bounds the gateway's waits on its clients)")
+	bad(f.given["preserve-host"] && f.upstream == "", "preserve-host", f.preserveHost, "only with --upstream (it is the Host the gateway sends upstream)")
 	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
 	bad(f.shutdownDelay < 0, "shutdown-delay", f.shutdownDelay, "must be >= 0 (0: drain at once)")

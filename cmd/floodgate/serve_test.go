@@ -40,6 +40,12 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--drain-timeout", "0s"}, nil, 1, "floodgate serve: --drain-timeout 0s: must be > 0\n"},
 		{[]string{"serve", "--max-envoy-descriptors", "0"}, nil, 1, "floodgate serve: --max-envoy-descriptors 0: must be at least 1, or -1 for no bound\n"},
 		{[]string{"serve", "--client-timeout", "-1s"}, nil, 1, "floodgate serve: --client-timeout -1s: must be >= 0 (0: no bound)\n"},
+		// The gateway's flags without --upstream would be ignored
+		// without a word: refused, as --api is.
+		{[]string{"serve", "--upstream-timeout", "5s"}, nil, 1, "floodgate serve: --upstream-timeout 5s: only with --upstream (it bounds the gateway's waits on the upstream)\n"},
+		{[]string{"serve", "--client-timeout", "0"}, nil, 1, "floodgate serve: --client-timeout 0s: only with --upstream (it bounds the gateway's waits on its clients)\n"},
+		{[]string{"serve", "--preserve-host"}, nil, 1, "floodgate serve: --preserve-host true: only with --upstream (it is the Host the gateway sends upstream)\n"},
+		{[]string{"serve"}, map[string]string{"FLOODGATE_UPSTREAM_TIMEOUT": "1m"}, 1, "floodgate serve: FLOODGATE_UPSTREAM_TIMEOUT=\"1m\": only with --upstream (it bounds the gateway's waits on the upstream)\n"},
 		{[]string{"serve", "--reload-interval", "-5s"}, nil, 1, "floodgate serve: --reload-interval -5s: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--reload-interval", "1ns"}, nil, 1, "floodgate serve: --reload-interval 1ns: must be 0 (no reloading) or at least 100ms\n"},
 		{[]string{"serve", "--reload-interval", "99ms"}, nil, 1, "floodgate serve: --reload-interval 99ms: must be 0 (no reloading) or at least 100ms\n"},
