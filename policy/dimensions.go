@@ -150,35 +150,59 @@ func consequence(n *yaml.Node, path string, typos map[*yaml.Node][]string) bool 
 	}
 	parts := strings.Split(path, ".")
 	for pi, part := range parts {
-		m := pathPart.FindStringSubmatch(part)
-		n = resolve(n)
-		if m == nil || n == nil || n.Kind != yaml.MappingNode {
+		var f pathField
+		if n, f = lookUp(n, part); n == nil {
 			return false
 		}
-		var val *yaml.Node
-		found := false
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == m[1] {
-				val, found = resolve(n.Content[i+1]), true
-			}
+		if f.key == nil {
+			return pi == len(parts)-1 && slices.Contains(typos[n], f.name)
 		}
-		if !found {
-			return pi == len(parts)-1 && slices.Contains(typos[n], m[1])
-		}
-		if m[2] != "" {
-			idx, _ := strconv.Atoi(m[2])
-			if val == nil || val.Kind != yaml.SequenceNode || idx >= len(val.Content) {
-				return false
-			}
-			val = resolve(val.Content[idx])
+		if f.indexed && f.val == nil {
+			return false
 		}
 		if pi == len(parts)-1 {
-			_, ok := typos[val]
+			_, ok := typos[f.val]
 			return ok
 		}
-		n = val
+		n = f.val
 	}
 	return false
+}
+
+// pathField is one step of a path under a mapping (see lookUp).
+type pathField struct {
+	name    string
+	indexed bool // the step names a list element: "entries[0]"
+	// key is the field's key node, nil when the mapping lacks the field;
+	// val its value, resolved, or for an indexed step the element, nil
+	// when the value is not a list that long.
+	key, val *yaml.Node
+}
+
+// lookUp takes one step of a path ("routes", "entries[0]") into n: it
+// returns n resolved, nil when n is not a mapping or the step is not a
+// field name with an optional index, and the field the step names.
+func lookUp(n *yaml.Node, part string) (*yaml.Node, pathField) {
+	m := pathPart.FindStringSubmatch(part)
+	n = resolve(n)
+	if m == nil || n == nil || n.Kind != yaml.MappingNode {
+		return nil, pathField{}
+	}
+	f := pathField{name: m[1], indexed: m[2] != ""}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == f.name {
+			f.key, f.val = n.Content[i], resolve(n.Content[i+1])
+		}
+	}
+	if f.key != nil && f.indexed {
+		idx, _ := strconv.Atoi(m[2])
+		if f.val == nil || f.val.Kind != yaml.SequenceNode || idx >= len(f.val.Content) {
+			f.val = nil
+		} else {
+			f.val = resolve(f.val.Content[idx])
+		}
+	}
+	return n, f
 }
 
 // flatten lists the errors err joins (errors.Join, at any depth), or err.
@@ -250,37 +274,26 @@ var pathPart = regexp.MustCompile(`^([a-z0-9_]+)(?:\[(\d+)\])?$`)
 func nodeAt(n *yaml.Node, path string) *yaml.Node {
 	parts := strings.Split(path, ".")
 	for pi, part := range parts {
-		m := pathPart.FindStringSubmatch(part)
-		n = resolve(n)
-		if m == nil || n == nil || n.Kind != yaml.MappingNode {
+		var f pathField
+		if n, f = lookUp(n, part); n == nil {
 			return nil
 		}
-		var key, val *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == m[1] {
-				key, val = n.Content[i], resolve(n.Content[i+1])
-			}
-		}
-		if key == nil {
-			if pi > 0 && pi == len(parts)-1 && m[2] == "" {
+		if f.key == nil {
+			if pi > 0 && pi == len(parts)-1 && !f.indexed {
 				return n
 			}
 			return nil
 		}
-		if m[2] != "" {
-			idx, _ := strconv.Atoi(m[2])
-			if val == nil || val.Kind != yaml.SequenceNode || idx >= len(val.Content) {
-				return key
-			}
-			val = resolve(val.Content[idx])
+		if f.indexed && f.val == nil {
+			return f.key
 		}
 		if pi == len(parts)-1 {
-			if val != nil && (val.Kind == yaml.ScalarNode || m[2] != "") {
-				return val
+			if f.val != nil && (f.val.Kind == yaml.ScalarNode || f.indexed) {
+				return f.val
 			}
-			return key
+			return f.key
 		}
-		n = val
+		n = f.val
 	}
 	return n
 }
