@@ -271,23 +271,23 @@ func (v *values) build(buf []byte, ps []Policy, set Set) string {
 			}
 			buf = appendSFString(buf, p.Name)
 			buf = append(buf, ";r="...)
-			buf = strconv.AppendInt(buf, p.Remaining, 10)
+			buf = strconv.AppendInt(buf, sfInt(p.Remaining), 10)
 			if p.timed() {
 				buf = append(buf, ";t="...)
-				buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
+				buf = strconv.AppendInt(buf, sfInt(Seconds(p.Reset)), 10)
 			}
 		}
 		v.add(fRateLimit, from, len(buf))
 	}
 	if tight, ok := Tightest(ps); ok && set&XRateLimit != 0 {
 		from := len(buf)
-		buf = strconv.AppendInt(buf, tight.Quota, 10)
+		buf = strconv.AppendInt(buf, sfInt(tight.Quota), 10)
 		v.add(fLimit, from, len(buf))
 		from = len(buf)
-		buf = strconv.AppendInt(buf, tight.Remaining, 10)
+		buf = strconv.AppendInt(buf, sfInt(tight.Remaining), 10)
 		v.add(fRemaining, from, len(buf))
 		from = len(buf)
-		buf = strconv.AppendInt(buf, Seconds(tight.Reset), 10)
+		buf = strconv.AppendInt(buf, sfInt(Seconds(tight.Reset)), 10)
 		v.add(fReset, from, len(buf))
 	}
 	if set&RetryAfter != 0 {
@@ -308,12 +308,12 @@ func (p Policy) timed() bool { return p.QuotaUnit != ConcurrentRequests }
 func appendPolicy(buf []byte, p Policy) []byte {
 	buf = appendSFString(buf, p.Name)
 	buf = append(buf, ";q="...)
-	buf = strconv.AppendInt(buf, p.Quota, 10)
+	buf = strconv.AppendInt(buf, sfInt(p.Quota), 10)
 	if p.QuotaUnit != "" {
 		buf = append(buf, ";qu="...)
 		buf = appendSFString(buf, p.QuotaUnit)
 	}
-	if w := Seconds(p.Window); w > 0 {
+	if w := sfInt(Seconds(p.Window)); w > 0 {
 		buf = append(buf, ";w="...)
 		buf = strconv.AppendInt(buf, w, 10)
 	}
@@ -372,6 +372,17 @@ func RetryAfterOf(ps []Policy) (wait time.Duration, ok bool) {
 	}
 	return wait, ok
 }
+
+// sfIntMax is the largest Integer a structured field holds (RFC 9651
+// §3.3.1: at most 15 digits).
+const sfIntMax = 999_999_999_999_999
+
+// sfInt is n as the draft's Integer parameters take it: non-negative
+// (q, r, w and t all are) and at most sfIntMax. A larger value (a quota
+// configured up to 2^53) would make the whole field malformed, and the
+// draft has clients ignore a malformed field, every policy in it; the
+// X-RateLimit-* fields, which repeat these numbers, say the same.
+func sfInt(n int64) int64 { return min(max(n, 0), sfIntMax) }
 
 // appendSFString appends s as a structured-field string (RFC 8941 §3.3.3):
 // quoted, with backslash and quote escaped and non-printable ASCII dropped.

@@ -220,3 +220,45 @@ func checkBothWriters(t *testing.T, name string, st []policy.Status, want map[st
 		}
 	}
 }
+
+// Integers in the IETF fields have at most 15 digits (RFC 9651 §3.3.1)
+// and q, r, w and t are non-negative (draft -10 §3.1.1, §3.1.3, §4.1.1,
+// §4.1.2): a quota configured up to 2^53 is stated as the largest one,
+// so that a strict client does not throw the whole field away as
+// malformed, every other policy in it included.
+func TestIntegersFitStructuredFields(t *testing.T) {
+	huge := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "huge", Window: time.Second,
+		Decision: algo.Decision{Allowed: true, Limit: 9_000_000_000_000_000, Remaining: 8_999_999_999_999_999, ResetAfter: time.Second}}
+	negative := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "neg", Window: time.Minute,
+		Decision: algo.Decision{Allowed: true, Limit: 5, Remaining: -2, ResetAfter: time.Minute}}
+	want := map[string]string{
+		"RateLimit-Policy":      `"huge";q=999999999999999;w=1, "neg";q=5;w=60`,
+		"RateLimit":             `"huge";r=999999999999999;t=1, "neg";r=0;t=60`,
+		"X-RateLimit-Limit":     "5",
+		"X-RateLimit-Remaining": "0",
+	}
+	for name, h := range map[string]http.Header{"Write": {}, "Writer": {}} {
+		if name == "Write" {
+			Write(h, FromStatuses([]policy.Status{huge, negative}), Options{})
+		} else {
+			NewWriter(Options{}).WriteStatuses(h, []policy.Status{huge, negative})
+		}
+		for k, v := range want {
+			if got := h.Get(k); got != v {
+				t.Errorf("%s: %s = %q, want %q", name, k, got, v)
+			}
+		}
+		if _, err := checkPolicyField(h.Get("RateLimit-Policy")); err != nil {
+			t.Errorf("%s: RateLimit-Policy: %v", name, err)
+		}
+		if _, err := checkRateLimitField(h.Get("RateLimit")); err != nil {
+			t.Errorf("%s: RateLimit: %v", name, err)
+		}
+	}
+	h := http.Header{} // one status: the Writer's cached path
+	NewWriter(Options{}).WriteStatuses(h, []policy.Status{huge})
+	if got, want := h.Get("RateLimit-Policy")+" | "+h.Get("RateLimit")+" | "+h.Get("X-RateLimit-Limit")+"/"+h.Get("X-RateLimit-Remaining"),
+		`"huge";q=999999999999999;w=1 | "huge";r=999999999999999;t=1 | 999999999999999/999999999999999`; got != want {
+		t.Errorf("one huge status: %s, want %s", got, want)
+	}
+}

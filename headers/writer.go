@@ -175,13 +175,13 @@ func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all s
 		buf = append(buf, rv.member...)
 	}
 	remFrom := len(buf)
-	buf = strconv.AppendInt(buf, p.Remaining, 10)
+	buf = strconv.AppendInt(buf, sfInt(p.Remaining), 10)
 	remTo := len(buf)
 	if p.timed() && w.set&IETF != 0 {
 		buf = append(buf, ";t="...)
 	}
 	resetFrom := len(buf)
-	buf = strconv.AppendInt(buf, Seconds(p.Reset), 10)
+	buf = strconv.AppendInt(buf, sfInt(Seconds(p.Reset)), 10)
 	resetTo := len(buf)
 	if w.set&IETF != 0 {
 		end := resetTo
@@ -229,7 +229,7 @@ func (w *Writer) rule(p Policy) *ruleVals {
 	rv := &ruleVals{
 		policy: string(appendPolicy(nil, p)),
 		member: string(append(appendSFString(nil, p.Name), ";r="...)),
-		limit:  strconv.FormatInt(p.Quota, 10),
+		limit:  strconv.FormatInt(sfInt(p.Quota), 10),
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
