@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -353,7 +354,7 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 			errs = append(errs, g.err)
 		}
 	}
-	return failed, errors.Join(errs...)
+	return failed, joinKeyErrors(errs)
 }
 
 // chargeServer runs the charging steps of the requests on server srv. It
@@ -929,7 +930,7 @@ func (b *batch) alone(ctx context.Context) ([]int, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return failed, errors.Join(errs...)
+		return failed, joinKeyErrors(errs)
 	}
 	if len(cmds) > 0 {
 		s.step(cmds)
@@ -943,5 +944,41 @@ func (b *batch) alone(ctx context.Context) ([]int, error) {
 			}
 		}
 	}
-	return failed, errors.Join(errs...)
+	return failed, joinKeyErrors(errs)
+}
+
+// quoted matches a Go-quoted string in an error's text: a key.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// joinKeyErrors joins the errors of a batch's keys, telling errors that
+// differ only in the keys they quote once, with how many more keys failed
+// alike: a server that went away fails every key of a take with the same
+// cause, which would otherwise be repeated once a key in every log line
+// and readiness text that quotes the error.
+func joinKeyErrors(errs []error) error {
+	if len(errs) < 2 {
+		return errors.Join(errs...)
+	}
+	var out []error
+	var more []int
+	seen := make(map[string]int, 1)
+	for _, err := range errs {
+		k := quoted.ReplaceAllString(err.Error(), `"…"`)
+		if i, ok := seen[k]; ok {
+			more[i]++
+			continue
+		}
+		seen[k] = len(out)
+		out, more = append(out, err), append(more, 0)
+	}
+	for i, n := range more {
+		if n > 0 {
+			keys := "keys"
+			if n == 1 {
+				keys = "key"
+			}
+			out[i] = fmt.Errorf("%w (and %d more %s alike)", out[i], n, keys)
+		}
+	}
+	return errors.Join(out...)
 }
