@@ -73,3 +73,75 @@ descriptors:
 		}
 	}
 }
+
+// Instances whose own clocks disagree (the second runs 45 minutes ahead)
+// report the same reset for the same key, for every algorithm a store
+// decides: t, X-RateLimit-Reset and Retry-After come from the time stored
+// on Redis (its TIME), not from each host's clock. The key is spent on
+// the first instance, then refused on both.
+func TestInstancesAgreeOnResetPerAlgorithm(t *testing.T) {
+	addr := testserver.Redis(t)
+	if addr == "" {
+		return // skipped by testserver
+	}
+	rules := map[string]string{
+		"fixed_window":   `unit: hour, requests_per_unit: 3`,
+		"sliding_window": `algorithm: sliding_window, unit: hour, requests_per_unit: 3`,
+		"sliding_log":    `algorithm: sliding_log, unit: hour, requests_per_unit: 3`,
+		"token_bucket":   `algorithm: token_bucket, unit: hour, requests_per_unit: 3`,
+		"gcra":           `algorithm: gcra, unit: hour, requests_per_unit: 3`,
+		"shaper":         `algorithm: shaper, unit: hour, requests_per_unit: 3`,
+		"smooth_bursty":  `algorithm: smooth_bursty, unit: hour, requests_per_unit: 3`,
+		"smooth_warmup":  `algorithm: smooth_warmup, unit: hour, requests_per_unit: 3, warmup_period: 1h`,
+	}
+	for name, rule := range rules {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := policy.Parse("test.yaml", []byte("domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {name: per-ip, "+rule+"}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefix := fmt.Sprintf("mwtest:%s:%d:", name, time.Now().UnixNano())
+			var urls []string
+			for _, skew := range []time.Duration{0, 45 * time.Minute} {
+				st, err := redis.Open("redis://" + addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				clock := func() time.Time { return time.Now().Add(skew) }
+				e, err := policy.NewEngine(cfg, st, policy.WithKeyPrefix(prefix), policy.WithClock(clock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := middleware.New(e, "web", extractor(t, perIP))
+				if err != nil {
+					t.Fatal(err)
+				}
+				urls = append(urls, serve(t, m, ok).URL)
+			}
+			var r result
+			for i := 0; i < 10; i++ {
+				if r = get(t, urls[0]); r.status == 429 {
+					break
+				}
+			}
+			if r.status != 429 {
+				t.Fatalf("first instance: %d after 10 requests, want 429", r.status)
+			}
+			other := get(t, urls[1])
+			if other.status != 429 {
+				t.Fatalf("second instance: %d, want 429 on the spent key", other.status)
+			}
+			for _, f := range []string{"X-RateLimit-Reset", "Retry-After"} {
+				a, _ := strconv.Atoi(r.h.Get(f))
+				b, _ := strconv.Atoi(other.h.Get(f))
+				if a <= 0 || a-b > 1 || b-a > 1 {
+					t.Errorf("%s: %d on the first instance, %d on the second (45 min ahead)", f, a, b)
+				}
+			}
+			if r.h.Get("RateLimit-Policy") != other.h.Get("RateLimit-Policy") {
+				t.Errorf("RateLimit-Policy %q and %q", r.h.Get("RateLimit-Policy"), other.h.Get("RateLimit-Policy"))
+			}
+		})
+	}
+}
