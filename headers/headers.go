@@ -49,6 +49,7 @@
 package headers
 
 import (
+	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -108,7 +109,9 @@ const ConcurrentRequests = policy.ConcurrentRequests
 type Policy struct {
 	// Name identifies the policy in the IETF fields (a rule name).
 	Name string
-	// Quota is the limit's capacity (q) and Window its period (w).
+	// Quota is the limit's capacity (q) and Window its period (w). A
+	// window that is not whole seconds is stated rounded up, with the
+	// quota scaled to it (see policyQuota); X-RateLimit-Limit is Quota.
 	Quota  int64
 	Window time.Duration
 	// QuotaUnit (qu) is the quota's unit when it is not requests, e.g.
@@ -306,18 +309,40 @@ func (p Policy) timed() bool { return p.QuotaUnit != ConcurrentRequests }
 
 // appendPolicy appends p's RateLimit-Policy member.
 func appendPolicy(buf []byte, p Policy) []byte {
+	q, w := policyQuota(p.Quota, p.Window)
 	buf = appendSFString(buf, p.Name)
 	buf = append(buf, ";q="...)
-	buf = strconv.AppendInt(buf, sfInt(p.Quota), 10)
+	buf = strconv.AppendInt(buf, q, 10)
 	if p.QuotaUnit != "" {
 		buf = append(buf, ";qu="...)
 		buf = appendSFString(buf, p.QuotaUnit)
 	}
-	if w := sfInt(Seconds(p.Window)); w > 0 {
+	if w > 0 {
 		buf = append(buf, ";w="...)
 		buf = strconv.AppendInt(buf, w, 10)
 	}
 	return buf
+}
+
+// policyQuota returns the q and w (whole seconds, 0 for none) that state
+// quota per window. The draft's w has no sub-second precision (-10
+// §3.1.3), and rounding a window up alone would understate the rate: a
+// bucket of 3 refilling at 1000 a second (a 3 ms window) would read
+// q=3;w=1, a thousandth of its rate, and 4 per 4/3 s would read 4 per 2 s.
+// So a window that is not whole seconds is rounded up and the quota scaled
+// to it, rounded down (1000 per 1 s; 6 per 2 s): the same rate, never
+// more. A whole-second window keeps the quota as it is.
+func policyQuota(quota int64, window time.Duration) (q, w int64) {
+	q, w = sfInt(quota), sfInt(Seconds(window))
+	if w == 0 || window%time.Second == 0 || quota <= 0 {
+		return q, w
+	}
+	hi, lo := bits.Mul64(uint64(quota), uint64(w)*uint64(time.Second))
+	if hi >= uint64(window) { // the quotient does not fit 64 bits
+		return sfIntMax, w
+	}
+	scaled, _ := bits.Div64(hi, lo, uint64(window))
+	return sfInt(int64(min(scaled, sfIntMax))), w
 }
 
 // Write sets the fields for ps on h, replacing earlier values. A Writer

@@ -262,3 +262,33 @@ func TestIntegersFitStructuredFields(t *testing.T) {
 		t.Errorf("one huge status: %s, want %s", got, want)
 	}
 }
+
+// A window that is not whole seconds is stated rounded up with the quota
+// scaled to it, rounded down: the rate stays the limit's (draft -10
+// §3.1.3 has no sub-second w). q=3;w=1 for a bucket of 3 refilling at
+// 1000 a second said a thousandth of its rate.
+func TestSubSecondWindowKeepsTheRate(t *testing.T) {
+	for _, c := range []struct {
+		quota  int64
+		window time.Duration
+		want   string
+	}{
+		{3, 3 * time.Millisecond, `"p";q=1000;w=1`},              // token bucket: 1000/s, burst 3
+		{4, 1333333 * time.Microsecond, `"p";q=6;w=2`},           // smooth_bursty: 3/s, 4 stored
+		{5, 2500 * time.Millisecond, `"p";q=6;w=3`},              // shaper: 2/s, 4 queued
+		{10, 5 * time.Second, `"p";q=10;w=5`},                    // whole seconds: as it is
+		{1 << 53, time.Microsecond, `"p";q=999999999999999;w=1`}, // too many to state
+		{0, 500 * time.Millisecond, `"p";q=0;w=1`},               // a zero quota stays zero
+		{7, 0, `"p";q=7`}, // no window
+	} {
+		st := []policy.Status{{Code: policy.CodeOK, Matched: true, Rule: "p", Window: c.window,
+			Decision: algo.Decision{Allowed: true, Limit: c.quota, ResetAfter: time.Second}}}
+		h := http.Header{}
+		Write(h, FromStatuses(st), Options{})
+		hw := http.Header{}
+		NewWriter(Options{}).WriteStatuses(hw, st)
+		if got, gotW := h.Get("RateLimit-Policy"), hw.Get("RateLimit-Policy"); got != c.want || gotW != c.want {
+			t.Errorf("quota %d per %v: RateLimit-Policy %s (Writer %s), want %s", c.quota, c.window, got, gotW, c.want)
+		}
+	}
+}
