@@ -138,6 +138,12 @@ func WithHeaders(o headers.Options) Option { return func(s *Server) { s.headerOp
 // path, with configured values). floodgate serve --envoy-headers.
 func WithEnvoyHeaders(on bool) Option { return func(s *Server) { s.envoyHeaders = on } }
 
+// WithGRPCReflection offers (default) or withholds the gRPC server
+// reflection service, with which grpcurl and similar tools call the server
+// without its .proto files. A deployment that does not want its services
+// listed to any caller turns it off. floodgate serve --grpc-reflection.
+func WithGRPCReflection(on bool) Option { return func(s *Server) { s.noReflection = !on } }
+
 // WithGateway makes h the whole HTTP address (gateway mode; default none:
 // the address serves the decision APIs). The decision APIs then move to
 // Listeners.API, when it is set; see HTTPHandler. The HTTP address then
@@ -264,6 +270,7 @@ type Server struct {
 	// rule's own values once.
 	headerWriter *headers.Writer
 	envoyHeaders bool
+	noReflection bool // WithGRPCReflection(false)
 	gateway      http.Handler
 	// gatewayClient bounds a gateway HTTP/2 connection's blocked writes
 	// (0: none).
@@ -424,7 +431,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc) // grpcurl and friends need no .proto files
+	if !s.noReflection {
+		reflection.Register(s.grpc) // grpcurl and friends need no .proto files
+	}
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }

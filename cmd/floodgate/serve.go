@@ -54,7 +54,7 @@ type serveFlags struct {
 	leaseSlice                                                                       int64
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
 	clientTimeout                                                                    time.Duration
-	shadow, preserveHost, envoyHeaders, startDegraded                                bool
+	shadow, preserveHost, envoyHeaders, startDegraded, grpcReflection                bool
 	logLevel                                                                         string
 	// env holds, by flag name, the flags set from the environment, so that
 	// an error names the variable the operator set rather than a flag
@@ -121,6 +121,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reloadInterval, "reload-interval", policy.DefaultWatchInterval, "how often the configuration is checked for changes (hot reload), at least 100ms; 0 disables")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide and report, never refuse")
 	fs.IntVar(&f.maxEnvoyDescriptors, "max-envoy-descriptors", server.DefaultEnvoyDescriptors, "descriptors one gRPC ShouldRateLimit or /json request may carry; more is INVALID_ARGUMENT / 400 without a store call (a proxy sends one per rate_limits action; thousands from a caller would time the store out and open its breakers for everyone); -1: no bound")
+	fs.BoolVar(&f.grpcReflection, "grpc-reflection", true, "offer the gRPC server reflection service on --grpc, so that grpcurl needs no .proto files (false: the services are not listed to callers)")
 	fs.BoolVar(&f.envoyHeaders, "envoy-headers", false, "add the rate limit header fields (RateLimit-Policy, RateLimit, X-RateLimit-*, Retry-After) to the Envoy APIs' answers: gRPC response_headers_to_add, which Envoy passes to clients, and /json's (off: none, as envoyproxy/ratelimit's default; /v1 always has them)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate chain (PEM file; with --tls-key); reread on SIGHUP and every --reload-interval")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM file)")
@@ -542,7 +543,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	opts := []server.Option{server.WithMetrics(m), server.WithLogger(log), server.WithAdminToken(f.adminToken), server.WithObserveToken(f.observeToken),
 		server.WithShutdownDelay(f.shutdownDelay), server.WithGRPCMaxConnectionAge(f.grpcMaxConnAge, f.grpcMaxConnAgeGrace),
 		server.WithGRPCMaxConnectionIdle(f.grpcMaxConnIdle),
-		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders),
+		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders), server.WithGRPCReflection(f.grpcReflection),
 		server.WithStoreLog(storeLog), server.WithInstances(f.instances),
 		server.WithLimits(server.Limits{EnvoyDescriptors: f.maxEnvoyDescriptors})}
 	if stls != nil && tlsOn["grpc"] {
