@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"github.com/floodgate/floodgate/algo"
 )
 
 // Result is everything a run measured. It holds no wall-clock figure, so the
@@ -119,6 +122,9 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 		for _, a := range rp {
 			keys = max(keys, int(a.key)+1)
 		}
+	}
+	if err := sc.checkKeyTables(keys); err != nil {
+		return nil, err
 	}
 	bins := int((sc.Duration.us() + sc.Bin.us() - 1) / sc.Bin.us())
 
@@ -374,4 +380,51 @@ func (p *progress) done(ok bool) {
 		p.draw(p.total)
 	}
 	fmt.Fprintln(p.w)
+}
+
+// maxKeyTableBytes bounds the memory a run may need for its per-key
+// tables; a variable so that tests can lower it.
+var maxKeyTableBytes int64 = 8 << 30
+
+// checkKeyTables refuses a run whose per-key tables would not fit in
+// maxKeyTableBytes. Every contender, the ideal and the offered traffic keep
+// a table indexed by key up to the highest key index (not only the keys
+// that receive requests), and a distributed contender one more per
+// instance: the memory grows with keys × contenders × instances whatever
+// the number of requests, and a run over millions of keys would otherwise
+// exhaust the machine's memory and be killed.
+func (sc *Scenario) checkKeyTables(keys int) error {
+	logBytes := int64(unsafe.Sizeof(keyLog{})) + 8*int64(unsafe.Sizeof(logEntry{})) // a log's first ring
+	stateBytes := int64(unsafe.Sizeof(algo.State{}))
+	k := int64(sc.Instances)
+	for _, e := range sc.Events {
+		k = max(k, int64(e.Instances))
+	}
+	perKey := 2 * logBytes // the offered traffic and the ideal
+	for _, c := range sc.Contenders {
+		perKey += logBytes
+		switch c.Strategy {
+		case StrategySingle, StrategyCentral:
+			// The state lives in the log's table.
+		case StrategyLease:
+			perKey += stateBytes + max(k, int64(c.Instances))*int64(unsafe.Sizeof(leaseState{}))
+		default:
+			perKey += stateBytes + max(k, int64(c.Instances))*stateBytes
+		}
+	}
+	if need := int64(keys) * perKey; need > maxKeyTableBytes {
+		return sc.errorf(0, "%d keys × %d contenders, the ideal and the offered traffic (up to %d instances) need about %s of per-key tables, over the bound of %s: simulate fewer keys (a sample of them behaves alike), fewer contenders or fewer instances",
+			keys, len(sc.Contenders), k, fmtBytes(need), fmtBytes(maxKeyTableBytes))
+	}
+	return nil
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }

@@ -1,0 +1,36 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Every contender keeps a table indexed by key up to the highest key index,
+// whatever the number of requests: --keys 16000000 with the default
+// contenders needed tens of GB and the run was killed for lack of memory.
+// A run whose tables would not fit in the bound is refused before it
+// allocates them, with the bound in the message.
+func TestSimRefusesKeyTablesOverBound(t *testing.T) {
+	old := maxKeyTableBytes
+	maxKeyTableBytes = 1 << 20
+	defer func() { maxKeyTableBytes = old }()
+	sc := &Scenario{
+		Duration: sec(1), Limit: 10, Period: sec(1), Instances: 4,
+		Traffic:    []Source{{Kind: SourceSteady, Rate: 10, Keys: 100_000}},
+		Contenders: []Contender{{Strategy: StrategyLocal}},
+	}
+	_, err := Run(context.Background(), sc)
+	if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), "100000 keys") || !strings.Contains(err.Error(), "over the bound of 1.0 MiB") {
+		t.Fatalf("Run over 100,000 keys with a 1 MiB bound: err %v, want a bad scenario naming the keys and the bound", err)
+	}
+	sc = &Scenario{
+		Duration: sec(1), Limit: 10, Period: sec(1), Instances: 4,
+		Traffic:    []Source{{Kind: SourceSteady, Rate: 10, Keys: 100}},
+		Contenders: []Contender{{Strategy: StrategyLocal}},
+	}
+	if _, err := Run(context.Background(), sc); err != nil {
+		t.Fatalf("Run over 100 keys: %v", err)
+	}
+}
