@@ -343,6 +343,33 @@ func detach(st []policy.Status) []policy.Status {
 	return st
 }
 
+// turnMissed returns a copy of st stating the limits that delayed the
+// request (a shaper's, a smooth algorithm's) as refusing it until its
+// turn: the answer when the turn comes after the request's deadline or
+// WithMaxWait. The request is refused and its units given back, so the
+// response carries the rate limit fields like any refusal, with t (and
+// X-RateLimit-Reset) the wait, not the later time the queue drains, so
+// that Retry-After does not point earlier than t (draft -10 §6).
+func turnMissed(st []policy.Status) []policy.Status {
+	st = detach(st)
+	for i := range st {
+		s := &st[i]
+		delayed := false
+		for j := range s.Limits {
+			if d := &s.Limits[j].Decision; d.Delay > 0 && !s.Limits[j].Shadow {
+				d.Allowed, d.RetryAfter, delayed = false, d.Delay, true
+			}
+		}
+		if d := &s.Decision; d.Delay > 0 {
+			d.Allowed, d.RetryAfter, delayed = false, d.Delay, true
+		}
+		if delayed {
+			s.Code = policy.CodeOverLimit
+		}
+	}
+	return st
+}
+
 // pathOf is r's path for problem bodies ("" for a request without a URL,
 // which net/http never makes but a caller might).
 func pathOf(r *http.Request) string {
@@ -431,6 +458,7 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 			if IsGRPC(r) {
 				setPushback(w.Header(), resp.Delay)
 			}
+			m.fields.WriteStatuses(w.Header(), turnMissed(resp.Statuses))
 			m.fields.WriteRetryAfter(w.Header(), resp.Delay)
 			secs := headers.Seconds(resp.Delay)
 			WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r), grpcCode: grpcResourceExhausted,
