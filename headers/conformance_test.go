@@ -71,3 +71,26 @@ func TestFieldsParseStrictly(t *testing.T) {
 		}
 	}
 }
+
+// Every case and set of options of the Writer's tests (odd names, never,
+// concurrency, shadow, several limits, renamed fields) gives IETF fields
+// that parse strictly, under whatever name they are written.
+func TestWriterCasesParseStrictly(t *testing.T) {
+	for cname, st := range writerCases() {
+		for oname, o := range writerOptions {
+			h := http.Header{}
+			NewWriter(o).WriteStatuses(h, st)
+			n := o.Names.withDefaults()
+			if v := h.Get(n.Policy); v != "" {
+				if _, err := checkPolicyField(v); err != nil {
+					t.Errorf("%s, %s: %s %q: %v", cname, oname, n.Policy, v, err)
+				}
+			}
+			if v := h.Get(n.RateLimit); v != "" {
+				if _, err := checkRateLimitField(v); err != nil {
+					t.Errorf("%s, %s: %s %q: %v", cname, oname, n.RateLimit, v, err)
+				}
+			}
+		}
+	}
+}
