@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,35 @@ func TestSimRefusesKeyTablesOverBound(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), sc); err != nil {
 		t.Fatalf("Run over 100 keys: %v", err)
+	}
+}
+
+// A report written into the folder of an earlier one and failing half-way
+// (here series.csv on a full disk) must not leave the earlier index.html,
+// which would present the old table beside the new charts as a complete
+// report.
+func TestSimFailedReportLeavesNoStaleIndex(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	dir := t.TempDir()
+	index := filepath.Join(dir, "index.html")
+	if err := os.WriteFile(index, []byte("the earlier run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", filepath.Join(dir, "series.csv")); err != nil {
+		t.Fatal(err)
+	}
+	sc := &Scenario{
+		Duration: sec(2), Limit: 10, Period: sec(1),
+		Traffic:    []Source{{Kind: SourceSteady, Rate: 20}},
+		Contenders: []Contender{{Algorithm: "fixed_window"}},
+	}
+	err := WriteReport(dir, run(t, sc))
+	if err == nil || !strings.Contains(err.Error(), "series.csv") {
+		t.Fatalf("WriteReport with series.csv on a full disk: err %v, want one naming series.csv", err)
+	}
+	if b, err := os.ReadFile(index); err == nil {
+		t.Fatalf("index.html after a failed report: %q, want none", b)
 	}
 }

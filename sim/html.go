@@ -3,8 +3,10 @@ package sim
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"html"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,6 +194,13 @@ func trimFloat(f float64) string {
 // series.csv, table.txt and scenario.yaml.
 func WriteReport(dir string, res *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// index.html is written last, as the sign that the report is complete:
+	// the one of an earlier run into the same folder goes first, so that a
+	// write that fails half-way does not leave it presenting the old table
+	// beside the new charts.
+	if err := os.Remove(filepath.Join(dir, "index.html")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	write := func(name string, fill func(*bufio.Writer) error) error {
