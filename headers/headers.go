@@ -409,9 +409,16 @@ const sfIntMax = 999_999_999_999_999
 // X-RateLimit-* fields, which repeat these numbers, say the same.
 func sfInt(n int64) int64 { return min(max(n, 0), sfIntMax) }
 
-// appendSFString appends s as a structured-field string (RFC 8941 §3.3.3):
-// quoted, with backslash and quote escaped and non-printable ASCII dropped.
+// appendSFString appends s as a structured-field string (RFC 9651
+// §3.3.3): quoted, with backslash and quote escaped, and each byte a
+// String cannot hold (a control byte, a byte of a non-ASCII letter)
+// written as %xx in lowercase hex, as RFC 9651's Display Strings write
+// theirs: a rule named "café" reads "caf%c3%a9". The draft (-10 §3) wants
+// a String, which holds printable ASCII only; dropping those bytes instead
+// made "café" read "caf", which matched neither the name a problem body's
+// violated-policies gives (PolicyName) nor, in general, only one rule.
 func appendSFString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -420,7 +427,31 @@ func appendSFString(b []byte, s string) []byte {
 			b = append(b, '\\', c)
 		case c >= 0x20 && c < 0x7f:
 			b = append(b, c)
+		default:
+			b = append(b, '%', hex[c>>4], hex[c&0xf])
 		}
 	}
 	return append(b, '"')
+}
+
+// PolicyName is name as the IETF fields identify the policy, unquoted:
+// name itself when it is printable ASCII, else with each other byte
+// written as %xx (see appendSFString). A problem body's violated-policies
+// use it, so that a client finds each of them in RateLimit-Policy.
+func PolicyName(name string) string {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c >= 0x7f {
+			b := make([]byte, 0, len(name)+8)
+			for j := 0; j < len(name); j++ {
+				if c := name[j]; c >= 0x20 && c < 0x7f {
+					b = append(b, c)
+				} else {
+					b = append(b, '%', hex[c>>4], hex[c&0xf])
+				}
+			}
+			return string(b)
+		}
+	}
+	return name
 }

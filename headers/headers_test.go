@@ -292,3 +292,29 @@ func TestSubSecondWindowKeepsTheRate(t *testing.T) {
 		}
 	}
 }
+
+// A name with bytes a String cannot hold (draft -10 §3: the policy is a
+// String, printable ASCII) writes them as %xx; they were dropped, so that
+// "café" read "caf" and "tab\tname" "tabname".
+func TestNameBytesEscaped(t *testing.T) {
+	h := http.Header{}
+	Write(h, []Policy{
+		{Name: "café", Quota: 3, Window: time.Minute, Remaining: 1, Reset: time.Second, Allowed: true},
+		{Name: "tab\tname\"q\\", Quota: 3, Window: time.Minute, Remaining: 2, Reset: time.Second, Allowed: true},
+	}, Options{Set: IETF})
+	if got, want := h.Get("RateLimit-Policy"), `"caf%c3%a9";q=3;w=60, "tab%09name\"q\\";q=3;w=60`; got != want {
+		t.Errorf("RateLimit-Policy = %s, want %s", got, want)
+	}
+	items, err := checkRateLimitField(h.Get("RateLimit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"café", "tab\tname\"q\\"} {
+		if got, want := items[i].value, PolicyName(name); got != want {
+			t.Errorf("member %d names %q; PolicyName(%q) = %q", i, got, name, want)
+		}
+	}
+	if got := PolicyName("per-user"); got != "per-user" {
+		t.Errorf("PolicyName(per-user) = %q", got)
+	}
+}

@@ -540,8 +540,9 @@ func never(ps []headers.Policy) bool {
 	return false
 }
 
-// Violated returns the names of the limits that refused resp, sorted,
-// without duplicates: the refusing limits of each over-limit descriptor
+// Violated returns the names of the limits that refused resp, as the
+// RateLimit fields identify them (headers.PolicyName), sorted, without
+// duplicates: the refusing limits of each over-limit descriptor
 // (shadow ones excluded), else the descriptor's rule.
 func Violated(resp policy.Response) []string {
 	var names []string
@@ -552,11 +553,11 @@ func Violated(resp policy.Response) []string {
 		n := len(names)
 		for _, l := range s.Limits {
 			if !l.Decision.Allowed && !l.Shadow {
-				names = append(names, l.Name)
+				names = append(names, headers.PolicyName(l.Name))
 			}
 		}
 		if len(names) == n && s.Rule != "" {
-			names = append(names, s.Rule)
+			names = append(names, headers.PolicyName(s.Rule))
 		}
 	}
 	sort.Strings(names)

@@ -761,3 +761,32 @@ descriptors:
 		"X-RateLimit-Remaining": "",
 	})
 }
+
+// The violated-policies of a problem body name the policies as the
+// RateLimit fields do, a name with non-ASCII bytes included: the fields
+// dropped those bytes ("caf") while the body kept them ("café"), so a
+// client could not find the violated policy in RateLimit-Policy.
+func TestViolatedPoliciesMatchFields(t *testing.T) {
+	m, err := middleware.New(engine(t, `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: "café", unit: minute, requests_per_unit: 1}
+`, newClock(t0)), "web", extractor(t, perIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, m, ok)
+	get(t, srv.URL)
+	r := get(t, srv.URL)
+	if r.status != 429 {
+		t.Fatalf("second request: %d, want 429", r.status)
+	}
+	wantFields(t, "refused", r.h, map[string]string{
+		"RateLimit-Policy": `"caf%c3%a9";q=1;w=60`,
+		"RateLimit":        `"caf%c3%a9";r=0;t=50`,
+	})
+	if !strings.Contains(r.body, `"violated-policies":["caf%c3%a9"]`) {
+		t.Errorf("problem body %s, want violated-policies [\"caf%%c3%%a9\"] as in the fields", r.body)
+	}
+}
