@@ -66,3 +66,20 @@ func TestSimFailedReportLeavesNoStaleIndex(t *testing.T) {
 		t.Fatalf("index.html after a failed report: %q, want none", b)
 	}
 }
+
+// A replayed log is read into memory whole (about 43 bytes a request at its
+// peak, measured over 20 million lines of "0 a"): a log of hundreds of
+// millions of short lines exhausted the memory instead of being refused.
+// Past the bound the log is refused at the line that crosses it.
+func TestSimReplayOverBoundRefused(t *testing.T) {
+	old := maxReplayRequests
+	maxReplayRequests = 3
+	defer func() { maxReplayRequests = old }()
+	_, _, err := readReplay("big.log", strings.NewReader("0 a\n0 a\n# note\n1 b\n2 a\n"), 0)
+	if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), "big.log:5: more than 3 requests") {
+		t.Fatalf("readReplay of 4 requests with a bound of 3: err %v, want big.log:5 over the bound", err)
+	}
+	if _, _, err := readReplay("ok.log", strings.NewReader("0 a\n0 a\n1 b\n"), 0); err != nil {
+		t.Fatalf("readReplay of 3 requests with a bound of 3: %v", err)
+	}
+}

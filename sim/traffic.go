@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // arrival is one request: its time in µs since the start of the run, its
@@ -226,6 +227,10 @@ func (g *replayGen) next() (arrival, bool) {
 // from keyOffset in order of first appearance. cost defaults to 1. Blank
 // lines and lines starting with '#' are skipped. Errors read "file:line: …".
 // It returns the arrivals and the key names by index (from keyOffset).
+// maxReplayRequests bounds the requests of one replayed log, which is read
+// into memory whole: a variable so that tests can lower it.
+var maxReplayRequests = 100_000_000
+
 func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -290,6 +295,9 @@ func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, e
 				return nil, nil, bad("cost %q must be an integer between 1 and 2^30", f[2])
 			}
 			cost = c
+		}
+		if len(out) >= maxReplayRequests {
+			return nil, nil, bad("more than %d requests: a replay is held in memory (%d bytes a request, more while it grows); cut or sample the log", maxReplayRequests, unsafe.Sizeof(arrival{}))
 		}
 		out = append(out, arrival{t: t, key: k, cost: int32(cost)})
 	}
