@@ -86,6 +86,7 @@ func TestInstancesAgreeOnResetPerAlgorithm(t *testing.T) {
 	}
 	rules := map[string]string{
 		"fixed_window":   `unit: hour, requests_per_unit: 3`,
+		"calendar_month": `unit: month, requests_per_unit: 3`,
 		"sliding_window": `algorithm: sliding_window, unit: hour, requests_per_unit: 3`,
 		"sliding_log":    `algorithm: sliding_log, unit: hour, requests_per_unit: 3`,
 		"token_bucket":   `algorithm: token_bucket, unit: hour, requests_per_unit: 3`,
