@@ -107,7 +107,8 @@ const ConcurrentRequests = policy.ConcurrentRequests
 
 // Policy is one limit as clients see it.
 type Policy struct {
-	// Name identifies the policy in the IETF fields (a rule name).
+	// Name identifies the policy in the IETF fields (a rule name); a
+	// byte outside printable ASCII is written %xx there (PolicyName).
 	Name string
 	// Quota is the limit's capacity (q) and Window its period (w). A
 	// window that is not whole seconds is stated rounded up, with the

@@ -54,9 +54,11 @@
 // An admitted request that a shaper delays (Response.Delay) is held for that
 // delay before it reaches the handler, which is how the shaper's burst and
 // delay (nginx's limit_req) space requests out; one whose client gives up
-// or whose deadline comes first does not reach the handler and gives back
-// what it charged, when the Decider is a [Refunder] (policy.Engine), so it
-// delays no later request. Concurrency limits hold
+// or whose deadline (or [WithMaxWait]) comes first does not reach the
+// handler and gives back what it charged, when the Decider is a
+// [Refunder] (policy.Engine), so it delays no later request; it is
+// answered 503 with the header fields, the delaying limits stated as
+// refusing until its turn (t, X-RateLimit-Reset and Retry-After alike). Concurrency limits hold
 // their slot until the handler returns; the slot is released then, also
 // when the handler panics. While the handler runs, a Decider that is a
 // [Renewer] (policy.Engine) has the slot's lease renewed every third of
