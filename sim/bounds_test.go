@@ -83,3 +83,33 @@ func TestSimReplayOverBoundRefused(t *testing.T) {
 		t.Fatalf("readReplay of 3 requests with a bound of 3: %v", err)
 	}
 }
+
+// The count charts and the CSV's window columns follow the focus key: a
+// focus_key no source sends to drew flat zero lines titled with that key,
+// and a source starting after the end of the run sent nothing, both
+// without a word. Both are refused.
+func TestSimRefusesFocusKeyWithoutTrafficAndLateSource(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"focus past the keys", "duration: 10s\nlimit: 10\nperiod: 1s\nfocus_key: 5\ntraffic:\n  - kind: steady\n    rate: 5\n    keys: 2\n",
+			"focus_key: no traffic source sends to key 5 (their keys: 0-1)"},
+		{"focus below an offset", "duration: 10s\nlimit: 10\nperiod: 1s\ntraffic:\n  - kind: steady\n    rate: 5\n    key_offset: 3\n    keys: 2\n",
+			"focus_key: no traffic source sends to key 0 (their keys: 3-4)"},
+		{"from after the end", "duration: 10s\nlimit: 10\nperiod: 1s\ntraffic:\n  - kind: steady\n    rate: 5\n    from: 20s\n",
+			"t.yaml:5: traffic[0] (steady): from: 20s is not before the end of the run (10s)"},
+	} {
+		sc, err := ParseScenario("t.yaml", []byte(tc.yaml))
+		if err == nil {
+			_, err = Run(context.Background(), sc)
+		}
+		if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want a bad scenario with %q", tc.name, err, tc.want)
+		}
+	}
+	sc, err := ParseScenario("t.yaml", []byte("duration: 10s\nlimit: 10\nperiod: 1s\nfocus_key: 4\ntraffic:\n  - kind: steady\n    rate: 5\n    key_offset: 3\n    keys: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), sc); err != nil {
+		t.Errorf("focus_key 4 of keys 3-4: %v", err)
+	}
+}

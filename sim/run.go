@@ -114,15 +114,28 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if err := sc.checkBin(); err != nil {
 		return nil, err
 	}
-	keys := sc.FocusKey + 1
+	// The focus key must be one the traffic can send to: the count charts
+	// and the CSV's window columns follow it.
+	// A run whose only sources are empty replays sends to no key at all.
+	keys, focused, sends := 0, false, false
 	for _, s := range sc.Traffic {
 		keys = max(keys, s.KeyOffset+s.Keys)
-	}
-	for _, rp := range replays {
-		for _, a := range rp {
-			keys = max(keys, int(a.key)+1)
+		if s.Kind != SourceReplay {
+			sends = true
+			focused = focused || s.KeyOffset <= sc.FocusKey && sc.FocusKey < s.KeyOffset+s.Keys
 		}
 	}
+	for _, rp := range replays {
+		sends = sends || len(rp) > 0
+		for _, a := range rp {
+			keys = max(keys, int(a.key)+1)
+			focused = focused || int(a.key) == sc.FocusKey
+		}
+	}
+	if sends && !focused {
+		return nil, sc.errorf(0, "focus_key: no traffic source sends to key %d (their keys: %s), so the count charts and the CSV's window columns would show a key without requests; set focus_key to one of theirs", sc.FocusKey, sc.trafficKeys(replays))
+	}
+	keys = max(keys, sc.FocusKey+1)
 	if err := sc.checkKeyTables(keys); err != nil {
 		return nil, err
 	}
@@ -427,4 +440,34 @@ func fmtBytes(n int64) string {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%d KiB", (n+1023)/1024)
+}
+
+// trafficKeys lists the key ranges of sc's sources for an error message:
+// "0-9, 100-109".
+func (sc *Scenario) trafficKeys(replays [][]arrival) string {
+	var parts []string
+	r := 0
+	for _, s := range sc.Traffic {
+		lo, hi := s.KeyOffset, s.KeyOffset+s.Keys-1
+		if s.Kind == SourceReplay {
+			if r >= len(replays) || len(replays[r]) == 0 {
+				r++
+				continue
+			}
+			lo, hi = int(replays[r][0].key), int(replays[r][0].key)
+			for _, a := range replays[r] {
+				lo, hi = min(lo, int(a.key)), max(hi, int(a.key))
+			}
+			r++
+		}
+		if lo == hi {
+			parts = append(parts, fmt.Sprint(lo))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", lo, hi))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

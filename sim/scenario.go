@@ -705,6 +705,9 @@ func (sc *Scenario) validateSource(i int) error {
 	if s.From < 0 || s.To < 0 || (s.To > 0 && s.To <= s.From) {
 		return bad("from/to", "need 0 <= from < to, got %v and %v", s.From.D(), s.To.D())
 	}
+	if sc.Duration > 0 && s.From >= sc.Duration {
+		return bad("from", "%v is not before the end of the run (%v): the source would send nothing", s.From.D(), sc.Duration.D())
+	}
 	const maxRate = 1e7
 	if s.Rate > maxRate {
 		return bad("rate", "at most %g per second", maxRate)
