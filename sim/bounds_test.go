@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every contender keeps a table indexed by key up to the highest key index,
@@ -111,5 +112,38 @@ func TestSimRefusesFocusKeyWithoutTrafficAndLateSource(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), sc); err != nil {
 		t.Errorf("focus_key 4 of keys 3-4: %v", err)
+	}
+}
+
+// A flash crowd was thinned at its peak over the whole run: a crowd to
+// 1,000,000/s for 1 s in an hour at 1/s drew 3.6 billion candidates (80 s)
+// for its million requests. Each segment is now thinned at its own bound;
+// the count stays what the shape asks for (3,599 + 1,000,000 expected).
+func TestSimFlashCrowdGeneratesInTimeOfItsRequests(t *testing.T) {
+	sc := &Scenario{
+		Duration: Duration(time.Hour), Limit: 10, Period: sec(1),
+		Traffic: []Source{{Kind: SourceFlash, Rate: 1, Peak: 1_000_000, At: Duration(10 * time.Minute), Hold: sec(1)}},
+	}
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := newRateGen(sc, &sc.Traffic[0], 0)
+	deadline := time.Now().Add(10 * time.Second)
+	var n, inCrowd int64
+	for {
+		a, ok := g.next()
+		if !ok {
+			break
+		}
+		n++
+		if a.t >= int64(10*time.Minute/time.Microsecond) && a.t < int64((10*time.Minute+time.Second)/time.Microsecond) {
+			inCrowd++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s, %d requests generated (of about 1,003,600): the generator draws far more candidates than requests", n)
+		}
+	}
+	if inCrowd < 995_000 || inCrowd > 1_005_000 || n-inCrowd < 3_400 || n-inCrowd > 3_800 {
+		t.Errorf("%d requests in the crowd's second and %d outside it; want about 1,000,000 and 3,599", inCrowd, n-inCrowd)
 	}
 }
