@@ -147,3 +147,27 @@ func TestSimFlashCrowdGeneratesInTimeOfItsRequests(t *testing.T) {
 		t.Errorf("%d requests in the crowd's second and %d outside it; want about 1,000,000 and 3,599", inCrowd, n-inCrowd)
 	}
 }
+
+// --rate 1e7 over 400 days (3.5 × 10^14 requests) was accepted and would
+// have run for years behind a progress bar. A run whose generated traffic
+// is expected to exceed the bound is refused with the estimate.
+func TestSimRefusesTrafficOverRequestBound(t *testing.T) {
+	old := maxGeneratedRequests
+	maxGeneratedRequests = 1000
+	defer func() { maxGeneratedRequests = old }()
+	sc := &Scenario{
+		Duration: sec(20), Limit: 10, Period: sec(1),
+		Traffic: []Source{{Kind: SourceSteady, Rate: 100}},
+	}
+	_, err := Run(context.Background(), sc)
+	if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), "about 2e+03 requests, over the bound of 1e+03") {
+		t.Fatalf("2,000 requests with a bound of 1,000: err %v, want a bad scenario with the estimate and the bound", err)
+	}
+	sc = &Scenario{
+		Duration: sec(20), Limit: 10, Period: sec(1),
+		Traffic: []Source{{Kind: SourceFlash, Rate: 10, Peak: 1000, At: sec(5), Hold: Duration(500 * time.Millisecond)}},
+	}
+	if _, err := Run(context.Background(), sc); err != nil {
+		t.Fatalf("a flash crowd of about 700 requests: %v", err)
+	}
+}

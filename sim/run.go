@@ -139,6 +139,9 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if err := sc.checkKeyTables(keys); err != nil {
 		return nil, err
 	}
+	if err := sc.checkRequests(); err != nil {
+		return nil, err
+	}
 	bins := int((sc.Duration.us() + sc.Bin.us() - 1) / sc.Bin.us())
 
 	ideal := Contender{Name: "ideal (perfect sliding window)", Algorithm: "sliding_log"}
@@ -470,4 +473,44 @@ func (sc *Scenario) trafficKeys(replays [][]arrival) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// maxGeneratedRequests bounds the requests a run's generated sources are
+// expected to offer; a variable so that tests can lower it.
+var maxGeneratedRequests = 1e10
+
+// checkRequests refuses a run whose generated sources are expected to offer
+// more than maxGeneratedRequests requests: the simulator decides a few
+// hundred thousand to a few million requests a second, so such a run would
+// go on for hours (--rate 1e7 over 400 days: 3.5 × 10^14 requests, years).
+// Replays are bounded by maxReplayRequests.
+func (sc *Scenario) checkRequests() error {
+	var total float64
+	for _, s := range sc.Traffic {
+		if s.Kind == SourceReplay {
+			continue
+		}
+		to := sc.Duration.D().Seconds()
+		if s.To > 0 {
+			to = min(to, s.To.D().Seconds())
+		}
+		span := max(0, to-s.From.D().Seconds())
+		rate, peak := float64(s.Rate), float64(s.Peak)
+		switch s.Kind {
+		case SourceBursts:
+			on, off := s.On.D().Seconds(), s.Off.D().Seconds()
+			total += rate * span * on / (on + off)
+		case SourceDiurnal, SourceRamp:
+			total += (rate + peak) / 2 * span
+		case SourceFlash:
+			total += rate*span + (peak-rate)*(s.Rise.D().Seconds()/2+s.Hold.D().Seconds()+s.Decay.D().Seconds())
+		default:
+			total += rate * span
+		}
+	}
+	if total > maxGeneratedRequests {
+		return sc.errorf(0, "the traffic would offer about %.3g requests, over the bound of %.3g (hours of work at the simulator's half a million or so a second): a shorter %s, a lower rate, or the same shape scaled down (divide the rates and the limit by the same factor)",
+			total, maxGeneratedRequests, sc.field("duration"))
+	}
+	return nil
 }
