@@ -171,3 +171,32 @@ func TestSimRefusesTrafficOverRequestBound(t *testing.T) {
 		t.Fatalf("a flash crowd of about 700 requests: %v", err)
 	}
 }
+
+// The count charts plot units (the perfect window's and the algorithm's
+// counts both add each request's cost), but their axis said "requests"
+// even when every request cost 3.
+func TestSimCountChartSaysUnitsWhenRequestsCostMore(t *testing.T) {
+	for _, tc := range []struct {
+		cost int64
+		want string
+	}{{1, "requests counted in the last 1s"}, {3, "units counted in the last 1s"}} {
+		sc := &Scenario{
+			Duration: sec(3), Limit: 10, Period: sec(1),
+			Traffic:    []Source{{Kind: SourceSteady, Rate: 5, Cost: tc.cost}},
+			Contenders: []Contender{{Algorithm: "fixed_window"}},
+		}
+		res := run(t, sc)
+		found := false
+		for _, c := range Charts(res) {
+			if strings.HasPrefix(c.Name, "count-") {
+				found = true
+				if c.Chart.YLabel != tc.want {
+					t.Errorf("cost %d: count chart's axis %q, want %q", tc.cost, c.Chart.YLabel, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("cost %d: no count chart", tc.cost)
+		}
+	}
+}

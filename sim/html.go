@@ -92,6 +92,11 @@ func Charts(res *Result) []NamedChart {
 	per := fmtDur(sc.Period.D())
 	limitRule := chart.Rule{At: float64(sc.Limit), Label: fmt.Sprintf("limit %d per %s", sc.Limit, per)}
 	focus := fmt.Sprintf("key %d", sc.FocusKey)
+	// The counts are in units: requests only when every request costs 1.
+	counted := "requests"
+	if res.Offered.Metrics.Units != res.Offered.Metrics.Requests {
+		counted = "units"
+	}
 	var out []NamedChart
 	for i, c := range res.Contenders {
 		if c.Series.Estimate == nil {
@@ -102,7 +107,7 @@ func Charts(res *Result) []NamedChart {
 			Caption: fmt.Sprintf("What %s counts (dashed orange) against the perfect sliding window's count of the same requests (grey), for %s.", c.Name, focus),
 			Chart: &chart.Chart{
 				Title:  fmt.Sprintf("%s vs a perfect sliding window, %s", c.Name, focus),
-				XLabel: xl, YLabel: fmt.Sprintf("requests counted in the last %s", per),
+				XLabel: xl, YLabel: fmt.Sprintf("%s counted in the last %s", counted, per),
 				Lines: []chart.Line{
 					{Name: "perfect sliding window", X: xs, Y: i64(res.Offered.Series.Window, 1), Color: chart.Grey},
 					{Name: c.Name, X: xs, Y: c.Series.Estimate, Color: chart.Orange, Dashed: true},
