@@ -117,6 +117,11 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		if e.Mode == Sentinel && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
 			hint = " (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)"
 		}
+		if strings.Contains(err.Error(), "unknown message type") {
+			// The reply was not RESP: another server listens there (a
+			// memcached answers Redis's HELLO with "ERROR").
+			hint = " (is it a Redis server? its reply is not Redis's protocol; memcached:// is the URL of a memcached)"
+		}
 		if isPermission(err.Error()) {
 			return nil, fmt.Errorf("redis: connect to %s: %w: %w; it needs %s (docs/STORES.md)", redactURL(rawURL), ErrPermission, err, aclHint(o.probeKey))
 		}
