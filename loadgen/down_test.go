@@ -33,10 +33,11 @@ type stoppableServer struct {
 	httpAddr, grpcAddr, adm string
 	cancel                  context.CancelFunc
 	done                    chan error
+	opts                    []server.Option
 }
 
-func newStoppableServer(t *testing.T) *stoppableServer {
-	s := &stoppableServer{t: t}
+func newStoppableServer(t *testing.T, opts ...server.Option) *stoppableServer {
+	s := &stoppableServer{t: t, opts: opts}
 	ls, err := s.start("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func (s *stoppableServer) start(httpAddr, grpcAddr, adminAddr string) (server.Li
 	}
 	st, _ := memory.New()
 	eng, _ := policy.NewEngine(cfg, st)
-	srv, err := server.New(eng, st)
+	srv, err := server.New(eng, st, s.opts...)
 	if err != nil {
 		return server.Listeners{}, err
 	}
@@ -264,5 +265,44 @@ func TestConnectionErrorsPause(t *testing.T) {
 		if res.Errors == 0 || res.Errors > 4*31 {
 			t.Errorf("%s: %d requests failed in 300 ms by 4 callers; want 1 to %d (a 10 ms pause after each)", p, res.Errors, 4*31)
 		}
+	}
+}
+
+// TestServerErrorsAreAnswers: a server that answers every call with an
+// error status of its own (here INVALID_ARGUMENT: more descriptors than it
+// takes) is answering, over gRPC as over HTTP, so a restart shorter than
+// DownAfter does not end the run. gRPC's statuses carry no HTTP status,
+// and such a run was declared gone at the first connection error after
+// DownAfter of answered errors.
+func TestServerErrorsAreAnswers(t *testing.T) {
+	for _, p := range []string{loadgen.GRPC, loadgen.JSON} {
+		t.Run(p, func(t *testing.T) {
+			srv := newStoppableServer(t, server.WithLimits(server.Limits{EnvoyDescriptors: 1}))
+			restarted := make(chan error, 1)
+			time.AfterFunc(1500*time.Millisecond, func() {
+				srv.stop()
+				time.Sleep(300 * time.Millisecond)
+				restarted <- srv.restart()
+			})
+			cfg := srv.config(p)
+			cfg.Descriptors = append(cfg.Descriptors, cfg.Descriptors[0]) // two: refused
+			cfg.Duration, cfg.DownAfter = 3*time.Second, time.Second
+			res, err := loadgen.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-restarted:
+				if err != nil {
+					t.Fatalf("starting the server again: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server did not start again")
+			}
+			if res.Stop != loadgen.StopDuration || res.Admitted != 0 || res.Errors == 0 {
+				t.Errorf("stop %v, admitted %d, errors %d (%q), down error %q; want the time bound to end a run the server answered with errors",
+					res.Stop, res.Admitted, res.Errors, res.FirstErrors, res.DownError)
+			}
+		})
 	}
 }

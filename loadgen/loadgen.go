@@ -420,7 +420,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					switch {
 					case connErr:
 						down.failed(end, err)
-					case a.status != 0:
+					case a.status != 0 || serverStatus(err):
 						down.answered(end) // an error status is an answer
 					}
 					errs.Add(1)
@@ -555,6 +555,14 @@ func ConnectionError(err error) bool {
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// serverStatus reports whether err is a gRPC status the server sent, an
+// answer (ConnectionError has ruled out the transport's own): not one the
+// client made for its deadline or cancellation.
+func serverStatus(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() != codes.DeadlineExceeded && st.Code() != codes.Canceled
 }
 
 // grpcTransportErrors are the starts of the messages of the Unavailable
