@@ -414,7 +414,8 @@ func sfInt(n int64) int64 { return min(max(n, 0), sfIntMax) }
 // §3.3.3): quoted, with backslash and quote escaped, and each byte a
 // String cannot hold (a control byte, a byte of a non-ASCII letter)
 // written as %xx in lowercase hex, as RFC 9651's Display Strings write
-// theirs: a rule named "café" reads "caf%c3%a9". The draft (-10 §3) wants
+// theirs: a rule named "café" reads "caf%c3%a9". A '%' is written %25, so
+// that a name reads back one way ("caf%c3%a9" as a name reads "caf%25c3%25a9"). The draft (-10 §3) wants
 // a String, which holds printable ASCII only; dropping those bytes instead
 // made "café" read "caf", which matched neither the name a problem body's
 // violated-policies gives (PolicyName) nor, in general, only one rule.
@@ -426,9 +427,9 @@ func appendSFString(b []byte, s string) []byte {
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
-		case c >= 0x20 && c < 0x7f:
+		case c >= 0x20 && c < 0x7f && c != '%':
 			b = append(b, c)
-		default:
+		default: // '%' too, so that the spelling reads back one way
 			b = append(b, '%', hex[c>>4], hex[c&0xf])
 		}
 	}
@@ -436,16 +437,17 @@ func appendSFString(b []byte, s string) []byte {
 }
 
 // PolicyName is name as the IETF fields identify the policy, unquoted:
-// name itself when it is printable ASCII, else with each other byte
-// written as %xx (see appendSFString). A problem body's violated-policies
+// name itself when it is printable ASCII without '%', else with each other
+// byte, and '%', written as %xx (see appendSFString), so that two names
+// never read the same. A problem body's violated-policies
 // use it, so that a client finds each of them in RateLimit-Policy.
 func PolicyName(name string) string {
 	const hex = "0123456789abcdef"
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c >= 0x7f {
+		if c := name[i]; c < 0x20 || c >= 0x7f || c == '%' {
 			b := make([]byte, 0, len(name)+8)
 			for j := 0; j < len(name); j++ {
-				if c := name[j]; c >= 0x20 && c < 0x7f {
+				if c := name[j]; c >= 0x20 && c < 0x7f && c != '%' {
 					b = append(b, c)
 				} else {
 					b = append(b, '%', hex[c>>4], hex[c&0xf])

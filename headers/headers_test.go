@@ -318,3 +318,26 @@ func TestNameBytesEscaped(t *testing.T) {
 		t.Errorf("PolicyName(per-user) = %q", got)
 	}
 }
+
+// A '%' in a name is written %25, so that an escaped spelling reads back
+// one way: "café" and a rule literally named "caf%c3%a9" both read
+// "caf%c3%a9" when only the other bytes were escaped.
+func TestNamePercentEscaped(t *testing.T) {
+	if a, b := PolicyName("café"), PolicyName("caf%c3%a9"); a == b {
+		t.Errorf("PolicyName(café) = PolicyName(caf%%c3%%a9) = %q", a)
+	}
+	if got, want := PolicyName("100%"), "100%25"; got != want {
+		t.Errorf("PolicyName(100%%) = %q, want %q", got, want)
+	}
+	for _, name := range []string{"100%", "caf%c3%a9"} {
+		st := []policy.Status{{Code: policy.CodeOK, Matched: true, Rule: name, Window: time.Minute,
+			Decision: algo.Decision{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Second}}}
+		h, hw := http.Header{}, http.Header{}
+		Write(h, FromStatuses(st), Options{Set: IETF})
+		NewWriter(Options{Set: IETF}).WriteStatuses(hw, st)
+		want := `"` + PolicyName(name) + `";q=3;w=60`
+		if got, gotW := h.Get("RateLimit-Policy"), hw.Get("RateLimit-Policy"); got != want || gotW != want {
+			t.Errorf("%q: RateLimit-Policy %s (Writer %s), want %s", name, got, gotW, want)
+		}
+	}
+}
