@@ -39,15 +39,22 @@ type Result struct {
 	// one decision of a refusal is refused.
 	Decisions []algo.Decision
 
-	hits   []Hit
-	at     []int64  // store time of each hit's charge
-	leases []uint64 // Concurrency lease of each hit, 0 otherwise
-	// fallback marks the hits a store's failure policy decided
-	// (store.Result.Fallback): nothing to give back on the store.
-	fallback []bool
+	hits []Hit
+	// charges says, for each hit, what giving it back needs (one slice for
+	// the three, one allocation).
+	charges []charge
 	// cancelled is shared by the copies of an admitted Result (it is
 	// returned and passed by value), so that only one Cancel gives back.
 	cancelled *atomic.Bool
+}
+
+// charge is what giving one hit back needs: the store time of its charge,
+// its Concurrency lease (0 otherwise), and whether a store's failure policy
+// decided it (store.Result.Fallback: nothing to give back on the store).
+type charge struct {
+	at       int64
+	lease    uint64
+	fallback bool
 }
 
 // RetryAfter is the longest RetryAfter among the refused hits: when the
@@ -81,7 +88,8 @@ func (r Result) Cancel(ctx context.Context) error {
 	var errs []error
 	for i := len(r.hits) - 1; i >= 0; i-- {
 		h := r.hits[i]
-		errs = append(errs, h.Limiter.giveBack(ctx, h.Key, h.Cost, r.at[i], r.leases[i], r.fallback[i]))
+		c := r.charges[i]
+		errs = append(errs, h.Limiter.giveBack(ctx, h.Key, h.Cost, c.at, c.lease, c.fallback))
 	}
 	return errors.Join(errs...)
 }
@@ -139,9 +147,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 	res := Result{
 		Decisions: make([]algo.Decision, len(hits)),
 		hits:      append([]Hit(nil), hits...),
-		at:        make([]int64, len(hits)),
-		leases:    make([]uint64, len(hits)),
-		fallback:  make([]bool, len(hits)),
+		charges:   make([]charge, len(hits)),
 	}
 	var groups []storeGroup
 	for i, h := range hits {
@@ -162,7 +168,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 			if err != nil {
 				return Result{}, fmt.Errorf("limiter: AllowAll: hit %d: %w", i, err)
 			}
-			res.leases[i] = id
+			res.charges[i].lease = id
 		}
 		g := 0
 		for g < len(groups) && groups[g].st != h.Limiter.st {
@@ -175,7 +181,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 	}
 	request := func(i int) store.Request {
 		h := res.hits[i]
-		return store.Request{Key: h.Limiter.prefix + h.Key, Limit: h.Limiter.limit, Cost: h.Cost, Lease: res.leases[i]}
+		return store.Request{Key: h.Limiter.prefix + h.Key, Limit: h.Limiter.limit, Cost: h.Cost, Lease: res.charges[i].lease}
 	}
 	res.Allowed = true
 	for gi, g := range groups {
@@ -191,7 +197,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 		}
 		for j, i := range g.idx {
 			res.Decisions[i] = out[j]
-			res.at[i], res.fallback[i] = r.At, r.Fallback
+			res.charges[i].at, res.charges[i].fallback = r.At, r.Fallback
 		}
 		if r.Allowed {
 			continue
@@ -301,7 +307,8 @@ func rollBack(ctx context.Context, res *Result, groups []storeGroup) error {
 	for g := len(groups) - 1; g >= 0; g-- {
 		for _, i := range groups[g].idx {
 			h := res.hits[i]
-			if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, res.at[i], res.leases[i], res.fallback[i]); err != nil {
+			c := res.charges[i]
+			if err := h.Limiter.giveBack(ctx, h.Key, h.Cost, c.at, c.lease, c.fallback); err != nil {
 				errs = append(errs, err)
 			}
 			res.Decisions[i] = store.Unwind(res.Decisions[i], h.Cost)
