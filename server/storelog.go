@@ -260,13 +260,10 @@ func causes(err error, out []string) []string {
 	}
 	text := err.Error()
 	if strings.HasPrefix(text, "redis: ") || strings.HasPrefix(text, "memcached: ") {
-		text = quoted.ReplaceAllString(text, `"…"`)
+		text = store.BlankQuoted(text)
 	}
 	return append(out, text)
 }
-
-// quoted finds the %q-quoted parts of a text.
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // keyless is err's text for a log line and /readyz, without the operation
 // and the key the store wrapped its cause in (a key holds descriptor
@@ -308,7 +305,7 @@ func causeText(err error) string {
 		}
 		return strings.Join(once, "; ")
 	}
-	return opKey.ReplaceAllString(quoted.ReplaceAllString(err.Error(), `"…"`), "")
+	return opKey.ReplaceAllString(store.BlankQuoted(err.Error()), "")
 }
 
 // opKey finds, in a text whose quoted parts are blanked, the operation and

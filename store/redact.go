@@ -1,6 +1,18 @@
 package store
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
+
+// BlankQuoted returns text with each %q-quoted part written "…": the
+// stores quote a key (which holds descriptor values: a client's address,
+// an API key) that way in their errors, so that what is left tells a
+// failure's cause apart from the key it failed on.
+func BlankQuoted(text string) string { return quoted.ReplaceAllString(text, `"…"`) }
+
+// quoted finds the %q-quoted parts of a text.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // URLParts are a store URL cut the way the store URL parsers cut it (see
 // SplitURL).

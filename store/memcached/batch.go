@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -947,9 +946,6 @@ func (b *batch) alone(ctx context.Context) ([]int, error) {
 	return failed, joinKeyErrors(errs)
 }
 
-// quoted matches a Go-quoted string in an error's text: a key.
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-
 // joinKeyErrors joins the errors of a batch's keys, telling errors that
 // differ only in the keys they quote once, with how many more keys failed
 // alike: a server that went away fails every key of a take with the same
@@ -963,7 +959,7 @@ func joinKeyErrors(errs []error) error {
 	var more []int
 	seen := make(map[string]int, 1)
 	for _, err := range errs {
-		k := quoted.ReplaceAllString(err.Error(), `"…"`)
+		k := store.BlankQuoted(err.Error())
 		if i, ok := seen[k]; ok {
 			more[i]++
 			continue
