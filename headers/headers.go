@@ -427,14 +427,19 @@ func appendSFString(b []byte, s string) []byte {
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
-		case c >= 0x20 && c < 0x7f && c != '%':
+		case !percentEscaped(c):
 			b = append(b, c)
-		default: // '%' too, so that the spelling reads back one way
+		default:
 			b = append(b, '%', hex[c>>4], hex[c&0xf])
 		}
 	}
 	return append(b, '"')
 }
+
+// percentEscaped reports whether a policy name's byte c is written %xx: a
+// byte a String cannot hold (a control byte, a byte of a non-ASCII
+// letter), and '%' itself, so that the spelling reads back one way.
+func percentEscaped(c byte) bool { return c < 0x20 || c >= 0x7f || c == '%' }
 
 // PolicyName is name as the IETF fields identify the policy, unquoted:
 // name itself when it is printable ASCII without '%', else with each other
@@ -444,10 +449,10 @@ func appendSFString(b []byte, s string) []byte {
 func PolicyName(name string) string {
 	const hex = "0123456789abcdef"
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c >= 0x7f || c == '%' {
+		if percentEscaped(name[i]) {
 			b := make([]byte, 0, len(name)+8)
 			for j := 0; j < len(name); j++ {
-				if c := name[j]; c >= 0x20 && c < 0x7f && c != '%' {
+				if c := name[j]; !percentEscaped(c) {
 					b = append(b, c)
 				} else {
 					b = append(b, '%', hex[c>>4], hex[c&0xf])
