@@ -99,6 +99,29 @@ func (s *stoppableServer) stop() {
 	}
 }
 
+// restartAfter stops s after stopAt and starts it again on its addresses
+// downFor later; the function it returns waits for that start and fails
+// the test if it failed.
+func (s *stoppableServer) restartAfter(stopAt, downFor time.Duration) func(t *testing.T) {
+	restarted := make(chan error, 1)
+	time.AfterFunc(stopAt, func() {
+		s.stop()
+		time.Sleep(downFor)
+		restarted <- s.restart()
+	})
+	return func(t *testing.T) {
+		t.Helper()
+		select {
+		case err := <-restarted:
+			if err != nil {
+				t.Fatalf("starting the server again: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not start again")
+		}
+	}
+}
+
 // config is a run of protocol against s, at a descriptor of a limit no
 // run reaches; HTTP posts /json's request as a plain one.
 func (s *stoppableServer) config(protocol string) loadgen.Config {
@@ -156,26 +179,14 @@ func TestBriefPauseDoesNotEndRun(t *testing.T) {
 	for _, p := range everyProtocol {
 		t.Run(p, func(t *testing.T) {
 			srv := newStoppableServer(t)
-			restarted := make(chan error, 1)
-			time.AfterFunc(500*time.Millisecond, func() {
-				srv.stop()
-				time.Sleep(300 * time.Millisecond)
-				restarted <- srv.restart()
-			})
+			restarted := srv.restartAfter(500*time.Millisecond, 300*time.Millisecond)
 			cfg := srv.config(p)
 			cfg.Duration, cfg.DownAfter = 3*time.Second, 2*time.Second
 			res, err := loadgen.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case err := <-restarted:
-				if err != nil {
-					t.Fatalf("starting the server again: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the server did not start again")
-			}
+			restarted(t)
 			// Answers after the pause: the restarted server counted them.
 			answered := serverRequests(t, srv.adm)
 			if res.Stop != loadgen.StopDuration || res.Errors == 0 || answered == 0 {
@@ -278,12 +289,7 @@ func TestServerErrorsAreAnswers(t *testing.T) {
 	for _, p := range []string{loadgen.GRPC, loadgen.JSON} {
 		t.Run(p, func(t *testing.T) {
 			srv := newStoppableServer(t, server.WithLimits(server.Limits{EnvoyDescriptors: 1}))
-			restarted := make(chan error, 1)
-			time.AfterFunc(1500*time.Millisecond, func() {
-				srv.stop()
-				time.Sleep(300 * time.Millisecond)
-				restarted <- srv.restart()
-			})
+			restarted := srv.restartAfter(1500*time.Millisecond, 300*time.Millisecond)
 			cfg := srv.config(p)
 			cfg.Descriptors = append(cfg.Descriptors, cfg.Descriptors[0]) // two: refused
 			cfg.Duration, cfg.DownAfter = 3*time.Second, time.Second
@@ -291,14 +297,7 @@ func TestServerErrorsAreAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case err := <-restarted:
-				if err != nil {
-					t.Fatalf("starting the server again: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the server did not start again")
-			}
+			restarted(t)
 			if res.Stop != loadgen.StopDuration || res.Admitted != 0 || res.Errors == 0 {
 				t.Errorf("stop %v, admitted %d, errors %d (%q), down error %q; want the time bound to end a run the server answered with errors",
 					res.Stop, res.Admitted, res.Errors, res.FirstErrors, res.DownError)
