@@ -15,8 +15,12 @@ const (
 	// SentinelMasterName is the master name monitored by StartRedisSentinel's sentinels.
 	SentinelMasterName = "mymaster"
 	// SentinelDownAfter is the sentinels' down-after-milliseconds: a killed master is
-	// failed over roughly this long after it dies.
-	SentinelDownAfter = 2 * time.Second
+	// failed over roughly this long after it dies. Not shorter: a sentinel that misses
+	// its timer for 2 s (a stalled VM) enters TILT mode for 30 s, and a replica whose
+	// link to the master has been down longer than ten times this is no longer promoted
+	// (-failover-abort-no-good-slave). At 2 s a stall during the failover test left no
+	// replica to promote; at 5 s one survives a whole TILT period.
+	SentinelDownAfter = 5 * time.Second
 
 	sentinelCount   = 3
 	sentinelTimeout = 30 * time.Second
