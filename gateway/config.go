@@ -54,9 +54,12 @@ type Section struct {
 	UserHeader     string               `yaml:"user_header"`
 	TenantHeader   string               `yaml:"tenant_header"`
 	// RefuseStatus is the status of the routes' refusals, by a rate or a
-	// concurrency limit: 429 (the default) or 503 (nginx's limit_req_status
-	// and limit_conn_status default). The fields and the problem body are
-	// the same either way.
+	// concurrency limit: 429 (the default), the client over its quota, or
+	// 503 (nginx's limit_req_status and limit_conn_status default), the
+	// server shedding load (middleware.WithRefuseStatus). The fields,
+	// Retry-After and the violated policies are the same either way; the
+	// problem body's type is the draft's for the status: quota-exceeded
+	// for 429, temporary-reduced-capacity for 503.
 	RefuseStatus int `yaml:"refuse_status"`
 	// Routes are the request classes the domain limits. At least one.
 	Routes []RouteSpec `yaml:"routes"`

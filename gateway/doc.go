@@ -76,7 +76,9 @@
 // cut short of its Content-Length, a reset, over a limit an outer
 // http.MaxBytesHandler set) is the client's failure: 400 (413 over the
 // limit), neither counted nor sampled as the upstream's. A section's
-// refuse_status (429 or 503) is the status of its routes' refusals.
+// refuse_status (429 or 503) is the status of its routes' refusals, whose
+// problem body is of the draft's type for it: quota-exceeded for 429,
+// temporary-reduced-capacity for 503.
 //
 // Rate limit fields: the gateway's are set on every limited response; the
 // upstream's IETF RateLimit and RateLimit-Policy members are kept beside

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -426,7 +425,7 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 					probs = append(probs, routeProblems(dom, rs, i, err)...)
 					continue
 				}
-				m, err := middleware.New(d, dom.Name, x, mwOpts...)
+				m, err := middleware.New(d, dom.Name, x, append(slices.Clip(mwOpts), middleware.WithRefuseStatus(rs.refuseStatus))...)
 				if err != nil {
 					probs = append(probs, middlewareProblems(dom, rs, i, err)...)
 					continue
@@ -837,15 +836,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt != nil && rt.limiter != nil {
-		lw := w
-		if rt.refuseStatus != http.StatusTooManyRequests {
-			lw = &refuseWriter{ResponseWriter: w, status: rt.refuseStatus}
-		}
 		var admitted func(policy.Response)
 		if len(rt.adaptive) > 0 {
 			admitted = st.decided
 		}
-		done, pass := rt.limiter.CheckAdmitted(lw, r, admitted)
+		done, pass := rt.limiter.CheckAdmitted(w, r, admitted)
 		if !pass {
 			return
 		}
@@ -870,37 +865,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
-
-// refuseWriter answers the middleware's refusals (429 with a
-// quota-exceeded problem body) with status instead (refuse_status: 503),
-// the fields and the body otherwise the same.
-type refuseWriter struct {
-	http.ResponseWriter
-	status  int
-	refused bool
-}
-
-func (w *refuseWriter) WriteHeader(code int) {
-	if code == http.StatusTooManyRequests && w.Header().Get("Content-Type") == "application/problem+json" {
-		code, w.refused = w.status, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Write passes the problem body on with its status member the response's
-// (RFC 9457 §3.1.2), which has the same length: Content-Length holds.
-func (w *refuseWriter) Write(p []byte) (int, error) {
-	if w.refused {
-		w.refused = false
-		q := bytes.Replace(p, []byte(`"status":429`), []byte(`"status":`+strconv.Itoa(w.status)), 1)
-		if len(q) == len(p) {
-			p = q
-		}
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *refuseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // clientWriter is the response to the client: each write must make
 // progress within d (nginx's send_timeout), else it fails and the

@@ -335,8 +335,11 @@ func TestNoAcceptEncodingAdded(t *testing.T) {
 	}
 }
 
-// refuse_status: 503 answers rate and concurrency refusals with 503, the
-// fields and the problem body otherwise as a 429's.
+// refuse_status: 503 answers rate and concurrency refusals with 503 and a
+// problem body of the draft's temporary-reduced-capacity type (-10 §5.2:
+// the server's capacity, not the client's quota), its title, status and
+// detail saying the same; the fields, Retry-After and violated-policies
+// as a 429's.
 func TestRefuseStatus(t *testing.T) {
 	release, held := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -365,9 +368,15 @@ descriptors:
 	}
 	r := do(t, "GET", srv.URL+"/rate")
 	var p middleware.Problem
-	if r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil || p.Status != 503 || p.Type != middleware.TypeQuotaExceeded ||
-		p.RetryAfter == nil || r.h.Get("Retry-After") != "50" || r.h.Get("RateLimit") != `"rate";r=0;t=50` {
-		t.Errorf("rate refusal: %d %v %s, want 503 with the quota-exceeded body (status 503), Retry-After and RateLimit", r.status, r.h, r.body)
+	const (
+		reduced = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+		title   = "Request cannot be satisfied due to temporary server capacity constraints"
+	)
+	if r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil || p.Status != 503 || p.Type != reduced || p.Title != title ||
+		p.Detail != "rate: over the server's capacity; retry in 50 s" || p.RetryAfter == nil || *p.RetryAfter != 50 ||
+		len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "rate" ||
+		r.h.Get("Retry-After") != "50" || r.h.Get("RateLimit") != `"rate";r=0;t=50` {
+		t.Errorf("rate refusal: %d %v %s, want 503 with the temporary-reduced-capacity body (status 503), Retry-After and RateLimit", r.status, r.h, r.body)
 	}
 
 	go http.Get(srv.URL + "/conn/hold")
@@ -377,8 +386,9 @@ descriptors:
 		t.Fatal("the request that holds the slot did not reach the upstream")
 	}
 	r = do(t, "GET", srv.URL+"/conn")
-	if r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil || p.Status != 503 || !strings.Contains(p.Detail, "in flight") ||
-		r.h.Get("RateLimit") == "" {
+	p = middleware.Problem{}
+	if r.status != 503 || json.Unmarshal([]byte(r.body), &p) != nil || p.Status != 503 || p.Type != reduced || p.Title != title ||
+		!strings.Contains(p.Detail, "in flight") || r.h.Get("RateLimit") == "" {
 		t.Errorf("concurrency refusal: %d %v %s, want 503 with the problem body and RateLimit", r.status, r.h, r.body)
 	}
 }

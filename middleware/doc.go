@@ -32,7 +32,7 @@
 // passes untouched: no store call, no header. Otherwise every limited
 // response carries the fields of the limits that applied (RateLimit-Policy
 // and RateLimit per draft-ietf-httpapi-ratelimit-headers-10, X-RateLimit-*
-// of the tightest one, Retry-After on 429), selectable and renameable with
+// of the tightest one, Retry-After on a refusal), selectable and renameable with
 // [WithHeaders]. The values come from the store's decision, so every
 // instance sharing a store reports the same numbers for the same key.
 //
@@ -42,7 +42,9 @@
 //   - reject: 429 Too Many Requests with Retry-After (whole seconds, rounded
 //     up: a client that waits that long is admitted) and an RFC 9457
 //     application/problem+json body of the draft's quota-exceeded type that
-//     names the violated policies;
+//     names the violated policies; with [WithRefuseStatus](503), 503 Service
+//     Unavailable (the server shedding load) and a body of the draft's
+//     temporary-reduced-capacity type, the fields the same;
 //   - wait: the request is held — in the Engine's wait queue when the
 //     Decider is a *policy.Engine, else by retrying after the advised delay —
 //     up to the rule's max_wait and the request context's deadline, then

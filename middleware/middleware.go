@@ -62,6 +62,8 @@ type options struct {
 	failOpen  bool
 	errLog    func(*http.Request, error)
 	maxWait   time.Duration
+	// refuseStatus: WithRefuseStatus; 0 is 429.
+	refuseStatus int
 	// noDescCheck: WithDescriptorCheck(false); the zero value checks.
 	noDescCheck bool
 }
@@ -89,6 +91,17 @@ func WithFallback(name string, h http.Handler) Option {
 // WithCost sets each request's cost (policy.Request.Hits), e.g. from its
 // size; 0 means 1. Default: every request costs 1.
 func WithCost(fn func(*http.Request) int64) Option { return func(m *options) { m.cost = fn } }
+
+// WithRefuseStatus sets the status of a refusal by the limits (Reject's):
+// http.StatusTooManyRequests (429, the default), the client over its
+// quota, with a problem body of the draft's quota-exceeded type; or
+// http.StatusServiceUnavailable (503, nginx's limit_req_status default),
+// the server shedding load, with a temporary-reduced-capacity body
+// (draft-ietf-httpapi-ratelimit-headers-10 §5.2). The header fields,
+// Retry-After and the violated policies are the same either way, and a
+// gRPC call gets the same answer whatever the status (Reject's:
+// RESOURCE_EXHAUSTED). New refuses any other status.
+func WithRefuseStatus(status int) Option { return func(m *options) { m.refuseStatus = status } }
 
 // WithPriority sets each request's priority class (policy.Request.Priority),
 // e.g. from its authenticated plan. Default: "" (the rules decide).
@@ -164,6 +177,7 @@ const defaultFallbackWait = 30 * time.Second
 //   - WithHeaders(headers.Options{}): every field, standard names
 //   - WithFallback: none registered
 //   - WithCost: 1 per request
+//   - WithRefuseStatus(429): refusals are 429, quota-exceeded
 //   - WithPriority: none
 //   - WithFailOpen(false): a Decider error is a 503
 //   - WithErrorLog: none
@@ -215,6 +229,13 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 		if h == nil {
 			return nil, fmt.Errorf("middleware: WithFallback(%q): nil handler", name)
 		}
+	}
+	switch m.o.refuseStatus {
+	case 0:
+		m.o.refuseStatus = http.StatusTooManyRequests
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		return nil, fmt.Errorf("middleware: WithRefuseStatus(%d): a refusal is 429 (quota exceeded) or 503 (reduced capacity)", m.o.refuseStatus)
 	}
 	m.waiter, _ = d.(Waiter)
 	m.releaser, _ = d.(Releaser)
@@ -487,7 +508,7 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 		}
 		m.log(r, fmt.Errorf("middleware: fallback %q is not registered; rejecting", resp.Fallback))
 	}
-	Reject(w, r, resp, headers.FromStatuses(resp.Statuses))
+	reject(w, r, resp, headers.FromStatuses(resp.Statuses), m.o.refuseStatus)
 	return nop, false
 }
 
@@ -498,25 +519,40 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 // problem's detail instead (WriteProblemFor), and grpc-retry-pushback-ms:
 // the wait in milliseconds, rounded up, or -1 (do not retry) when the
 // request can never pass; none for a concurrency limit, which promises
-// no time.
+// no time. A Middleware with WithRefuseStatus(503) answers its refusals
+// as Reject does, with 503 and a temporary-reduced-capacity body.
 func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy) {
+	reject(w, r, resp, ps, http.StatusTooManyRequests)
+}
+
+// reject is Reject with status 429 or 503: the problem's type and title
+// are the draft's for that status (§5.1 quota-exceeded, §5.2
+// temporary-reduced-capacity), and its detail says the same. A gRPC call
+// gets Reject's answer whatever status says: RESOURCE_EXHAUSTED, which
+// is gRPC's code for a quota (UNAVAILABLE, 503's, is retried at once).
+func reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy, status int) {
 	p := Problem{
 		Type:             TypeQuotaExceeded,
-		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
+		Title:            titleQuotaExceeded,
 		Status:           http.StatusTooManyRequests,
 		Instance:         pathOf(r),
 		ViolatedPolicies: Violated(resp),
 	}
+	over := "rate limit exceeded"
 	grpc := IsGRPC(r)
+	if status == http.StatusServiceUnavailable && !grpc {
+		p.Type, p.Title, p.Status = TypeTemporaryReducedCapacity, titleReducedCapacity, status
+		over = "over the server's capacity"
+	}
 	if wait, ok := headers.RetryAfterOf(ps); ok {
 		s := headers.Seconds(wait)
 		p.RetryAfter = &s
-		p.Detail = fmt.Sprintf("rate limit exceeded; retry in %d s", s)
+		p.Detail = fmt.Sprintf("%s; retry in %d s", over, s)
 		if grpc {
 			setPushback(w.Header(), wait)
 		}
 	} else if never(ps) {
-		p.Detail = "rate limit exceeded; this request can never pass this limit"
+		p.Detail = over + "; this request can never pass this limit"
 		if grpc {
 			w.Header().Set(grpcPushback, "-1")
 		}

@@ -13,17 +13,30 @@ import (
 // Problem types of the bodies this package writes.
 const (
 	// TypeQuotaExceeded is the problem type of a 429: the quota-exceeded
-	// type of draft-ietf-httpapi-ratelimit-headers-10 §5.1.
+	// type of draft-ietf-httpapi-ratelimit-headers-10 §5.1, the client's
+	// requests over its quota.
 	TypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	// TypeTemporaryReducedCapacity is the problem type of a refusal
+	// answered 503 (WithRefuseStatus): the temporary-reduced-capacity
+	// type of draft-ietf-httpapi-ratelimit-headers-10 §5.2, the server
+	// short of capacity for the request.
+	TypeTemporaryReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 	// TypeBlank is RFC 9457's default type: the status code says it all.
 	TypeBlank = "about:blank"
+)
+
+// The titles the draft gives its problem types (§5.1, §5.2).
+const (
+	titleQuotaExceeded   = "Request cannot be satisfied as assigned quota has been exceeded"
+	titleReducedCapacity = "Request cannot be satisfied due to temporary server capacity constraints"
 )
 
 // Problem is an RFC 9457 problem details object, the body of every response
 // this package (and the gateway) writes itself.
 type Problem struct {
-	// Type identifies the kind of problem (a URI); TypeQuotaExceeded for
-	// 429s.
+	// Type identifies the kind of problem (a URI): TypeQuotaExceeded for
+	// a refusal by the limits answered 429, TypeTemporaryReducedCapacity
+	// for one answered 503.
 	Type string `json:"type"`
 	// Title is a short human-readable summary of the type.
 	Title string `json:"title"`
@@ -34,8 +47,8 @@ type Problem struct {
 	// Instance is the request's path.
 	Instance string `json:"instance,omitempty"`
 	// ViolatedPolicies names the limits that refused the request, as the
-	// quota-exceeded type defines; they are the policy names of the
-	// RateLimit fields.
+	// quota-exceeded and temporary-reduced-capacity types define; they
+	// are the policy names of the RateLimit fields.
 	ViolatedPolicies []string `json:"violated-policies,omitempty"`
 	// RetryAfter repeats the Retry-After field in seconds; absent when the
 	// request can never pass.
