@@ -44,30 +44,42 @@ const (
 // problem found with its file and line. What loads but deserves a look is
 // in the Config's Warnings.
 func Load(path string) (*Config, error) {
+	cfg, _, err := LoadWithWarnings(path)
+	return cfg, err
+}
+
+// LoadWithWarnings is Load that keeps the warnings of an invalid
+// configuration too: cfg and err are Load's, and warnings is every warning
+// found, sorted by file and line, whether or not there were problems (when
+// cfg is not nil they are its Warnings). A file that could not be read
+// gives no warnings. `floodgate validate` prints them after the problems.
+func LoadWithWarnings(path string) (cfg *Config, warnings Problems, err error) {
 	srcs, probs := readSources(path)
 	return loadSources(path, srcs, probs)
 }
 
-// loadSources is Load on what readSources returned for path: the watcher
-// loads the very bytes it fingerprinted.
-func loadSources(path string, srcs []source, probs Problems) (*Config, error) {
+// loadSources is LoadWithWarnings on what readSources returned for path:
+// the watcher loads the very bytes it fingerprinted.
+func loadSources(path string, srcs []source, probs Problems) (*Config, Problems, error) {
 	if len(probs) > 0 {
-		return nil, probs
+		return nil, nil, probs
 	}
-	cfg, err := build(srcs)
+	cfg, warns, err := build(srcs)
 	if err == nil && len(srcs) == 0 {
 		// As envoyproxy/ratelimit does, an empty directory (a ConfigMap
 		// not filled yet) is a configuration without domains.
 		cfg.warnings = append(cfg.warnings, Problem{File: path, Message: "no *.yaml or *.yml files in the directory: no domain is configured, " +
 			"so every request is allowed; files added later are loaded when the server reloads"})
 		cfg.noFiles = true
+		warns = cfg.Warnings()
 	}
-	return cfg, err
+	return cfg, warns, err
 }
 
 // Parse compiles one file's content; name is used in problems and Pos.
 func Parse(name string, data []byte) (*Config, error) {
-	return build([]source{{name, data}})
+	cfg, _, err := build([]source{{name, data}})
+	return cfg, err
 }
 
 // Validate returns every problem of the configuration at path, or nil when
@@ -290,9 +302,10 @@ func (l *loader) warnf(line int, format string, args ...any) {
 }
 
 // build parses and compiles every source; duplicate domains are errors.
-func build(srcs []source) (*Config, error) {
+// warns is every warning found, sorted, also when err is not nil.
+func build(srcs []source) (cfg *Config, warns Problems, err error) {
 	l := &loader{budget: maxDescriptors, ruleSrcs: map[*Rule]map[string]field{}, lendable: map[*Rule]bool{}}
-	cfg := &Config{domains: map[string]*Domain{}}
+	cfg = &Config{domains: map[string]*Domain{}}
 	var dups []*Domain
 	for _, s := range srcs {
 		l.file = s.name
@@ -322,13 +335,13 @@ func build(srcs []source) (*Config, error) {
 		l.file = d.Pos.File
 		l.finish(d)
 	}
+	l.warns.sort()
 	if len(l.probs) > 0 {
 		l.probs.sort()
-		return nil, l.probs
+		return nil, l.warns, l.probs
 	}
-	l.warns.sort()
 	cfg.warnings = l.warns
-	return cfg, nil
+	return cfg, slices.Clone(l.warns), nil
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

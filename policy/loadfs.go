@@ -55,7 +55,8 @@ func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 		return nil, probs
 	}
 	sort.Slice(srcs, func(i, j int) bool { return srcs[i].name < srcs[j].name })
-	return build(srcs)
+	cfg, _, err := build(srcs)
+	return cfg, err
 }
 
 // isRuleFile reports whether a configuration directory's file named name

@@ -120,7 +120,8 @@ func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*
 func (w *Watcher) Load() (*Config, error) {
 	srcs, probs := readSources(w.path)
 	w.last, w.hadFiles = sourcesSum(srcs, probs), len(srcs) > 0
-	return loadSources(w.path, srcs, probs)
+	cfg, _, err := loadSources(w.path, srcs, probs)
+	return cfg, err
 }
 
 // Reload asks Run to load the configuration now and call fn with it,
@@ -166,7 +167,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			continue
 		}
 		w.last = sum
-		cfg, err := loadSources(w.path, srcs, probs)
+		cfg, _, err := loadSources(w.path, srcs, probs)
 		if err == nil && cfg.noFiles && w.hadFiles {
 			w.fn(nil, Problems{{File: w.path, Message: "the directory holds no *.yaml or *.yml file any more: " +
 				"the rules in force stay (a reload never lifts every limit at once; restart to run without rules)"}})

@@ -19,8 +19,9 @@ func init() {
 // file:line: message and exit 1, or exit 0 when the configuration is valid
 // (-v also prints the compiled rules). Gateway routes are built as serve
 // builds them (no user function, no fallbacks), so what validate passes
-// serve runs; warnings ("file:line: warning: ...", on stderr: the
-// configuration's, then the routes') do not fail.
+// serve runs; warnings ("file:line: warning: ...", on stderr after the
+// problems: the configuration's, then the routes') do not fail, and are
+// printed when there are problems too.
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,20 +34,22 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, 1, stdout, stderr); !ok {
 		return code
 	}
-	cfg, err := policy.Load(fs.Arg(0))
+	cfg, warnings, err := policy.LoadWithWarnings(fs.Arg(0))
+	if err == nil {
+		// As serve builds the routes: gatewayHandler registers no user
+		// function and no fallback.
+		var routeWarnings policy.Problems
+		routeWarnings, err = gateway.Check(cfg, gateway.WithPreserveHost(*preserveHost))
+		warnings = slices.Concat(warnings, routeWarnings)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
 	}
-	// As serve builds the routes: gatewayHandler registers no user
-	// function and no fallback.
-	routeWarnings, err := gateway.Check(cfg, gateway.WithPreserveHost(*preserveHost))
-	for _, w := range slices.Concat(cfg.Warnings(), routeWarnings) {
+	for _, w := range warnings {
 		w.Message = "warning: " + w.Message
 		fmt.Fprintln(stderr, w)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	if *verbose {
