@@ -51,6 +51,7 @@ package headers
 import (
 	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -100,10 +101,49 @@ func (n Names) withDefaults() Names {
 type Options struct {
 	Set   Set
 	Names Names
+	// CostUnit is the unit requests are charged in, when it is not
+	// requests (the draft's default unit): ContentBytes for a cost in
+	// bytes of content (middleware.WithCostUnit). Every policy counted in
+	// it, each one but a concurrency limit's (whose unit is
+	// ConcurrentRequests), is then stated with that qu in
+	// RateLimit-Policy, so that a client reads q and r in bytes, not in
+	// requests. "" or Requests: no qu, as before.
+	CostUnit string
 }
 
-// ConcurrentRequests is the quota unit (qu) of a concurrency limit.
-const ConcurrentRequests = policy.ConcurrentRequests
+// Quota units (qu) of draft-ietf-httpapi-ratelimit-headers-10 §3.1.2, the
+// three its RateLimit Quota Units registry holds.
+const (
+	// Requests is the default unit: a limit counted in requests is
+	// stated without qu.
+	Requests = "requests"
+	// ContentBytes is the unit of a quota counted in bytes of content.
+	ContentBytes = "content-bytes"
+	// ConcurrentRequests is the quota unit (qu) of a concurrency limit.
+	ConcurrentRequests = policy.ConcurrentRequests
+)
+
+// costUnit is the qu of policies counted in requests under o: "" for
+// requests, which the draft's default says without a parameter.
+func (o Options) costUnit() string {
+	if o.CostUnit == Requests {
+		return ""
+	}
+	return o.CostUnit
+}
+
+// inUnit sets the quota unit of the policies of ps counted in the
+// requests' cost (those with none of their own) to unit, in place.
+func inUnit(ps []Policy, unit string) {
+	if unit == "" {
+		return
+	}
+	for i := range ps {
+		if ps[i].QuotaUnit == "" {
+			ps[i].QuotaUnit = unit
+		}
+	}
+}
 
 // Policy is one limit as clients see it.
 type Policy struct {
@@ -211,9 +251,14 @@ func Seconds(d time.Duration) int64 {
 
 // Fields returns the header fields for ps, in a stable order, for
 // transports that carry headers as a list (Envoy's response_headers_to_add).
+// A policy of ps without a QuotaUnit is stated in o's CostUnit.
 func Fields(ps []Policy, o Options) [][2]string {
 	if len(ps) == 0 {
 		return nil
+	}
+	if unit := o.costUnit(); unit != "" {
+		ps = slices.Clone(ps)
+		inUnit(ps, unit)
 	}
 	set := o.Set
 	if set == 0 {

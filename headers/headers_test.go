@@ -2,6 +2,7 @@ package headers
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -339,5 +340,62 @@ func TestNamePercentEscaped(t *testing.T) {
 		if got, gotW := h.Get("RateLimit-Policy"), hw.Get("RateLimit-Policy"); got != want || gotW != want {
 			t.Errorf("%q: RateLimit-Policy %s (Writer %s), want %s", name, got, gotW, want)
 		}
+	}
+}
+
+// TestCostUnitStatedAsQu: with requests charged in bytes of content
+// (Options.CostUnit ContentBytes), RateLimit-Policy states qu="content-bytes"
+// on every limit counted in them (draft -10 §3.1.2), through Write, Fields
+// and a Writer alike, the first and the second time a Writer meets the
+// rule, so that a client reads q and r in bytes; a concurrency limit keeps
+// its own unit. Requests, the default unit, and "" write no qu.
+func TestCostUnitStatedAsQu(t *testing.T) {
+	rate := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "upload", Window: time.Minute,
+		Decision: algo.Decision{Allowed: true, Limit: 65535, Remaining: 1535, ResetAfter: 10 * time.Second}}
+	slots := policy.Status{Code: policy.CodeOK, Matched: true, Rule: "slots", QuotaUnit: ConcurrentRequests,
+		Decision: algo.Decision{Allowed: true, Limit: 8, Remaining: 7}}
+	for _, tc := range []struct {
+		name string
+		unit string
+		st   []policy.Status
+		want string // RateLimit-Policy
+	}{
+		{"bytes", ContentBytes, []policy.Status{rate}, `"upload";q=65535;qu="content-bytes";w=60`},
+		{"bytes beside slots", ContentBytes, []policy.Status{rate, slots}, `"upload";q=65535;qu="content-bytes";w=60, "slots";q=8;qu="concurrent-requests"`},
+		{"requests", Requests, []policy.Status{rate}, `"upload";q=65535;w=60`},
+		{"default", "", []policy.Status{rate, slots}, `"upload";q=65535;w=60, "slots";q=8;qu="concurrent-requests"`},
+	} {
+		o := Options{CostUnit: tc.unit}
+		h := http.Header{}
+		Write(h, FromStatuses(tc.st), o)
+		if got := h.Get("RateLimit-Policy"); got != tc.want {
+			t.Errorf("%s: Write: RateLimit-Policy = %s, want %s", tc.name, got, tc.want)
+		}
+		w := NewWriter(o)
+		for round := range 2 {
+			h := http.Header{}
+			w.WriteStatuses(h, tc.st)
+			if got := h.Get("RateLimit-Policy"); got != tc.want {
+				t.Errorf("%s: Writer, round %d: RateLimit-Policy = %s, want %s", tc.name, round, got, tc.want)
+			}
+			var listed string
+			w.StatusFields(tc.st, func(name, value string) {
+				if name == "RateLimit-Policy" {
+					listed = value
+				}
+			})
+			if listed != tc.want {
+				t.Errorf("%s: StatusFields, round %d: RateLimit-Policy = %s, want %s", tc.name, round, listed, tc.want)
+			}
+		}
+		if got := h.Get("RateLimit"); got != `"upload";r=1535;t=10` && !strings.HasPrefix(got, `"upload";r=1535;t=10, `) {
+			t.Errorf("%s: RateLimit = %s, want the rate's r and t unchanged", tc.name, got)
+		}
+	}
+	// The policies given to Fields are not changed.
+	ps := FromStatuses([]policy.Status{rate})
+	Fields(ps, Options{CostUnit: ContentBytes})
+	if ps[0].QuotaUnit != "" {
+		t.Errorf("Fields set QuotaUnit %q on its argument", ps[0].QuotaUnit)
 	}
 }

@@ -1,6 +1,7 @@
 package headers
 
 import (
+	"cmp"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 // rules are formatted whole, as by Write.
 type Writer struct {
 	set   Set
+	unit  string          // Options.CostUnit, "" for requests
 	keys  [nFields]string // canonical field names, by field index
 	names [nFields]string // the names as configured, for StatusFields
 
@@ -55,7 +57,7 @@ type ruleVals struct {
 // NewWriter returns a Writer for o (the zero Options: every field under
 // its default name).
 func NewWriter(o Options) *Writer {
-	w := &Writer{set: o.Set}
+	w := &Writer{set: o.Set, unit: o.costUnit()}
 	if w.set == 0 {
 		w.set = Default
 	}
@@ -93,7 +95,7 @@ func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
 	default:
 		var vs values
 		var arr [256]byte
-		all := vs.build(arr[:0], FromStatuses(st), w.set)
+		all := vs.build(arr[:0], w.policies(st), w.set)
 		w.set1(h, &vs, all)
 	}
 }
@@ -121,11 +123,19 @@ func (w *Writer) StatusFields(st []policy.Status, f func(name, value string)) {
 	default:
 		var vs values
 		var arr [256]byte
-		all := vs.build(arr[:0], FromStatuses(st), w.set)
+		all := vs.build(arr[:0], w.policies(st), w.set)
 		for i := range vs.n {
 			f(w.names[vs.field[i]], vs.value(all, i))
 		}
 	}
+}
+
+// policies is FromStatuses(st) with the policies counted in the requests'
+// cost stated in the Writer's CostUnit.
+func (w *Writer) policies(st []policy.Status) []Policy {
+	ps := FromStatuses(st)
+	inUnit(ps, w.unit)
+	return ps
 }
 
 // limited returns how many statuses of st are matched and limited, and the
@@ -165,7 +175,7 @@ func (w *Writer) writeOne(h http.Header, s *policy.Status) {
 // X-RateLimit-Remaining and -Reset are the numbers of the RateLimit value
 // rather than copies of them; the rest are cut from all.
 func (w *Writer) one(s *policy.Status, fixed *[nFields]string) (vs values, all string) {
-	p := statusPolicy(s, s.Rule, s.Decision, s.Window, s.QuotaUnit, s.Shadow)
+	p := statusPolicy(s, s.Rule, s.Decision, s.Window, cmp.Or(s.QuotaUnit, w.unit), s.Shadow)
 	rv := w.rule(p)
 	var arr [96]byte
 	buf := arr[:0]

@@ -60,6 +60,7 @@ var writerOptions = map[string]Options{
 	"Retry-After":    {Set: RetryAfter},
 	"X and retry":    {Set: XRateLimit | RetryAfter},
 	"IETF and retry": {Set: IETF | RetryAfter},
+	"content-bytes":  {CostUnit: ContentBytes},
 	"renamed": {Names: Names{Policy: "quota-policy", RateLimit: "Quota", Limit: "x-quota-limit",
 		Remaining: "X-Quota-Left", Reset: "x-quota-reset", RetryAfter: "X-Retry-In"}},
 }

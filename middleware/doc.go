@@ -35,6 +35,8 @@
 // of the tightest one, Retry-After on a refusal), selectable and renameable with
 // [WithHeaders]. The values come from the store's decision, so every
 // instance sharing a store reports the same numbers for the same key.
+// A cost in bytes ([WithCost] with [WithCostUnit]) is stated as such:
+// qu="content-bytes" on the limits counted in it.
 //
 // On excess the strategy of the refusing rules applies (see policy's
 // documentation for how several combine):

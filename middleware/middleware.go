@@ -58,6 +58,7 @@ type options struct {
 	headers   headers.Options
 	fallbacks map[string]http.Handler
 	cost      func(*http.Request) int64
+	costUnit  string
 	priority  func(*http.Request) string
 	failOpen  bool
 	errLog    func(*http.Request, error)
@@ -89,8 +90,21 @@ func WithFallback(name string, h http.Handler) Option {
 }
 
 // WithCost sets each request's cost (policy.Request.Hits), e.g. from its
-// size; 0 means 1. Default: every request costs 1.
+// size; 0 means 1. Default: every request costs 1. A cost in another unit
+// than requests (bytes) wants WithCostUnit too, or the RateLimit-Policy
+// field states the limits in requests.
 func WithCost(fn func(*http.Request) int64) Option { return func(m *options) { m.cost = fn } }
+
+// WithCostUnit names the unit of WithCost's costs:
+// headers.ContentBytes ("content-bytes") when they count bytes of
+// content. RateLimit-Policy then states qu="content-bytes" on every limit
+// counted in them (draft-ietf-httpapi-ratelimit-headers-10 §3.1.2), so
+// that a client reads q and r in bytes; a concurrency limit keeps
+// qu="concurrent-requests". It sets headers.Options.CostUnit over
+// WithHeaders'. Default headers.Requests (or ""): no qu, the draft's
+// default unit. New refuses any other unit, and content-bytes without
+// WithCost (every request would cost 1 byte).
+func WithCostUnit(unit string) Option { return func(m *options) { m.costUnit = unit } }
 
 // WithRefuseStatus sets the status of a refusal by the limits (Reject's):
 // http.StatusTooManyRequests (429, the default), the client over its
@@ -177,6 +191,7 @@ const defaultFallbackWait = 30 * time.Second
 //   - WithHeaders(headers.Options{}): every field, standard names
 //   - WithFallback: none registered
 //   - WithCost: 1 per request
+//   - WithCostUnit(headers.Requests): the limits are stated in requests
 //   - WithRefuseStatus(429): refusals are 429, quota-exceeded
 //   - WithPriority: none
 //   - WithFailOpen(false): a Decider error is a 503
@@ -236,6 +251,18 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 	default:
 		return nil, fmt.Errorf("middleware: WithRefuseStatus(%d): a refusal is 429 (quota exceeded) or 503 (reduced capacity)", m.o.refuseStatus)
+	}
+	if m.o.costUnit != "" {
+		m.o.headers.CostUnit = m.o.costUnit
+	}
+	switch u := m.o.headers.CostUnit; u {
+	case "", headers.Requests:
+	case headers.ContentBytes:
+		if m.o.cost == nil {
+			return nil, fmt.Errorf("middleware: cost unit %q without WithCost: every request would cost 1 byte", u)
+		}
+	default:
+		return nil, fmt.Errorf("middleware: cost unit %q: want %q or %q (the draft's quota units a cost can be counted in)", u, headers.Requests, headers.ContentBytes)
 	}
 	m.waiter, _ = d.(Waiter)
 	m.releaser, _ = d.(Releaser)
