@@ -10,7 +10,12 @@
 //   - it is not empty (a,,b is refused, naming the empty member by its
 //     position);
 //   - it is host:port, or host alone where the store has a default port;
-//     an IPv6 address is written in brackets, [::1]:6379 or [::1];
+//     an IPv6 address is written in brackets, [::1]:6379 or [::1], and
+//     its zone either as a URL writes it (RFC 6874, as net/url reads it):
+//     "%25" then the zone percent-encoded, [fe80::1%25eth0]:6379, or as the
+//     dialer takes it, '%' then the zone as is, [fe80::1%eth0]:6379. A zone
+//     after "%25" is always read the first way (so a raw zone beginning
+//     with "25" is written %2525...);
 //   - the host is not empty and holds no space nor control character
 //     (nor does the member: " a:1" and "a:1 " are refused, not trimmed);
 //   - the port is ASCII decimal digits alone, from 1 to 65535: no sign,
@@ -20,7 +25,7 @@
 //     ports as numbers (h:6379 and H:06379 are one server).
 //
 // Addresses come back as net.JoinHostPort writes them, the host as
-// written. An error names the member (quoted, with its position when the
+// written but for an IPv6 zone, decoded for the dialer ([fe80::1%eth0]:6379). An error names the member (quoted, with its position when the
 // list has more than one) and says what is wrong; it never quotes
 // anything outside the list, so a caller that cut the credentials off
 // first (store.SplitURL) shows no password through it.
@@ -30,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
@@ -99,11 +105,43 @@ func hostPort(m, defaultPort string) (string, error) {
 	if strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "", errors.New("the host holds a space or a control character")
 	}
+	host, err := ipv6Zone(host)
+	if err != nil {
+		return "", err
+	}
 	n, ok := parsePort(port)
 	if !ok {
 		return "", fmt.Errorf("port must be 1-65535, got %q", port)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(n)), nil
+}
+
+// ipv6Zone decodes the zone of an IPv6 host written as a URL writes it,
+// "%25" then the zone percent-encoded (RFC 6874), into the form the dialer
+// takes, '%' then the zone. Any other host, a zone written as the dialer
+// takes it included, comes back unchanged.
+func ipv6Zone(host string) (string, error) {
+	i := strings.IndexByte(host, '%')
+	if i < 0 || !strings.Contains(host, ":") {
+		return host, nil
+	}
+	const example = " (in a URL an IPv6 zone is written %25 then the zone: [fe80::1%25eth0])"
+	if i == len(host)-1 {
+		return "", errors.New("empty IPv6 zone after %" + example)
+	}
+	if !strings.HasPrefix(host[i:], "%25") {
+		return host, nil
+	}
+	zone, err := url.PathUnescape(host[i+3:])
+	switch {
+	case err != nil:
+		return "", errors.New("the IPv6 zone after %25 is not properly percent-encoded" + example)
+	case zone == "":
+		return "", errors.New("empty IPv6 zone after %25" + example)
+	case strings.ContainsFunc(zone, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return "", errors.New("the IPv6 zone holds a space or a control character")
+	}
+	return host[:i] + "%" + zone, nil
 }
 
 // parsePort reads decimal digits alone (leading zeros allowed) as a port
