@@ -59,20 +59,30 @@ func (s *Store) load(key string, l *algo.Limit, now int64) (st algo.State, it *m
 	if err != nil {
 		return st, nil, false, false, unavailable("read", key, err)
 	}
-	if it.CasID == 0 {
+	if st, live, err = s.itemState(key, l, now, it.Value, it.CasID); err != nil {
+		return algo.State{}, nil, false, false, err
+	}
+	return st, it, true, live, nil
+}
+
+// itemState reads val, the value of key's state item, and casID, its CAS
+// id, as l's state at now: the state (zero when expired or of another
+// algorithm) and whether it is a live state of l's algorithm.
+func (s *Store) itemState(key string, l *algo.Limit, now int64, val []byte, casID uint64) (st algo.State, live bool, err error) {
+	if casID == 0 {
 		// memcached numbers items from 1; 0 is what a server with
 		// compare-and-swap disabled gives, and no cas would ever land.
-		return st, nil, false, false, fmt.Errorf("%w: memcached: key %q: server %s gave no CAS id: it runs with compare-and-swap disabled (-C), which the %s algorithm needs; restart it without -C",
+		return st, false, fmt.Errorf("%w: memcached: key %q: server %s gave no CAS id: it runs with compare-and-swap disabled (-C), which the %s algorithm needs; restart it without -C",
 			store.ErrUnavailable, key, s.ServerFor(key), l.Algorithm())
 	}
-	kind, exp, err := decodeState(it.Value, &st)
+	kind, exp, err := decodeState(val, &st)
 	if err != nil {
-		return algo.State{}, nil, false, false, fmt.Errorf("memcached: key %q holds a malformed state (Reset it): %w", key, err)
+		return algo.State{}, false, fmt.Errorf("memcached: key %q holds a malformed state (Reset it): %w", key, err)
 	}
 	if kind != l.Algorithm() || exp <= now {
-		return algo.State{}, it, true, false, nil
+		return algo.State{}, false, nil
 	}
-	return st, it, true, true, nil
+	return st, true, nil
 }
 
 // writeMode says whether and how update writes the state op left.

@@ -332,20 +332,26 @@ func dropNewestLeases(st *algo.State, lease uint64, cost int64) bool {
 	return changed
 }
 
-// Peek fills out with each request's decision on its own, charging nothing.
+// Peek fills out with each request's decision on its own, charging
+// nothing. The items of several requests are read in one round trip per
+// server, the servers concurrently (see multikey.go).
 func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
 	if err := s.check(reqs, out); err != nil {
 		return err
 	}
 	now := s.nowUS()
-	for i := range reqs {
-		d, err := s.peek(ctx, &reqs[i], now)
+	switch len(reqs) {
+	case 0:
+		return nil
+	case 1:
+		d, err := s.peek(ctx, &reqs[0], now)
 		if err != nil {
-			return s.placed(err, reqs, s.blame(ctx, err, i), i+1)
+			return err
 		}
-		out[i] = d
+		out[0] = d
+		return nil
 	}
-	return nil
+	return s.peekBatch(ctx, reqs, out, now)
 }
 
 func (s *Store) peek(ctx context.Context, r *store.Request, now int64) (algo.Decision, error) {
@@ -368,44 +374,46 @@ func (s *Store) peek(ctx context.Context, r *store.Request, now int64) (algo.Dec
 // Refund gives back units admitted by an earlier Take at Request.At (zero:
 // now). Window counters are decremented in the window that counted them;
 // the other algorithms apply algo.Limit.Refund under compare-and-swap.
-// Concurrency slots are given back by Release, not Refund.
+// Concurrency slots are given back by Release, not Refund. The requests
+// of several keys are refunded in two round trips per server (one when
+// they are all window counters), the servers concurrently (see
+// multikey.go); a failure on one server does not keep the others' keys
+// from being refunded, and the error (a *store.PartitionError over
+// several servers) names the servers that failed.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err
 	}
-	now := s.nowUS()
-	for i := range reqs {
-		r := &reqs[i]
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		at := r.At
-		if at == 0 {
-			at = now
-		}
-		if r.Cost == 0 {
-			continue
-		}
-		var err error
-		switch r.Limit.Algorithm() {
-		case algo.FixedWindow, algo.SlidingWindow:
-			err = s.refundCounter(r, at)
-		case algo.Concurrency:
-		default:
-			l, cost := r.Limit, r.Cost
-			_, err = s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
-				if !live {
-					return algo.Decision{}, noWrite
-				}
-				l.Refund(st, now, at, cost)
-				return algo.Decision{}, mustWrite
-			})
-		}
-		if err != nil {
-			return s.placed(err, reqs, s.blame(ctx, err, i), i+1)
-		}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return nil
+	now := s.nowUS()
+	if len(reqs) != 1 {
+		return s.refundBatch(ctx, reqs, now)
+	}
+	r := &reqs[0]
+	at := r.At
+	if at == 0 {
+		at = now
+	}
+	if r.Cost == 0 {
+		return nil
+	}
+	switch r.Limit.Algorithm() {
+	case algo.FixedWindow, algo.SlidingWindow:
+		return s.refundCounter(r, at)
+	case algo.Concurrency:
+		return nil
+	}
+	l, cost := r.Limit, r.Cost
+	_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+		if !live {
+			return algo.Decision{}, noWrite
+		}
+		l.Refund(st, now, at, cost)
+		return algo.Decision{}, mustWrite
+	})
+	return err
 }
 
 // Release gives back the Concurrency leases (Request.Lease) of reqs;

@@ -13,16 +13,15 @@ import (
 	"github.com/floodgate/floodgate/store/memcached"
 )
 
-// TestDeadServerPlaced: with one server of a ring of two dead, a Take or
-// a Peek over a key of each names the dead server's partition as failed.
-// A Take reaches its servers at once, so the live one did its part (a
-// reserved charge rolled back) in either order; a Peek goes key after
-// key: with the live server's key first, that server did its part (a
-// read), and with the dead one's first, the live one was not reached
-// (skipped). A call over the live server alone
-// succeeds, and one over the dead server alone fails with a plain error.
-// store/resilient counts the failure against the dead server's breaker
-// only.
+// TestDeadServerPlaced: with one server of a ring of two dead, a Take, a
+// Peek or a Refund over a key of each names the dead server's partition
+// as failed. Each reaches its servers at once, so the live one did its
+// part (a reserved charge rolled back, a read, a refund) in either order
+// and none is skipped (a Peek and a Refund went key after key, and with
+// the dead server's key first skipped the live one). A call over the live
+// server alone succeeds, and one over the dead server alone fails with a
+// plain error. store/resilient counts the failure against the dead
+// server's breaker only.
 func TestDeadServerPlaced(t *testing.T) {
 	a, b := testserver.NewMemcached(t), testserver.NewMemcached(t)
 	if a == nil || b == nil {
@@ -42,7 +41,7 @@ func TestDeadServerPlaced(t *testing.T) {
 			dead = k
 		}
 	}
-	pl, pd := s.Partition(live), s.Partition(dead)
+	pd := s.Partition(dead)
 	if err := b.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,18 +50,14 @@ func TestDeadServerPlaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tc := range []struct {
-			keys    []string
-			skipped []int // by Peek
-		}{
-			{[]string{live, dead}, nil},
-			{[]string{dead, live}, []int{pl}},
-		} {
-			reqs := []store.Request{{Key: tc.keys[0], Limit: l, Cost: 1}, {Key: tc.keys[1], Limit: l, Cost: 1}}
+		for _, keys := range [][]string{{live, dead}, {dead, live}} {
+			reqs := []store.Request{{Key: keys[0], Limit: l, Cost: 1}, {Key: keys[1], Limit: l, Cost: 1}}
 			_, err := s.Take(t.Context(), reqs, make([]algo.Decision, 2))
-			checkPlaced(t, "Take", k, tc.keys, err, []int{pd}, nil)
+			checkPlaced(t, "Take", k, keys, err, []int{pd}, nil)
 			err = s.Peek(t.Context(), reqs, make([]algo.Decision, 2))
-			checkPlaced(t, "Peek", k, tc.keys, err, []int{pd}, tc.skipped)
+			checkPlaced(t, "Peek", k, keys, err, []int{pd}, nil)
+			err = s.Refund(t.Context(), reqs)
+			checkPlaced(t, "Refund", k, keys, err, []int{pd}, nil)
 		}
 		peek := make([]algo.Decision, 1)
 		if err := s.Peek(t.Context(), []store.Request{{Key: live, Limit: l}}, peek); err != nil || peek[0].Remaining != 100 {

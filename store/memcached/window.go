@@ -222,33 +222,45 @@ func (s *Store) peekSliding(r *store.Request, now int64) (algo.Decision, error) 
 // loadWindow reads a window limit's counters for key at now as an
 // algo.State, and whether any counter exists.
 func (s *Store) loadWindow(key string, l *algo.Limit, now int64) (algo.State, bool, error) {
-	var keys []string
-	var st algo.State
-	switch l.Algorithm() {
-	case algo.FixedWindow:
-		start, _ := windowBounds(l, now)
-		keys = []string{s.keys.fixed(key, start)}
-		st = algo.State{A: start, C: now}
-	case algo.SlidingWindow:
-		sub, n := subWindow(l)
-		keys = s.keys.sliding(key, sub, now/sub, n)
-	default:
-		return st, false, nil
+	keys := s.windowCounters(key, l, now)
+	if keys == nil {
+		return algo.State{}, false, nil
 	}
 	counts, err := s.counts(keys)
 	if err != nil {
-		return st, false, unavailable("read", key, err)
+		return algo.State{}, false, unavailable("read", key, err)
 	}
 	found := false
 	for _, c := range counts {
 		found = found || c > 0
 	}
+	return countsState(l, now, counts), found, nil
+}
+
+// windowCounters lists the counters key has under the window limit l at
+// now, newest first: a fixed window's one, a sliding window's current
+// sub-window and its older ones; nil for the other algorithms.
+func (s *Store) windowCounters(key string, l *algo.Limit, now int64) []string {
+	switch l.Algorithm() {
+	case algo.FixedWindow:
+		start, _ := windowBounds(l, now)
+		return []string{s.keys.fixed(key, start)}
+	case algo.SlidingWindow:
+		sub, n := subWindow(l)
+		return s.keys.sliding(key, sub, now/sub, n)
+	}
+	return nil
+}
+
+// countsState lays out counts, those of windowCounters(key, l, now), as
+// l's algo.State at now.
+func countsState(l *algo.Limit, now int64, counts []int64) algo.State {
 	if l.Algorithm() == algo.FixedWindow {
-		st.B = counts[0]
-		return st, found, nil
+		start, _ := windowBounds(l, now)
+		return algo.State{A: start, B: counts[0], C: now}
 	}
 	sub, n := subWindow(l)
-	return slidingState(n, now, sub, counts), found, nil
+	return slidingState(n, now, sub, counts)
 }
 
 // windowKeys lists the counters key may have now under every window limit
@@ -270,20 +282,23 @@ func (s *Store) windowKeys(key string, now int64) []string {
 
 // refundCounter gives cost back to the counter that counted a Take at at.
 func (s *Store) refundCounter(r *store.Request, at int64) error {
-	var key string
-	switch r.Limit.Algorithm() {
-	case algo.FixedWindow:
-		start, _ := windowBounds(r.Limit, at)
-		key = s.keys.fixed(r.Key, start)
-	default:
-		sub, _ := subWindow(r.Limit)
-		key = s.keys.sliding(r.Key, sub, at/sub, 0)[0]
-	}
 	s.stats.counterOps.Add(1)
-	if err := s.decr(key, r.Cost); err != nil {
+	if err := s.decr(s.refundedCounter(r, at), r.Cost); err != nil {
 		return unavailable("refund", r.Key, err)
 	}
 	return nil
+}
+
+// refundedCounter is the counter that counted r's Take at at: a fixed
+// window's of the window holding at, a sliding window's sub-window
+// holding at.
+func (s *Store) refundedCounter(r *store.Request, at int64) string {
+	if r.Limit.Algorithm() == algo.FixedWindow {
+		start, _ := windowBounds(r.Limit, at)
+		return s.keys.fixed(r.Key, start)
+	}
+	sub, _ := subWindow(r.Limit)
+	return s.keys.sliding(r.Key, sub, at/sub, 0)[0]
 }
 
 // unavailableOr keeps ErrContention as it is and wraps anything else as
