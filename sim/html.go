@@ -129,7 +129,7 @@ func Charts(res *Result) []NamedChart {
 	}
 	var events []chart.Rule
 	for _, e := range sc.Events {
-		events = append(events, chart.Rule{At: e.At.D().Seconds() / div, Label: fmt.Sprintf("scale to %d instances", e.Instances), Color: chart.Palette[8]})
+		events = append(events, chart.Rule{At: e.At.D().Seconds() / div, Label: "scale to " + count(e.Instances, "instance"), Color: chart.Palette[8]})
 	}
 	var windows []NamedChart
 	for i, c := range res.Contenders {
@@ -272,8 +272,8 @@ func WriteReport(dir string, res *Result) error {
 			`table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}` +
 			`td:first-child,th:first-child{text-align:left}figure{margin:2em 0}img{max-width:100%}pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head><body>` + "\n")
 		fmt.Fprintf(w, "<h1>floodgate sim: %s</h1>\n", e(sc.Name))
-		fmt.Fprintf(w, "<p>%v simulated, limit %d per %s per key, seed %d, %d requests offered. Every decision is judged against a perfect sliding window over what the contender admitted. Files: <a href=\"series.csv\">series.csv</a> (every series), <a href=\"table.txt\">table.txt</a>, <a href=\"scenario.yaml\">scenario.yaml</a> (rerun with <code>floodgate sim --scenario scenario.yaml</code>).</p>\n",
-			sc.Duration.D(), sc.Limit, e(fmtDur(sc.Period.D())), sc.Seed, res.Offered.Metrics.Requests)
+		fmt.Fprintf(w, "<p>%v simulated, limit %d per %s per key, seed %d, %s offered. Every decision is judged against a perfect sliding window over what the contender admitted. Files: <a href=\"series.csv\">series.csv</a> (every series), <a href=\"table.txt\">table.txt</a>, <a href=\"scenario.yaml\">scenario.yaml</a> (rerun with <code>floodgate sim --scenario scenario.yaml</code>).</p>\n",
+			sc.Duration.D(), sc.Limit, e(fmtDur(sc.Period.D())), sc.Seed, count(res.Offered.Metrics.Requests, "request"))
 		w.WriteString("<table><tr><th>contender</th><th>admitted units</th><th>vs ideal</th><th>per-key units +/− ideal</th><th>over-admitted reqs</th><th>under-admitted reqs</th><th>wrong decisions</th><th>max in a window</th><th>latency avg / max</th><th>store calls / decision</th></tr>\n")
 		for _, c := range append([]ContenderResult{res.Ideal}, res.Contenders...) {
 			r := tableRow(c.Metrics, res)

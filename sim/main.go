@@ -310,8 +310,8 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fail(err)
 	}
 	if res.ReplayPast > 0 {
-		fmt.Fprintf(stderr, "floodgate sim: warning: %d replayed request%s at or after the end of the run (%v) not simulated; a longer %s, or none (up to the last request), replays them\n",
-			res.ReplayPast, plural(res.ReplayPast), sc.Duration.D(), sc.field("duration"))
+		fmt.Fprintf(stderr, "floodgate sim: warning: %s at or after the end of the run (%v) not simulated; a longer %s, or none (up to the last request), replays them\n",
+			count(res.ReplayPast, "replayed request"), sc.Duration.D(), sc.field("duration"))
 	}
 	if *csvPath == "-" {
 		if err := WriteCSV(stdout, res); err != nil {
@@ -341,15 +341,8 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		fmt.Fprintf(stderr, "report written to %s/index.html\n", strings.TrimRight(*out, "/"))
 	}
-	fmt.Fprintf(stderr, "simulated %d requests × %d contenders in %v\n", res.Offered.Metrics.Requests, len(res.Contenders)+1, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "simulated %s × %s in %v\n", count(res.Offered.Metrics.Requests, "request"), count(len(res.Contenders)+1, "contender"), time.Since(start).Round(time.Millisecond))
 	return 0
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 // flagsApply rejects the traffic flags set that the traffic kind would

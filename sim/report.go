@@ -24,7 +24,7 @@ func WriteTable(w io.Writer, res *Result) error {
 	off := res.Offered.Metrics
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "scenario %s: %v simulated, limit %d per %v per key, seed %d\n", sc.Name, sc.Duration.D(), sc.Limit, fmtDur(sc.Period.D()), sc.Seed)
-	fmt.Fprintf(bw, "offered: %d requests, %d units; the perfect sliding window admits %d units\n\n", off.Requests, off.Units, res.Ideal.Metrics.AdmittedUnits)
+	fmt.Fprintf(bw, "offered: %s, %s; the perfect sliding window admits %s\n\n", count(off.Requests, "request"), count(off.Units, "unit"), count(res.Ideal.Metrics.AdmittedUnits, "unit"))
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rows := append([]ContenderResult{res.Ideal}, res.Contenders...)
 	nameW := 0
@@ -77,6 +77,15 @@ func tableRow(m Metrics, res *Result) row {
 	r.latency = fmtLatency(m.MeanLatency()) + " / " + fmtLatency(float64(m.LatencyMax))
 	r.calls = fmt.Sprintf("%.3f", m.CallsPerDecision())
 	return r
+}
+
+// count is n and the noun, plural unless n is 1: "1 request", "0 requests",
+// "2 requests". The nouns it is given take an s.
+func count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func pct(a, b int64) string {

@@ -429,8 +429,8 @@ func (sc *Scenario) checkKeyTables(keys int) error {
 		}
 	}
 	if need := int64(keys) * perKey; need > maxKeyTableBytes {
-		return sc.errorf(0, "%d keys × %d contenders, the ideal and the offered traffic (up to %d instances) need about %s of per-key tables, over the bound of %s: simulate fewer keys (a sample of them behaves alike), fewer contenders or fewer instances",
-			keys, len(sc.Contenders), k, fmtBytes(need), fmtBytes(maxKeyTableBytes))
+		return sc.errorf(0, "%s × %s, the ideal and the offered traffic (up to %s) need about %s of per-key tables, over the bound of %s: simulate fewer keys (a sample of them behaves alike), fewer contenders or fewer instances",
+			count(keys, "key"), count(len(sc.Contenders), "contender"), count(k, "instance"), fmtBytes(need), fmtBytes(maxKeyTableBytes))
 	}
 	return nil
 }

@@ -962,7 +962,7 @@ func (sc *Scenario) validateContender(i int) error {
 	}
 	if c.Strategy == StrategyLocal && c.Share == ShareSplit {
 		if _, err := c.compile(max(1, sc.Limit/int64(c.Instances)), sc.Period); err != nil {
-			return bad("algorithm", "limit ÷ %d instances: %v", c.Instances, err)
+			return bad("algorithm", "limit ÷ %s: %v", count(c.Instances, "instance"), err)
 		}
 	}
 	if c.Name == "" {

@@ -297,7 +297,7 @@ func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, e
 		}
 		f := strings.Fields(text)
 		if len(f) < 2 || len(f) > 3 {
-			return nil, nil, bad("want \"time key [cost]\", got %d fields", len(f))
+			return nil, nil, bad("want \"time key [cost]\", got %s", count(len(f), "field"))
 		}
 		var t int64
 		if sec, err := strconv.ParseFloat(f[0], 64); err == nil {

@@ -86,10 +86,19 @@ const (
 	titleSize = 2 // the title is drawn at twice the size
 )
 
+// values is "1 x value", "2 x values": n values of the axis, plural
+// unless n is 1.
+func values(n int, axis string) string {
+	if n == 1 {
+		return "1 " + axis + " value"
+	}
+	return fmt.Sprintf("%d %s values", n, axis)
+}
+
 func (c *Chart) validate() error {
 	for i, l := range c.Lines {
 		if len(l.X) != len(l.Y) {
-			return fmt.Errorf("%w: line %d (%q): %d x values and %d y values", ErrChart, i, l.Name, len(l.X), len(l.Y))
+			return fmt.Errorf("%w: line %d (%q): %s and %s", ErrChart, i, l.Name, values(len(l.X), "x"), values(len(l.Y), "y"))
 		}
 	}
 	if c.Width < 0 || c.Height < 0 || c.Width > 8000 || c.Height > 8000 {

@@ -159,3 +159,13 @@ func BenchmarkPNG(b *testing.B) {
 		}
 	}
 }
+
+// A line whose x and y values differ in number says how many of each,
+// singular for 1.
+func TestMismatchedLineCountsOfOne(t *testing.T) {
+	c := &Chart{Lines: []Line{{Name: "l", X: []float64{1}, Y: []float64{1, 2}}}}
+	err := c.SVG(&bytes.Buffer{})
+	if want := `line 0 ("l"): 1 x value and 2 y values`; !errors.Is(err, ErrChart) || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("SVG: %v, want an ErrChart ending %q", err, want)
+	}
+}
