@@ -16,7 +16,8 @@ import (
 type Hit struct {
 	// Limiter decides the hit. Required.
 	Limiter *Limiter
-	// Key is the key under Limiter (its name is prefixed to it).
+	// Key is the key under Limiter (its key prefix and name are prefixed
+	// to it: see Limiter.StoreKey).
 	Key string
 	// Cost is the number of units to take. Zero means 1, as
 	// middleware.WithCost and policy descriptors have it, so that a Hit
@@ -111,9 +112,10 @@ type storeGroup struct {
 // that case another caller may briefly see the units of a group that is
 // being rolled back as taken.
 //
-// A store key (the same store.Store value and the same name, separator and
-// key) may appear in several hits: the same Limiter and key twice, two
-// Limiters sharing a name, or names and keys whose concatenations meet.
+// A store key (the same store.Store value and the same key prefix, name,
+// separator and key: see Limiter.StoreKey) may appear in several hits: the
+// same Limiter and key twice, two Limiters sharing a prefix and a name, or
+// prefixes, names and keys whose concatenations meet.
 // Their costs add up, as if one hit asked for their sum: two hits of cost
 // 3 on a limit of 5 are refused although each alone would pass, and the
 // later hit's decision reports the sum's refusal, with the RetryAfter of

@@ -52,9 +52,18 @@
 //
 // Decisions are the algo package's, made atomically by the store, so a
 // Limiter is exact under any number of goroutines and processes sharing a
-// store: a budget of K admits exactly K for the exact algorithms. Names
-// prefix keys (name + ":" + key by default), so limits in one store never
-// share state.
+// store: a budget of K admits exactly K for the exact algorithms.
+//
+// # Keys
+//
+// The store key of a Limiter's key is "fg:" + name + ":" + key by default
+// (New's limiter "user" keeps key "42" under "fg:user:42"): the prefix
+// (DefaultKeyPrefix, the policy engine's too; WithKeyPrefix changes it)
+// keeps the limiter's keys apart from an application's own in a shared
+// Redis, and within the ACL key pattern ~fg:* that docs/STORES.md
+// recommends; the name keeps limits in one store from sharing state.
+// WithKeyPrefix("") gives the keys of Floodgate before the prefix
+// ("user:42"), for state that must carry over.
 //
 // # Waiting
 //
@@ -122,8 +131,9 @@
 // # Cost
 //
 // With the memory store, Allow, AllowN and Reserve's decision allocate
-// nothing: the limiter hands the name and the key to the store separately
-// and the store never builds their concatenation unless the key is new.
+// nothing: the limiter hands its prefix (key prefix, name and separator,
+// built once by New) and the key to the store separately, and the store
+// never builds their concatenation on the heap unless the key is new.
 // Other stores receive the concatenated key, one small allocation per call
 // next to a network round trip.
 package limiter

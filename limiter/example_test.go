@@ -40,6 +40,25 @@ func ExampleNew() {
 	// call 4: allowed=false remaining=0 retry=1m0s
 }
 
+// A limiter's store keys start with "fg:", then its name: they stay
+// apart from the application's own keys in a shared Redis. WithKeyPrefix
+// sets another prefix, or none for the keys of before the prefix.
+func ExampleWithKeyPrefix() {
+	st, _ := memory.New()
+	defer st.Close()
+	p := algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second}
+	users, _ := limiter.New(st, "user", p)
+	tenantB, _ := limiter.New(st, "user", p, limiter.WithKeyPrefix("fg:tenant-b:"))
+	old, _ := limiter.New(st, "user", p, limiter.WithKeyPrefix(""))
+	fmt.Println(users.StoreKey("42"))
+	fmt.Println(tenantB.StoreKey("42"))
+	fmt.Println(old.StoreKey("42"))
+	// Output:
+	// fg:user:42
+	// fg:tenant-b:user:42
+	// user:42
+}
+
 // A reservation is cancelled when the work it was for does not happen:
 // the units come back.
 func ExampleLimiter_Reserve() {

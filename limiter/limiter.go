@@ -13,6 +13,12 @@ import (
 	"github.com/floodgate/floodgate/store/memory"
 )
 
+// DefaultKeyPrefix starts every store key of a Limiter unless
+// WithKeyPrefix says otherwise: the prefix of the policy engine's keys
+// (policy.DefaultKeyPrefix) and of docs/STORES.md's Redis ACL (~fg:*), so
+// that the limiter's keys stay out of the application's in a shared store.
+const DefaultKeyPrefix = "fg:"
+
 // DefaultSeparator joins a limiter's name and a key into the store key.
 const DefaultSeparator = ":"
 
@@ -20,6 +26,7 @@ const DefaultSeparator = ":"
 type Option func(*config)
 
 type config struct {
+	keyPrefix  string
 	sep        string
 	leaseID    func() uint64
 	timeout    time.Duration
@@ -47,6 +54,14 @@ const DefaultMaxWaiters = 1024
 // golang.org/x/time/rate's behaviour: no bound but the deadlines.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
+// WithKeyPrefix sets the string that starts every store key of the
+// limiter, before its name (default DefaultKeyPrefix, "fg:"): the store
+// key of key is prefix + name + separator + key. "" gives the keys of
+// Floodgate before the prefix (name + separator + key, e.g. "user:42"),
+// for a store whose state must carry over; such keys can collide with an
+// application's own in a shared Redis.
+func WithKeyPrefix(p string) Option { return func(c *config) { c.keyPrefix = p } }
+
 // WithSeparator sets the string between the limiter's name and each key
 // (default DefaultSeparator, ":").
 func WithSeparator(sep string) Option { return func(c *config) { c.sep = sep } }
@@ -72,23 +87,28 @@ type Limiter struct {
 	st      store.Store
 	mem     *memory.Store // st, when it is the memory store: the allocation-free path
 	name    string
-	prefix  string // name + separator
+	prefix  string // key prefix + name + separator
 	limit   *algo.Limit
 	leaseID func() uint64
 	timeout time.Duration
 	waits   *waitQueues // Wait's queues, one per key with waiters
 }
 
-// New returns a limiter applying p to keys in st under name. The name
-// prefixes every key (name + separator + key), so that limiters sharing a
-// store never share state; it must not be empty, and two limiters of a
-// store with different parameters must not share it (nothing checks: the
-// second reads the first's state as its own, or, of another algorithm,
-// overwrites it as fresh). A fixed window's windows are aligned on the
-// Unix epoch, as calendar minutes and hours are, not on a key's first
-// request: a one-minute window opened by a request at :50 resets at the
-// next :00, ten seconds later. Options and their defaults:
+// New returns a limiter applying p to keys in st under name. The store key
+// of key is the key prefix, the name, the separator and key ("fg:" +
+// "user" + ":" + "42" = "fg:user:42" by default): the prefix keeps the
+// limiter's keys apart from an application's in a shared store (and within
+// a Redis ACL's ~fg:*), the name keeps limiters sharing a store from
+// sharing state. WithKeyPrefix("") gives the keys without the prefix
+// ("user:42") that Floodgate used before. The name must not be empty, and
+// two limiters of a store with different parameters must not share it
+// (nothing checks: the second reads the first's state as its own, or, of
+// another algorithm, overwrites it as fresh). A fixed window's windows are
+// aligned on the Unix epoch, as calendar minutes and hours are, not on a
+// key's first request: a one-minute window opened by a request at :50
+// resets at the next :00, ten seconds later. Options and their defaults:
 //
+//   - WithKeyPrefix: DefaultKeyPrefix, "fg:".
 //   - WithSeparator: ":".
 //   - WithLeaseIDs: random non-zero IDs.
 //   - WithStoreTimeout: 0, no timeout of its own.
@@ -107,7 +127,7 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	if err != nil {
 		return nil, fmt.Errorf("limiter %q: %w", name, err)
 	}
-	c := config{sep: DefaultSeparator, leaseID: randomLeaseID, maxWaiters: DefaultMaxWaiters}
+	c := config{keyPrefix: DefaultKeyPrefix, sep: DefaultSeparator, leaseID: randomLeaseID, maxWaiters: DefaultMaxWaiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -122,7 +142,7 @@ func New(st store.Store, name string, p algo.Params, opts ...Option) (*Limiter, 
 	if c.maxWaiters < 1 {
 		return nil, fmt.Errorf("limiter %q: max waiters must be at least 1, got %d", name, c.maxWaiters)
 	}
-	lim := &Limiter{st: st, name: name, prefix: name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout,
+	lim := &Limiter{st: st, name: name, prefix: c.keyPrefix + name + c.sep, limit: l, leaseID: c.leaseID, timeout: c.timeout,
 		waits: &waitQueues{size: c.maxWaiters}}
 	lim.mem, _ = st.(*memory.Store)
 	return lim, nil
@@ -167,7 +187,8 @@ func (l *Limiter) Store() store.Store {
 	return l.st
 }
 
-// StoreKey returns the store key of key: the name, the separator, the key.
+// StoreKey returns the store key of key: the key prefix (WithKeyPrefix,
+// "fg:" by default), the name, the separator and key, e.g. "fg:user:42".
 func (l *Limiter) StoreKey(key string) string {
 	if l == nil {
 		return key
@@ -234,8 +255,8 @@ func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, leas
 }
 
 // Allow is AllowN(ctx, key, 1). Any key is valid, "" included: the store
-// key is the limiter's name, the separator and key, so "" is one key of
-// its own (a limiter-wide limit).
+// key is the key prefix, the limiter's name, the separator and key (see
+// StoreKey), so "" is one key of its own (a limiter-wide limit).
 func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) {
 	var d algo.Decision // see AllowN
 	err := l.allowN(ctx, &d, key, 1)

@@ -115,8 +115,8 @@ func TestAllowN(t *testing.T) {
 		if _, err := l.AllowN(ctx, "alice", -1); !errors.Is(err, store.ErrBadRequest) {
 			t.Errorf("AllowN(-1): %v, want ErrBadRequest", err)
 		}
-		if got := l.StoreKey("alice"); got != "api:alice" {
-			t.Errorf("StoreKey = %q, want api:alice", got)
+		if got := l.StoreKey("alice"); got != "fg:api:alice" {
+			t.Errorf("StoreKey = %q, want fg:api:alice", got)
 		}
 	})
 }
@@ -454,6 +454,9 @@ func TestAllowAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = l.Allow(ctx, "user-1") }); n != 0 {
 		t.Errorf("Allow allocates %v times per call, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = l.AllowN(ctx, "user-1", 2) }); n != 0 {
+		t.Errorf("AllowN allocates %v times per call, want 0", n)
 	}
 	loc, err := limiter.NewLocal(storetest.BenchLimit)
 	if err != nil {
