@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
@@ -99,4 +100,62 @@ func BenchmarkTake(b *testing.B) {
 		}
 		run(b, s, over)
 	})
+}
+
+// BenchmarkFailLocal measures a Take that FailLocal decides while the store
+// is down (a stopped redis-server, the breaker open), with the number of
+// distinct limits in use in turn as the dimension: 1, 4096 (one generation
+// of local shares) and 6000 (past one, within two). A warm-up pass before
+// the timer compiles their local shares; BenchmarkShare measures the
+// lookup alone.
+func BenchmarkFailLocal(b *testing.B) {
+	srv := testserver.NewRedis(b)
+	if srv == nil {
+		b.Skip("no redis-server")
+	}
+	inner, err := redis.Open("redis://"+srv.Addr, redis.WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailLocal), resilient.WithInstances(4),
+		resilient.WithBreaker(1, time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := srv.Stop(); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 4096, 6000} {
+		b.Run("limits="+strconv.Itoa(n), func(b *testing.B) {
+			lims := make([]*algo.Limit, n)
+			for i := range lims {
+				l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1 << 50, Period: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
+				lims[i] = l
+			}
+			out := make([]algo.Decision, 1)
+			for _, l := range lims {
+				res, err := s.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Fallback || out[0].Limit != 1<<48 {
+					b.Fatalf("fallback %v, limit %d; want the local share %d", res.Fallback, out[0].Limit, 1<<48)
+				}
+			}
+			b.ReportAllocs()
+			reqs := make([]store.Request, 1)
+			i := 0
+			for b.Loop() {
+				reqs[0] = store.Request{Key: "k", Limit: lims[i%n], Cost: 1}
+				if _, err := s.Take(context.Background(), reqs, out); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
 }

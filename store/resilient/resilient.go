@@ -39,8 +39,7 @@ type Store struct {
 
 	localMu sync.Mutex
 	local   atomic.Pointer[store.Store]
-	divided sync.Map // *algo.Limit → *algo.Limit (see share)
-	shares  atomic.Int64
+	shares  shareCache // FailLocal's local shares (see share)
 }
 
 var (
