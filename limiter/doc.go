@@ -35,9 +35,11 @@
 //	AllowN(t, n)               l.AllowN(n), or l.Take(n) for the Decision;
 //	                           the time is the clock's (WithLocalClock)
 //	Reserve(), ReserveN(t, n)  l.Reserve(n): refused, not in debt, when the
-//	                           units are not there (OK false, Delay the
-//	                           RetryAfter); an OK Delay comes from Shaper,
-//	                           SmoothBursty and SmoothWarmup only
+//	                           units are not there: OK false, Delay
+//	                           algo.Never (rate.InfDuration's place), the
+//	                           retry time in r.Decision().RetryAfter; an
+//	                           OK Delay comes from Shaper, SmoothBursty
+//	                           and SmoothWarmup only
 //	r.OK(), r.Delay()          r.OK(), r.Delay(), r.Decision()
 //	r.Cancel()                 r.Cancel()
 //	Wait(ctx), WaitN(ctx, n)   l.Wait(ctx, n): FIFO, refused at once when
@@ -47,6 +49,18 @@
 //	Tokens()                   l.Peek(0).Remaining: whole units, never < 0
 //	Limit(), Burst()           l.Limit().Params() (Limit per Period),
 //	                           l.Limit().Capacity()
+//
+// A refused reservation holds no units and its Delay is algo.Never, so
+// x/time/rate's pattern
+//
+//	r := l.Reserve(1); time.Sleep(r.Delay()); act()
+//
+// never acts without the units. But it is not a way to wait here: where
+// x/time/rate's reservation goes into debt and Delay is the wait, a
+// Floodgate reservation is refused whenever the units are not there now,
+// and the pattern then sleeps for good. Check OK
+// (`if r := l.Reserve(1); r.OK() { time.Sleep(r.Delay()); act() }`), or
+// call l.Wait(ctx, 1) to block until admitted.
 //
 // # Guarantees
 //

@@ -338,8 +338,11 @@ type Reservation struct {
 // Reserve takes n units for key like AllowN and returns a Reservation that
 // can give them back with Cancel — the reserve-then-roll-back step of an
 // all-or-nothing acquisition across stores (inexact for the Smooth
-// algorithms: see Cancel). A refused reservation holds nothing (OK is
-// false). For a Concurrency limit the units are held under
+// algorithms: see Cancel). A refused reservation holds nothing: OK is
+// false, Delay is algo.Never (not the retry time: x/time/rate's
+// `time.Sleep(r.Delay()); act()` must not act on units it does not hold)
+// and Decision().RetryAfter says when to try again. For a Concurrency
+// limit the units are held under
 // a lease of their own that Cancel releases. With an error the Reservation
 // is nil, and its methods are safe to call on nil (Cancel does nothing and
 // returns nil, OK is false): a roll-back deferred right after Reserve,
@@ -365,10 +368,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 // OK reports whether the units were taken; false for a nil Reservation.
 func (r *Reservation) OK() bool { return r != nil && r.d.Allowed }
 
-// Delay is how long to wait before acting on the reservation: the
-// decision's Delay (a shaper's queueing, a smooth limiter's pacing) when OK,
-// otherwise its RetryAfter (algo.Never when the cost exceeds the capacity).
-// 0 for a nil Reservation.
+// Delay is how long to wait before acting on the reservation: when OK,
+// the decision's Delay (a shaper's queueing, a smooth limiter's pacing; 0
+// for the other algorithms). When refused it is algo.Never, as
+// x/time/rate's InfDuration for a reservation that is not OK: the
+// reservation holds no units, and waiting does not give it any, so
+// `time.Sleep(r.Delay()); act()` never acts on a refusal. The time to try
+// again with a new Reserve is Decision().RetryAfter. 0 for a nil
+// Reservation (that of an error, which says what went wrong).
 func (r *Reservation) Delay() time.Duration {
 	if r == nil {
 		return 0
@@ -376,7 +383,7 @@ func (r *Reservation) Delay() time.Duration {
 	if r.d.Allowed {
 		return r.d.Delay
 	}
-	return r.d.RetryAfter
+	return algo.Never
 }
 
 // Decision returns the store's decision; the zero Decision (not Allowed)

@@ -154,8 +154,8 @@ func TestReserveCancel(t *testing.T) {
 			t.Fatalf("Reserve(2) = %v, %v", r, err)
 		}
 		clock.Advance(time.Second)
-		if r2, _ := l.Reserve(ctx, "k", 2); r2.OK() || r2.Delay() != 59*time.Second {
-			t.Errorf("second Reserve(2) = OK %v delay %v; want refused, retry in 59s", r2.OK(), r2.Delay())
+		if r2, _ := l.Reserve(ctx, "k", 2); r2.OK() || r2.Delay() != algo.Never || r2.Decision().RetryAfter != 59*time.Second {
+			t.Errorf("second Reserve(2) = OK %v delay %v retry %v; want refused, delay Never, retry in 59s", r2.OK(), r2.Delay(), r2.Decision().RetryAfter)
 		} else if err := r2.Cancel(ctx); err != nil {
 			t.Errorf("Cancel of a refused reservation: %v", err)
 		}

@@ -383,9 +383,9 @@ type LocalReservation struct {
 // Reserve takes n units like Take and returns a reservation that can give
 // them back with Cancel, as Limiter.Reserve does for a key. Unlike
 // x/time/rate's Reserve it never goes into debt: a reservation the limit
-// cannot admit now is refused and holds nothing (OK is false, and Delay
-// says when to try again). A negative n is refused with Peek(n)'s
-// decision, as Take refuses it.
+// cannot admit now is refused and holds nothing (OK is false, Delay is
+// algo.Never, and Decision().RetryAfter says when to try again). A
+// negative n is refused with Peek(n)'s decision, as Take refuses it.
 func (l *Local) Reserve(n int64) *LocalReservation {
 	if n < 0 {
 		return &LocalReservation{d: l.Peek(n)}
@@ -402,14 +402,17 @@ func (r *LocalReservation) OK() bool { return r.d.Allowed }
 // Delay: the time until the reserved units may be used, x/time/rate's
 // meaning, which only Shaper (its queue) and SmoothBursty and SmoothWarmup
 // (their pacing) report; the other algorithms admit for now or not at all,
-// so it is 0. When refused it is the decision's RetryAfter, when the same
-// reservation would be admitted if nobody else takes meanwhile, and
-// algo.Never when n exceeds the capacity.
+// so it is 0. When refused it is algo.Never, as x/time/rate's InfDuration
+// for a reservation that is not OK: it holds no units and waiting gives it
+// none, so `time.Sleep(r.Delay()); act()` never acts on a refusal. When a
+// new Reserve would be admitted (if nobody else takes meanwhile) is the
+// decision's RetryAfter (Decision().RetryAfter; algo.Never too when n
+// exceeds the capacity).
 func (r *LocalReservation) Delay() time.Duration {
 	if r.d.Allowed {
 		return r.d.Delay
 	}
-	return r.d.RetryAfter
+	return algo.Never
 }
 
 // Decision returns the decision the reservation was made with.

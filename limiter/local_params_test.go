@@ -249,8 +249,8 @@ func TestLocalReserve(t *testing.T) {
 	if !all.OK() {
 		t.Fatal("Reserve(6) of the 6 left refused")
 	}
-	if no := l.Reserve(1); no.OK() || no.Delay() != 100*time.Millisecond {
-		t.Errorf("Reserve(1) on an empty bucket = ok %v delay %v; want false 100ms", no.OK(), no.Delay())
+	if no := l.Reserve(1); no.OK() || no.Delay() != algo.Never || no.Decision().RetryAfter != 100*time.Millisecond {
+		t.Errorf("Reserve(1) on an empty bucket = ok %v delay %v retry %v; want false Never 100ms", no.OK(), no.Delay(), no.Decision().RetryAfter)
 	} else {
 		no.Cancel() // holds nothing
 	}
