@@ -10,6 +10,11 @@
 //   - [New] returns a [*Middleware] for one domain of the rules. Its
 //     [Middleware.Handler] has the func(http.Handler) http.Handler shape that
 //     net/http, chi's Use and most routers take.
+//   - [ForLimiter] returns one for a single limiter.Limiter and a [Key]
+//     ([ClientIPKey], [KeyFunc], [KeyOf]), without rules or descriptors:
+//     one decision per request on the request's key, the same header
+//     fields, refusal and errors as New's for a rule of the same name and
+//     parameters. A request without a key passes untouched.
 //   - [Middleware.Check] is the decision without the wrapping, for adapters
 //     (the gin adapter in middleware/ginlimit, the gateway): it writes the
 //     header fields and, on refusal, the response, and returns a release
@@ -103,7 +108,8 @@
 //
 // # Concurrency and clock
 //
-// A Middleware is immutable and safe for concurrent use. It reads no clock:
+// A Middleware is immutable and safe for concurrent use. It reads no clock
+// (but ForLimiter's, for a calendar window's length: [WithClock]):
 // decisions use the store's clock, and holding uses the runtime's timers,
 // which testing/synctest fakes.
 package middleware

@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/dimension"
+	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/middleware"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store/memory"
@@ -92,4 +94,34 @@ descriptors:
 	// user="ana" 429 "per-user";r=0;t=40
 	// user="bo" 200 "per-user";r=0;t=40
 	// user="" 200
+}
+
+// Three calls per minute per client IP, without a rules file: a Limiter
+// and the client-IP key (here nobody is a trusted proxy; behind one, name
+// its networks: middleware.ClientIPKey("10.0.0.0/8")).
+func ExampleForLimiter() {
+	now := func() time.Time { return time.Date(2025, 1, 1, 0, 0, 20, 0, time.UTC) }
+	st, _ := memory.New(memory.WithClock(now)) // a fixed clock keeps the output stable
+	defer st.Close()
+	lim, err := limiter.New(st, "per-ip", algo.Params{Algorithm: algo.FixedWindow, Limit: 3, Period: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit, err := middleware.ForLimiter(lim, middleware.ClientIPKey())
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	h := limit.Handler(mux)
+	for range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/hello", nil))
+		fmt.Printf("%d %s %s retry=%q\n", w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 "per-ip";q=3;w=60 "per-ip";r=2;t=40 retry=""
+	// 200 "per-ip";q=3;w=60 "per-ip";r=1;t=40 retry=""
+	// 200 "per-ip";q=3;w=60 "per-ip";r=0;t=40 retry=""
+	// 429 "per-ip";q=3;w=60 "per-ip";r=0;t=40 retry="40"
 }

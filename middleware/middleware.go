@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/headers"
+	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
 )
@@ -67,6 +68,8 @@ type options struct {
 	refuseStatus int
 	// noDescCheck: WithDescriptorCheck(false); the zero value checks.
 	noDescCheck bool
+	// clock: WithClock, read by ForLimiter's middleware only.
+	clock func() time.Time
 }
 
 // WithHeaders chooses which header fields are written and under which
@@ -163,6 +166,12 @@ type Middleware struct {
 	into     intoDecider
 	pool     sync.Pool // *scratch
 	fields   *headers.Writer
+	// lim, for a middleware of ForLimiter, decides instead of d (which
+	// is then a stand-in), on the value of x's one entry; reserve: it
+	// decides with Reserve (a Concurrency slot to release, a delay whose
+	// failed hold gives the units back), else with AllowN.
+	lim     *limiter.Limiter
+	reserve bool
 }
 
 // scratch holds one request's descriptor and status buffers between
@@ -172,6 +181,9 @@ type scratch struct {
 	descs    []policy.Descriptor
 	entries  []policy.Entry
 	statuses policy.StatusBuffer
+	// limStatus is the status of ForLimiter's decision: kept here, it
+	// costs no allocation per request.
+	limStatus [1]policy.Status
 }
 
 // intoDecider is a Decider that can place a response's statuses in a
@@ -198,6 +210,7 @@ const defaultFallbackWait = 30 * time.Second
 //   - WithErrorLog: none
 //   - WithMaxWait(0): the rules' max_wait and the request's deadline
 //   - WithDescriptorCheck(true): a descriptor no rule can limit is an error
+//   - WithClock: not read (ForLimiter's only)
 //
 // When d is a *policy.Engine (anything with Config() *policy.Config), New
 // checks its configuration as it is now (a later SetConfig is checked only
@@ -291,7 +304,12 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 //
 // and call remove when the middleware is retired (a check left registered
 // keeps refusing configurations without its domain).
+//
+// A middleware of ForLimiter has no rules to check: it accepts any cfg.
 func (m *Middleware) CheckConfig(cfg *policy.Config) error {
+	if m.lim != nil {
+		return nil
+	}
 	if err := checkDomain(cfg, m.domain); err != nil {
 		return err
 	}
@@ -451,16 +469,13 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 	dims, err := m.x.Descriptors(r, sc.dims)
 	sc.dims = dims
 	if err != nil {
-		m.log(r, err)
-		status := http.StatusBadRequest
-		if errors.Is(err, dimension.ErrNoClientIP) {
-			status = http.StatusInternalServerError
-		}
-		WriteProblemFor(w, r, Problem{Status: status, Detail: err.Error(), Instance: pathOf(r)})
-		return nop, false
+		return m.unmapped(w, r, err)
 	}
 	if len(dims) == 0 {
 		return nop, true
+	}
+	if m.lim != nil {
+		return m.checkLimiter(w, r, dims[0].Entries[0].Value, &sc.limStatus, admitted)
 	}
 	req := policy.Request{Domain: m.domain, Descriptors: sc.convert(dims)}
 	if m.o.cost != nil {
@@ -500,17 +515,7 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nop, false
 			}
-			// A gRPC client hears a limit's refusal, with the delay as
-			// its pushback: UNAVAILABLE, 503's code, is retried at once.
-			// Any client learns when its turn would have come.
-			if IsGRPC(r) {
-				setPushback(w.Header(), resp.Delay)
-			}
-			m.fields.WriteStatuses(w.Header(), turnMissed(resp.Statuses))
-			m.fields.WriteRetryAfter(w.Header(), resp.Delay)
-			secs := headers.Seconds(resp.Delay)
-			WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r), grpcCode: grpcResourceExhausted,
-				RetryAfter: &secs, Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
+			m.turnAfterDeadline(w, r, resp)
 			return nop, false
 		}
 		m.fields.WriteStatuses(w.Header(), resp.Statuses)
@@ -537,6 +542,41 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 	}
 	reject(w, r, resp, headers.FromStatuses(resp.Statuses), m.o.refuseStatus)
 	return nop, false
+}
+
+// unmapped answers a request the extractor (or a Key) could not map: 400
+// with a problem body saying which entry, or 500 when it has no client
+// address (the server is set up wrong, not the request).
+func (m *Middleware) unmapped(w http.ResponseWriter, r *http.Request, err error) (func(), bool) {
+	var de *dimension.Error
+	if m.lim != nil && errors.As(err, &de) {
+		// The Key's entry is no descriptor its caller wrote.
+		err = fmt.Errorf("middleware: the key of limiter %q: %w", m.lim.Name(), de.Err)
+	}
+	m.log(r, err)
+	status := http.StatusBadRequest
+	if errors.Is(err, dimension.ErrNoClientIP) {
+		status = http.StatusInternalServerError
+	}
+	WriteProblemFor(w, r, Problem{Status: status, Detail: err.Error(), Instance: pathOf(r)})
+	return nop, false
+}
+
+// turnAfterDeadline answers an admitted request whose hold for resp's
+// Delay failed, its units given back already: 503 with the fields of the
+// delaying limits stated as refusing until its turn (turnMissed).
+func (m *Middleware) turnAfterDeadline(w http.ResponseWriter, r *http.Request, resp policy.Response) {
+	// A gRPC client hears a limit's refusal, with the delay as
+	// its pushback: UNAVAILABLE, 503's code, is retried at once.
+	// Any client learns when its turn would have come.
+	if IsGRPC(r) {
+		setPushback(w.Header(), resp.Delay)
+	}
+	m.fields.WriteStatuses(w.Header(), turnMissed(resp.Statuses))
+	m.fields.WriteRetryAfter(w.Header(), resp.Delay)
+	secs := headers.Seconds(resp.Delay)
+	WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r), grpcCode: grpcResourceExhausted,
+		RetryAfter: &secs, Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
 }
 
 // Reject writes the 429 answer for a refused response: Retry-After is

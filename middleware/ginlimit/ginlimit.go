@@ -6,6 +6,13 @@
 //	limit, err := middleware.New(engine, "api", extractor)
 //	router.Use(ginlimit.New(limit))
 //
+// Without a rules file, ForLimiter limits by one limiter.Limiter and a
+// key (middleware.ForLimiter):
+//
+//	lim, err := limiter.New(st, "per-ip", algo.Params{Algorithm: algo.TokenBucket, Limit: 100, Period: time.Minute})
+//	limit, err := ginlimit.ForLimiter(lim, middleware.ClientIPKey())
+//	router.Use(limit)
+//
 // A refused request is answered (429 with a problem body, or the degrade
 // fallback) and the chain aborted; an admitted one continues with the
 // fields set, and its concurrency slots are released when the chain
@@ -26,6 +33,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/middleware"
 )
 
@@ -43,6 +51,20 @@ func New(m *middleware.Middleware) gin.HandlerFunc {
 		defer done()
 		c.Next()
 	}
+}
+
+// ForLimiter returns a gin handler that limits each request by one
+// decision of lim on its key: New(middleware.ForLimiter(lim, key,
+// opts...)), with ForLimiter's behaviour, options and errors. The
+// client address of middleware.ClientIPKey is Floodgate's, with its own
+// trusted proxies, not gin's c.ClientIP() (see the package doc); a
+// middleware.KeyFunc can read the gin.Context through Context.
+func ForLimiter(lim *limiter.Limiter, key middleware.Key, opts ...middleware.Option) (gin.HandlerFunc, error) {
+	m, err := middleware.ForLimiter(lim, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return New(m), nil
 }
 
 // Context returns the gin.Context of a request that New's handler is
