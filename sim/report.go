@@ -66,7 +66,7 @@ func tableRow(m Metrics, res *Result) row {
 	ideal := res.Ideal.Metrics.AdmittedUnits
 	r := row{vs: "-", perKey: "-"}
 	if ideal > 0 {
-		r.vs = fmt.Sprintf("%+.1f%%", 100*float64(m.AdmittedUnits-ideal)/float64(ideal))
+		r.vs = signedPct(100 * float64(m.AdmittedUnits-ideal) / float64(ideal))
 		r.perKey = fmt.Sprintf("+%.1f%% / −%.1f%%", 100*float64(m.ExcessUnits)/float64(ideal), 100*float64(m.MissingUnits)/float64(ideal))
 	}
 	r.admitted = fmt.Sprintf("%d (%s)", m.AdmittedUnits, pct(m.AdmittedUnits, res.Offered.Metrics.Units))
@@ -86,6 +86,17 @@ func count[N int | int64](n N, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// signedPct prints a percentage with its sign, +17.8% or −2.5%: the minus
+// is U+2212, as in the per-key column and the headers ("+/−"), not the
+// hyphen-minus fmt writes.
+func signedPct(v float64) string {
+	s := fmt.Sprintf("%+.1f%%", v)
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		return "−" + rest
+	}
+	return s
 }
 
 func pct(a, b int64) string {
