@@ -487,3 +487,25 @@ func TestForLimiterKeyOf(t *testing.T) {
 		t.Errorf("key 198.51.100.0/24: %+v %v, want it spent", d, err)
 	}
 }
+
+// TestForLimiterGRPC: a gRPC call refused by the Limiter gets New's gRPC
+// answer, from the same refusal writer: RESOURCE_EXHAUSTED with the
+// reason, the fields, Retry-After and the pushback in milliseconds.
+func TestForLimiterGRPC(t *testing.T) {
+	c := newClock(t0)
+	lim := newLimiter(t, "per-ip", algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Minute}, c)
+	limit, err := middleware.ForLimiter(lim, middleware.ClientIPKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(ok))
+	h.ServeHTTP(httptest.NewRecorder(), grpcRequest("/pkg.Svc/M", "application/grpc"))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, grpcRequest("/pkg.Svc/M", "application/grpc"))
+	wantFields(t, "second call", w.Header(), map[string]string{
+		"Grpc-Status": "8", "Grpc-Message": "per-ip: rate limit exceeded; retry in 50 s", "Grpc-Retry-Pushback-Ms": "50000",
+		"Retry-After": "50", "RateLimit": `"per-ip";r=0;t=50`, "RateLimit-Policy": `"per-ip";q=1;w=60`})
+	if w.Code != 200 || w.Body.Len() != 0 {
+		t.Errorf("second call: HTTP %d, body %q; want a trailers-only 200", w.Code, w.Body)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/middleware"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store/redis"
@@ -144,5 +146,46 @@ func TestInstancesAgreeOnResetPerAlgorithm(t *testing.T) {
 				t.Errorf("RateLimit-Policy %q and %q", r.h.Get("RateLimit-Policy"), other.h.Get("RateLimit-Policy"))
 			}
 		})
+	}
+}
+
+// TestForLimiterOnRedis: two instances, each with its own Limiter of the
+// same name on its own Redis connection, share one budget per client
+// and report it alike: the decisions are the store's, on its clock.
+func TestForLimiterOnRedis(t *testing.T) {
+	addr := testserver.Redis(t)
+	if addr == "" {
+		return // skipped by testserver
+	}
+	name := fmt.Sprintf("mwtest-forlimiter-%d", time.Now().UnixNano())
+	var urls []string
+	for range 2 {
+		st, err := redis.Open("redis://" + addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		lim, err := limiter.New(st, name, algo.Params{Algorithm: algo.TokenBucket, Limit: 4, Period: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := middleware.ForLimiter(lim, middleware.ClientIPKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, serve(t, m, ok).URL)
+	}
+	policyField := `"` + name + `";q=4;w=3600`
+	for i, want := range []string{"3", "2", "1", "0"} {
+		r := get(t, urls[i%2])
+		if r.status != 200 || r.h.Get("X-RateLimit-Remaining") != want || r.h.Get("RateLimit-Policy") != policyField {
+			t.Errorf("request %d on instance %d: %d remaining %q policy %q, want 200, %s, %s", i+1, i%2, r.status,
+				r.h.Get("X-RateLimit-Remaining"), r.h.Get("RateLimit-Policy"), want, policyField)
+		}
+	}
+	for i, u := range urls {
+		if r := get(t, u); r.status != 429 || r.h.Get("Retry-After") == "" {
+			t.Errorf("instance %d over the shared budget: %d, Retry-After %q", i, r.status, r.h.Get("Retry-After"))
+		}
 	}
 }
