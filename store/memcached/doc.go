@@ -81,9 +81,9 @@
 // successive Takes would. (Before, the keys went one round trip after the
 // other: a request with a thousand descriptors outlasted the store
 // timeout and was answered by the failure policy.) A Peek of several
-// keys reads them all in one step, one round trip per server; a Refund
-// of several decrements its window counters in one step and refunds its
-// compare-and-swap states in two (gets, then cas), a lost
+// keys reads them all with one GetMulti per server, one round trip each;
+// a Refund of several decrements its window counters in one step and
+// refunds its compare-and-swap states in two (gets, then cas), a lost
 // compare-and-swap adding two per retry as for Take: a cas lands once or
 // not at all, so a refund is neither lost nor applied twice. Release and
 // Renew still go key after key.

