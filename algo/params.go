@@ -38,6 +38,30 @@ var kindNames = [...]string{
 	Concurrency:   "concurrency",
 }
 
+// kindGoNames are the Kinds' Go names, for the errors of a Go caller who
+// left Params.Algorithm unset.
+var kindGoNames = [...]string{
+	FixedWindow:   "FixedWindow",
+	SlidingLog:    "SlidingLog",
+	SlidingWindow: "SlidingWindow",
+	TokenBucket:   "TokenBucket",
+	GCRA:          "GCRA",
+	Shaper:        "Shaper",
+	SmoothBursty:  "SmoothBursty",
+	SmoothWarmup:  "SmoothWarmup",
+	Concurrency:   "Concurrency",
+}
+
+// goKindList is "algo.FixedWindow, algo.SlidingLog, …": every Kind by its
+// Go name.
+func goKindList() string {
+	names := make([]string, 0, len(kindGoNames))
+	for _, k := range Kinds() {
+		names = append(names, "algo."+kindGoNames[k])
+	}
+	return strings.Join(names, ", ")
+}
+
 // Kinds lists every algorithm, in declaration order.
 func Kinds() []Kind {
 	return []Kind{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, GCRA, Shaper, SmoothBursty, SmoothWarmup, Concurrency}
@@ -224,8 +248,11 @@ func Compile(p Params) (*Limit, error) {
 	bad := func(field, format string, args ...any) (*Limit, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
 	}
-	if p.Algorithm < FixedWindow || p.Algorithm > Concurrency {
-		return bad("algorithm", "unknown algorithm %d", p.Algorithm)
+	if p.Algorithm == 0 {
+		return bad("algorithm", "not set: set Params.Algorithm to one of %s", goKindList())
+	}
+	if p.Algorithm > Concurrency {
+		return bad("algorithm", "unknown algorithm %d: want one of %s", uint8(p.Algorithm), goKindList())
 	}
 	if p.Limit <= 0 {
 		return bad("limit", "must be > 0, got %d", p.Limit)

@@ -76,6 +76,31 @@ func TestCompileRejects(t *testing.T) {
 	}
 }
 
+// TestCompileAlgorithmNotSet: Params without an Algorithm is told so,
+// with the Go names to choose from, not "unknown algorithm 0"; an
+// out-of-range Kind gets the same list.
+func TestCompileAlgorithmNotSet(t *testing.T) {
+	const list = "algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow, algo.TokenBucket, algo.GCRA, algo.Shaper, algo.SmoothBursty, algo.SmoothWarmup, algo.Concurrency"
+	for _, c := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Limit: 10, Period: time.Second}, "invalid limit: algorithm: not set: set Params.Algorithm to one of " + list},
+		{Params{Algorithm: 99, Limit: 10, Period: time.Second}, "invalid limit: algorithm: unknown algorithm 99: want one of " + list},
+	} {
+		if _, err := Compile(c.p); err == nil || err.Error() != c.want || !errors.Is(err, ErrInvalid) {
+			t.Errorf("Compile(%+v) = %v;\nwant %s (wrapping ErrInvalid)", c.p, err, c.want)
+		}
+	}
+	// Every Kind is in the list under its Go name: a new Kind without one
+	// would read "algo." there.
+	for _, k := range Kinds() {
+		if int(k) >= len(kindGoNames) || kindGoNames[k] == "" {
+			t.Errorf("%s has no Go name in kindGoNames", k)
+		}
+	}
+}
+
 func TestCompileDefaults(t *testing.T) {
 	tests := []struct {
 		name     string
