@@ -33,7 +33,7 @@ var ErrNotConcurrency = errors.New("limiter: not a concurrency limit")
 // when its context's deadline ends the wait: at once when the wait would
 // outlast it, or when it passes (Err is then set); and at once when its
 // key's wait queue is full (Err is ErrQueueFull). Acquire returns it when
-// no slot is free.
+// no slot is free (Slots is then set).
 type RetryError struct {
 	// Limiter is the name of the Limiter that refused; "" for a Local.
 	Limiter string
@@ -48,18 +48,28 @@ type RetryError struct {
 	// wait queue was full; nil for a refusal foreseen while there was
 	// still time, and for Acquire.
 	Err error
+	// Slots is, for Acquire's refusal, the concurrency limit's number of
+	// slots, all in use; After is then when the oldest lease expires at
+	// the latest (a release may free a slot sooner). 0 for the refusals
+	// of Wait.
+	Slots int64
 }
 
 // Error describes the refusal, e.g. `limiter "api": rate limited, retry
 // after 50ms`, followed by Err if set: `limiter "api": rate limited, retry
 // after 50ms: context deadline exceeded`, `limiter "api": rate limited,
-// retry after 2s: wait queue full`.
+// retry after 2s: wait queue full`. Acquire's refusal says that the slots
+// are taken, not that a rate was passed: `limiter "db": all 5 concurrency
+// slots in use; the oldest lease expires in 1m0s at the latest`.
 func (e *RetryError) Error() string {
-	var s string
-	if e.Limiter == "" {
-		s = fmt.Sprintf("limiter: rate limited, retry after %v", e.After)
+	s := "limiter: "
+	if e.Limiter != "" {
+		s = fmt.Sprintf("limiter %q: ", e.Limiter)
+	}
+	if e.Slots > 0 {
+		s += fmt.Sprintf("all %d concurrency slots in use; the oldest lease expires in %v at the latest", e.Slots, e.After)
 	} else {
-		s = fmt.Sprintf("limiter %q: rate limited, retry after %v", e.Limiter, e.After)
+		s += fmt.Sprintf("rate limited, retry after %v", e.After)
 	}
 	if e.Err != nil {
 		s += ": " + strings.TrimPrefix(e.Err.Error(), "limiter: ")

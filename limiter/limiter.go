@@ -447,8 +447,12 @@ type Lease struct {
 }
 
 // Acquire takes one Concurrency slot for key under a new lease. When no
-// slot is free it returns a *RetryError whose After is when the oldest
-// lease expires at the latest (a release may come sooner). It returns an
+// slot is free it returns a *RetryError (matching ErrLimited) whose Slots
+// is the limit's number of slots and whose After is when the oldest lease
+// expires at the latest (a release may come sooner): `limiter "db": all 5
+// concurrency slots in use; the oldest lease expires in 1m0s at the
+// latest`. A refusal by a store's failure policy (store/resilient's
+// FailClosed) is a *RetryError without Slots. It returns an
 // error wrapping ErrNotConcurrency for other algorithms. With an error the
 // Lease is nil, whose methods are safe to call (Release does nothing).
 func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
@@ -462,12 +466,16 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, _, err := l.take(ctx, key, 1, id)
+	d, res, err := l.take(ctx, key, 1, id)
 	if err != nil {
 		return nil, err
 	}
 	if !d.Allowed {
-		return nil, &RetryError{Limiter: l.name, After: d.RetryAfter}
+		re := &RetryError{Limiter: l.name, After: d.RetryAfter}
+		if !res.Fallback { // a failure policy's refusal says nothing of the slots
+			re.Slots = l.limit.Params().Limit
+		}
+		return nil, re
 	}
 	return &Lease{lim: l, key: key, id: id, d: d}, nil
 }

@@ -189,8 +189,12 @@ func TestAcquireRelease(t *testing.T) {
 		clock.Advance(10 * time.Second)
 		_, err = l.Acquire(ctx, "db")
 		var re *limiter.RetryError
-		if !errors.As(err, &re) || !errors.Is(err, limiter.ErrLimited) || re.After != 50*time.Second {
-			t.Fatalf("third Acquire: %v, want a RetryError after 50s", err)
+		if !errors.As(err, &re) || !errors.Is(err, limiter.ErrLimited) || re.After != 50*time.Second || re.Slots != 2 {
+			t.Fatalf("third Acquire: %v, want a RetryError after 50s with 2 slots", err)
+		}
+		// It says the slots are taken, not that a rate was passed.
+		if want := `limiter "c": all 2 concurrency slots in use; the oldest lease expires in 50s at the latest`; err.Error() != want {
+			t.Errorf("third Acquire: %q, want %q", err, want)
 		}
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/floodgate/floodgate/queue"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/resilient"
 )
 
 // TestNilOptionsIgnored: a nil option is skipped, as WithLeaseIDs(nil) is,
@@ -111,5 +113,23 @@ func TestNilReservationAndLease(t *testing.T) {
 	}
 	if ls.ID() != 0 || ls.Decision() != (algo.Decision{}) {
 		t.Error("nil Lease: ID or Decision not zero")
+	}
+}
+
+// TestAcquireRefusedByFailurePolicy: a refusal that store/resilient's
+// FailClosed makes for a store that is down is no statement about the
+// slots: the *RetryError has no Slots and reads as a rate refusal, not
+// "all slots in use".
+func TestAcquireRefusedByFailurePolicy(t *testing.T) {
+	rs, err := resilient.New(failing{newStore(t)}, resilient.WithPolicy(resilient.FailClosed), resilient.WithOverLimitCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	l := newLimiter(t, rs, "db", algo.Params{Algorithm: algo.Concurrency, Limit: 3, LeaseTTL: time.Minute})
+	_, err = l.Acquire(t.Context(), "k")
+	var re *limiter.RetryError
+	if !errors.As(err, &re) || !errors.Is(err, limiter.ErrLimited) || re.Slots != 0 || strings.Contains(err.Error(), "slots") {
+		t.Errorf("Acquire refused by FailClosed: %v; want a RetryError without Slots", err)
 	}
 }
