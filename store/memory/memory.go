@@ -46,14 +46,22 @@ type Stats struct {
 }
 
 var (
-	errClosed   = fmt.Errorf("memory: %w", store.ErrClosed)
-	errOutLen   = fmt.Errorf("memory: %w: out must have one decision per request", store.ErrBadRequest)
-	errEmptyKey = fmt.Errorf("memory: %w: empty key", store.ErrBadRequest)
-	errNilLimit = fmt.Errorf("memory: %w: nil limit", store.ErrBadRequest)
+	errClosed   error = closedError{}
+	errOutLen         = fmt.Errorf("memory: %w: out must have one decision per request", store.ErrBadRequest)
+	errEmptyKey       = fmt.Errorf("memory: %w: empty key", store.ErrBadRequest)
+	errNilLimit       = fmt.Errorf("memory: %w: nil limit", store.ErrBadRequest)
 
 	_ store.Store     = (*Store)(nil)
 	_ store.Inspector = (*Store)(nil)
 )
+
+// closedError is what every method but Close returns after Close: it
+// matches store.ErrClosed, and says "memory store: closed" instead of
+// "memory: " followed by the sentinel's own "store: closed".
+type closedError struct{}
+
+func (closedError) Error() string { return "memory store: closed" }
+func (closedError) Unwrap() error { return store.ErrClosed }
 
 // New returns an empty store. Options and their defaults:
 //
