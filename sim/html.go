@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -194,9 +195,40 @@ func trimFloat(f float64) string {
 	return s
 }
 
+// chartFile matches the names Charts gives its charts, with the extensions
+// WriteReport writes them under: rate, count-NN-…, rate-NN-… and
+// window-NN-…, each .svg or .png.
+var chartFile = regexp.MustCompile(`^(rate|(count|rate|window)-[0-9]{2,}-[a-z0-9-]*)\.(svg|png)$`)
+
+// removeStaleCharts removes from dir the chart files of an earlier report
+// that this one, with charts, does not write (an earlier run had more
+// contenders, or other names): left there, the folder would hold charts
+// index.html does not show. Only regular files named as Charts names its
+// charts go; whatever else the folder holds stays.
+func removeStaleCharts(dir string, charts []NamedChart) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, c := range charts {
+		keep[c.Name+".svg"], keep[c.Name+".png"] = true, true
+	}
+	for _, e := range entries {
+		if name := e.Name(); e.Type().IsRegular() && chartFile.MatchString(name) && !keep[name] {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // WriteReport writes the report folder dir (created if needed): index.html
 // with the table and every chart, each chart as NAME.svg and NAME.png,
-// series.csv, table.txt and scenario.yaml.
+// series.csv, table.txt and scenario.yaml. The chart files of an earlier
+// report in dir that this one does not write are removed (see Charts for
+// their names); other files are left alone.
 func WriteReport(dir string, res *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -225,6 +257,9 @@ func WriteReport(dir string, res *Result) error {
 		return f.Close()
 	}
 	charts := Charts(res)
+	if err := removeStaleCharts(dir, charts); err != nil {
+		return err
+	}
 	for _, c := range charts {
 		if err := write(c.Name+".svg", func(w *bufio.Writer) error { return c.Chart.SVG(w) }); err != nil {
 			return err
