@@ -56,7 +56,9 @@ async, lease) followed by key=value settings named as in the scenario YAML,
 e.g. "token_bucket burst=20", "lease algorithm=gcra lease_size=50 rtt=2ms"
 or "local share=full balancer=weighted weights=4,1,1" (lists comma-separated;
 instances past the weights given weigh 1, weights past K are unused).
-A setting the strategy would ignore is an error.
+A setting the strategy would ignore is an error, and so is 0 for a
+setting whose 0 would mean its default (lease_size=0, lease_ttl=0, rtt=0,
+lag=0, instances=0, hold=0; leave it out for the default).
 
 Exit status: 0 on success, 2 for a mistake in the flags or the scenario
 (its YAML, its replay log), 1 when the run or writing its output fails.
@@ -509,5 +511,8 @@ func ParseContender(s string) (Contender, error) {
 		return Contender{}, fmt.Errorf("%w: contender %q: %s", ErrScenario, s, withoutLine(cleanYAMLError(err)))
 	}
 	c.line = 0
+	for k := range c.written {
+		c.written[k] = 0
+	}
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -214,6 +215,10 @@ type Contender struct {
 	LeaseTTL Duration `yaml:"lease_ttl,omitempty"`
 
 	line int
+	// written maps each field written in the YAML or the --contender
+	// text to its line (0 in a --contender): a field written as 0 is told
+	// from one left out, whose 0 means the default.
+	written map[string]int
 	// flag is the --contender text it came from and flagN which
 	// occurrence of --contender (from 1): errors name them instead of
 	// contenders[i].
@@ -356,7 +361,20 @@ func (c *Contender) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	c.line = n.Line
+	c.written = writtenFields(n)
 	return nil
+}
+
+// writtenFields maps the keys of mapping n to the lines of their values.
+func writtenFields(n *yaml.Node) map[string]int {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	m := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		m[n.Content[i].Value] = n.Content[i+1].Line
+	}
+	return m
 }
 
 // UnmarshalYAML records the line of an event.
@@ -881,6 +899,13 @@ func (sc *Scenario) validateContender(i int) error {
 	if field, why := c.ignored(); field != "" {
 		return bad(field, "%s", why)
 	}
+	if field, why := c.writtenZero(); field != "" {
+		line := c.line
+		if l := c.written[field]; l > 0 {
+			line = l
+		}
+		return sc.errorf(line, "%s: %s", c.where(i, field), why)
+	}
 	if c.Instances < 0 || c.Instances > maxInstances {
 		return bad("instances", "must be between 1 and %d, got %d", maxInstances, c.Instances)
 	}
@@ -974,14 +999,84 @@ func (sc *Scenario) validateContender(i int) error {
 	return nil
 }
 
+// has reports whether field is set: written (even as 0, in YAML or a
+// --contender) or, for a Contender built in Go, nonZero.
+func (c *Contender) has(field string, nonZero bool) bool {
+	_, ok := c.written[field]
+	return ok || nonZero
+}
+
+// algoFields are the contender's algo.Params fields, each with the
+// algorithms it applies to (as algo.Compile checks them when not 0).
+var algoFields = map[string][]algo.Kind{
+	"burst":             {algo.TokenBucket, algo.GCRA, algo.Shaper},
+	"sub_windows":       {algo.SlidingWindow},
+	"delay":             {algo.Shaper},
+	"warmup_period":     {algo.SmoothWarmup},
+	"cold_factor":       {algo.SmoothWarmup},
+	"max_burst_seconds": {algo.SmoothBursty},
+	"max_wait":          {algo.SmoothBursty, algo.SmoothWarmup},
+}
+
+// writtenZero names a field written as 0 (in YAML or a --contender) whose
+// 0 means "the default" when it is left out, and says why it is refused:
+// the default would silently replace the 0 asked for, as lease_size=0
+// once became a lease of max(1, limit ÷ 10K). It also refuses an
+// algorithm's field written as 0 for an algorithm it does not apply to,
+// which algo.Compile cannot tell from one left out. "" when there is none.
+// A Contender built in Go has no written fields: its 0s are the defaults.
+func (c *Contender) writtenZero() (field, why string) {
+	for _, name := range slices.Sorted(maps.Keys(algoFields)) {
+		kinds := algoFields[name]
+		if _, ok := c.written[name]; ok && !slices.Contains(kinds, c.kind) {
+			names := make([]string, len(kinds))
+			for i, k := range kinds {
+				names[i] = k.String()
+			}
+			return name, fmt.Sprintf("applies to %s only, not %s", strings.Join(names, ", "), c.kind)
+		}
+	}
+	bucket := c.kind == algo.TokenBucket || c.kind == algo.GCRA
+	for _, f := range []struct {
+		name string
+		zero bool
+		dflt string
+	}{
+		{"instances", c.Instances == 0, "the scenario's instances"},
+		{"rtt", c.RTT == 0, "1ms"},
+		{"lag", c.Lag == 0, "1s"},
+		{"lease_size", c.LeaseSize == 0, "max(1, limit ÷ (10 × instances))"},
+		{"lease_ttl", c.LeaseTTL == 0, "period ÷ 10"},
+		{"hold", c.Hold == 0, "period ÷ limit"},
+		{"burst", c.Burst == 0 && bucket, "a capacity of limit"},
+		{"sub_windows", c.SubWindows == 0, "1, the two-window estimate"},
+		{"warmup_period", c.WarmupPeriod == 0, "one period"},
+		{"cold_factor", c.ColdFactor == 0, "3"},
+		{"max_burst_seconds", c.MaxBurstSeconds == 0, "1"},
+	} {
+		if _, ok := c.written[f.name]; ok && f.zero {
+			return f.name, fmt.Sprintf("must be > 0, got 0; leave %s out for the default, %s", f.name, f.dflt)
+		}
+	}
+	return "", ""
+}
+
 // ignored names a setting c's strategy (or algorithm) does not use, and
 // says why; "" when every setting given applies. Checked before the
-// defaults are filled in, so only settings the user wrote are reported.
+// defaults are filled in, so only settings the user wrote are reported
+// (see has).
 func (c *Contender) ignored() (field, why string) {
 	st := c.Strategy
 	cluster := st != StrategySingle && st != StrategyCentral
+	lease := ""
 	switch {
-	case c.Instances != 0 && !cluster:
+	case c.has("lease_size", c.LeaseSize != 0):
+		lease = "lease_size"
+	case c.has("lease_ttl", c.LeaseTTL != 0):
+		lease = "lease_ttl"
+	}
+	switch {
+	case c.has("instances", c.Instances != 0) && !cluster:
 		return "instances", fmt.Sprintf("the %s strategy decides every request on one limiter, so instances does not apply", st)
 	case c.Balancer != "" && !cluster:
 		return "balancer", fmt.Sprintf("the %s strategy decides every request on one limiter, so balancer does not apply", st)
@@ -995,15 +1090,15 @@ func (c *Contender) ignored() (field, why string) {
 		return "weights", "the sticky strategy balances by key, so weights do not apply"
 	case c.Share != "" && st != StrategyLocal:
 		return "share", fmt.Sprintf("share applies to the local strategy only, not %s", st)
-	case c.RTT != 0 && st != StrategyCentral && st != StrategyLease:
+	case c.has("rtt", c.RTT != 0) && st != StrategyCentral && st != StrategyLease:
 		return "rtt", fmt.Sprintf("rtt applies to the central and lease strategies only, not %s", st)
-	case c.Lag != 0 && st != StrategyAsync:
+	case c.has("lag", c.Lag != 0) && st != StrategyAsync:
 		return "lag", fmt.Sprintf("lag applies to the async strategy only, not %s", st)
-	case (c.LeaseSize != 0 || c.LeaseTTL != 0) && st != StrategyLease:
-		return "lease_size", fmt.Sprintf("lease_size and lease_ttl apply to the lease strategy only, not %s", st)
-	case (c.LeaseSize != 0 || c.LeaseTTL != 0) && !leasable(c.kind):
-		return "lease_size", fmt.Sprintf("store/lease does not lease %s (its admitted requests carry a delay that depends on when they arrive): every request goes to the store, so lease_size and lease_ttl do not apply", c.kind)
-	case c.Hold != 0 && c.kind != algo.Concurrency:
+	case lease != "" && st != StrategyLease:
+		return lease, fmt.Sprintf("lease_size and lease_ttl apply to the lease strategy only, not %s", st)
+	case lease != "" && !leasable(c.kind):
+		return lease, fmt.Sprintf("store/lease does not lease %s (its admitted requests carry a delay that depends on when they arrive): every request goes to the store, so lease_size and lease_ttl do not apply", c.kind)
+	case c.has("hold", c.Hold != 0) && c.kind != algo.Concurrency:
 		return "hold", fmt.Sprintf("hold applies to the concurrency algorithm only, not %s", c.kind)
 	}
 	return "", ""
