@@ -13,8 +13,12 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// ErrPermission is wrapped by Open's error when the server's ACL does not
-// let the store's user run what the store sends (see ACLRules).
+// ErrPermission is wrapped by Open's error, and by a call's, when the
+// server's ACL does not let the store's user run what the store sends
+// (see ACLRules) or reach its keys (NOPERM), or refuses its user and
+// password (WRONGPASS, as after the password changed). Such an error does
+// not wrap store.ErrUnavailable: it lasts until the ACL or the URL
+// changes, and a failure policy must not answer for it.
 var ErrPermission = errors.New("redis: the user lacks permissions")
 
 // DefaultProbeKey is the key Open's probe writes and deletes (see

@@ -88,7 +88,15 @@
 // # Failures
 //
 // Errors wrap store.ErrUnavailable (connection, timeout, failover in
-// progress), store.ErrBadRequest or store.ErrClosed. A script call that
+// progress), store.ErrBadRequest or store.ErrClosed. A server error reply
+// wraps store.ErrUnavailable only when it passes by itself (LOADING,
+// BUSY, MASTERDOWN, READONLY, TRYAGAIN, OOM, …). One that lasts until the
+// deployment changes is not an outage, so that no failure policy answers
+// for it (failing open, a policy would hide it): a key or command the
+// user's ACL does not allow (NOPERM) and a password the server no longer
+// takes (WRONGPASS) wrap ErrPermission; WRONGTYPE, CROSSSLOT and an
+// unknown command wrap no sentinel of package store. Each error says what
+// to change (replyerr.go holds the table of decisions). A script call that
 // fails may or may not have run: the store never retries it, so a failure
 // can under-admit (a charge without a decision) but never over-admit. On
 // a Cluster failover the client follows MOVED replies and refreshes its

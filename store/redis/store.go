@@ -73,8 +73,10 @@ var (
 // probe that calls every command they call, on the probe key).
 //
 // A URL error, or a server of the wrong kind, wraps ErrBadURL; a user the
-// ACL stops wraps ErrPermission and lists the rules it needs (ACLRules); a
-// connection error wraps store.ErrUnavailable.
+// ACL stops wraps ErrPermission and lists the rules it needs (ACLRules),
+// as does a user or password the server refuses (WRONGPASS); a connection
+// error wraps store.ErrUnavailable, with a hint when the server seems not
+// to speak what the URL says (TLS or not, Redis's protocol or another's).
 func Open(rawURL string, opts ...Option) (*Store, error) {
 	e, err := ParseURL(rawURL)
 	if err != nil {
@@ -117,13 +119,14 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		if e.Mode == Sentinel && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
 			hint = " (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)"
 		}
-		if strings.Contains(err.Error(), "unknown message type") {
-			// The reply was not RESP: another server listens there (a
-			// memcached answers Redis's HELLO with "ERROR").
-			hint = " (is it a Redis server? its reply is not Redis's protocol; memcached:// is the URL of a memcached)"
+		if h := connectHint(e.Addrs, co.TLSConfig, o.timeout, err); h != "" {
+			hint = h
 		}
 		if isPermission(err.Error()) {
 			return nil, fmt.Errorf("redis: connect to %s: %w: %w; it needs %s (docs/STORES.md)", redactURL(rawURL), ErrPermission, err, aclHint(o.probeKey))
+		}
+		if hasCode(err.Error(), "WRONGPASS") || hasCode(err.Error(), "NOAUTH") {
+			return nil, fmt.Errorf("redis: connect to %s: %w: %w (check the URL's user and password)", redactURL(rawURL), ErrPermission, err)
 		}
 		if e.DB > 0 && strings.Contains(err.Error(), "DB index is out of range") {
 			return nil, fmt.Errorf("%w %q: database %d does not exist on the server%s", ErrBadURL, redactURL(rawURL), e.DB, databases(co))
@@ -429,7 +432,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	for i, r := range s.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
 			if first == nil {
-				first = fmt.Errorf("redis: reset: %w: %w", store.ErrUnavailable, err)
+				first = callError("reset", keys[i], err)
 			}
 			if s.mode == Cluster {
 				failed = append(failed, s.Partition(keys[i]))
@@ -473,7 +476,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	r := s.eval(ctx, inspectScript, []string{key}, nil)
 	vals, err := r.AsStrSlice()
 	if err != nil {
-		return algo.State{}, false, fmt.Errorf("redis: inspect %q: %w: %w", key, store.ErrUnavailable, err)
+		return algo.State{}, false, callError("inspect", key, err)
 	}
 	return decodeState(key, vals)
 }
@@ -981,7 +984,7 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 func decodePerSlot(op string, r reply, reqs []store.Request, idx []int, out []algo.Decision) error {
 	v, err := r.ToArray()
 	if err != nil {
-		return fmt.Errorf("redis: %s %q: %w: %w", opName(op), reqs[idx[0]].Key, store.ErrUnavailable, err)
+		return callError(opName(op), reqs[idx[0]].Key, err)
 	}
 	if r.unacked != nil {
 		return fmt.Errorf("redis: %s %q: %w", opName(op), reqs[idx[0]].Key, r.unacked)
@@ -1071,7 +1074,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	} else {
 		t, err := s.serverTimeOf(ctx, reqs[groups[0][0]].Key)
 		if err != nil {
-			err = fmt.Errorf("redis: take: TIME: %w: %w", store.ErrUnavailable, err)
+			err = callError("take (TIME)", reqs[groups[0][0]].Key, err)
 			return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
 		}
 		now = t
@@ -1094,9 +1097,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, undos)
 			admitted[gi] = err == nil && res.Allowed
 			refused = refused || (err == nil && !res.Allowed)
-			if err != nil {
-				err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
-			} else if admitted[gi] && r.unacked != nil {
+			if err == nil && admitted[gi] && r.unacked != nil {
 				// Reserved, and rolled back below, but not admitted: the
 				// take fails unless another slot refused it.
 				allowed = false
@@ -1105,13 +1106,12 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 					firstUnacked = fmt.Errorf("redis: take %q: %w", reqs[groups[gi][0]].Key, r.unacked)
 				}
 			}
-		} else {
-			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		}
 		if err != nil {
+			err = callError("take", reqs[groups[gi][0]].Key, err)
 			failed = append(failed, parts[gi])
 			if firstErr == nil {
-				firstErr = fmt.Errorf("redis: take %q: %w", reqs[groups[gi][0]].Key, err)
+				firstErr = err
 			}
 		}
 		if !admitted[gi] || err != nil {
@@ -1193,7 +1193,7 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 	var failed []int
 	for i, r := range s.evalMulti(rctx, calls) {
 		if err := r.Error(); err != nil {
-			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w: %w", keys[i], store.ErrUnavailable, err))
+			errs = append(errs, callError("roll back the reservation of", keys[i], err))
 			failed = append(failed, gis[i])
 		} else if r.unacked != nil && !refusedAnyway {
 			errs = append(errs, fmt.Errorf("redis: roll back the reservation of %q: %w", keys[i], r.unacked))
@@ -1257,7 +1257,6 @@ func (s *Store) execBatch(calls []*call) {
 			s.appendGroup(sa, c.op, c.now, c.reqs, nil, nil)
 		}
 		sa.args = sa.appendArgv(sa.args[:0], s.ttlFloor)
-		key := sa.keys[0]
 		for _, c := range calls {
 			c.sent()
 		}
@@ -1265,7 +1264,7 @@ func (s *Store) execBatch(calls []*call) {
 		if s.mode == Cluster && isTryAgain(r.Error()) {
 			s.execApart(calls, r)
 		} else {
-			s.finish(calls, r, key)
+			s.finish(calls, r)
 		}
 		sa.reset()
 		argsPool.Put(sa)
@@ -1293,7 +1292,7 @@ func (s *Store) execBatch(calls []*call) {
 		if cs := bySlot[order[i]]; isTryAgain(r.Error()) {
 			s.execApart(cs, r)
 		} else {
-			s.finish(cs, r, sas[i].keys[0])
+			s.finish(cs, r)
 		}
 	}
 }
@@ -1328,7 +1327,7 @@ func (s *Store) execApart(calls []*call, r reply) {
 			if isTryAgain(r.Error()) {
 				later = append(later, i)
 			} else {
-				s.finish(calls[i:i+1], r, sas[i].keys[0])
+				s.finish(calls[i:i+1], r)
 			}
 		}
 		if len(later) == 0 {
@@ -1336,7 +1335,7 @@ func (s *Store) execApart(calls []*call, r reply) {
 		}
 		s.retryTryAgain(ctx, sas, res, func(i int) bool { return !calls[i].stopped() })
 		for _, i := range later {
-			s.finish(calls[i:i+1], res[i], sas[i].keys[0])
+			s.finish(calls[i:i+1], res[i])
 		}
 	}()
 }
@@ -1381,7 +1380,7 @@ func (s *Store) takeLone(ctx context.Context, c *call) bool {
 func decodeLone(r rueidis.RedisResult, q *store.Request, out *algo.Decision) (store.Result, error) {
 	v, err := r.ToArray()
 	if err != nil {
-		return store.Result{}, fmt.Errorf("redis: take %q: %w: %w", q.Key, store.ErrUnavailable, err)
+		return store.Result{}, callError("take", q.Key, err)
 	}
 	g := &groupReply{v: v, pos: 1}
 	d, err := g.decision(q.Limit, nil)
@@ -1398,14 +1397,12 @@ func decodeLone(r rueidis.RedisResult, q *store.Request, out *algo.Decision) (st
 
 // finish decodes one script reply into its calls and wakes them. Under
 // WithWait, the calls it admitted fail when the replicas did not
-// acknowledge its writes; those it refused stand. key is the script
-// call's first key, for the error. A call whose caller left is skipped:
-// its requests and decisions are its caller's again.
-func (s *Store) finish(calls []*call, r reply, key string) {
+// acknowledge its writes; those it refused stand. A failed call's error
+// names the caller's own key, not another caller's of the batch. A call
+// whose caller left is skipped: its requests and decisions are its
+// caller's again.
+func (s *Store) finish(calls []*call, r reply) {
 	v, err := r.ToArray()
-	if err != nil {
-		err = fmt.Errorf("redis: take %q: %w: %w", key, store.ErrUnavailable, err)
-	}
 	g := &groupReply{v: v}
 	for _, c := range calls {
 		if !c.claim() {
@@ -1418,7 +1415,7 @@ func (s *Store) finish(calls []*call, r reply, key string) {
 			continue
 		}
 		if err != nil {
-			c.err = err
+			c.err = callError("take", c.reqs[0].Key, err) // its own key, not another caller's
 		} else {
 			c.res, c.err = decodeTake(g, c.reqs, nil, c.out, nil)
 			if c.err == nil && c.res.Allowed && r.unacked != nil {

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -65,6 +66,36 @@ func TestTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("rediss:// without trusting the CA: err %v, want a certificate error", err)
 	}
+}
+
+// TestOpenTLSMismatch: rediss:// at a plain redis-server, whose TLS
+// handshake gets no answer until the timeout, says so and that the server
+// answers without TLS (use redis://), not only "context deadline
+// exceeded"; redis:// at a redis-server's TLS port, which resets the
+// connection, says that the server speaks TLS (use rediss://).
+func TestOpenTLSMismatch(t *testing.T) {
+	t.Run("rediss at a plain server", func(t *testing.T) {
+		addr := testserver.Redis(t)
+		err := openErr(t, "rediss://"+addr, WithTimeout(500*time.Millisecond))
+		t.Logf("Open: %v", err)
+		wantMessage(t, err, "the TLS handshake with "+addr+" got no answer within 500ms", "the server does not speak TLS; use redis:// for a plain server")
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Open = %v, want store.ErrUnavailable (a connection error, as before)", err)
+		}
+	})
+	t.Run("redis at a TLS port", func(t *testing.T) {
+		_, certFile, keyFile, caFile := tlsFiles(t, t.TempDir())
+		port := freeTCPPort(t)
+		srv := testserver.NewRedis(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile,
+			"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")
+		if srv == nil {
+			return
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		err := openErr(t, "redis://"+addr, WithTimeout(2*time.Second))
+		t.Logf("Open: %v", err)
+		wantMessage(t, err, addr+" speaks TLS: use rediss://")
+	})
 }
 
 // tlsFiles writes a CA and a server certificate for 127.0.0.1 it signed.

@@ -1,0 +1,132 @@
+package redis
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// connectHint says, for Open's connection error err, what the server at
+// addrs seems to be when it is not a Redis server speaking what the URL
+// says (" (…)"), or "". It asks the server again to find out, each
+// address for at most timeout, only when err is one of these mistakes'
+// symptoms:
+//
+//   - rediss:// at a plain server: the server reads the TLS ClientHello as
+//     the start of a command and waits for its end, so the handshake waits
+//     out the timeout. A PING sent without TLS that gets a Redis reply
+//     says so.
+//   - redis:// at a TLS port: the server drops the connection at the
+//     first bytes, which are no TLS record. A TLS handshake that gets an
+//     answer (a certificate, trusted or not) says so.
+//   - a reply that is not RESP: the server is another kind; its first
+//     line, read again, says which (memcached, an HTTP server).
+func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err error) string {
+	switch {
+	case strings.Contains(err.Error(), "unknown message type"):
+		for _, a := range addrs {
+			if line, ok := firstLine(a, tlsCfg, timeout, "HELLO 3"); ok {
+				return notRedisHint(line)
+			}
+		}
+		return notRedisHint("")
+	case tlsCfg != nil && isTimeout(err):
+		for _, a := range addrs {
+			if line, ok := firstLine(a, nil, timeout, "PING"); ok && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")) {
+				return " (the TLS handshake with " + a + " got no answer within " + timeout.String() +
+					", and without TLS it answers PING: the server does not speak TLS; use redis:// for a plain server)"
+			}
+		}
+	case tlsCfg == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+		for _, a := range addrs {
+			if speaksTLS(a, timeout) {
+				return " (" + a + " speaks TLS: use rediss://)"
+			}
+		}
+	}
+	return ""
+}
+
+// notRedisHint is the hint for a server whose reply, line (its first
+// line, "" when it could not be read again), is not RESP.
+func notRedisHint(line string) string {
+	switch {
+	case strings.HasPrefix(line, "ERROR"), strings.HasPrefix(line, "CLIENT_ERROR"), strings.HasPrefix(line, "SERVER_ERROR"):
+		// A memcached answers a command it does not know (HELLO, the
+		// client's first) with ERROR.
+		return " (is it a memcached? its reply " + quoteLine(line) + " is memcached's protocol, not Redis's; memcached:// is the URL of a memcached)"
+	case strings.HasPrefix(line, "HTTP/"):
+		return " (is it an HTTP server? its reply " + quoteLine(line) + " is HTTP, not Redis's protocol)"
+	}
+	return " (is it a Redis server? its reply is not Redis's protocol)"
+}
+
+// quoteLine quotes a server's line for an error, cut short, in single
+// quotes: the server's store log blanks what is in double quotes (keys).
+func quoteLine(line string) string {
+	if len(line) > 40 {
+		line = line[:40] + "…"
+	}
+	return "'" + strings.Map(func(r rune) rune {
+		if r < ' ' || r == '\'' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, line) + "'"
+}
+
+// firstLine sends addr the command cmd, an inline command (HELLO 3, what
+// the client sends first, without the credentials), and returns the
+// first line of its reply.
+func firstLine(addr string, tlsCfg *tls.Config, timeout time.Duration, cmd string) (string, bool) {
+	d := &net.Dialer{Timeout: timeout}
+	var c net.Conn
+	var err error
+	if tlsCfg != nil {
+		c, err = tls.DialWithDialer(d, "tcp", addr, tlsCfg)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return "", false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(c, cmd+"\r\n"); err != nil {
+		return "", false
+	}
+	line, err := bufio.NewReaderSize(io.LimitReader(c, 256), 256).ReadString('\n')
+	if err != nil && line == "" {
+		return "", false
+	}
+	return strings.TrimRight(line, "\r\n"), true
+}
+
+// speaksTLS reports whether addr answers a TLS handshake: with a
+// certificate (trusted or not; nothing is sent after it) or an alert.
+func speaksTLS(addr string, timeout time.Duration) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	var ve *tls.CertificateVerificationError
+	var ae tls.AlertError
+	return errors.As(err, &ve) || errors.As(err, &ae)
+}
+
+// isTimeout reports whether err is a deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ETIMEDOUT) || (errors.As(err, &ne) && ne.Timeout())
+}
