@@ -26,6 +26,9 @@ var ErrScenario = errors.New("bad scenario")
 // enforces, the contenders and the events that happen during the run. Build
 // it in Go, with ParseScenario from YAML or with Main's flags; Validate (or
 // Run, which calls it) fills in the defaults documented on each field.
+// Where a field's 0 means its default, in Go that is what 0 does, while
+// YAML (and a --contender) that writes the field as 0 is refused: leave it
+// out for the default.
 type Scenario struct {
 	// Name labels the report. Default "sim".
 	Name string `yaml:"name"`
@@ -36,11 +39,11 @@ type Scenario struct {
 	// traffic; default for a replay is up to its last request, rounded up
 	// to a whole second. Replayed requests at or after a shorter Duration
 	// are not offered (Result.ReplayPast counts them).
-	Duration Duration `yaml:"duration"`
+	Duration Duration `yaml:"duration,omitempty"`
 	// Bin is the resolution of every time series in the report. Default 1s,
 	// or Duration/3600 rounded up to a second for runs longer than an hour.
 	// At most a million bins.
-	Bin Duration `yaml:"bin"`
+	Bin Duration `yaml:"bin,omitempty"`
 	// Limit is the number of units each key may use in any span of Period:
 	// the policy every contender is configured with and the perfect sliding
 	// window it is judged against. Required, > 0.
@@ -49,7 +52,7 @@ type Scenario struct {
 	Period Duration `yaml:"period"`
 	// Instances is the default number K of simulated instances behind the
 	// load balancer for the distributed strategies. Default 4.
-	Instances int `yaml:"instances"`
+	Instances int `yaml:"instances,omitempty"`
 	// FocusKey is the key (index) whose window count the window charts
 	// follow. Default 0: the most frequent key of a Zipf mix.
 	FocusKey int `yaml:"focus_key"`
@@ -69,6 +72,21 @@ type Scenario struct {
 	flags bool
 	// validated is set once Validate has run.
 	validated bool
+	// written maps each top-level field of the YAML to its line (see
+	// Contender.written).
+	written map[string]int
+}
+
+// zeroWritten is the error for a field written as 0 (in YAML) whose 0
+// means "the default" when it is left out, as a flag's 0 is (Main): the
+// default would silently replace the 0 asked for. hint says what leaving
+// it out does. nil when written does not hold field or zero is false.
+func (sc *Scenario) zeroWritten(written map[string]int, field string, zero bool, prefix, hint string) error {
+	line, ok := written[field]
+	if !ok || !zero {
+		return nil
+	}
+	return sc.errorf(line, "%s%s: must be > 0, got 0; %s", prefix, field, hint)
 }
 
 // Source kinds.
@@ -99,10 +117,10 @@ type Source struct {
 	Peak Rate `yaml:"peak"`
 	// From and To bound the source in simulated time (default the whole run).
 	From Duration `yaml:"from"`
-	To   Duration `yaml:"to"`
+	To   Duration `yaml:"to,omitempty"`
 	// Keys is how many distinct keys (clients) the source spreads over.
 	// Default 1.
-	Keys int `yaml:"keys"`
+	Keys int `yaml:"keys,omitempty"`
 	// Zipf, when > 1, picks keys with a Zipf law of that exponent (key 0 most
 	// often); 0 picks them uniformly.
 	Zipf float64 `yaml:"zipf"`
@@ -110,7 +128,7 @@ type Source struct {
 	// disjoint or overlapping key sets. Default 0 (shared).
 	KeyOffset int `yaml:"key_offset"`
 	// Cost is the units each request takes. Default 1.
-	Cost int64 `yaml:"cost"`
+	Cost int64 `yaml:"cost,omitempty"`
 	// On and Off are the burst and pause lengths of bursts.
 	On  Duration `yaml:"on"`
 	Off Duration `yaml:"off"`
@@ -118,7 +136,7 @@ type Source struct {
 	Process string `yaml:"process"`
 	// Cycle is the period of diurnal. Default the source's span (the run's
 	// duration, or To - From).
-	Cycle Duration `yaml:"cycle"`
+	Cycle Duration `yaml:"cycle,omitempty"`
 	// At, Rise, Hold and Decay shape a flash crowd: at At the rate climbs
 	// linearly to Peak over Rise, stays for Hold, then falls back towards
 	// Rate with time constant Decay (default Rise). At must fall before
@@ -127,7 +145,7 @@ type Source struct {
 	At    Duration `yaml:"at"`
 	Rise  Duration `yaml:"rise"`
 	Hold  Duration `yaml:"hold"`
-	Decay Duration `yaml:"decay"`
+	Decay Duration `yaml:"decay,omitempty"`
 	// File is the replay log: one request per line, "time key [cost]",
 	// where time is seconds since the start (decimal) or an RFC 3339
 	// instant (taken relative to the first line); '#' starts a comment.
@@ -136,6 +154,9 @@ type Source struct {
 	File string `yaml:"file"`
 
 	line int
+	// written maps each field of the YAML to its line (see
+	// Contender.written).
+	written map[string]int
 }
 
 // Strategies: how K instances share a limit.
@@ -348,6 +369,7 @@ func (s *Source) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	s.line = n.Line
+	s.written = writtenFields(n)
 	return nil
 }
 
@@ -438,6 +460,12 @@ func decodeScenario(file string, data []byte) (*Scenario, error) {
 		return nil, fmt.Errorf("%w: %s:%s", ErrScenario, file, cleanYAMLError(err))
 	}
 	sc.file = file
+	// Which top-level fields are written, to tell a 0 written from one
+	// left out (see zeroWritten).
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err == nil && len(doc.Content) > 0 {
+		sc.written = writtenFields(doc.Content[0])
+	}
 	return sc, nil
 }
 
@@ -574,6 +602,19 @@ func (sc *Scenario) Validate() error {
 	if sc.Name == "" {
 		sc.Name = "sim"
 	}
+	for _, f := range []struct {
+		name string
+		zero bool
+		hint string
+	}{
+		{"duration", sc.Duration == 0, "leave duration out for a replay to run to its last request"},
+		{"bin", sc.Bin == 0, "leave bin out for the default, 1s (coarser for runs over an hour)"},
+		{"instances", sc.Instances == 0, "leave instances out for the default, 4"},
+	} {
+		if err := sc.zeroWritten(sc.written, f.name, f.zero, "", f.hint); err != nil {
+			return err
+		}
+	}
 	if sc.Limit <= 0 {
 		return sc.errorf(0, "%s: must be > 0, got %d", sc.field("limit"), sc.Limit)
 	}
@@ -701,6 +742,21 @@ func (sc *Scenario) validateSource(i int) error {
 	}
 	if !known {
 		return sc.errorf(s.line, "traffic[%d].kind: unknown %q (want one of %s)", i, s.Kind, strings.Join(sourceKinds, ", "))
+	}
+	for _, f := range []struct {
+		name string
+		zero bool
+		hint string
+	}{
+		{"keys", s.Keys == 0, "leave keys out for the default, 1"},
+		{"cost", s.Cost == 0, "leave cost out for the default, 1"},
+		{"to", s.To == 0, "leave to out for the source to send until the end of the run"},
+		{"cycle", s.Cycle == 0 && s.Kind == SourceDiurnal, "leave cycle out for the default, the source's span"},
+		{"decay", s.Decay == 0 && s.Kind == SourceFlash, "leave decay out for the default, rise"},
+	} {
+		if err := sc.zeroWritten(s.written, f.name, f.zero, fmt.Sprintf("traffic[%d] (%s): ", i, s.Kind), f.hint); err != nil {
+			return err
+		}
 	}
 	if s.Keys == 0 {
 		s.Keys = 1

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,42 @@ func TestContenderFieldWrittenAsZero(t *testing.T) {
 	code, _, stderr := mainRun(t, append([]string{"--traffic", "steady", "--rate", "10"}, append(base, "--contender", "lease algorithm=gcra lease_size=3 lease_ttl=50ms", "--contender", "shaper burst=0")...)...)
 	if code != 0 {
 		t.Errorf("lease_size=3 lease_ttl=50ms, shaper burst=0: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestScenarioFieldWrittenAsZero: the scenario's and the sources' fields
+// whose 0 means "the default" (duration of a replay, bin, instances; keys,
+// cost, to, a diurnal cycle, a flash crowd's decay) are refused when the
+// YAML writes them as 0, at their line, as their flags are; a report's
+// scenario.yaml, which leaves them out when unset, still reruns.
+func TestScenarioFieldWrittenAsZero(t *testing.T) {
+	const head = "limit: 100\nperiod: 1s\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{head + "duration: 0\ntraffic:\n  - {kind: replay, file: x.log}\n", "s.yaml:3: duration: must be > 0, got 0; leave duration out for a replay to run to its last request"},
+		{head + "duration: 10s\nbin: 0s\ntraffic:\n  - {kind: steady, rate: 10}\n", "s.yaml:4: bin: must be > 0, got 0; leave bin out for the default, 1s (coarser for runs over an hour)"},
+		{head + "duration: 10s\ninstances: 0\ntraffic:\n  - {kind: steady, rate: 10}\n", "s.yaml:4: instances: must be > 0, got 0; leave instances out for the default, 4"},
+		{head + "duration: 10s\ntraffic:\n  - kind: steady\n    rate: 10\n    keys: 0\n", "s.yaml:7: traffic[0] (steady): keys: must be > 0, got 0; leave keys out for the default, 1"},
+		{head + "duration: 10s\ntraffic:\n  - {kind: steady, rate: 10, cost: 0}\n", "s.yaml:5: traffic[0] (steady): cost: must be > 0, got 0; leave cost out for the default, 1"},
+		{head + "duration: 10s\ntraffic:\n  - {kind: steady, rate: 10, to: 0s}\n", "s.yaml:5: traffic[0] (steady): to: must be > 0, got 0; leave to out for the source to send until the end of the run"},
+		{head + "duration: 10s\ntraffic:\n  - {kind: diurnal, peak: 10, cycle: 0}\n", "s.yaml:5: traffic[0] (diurnal): cycle: must be > 0, got 0; leave cycle out for the default, the source's span"},
+		{head + "duration: 10s\ntraffic:\n  - {kind: flash, peak: 10, rise: 1s, decay: 0}\n", "s.yaml:5: traffic[0] (flash): decay: must be > 0, got 0; leave decay out for the default, rise"},
+	} {
+		_, err := ParseScenario("s.yaml", []byte(tc.yaml))
+		if !errors.Is(err, ErrScenario) || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant %q", tc.yaml, err, tc.want)
+		}
+	}
+	// Meaningful 0s stay: the first key, the run's start, a crowd at 0.
+	ok := head + "duration: 10s\nfocus_key: 0\ntraffic:\n  - {kind: flash, peak: 10, rate: 0, at: 0, rise: 0, hold: 2s, from: 0, key_offset: 0}\n"
+	if _, err := ParseScenario("s.yaml", []byte(ok)); err != nil {
+		t.Errorf("meaningful 0s: %v", err)
+	}
+	// A report's scenario.yaml reruns: it writes no unset field as 0.
+	out := filepath.Join(t.TempDir(), "r")
+	if code, _, stderr := mainRun(t, "--traffic", "flash", "--peak", "10", "--hold", "2s", "--limit", "5", "--period", "1s", "--duration", "5s", "--contender", "gcra", "--out", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := mainRun(t, "--scenario", filepath.Join(out, "scenario.yaml")); code != 0 {
+		t.Errorf("rerun of scenario.yaml: exit %d: %s", code, stderr)
 	}
 }
