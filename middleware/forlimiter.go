@@ -204,7 +204,7 @@ func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key st
 	if err != nil {
 		return m.decideFailed(w, r, err)
 	}
-	st[0] = limitStatus(m.lim.Name(), m.lim.Limit(), d, m.o.clock)
+	st[0] = policy.RuleStatus(m.lim.Name(), m.lim.Limit(), d, m.o.clock)
 	resp := policy.Response{Code: st[0].Code, Statuses: st[:], Strategy: policy.StrategyReject}
 	if !d.Allowed {
 		m.fields.WriteStatuses(w.Header(), resp.Statuses)
@@ -238,42 +238,4 @@ func (m *Middleware) cancel(r *http.Request, res *limiter.Reservation) {
 	if err := res.Cancel(ctx); err != nil {
 		m.log(r, fmt.Errorf("middleware: giving back what a request took on limiter %q: %w", m.lim.Name(), err))
 	}
-}
-
-// limitStatus is the status a policy.Engine reports for a rule named name
-// with limit l deciding d, so that ForLimiter's fields are those of the
-// same limit in a rules file: the quota is l's capacity (d.Limit) over
-// the window it takes to refill for the buckets (TokenBucket, GCRA,
-// Shaper, SmoothBursty: capacity/limit periods), the stable rate for
-// SmoothWarmup (limit per period: its capacity of one request would read
-// as 1 per second), the period (or the current calendar month or year,
-// at now) for the windows and logs, and none for Concurrency, stated in
-// concurrent-requests.
-//
-// It repeats policy's headerWindow and statusOf, which are not exported;
-// TestForLimiterFieldsMatchEngine holds the two to the same fields for
-// every algorithm.
-func limitStatus(name string, l *algo.Limit, d algo.Decision, now func() time.Time) policy.Status {
-	s := policy.Status{Code: policy.CodeOK, Matched: true, Rule: name, RuleLimit: l, Decision: d}
-	if !d.Allowed {
-		s.Code = policy.CodeOverLimit
-	}
-	p := l.Params()
-	switch p.Algorithm {
-	case algo.TokenBucket, algo.GCRA, algo.Shaper, algo.SmoothBursty:
-		us := int64(p.Period / time.Microsecond)
-		// capacity × period fits in 2^53 µs (algo.Compile checks it).
-		s.Window = time.Duration(us*l.Capacity()/p.Limit) * time.Microsecond
-	case algo.SmoothWarmup:
-		s.Decision.Limit, s.Window = p.Limit, p.Period
-	case algo.Concurrency:
-		s.QuotaUnit = policy.ConcurrentRequests
-	default:
-		if p.Calendar == algo.CalendarNone {
-			s.Window = l.Window(0)
-		} else {
-			s.Window = l.Window(now().UnixMicro())
-		}
-	}
-	return s
 }

@@ -1669,6 +1669,24 @@ func statusOf(l *algo.Limit, d algo.Decision, now *calendarNow) (algo.Decision, 
 	return d, headerWindow(l, now)
 }
 
+// RuleStatus is the Status an Engine reports for a matched rule named name
+// whose limit l decided d, for callers deciding on a limit themselves (the
+// middleware's ForLimiter) whose header fields must be those of the same
+// limit in a rules file: Code OVER_LIMIT when d refused; the quota l's
+// capacity over the time it takes to refill for the buckets (TokenBucket,
+// GCRA, Shaper, SmoothBursty), the stable rate for SmoothWarmup, the period
+// for the windows and logs (the current calendar month or year, read from
+// now, which is called at most once and only for those), and no window
+// for Concurrency, whose quota unit is ConcurrentRequests.
+func RuleStatus(name string, l *algo.Limit, d algo.Decision, now func() time.Time) Status {
+	s := Status{Code: CodeOK, Matched: true, Rule: name, RuleLimit: l, QuotaUnit: quotaUnit(l)}
+	if !d.Allowed {
+		s.Code = CodeOverLimit
+	}
+	s.Decision, s.Window = statusOf(l, d, &calendarNow{clock: now})
+	return s
+}
+
 // calendarNow is the Engine's clock as a calendar window needs it: read at
 // most once per decision, and only when a month or year window is
 // reported (every other window is its period, whatever the time).
