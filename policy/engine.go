@@ -320,6 +320,12 @@ func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitO
 
 // Decide charges the request's descriptors all or nothing and reports each
 // one's outcome. See the package documentation for the semantics.
+//
+// A request naming a domain the configuration lacks is not an error: every
+// descriptor is OK and unmatched (Status.Matched false), as
+// envoyproxy/ratelimit answers, so a misspelt domain limits nothing. A
+// caller that must catch it checks e.Config().Domain(name) != nil once, as
+// middleware.New does and the server's /v1 API does per request (404).
 func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 	return e.decide(ctx, req, true, nil)
 }
