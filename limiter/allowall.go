@@ -21,8 +21,9 @@ type Hit struct {
 	Key string
 	// Cost is the number of units to take. Zero means 1, as
 	// middleware.WithCost and policy descriptors have it, so that a Hit
-	// written without a cost is charged rather than admitted for free; a
-	// negative cost is an error wrapping store.ErrBadRequest.
+	// written without a cost is charged rather than admitted for free
+	// (unlike AllowN, whose n of 0 takes nothing); a negative cost is an
+	// error wrapping store.ErrBadRequest.
 	Cost int64
 }
 
