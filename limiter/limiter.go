@@ -268,9 +268,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) 
 // error it is the zero Decision (not Allowed). For a Concurrency limit the
 // units are held under an anonymous lease that only expires; use Acquire
 // to be able to release it. A negative n is an error wrapping
-// store.ErrBadRequest. An n of 0 takes nothing: it asks whether a request
-// would pass now, as x/time/rate's AllowN(now, 0) does (AllowAll's Hit,
-// by contrast, reads a Cost of 0 as 1).
+// store.ErrBadRequest. An n of 0 takes nothing and is always allowed, as
+// x/time/rate's AllowN(now, 0) is; its Remaining reports the state (Peek
+// asks whether n units would pass without taking them). AllowAll's Hit,
+// by contrast, reads a Cost of 0 as 1.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
 	// Small enough to be inlined: the decision is then written straight
 	// into the caller's variable instead of being copied through memory
