@@ -54,7 +54,8 @@ import (
 //	                       the deployment's
 //
 // Errors that are not replies (connection refused or reset, timeouts, a
-// deadline) are outages.
+// deadline) are outages. WAIT's reply under WithWait is classified alike
+// (*AckError).
 
 // refusal says why a server error reply is the deployment's fault, and
 // what to do about it; nil for an outage.
@@ -118,15 +119,22 @@ func keyPrefix(key string) string {
 // and otherwise the refusal's kind, err and its hint, a cause of its own
 // (the server's store log shows causes without the key).
 func callError(what, key string, err error) error {
-	var re *rueidis.RedisError
-	if errors.As(err, &re) && re != rueidis.Nil {
-		if r := refusalOf(re.Error(), key); r != nil {
-			hint := errors.New(r.hint)
-			if r.kind == nil {
-				return fmt.Errorf("redis: %s %q: %w (%w)", what, key, err, hint)
-			}
-			return fmt.Errorf("redis: %s %q: %w: %w (%w)", what, key, r.kind, err, hint)
+	if r := replyRefusal(err, key); r != nil {
+		hint := errors.New(r.hint)
+		if r.kind == nil {
+			return fmt.Errorf("redis: %s %q: %w (%w)", what, key, err, hint)
 		}
+		return fmt.Errorf("redis: %s %q: %w: %w (%w)", what, key, r.kind, err, hint)
 	}
 	return fmt.Errorf("redis: %s %q: %w: %w", what, key, store.ErrUnavailable, err)
+}
+
+// replyRefusal is refusalOf err when err is a server error reply, nil
+// otherwise (an outage).
+func replyRefusal(err error, key string) *refusal {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && re != rueidis.Nil {
+		return refusalOf(re.Error(), key)
+	}
+	return nil
 }

@@ -273,3 +273,26 @@ func TestReplyClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitNoPermIsNotUnavailable: under WithWait, a WAIT the ACL refuses
+// (the user lost +wait after Open checked it) fails the take with an
+// *AckError that wraps ErrPermission and says what the user needs, not
+// store.ErrUnavailable.
+func TestWaitNoPermIsNotUnavailable(t *testing.T) {
+	addr := testserver.Redis(t)
+	user, pass := aclUser(t, []string{addr}, append([]string{"~fg:*"}, ACLRules...)...)
+	s := openT(t, "redis://"+user+":"+pass+"@"+addr, WithWait(1, 50*time.Millisecond))
+	if _, err := testserver.RedisDo(addr, 2*time.Second, "ACL", "SETUSER", user, "-wait"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := algo.Compile(algo.Params{Algorithm: algo.GCRA, Limit: 2, Period: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Take(context.Background(), []store.Request{{Key: "fg:" + runKey(), Limit: l, Cost: 1}}, make([]algo.Decision, 1))
+	var ae *AckError
+	if !errors.As(err, &ae) || ae.Err == nil {
+		t.Fatalf("Take without +wait: %v, want an *AckError with WAIT's refusal", err)
+	}
+	wantRefused(t, "Take without +wait", err, ErrPermission, "WAIT: NOPERM", "it needs ACL SETUSER <user> on ><password> ~fg:*")
+}

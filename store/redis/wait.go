@@ -14,7 +14,10 @@ import (
 // AckError is the error of a call whose writes fewer replicas than
 // WithWait asks acknowledged within its timeout: the master made them,
 // and a failover may lose them. It wraps store.ErrUnavailable, so that
-// the failure policy answers the decision.
+// the failure policy answers the decision, unless WAIT itself was
+// refused for a fault of the deployment (NOPERM: the user lacks +wait),
+// which no policy should answer for: it then wraps ErrPermission, as a
+// call's error does (see replyerr.go).
 type AckError struct {
 	Acked, Want int           // replicas that acknowledged, and that must
 	Within      time.Duration // WAIT's timeout
@@ -25,7 +28,11 @@ type AckError struct {
 
 func (e *AckError) Error() string {
 	if e.Err != nil {
-		return fmt.Sprintf("written but not acknowledged by %d replicas: WAIT: %v", e.Want, e.Err)
+		msg := fmt.Sprintf("written but not acknowledged by %d replicas: WAIT: %v", e.Want, e.Err)
+		if r := replyRefusal(e.Err, ""); r != nil {
+			msg += " (" + r.hint + ")"
+		}
+		return msg
 	}
 	replicas := "replicas"
 	if e.Want == 1 {
@@ -40,9 +47,16 @@ func (e *AckError) Error() string {
 	return msg
 }
 
-// Unwrap returns store.ErrUnavailable and WAIT's failure, if any.
+// Unwrap returns store.ErrUnavailable, or the kind of WAIT's refusal,
+// and WAIT's failure, if any.
 func (e *AckError) Unwrap() []error {
 	if e.Err != nil {
+		if r := replyRefusal(e.Err, ""); r != nil {
+			if r.kind == nil {
+				return []error{e.Err}
+			}
+			return []error{r.kind, e.Err}
+		}
 		return []error{store.ErrUnavailable, e.Err}
 	}
 	return []error{store.ErrUnavailable}
