@@ -67,7 +67,11 @@
 // handler and gives back what it charged, when the Decider is a
 // [Refunder] (policy.Engine), so it delays no later request; it is
 // answered 503 with the header fields, the delaying limits stated as
-// refusing until its turn (t, X-RateLimit-Reset and Retry-After alike). Concurrency limits hold
+// refusing until its turn (t, X-RateLimit-Reset and Retry-After alike),
+// and the body of a 503 refusal: temporary-reduced-capacity, the delaying
+// limits as violated-policies, the wait as retry-after, a detail saying
+// that the wait passes the request's deadline (RESOURCE_EXHAUSTED to a
+// gRPC call, as a refusal). Concurrency limits hold
 // their slot until the handler returns; the slot is released then, also
 // when the handler panics. While the handler runs, a Decider that is a
 // [Renewer] (policy.Engine) has the slot's lease renewed every third of

@@ -564,19 +564,22 @@ func (m *Middleware) unmapped(w http.ResponseWriter, r *http.Request, err error)
 
 // turnAfterDeadline answers an admitted request whose hold for resp's
 // Delay failed, its units given back already: 503 with the fields of the
-// delaying limits stated as refusing until its turn (turnMissed).
+// delaying limits stated as refusing until its turn (turnMissed), and
+// the body of a 503 refusal (refuse's: temporary-reduced-capacity, the
+// delaying limits as violated-policies, the wait as retry-after), its
+// detail saying that the wait passes the request's deadline or
+// WithMaxWait. A gRPC client hears a limit's refusal, RESOURCE_EXHAUSTED
+// with the wait as its pushback (UNAVAILABLE, 503's code, is retried at
+// once). New's and ForLimiter's middlewares both answer here.
 func (m *Middleware) turnAfterDeadline(w http.ResponseWriter, r *http.Request, resp policy.Response) {
-	// A gRPC client hears a limit's refusal, with the delay as
-	// its pushback: UNAVAILABLE, 503's code, is retried at once.
-	// Any client learns when its turn would have come.
-	if IsGRPC(r) {
-		setPushback(w.Header(), resp.Delay)
+	st := turnMissed(resp.Statuses)
+	m.fields.WriteStatuses(w.Header(), st)
+	why := "the queue's wait passes the request's deadline"
+	if m.o.maxWait > 0 && resp.Delay > m.o.maxWait {
+		why = "the queue's wait passes the longest this server holds a request"
 	}
-	m.fields.WriteStatuses(w.Header(), turnMissed(resp.Statuses))
-	m.fields.WriteRetryAfter(w.Header(), resp.Delay)
-	secs := headers.Seconds(resp.Delay)
-	WriteProblemFor(w, r, Problem{Status: http.StatusServiceUnavailable, Instance: pathOf(r), grpcCode: grpcResourceExhausted,
-		RetryAfter: &secs, Detail: fmt.Sprintf("the request's deadline came before its turn (delayed %v by a shaper)", resp.Delay)})
+	turned := policy.Response{Code: policy.CodeOverLimit, Statuses: st, Strategy: policy.StrategyReject}
+	refuse(w, r, turned, headers.FromStatuses(st), http.StatusServiceUnavailable, why)
 }
 
 // Reject writes the 429 answer for a refused response: Retry-After is
@@ -598,6 +601,13 @@ func Reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 // gets Reject's answer whatever status says: RESOURCE_EXHAUSTED, which
 // is gRPC's code for a quota (UNAVAILABLE, 503's, is retried at once).
 func reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy, status int) {
+	refuse(w, r, resp, ps, status, "")
+}
+
+// refuse writes every refusal's problem (reject's and
+// turnAfterDeadline's), with why, when not empty, saying why in place of
+// the status's wording, to HTTP and gRPC clients alike.
+func refuse(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []headers.Policy, status int, why string) {
 	p := Problem{
 		Type:             TypeQuotaExceeded,
 		Title:            titleQuotaExceeded,
@@ -610,6 +620,9 @@ func reject(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 	if status == http.StatusServiceUnavailable && !grpc {
 		p.Type, p.Title, p.Status = TypeTemporaryReducedCapacity, titleReducedCapacity, status
 		over = "over the server's capacity"
+	}
+	if why != "" {
+		over = why
 	}
 	if wait, ok := headers.RetryAfterOf(ps); ok {
 		s := headers.Seconds(wait)

@@ -53,11 +53,6 @@ type Problem struct {
 	// RetryAfter repeats the Retry-After field in seconds; absent when the
 	// request can never pass.
 	RetryAfter *int64 `json:"retry-after,omitempty"`
-	// grpcCode, when set, is the gRPC status WriteProblemFor gives a gRPC
-	// call instead of GRPCCode(Status): a refusal whose HTTP status says
-	// something else to an HTTP client (a shaper's turn past the deadline
-	// is a 503 there, a limit's refusal to a gRPC client).
-	grpcCode int
 }
 
 // WriteProblem writes p as an application/problem+json response with status
@@ -108,7 +103,7 @@ func WriteProblemFor(w http.ResponseWriter, r *http.Request, p Problem) {
 	h.Del("Content-Length")
 	h.Del("Content-Encoding")
 	h.Set("Content-Type", "application/grpc")
-	h.Set("Grpc-Status", strconv.Itoa(cmp.Or(p.grpcCode, GRPCCode(p.Status))))
+	h.Set("Grpc-Status", strconv.Itoa(GRPCCode(p.Status)))
 	h.Set("Grpc-Message", grpcMessage(msg))
 	// No body: net/http's HTTP/2 server then sends the header alone,
 	// ending the stream, which is gRPC's trailers-only response.
@@ -218,9 +213,9 @@ const (
 //   - 500 (the server is set up wrong, the cost function failed): INTERNAL (13);
 //   - 502, 503, 504 (the upstream failed or timed out, the store could
 //     not decide): UNAVAILABLE (14), as gRPC and Envoy read them:
-//     transient, retry with back-off (a shaper's turn past the call's
-//     deadline, a 503 to an HTTP client, is RESOURCE_EXHAUSTED to a gRPC
-//     one: WriteProblemFor is told so);
+//     transient, retry with back-off (a refusal by the limits answered
+//     503 to an HTTP client, by WithRefuseStatus or a shaper's turn past
+//     the deadline, is a 429 to a gRPC one, RESOURCE_EXHAUSTED);
 //   - any other: UNKNOWN (2).
 func GRPCCode(status int) int {
 	switch status {
