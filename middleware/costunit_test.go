@@ -1,11 +1,14 @@
 package middleware_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/middleware"
 )
@@ -74,6 +77,66 @@ func TestCostUnitChecked(t *testing.T) {
 		_, err := middleware.New(engine(t, bytesAMinute, nil), "web", extractor(t, perKey), tc.opts...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New = %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A negative cost from WithCost — r.ContentLength of a chunked body, -1 —
+// is answered 500 by New's and ForLimiter's middlewares alike, with or
+// without WithFailOpen: the request is not admitted, nothing is charged
+// (the next request of a known length finds the whole quota), and the
+// error log names WithCost and the value, with the ContentLength hint. A
+// gRPC call hears INTERNAL.
+func TestNegativeCost(t *testing.T) {
+	byLength := middleware.WithCost(func(r *http.Request) int64 { return r.ContentLength })
+	for _, open := range []bool{false, true} {
+		c := newClock(t0)
+		var logged []string
+		opts := []middleware.Option{byLength, middleware.WithCostUnit(headers.ContentBytes), middleware.WithFailOpen(open),
+			middleware.WithErrorLog(func(_ *http.Request, err error) { logged = append(logged, err.Error()) })}
+		viaEngine, err := middleware.New(engine(t, bytesAMinute, c), "web", extractor(t, perKey), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaLimiter, err := middleware.ForLimiter(newLimiter(t, "upload", algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Minute}, c),
+			middleware.KeyFunc(func(*http.Request) string { return "k" }), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []struct {
+			name string
+			m    *middleware.Middleware
+		}{{"New", viaEngine}, {"ForLimiter", viaLimiter}} {
+			step := fmt.Sprintf("%s, fail open %v", path.name, open)
+			logged = nil
+			h := path.m.Handler(http.HandlerFunc(ok))
+			chunked := httptest.NewRequest("POST", "/up", strings.NewReader(strings.Repeat("x", 600)))
+			chunked.ContentLength = -1 // as net/http sets it for Transfer-Encoding: chunked
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, chunked)
+			const body = `{"type":"about:blank","title":"Internal Server Error","status":500,` +
+				`"detail":"the rate limiter cannot decide this request: the server gave it a negative cost (-1)","instance":"/up"}` + "\n"
+			if w.Code != 500 || w.Body.String() != body {
+				t.Errorf("%s: a chunked body: %d %q, want 500 %q", step, w.Code, w.Body, body)
+			}
+			const log = "middleware: WithCost returned -1 for POST /up: a cost must not be negative " +
+				"(r.ContentLength is -1 when the body's length is unknown, e.g. chunked: see WithCost); answered 500"
+			if len(logged) != 1 || logged[0] != log {
+				t.Errorf("%s: logged %q, want [%q]", step, logged, log)
+			}
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("POST", "/up", strings.NewReader(strings.Repeat("x", 300))))
+			if got := w.Header().Get("RateLimit"); w.Code != 200 || !strings.HasPrefix(got, `"upload";r=700;`) {
+				t.Errorf("%s: 300 bytes after the refused chunked body: %d RateLimit %q, want 200 r=700 (nothing charged before)", step, w.Code, got)
+			}
+
+			g := grpcRequest("/pkg.Svc/Up", "application/grpc")
+			g.ContentLength = -1
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, g)
+			if got := w.Header().Get("Grpc-Status"); got != "13" {
+				t.Errorf("%s: a gRPC call of unknown length: grpc-status %q, want 13 (INTERNAL)", step, got)
+			}
 		}
 	}
 }

@@ -89,8 +89,9 @@
 // proxy header) 500: the server is set up wrong, not the request. A
 // Decider error (the store is down or timed out) gets 503, whose body says
 // which of the two without the store's own message, unless [WithFailOpen]
-// lets it pass; a request the Decider refuses as malformed (a negative
-// cost from [WithCost]) gets 500, never failed open. Nothing panics on any
+// lets it pass; a negative cost from [WithCost] (r.ContentLength is -1
+// for a body of unknown length: see WithCost), like any request the
+// Decider refuses as malformed, gets 500, never failed open nor admitted. Nothing panics on any
 // request. [WithErrorLog] receives every such error in full.
 //
 // A gRPC call ([IsGRPC]: a POST over HTTP/2 with Content-Type

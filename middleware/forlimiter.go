@@ -122,7 +122,7 @@ func WithClock(now func() time.Time) Option { return func(m *options) { m.clock 
 // New's rules: 429 (or WithRefuseStatus's 503) with Retry-After in whole
 // seconds, rounded up, and a problem body naming lim's policy; RESOURCE_EXHAUSTED to a gRPC call.
 // A store error is answered as New's Decider errors are: 503, or passed
-// with WithFailOpen; a negative cost from WithCost, 500.
+// with WithFailOpen; a negative cost from WithCost, 500 (see WithCost).
 //
 // The options are New's where they apply: WithHeaders, WithCost (0 means
 // 1), WithCostUnit, WithRefuseStatus, WithFailOpen, WithErrorLog,
@@ -181,15 +181,13 @@ func (limiterDecider) Peek(context.Context, policy.Request) (policy.Response, er
 }
 
 // checkLimiter is CheckAdmitted for a ForLimiter middleware, once the
-// request's key is known: one decision on m.lim, answered with New's
+// request's key and cost (WithCost's, not negative; 0 means 1) are known:
+// one decision on m.lim, answered with New's
 // fields writer, hold and refusal. The decision's status goes in st, which
 // the caller keeps until it returns.
-func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key string, st *[1]policy.Status, admitted func(policy.Response)) (func(), bool) {
-	cost := int64(1)
-	if m.o.cost != nil {
-		if c := m.o.cost(r); c != 0 {
-			cost = c
-		}
+func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key string, cost int64, st *[1]policy.Status, admitted func(policy.Response)) (func(), bool) {
+	if cost == 0 {
+		cost = 1 // as the Engine reads Hits 0
 	}
 	ctx := r.Context()
 	var d algo.Decision

@@ -95,7 +95,29 @@ func WithFallback(name string, h http.Handler) Option {
 // WithCost sets each request's cost (policy.Request.Hits), e.g. from its
 // size; 0 means 1. Default: every request costs 1. A cost in another unit
 // than requests (bytes) wants WithCostUnit too, or the RateLimit-Policy
-// field states the limits in requests.
+// field states the limits in requests. fn is called only for a request
+// that has descriptors (New) or a key (ForLimiter).
+//
+// A negative cost is the server's mistake, not the client's: the request
+// is answered 500 (INTERNAL to a gRPC call), neither admitted nor failed
+// open (WithFailOpen), nothing charged, and WithErrorLog gets an error
+// naming WithCost and the value. Beware r.ContentLength: it is -1 when
+// the body's length is unknown (a chunked HTTP/1.1 body, an HTTP/2 or
+// gRPC request without content-length), so a cost of r.ContentLength
+// answers every such request 500. max(r.ContentLength, 0) lets such a
+// body pass for a cost of 1 (0 means 1), whatever its size; to charge
+// it, cap the body and charge the cap:
+//
+//	const maxBody = 1 << 20 // the handler reads at most this (http.MaxBytesReader)
+//	middleware.WithCost(func(r *http.Request) int64 {
+//		if r.ContentLength < 0 {
+//			return maxBody // length unknown: charged as the most it can be
+//		}
+//		return r.ContentLength
+//	})
+//
+// or refuse a body of unknown length (411 Length Required) before the
+// middleware, or read the cost from a header the client sets.
 func WithCost(fn func(*http.Request) int64) Option { return func(m *options) { m.cost = fn } }
 
 // WithCostUnit names the unit of WithCost's costs:
@@ -133,7 +155,8 @@ func WithPriority(fn func(*http.Request) string) Option {
 func WithFailOpen(on bool) Option { return func(m *options) { m.failOpen = on } }
 
 // WithErrorLog receives every error the middleware answers for: a request
-// the extractor could not map, a Decider error, a missing fallback, a
+// the extractor could not map, a negative cost from WithCost, a Decider
+// error, a missing fallback, a
 // failed release or lease renewal (a failed renewal does not cut the
 // request; it is retried at the next renewal). Default: none.
 func WithErrorLog(fn func(*http.Request, error)) Option { return func(m *options) { m.errLog = fn } }
@@ -474,13 +497,16 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 	if len(dims) == 0 {
 		return nop, true
 	}
-	if m.lim != nil {
-		return m.checkLimiter(w, r, dims[0].Entries[0].Value, &sc.limStatus, admitted)
-	}
-	req := policy.Request{Domain: m.domain, Descriptors: sc.convert(dims)}
+	var cost int64 // 0: the Decider's default, 1
 	if m.o.cost != nil {
-		req.Hits = m.o.cost(r)
+		if cost = m.o.cost(r); cost < 0 {
+			return m.negativeCost(w, r, cost)
+		}
 	}
+	if m.lim != nil {
+		return m.checkLimiter(w, r, dims[0].Entries[0].Value, cost, &sc.limStatus, admitted)
+	}
+	req := policy.Request{Domain: m.domain, Descriptors: sc.convert(dims), Hits: cost}
 	if m.o.priority != nil {
 		req.Priority = m.o.priority(r)
 	}
@@ -559,6 +585,18 @@ func (m *Middleware) unmapped(w http.ResponseWriter, r *http.Request, err error)
 		status = http.StatusInternalServerError
 	}
 	WriteProblemFor(w, r, Problem{Status: status, Detail: err.Error(), Instance: pathOf(r)})
+	return nop, false
+}
+
+// negativeCost answers a request WithCost's function gave a negative
+// cost, for New's and ForLimiter's middlewares alike: 500, the server set
+// up wrong, never failed open nor admitted at a guessed cost (0 would
+// charge 1: a body of any size for one byte), nor 400, which would blame a
+// client whose request is valid (a chunked body has no ContentLength).
+func (m *Middleware) negativeCost(w http.ResponseWriter, r *http.Request, cost int64) (func(), bool) {
+	m.log(r, fmt.Errorf("middleware: WithCost returned %d for %s %s: a cost must not be negative (r.ContentLength is -1 when the body's length is unknown, e.g. chunked: see WithCost); answered 500", cost, r.Method, pathOf(r)))
+	WriteProblemFor(w, r, Problem{Status: http.StatusInternalServerError, Instance: pathOf(r),
+		Detail: fmt.Sprintf("the rate limiter cannot decide this request: the server gave it a negative cost (%d)", cost)})
 	return nop, false
 }
 
