@@ -85,6 +85,11 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 || f[0] != "STAT" {
+			if first {
+				if hint := notMemcachedHint(line); hint != "" {
+					return set, fmt.Errorf("%w: memcached: server %s: unexpected answer to stats settings%s", store.ErrUnavailable, addr, hint)
+				}
+			}
 			return set, fmt.Errorf("%w: memcached: server %s: unexpected answer to stats settings: %q", store.ErrUnavailable, addr, line)
 		}
 		switch f[1] {
@@ -115,4 +120,41 @@ func version(addr string, timeout time.Duration) error {
 		return fmt.Errorf("%w: memcached: server %s: unexpected answer to version: %q", store.ErrUnavailable, addr, strings.TrimRight(line, "\r\n"))
 	}
 	return nil
+}
+
+// respTypes are the first bytes of the replies of Redis's protocol (RESP2
+// and RESP3), none of which starts a line of memcached's.
+const respTypes = "-+:$*_,#!=(%~>|"
+
+// notMemcachedHint says, for line, a server's first line in answer to
+// stats settings that is not memcached's, what the server seems to be
+// (" (…)", quoting the line), or "" when the line does not tell. A Redis
+// answers a command it does not know with an error (redis-server 7: "-ERR
+// unknown command 'stats', with args beginning with: 'settings' "); an
+// HTTP server with a status line (400 Bad Request). The words are those
+// of the converse hint the redis package gives a redis:// URL that
+// reaches a memcached.
+func notMemcachedHint(line string) string {
+	switch {
+	case line != "" && strings.IndexByte(respTypes, line[0]) >= 0:
+		return " (is it a Redis server? its reply " + quoteLine(line) + " is Redis's protocol, not memcached's; redis:// is the URL of a Redis server)"
+	case strings.HasPrefix(line, "HTTP/"):
+		return " (is it an HTTP server? its reply " + quoteLine(line) + " is HTTP, not memcached's protocol)"
+	}
+	return ""
+}
+
+// quoteLine quotes a server's line for an error, cut short, in single
+// quotes: the server's store log blanks what is in double quotes (keys),
+// and the line is what tells the server's kind.
+func quoteLine(line string) string {
+	if len(line) > 40 {
+		line = line[:40] + "…"
+	}
+	return "'" + strings.Map(func(r rune) rune {
+		if r < ' ' || r == '\'' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, line) + "'"
 }

@@ -111,7 +111,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 	if !cfg.skipCheck {
 		if s.cfg.maxItemSize, err = checkServers(r.addrs, cfg.timeout, cfg.maxItemSize); err != nil {
 			mc.Close()
-			return nil, fmt.Errorf("%w (store URL %s)", err, store.RedactURL(url))
+			return nil, fmt.Errorf("%w (store URL %q)", err, store.RedactURL(url))
 		}
 	}
 	return s, nil
