@@ -47,17 +47,21 @@
 // documentation for how several combine):
 //
 //   - reject: 429 Too Many Requests with Retry-After (whole seconds, rounded
-//     up: a client that waits that long is admitted) and an RFC 9457
+//     up: a client that waits that long is admitted; none when a
+//     concurrency limit refused, which promises no time, nor when the
+//     request can never pass) and an RFC 9457
 //     application/problem+json body of the draft's quota-exceeded type that
 //     names the violated policies; with [WithRefuseStatus](503), 503 Service
 //     Unavailable (the server shedding load) and a body of the draft's
 //     temporary-reduced-capacity type, the fields the same;
 //   - wait: the request is held — in the Engine's wait queue when the
 //     Decider is a *policy.Engine, else by retrying after the advised delay —
-//     up to the rule's max_wait and the request context's deadline, then
-//     passed or rejected as above;
+//     up to the rule's max_wait, [WithMaxWait] and the request context's
+//     deadline, then passed or rejected as above;
 //   - degrade: the fallback handler registered under the rule's fallback
-//     name ([WithFallback]) serves the request, with the header fields;
+//     name ([WithFallback]) serves the request, with the header fields (a
+//     fallback not registered, which New refuses when it can see the
+//     rules: rejected as above, and logged);
 //   - shadow: the request passes; the header fields still tell the truth.
 //
 // An admitted request that a shaper delays (Response.Delay) is held for that
@@ -114,7 +118,8 @@
 // # Concurrency and clock
 //
 // A Middleware is immutable and safe for concurrent use. It reads no clock
-// (but ForLimiter's, for a calendar window's length: [WithClock]):
-// decisions use the store's clock, and holding uses the runtime's timers,
-// which testing/synctest fakes.
+// for its decisions (but ForLimiter's, for a calendar window's length:
+// [WithClock]): they use the store's clock. Holding compares the request's
+// deadline with time.Now and waits on the runtime's timers, both of which
+// testing/synctest fakes.
 package middleware

@@ -126,7 +126,8 @@ func WithClock(now func() time.Time) Option { return func(m *options) { m.clock 
 //
 // The options are New's where they apply: WithHeaders, WithCost (0 means
 // 1), WithCostUnit, WithRefuseStatus, WithFailOpen, WithErrorLog,
-// WithMaxWait, and WithClock. WithFallback and WithPriority are refused
+// WithMaxWait, and WithClock; WithDescriptorCheck has nothing to check.
+// WithFallback and WithPriority are refused
 // (a Limiter has no degrade strategy nor priority classes); a Limiter
 // never waits for its turn (rules' wait strategy): use lim.Wait for that.
 func ForLimiter(lim *limiter.Limiter, key Key, opts ...Option) (*Middleware, error) {

@@ -79,8 +79,9 @@ func WithHeaders(o headers.Options) Option { return func(m *options) { m.headers
 
 // WithFallback registers the handler that serves requests a rule with
 // strategy degrade and fallback: name refuses. A refused request whose
-// fallback is not registered is rejected (429) and reported to the error
-// log. A gRPC call (IsGRPC) is rejected too, RESOURCE_EXHAUSTED: h's
+// fallback is not registered is rejected (429, or WithRefuseStatus's 503)
+// and reported to the error log; New refuses such a rule when its Decider
+// has a configuration to check. A gRPC call (IsGRPC) is rejected too, RESOURCE_EXHAUSTED: h's
 // answer would not be a gRPC response, which its client cannot read.
 // Default: none.
 func WithFallback(name string, h http.Handler) Option {
@@ -157,13 +158,15 @@ func WithFailOpen(on bool) Option { return func(m *options) { m.failOpen = on } 
 // WithErrorLog receives every error the middleware answers for: a request
 // the extractor could not map, a negative cost from WithCost, a Decider
 // error, a missing fallback, a
-// failed release or lease renewal (a failed renewal does not cut the
-// request; it is retried at the next renewal). Default: none.
+// failed release, refund or lease renewal (a failed renewal does not cut
+// the request; it is retried at the next renewal). A Decider error is
+// logged also when WithFailOpen lets the request pass. Default: none.
 func WithErrorLog(fn func(*http.Request, error)) Option { return func(m *options) { m.errLog = fn } }
 
 // WithMaxWait bounds how long a request may be held by the wait strategy
-// and by a shaper's delay, on top of the rules' max_wait and the request
-// context's deadline. Default 0: no bound of its own. A Decider that is not
+// and by the delay of an admission (a shaper's, a smooth limit's), on top
+// of the rules' max_wait and the request context's deadline. Default 0: no
+// bound of its own; New refuses a negative d. A Decider that is not
 // a Waiter is retried after each advised delay until then, or for at most
 // 30 s when neither this nor the context sets a bound.
 func WithMaxWait(d time.Duration) Option { return func(m *options) { m.maxWait = d } }
@@ -473,9 +476,11 @@ func pathOf(r *http.Request) string {
 // complete (it releases concurrency slots; it is never nil). Until done is
 // called, the slots the request holds are renewed every third of their
 // lease TTL when the Decider is a Renewer: a timer per request that holds
-// slots, none for the others. Otherwise it
-// has written the whole response — 429, the fallback's answer, 400 or 503 —
-// and returns pass false.
+// slots, none for the others. Otherwise it returns pass false, having
+// written the whole response — the refusal (429, or WithRefuseStatus's
+// 503), the fallback's answer, 400, 500 or 503 — except for a request
+// whose context was cancelled while it was held (its client gone), to
+// which it writes nothing.
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(), pass bool) {
 	return m.CheckAdmitted(w, r, nil)
 }

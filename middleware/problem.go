@@ -36,7 +36,9 @@ const (
 type Problem struct {
 	// Type identifies the kind of problem (a URI): TypeQuotaExceeded for
 	// a refusal by the limits answered 429, TypeTemporaryReducedCapacity
-	// for one answered 503.
+	// for one answered 503 (WithRefuseStatus, or a shaped request whose
+	// turn comes after its deadline), TypeBlank for the others (400,
+	// 500, a Decider's 503). WriteProblem writes TypeBlank for "".
 	Type string `json:"type"`
 	// Title is a short human-readable summary of the type.
 	Title string `json:"title"`
@@ -50,8 +52,9 @@ type Problem struct {
 	// quota-exceeded and temporary-reduced-capacity types define; they
 	// are the policy names of the RateLimit fields.
 	ViolatedPolicies []string `json:"violated-policies,omitempty"`
-	// RetryAfter repeats the Retry-After field in seconds; absent when the
-	// request can never pass.
+	// RetryAfter repeats the Retry-After field in seconds; absent when
+	// there is none: the request can never pass, a concurrency limit
+	// refused it, or the problem is no refusal.
 	RetryAfter *int64 `json:"retry-after,omitempty"`
 }
 

@@ -13,10 +13,12 @@
 //	limit, err := ginlimit.ForLimiter(lim, middleware.ClientIPKey())
 //	router.Use(limit)
 //
-// A refused request is answered (429 with a problem body, or the degrade
-// fallback) and the chain aborted; an admitted one continues with the
-// fields set, and its concurrency slots are released when the chain
-// returns. Functions that read the request (dimension.WithUser,
+// A request the middleware answers itself — refused (429, or
+// WithRefuseStatus's 503, with a problem body), served by the degrade
+// fallback, or failed (400, 500, or 503 when the store cannot decide) —
+// has the chain aborted; an admitted one (or one WithFailOpen lets pass)
+// continues with the fields set, and its concurrency slots are held,
+// their leases renewed, until the chain returns, also when it panics. Functions that read the request (dimension.WithUser,
 // middleware.WithCost, ...) can reach the gin.Context with [Context], e.g.
 // to read what an authentication handler stored with c.Set.
 //
