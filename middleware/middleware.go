@@ -452,7 +452,11 @@ func turnMissed(st []policy.Status) []policy.Status {
 				d.Allowed, d.RetryAfter, delayed = false, d.Delay, true
 			}
 		}
-		if d := &s.Decision; d.Delay > 0 {
+		// The status's own decision is one of its limits' (the
+		// tightest): refusing only when a limit that counts delayed the
+		// request, or when it has no limits; a shadow rule's delay, which
+		// was never held, refuses nothing.
+		if d := &s.Decision; d.Delay > 0 && (delayed || len(s.Limits) == 0 && !s.Shadow) {
 			d.Allowed, d.RetryAfter, delayed = false, d.Delay, true
 		}
 		if delayed {

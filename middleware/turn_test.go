@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate/floodgate/dimension"
 	"github.com/floodgate/floodgate/middleware"
 )
 
@@ -120,4 +122,43 @@ func TestTurnPastDeadlineProblem(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A shadow rule's delay is never held, so it does not refuse a shaped
+// request whose turn (by a rule that counts) comes after WithMaxWait:
+// violated-policies and the detail name the delaying rule alone, and the
+// shadow rule's fields are those of an admission.
+func TestTurnPastDeadlineShadowNotViolated(t *testing.T) {
+	const yaml = `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: real, algorithm: shaper, unit: second, requests_per_unit: 1, burst: 3}
+  - key: generic_key
+    value: k
+    rate_limit: {name: trial, algorithm: shaper, unit: second, requests_per_unit: 2, burst: 3, strategy: shadow}
+`
+	spec := dimension.Spec{Descriptors: []dimension.DescriptorSpec{
+		{Entries: []dimension.EntrySpec{{Source: "remote_address"}}},
+		{Entries: []dimension.EntrySpec{{Source: "generic_key", Value: "k"}}},
+	}}
+	m, err := middleware.New(engine(t, yaml, newClock(t0)), "web", extractor(t, spec), middleware.WithMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(ok))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/s", nil)) // passes at once
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/s", nil)) // real: 1 s away; trial: 0.5 s, not held
+	var p middleware.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	const detail = "real: the queue's wait passes the longest this server holds a request; retry in 1 s"
+	if w.Code != 503 || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "real" || p.Detail != detail {
+		t.Errorf("turn past WithMaxWait beside a shadow shaper: %d violated %q detail %q, want 503 [real] %q", w.Code, p.ViolatedPolicies, p.Detail, detail)
+	}
+	wantFields(t, "beside a shadow shaper", w.Header(), map[string]string{
+		"RateLimit": `"real";r=2;t=1, "trial";r=2;t=1`, "Retry-After": "1", "X-RateLimit-Limit": "4", "X-RateLimit-Reset": "1",
+	})
 }
