@@ -118,7 +118,8 @@ func WithFallback(name string, h http.Handler) Option {
 //	})
 //
 // or refuse a body of unknown length (411 Length Required) before the
-// middleware, or read the cost from a header the client sets.
+// middleware, or read the cost from a header that a trusted proxy sets
+// (not one the client sets: it would write 0).
 func WithCost(fn func(*http.Request) int64) Option { return func(m *options) { m.cost = fn } }
 
 // WithCostUnit names the unit of WithCost's costs:
