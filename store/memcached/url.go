@@ -3,6 +3,8 @@ package memcached
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/storeurl/hostlist"
@@ -26,10 +28,15 @@ const DefaultPort = "11211"
 // store.SplitURL cuts it and quoted as store.RedactURL shows it, so an
 // error never shows what precedes the '@', whatever it holds ('/', '?',
 // '#', ':' or '@' included), and no reason quotes a query or fragment.
+// Every part of the URL an error shows is quoted (%q), so that a control
+// character shows escaped ("\n") and the error stays one line; when the URL
+// holds one, or ends or starts with spaces or control characters (a value
+// read from a file or an environment variable with its line end), the
+// error says so after its reason.
 func ParseURL(rawURL string) ([]string, error) {
 	shown := store.RedactURL(rawURL)
 	bad := func(format string, args ...any) ([]string, error) {
-		return nil, fmt.Errorf("memcached: store URL %q: %s", shown, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("memcached: store URL %q: %s%s", shown, fmt.Sprintf(format, args...), strayHint(shown))
 	}
 	p, ok := store.SplitURL(rawURL)
 	if !ok || !strings.EqualFold(p.Scheme, "memcached") {
@@ -55,4 +62,23 @@ func ParseURL(rawURL string) ([]string, error) {
 		return bad("%v", err)
 	}
 	return servers, nil
+}
+
+// strayHint says, for a URL refused for another reason, that it ends or
+// starts with spaces or control characters, or holds a control character
+// (" (…)", the characters quoted), or "". shown is the URL with its
+// credentials hidden, so the hint never quotes any of them.
+func strayHint(shown string) string {
+	stray := func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+	if t := strings.TrimRightFunc(shown, stray); t != shown {
+		return fmt.Sprintf(" (the URL ends with %q: trim what was read with it from a file or an environment variable)", shown[len(t):])
+	}
+	if t := strings.TrimLeftFunc(shown, stray); t != shown {
+		return fmt.Sprintf(" (the URL starts with %q: trim what was read with it from a file or an environment variable)", shown[:len(shown)-len(t)])
+	}
+	if i := strings.IndexFunc(shown, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(shown[i:])
+		return fmt.Sprintf(" (the URL holds the control character %q)", string(r))
+	}
+	return ""
 }

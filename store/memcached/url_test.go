@@ -173,3 +173,47 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+// TestParseURLNamesControlCharacters: a URL read with a line end (from an
+// environment variable or a file) or holding a tab is refused in one line
+// that says so, the character quoted, whatever part of the URL it is in;
+// the reason the host list gives stays. Before, "…:11211\n" was refused
+// only as `port must be 1-65535, got "11211\n"`. A password around such a
+// character still never shows.
+func TestParseURLNamesControlCharacters(t *testing.T) {
+	cases := []struct{ url, want string }{
+		{"memcached://127.0.0.1:11211\n", `port must be 1-65535, got "11211\n" (the URL ends with "\n"`},
+		{"memcached://127.0.0.1:11211\r\n", `(the URL ends with "\r\n"`},
+		{"memcached://127.0.0.1:11211 ", `(the URL ends with " "`},
+		{"memcached://a:1,b:2/\n", `unexpected path "/\n": only a list of host:port is allowed (the URL ends with "\n"`},
+		{"memcached://cache\n", `the host holds a space or a control character (the URL ends with "\n"`},
+		{"memcached://127.0.0.1:\t11211", `port must be 1-65535, got "\t11211" (the URL holds the control character "\t")`},
+		{"memcached://127.0.0.1\t:11211", `the host holds a space or a control character (the URL holds the control character "\t")`},
+		{"memcached://a:1\x00,b:2", `(the URL holds the control character "\x00")`},
+		{"\nmemcached://a:1", `want memcached://host:port[,host:port] (the URL starts with "\n"`},
+		{"memcached://bob:Sup3r\tSecr3t@a:1\n", `memcached takes no user name or password (remove what precedes '@'): its text protocol has no authentication; firewall the port instead (the URL ends with "\n"`},
+	}
+	for _, tt := range cases {
+		_, err := ParseURL(tt.url)
+		if err == nil {
+			t.Errorf("ParseURL(%q) accepted it", tt.url)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tt.want) || !strings.Contains(msg, strconv.Quote(store.RedactURL(tt.url))) {
+			t.Errorf("ParseURL(%q) = %v, want it to quote the URL and say %s", tt.url, err, tt.want)
+		}
+		if strings.ContainsFunc(msg, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			t.Errorf("ParseURL(%q) = %q, want one line without control characters", tt.url, msg)
+		}
+		if strings.Contains(msg, "Sup3r") || strings.Contains(msg, "Secr3t") {
+			t.Errorf("ParseURL(%q) = %v: the password shows", tt.url, err)
+		}
+		if s, oerr := Open(tt.url); oerr == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", tt.url)
+		} else if oerr.Error() != msg {
+			t.Errorf("Open(%q) = %v, want ParseURL's error %v", tt.url, oerr, err)
+		}
+	}
+}
