@@ -61,7 +61,7 @@ import (
 // what to do about it; nil for an outage.
 type refusal struct {
 	kind error  // ErrPermission, errNotState or nil
-	hint string // what to change, with no key (see hint)
+	hint string // what to change; no key, only its prefix (keyPattern)
 }
 
 // refusalOf classifies a server error reply, msg, of a call on key (one of
