@@ -124,9 +124,18 @@
 // instances). The TTL is what makes an admin reset fleet-wide within a
 // second, even for a calendar quota refused until next month; a key far
 // over its limit costs each instance one store call per TTL. The cache
-// holds at most WithOverLimitCache keys (100 000 by default). A multi-key
-// Take that the cache refuses reports the other keys as Allowed with
-// Remaining equal to their cost: their true state was not read.
+// holds at most WithOverLimitCache keys (100 000 by default).
+//
+// A multi-key Take (the descriptors of a request, a hierarchy) is answered
+// from the cache only when it holds a refusal of every key: the cache
+// cannot say what remains of a key it does not hold, so a Take with one
+// goes to the store, which refuses it charging nothing and reports each
+// key's true Remaining (one store call, as without the cache). A cached
+// key that the store then admits (another instance reset it) leaves the
+// cache. When the store cannot answer such a Take, the cached keys still
+// refuse it, whatever the failure policy: they report their cached
+// refusal, the other keys what the policy reports for them with nothing
+// charged (FailOpen: a fresh key's capacity), and Result.Fallback is set.
 //
 // # Clock and concurrency
 //

@@ -528,10 +528,13 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if err := store.Check(reqs, out); err != nil {
 		return store.Result{}, err
 	}
+	cached := false
 	if s.cache != nil {
-		if res, hit := s.fromCache(reqs, out); hit {
+		res, hit, some := s.fromCache(reqs, out)
+		if hit {
 			return res, nil
 		}
+		cached = some
 	}
 	j := s.getJob(runTake, reqs)
 	defer putJob(j)
@@ -540,6 +543,9 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	case ok:
 		copy(out, j.out)
 		res := j.res
+		if cached {
+			s.forgetAdmitted(reqs, out)
+		}
 		if !res.Allowed && s.cache != nil {
 			now := s.nowUS()
 			for i := range reqs {
@@ -553,20 +559,72 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	return s.fallbackTake(ctx, j, reqs, out, err)
 }
 
-func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+// fromCache answers a Take from the over-limit cache when it holds a
+// refusal of every request (hit): no store call. A Take of which some
+// requests are not cached goes to the store, whose refusal charges
+// nothing and reports each request's true state; the cache cannot tell
+// what the others' Remaining is, and a number made up for them would
+// reach the client's headers as if the store had said it. some reports
+// that the cache holds some of the requests (see forgetAdmitted).
+func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (res store.Result, hit, some bool) {
 	now := s.nowUS()
-	hit := false
+	hit = true
 	for i := range reqs {
-		if d, ok := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); ok {
-			out[i], hit = d, true
+		d, ok := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now)
+		if ok {
+			out[i], some = d, true
 		} else {
-			out[i] = algo.Decision{Allowed: true, Limit: reqs[i].Limit.Capacity(), Remaining: max(0, reqs[i].Cost)}
+			hit = false
 		}
 	}
-	if hit && s.cfg.hooks.CacheHit != nil {
+	if !hit {
+		return store.Result{}, false, some
+	}
+	if s.cfg.hooks.CacheHit != nil {
 		s.cfg.hooks.CacheHit()
 	}
-	return store.Result{Allowed: false, At: now}, hit
+	return store.Result{Allowed: false, At: now}, true, true
+}
+
+// forgetAdmitted drops from the cache the requests the store has just
+// admitted (each on its own, out[i].Allowed): their cached refusal is
+// out of date (another instance reset or refunded the key), and would
+// refuse them alone until its TTL.
+func (s *Store) forgetAdmitted(reqs []store.Request, out []algo.Decision) {
+	for i := range reqs {
+		if out[i].Allowed {
+			s.cache.drop(reqs[i].Key)
+		}
+	}
+}
+
+// cachedRefusal answers a Take that the store could not, some of whose
+// requests (not all: fromCache answered those) the cache holds as over
+// limit: the take is refused, as the store would refuse it, whatever the
+// failure policy would say; the cached requests report their cached
+// refusal, the others what the policy reports for them (see policyPeek)
+// with nothing charged. hit is false when the cache holds none of them.
+// It is a fallback (Hooks.Fallback was called), not a CacheHit.
+func (s *Store) cachedRefusal(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, now int64) (hit bool, err error) {
+	for i := range reqs {
+		if _, hit = s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); hit {
+			break
+		}
+	}
+	if !hit {
+		return false, nil
+	}
+	if err := s.policyPeek(ctx, j, reqs, out); err != nil {
+		return true, err
+	}
+	for i := range reqs {
+		if d, ok := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); ok {
+			out[i] = d
+		} else {
+			out[i] = store.Unwind(out[i], reqs[i].Cost)
+		}
+	}
+	return true, nil
 }
 
 // openDecision is FailOpen's decision of r: admitted, with the capacity
@@ -586,6 +644,13 @@ func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, 
 		h("take", s.cfg.policy, cause)
 	}
 	now := s.nowUS()
+	if s.cache != nil {
+		// A key known over its limit stays refused while the store is
+		// down: FailOpen or FailLocal would admit it.
+		if hit, err := s.cachedRefusal(ctx, j, reqs, out, now); hit {
+			return store.Result{Allowed: false, At: now, Fallback: true}, err
+		}
+	}
 	switch s.cfg.policy {
 	case FailOpen:
 		allowed := true
@@ -637,6 +702,17 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if h := s.cfg.hooks.Fallback; h != nil {
 		h("peek", s.cfg.policy, err)
 	}
+	if lerr := s.policyPeek(ctx, j, reqs, out); lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	return nil
+}
+
+// policyPeek fills out with the failure policy's answer to a Peek of reqs
+// that the store could not answer (j is the call): FailOpen a fresh key's
+// state, FailClosed a refusal until the breakers let calls through,
+// FailLocal the local store's state.
+func (s *Store) policyPeek(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision) error {
 	switch s.cfg.policy {
 	case FailOpen:
 		for i := range reqs {
@@ -650,9 +726,9 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 		return nil
 	}
-	local, lerr := s.localStore()
-	if lerr != nil {
-		return errors.Join(err, lerr)
+	local, err := s.localStore()
+	if err != nil {
+		return err
 	}
 	return local.Peek(ctx, s.divide(reqs), out)
 }
