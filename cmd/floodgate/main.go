@@ -164,8 +164,9 @@ func boolValueHint(fs *flag.FlagSet, args []string, parsed int) string {
 // arguments follow the flags. fs.Usage must write to fs.Output(): after
 // -h it writes to stdout, after a mistake to stderr. ok false means the
 // command must exit with code: 0 after -h, 2 after a bad flag or a wrong
-// number of arguments (the problem and, for a flag or a count, the usage
-// printed). An unknown flag close to a defined one gets a "did you mean".
+// number of arguments (the problem, and the usage for a wrong count or
+// with -h among args; for a bad flag, a line saying to run -h). An unknown
+// flag close to a defined one gets a "did you mean".
 func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr io.Writer) (code int, ok bool) {
 	// The flag package prints its own message and the usage, both to one
 	// output: silence it and print them where they belong.
@@ -187,6 +188,12 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		// away. With -h among the arguments (the flag package stopped
 		// before it), the usage that was asked for follows the error.
 		fmt.Fprintf(stderr, "floodgate %s: %v%s (floodgate %s -h lists the flags)\n", fs.Name(), err, valueHint(fs, err), fs.Name())
+		return 2, false
+	case err != nil && !helpAsked(args):
+		// An unknown flag: the error and where the flags are listed, not
+		// the usage (serve's is 100 lines) that would scroll the "did you
+		// mean" away.
+		fmt.Fprintf(stderr, "floodgate %s: %v%s%s\nRun 'floodgate %[1]s -h' for the flags.\n", fs.Name(), err, names.FlagHint(fs, err), valueHint(fs, err))
 		return 2, false
 	case err != nil:
 		fmt.Fprintf(stderr, "floodgate %s: %v%s%s\n", fs.Name(), err, names.FlagHint(fs, err), valueHint(fs, err))

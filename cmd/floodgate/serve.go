@@ -60,8 +60,9 @@ type serveFlags struct {
 	// an error names the variable the operator set rather than a flag
 	// they never typed.
 	env map[string]envValue
-	// envWarnings name the FLOODGATE_* variables that set no flag, for
-	// serve to log once its logger exists.
+	// envWarnings name the FLOODGATE_* variables that set no flag, and
+	// the envoyproxy/ratelimit variables set (which serve does not read),
+	// for serve to log once its logger exists.
 	envWarnings []string
 	// given holds the flags set on the command line or by their
 	// FLOODGATE_<NAME> variable (filled by applyEnv).
@@ -157,7 +158,7 @@ func (f *serveFlags) applyEnv(fs *flag.FlagSet, getenv func(string) string, envi
 			given[fl.Name] = true
 		}
 	})
-	f.envWarnings = unknownEnv(fs, environ)
+	f.envWarnings = append(unknownEnv(fs, environ), upstreamEnv(environ)...)
 	return errors.Join(errs...)
 }
 
@@ -197,7 +198,8 @@ func unknownEnv(fs *flag.FlagSet, environ []string) []string {
 // could never match, nor could one that holds whitespace or a control
 // character; such a token, an empty file or a token given both ways is an
 // error naming the flag or file, never the token. A token file that every
-// user may read is returned as a warning.
+// user may read is returned as a warning, and so is a token given on the
+// command line, which ps shows to every user.
 func (f *serveFlags) readTokens() (warnings []string, err error) {
 	var errs []error
 	for _, t := range []struct {
@@ -215,6 +217,10 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 				continue
 			}
 			*t.tok = tok
+			if _, fromEnv := f.env[t.name]; !fromEnv {
+				env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(t.name, "-", "_"))
+				warnings = append(warnings, fmt.Sprintf("--%s is given on the command line, where any user of this host can read it (ps, /proc/<pid>/cmdline): give it by --%[1]s-file FILE (a file only floodgate's user can read) or the environment variable %s instead", t.name, env))
+			}
 			continue
 		}
 		if *t.tok != "" {
@@ -395,6 +401,33 @@ func warnEviction(st store.Store, f serveFlags, log *slog.Logger) {
 	}
 }
 
+// memoryStore reports whether the store URL u is the memory store's.
+func memoryStore(u string) bool { return strings.HasPrefix(strings.ToLower(u), "memory:") }
+
+// memoryWarnings returns a warning for each flag of a remote store's
+// failure handling set with the memory store, where it does nothing
+// (openStore wraps only a remote store in store/resilient): the memory
+// store is in this process and has no outage for --on-store-error to
+// answer, and --instances only sets the share of each limit that
+// --on-store-error local decides on while a remote store is down.
+func (f *serveFlags) memoryWarnings() []string {
+	if !memoryStore(f.store) {
+		return nil
+	}
+	st := f.origin("store", storeurl.Redact(f.store))
+	var out []string
+	if f.given["on-store-error"] {
+		out = append(out, fmt.Sprintf("%s does nothing with %s: the failure policy answers when a remote store fails or times out, and the memory store is in this process",
+			f.origin("on-store-error", f.onStoreError), st))
+	}
+	if f.instances > 1 {
+		out = append(out, fmt.Sprintf("%s does nothing with %s: it divides each limit among the instances under --on-store-error local while a remote store is down; "+
+			"with the memory store each instance counts on its own, so %d instances together admit up to %[3]d times each limit (share a remote --store)",
+			f.origin("instances", f.instances), st, f.instances))
+	}
+	return out
+}
+
 // waitReplicas returns the wait_replicas and wait_timeout of a Redis
 // --store URL; 0 when it has none or is not a Redis URL (a bad URL is
 // reported when the store opens).
@@ -444,6 +477,11 @@ func (f *serveFlags) check() error {
 			"must be at least %v with wait_replicas in %s (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
 			need, f.flag("store"), need-redis.WaitLate, redis.WaitLate))
 	}
+	for _, a := range []struct{ name, addr string }{{"http", f.httpAddr}, {"grpc", f.grpcAddr}, {"admin", f.adminAddr}, {"api", f.apiAddr}} {
+		if why := listenAddrProblem(a.addr); why != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", f.origin(a.name, a.addr), why))
+		}
+	}
 	errs = append(errs, f.checkTLS()...)
 	return errors.Join(errs...)
 }
@@ -484,6 +522,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	if err := f.check(); err != nil {
 		return err
+	}
+	for _, w := range f.memoryWarnings() {
+		log.Warn(w)
 	}
 
 	// One watcher answers both the polls (none with --reload-interval 0)
@@ -628,23 +669,26 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	// starts on the line below must find them SERVING (Serve checks the
 	// store again every second).
 	srv.CheckStore(ctx)
-	attrs := []any{"http", ls.HTTP.Addr().String(), "grpc", ls.GRPC.Addr().String(), "admin", ls.Admin.Addr().String(),
+	// The addresses as the operator gave them, with the ports bound.
+	httpAddr, grpcAddr, adminAddr := shownAddr(f.httpAddr, ls.HTTP), shownAddr(f.grpcAddr, ls.GRPC), shownAddr(f.adminAddr, ls.Admin)
+	dashboard := "http://"
+	if stls != nil && tlsOn["admin"] {
+		dashboard = "https://"
+	}
+	dashboard += adminAddr + "/dashboard"
+	attrs := []any{"http", httpAddr, "grpc", grpcAddr, "admin", adminAddr, "dashboard", dashboard,
 		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"on_store_error", policyOnErr.String()}
-	dashboard := "http://"
 	if stls != nil {
 		attrs = append(attrs, "tls", tlsNames(tlsOn, f.apiAddr != ""), "tls_client_ca", f.tlsClientCA != "", "tls_certificate", stls.cur.Load().describe())
-		if tlsOn["admin"] {
-			dashboard = "https://"
-		}
 	}
-	apis := ls.HTTP.Addr().String()
+	apis := httpAddr
 	if f.upstream != "" {
 		// Gateway mode: --http is the proxy only; the decision APIs are on
 		// --api or nowhere.
 		apis = "off (set --api ADDR to serve them)"
 		if ls.API != nil {
-			apis = ls.API.Addr().String()
+			apis = shownAddr(f.apiAddr, ls.API)
 		}
 		attrs = append(attrs, "upstream", store.RedactURL(f.upstream), "upstream_timeout", f.upstreamTimeout.String(),
 			"client_timeout", f.clientTimeout.String(), "preserve_host", f.preserveHost, "decision_apis", apis)
@@ -658,22 +702,80 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
 		log.Warn(adminOpenWarning,
-			"admin", ls.Admin.Addr().String())
+			"admin", adminAddr)
 	}
 	if rules := newAdaptiveRules(nil, cfg); len(rules) > 0 && observeOpen {
 		log.Warn(observeOpenWarning, "rules", strings.Join(rules, ","))
 	}
 	log.Info("floodgate serving", attrs...)
-	if f.upstream != "" {
-		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard %s%s/dashboard)%s\n",
-			ls.HTTP.Addr(), store.RedactURL(f.upstream), apis, ls.GRPC.Addr(), ls.Admin.Addr(), dashboard, ls.Admin.Addr(), tlsNote(stls, tlsOn, f.apiAddr != ""))
-	} else {
-		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard %s%s/dashboard)%s\n",
-			ls.HTTP.Addr(), ls.GRPC.Addr(), ls.Admin.Addr(), dashboard, ls.Admin.Addr(), tlsNote(stls, tlsOn, f.apiAddr != ""))
+	// The line for a person at a terminal. Under --log-format json the
+	// record above says the same: a plain line on stdout would break a
+	// pipeline that reads stdout and stderr merged as JSON.
+	switch {
+	case f.logFormat == "json":
+	case f.upstream != "":
+		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard %s)%s\n",
+			httpAddr, store.RedactURL(f.upstream), apis, grpcAddr, adminAddr, dashboard, tlsNote(stls, tlsOn, f.apiAddr != ""))
+	default:
+		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard %s)%s\n",
+			httpAddr, grpcAddr, adminAddr, dashboard, tlsNote(stls, tlsOn, f.apiAddr != ""))
 	}
+	// The stop's start: with the default --shutdown-delay 0 nothing else
+	// is logged between the signal and "floodgate stopped" (unless the
+	// drain times out).
+	var stopAt time.Time
+	noted := make(chan struct{})
+	unnote := context.AfterFunc(ctx, func() {
+		defer close(noted)
+		stopAt = time.Now()
+		log.Info(stopMessage(context.Cause(ctx), f), "shutdown_delay", f.shutdownDelay.String(), "drain_timeout", f.drainTimeout.String())
+	})
 	err = srv.Serve(ctx, ls)
-	log.Info("floodgate stopped")
+	if unnote() {
+		log.Info("floodgate stopped")
+		return err
+	}
+	<-noted
+	log.Info("floodgate stopped", "after", time.Since(stopAt).Round(time.Millisecond).String())
 	return err
+}
+
+// stopMessage is serve's INFO line when its context is done: why (the
+// signal, or "stop requested" for a context cancelled otherwise) and what
+// follows, with the flags that bound it.
+func stopMessage(cause error, f serveFlags) string {
+	why, again := "stop requested", ""
+	if cause != nil && strings.HasSuffix(cause.Error(), " signal received") {
+		// os/signal.NotifyContext's cause, e.g. "terminated signal
+		// received"; main then gives the signals their default action.
+		why, again = cause.Error(), " (a second SIGTERM or SIGINT ends the process at once)"
+	}
+	var next string
+	if f.shutdownDelay > 0 {
+		next = fmt.Sprintf("reporting not ready while still serving for %v (%s), then draining", f.shutdownDelay, f.flag("shutdown-delay"))
+	} else {
+		next = "draining"
+	}
+	return fmt.Sprintf("%s: %s: the HTTP and gRPC listeners close and the requests in flight have up to %v (%s) to finish, then their connections are closed; the admin address closes last%s",
+		why, next, f.drainTimeout, f.flag("drain-timeout"), again)
+}
+
+// shownAddr is the address of the listener l as the operator gave it
+// (given, HOST:PORT): its host as written, so that 0.0.0.0 is not shown
+// as [::] (Go listens on both families for it) nor localhost as
+// 127.0.0.1, with the port bound (a port 0 shows the one picked). An
+// address given without a host (:8080) shows the listener's own.
+func shownAddr(given string, l net.Listener) string {
+	bound := l.Addr().String()
+	host, _, err := net.SplitHostPort(given)
+	if err != nil || host == "" {
+		return bound
+	}
+	_, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // loadConfig loads --config, or the example configuration, through load
@@ -712,9 +814,15 @@ func openStore(f serveFlags, p resilient.Policy, hooks resilient.Hooks, log *slo
 		if ue, ok := errors.AsType[*storeurl.URLError](err); ok {
 			return nil, fmt.Errorf("%s: %s", f.origin("store", ue.URL), ue.Reason)
 		}
+		if !f.startDegraded && storeurl.Transient(err) {
+			// Down or unreachable, which may pass: say how to start all
+			// the same.
+			return nil, fmt.Errorf("%s: %w; to start while the store cannot be reached, set --start-degraded (FLOODGATE_START_DEGRADED=true): %s answers and /readyz says not ready until a background retry opens it",
+				f.flag("store"), err, f.origin("on-store-error", f.onStoreError))
+		}
 		return nil, fmt.Errorf("%s: %w", f.flag("store"), err)
 	}
-	if strings.HasPrefix(strings.ToLower(f.store), "memory:") {
+	if memoryStore(f.store) {
 		if f.leaseSlice > 0 {
 			_ = st.Close()
 			return nil, fmt.Errorf("%s: leases are for remote stores; %s decides in process already",
@@ -774,6 +882,31 @@ func (f *serveFlags) listen() (server.Listeners, error) {
 		*a.l = l
 	}
 	return ls, nil
+}
+
+// listenAddrProblem says what is wrong with the listening address addr
+// when it is not HOST:PORT, with the form to write instead: net.Listen
+// would say only "missing port in address" for --http 8080. It returns ""
+// for a good address and for "" (the unset --api).
+func listenAddrProblem(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	_, _, err := net.SplitHostPort(addr)
+	if err == nil {
+		return ""
+	}
+	why := err.Error()
+	if ae, ok := errors.AsType[*net.AddrError](err); ok {
+		why = ae.Err
+	}
+	if _, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+		return fmt.Sprintf("%s: for port %s write 127.0.0.1:%[2]s (this host only, as the defaults) or :%[2]s (every address)", why, addr)
+	}
+	if ip, perr := netip.ParseAddr(addr); perr == nil && ip.Is6() {
+		return fmt.Sprintf("%s: an IPv6 address goes in brackets before the port, e.g. [%s]:8080", why, addr)
+	}
+	return why + ": want HOST:PORT, e.g. 127.0.0.1:8080 (this host only) or :8080 (every address)"
 }
 
 // sameListenAddr reports whether the listening addresses a and b (host:port)

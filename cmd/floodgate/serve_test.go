@@ -162,7 +162,10 @@ func startServe(t *testing.T, args ...string) (out, errb *lockedBuffer, stop fun
 	deadline := time.Now().Add(10 * time.Second)
 	// The log's line comes first, the addresses on stdout just after it:
 	// wait for both (a test reading the addresses at once failed under load).
-	for !strings.Contains(errb.String(), "floodgate serving") || !strings.Contains(out.String(), "floodgate serving:") {
+	// Under --log-format json there is no line on stdout: the log's
+	// record is all.
+	for !strings.Contains(errb.String(), "floodgate serving") ||
+		!strings.Contains(out.String(), "floodgate serving:") && !strings.Contains(errb.String(), `"msg":"floodgate serving"`) {
 		select {
 		case code := <-done:
 			cancel()
