@@ -249,7 +249,8 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReadyz answers 200 when the configuration is loaded and the store
-// answers a ping now, else 503 with the reason.
+// is ready (CheckStore: it answers a ping now, or failed fewer pings in a
+// row than WithReadiness allows), else 503 with the reason.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
@@ -259,7 +260,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	case s.engine.Config() == nil:
 		writeError(w, http.StatusServiceUnavailable, "not ready: no configuration loaded")
 	default:
-		if err := s.CheckStore(r.Context()); err != nil {
+		if ready, err := s.checkStore(r.Context()); !ready {
 			writeError(w, http.StatusServiceUnavailable, "not ready: store does not answer: "+keyless(err))
 			return
 		}

@@ -54,8 +54,14 @@ func TestStoreDownIsAWarning(t *testing.T) {
 		t.Fatalf("a probe under a cancelled context logged: %s", logs.String())
 	}
 	st.Close()
-	if err := srv.CheckStore(ctx); err == nil {
-		t.Fatal("a closed store answered the probe")
+	// Not ready, and the WARN, at the third failed probe in a row.
+	for i := range server.DefaultReadyFailures {
+		if err := srv.CheckStore(ctx); err == nil {
+			t.Fatal("a closed store answered the probe")
+		}
+		if i < server.DefaultReadyFailures-1 && logs.Len() != 0 {
+			t.Fatalf("failed probe %d logged at WARN: %s", i+1, logs.String())
+		}
 	}
 	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "store not answering") {
 		t.Fatalf("the store going away logged %q, want a WARN line saying the store is not answering", got)

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/server"
 )
 
-// TestReadyzKeylessWithAStoppedRedis: with its Redis killed, /readyz and
+// TestReadyzKeylessWithAStoppedRedis: with its Redis killed, /readyz (at
+// the third failed ping in a row) and
 // the "store not answering" WARN line give the store's own text (the
 // refused connection), not `redis: peek "fg:__ping": store: unavailable:
 // …`: SERVER.md says they leave out the operation and the key.
@@ -26,6 +28,10 @@ func TestReadyzKeylessWithAStoppedRedis(t *testing.T) {
 	}
 	if err := rs.Kill(); err != nil {
 		t.Fatal(err)
+	}
+	// Not ready at the third failed ping in a row (WithReadiness).
+	for range server.DefaultReadyFailures - 1 {
+		do(t, "GET", admin.URL+"/readyz", "", nil)
 	}
 	code, body, _ := do(t, "GET", admin.URL+"/readyz", "", nil)
 	if code != 503 || !strings.Contains(string(body), "not ready: store does not answer: ") {

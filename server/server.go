@@ -56,6 +56,11 @@ const (
 	// Kubernetes gRPC probes written for it ask for. The health service
 	// reports it as it reports "" and RLSServiceName.
 	HealthServiceName = "ratelimit"
+	// DefaultReadyFailures is how many readiness pings in a row must fail
+	// before /readyz reports the store down; see WithReadiness.
+	DefaultReadyFailures = 3
+	// DefaultReadyTimeout bounds one readiness ping; see WithReadiness.
+	DefaultReadyTimeout = time.Second
 )
 
 // Option configures a Server; see New for the defaults.
@@ -244,6 +249,24 @@ func WithPinger(ping func(ctx context.Context) error) Option {
 	return func(s *Server) { s.ping = ping }
 }
 
+// WithReadiness sets how /readyz judges the store (default
+// DefaultReadyFailures, 3, and DefaultReadyTimeout, 1 s): once the store
+// has answered, readiness turns not ready only after failures pings in a
+// row failed, and ready again on the first that succeeds; each ping may
+// take up to timeout. Before the store has ever answered, one failed ping
+// is not ready: there is no answer to keep. A single slow ping under CPU
+// load therefore no longer takes an instance out of service when load is
+// highest. Pings come from Serve every second and from each /readyz
+// request. The default pinger of a store wrapped by store/resilient pings
+// through the wrapper first (its breaker and per-call timeout, 50 ms by
+// default, and its metrics) and, when that fails other than by an open
+// breaker, asks the store under it again within what is left of timeout:
+// the wrapper's timeout is for decisions, which the failure policy
+// answers, not for readiness.
+func WithReadiness(failures int, timeout time.Duration) Option {
+	return func(s *Server) { s.readyFailures, s.readyTimeout = failures, timeout }
+}
+
 // Server is the floodgate server: the Envoy rate limit gRPC service and the
 // standard health service, the HTTP API (/json and /v1/), and the admin
 // address (/metrics, /healthz, /readyz, /admin/api/, /dashboard).
@@ -291,6 +314,11 @@ type Server struct {
 	instances, localShare int
 	ping                  func(ctx context.Context) error
 	storeLog              *StoreLog
+	// readyFailures and readyTimeout are WithReadiness'.
+	readyFailures int
+	readyTimeout  time.Duration
+	// pingFails counts the readiness pings that failed in a row.
+	pingFails atomic.Int32
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
@@ -298,8 +326,9 @@ type Server struct {
 	draining atomic.Bool
 	// stopping is set during the shutdown delay: not ready, still serving.
 	stopping atomic.Bool
-	// storeState is what the last CheckStore found: storeUnknown before
-	// the first, then storeUp or storeDown.
+	// storeState is what readiness reports: storeUnknown before the first
+	// CheckStore, then storeUp or storeDown (after readyFailures failed
+	// pings in a row, or the first failed one before any succeeded).
 	storeState atomic.Int32
 
 	eventsMu sync.Mutex
@@ -332,13 +361,15 @@ type Server struct {
 //   - WithGRPCMaxStreams(DefaultGRPCMaxStreams): 1000 calls in flight per gRPC connection
 //   - WithInstances(1): current_limit is never divided
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
+//   - WithReadiness(DefaultReadyFailures, DefaultReadyTimeout): not ready after 3 failed pings in a row of up to 1 s each
 //   - WithStoreLog(nil): no store log reports through the server
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
 	if engine == nil || st == nil {
 		return nil, errors.New("server: New needs an engine and a store")
 	}
 	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout,
-		grpcMaxStreams: DefaultGRPCMaxStreams, grpcMaxIdle: DefaultGRPCMaxConnectionIdle}
+		grpcMaxStreams: DefaultGRPCMaxStreams, grpcMaxIdle: DefaultGRPCMaxConnectionIdle,
+		readyFailures: DefaultReadyFailures, readyTimeout: DefaultReadyTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -369,6 +400,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	if s.bodyTimeout <= 0 {
 		return nil, fmt.Errorf("server: body timeout must be > 0, got %v", s.bodyTimeout)
 	}
+	if s.readyFailures < 1 || s.readyTimeout <= 0 {
+		return nil, fmt.Errorf("server: readiness needs at least 1 failed ping and a ping timeout > 0, got %d and %v", s.readyFailures, s.readyTimeout)
+	}
 	if s.instances < 0 {
 		return nil, fmt.Errorf("server: instances must be >= 1 (0: the default, 1), got %d", s.instances)
 	}
@@ -385,11 +419,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		s.storeLog.attach(s)
 	}
 	if s.ping == nil {
-		if p, ok := st.(interface{ Ping(context.Context) error }); ok {
-			s.ping = p.Ping
-		} else {
-			s.ping = func(ctx context.Context) error { return peekProbe(ctx, st) }
-		}
+		s.ping = readinessPing(st)
 	}
 	s.metrics.SetQueueDepth(engine.Waiting)
 	s.metrics.SetConfigSource(engine.Config)
@@ -456,6 +486,53 @@ func peekProbe(ctx context.Context, st store.Store) error {
 	return st.Peek(ctx, []store.Request{{Key: "fg:__ping", Limit: probeLimit}}, make([]algo.Decision, 1))
 }
 
+// pingOf is st's Ping, or a Peek of a probe key for a store without one.
+func pingOf(st store.Store) func(ctx context.Context) error {
+	if p, ok := st.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping
+	}
+	return func(ctx context.Context) error { return peekProbe(ctx, st) }
+}
+
+// readinessPing is the default pinger of st (WithPinger). On a store
+// wrapped by store/resilient, a ping the wrapper failed other than by an
+// open breaker (its per-call timeout, meant for decisions, which a busy
+// CPU can exceed with a healthy store) is asked again of the store under
+// it, within what is left of the readiness deadline. An open breaker
+// answers at once: the failure policy already answers decisions, and its
+// error names the failure that opened it.
+func readinessPing(st store.Store) func(ctx context.Context) error {
+	ping := pingOf(st)
+	rs, ok, _ := store.Under[*resilient.Store](st)
+	if !ok || rs.Unwrap() == nil {
+		return ping
+	}
+	inner := pingOf(rs.Unwrap())
+	return func(ctx context.Context) error {
+		err := ping(ctx)
+		if err == nil || errors.Is(err, resilient.ErrCircuitOpen) || ctx.Err() != nil {
+			return err
+		}
+		// A store that pipelines calls on one connection (store/redis)
+		// can fail a call with the deadline of another still in flight
+		// on it — the wrapper's ping, abandoned at its timeout — while
+		// ctx has time left: such a failure is asked again, a few times
+		// at most, the connection replaced meanwhile.
+		for range maxReadyRetries {
+			err = inner(ctx)
+			if err == nil || ctx.Err() != nil ||
+				!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				break
+			}
+		}
+		return err
+	}
+}
+
+// maxReadyRetries bounds the readiness pings of the store under
+// store/resilient that one check sends (readinessPing).
+const maxReadyRetries = 3
+
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
@@ -480,26 +557,47 @@ const (
 	storeDown
 )
 
-// CheckStore pings the store with a short deadline and updates the
-// readiness; the first check turns the gRPC health to SERVING, which the
-// store's state no longer changes (only the drain does). The first check logs its outcome
-// (a store that fails from the start is a WARN "store not answering"
-// event, one that answers an INFO "store answering"), later ones each
-// change.
+// CheckStore pings the store, within the readiness deadline (WithReadiness,
+// 1 s by default), updates the readiness and returns the ping's error.
+// Readiness turns not ready only after the configured number of failed
+// pings in a row (3 by default; the first failed ping when the store has
+// never answered) and ready again on the first ping that succeeds. The
+// first check turns the gRPC health to SERVING, which the store's state no
+// longer changes (only the drain does). Changes of readiness are logged (a
+// store that fails from the start, or fails enough pings in a row, is a
+// WARN "store not answering" event; one that answers again an INFO "store
+// answering"), a failed ping that leaves the server ready at DEBUG.
 func (s *Server) CheckStore(ctx context.Context) error {
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := s.checkStore(ctx)
+	return err
+}
+
+// checkStore is CheckStore, also reporting whether the server is ready.
+func (s *Server) checkStore(ctx context.Context) (ready bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
 	defer cancel()
-	err := s.ping(pctx)
+	err = s.ping(pctx)
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up (a shutdown): this says nothing of the store.
-		return err
+		return s.storeState.Load() == storeUp, err
+	}
+	if err != nil && pctx.Err() != nil {
+		err = fmt.Errorf("no answer within the readiness deadline of %v; last: %s", s.readyTimeout, keyless(err))
 	}
 	now := storeUp
-	if err != nil {
-		now = storeDown
+	if err == nil {
+		s.pingFails.Store(0)
+	} else {
+		n := int(s.pingFails.Add(1))
+		if n >= s.readyFailures || s.storeState.Load() != storeUp {
+			now = storeDown
+		} else {
+			s.log.Debug(fmt.Sprintf("store did not answer a readiness ping, still ready (%d of %d failed pings in a row before not ready): %s",
+				n, s.readyFailures, shown(keyless(err))), "event", "store")
+		}
 	}
 	if was := s.storeState.Swap(now); was != now {
-		if err != nil {
+		if now == storeDown {
 			s.Warn("store", "store not answering: "+shown(keyless(err)))
 		} else {
 			s.Event("store", "store answering")
@@ -513,7 +611,7 @@ func (s *Server) CheckStore(ctx context.Context) error {
 		// (/readyz) reports the store.
 		s.setHealth(healthpb.HealthCheckResponse_SERVING)
 	}
-	return err
+	return now == storeUp, err
 }
 
 // decide decides or peeks req, which the caller validated (checkRequest,

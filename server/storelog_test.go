@@ -53,8 +53,8 @@ func (l *logBuffer) lines(subs ...string) []string {
 const storeLogConfig = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n"
 
 // storeLogEnv is a server on a Redis through store/resilient (breaker
-// cool-down 100 ms, the timeout given), whose store log and events go to
-// log.
+// cool-down 100 ms, the timeout given; newStoreLogEnv's opts are the
+// server's), whose store log and events go to log.
 type storeLogEnv struct {
 	srv *server.Server
 	eng *policy.Engine
@@ -63,7 +63,7 @@ type storeLogEnv struct {
 	log *logBuffer
 }
 
-func newStoreLogEnv(t *testing.T, url string, timeout time.Duration) *storeLogEnv {
+func newStoreLogEnv(t *testing.T, url string, timeout time.Duration, opts ...server.Option) *storeLogEnv {
 	t.Helper()
 	inner, err := redis.Open(url, redis.WithTimeout(time.Second))
 	if err != nil {
@@ -85,7 +85,7 @@ func newStoreLogEnv(t *testing.T, url string, timeout time.Duration) *storeLogEn
 	if e.eng, err = policy.NewEngine(cfg, e.st); err != nil {
 		t.Fatal(err)
 	}
-	if e.srv, err = server.New(e.eng, e.st, server.WithMetrics(e.m), server.WithLogger(log), server.WithStoreLog(sl)); err != nil {
+	if e.srv, err = server.New(e.eng, e.st, append([]server.Option{server.WithMetrics(e.m), server.WithLogger(log), server.WithStoreLog(sl)}, opts...)...); err != nil {
 		t.Fatal(err)
 	}
 	return e
