@@ -51,7 +51,7 @@ func TestServeWarnsUpstreamEnv(t *testing.T) {
 	for _, want := range []string{
 		"environment variable SHADOW_MODE is envoyproxy/ratelimit's and floodgate does not read it: use --shadow (FLOODGATE_SHADOW=true); without it the limits are enforced (docs/MIGRATING.md)",
 		"environment variable REDIS_URL is envoyproxy/ratelimit's and floodgate does not read it: use --store URL (FLOODGATE_STORE): redis://host:port, redis-sentinel://master@host:port,…, redis-cluster://host:port,… or memcached://host:port; without it the store is memory://, in this process only (docs/MIGRATING.md)",
-		"environment variable REDIS_AUTH is envoyproxy/ratelimit's and floodgate does not read it: put them in --store's URL (FLOODGATE_STORE): redis://user:password@host:port, rediss://… for TLS (docs/MIGRATING.md)",
+		"environment variable REDIS_AUTH is envoyproxy/ratelimit's and floodgate does not read it: the password and TLS go in --store's URL (FLOODGATE_STORE): redis://user:password@host:port, rediss://… for TLS (docs/MIGRATING.md)",
 		"environment variable REDIS_PERSECOND_URL is envoyproxy/ratelimit's and floodgate does not read it: none: one store (--store, FLOODGATE_STORE) holds every limit (docs/MIGRATING.md)",
 		"environment variable MEMCACHE_HOST_PORT is envoyproxy/ratelimit's and floodgate does not read it: use --store memcached://host:port,host:port (FLOODGATE_STORE) (docs/MIGRATING.md)",
 		"environment variable LOG_LEVEL is envoyproxy/ratelimit's and floodgate does not read it: use --log-level debug|info|warn|error (FLOODGATE_LOG_LEVEL) (docs/MIGRATING.md)",

@@ -39,7 +39,7 @@ var upstreamSettings = []upstreamSetting{
 	{[]string{"GRPC_MAX_CONNECTION_AGE_GRACE"}, "use --grpc-max-connection-age-grace D (FLOODGATE_GRPC_MAX_CONNECTION_AGE_GRACE)"},
 	{[]string{"BACKEND_TYPE", "REDIS_SOCKET_TYPE", "REDIS_URL", "REDIS_TYPE"},
 		"use --store URL (FLOODGATE_STORE): redis://host:port, redis-sentinel://master@host:port,…, redis-cluster://host:port,… or memcached://host:port; without it the store is memory://, in this process only"},
-	{[]string{"REDIS_AUTH", "REDIS_TLS"}, "put them in --store's URL (FLOODGATE_STORE): redis://user:password@host:port, rediss://… for TLS"},
+	{[]string{"REDIS_AUTH", "REDIS_TLS"}, "the password and TLS go in --store's URL (FLOODGATE_STORE): redis://user:password@host:port, rediss://… for TLS"},
 	{[]string{"REDIS_TLS_CACERT"}, "set SSL_CERT_FILE=ca.pem (Go's trust store) instead"},
 	{[]string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
 		"none: no client certificates towards Redis, and the server name is always verified"},
