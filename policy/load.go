@@ -35,7 +35,9 @@ const (
 // Load reads the configuration at path: one YAML file, or every *.yaml and
 // *.yml file under a directory (recursively, in name order, skipping names
 // that start with '.' such as the ..data links of a Kubernetes ConfigMap
-// mount, and files with other extensions). Each file holds one domain
+// mount, and files with other extensions, each named in a warning but a
+// Go file: envoyproxy/ratelimit reads every file, so a ConfigMap key named
+// config holds rules there). Each file holds one domain
 // (several YAML documents may hold one each; empty documents are skipped).
 // A domain may be declared only once across all files. A directory without
 // configuration files loads as a Config without domains.
@@ -54,17 +56,18 @@ func Load(path string) (*Config, error) {
 // cfg is not nil they are its Warnings). A file that could not be read
 // gives no warnings. `floodgate validate` prints them after the problems.
 func LoadWithWarnings(path string) (cfg *Config, warnings Problems, err error) {
-	srcs, probs := readSources(path)
-	return loadSources(path, srcs, probs)
+	srcs, skipped, probs := readSources(path)
+	return loadSources(path, srcs, skipped, probs)
 }
 
 // loadSources is LoadWithWarnings on what readSources returned for path:
 // the watcher loads the very bytes it fingerprinted.
-func loadSources(path string, srcs []source, probs Problems) (*Config, Problems, error) {
+func loadSources(path string, srcs []source, skipped []string, probs Problems) (*Config, Problems, error) {
 	if len(probs) > 0 {
 		return nil, nil, probs
 	}
 	cfg, warns, err := build(srcs)
+	warns = withSkipped(path, cfg, warns, skipped)
 	if err == nil && len(srcs) == 0 {
 		// As envoyproxy/ratelimit does, an empty directory (a ConfigMap
 		// not filled yet) is a configuration without domains.
@@ -103,18 +106,20 @@ type source struct {
 	data []byte
 }
 
-// readSources reads path as a file or a directory of YAML files.
-func readSources(path string) ([]source, Problems) {
+// readSources reads path as a file or a directory of YAML files. skipped
+// are the directory's files that are not read: not hidden, and not named
+// *.yaml or *.yml (see isFile).
+func readSources(path string) (srcs []source, skipped []string, probs Problems) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, Problems{{File: path, Message: fmt.Sprintf("cannot read configuration: %v", unwrapPath(err))}}
+		return nil, nil, Problems{{File: path, Message: fmt.Sprintf("cannot read configuration: %v", unwrapPath(err))}}
 	}
 	if !info.IsDir() {
 		data, err := readFile(path)
 		if err != nil {
-			return nil, Problems{{File: path, Message: err.Error()}}
+			return nil, nil, Problems{{File: path, Message: err.Error()}}
 		}
-		return []source{{path, data}}, nil
+		return []source{{path, data}}, nil, nil
 	}
 	// WalkDir does not enter a root that is a symbolic link (it Lstats
 	// it): /etc/floodgate -> /srv/rules-v42, a "current" link swapped on
@@ -126,9 +131,6 @@ func readSources(path string) ([]source, Problems) {
 	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
 		root = path + string(filepath.Separator)
 	}
-	var srcs []source
-	var probs Problems
-	var skipped []string
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			probs = append(probs, Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
@@ -163,7 +165,7 @@ func readSources(path string) ([]source, Problems) {
 	if p, ok := unreadRuleFiles(path, srcs, skipped); ok {
 		probs = append(probs, p)
 	}
-	return srcs, probs
+	return srcs, skipped, probs
 }
 
 func readFile(p string) ([]byte, error) {

@@ -206,7 +206,7 @@ func TestLoadSymlinkedDirectory(t *testing.T) {
 			t.Fatalf("Validate(%s) = %v", path, ps)
 		}
 	}
-	srcs, _ := readSources(outer)
+	srcs, _, _ := readSources(outer)
 	if len(srcs) != 1 || srcs[0].name != filepath.Join(outer, "rules.yaml") {
 		t.Fatalf("sources %+v, want %s", srcs, filepath.Join(outer, "rules.yaml"))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -12,7 +13,8 @@ import (
 // configuration directory: every *.yaml and *.yml file in fsys, in name
 // order, recursively. Problems name files relative to fsys, after prefix.
 // A file system that holds files but none of them YAML is an error, as a
-// directory is for Load (see unreadRuleFiles).
+// directory is for Load (see unreadRuleFiles); a file that is not YAML
+// beside YAML ones is a warning, as for Load (see withSkipped).
 func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 	var srcs []source
 	var probs Problems
@@ -55,8 +57,43 @@ func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 		return nil, probs
 	}
 	sort.Slice(srcs, func(i, j int) bool { return srcs[i].name < srcs[j].name })
-	cfg, _, err := build(srcs)
+	cfg, warns, err := build(srcs)
+	withSkipped(prefix, cfg, warns, skipped)
 	return cfg, err
+}
+
+// withSkipped adds to warns, and to cfg's warnings when cfg is not nil,
+// one warning per file of skipped (the files of the configuration
+// directory dir that are not hidden and not read as rules), up to
+// maxSkippedNames and one for the rest, and returns warns sorted. Such a
+// file beside YAML ones was skipped without a word: a Kubernetes
+// ConfigMap's second key named config, which envoyproxy/ratelimit reads,
+// lost its limits silently. (With no YAML file at all, unreadRuleFiles
+// makes it an error.) A Go file is not warned of: it is the package that
+// embeds the directory (examples/config/embed.go, which `make run` loads
+// from disk), never rules.
+func withSkipped(dir string, cfg *Config, warns Problems, skipped []string) Problems {
+	skipped = slices.DeleteFunc(slices.Clone(skipped), func(name string) bool { return path.Ext(name) == ".go" })
+	if len(skipped) == 0 {
+		return warns
+	}
+	if dir == "" {
+		dir = "."
+	}
+	slices.Sort(skipped)
+	for i, name := range skipped {
+		if i == maxSkippedNames {
+			warns = append(warns, Problem{File: dir, Message: fmt.Sprintf("skipped %d more files, from %s on: "+
+				"not .yaml or .yml files; rename them to load them", len(skipped)-maxSkippedNames, name)})
+			break
+		}
+		warns = append(warns, Problem{File: name, Message: "skipped: not a .yaml or .yml file; rename it to load it"})
+	}
+	warns.sort()
+	if cfg != nil {
+		cfg.warnings = slices.Clone(warns)
+	}
+	return warns
 }
 
 // isRuleFile reports whether a configuration directory's file named name

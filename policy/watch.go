@@ -25,15 +25,21 @@ func (e *Engine) Reload(path string) error {
 }
 
 // sourcesSum hashes what readSources returned — every file Load would
-// read, with its name, and the problems reading them — so that any edit,
-// added or removed file, or symlink swap (a Kubernetes ConfigMap update)
-// changes it.
-func sourcesSum(srcs []source, probs Problems) [32]byte {
+// read, with its name, the names of the files it skips (each a warning),
+// and the problems reading them — so that any edit, added or removed file,
+// or symlink swap (a Kubernetes ConfigMap update) changes it.
+func sourcesSum(srcs []source, skipped []string, probs Problems) [32]byte {
 	h := sha256.New()
 	for _, p := range probs {
 		h.Write([]byte(p.String()))
 		h.Write([]byte{0})
 	}
+	h.Write([]byte{1})
+	for _, name := range skipped {
+		h.Write([]byte(name))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{1})
 	for _, s := range srcs {
 		h.Write([]byte(s.name))
 		h.Write([]byte{0})
@@ -107,9 +113,9 @@ func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*
 	case interval < 0:
 		return nil, fmt.Errorf("policy: Watch: negative interval %v", interval)
 	}
-	srcs, probs := readSources(path)
+	srcs, skipped, probs := readSources(path)
 	return &Watcher{path: path, interval: interval, fn: fn, reload: make(chan struct{}, 1),
-		last: sourcesSum(srcs, probs), hadFiles: len(srcs) > 0}, nil
+		last: sourcesSum(srcs, skipped, probs), hadFiles: len(srcs) > 0}, nil
 }
 
 // Load loads the configuration at path as Load does, from the very bytes
@@ -118,9 +124,9 @@ func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*
 // mistaken for the content in force (and never loaded). It must not be
 // called while Run runs.
 func (w *Watcher) Load() (*Config, error) {
-	srcs, probs := readSources(w.path)
-	w.last, w.hadFiles = sourcesSum(srcs, probs), len(srcs) > 0
-	cfg, _, err := loadSources(w.path, srcs, probs)
+	srcs, skipped, probs := readSources(w.path)
+	w.last, w.hadFiles = sourcesSum(srcs, skipped, probs), len(srcs) > 0
+	cfg, _, err := loadSources(w.path, srcs, skipped, probs)
 	return cfg, err
 }
 
@@ -161,13 +167,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-w.reload:
 			forced = true
 		}
-		srcs, probs := readSources(w.path)
-		sum := sourcesSum(srcs, probs)
+		srcs, skipped, probs := readSources(w.path)
+		sum := sourcesSum(srcs, skipped, probs)
 		if sum == w.last && !forced {
 			continue
 		}
 		w.last = sum
-		cfg, _, err := loadSources(w.path, srcs, probs)
+		cfg, _, err := loadSources(w.path, srcs, skipped, probs)
 		if err == nil && cfg.noFiles && w.hadFiles {
 			w.fn(nil, Problems{{File: w.path, Message: "the directory holds no *.yaml or *.yml file any more: " +
 				"the rules in force stay (a reload never lifts every limit at once; restart to run without rules)"}})
