@@ -71,5 +71,8 @@
 //
 // Serve runs until its context is done, then drains: health turns
 // NOT_SERVING, listeners close, requests in flight finish within the drain
-// timeout, and Serve returns nil. Readiness pings the store every second.
+// timeout, and Serve returns nil. Readiness pings the store every second
+// (and at each /readyz), each ping within 1 s: once the store has
+// answered, /readyz turns 503 after 3 failed pings in a row and 200 again
+// at the first that succeeds (WithReadiness).
 package server

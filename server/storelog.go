@@ -44,7 +44,21 @@ const StoreLogInterval = time.Minute
 //     memcached's server errors), at WARN: "store error on take: …".
 //     Those are causes the breaker's timeouts and the readiness check do
 //     not name; they fail only some calls (writes on a replica, one
-//     command of the ACL) or come before the breaker opens.
+//     command of the ACL) or come before the breaker opens;
+//   - the failure policy answering in the store's place, at WARN: "store
+//     did not answer a take, the failure policy (closed) answered:
+//     resilient: no answer within the timeout" ("store failed a take"
+//     for a store error such as NOPERM, "store circuit breaker open, the
+//     failure policy (closed) answered a take" while a breaker is open,
+//     of the cause that opened it), the next line of that cause saying
+//     how many more answers the policy gave meanwhile. Without it
+//     a store too slow for the per-call timeout, but not failing often
+//     enough in a row to open the breaker, changed decisions with no
+//     line at all (only store_fallbacks_total counted them).
+//
+// The breaker's lines name the policy too ("the failure policy (closed)
+// answers until a probe succeeds") once the StoreLog knows it: from the
+// server's store (WithStoreLog) or from the first answer of the policy.
 //
 // Each line is rate-limited: at most one per cause (the store's own text,
 // without the key it was about) per StoreLogInterval, the next one saying
@@ -65,6 +79,16 @@ type StoreLog struct {
 	errs causelog.Limiter
 	// trips are the breaker openings reported, by cause.
 	trips causelog.Limiter
+	// fallbacks are the failure policy's answers reported, by cause.
+	fallbacks causelog.Limiter
+	// policy is the failure policy's name ("open", "closed", "local"), ""
+	// while unknown.
+	policy string
+	// openErr and openKind are the last *resilient.CircuitOpenError a
+	// fallback had and its cause kind: while a breaker is open every call
+	// answers with the same one, and its kind is not worked out again.
+	openErr  *resilient.CircuitOpenError
+	openKind string
 	// tripCause is the cause of each partition's last opening, by
 	// partition name ("" for a store with one breaker), reported or not.
 	tripCause map[string]string
@@ -87,8 +111,9 @@ func NewStoreLog(log *slog.Logger) *StoreLog {
 		log = slog.Default()
 	}
 	return &StoreLog{log: log, now: time.Now, tripCause: map[string]string{},
-		errs:  causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses},
-		trips: causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses}}
+		errs:      causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses},
+		trips:     causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses},
+		fallbacks: causelog.Limiter{Interval: StoreLogInterval, Max: maxCauses}}
 }
 
 // WithStoreLog makes l report through the server (default none): l's lines
@@ -96,11 +121,24 @@ func NewStoreLog(log *slog.Logger) *StoreLog {
 // the server's logger (WithLogger).
 func WithStoreLog(l *StoreLog) Option { return func(s *Server) { s.storeLog = l } }
 
-// attach makes l report through s.
+// attach makes l report through s, and learns the failure policy of s's
+// store.
 func (l *StoreLog) attach(s *Server) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.report = s.EventAt
+	if rs, ok, _ := store.Under[*resilient.Store](s.store); ok {
+		l.policy = rs.Policy().String()
+	}
+}
+
+// policyLocked names the failure policy for a line: "the failure policy
+// (closed)", or without the name while it is not known.
+func (l *StoreLog) policyLocked() string {
+	if l.policy == "" {
+		return "the failure policy"
+	}
+	return "the failure policy (" + l.policy + ")"
 }
 
 func (l *StoreLog) emit(level slog.Level, msg string) {
@@ -114,10 +152,11 @@ func (l *StoreLog) emit(level slog.Level, msg string) {
 	l.log.Log(context.Background(), level, msg, "event", "store")
 }
 
-// Hooks returns h with its Call and Tripped hooks extended to report to
-// l; h's own hooks (metrics.StoreHooks, say) run first, unchanged.
+// Hooks returns h with its Call, Tripped and Fallback hooks extended to
+// report to l; h's own hooks (metrics.StoreHooks, say) run first,
+// unchanged.
 func (l *StoreLog) Hooks(h resilient.Hooks) resilient.Hooks {
-	call, tripped := h.Call, h.Tripped
+	call, tripped, fallback := h.Call, h.Tripped, h.Fallback
 	h.Call = func(op string, latency time.Duration, err error) {
 		if call != nil {
 			call(op, latency, err)
@@ -132,7 +171,59 @@ func (l *StoreLog) Hooks(h resilient.Hooks) resilient.Hooks {
 		}
 		l.tripped(err)
 	}
+	h.Fallback = func(op string, p resilient.Policy, cause error) {
+		if fallback != nil {
+			fallback(op, p, cause)
+		}
+		l.fallback(op, p, cause)
+	}
 	return h
+}
+
+// fallback reports an answer of the failure policy p to a call op the
+// store did not answer (cause), unless one of the same cause was reported
+// within StoreLogInterval; the next report says how many were left out.
+// While a breaker is open its cause is the failure that opened it, so that
+// the failures before the opening and the refusals after it make one line.
+func (l *StoreLog) fallback(op string, p resilient.Policy, cause error) {
+	ce, _ := cause.(*resilient.CircuitOpenError)
+	l.mu.Lock()
+	l.policy = p.String()
+	var kind string
+	if ce != nil && ce == l.openErr {
+		kind = l.openKind
+	} else {
+		l.mu.Unlock()
+		root := cause
+		if ce != nil && ce.Last != nil {
+			root = ce.Last
+		}
+		kind = causeKind(causeText(root)) // regexps: outside the lock
+		l.mu.Lock()
+		if ce != nil {
+			l.openErr, l.openKind = ce, kind
+		}
+	}
+	ok, skipped := l.fallbacks.Pass(kind, l.now())
+	who := l.policyLocked()
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	var msg string
+	switch {
+	case ce != nil:
+		msg = "store circuit breaker open, " + who + " answered a " + op + ": "
+	case reportable(cause):
+		msg = "store failed a " + op + ", " + who + " answered: "
+	default:
+		msg = "store did not answer a " + op + ", " + who + " answered: "
+	}
+	msg += shown(keyless(cause))
+	if skipped > 0 {
+		msg += fmt.Sprintf(" (%d more answers of the policy with this cause since the last report)", skipped)
+	}
+	l.emit(slog.LevelWarn, msg)
 }
 
 // storeError reports err, a store call's, unless it is a timeout or a
@@ -176,6 +267,7 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	} else {
 		ok, skipped = l.trips.Pass(cause, l.now())
 	}
+	who := l.policyLocked()
 	l.mu.Unlock()
 	if !ok {
 		return
@@ -185,11 +277,11 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	case err.Partition == "" && err.Reopened:
 		what = "store circuit breaker still open, with another failure: "
 	case err.Partition == "":
-		what = "store circuit breaker opened, the failure policy answers until a probe succeeds: "
+		what = "store circuit breaker opened, " + who + " answers until a probe succeeds: "
 	case err.Reopened:
 		what = "store circuit breaker for " + err.Partition + " still open, with another failure: "
 	default:
-		what = "store circuit breaker opened for " + err.Partition + ", the failure policy answers its keys until a probe succeeds: "
+		what = "store circuit breaker opened for " + err.Partition + ", " + who + " answers its keys until a probe succeeds: "
 	}
 	msg := what + shown(keyless(err))
 	if skipped > 0 {
