@@ -20,7 +20,11 @@
 //	                                       default class: a client's typo, or classes
 //	                                       renamed; policy.Response.PriorityUnknown)
 //	requests_total{transport,code}         requests per transport (grpc, json, v1, v1-peek, v1-release, v1-renew)
-//	                                       and overall code (OK, OVER_LIMIT, error)
+//	                                       and overall code: OK, OVER_LIMIT, batch (a /v1
+//	                                       batch), invalid (the client's mistake: a 4xx,
+//	                                       INVALID_ARGUMENT) or error (the server's: a 5xx,
+//	                                       UNAVAILABLE, a cancelled or timed-out call)
+//	build_info{version,goversion}          1, for the binary's version (SetBuildInfo)
 //	request_duration_seconds{transport}    time to answer a request; buckets from
 //	                                       50 µs to 10 s (a wait-strategy request
 //	                                       lasts up to its max_wait)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -74,6 +75,9 @@ type Metrics struct {
 	fallbacks  *prometheus.CounterVec
 	cacheHits  prometheus.Counter
 	circuit    prometheus.Gauge
+	// buildInfo is build_info{version,goversion}: 1 for the binary's
+	// version (SetBuildInfo), no series before.
+	buildInfo  *prometheus.GaugeVec
 	openParts  prometheus.Gauge
 	reloads    *prometheus.CounterVec
 	lastReload prometheus.Gauge
@@ -186,9 +190,11 @@ func New() *Metrics {
 		Help: "When the configuration was last loaded or a reload last attempted, successful or not."})
 	m.factor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "floodgate", Name: "adaptive_rate_factor",
 		Help: "Rate factor an adaptive controller applies to a rule."}, []string{"domain", "rule"})
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "floodgate", Name: "build_info",
+		Help: "Always 1: the version of floodgate (as floodgate version prints it) and of Go the binary was built with."}, []string{"version", "goversion"})
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "queue_depth",
 		Help: "Requests waiting in wait-strategy queues."}, func() float64 { return float64(m.QueueDepth()) })
-	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.openParts, m.lastReload, m.reloadOK, m.reloadTime, m.factor, queue,
+	m.reg.MustRegister(m.reqLatency, m.storeLat, m.cacheHits, m.circuit, m.openParts, m.lastReload, m.reloadOK, m.reloadTime, m.factor, m.buildInfo, queue,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -725,7 +731,10 @@ func (m *Metrics) domainCounter(cache *sync.Map, domain string, configuredAsItse
 }
 
 // Request records one request on a transport ("grpc", "json", "v1",
-// "v1-peek") with its overall code ("OK", "OVER_LIMIT" or "error").
+// "v1-peek", "v1-release", "v1-renew") with its overall code: "OK",
+// "OVER_LIMIT" (/v1: "batch" for a batch), "invalid" for a request the
+// client got wrong (a 4xx, gRPC's INVALID_ARGUMENT), "error" for one the
+// server failed (a 5xx, gRPC's UNAVAILABLE and the like).
 func (m *Metrics) Request(transport, code string, d time.Duration) {
 	k := [2]string{transport, code}
 	c, ok := m.reqs.Load(k)
@@ -899,6 +908,17 @@ func (m *Metrics) RateFactor(domain, rule string, factor float64) {
 	}
 	m.factors[k] = true
 	m.factor.WithLabelValues(k[0], k[1]).Set(factor)
+}
+
+// SetBuildInfo makes build_info{version, goversion} 1, with version as
+// the binary reports it (floodgate version's first line, without
+// "floodgate ") and goversion runtime.Version(), for a query to join
+// other series to the version running (… * on(instance) group_left(version)
+// floodgate_build_info). A second call replaces the first's series. Before
+// any call build_info has no series (server.New calls it).
+func (m *Metrics) SetBuildInfo(version string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // SetQueueDepth sets the function queue_depth reads (e.g. Engine.Waiting).

@@ -498,14 +498,20 @@ type rlsService struct {
 }
 
 // ShouldRateLimit decides an Envoy request. Bad input is INVALID_ARGUMENT
-// with the reason; a store failure the failure policy could not answer is
-// UNAVAILABLE (Envoy then applies its failure_mode_deny).
+// with the reason (requests_total code "invalid"); a store failure the
+// failure policy could not answer is UNAVAILABLE (Envoy then applies its
+// failure_mode_deny; code "error").
 func (r rlsService) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
 	resp, err := r.s.shouldRateLimit(ctx, in)
 	if err != nil {
-		r.s.metrics.Request("grpc", "error", time.Since(start))
-		return nil, grpcError(err)
+		gerr := grpcError(err)
+		code := codeError
+		if status.Code(gerr) == codes.InvalidArgument {
+			code = codeInvalid
+		}
+		r.s.metrics.Request("grpc", code, time.Since(start))
+		return nil, gerr
 	}
 	r.s.metrics.Request("grpc", codeName(resp.OverallCode), time.Since(start))
 	return resp, nil

@@ -370,7 +370,7 @@ func TestGRPCRequestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`floodgate_requests_total{code="OK",transport="grpc"} 10`,
 		`floodgate_requests_total{code="OVER_LIMIT",transport="grpc"} 1`,
-		`floodgate_requests_total{code="error",transport="grpc"} 1`,
+		`floodgate_requests_total{code="invalid",transport="grpc"} 1`,
 		`floodgate_request_duration_seconds_count{transport="grpc"} 12`,
 		`floodgate_decisions_total{domain="quota",outcome="ok",rule="per-bucket"} 10`,
 		`floodgate_decisions_total{domain="quota",outcome="over_limit",rule="per-bucket"} 1`,

@@ -111,7 +111,7 @@ type httpError struct {
 func (e *httpError) Error() string { return e.msg }
 
 // writeError answers {"error": msg} with code.
-func writeError(w http.ResponseWriter, code int, msg string) {
+func writeError(w http.ResponseWriter, code int, msg string) (requestCode string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
@@ -120,20 +120,43 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	enc.Encode(struct {
 		Error string `json:"error"`
 	}{msg})
+	return codeOfStatus(code)
 }
 
-func writeErr(w http.ResponseWriter, err error) {
+// writeErr answers err with its status (writeError) and returns
+// requests_total's code for it.
+func writeErr(w http.ResponseWriter, err error) (requestCode string) {
 	var he *httpError
 	switch {
 	case errors.As(err, &he):
-		writeError(w, he.code, he.msg)
+		return writeError(w, he.code, he.msg)
 	case errors.Is(err, ErrBadInput), errors.Is(err, policy.ErrBadRequest):
-		writeError(w, http.StatusBadRequest, err.Error())
+		return writeError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, policy.ErrUnknownRule):
-		writeError(w, http.StatusNotFound, err.Error())
+		return writeError(w, http.StatusNotFound, err.Error())
 	default:
-		writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+store.Failure(err))
+		return writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+store.Failure(err))
 	}
+}
+
+// Codes of requests_total beside the decisions' OK and OVER_LIMIT (and
+// /v1's "batch"): a request the client got wrong (bad JSON, a missing
+// domain, a body too large, an unknown /v1 domain; INVALID_ARGUMENT over
+// gRPC), and one the server failed (the store and the failure policy
+// both failed, a cancelled or timed-out call, an internal error), so that
+// an alert on server failures does not fire on a client's mistakes.
+const (
+	codeInvalid = "invalid"
+	codeError   = "error"
+)
+
+// codeOfStatus is requests_total's code of an HTTP error status: invalid
+// for a 4xx (the client's), error for the rest.
+func codeOfStatus(status int) string {
+	if status >= 400 && status < 500 {
+		return codeInvalid
+	}
+	return codeError
 }
 
 // jsonContentType reports whether a request's Content-Type may carry JSON:
@@ -226,26 +249,26 @@ func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
 // the response also carries response_headers_to_add as real HTTP headers.
 func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	code := "error"
+	code := codeError
 	defer func() { s.metrics.Request("json", code, time.Since(start)) }()
 	body, err := s.readBody(w, r)
 	if err != nil {
-		writeErr(w, err)
+		code = writeErr(w, err)
 		return
 	}
 	var in rlsv3.RateLimitRequest
 	if err := protojson.Unmarshal(body, &in); err != nil {
-		writeError(w, http.StatusBadRequest, "not a RateLimitRequest in protojson: "+err.Error())
+		code = writeError(w, http.StatusBadRequest, "not a RateLimitRequest in protojson: "+err.Error())
 		return
 	}
 	resp, err := s.shouldRateLimit(r.Context(), &in)
 	if err != nil {
-		writeErr(w, err)
+		code = writeErr(w, err)
 		return
 	}
 	out, err := protojson.Marshal(resp)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
+		code = writeError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
 	}
 	code = codeName(resp.OverallCode)
@@ -602,18 +625,18 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		code := "error"
+		code := codeError
 		defer func() { s.metrics.Request(transport, code, time.Since(start)) }()
 		body, err := s.readBody(w, r)
 		if err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(body, &probe); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field == "" {
-				writeErr(w, badInput(`the body must be a JSON object, not a JSON %s: a request {"domain": …, "descriptors": […]} or a batch {"requests": […]}`, te.Value))
+				code = writeErr(w, badInput(`the body must be a JSON object, not a JSON %s: a request {"domain": …, "descriptors": […]} or a batch {"requests": […]}`, te.Value))
 				return
 			}
 			if derr := decodeStrict(body, &probe); derr != nil {
@@ -622,21 +645,21 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 			if !errors.Is(err, ErrBadInput) {
 				err = badInput("malformed JSON: %v", err)
 			}
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		if _, isBatch := probe["requests"]; isBatch {
 			var b V1Batch
 			if err := decodeStrict(body, &b); err != nil {
-				writeErr(w, err)
+				code = writeErr(w, err)
 				return
 			}
 			if len(b.Requests) == 0 {
-				writeError(w, http.StatusBadRequest, "requests must not be empty")
+				code = writeError(w, http.StatusBadRequest, "requests must not be empty")
 				return
 			}
 			if len(b.Requests) > s.limits.Batch {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("%d requests in the batch, over the limit of %d", len(b.Requests), s.limits.Batch))
+				code = writeError(w, http.StatusBadRequest, fmt.Sprintf("%d requests in the batch, over the limit of %d", len(b.Requests), s.limits.Batch))
 				return
 			}
 			// Each element is a V1Response, or {"error": "..."} alone.
@@ -659,12 +682,12 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 		}
 		var vr V1Request
 		if err := decodeStrict(body, &vr); err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		resp, err := s.v1Decide(r, vr, peek)
 		if err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		out := s.v1Response(&resp)

@@ -216,26 +216,26 @@ func (s *Server) handleLeases(op leaseOp) http.HandlerFunc {
 	transport := "v1-" + op.name
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		code := "error"
+		code := codeError
 		defer func() { s.metrics.Request(transport, code, time.Since(start)) }()
 		body, err := s.readBody(w, r)
 		if err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		var in V1Release
 		if err := decodeStrict(body, &in); err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		toks, err := in.tokens(s.limits.Batch)
 		if err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		all, owner, err := decodeLeases(in, toks)
 		if err != nil {
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		if err := op.apply(s.engine, r.Context(), all); err != nil {
@@ -247,7 +247,7 @@ func (s *Server) handleLeases(op leaseOp) http.HandlerFunc {
 			case !errors.Is(err, ErrBadInput) && !errors.Is(err, policy.ErrBadRequest):
 				err = &httpError{http.StatusServiceUnavailable, op.failure + " (" + store.Failure(err) + ")"}
 			}
-			writeErr(w, err)
+			code = writeErr(w, err)
 			return
 		}
 		code = "OK"

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -267,6 +268,12 @@ func WithReadiness(failures int, timeout time.Duration) Option {
 	return func(s *Server) { s.readyFailures, s.readyTimeout = failures, timeout }
 }
 
+// WithVersion sets the version floodgate_build_info reports (default: the
+// main module's version in the binary's build information, "(devel)" for
+// a build from a checkout, "unknown" without build information).
+// floodgate serve passes the version floodgate version prints.
+func WithVersion(v string) Option { return func(s *Server) { s.version = v } }
+
 // Server is the floodgate server: the Envoy rate limit gRPC service and the
 // standard health service, the HTTP API (/json and /v1/), and the admin
 // address (/metrics, /healthz, /readyz, /admin/api/, /dashboard).
@@ -314,6 +321,8 @@ type Server struct {
 	instances, localShare int
 	ping                  func(ctx context.Context) error
 	storeLog              *StoreLog
+	// version is WithVersion's, for build_info.
+	version string
 	// readyFailures and readyTimeout are WithReadiness'.
 	readyFailures int
 	readyTimeout  time.Duration
@@ -363,6 +372,7 @@ type Server struct {
 //   - WithPinger(nil): the store's Ping, else a Peek of a probe key
 //   - WithReadiness(DefaultReadyFailures, DefaultReadyTimeout): not ready after 3 failed pings in a row of up to 1 s each
 //   - WithStoreLog(nil): no store log reports through the server
+//   - WithVersion(""): build_info reports the module version of the build information
 func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error) {
 	if engine == nil || st == nil {
 		return nil, errors.New("server: New needs an engine and a store")
@@ -421,6 +431,13 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	if s.ping == nil {
 		s.ping = readinessPing(st)
 	}
+	if s.version == "" {
+		s.version = "unknown"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			s.version = bi.Main.Version
+		}
+	}
+	s.metrics.SetBuildInfo(s.version)
 	s.metrics.SetQueueDepth(engine.Waiting)
 	s.metrics.SetConfigSource(engine.Config)
 	s.recordFactors("", "")
