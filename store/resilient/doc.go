@@ -41,8 +41,15 @@
 // one. Refund, by contrast, is lost quietly: its units come back when the
 // key's state expires.
 //
-// Errors that are the caller's — store.ErrBadRequest, a context the caller
-// cancelled — are returned as they are and never trigger the policy.
+// Only an outage triggers the policy: an error wrapping
+// store.ErrUnavailable, a network error, a deadline, or the breaker open.
+// Every other error is returned as it is, and neither opens nor closes a
+// breaker: the caller's (store.ErrBadRequest, a context the caller
+// cancelled, store.ErrClosed) and the deployment's, which last until
+// someone changes something — a Redis user whose ACL does not cover the
+// store's keys (NOPERM, redis.ErrPermission), another program's data
+// under a key (WRONGTYPE). A policy answering for those would hide them
+// for good: FailOpen would admit every request.
 //
 // # Timeout and breaker
 //

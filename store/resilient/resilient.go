@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -137,12 +138,31 @@ func classify(parent context.Context, err error) outcome {
 		return ok
 	case parent.Err() != nil:
 		return callers
-	case errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
-		return callers
 	case errors.Is(err, store.ErrContention):
 		return contended
+	case outage(err):
+		return failed
 	}
-	return failed
+	return callers
+}
+
+// outage reports an error saying the store could not decide for now:
+// store.ErrUnavailable (which the stores wrap around a refused or broken
+// connection, a timeout, and a reply that passes by itself, such as
+// Redis's LOADING, READONLY or CLUSTERDOWN), a deadline or cancellation
+// that is not the caller's, or a network error. Every other error lasts
+// until someone changes something — store.ErrBadRequest, store.ErrClosed,
+// a permission the deployment withholds (Redis's NOPERM and WRONGPASS),
+// another program's data under the store's keys (WRONGTYPE) — and is the
+// caller's to see: a policy answering for it would hide it for good
+// (FailOpen admitted every request of a Redis user whose ACL missed the
+// store's keys), and it is no sign of an outage for the breaker either.
+func outage(err error) bool {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 // errTimeout reports a call abandoned at its deadline.
