@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -52,4 +54,41 @@ descriptors:
 			i += 7919
 		}
 	})
+}
+
+// BenchmarkShouldRateLimitOverLimit is BenchmarkShouldRateLimit's work on
+// a refused decision, with the server logging at INFO (the decision log,
+// at DEBUG, must cost nothing then) and at DEBUG (sampled: at most 10
+// records a second).
+func BenchmarkShouldRateLimitOverLimit(b *testing.B) {
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		b.Run(level.String(), func(b *testing.B) {
+			cfg, err := policy.Parse("bench.yaml", []byte(`
+domain: bench
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: hour, requests_per_unit: 1}
+`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, _ := memory.New()
+			defer st.Close()
+			eng, _ := policy.NewEngine(cfg, st)
+			log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))
+			srv, _ := server.New(eng, st, server.WithLogger(log))
+			h := srv.RLS()
+			req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*commonrl.RateLimitDescriptor{
+				{Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}}}
+			h.ShouldRateLimit(context.Background(), req)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := h.ShouldRateLimit(context.Background(), req)
+				if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+					b.Fatal(resp, err)
+				}
+			}
+		})
+	}
 }

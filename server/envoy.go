@@ -547,7 +547,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest
 		return nil, err
 	}
 	s.spendLikeEnvoy(ctx, &req, &resp)
-	s.metrics.Decided(s.domainLabel(req.Domain), &resp)
+	s.recordDecision(ctx, s.domainLabel(req.Domain), &req, &resp)
 	var hw *headers.Writer
 	if s.envoyHeaders {
 		hw = s.headerWriter

@@ -17,3 +17,6 @@ func SetGRPCConnectionTimeout(d time.Duration) (restore func()) {
 	grpcConnectionTimeout = d
 	return func() { grpcConnectionTimeout = old }
 }
+
+// SetNow sets the clock of s's decision log.
+func SetNow(s *Server, now func() time.Time) { s.now = now }

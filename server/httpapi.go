@@ -719,7 +719,7 @@ func (s *Server) v1Decide(r *http.Request, vr V1Request, peek bool) (policy.Resp
 	if vr.Wait && !peek {
 		resp, err := s.engine.DecideWait(r.Context(), req)
 		if err == nil {
-			s.metrics.Decided(req.Domain, &resp)
+			s.recordDecision(r.Context(), req.Domain, &req, &resp)
 		}
 		return resp, err
 	}

@@ -328,6 +328,10 @@ type Server struct {
 	readyTimeout  time.Duration
 	// pingFails counts the readiness pings that failed in a row.
 	pingFails atomic.Int32
+	// now is the decision log's clock (time.Now; tests set it).
+	now func() time.Time
+	// overLog samples the DEBUG records of refused decisions.
+	overLog overLimitLog
 
 	rules    atomic.Pointer[ruleCache]
 	grpc     *grpc.Server
@@ -379,7 +383,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout,
 		grpcMaxStreams: DefaultGRPCMaxStreams, grpcMaxIdle: DefaultGRPCMaxConnectionIdle,
-		readyFailures: DefaultReadyFailures, readyTimeout: DefaultReadyTimeout}
+		readyFailures: DefaultReadyFailures, readyTimeout: DefaultReadyTimeout, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -650,9 +654,85 @@ func (s *Server) decide(ctx context.Context, req policy.Request, peek bool, buf 
 		return policy.Response{}, err
 	}
 	if !peek {
-		s.metrics.Decided(s.domainLabel(req.Domain), &resp)
+		s.recordDecision(ctx, s.domainLabel(req.Domain), &req, &resp)
 	}
 	return resp, nil
+}
+
+// recordDecision records resp, the decision of req, in the metrics under
+// the domain label domain, and a refusal in the decision log when its
+// level is on (logOverLimit).
+func (s *Server) recordDecision(ctx context.Context, domain string, req *policy.Request, resp *policy.Response) {
+	s.metrics.Decided(domain, resp)
+	if resp.Code == policy.CodeOverLimit && s.log.Enabled(ctx, slog.LevelDebug) {
+		s.logOverLimit(ctx, req, resp)
+	}
+}
+
+// MaxOverLimitLogs bounds the DEBUG records of refused decisions a server
+// writes per second (logOverLimit); the next record after a second that
+// left some out says how many.
+const MaxOverLimitLogs = 10
+
+// overLimitLog counts the DEBUG records of refused decisions of the
+// current second.
+type overLimitLog struct {
+	mu      sync.Mutex
+	second  int64 // Unix second the count is of
+	n       int   // records written in it
+	skipped int   // records left out since the last one written
+}
+
+// logOverLimit writes, at DEBUG and at most MaxOverLimitLogs times a
+// second, a record of a refused decision: its domain, the refusing
+// descriptor's rule (its configured name, "" without one) and entry keys,
+// the retry time, how many descriptors were refused, whether the failure
+// policy answered, and how many records were left out before it. No
+// descriptor value: values are clients' addresses, users, API keys. The
+// caller checks the code and the level first, so that an admitted
+// decision, or any at INFO, costs nothing here.
+func (s *Server) logOverLimit(ctx context.Context, req *policy.Request, resp *policy.Response) {
+	sec := s.now().Unix()
+	l := &s.overLog
+	l.mu.Lock()
+	if sec != l.second {
+		l.second, l.n = sec, 0
+	}
+	if l.n >= MaxOverLimitLogs {
+		l.skipped++
+		l.mu.Unlock()
+		return
+	}
+	l.n++
+	skipped := l.skipped
+	l.skipped = 0
+	l.mu.Unlock()
+	first, refused := -1, 0
+	for i := range resp.Statuses {
+		if resp.Statuses[i].Code == policy.CodeOverLimit {
+			refused++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	attrs := []slog.Attr{slog.String("domain", req.Domain)}
+	if first >= 0 {
+		st := &resp.Statuses[first]
+		var keys []string
+		if first < len(req.Descriptors) {
+			for _, e := range req.Descriptors[first].Entries {
+				keys = append(keys, e.Key)
+			}
+		}
+		attrs = append(attrs, slog.String("rule", st.ConfiguredName), slog.String("keys", strings.Join(keys, ",")),
+			slog.Duration("retry_after", st.Decision.RetryAfter))
+	}
+	attrs = append(attrs, slog.Int("refused_descriptors", refused), slog.Bool("store_fallback", resp.StoreFallback))
+	if skipped > 0 {
+		attrs = append(attrs, slog.Int("unlogged", skipped))
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "decision over limit", attrs...)
 }
 
 // domainLabel is domain as the metrics label it: itself when the
