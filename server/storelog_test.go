@@ -129,12 +129,15 @@ func redisDo(t *testing.T, addr string, args ...string) {
 
 // TestStoreLogReportsTheCauseOnce: a Redis that turns into a replica, or
 // whose ACL user loses a command the scripts call, after the server
-// started fails every decision, which the failure policy (open) answers.
-// The log names the cause (READONLY, the missing permission) in one store
-// error line and one breaker line, not one per request, while a hundred
-// requests on many keys fail and the breaker re-opens after failed
-// probes; the ACL user's password shows nowhere. Once the store is fixed,
-// decisions go back to it.
+// started fails every decision. READONLY is an outage, which the failure
+// policy (open) answers and the breaker counts; the missing permission is
+// the caller's error (store/resilient answers only for outages), returned
+// and opening no breaker. The log names the cause in one store error line
+// (and for the outage one breaker line and one line of the policy's
+// answers), not one per request, while a hundred requests on many keys
+// fail and the breaker re-opens after failed probes; the ACL user's
+// password shows nowhere. Once the store is fixed, decisions go back to
+// it.
 func TestStoreLogReportsTheCauseOnce(t *testing.T) {
 	const password = "Sup3r-Secr3t"
 	cases := []struct {
@@ -142,9 +145,10 @@ func TestStoreLogReportsTheCauseOnce(t *testing.T) {
 		user         bool
 		break_, mend []string
 		cause        string
+		outage       bool
 	}{
-		{"replica", false, []string{"REPLICAOF", "127.0.0.1", "1"}, []string{"REPLICAOF", "NO", "ONE"}, "READONLY You can't write against a read only replica."},
-		{"acl", true, []string{"ACL", "SETUSER", "fg", "-time"}, []string{"ACL", "SETUSER", "fg", "+time"}, "The user executing the script can't run this command"},
+		{"replica", false, []string{"REPLICAOF", "127.0.0.1", "1"}, []string{"REPLICAOF", "NO", "ONE"}, "READONLY You can't write against a read only replica.", true},
+		{"acl", true, []string{"ACL", "SETUSER", "fg", "-time"}, []string{"ACL", "SETUSER", "fg", "+time"}, "The user executing the script can't run this command", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +167,12 @@ func TestStoreLogReportsTheCauseOnce(t *testing.T) {
 
 			redisDo(t, rs.Addr, tc.break_...)
 			for i := range 100 {
-				e.decide(t, "v"+strings.Repeat("x", i%7)+string(rune('a'+i%26)))
+				value := "v" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
+				_, err := e.eng.Decide(ctx, policy.Request{Domain: "d",
+					Descriptors: []policy.Descriptor{{Entries: []policy.Entry{{Key: "k", Value: value}}}}})
+				if tc.outage != (err == nil) {
+					t.Fatalf("decision %d: error %v, want an error only for a cause that is not an outage", i, err)
+				}
 				if i%10 == 0 {
 					e.srv.CheckStore(ctx)
 				}
@@ -171,8 +180,14 @@ func TestStoreLogReportsTheCauseOnce(t *testing.T) {
 			}
 			storeErrors := e.log.lines("level=WARN", "store error on take", tc.cause)
 			trips := e.log.lines("level=WARN", "store circuit breaker opened", tc.cause)
-			if len(storeErrors) != 1 || len(trips) != 1 {
-				t.Errorf("%d store error lines and %d breaker lines naming %q, want 1 each:\n%s", len(storeErrors), len(trips), tc.cause, e.log)
+			fallbacks := e.log.lines("level=WARN", "the failure policy (open) answered", tc.cause)
+			wantOutage := 0
+			if tc.outage {
+				wantOutage = 1
+			}
+			if len(storeErrors) != 1 || len(trips) != wantOutage || len(fallbacks) != wantOutage {
+				t.Errorf("%d store error lines, %d breaker lines and %d lines of the policy's answers naming %q, want 1, %d, %d:\n%s",
+					len(storeErrors), len(trips), len(fallbacks), tc.cause, wantOutage, wantOutage, e.log)
 			}
 			if n := len(e.log.lines(tc.cause)); n > 4 {
 				t.Errorf("%d lines name %q for 100 requests, want a few:\n%s", n, tc.cause, e.log)
