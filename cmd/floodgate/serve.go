@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -587,6 +588,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		server.WithConfigPath(cfgPath), server.WithDrainTimeout(f.drainTimeout), server.WithEnvoyHeaders(f.envoyHeaders), server.WithGRPCReflection(f.grpcReflection),
 		server.WithStoreLog(storeLog), server.WithInstances(f.instances),
 		server.WithLimits(server.Limits{EnvoyDescriptors: f.maxEnvoyDescriptors})}
+	bi, _ := debug.ReadBuildInfo() // nil when the binary has none
+	opts = append(opts, server.WithVersion(versionString(version, bi)))
 	if stls != nil && tlsOn["grpc"] {
 		opts = append(opts, server.WithGRPCCredentials(credentials.NewTLS(stls.config("h2"))))
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -36,4 +39,33 @@ func TestServeStoreCountersAtZero(t *testing.T) {
 			t.Errorf("/metrics lacks %s before any decision", want)
 		}
 	}
+}
+
+// TestServeBuildInfo: /metrics carries floodgate_build_info with the
+// version `floodgate version` prints and the Go version, at 1.
+func TestServeBuildInfo(t *testing.T) {
+	out, _, stop := startServe(t)
+	defer stop()
+	_, _, admin := serveAddrs(t, out.String())
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	bi, _ := debug.ReadBuildInfo()
+	want := fmt.Sprintf(`floodgate_build_info{goversion=%q,version=%q} 1`, runtime.Version(), versionString(version, bi))
+	if !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(b), "build_info"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
