@@ -11,6 +11,22 @@ import (
 // failure's cause apart from the key it failed on.
 func BlankQuoted(text string) string { return quoted.ReplaceAllString(text, `"…"`) }
 
+// QuoteReply quotes the first line a server answered, for an error saying
+// what kind of server it seems to be: cut at 40 bytes, in single quotes
+// (BlankQuoted blanks what is in double quotes, and the line is what tells
+// the server's kind), control characters and quotes written '?'.
+func QuoteReply(line string) string {
+	if len(line) > 40 {
+		line = line[:40] + "…"
+	}
+	return "'" + strings.Map(func(r rune) rune {
+		if r < ' ' || r == '\'' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, line) + "'"
+}
+
 // quoted finds the %q-quoted parts of a text.
 var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 

@@ -137,24 +137,9 @@ const respTypes = "-+:$*_,#!=(%~>|"
 func notMemcachedHint(line string) string {
 	switch {
 	case line != "" && strings.IndexByte(respTypes, line[0]) >= 0:
-		return " (is it a Redis server? its reply " + quoteLine(line) + " is Redis's protocol, not memcached's; redis:// is the URL of a Redis server)"
+		return " (is it a Redis server? its reply " + store.QuoteReply(line) + " is Redis's protocol, not memcached's; redis:// is the URL of a Redis server)"
 	case strings.HasPrefix(line, "HTTP/"):
-		return " (is it an HTTP server? its reply " + quoteLine(line) + " is HTTP, not memcached's protocol)"
+		return " (is it an HTTP server? its reply " + store.QuoteReply(line) + " is HTTP, not memcached's protocol)"
 	}
 	return ""
-}
-
-// quoteLine quotes a server's line for an error, cut short, in single
-// quotes: the server's store log blanks what is in double quotes (keys),
-// and the line is what tells the server's kind.
-func quoteLine(line string) string {
-	if len(line) > 40 {
-		line = line[:40] + "…"
-	}
-	return "'" + strings.Map(func(r rune) rune {
-		if r < ' ' || r == '\'' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, line) + "'"
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // connectHint says, for Open's connection error err, what the server at
@@ -60,25 +62,11 @@ func notRedisHint(line string) string {
 	case strings.HasPrefix(line, "ERROR"), strings.HasPrefix(line, "CLIENT_ERROR"), strings.HasPrefix(line, "SERVER_ERROR"):
 		// A memcached answers a command it does not know (HELLO, the
 		// client's first) with ERROR.
-		return " (is it a memcached? its reply " + quoteLine(line) + " is memcached's protocol, not Redis's; memcached:// is the URL of a memcached)"
+		return " (is it a memcached? its reply " + store.QuoteReply(line) + " is memcached's protocol, not Redis's; memcached:// is the URL of a memcached)"
 	case strings.HasPrefix(line, "HTTP/"):
-		return " (is it an HTTP server? its reply " + quoteLine(line) + " is HTTP, not Redis's protocol)"
+		return " (is it an HTTP server? its reply " + store.QuoteReply(line) + " is HTTP, not Redis's protocol)"
 	}
 	return " (is it a Redis server? its reply is not Redis's protocol)"
-}
-
-// quoteLine quotes a server's line for an error, cut short, in single
-// quotes: the server's store log blanks what is in double quotes (keys).
-func quoteLine(line string) string {
-	if len(line) > 40 {
-		line = line[:40] + "…"
-	}
-	return "'" + strings.Map(func(r rune) rune {
-		if r < ' ' || r == '\'' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, line) + "'"
 }
 
 // firstLine sends addr the command cmd, an inline command (HELLO 3, what
