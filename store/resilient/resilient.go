@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -129,36 +130,45 @@ const (
 	ok        outcome = iota
 	failed            // the store failed: breaker failure, policy answers
 	contended         // the store is up but gave up (ErrContention): policy answers
-	callers           // the caller's error: returned as is
+	callers           // the caller's error: returned as is, counted for no breaker
+	storeErr          // the store answered with an error that is no outage: returned as is, counted as a success
 )
+
+// returned reports an outcome whose error goes back to the caller as it
+// is, with no policy answering.
+func (o outcome) returned() bool { return o == callers || o == storeErr }
 
 func classify(parent context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return ok
-	case parent.Err() != nil:
+	case parent.Err() != nil, errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
 		return callers
 	case errors.Is(err, store.ErrContention):
 		return contended
 	case outage(err):
 		return failed
 	}
-	return callers
+	return storeErr
 }
 
 // outage reports an error saying the store could not decide for now:
 // store.ErrUnavailable (which the stores wrap around a refused or broken
 // connection, a timeout, and a reply that passes by itself, such as
 // Redis's LOADING, READONLY or CLUSTERDOWN), a deadline or cancellation
-// that is not the caller's, or a network error. Every other error lasts
-// until someone changes something — store.ErrBadRequest, store.ErrClosed,
-// a permission the deployment withholds (Redis's NOPERM and WRONGPASS),
+// that is not the caller's, a connection cut short (io.EOF,
+// io.ErrUnexpectedEOF, from a store that does not wrap them) or a network
+// error. Every other error lasts until someone changes something — a
+// permission the deployment withholds (Redis's NOPERM and WRONGPASS),
 // another program's data under the store's keys (WRONGTYPE) — and is the
 // caller's to see: a policy answering for it would hide it for good
 // (FailOpen admitted every request of a Redis user whose ACL missed the
-// store's keys), and it is no sign of an outage for the breaker either.
+// store's keys). The store did answer, so it counts as a success for the
+// breaker (storeErr): a half-open breaker whose probe met such an error
+// closes, rather than leaving every other call to the policy.
 func outage(err error) bool {
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
 	var ne net.Error
@@ -426,7 +436,7 @@ func (j *job) count(o outcome, err error, placed *store.PartitionError) {
 	for i, p := range j.parts {
 		b, probe := &d.brs[p], j.probes[i]
 		switch {
-		case o == ok, o == contended:
+		case o == ok, o == contended, o == storeErr:
 			b.success(probe)
 		case o == failed && placed == nil, o == failed && slices.Contains(placed.Failed, p):
 			b.failure(probe, err)
@@ -463,7 +473,7 @@ func (j *job) touches(parts []int) bool {
 // is counted as failed on each partition, some at once (see handOff).
 func (j *job) lateCount(err error) {
 	o := classify(context.Background(), err)
-	if o == ok {
+	if o == ok || o == storeErr {
 		o = callers // neither success nor failure
 	}
 	placed := partitionError(err)
@@ -573,7 +583,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			}
 		}
 		return res, nil
-	case callers:
+	case callers, storeErr:
 		return store.Result{}, err
 	}
 	return s.fallbackTake(ctx, j, reqs, out, err)
@@ -716,7 +726,7 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	case ok:
 		copy(out, j.out)
 		return nil
-	case callers:
+	case callers, storeErr:
 		return err
 	}
 	if h := s.cfg.hooks.Fallback; h != nil {
@@ -755,8 +765,11 @@ func (s *Store) policyPeek(ctx context.Context, j *job, reqs []store.Request, ou
 
 // Refund gives units back on the store and drops the keys from the
 // over-limit cache. When the store cannot be reached the refund is lost
-// (the units come back when the key's state expires) and, under FailLocal,
-// applied to the local store, where the Take was then decided.
+// (the units come back when the key's state expires). It is never given
+// to the local store, under FailLocal either: the units were charged on
+// the store (an admission a failure policy gave is not refunded: see
+// store.Result.Fallback), and the local store, which never charged them,
+// would hand them out once more.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	if err := store.Check(reqs, nil); err != nil {
 		return err
@@ -764,13 +777,8 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	s.dropCached(reqs)
 	rs := append([]store.Request(nil), reqs...)
 	o, err := s.callFunc(ctx, "refund", reqs, func(ctx context.Context) error { return s.inner.Refund(ctx, rs) })
-	if o == callers {
+	if o.returned() {
 		return err
-	}
-	if o != ok && s.cfg.policy == FailLocal {
-		if local, lerr := s.localStore(); lerr == nil {
-			return local.Refund(ctx, s.divide(reqs))
-		}
 	}
 	return nil
 }
@@ -825,7 +833,7 @@ func leaseResult(op string, o outcome, err, lerr error) error {
 	switch o {
 	case ok:
 		return lerr
-	case callers:
+	case callers, storeErr:
 		return err
 	}
 	return errors.Join(leaseCallFailed(op, err), lerr)
