@@ -42,14 +42,15 @@
 // key's state expires.
 //
 // Only an outage triggers the policy: an error wrapping
-// store.ErrUnavailable, a network error, a deadline, or the breaker open.
-// Every other error is returned as it is, and neither opens nor closes a
-// breaker: the caller's (store.ErrBadRequest, a context the caller
-// cancelled, store.ErrClosed) and the deployment's, which last until
-// someone changes something — a Redis user whose ACL does not cover the
-// store's keys (NOPERM, redis.ErrPermission), another program's data
-// under a key (WRONGTYPE). A policy answering for those would hide them
-// for good: FailOpen would admit every request.
+// store.ErrUnavailable, a network error, a deadline, a connection cut short
+// (io.EOF), or the breaker open. Every other error is returned as it is:
+// the caller's (store.ErrBadRequest, a context the caller cancelled,
+// store.ErrClosed), counted for no breaker, and the deployment's, which
+// last until someone changes something — a Redis user whose ACL does not
+// cover the store's keys (NOPERM, redis.ErrPermission), another program's
+// data under a key (WRONGTYPE) — counted as the store's answer (a
+// half-open breaker whose probe meets one closes). A policy answering for
+// those would hide them for good: FailOpen would admit every request.
 //
 // # Timeout and breaker
 //
