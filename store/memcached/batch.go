@@ -357,7 +357,9 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 }
 
 // chargeServer runs the charging steps of the requests on server srv. It
-// returns ctx's error when the deadline passed between two steps.
+// returns ctx's error when the deadline passed before a step it had to
+// send (the charge is then rolled back); not when it passed after the
+// last.
 func (b *batch) chargeServer(ctx context.Context, srv int) error {
 	s := b.s
 	var (
@@ -366,9 +368,6 @@ func (b *batch) chargeServer(ctx context.Context, srv int) error {
 		gcmd = make([]*pcmd, len(b.groups))
 	)
 	for round := 0; ; round++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		stop := round > 0 && b.stopped(srv)
 		cmds = cmds[:0]
 		backoff := -1
@@ -415,6 +414,12 @@ func (b *batch) chargeServer(ctx context.Context, srv int) error {
 		}
 		if len(cmds) == 0 {
 			break
+		}
+		// ctx is looked at only before a step with commands to send: a
+		// Take whose last step is done is decided, whenever the deadline
+		// passes after it.
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if backoff >= 0 {
 			if err := s.backoff(ctx, backoff); err != nil {

@@ -379,7 +379,10 @@ func (s *Store) peek(ctx context.Context, r *store.Request, now int64) (algo.Dec
 // they are all window counters), the servers concurrently (see
 // multikey.go); a failure on one server does not keep the others' keys
 // from being refunded, and the error (a *store.PartitionError over
-// several servers) names the servers that failed.
+// several servers) names the servers that failed. A deadline that passes
+// midway fails only the requests whose commands were not yet sent (not
+// refunded at all, to send again), and one that passes after the last
+// step fails none: a refund that landed returns nil.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err

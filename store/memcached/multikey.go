@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -143,12 +144,9 @@ func (s *Store) refundBatch(ctx context.Context, reqs []store.Request, now int64
 			b.servers = append(b.servers, br.srv)
 		}
 	}
-	for _, err := range b.perServer(func(srv int) error { return b.refundServer(ctx, srv) }) {
-		if err != nil {
-			// The deadline passed between steps: no server to blame.
-			return err
-		}
-	}
+	// refundServer sets each request's failure, a deadline's included, in
+	// b: read below, and placed on the keys' servers.
+	b.perServer(func(srv int) error { b.refundServer(ctx, srv); return nil })
 	var failed []int
 	var errs []error
 	for i := range b.rs {
@@ -169,9 +167,13 @@ func (s *Store) refundBatch(ctx context.Context, reqs []store.Request, now int64
 
 // refundServer refunds the requests on server srv: the first step sends
 // the counters' decrements and the states' reads, later steps the states'
-// writes and, for those that lost a race, their reads again. It returns
-// ctx's error when the deadline passed between two steps.
-func (b *batch) refundServer(ctx context.Context, srv int) error {
+// writes and, for those that lost a race, their reads again. ctx is
+// looked at before a step that has commands to send, never after the
+// last: a refund that landed is not reported failed because the deadline
+// passed meanwhile. When it has passed, the requests whose commands are
+// not sent (decrements not sent, states not written) get ctx's error, and
+// those already refunded none: the error names the keys not refunded.
+func (b *batch) refundServer(ctx context.Context, srv int) {
 	s := b.s
 	var cmds []*pcmd
 	dcmd := make([]*pcmd, len(b.rs))
@@ -183,9 +185,6 @@ func (b *batch) refundServer(ctx context.Context, srv int) error {
 	}
 	gcmd := make([]*pcmd, len(b.groups))
 	for round := 0; ; round++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		backoff := -1
 		for gi := range b.groups {
 			gcmd[gi] = nil
@@ -196,12 +195,25 @@ func (b *batch) refundServer(ctx context.Context, srv int) error {
 			}
 		}
 		if len(cmds) == 0 {
-			return nil
+			return
 		}
-		if backoff >= 0 {
-			if err := s.backoff(ctx, backoff); err != nil {
-				return err
+		err := ctx.Err()
+		if err == nil && backoff >= 0 {
+			err = s.backoff(ctx, backoff)
+		}
+		if err != nil {
+			for i, c := range dcmd {
+				if c != nil && round == 0 {
+					b.rs[i].err = notRefunded(b.reqs[i].Key, err)
+				}
 			}
+			for gi, c := range gcmd {
+				if c != nil {
+					g := &b.groups[gi]
+					g.err, g.state = notRefunded(g.key, err), gDone
+				}
+			}
+			return
 		}
 		s.step(cmds)
 		cmds = cmds[:0]
@@ -232,6 +244,13 @@ func (b *batch) refundServer(ctx context.Context, srv int) error {
 			}
 		}
 	}
+}
+
+// notRefunded is the error of a refund of key whose commands were not
+// sent, its context having ended before (err is ctx's error): nothing of
+// it was applied, and it can be sent again.
+func notRefunded(key string, err error) error {
+	return fmt.Errorf("memcached refund %q: not refunded, its context ended before it was sent: %w", key, err)
 }
 
 // refundGroup applies the refunds of g's requests, in order, to the item
