@@ -96,9 +96,17 @@
 // user's ACL does not allow (NOPERM) and a password the server no longer
 // takes (WRONGPASS) wrap ErrPermission; WRONGTYPE, CROSSSLOT and an
 // unknown command wrap no sentinel of package store. Each error says what
-// to change (replyerr.go holds the table of decisions). A script call that
-// fails may or may not have run: the store never retries it, so a failure
-// can under-admit (a charge without a decision) but never over-admit. On
+// to change (replyerr.go holds the table of decisions). A reply that is
+// not the command's (a script reply too short or of another type, a bad
+// TIME reply), the sign of a broken connection or proxy, wraps
+// store.ErrUnavailable. A script call that fails may or may not have run:
+// the store never retries it, so a failure can under-admit (a charge
+// without a decision) but never over-admit; it sends again only calls
+// that Redis refused before the script ran (TRYAGAIN below, and a
+// coalesced batch the ACL refuses for one caller's key: NOPERM for a key
+// the call declares, checked before the script runs, is followed by each
+// caller's call alone, so that each gets its own verdict and a caller
+// whose key the user may reach is decided, charged once). On
 // a Cluster failover the client follows MOVED replies and refreshes its
 // slot map, and under Sentinel it asks the sentinels for the new master;
 // decisions fail (store.ErrUnavailable) until the replica is promoted. Redis

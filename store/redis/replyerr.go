@@ -23,7 +23,9 @@ import (
 //	NOPERM        refused  the ACL stops the user: a key outside its key
 //	                       patterns, or a command it may not run
 //	                       (ErrPermission; on Redis 6 a script's command
-//	                       fails with "ERR … can't run this command")
+//	                       fails with "ERR … can't run this command");
+//	                       a coalesced batch refused for a key is split
+//	                       into its callers' calls (splits)
 //	WRONGPASS     refused  on a reconnection, the URL's user or password no
 //	NOAUTH                 longer works: the user was deleted, disabled or
 //	                       its password changed, or the node (a promoted
@@ -137,4 +139,22 @@ func replyRefusal(err error, key string) *refusal {
 		return refusalOf(re.Error(), key)
 	}
 	return nil
+}
+
+// keysRefused reports whether err is the ACL's refusal of a call for one
+// of the keys it declares: "NOPERM this user has no permissions to access
+// one of the keys used as arguments" (Redis 6.2, 7.0), "NOPERM User u has
+// no permissions to access the 'k' key" (7.2 on). Redis checks a call's
+// declared keys, EVALSHA's and EVAL's KEYS included, before it runs the
+// call: the script ran nothing and charged nothing. The scripts touch no
+// key but their KEYS. A refusal raised inside a script, after it may
+// have written some keys, names the script (or is an "ERR … script"): it
+// is not one.
+func keysRefused(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "NOPERM ") && strings.Contains(msg, "key") && !strings.Contains(msg, "script")
 }

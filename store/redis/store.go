@@ -806,7 +806,7 @@ type groupReply struct {
 func (g *groupReply) int(i int) int64 {
 	n, err := g.v[i].AsInt64()
 	if err != nil && g.err == nil {
-		g.err = fmt.Errorf("redis: bad script reply: %w", err)
+		g.err = badReply(err)
 	}
 	return n
 }
@@ -839,7 +839,7 @@ func (g *groupReply) decision(l *algo.Limit, u *undo) (algo.Decision, error) {
 		u.stamp = g.int(p + 5)
 		tok, err := g.v[p+6].ToString()
 		if err != nil && g.err == nil {
-			g.err = fmt.Errorf("redis: bad script reply: %w", err)
+			g.err = badReply(err)
 		}
 		u.token = tok
 	}
@@ -878,7 +878,17 @@ func (g *groupReply) skip(n int) error {
 	return nil
 }
 
-var errShortReply = errors.New("redis: script reply too short")
+// A script reply that is not the script's (too short, a value of
+// another type) is a sign of a broken connection or of a proxy that
+// mangles replies, not of the deployment's configuration: an outage, for
+// the failure policy to answer (store.ErrUnavailable).
+var errShortReply = fmt.Errorf("redis: script reply too short: %w", store.ErrUnavailable)
+
+// badReply is the error of a script reply holding a value that is not
+// what the script returns there (err: how not); see errShortReply.
+func badReply(err error) error {
+	return fmt.Errorf("redis: bad script reply: %w: %w", store.ErrUnavailable, err)
+}
 
 // decodeTake fills out from a take group's reply (and undos from a
 // reserve reply, indexed like reqs). A refused group reports each request
@@ -1036,6 +1046,10 @@ func (s *Store) serverTimeOf(ctx context.Context, key string) (int64, error) {
 	return s.timeOf(ctx, s.client.B().Time().Build().SetSlot(key))
 }
 
+// timeOf runs cmd, a TIME, and reads its reply in µs. A reply that is not
+// TIME's is an error of its own, which its caller's callError, as for any
+// error that is not a server's error reply, makes an outage
+// (store.ErrUnavailable): a sign of a broken connection or proxy.
 func (s *Store) timeOf(ctx context.Context, cmd rueidis.Completed) (int64, error) {
 	ctx, cancel := s.syncable(ctx)
 	defer cancel()
@@ -1044,7 +1058,7 @@ func (s *Store) timeOf(ctx context.Context, cmd rueidis.Completed) (int64, error
 		return 0, err
 	}
 	if len(v) != 2 {
-		return 0, errShortReply
+		return 0, fmt.Errorf("redis: bad TIME reply %q", v)
 	}
 	sec, err1 := strconv.ParseInt(v[0], 10, 64)
 	us, err2 := strconv.ParseInt(v[1], 10, 64)
@@ -1261,7 +1275,7 @@ func (s *Store) execBatch(calls []*call) {
 			c.sent()
 		}
 		r := s.evalAck(ctx, programFor(sa), sa.keys, sa.args, sa.writes)
-		if s.mode == Cluster && isTryAgain(r.Error()) {
+		if s.splits(len(calls), r.Error()) {
 			s.execApart(calls, r)
 		} else {
 			s.finish(calls, r)
@@ -1289,7 +1303,7 @@ func (s *Store) execBatch(calls []*call) {
 		c.sent()
 	}
 	for i, r := range s.evalMultiOnce(ctx, sas) {
-		if cs := bySlot[order[i]]; isTryAgain(r.Error()) {
+		if cs := bySlot[order[i]]; s.splits(len(cs), r.Error()) {
 			s.execApart(cs, r)
 		} else {
 			s.finish(cs, r)
@@ -1297,15 +1311,31 @@ func (s *Store) execBatch(calls []*call) {
 	}
 }
 
+// splits reports whether the n calls of one script call that failed with
+// err are to be decided apart (execApart) rather than all fail with err:
+// on a Cluster, a migration of their slot (TRYAGAIN); when the script
+// call coalesced several calls, the ACL's refusal of one of its keys
+// (keysRefused), which would otherwise fail the callers whose keys the
+// user may reach with the ErrPermission of another caller's key. Both
+// refuse the script call before it runs: sent again, no call is charged
+// twice. Other refusals (a command the user may not run, WRONGTYPE, an
+// unknown command) would refuse each call alike, or may come after the
+// script wrote some keys: they are not sent again.
+func (s *Store) splits(n int, err error) bool {
+	return (s.mode == Cluster && isTryAgain(err)) || (n > 1 && keysRefused(err))
+}
+
 // execApart decides calls, refused as one script call (r) by a migration
-// of their slot (TRYAGAIN), on a goroutine of its own, so that the batch's
-// sender goes on with the next batch. A batch of several calls is sent
-// again as one script call each: those of one key, or of keys on one side
-// of the migration, are decided at once. The others are sent again (see
-// tryAgainFirst) within the store's timeout while their caller waits
-// (it claimed them, to read their requests again: a caller whose deadline
-// passes meanwhile waits for them, up to the store's timeout). A caller
-// that left before is not sent again.
+// of their slot (TRYAGAIN) or by the ACL for one of their keys (see
+// splits), on a goroutine of its own, so that the batch's sender goes on
+// with the next batch. The calls are sent again as one script call each:
+// those of one key, or of keys on one side of the migration, are decided
+// at once, and a call of a key the ACL refuses fails alone, with its own
+// key. The others are sent again (see tryAgainFirst) within the store's
+// timeout while their caller waits (it claimed them, to read their
+// requests again: a caller whose deadline passes meanwhile waits for
+// them, up to the store's timeout). A caller that left before is not sent
+// again.
 func (s *Store) execApart(calls []*call, r reply) {
 	calls = slices.DeleteFunc(slices.Clone(calls), func(c *call) bool { return !c.claim() }) // the batcher reuses its batch's slice
 	if len(calls) == 0 {
@@ -1318,8 +1348,11 @@ func (s *Store) execApart(calls []*call, r reply) {
 		for i, c := range calls {
 			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
 		}
+		// A lone TRYAGAIN call has its reply: sent again below. A call
+		// left of a batch the ACL refused is sent again alone: its key may
+		// be one the user reaches, another caller's refused.
 		res := []reply{r}
-		if len(calls) > 1 {
+		if len(calls) > 1 || !isTryAgain(r.Error()) {
 			res = s.evalMultiOnce(ctx, sas)
 		}
 		var later []int
