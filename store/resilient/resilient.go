@@ -426,16 +426,26 @@ func timeoutText(ctx context.Context, err error) error {
 // failed for the whole call (or comes from a store that cannot tell), and
 // counting it for no partition would keep a dead node's breaker closed
 // under a load of multi-key calls, each then waiting out the timeout.
-// A call the caller ended (callers) counts for none and gives back the
-// probes it held.
+// A store error that is no outage (storeErr) counts as a success, but for
+// the partitions the store placed it on (failed or not reached), which it
+// counts for none. A call the caller ended (callers) counts for none and
+// gives back the probes it held.
 func (j *job) count(o outcome, err error, placed *store.PartitionError) {
 	d := j.dom
-	if placed != nil && (o != failed || d.part == nil || !j.touches(placed.Failed)) {
+	if placed != nil && (o != failed && o != storeErr || d.part == nil || !j.touches(placed.Failed)) {
 		placed = nil
 	}
 	for i, p := range j.parts {
 		b, probe := &d.brs[p], j.probes[i]
 		switch {
+		case o == storeErr && placed != nil && (slices.Contains(placed.Failed, p) || slices.Contains(placed.Skipped, p)):
+			// A store error the store placed: the partitions it names may
+			// have failed otherwise (a Cluster's cross-slot call names the
+			// first group's error, a refusal, for every group that failed,
+			// a dead node's among them) or were not reached: neither.
+			if probe {
+				b.cancelProbe()
+			}
 		case o == ok, o == contended, o == storeErr:
 			b.success(probe)
 		case o == failed && placed == nil, o == failed && slices.Contains(placed.Failed, p):
