@@ -127,6 +127,8 @@ func TestKeysRefused(t *testing.T) {
 	for msg, want := range map[string]bool{
 		"NOPERM this user has no permissions to access one of the keys used as arguments":                                                            true,
 		"NOPERM User u has no permissions to access the 'app:x' key":                                                                                 true,
+		"NOPERM User u has no permissions to access the 'app:script:1' key":                                                                          true,
+		"NOPERM User key has no permissions to run the 'evalsha' command":                                                                            false,
 		"NOPERM User u has no permissions to run the 'evalsha' command":                                                                              false,
 		"NOPERM User u has no permissions to access the 'app:x' key script: abc, on @user_script:12.":                                                false,
 		"ERR The user executing the script can't access at least one of the keys mentioned in the command arguments script: abc, on @user_script:1.": false,

@@ -3,6 +3,7 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -156,5 +157,10 @@ func keysRefused(err error) bool {
 		return false
 	}
 	msg := re.Error()
-	return strings.HasPrefix(msg, "NOPERM ") && strings.Contains(msg, "key") && !strings.Contains(msg, "script")
+	return msg == "NOPERM this user has no permissions to access one of the keys used as arguments" || keyRefused.MatchString(msg)
 }
+
+// keyRefused is Redis 7.2's text of the refusal of a declared key, matched
+// whole: a key's name may hold "script", and a refusal raised inside a
+// script adds " script: …" after "key".
+var keyRefused = regexp.MustCompile(`^NOPERM User \S+ has no permissions to access the '.*' key$`)
