@@ -159,7 +159,7 @@ func (s *Store) takeBatch(ctx context.Context, reqs []store.Request, out []algo.
 	if chargedBefore(reqs, refused) {
 		refused = -1
 	}
-	if failed, err := b.alone(ctx); err != nil {
+	if failed, err := b.alone(); err != nil {
 		return res, s.placed(err, reqs, failed, len(reqs))
 	}
 	for j := range reqs {
@@ -842,10 +842,11 @@ func (b *batch) undoGroup(g *bgroup) {
 // Peek does if it would pass, otherwise as its refused Take, storing the
 // state the algorithm left (one attempt: it charges nothing), each on
 // what the previous request of its key left. The decisions go to b.rs.
-func (b *batch) alone(ctx context.Context) ([]int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// It does not look at the caller's context: the Take is decided (refused,
+// and rolled back, which does not either), and a deadline passing now must
+// not turn the refusal into an error; the store's round-trip timeout
+// bounds the read.
+func (b *batch) alone() ([]int, error) {
 	s, now := b.s, b.now
 	var cmds []*pcmd
 	rcmd := make([][]*pcmd, len(b.rs))

@@ -291,3 +291,35 @@ func TestTakeBatchDeadlineAfterLastStep(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeBatchRefusedDeadlineAfterLastStep: a multi-key Take refused at
+// its charge step, rolled back, is a refusal whatever its deadline does
+// after that step: the look at each request alone that reports the
+// decisions does not fail it with the deadline (the store's own round-trip
+// timeout bounds that read, as it bounds the roll-back). Before, it
+// returned context.DeadlineExceeded for a Take already decided.
+func TestTakeBatchRefusedDeadlineAfterLastStep(t *testing.T) {
+	s := open(t, newClock(t0))
+	windows, _ := deadlineLimits(t)
+	full := store.Request{Key: uniqueKey(t, "full"), Limit: windows[0], Cost: 10}
+	out := make([]algo.Decision, 2)
+	if res, err := s.Take(ctx(t), []store.Request{full}, out[:1]); err != nil || !res.Allowed {
+		t.Fatalf("spending %s: %+v %v", full.Key, res, err)
+	}
+	full.Cost = 1
+	fresh := store.Request{Key: uniqueKey(t, "fresh"), Limit: windows[1], Cost: 1}
+	reqs := []store.Request{full, fresh}
+	res, err := s.Take(flipAfter(ctx(t), 1), reqs, out) // the deadline passes after the charge step
+	if err != nil || res.Allowed || out[0].Allowed {
+		t.Fatalf("Take refused at its charge step, deadline after it: %+v %+v, %v; want refused by %s, no error", res, out, err, full.Key)
+	}
+	for i := range reqs {
+		reqs[i].Cost = 0
+	}
+	if err := s.Peek(ctx(t), reqs, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Remaining != 0 || out[1].Remaining != 10 {
+		t.Errorf("after the refusal: %d and %d remaining, want 0 and 10 (nothing charged)", out[0].Remaining, out[1].Remaining)
+	}
+}
