@@ -201,22 +201,34 @@ func (b *batch) prepare() {
 			}
 			br.srv = s.ring.server(br.keys[0])
 		default:
-			br.kind = bCAS
-			g, ok := byKey[r.Key]
-			if !ok {
-				g = len(b.groups)
-				byKey[r.Key] = g
-				mkey := s.keys.state(r.Key)
-				b.groups = append(b.groups, bgroup{key: r.Key, mkey: mkey, srv: s.ring.server(mkey)})
-			}
-			b.groups[g].members = append(b.groups[g].members, i)
-			br.grp, br.srv = g, b.groups[g].srv
+			b.addCAS(i, byKey)
 		}
-		if !slices.Contains(b.servers, br.srv) {
-			b.servers = append(b.servers, br.srv)
-		}
+		b.addServer(br.srv)
 	}
 	slices.Sort(b.servers)
+}
+
+// addCAS puts request i, a compare-and-swap one, in the group of its key
+// (byKey: key → group index), made on the key's first request.
+func (b *batch) addCAS(i int, byKey map[string]int) {
+	br, key := &b.rs[i], b.reqs[i].Key
+	br.kind = bCAS
+	g, ok := byKey[key]
+	if !ok {
+		g = len(b.groups)
+		byKey[key] = g
+		mkey := b.s.keys.state(key)
+		b.groups = append(b.groups, bgroup{key: key, mkey: mkey, srv: b.s.ring.server(mkey)})
+	}
+	b.groups[g].members = append(b.groups[g].members, i)
+	br.grp, br.srv = g, b.groups[g].srv
+}
+
+// addServer adds srv to the servers the batch goes to, once.
+func (b *batch) addServer(srv int) {
+	if !slices.Contains(b.servers, srv) {
+		b.servers = append(b.servers, srv)
+	}
 }
 
 // lock takes the local locks of the compare-and-swap keys on server srv,

@@ -3,7 +3,6 @@ package memcached
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/floodgate/floodgate/algo"
@@ -129,20 +128,10 @@ func (s *Store) refundBatch(ctx context.Context, reqs []store.Request, now int64
 			br.charged = true // to give back
 			br.srv = s.ring.server(br.keys[0])
 		default:
-			br.kind = bCAS
-			g, ok := byKey[r.Key]
-			if !ok {
-				g = len(b.groups)
-				byKey[r.Key] = g
-				mkey := s.keys.state(r.Key)
-				b.groups = append(b.groups, bgroup{key: r.Key, mkey: mkey, srv: s.ring.server(mkey), state: gRead})
-			}
-			b.groups[g].members = append(b.groups[g].members, i)
-			br.grp, br.srv = g, b.groups[g].srv
+			b.addCAS(i, byKey)
+			b.groups[br.grp].state = gRead
 		}
-		if !slices.Contains(b.servers, br.srv) {
-			b.servers = append(b.servers, br.srv)
-		}
+		b.addServer(br.srv)
 	}
 	// refundServer sets each request's failure, a deadline's included, in
 	// b: read below, and placed on the keys' servers.
