@@ -118,8 +118,8 @@
 // # Concurrency and clock
 //
 // A Middleware is immutable and safe for concurrent use. It reads no clock
-// for its decisions (but ForLimiter's, for a calendar window's length:
-// [WithClock]): they use the store's clock. Holding compares the request's
+// for its decisions (but ForLimiter's, for a calendar window's length on
+// a key with nothing stored: [WithClock]): they use the store's clock. Holding compares the request's
 // deadline with time.Now and waits on the runtime's timers, both of which
 // testing/synctest fakes.
 package middleware

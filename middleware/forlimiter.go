@@ -87,7 +87,8 @@ func (k Key) extractor() (*dimension.Extractor, error) {
 
 // WithClock sets the clock ForLimiter's middleware reads for the length
 // of a calendar window (a month, a year) in RateLimit-Policy's w, as
-// policy.WithClock does for an Engine's. Default time.Now. No other
+// policy.WithClock does for an Engine's: the period the key's stored reset
+// ends, or with nothing stored the one holding this clock's time. Default time.Now. No other
 // value reads it: decisions use the store's clock. New's middleware does
 // not read it (its Engine has its own).
 func WithClock(now func() time.Time) Option { return func(m *options) { m.clock = now } }

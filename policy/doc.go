@@ -116,7 +116,10 @@
 // # Clock
 //
 // Decisions use the store's clock (memory: its injectable clock; Redis: the
-// server's TIME). The Engine's own clock (WithClock) only computes calendar
-// windows for responses; waiting uses the runtime's timers, which
+// server's TIME). The Engine's own clock (WithClock) only picks the calendar
+// month or year whose length a response states: the one whose end is the
+// key's stored reset (so instances whose clocks differ by minutes across a
+// month's end state the same window), or for a key with nothing stored the
+// one holding the clock's time. Waiting uses the runtime's timers, which
 // testing/synctest fakes.
 package policy

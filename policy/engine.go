@@ -59,9 +59,10 @@ func (e *Engine) KeyPrefix() string { return e.o.prefix }
 // global shadow mode, for a first deployment.
 func WithShadowMode(on bool) Option { return func(o *options) { o.shadow = on } }
 
-// WithClock sets the clock the Engine reads for calendar windows in
-// responses and for waiting (default time.Now). Decisions themselves use
-// the store's clock.
+// WithClock sets the clock the Engine reads for waiting and for the length
+// of a calendar month or year in responses (default time.Now): the period
+// whose end is the key's stored reset, or with nothing stored yet the one
+// holding this clock's time. Decisions themselves use the store's clock.
 func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
 // Engine decides requests against a Config through a store.Store. It is safe
@@ -1371,7 +1372,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 		s.Window = ruleWindow(dp.rule, now)
 		if dp.rule.index >= 0 {
 			if l := p.snap.limits[dp.rule.index].rate; l != nil {
-				s.Window = headerWindow(l, now)
+				s.Window = headerWindow(l, 0, now)
 			}
 		}
 		s.QuotaUnit = quotaUnit(dp.rule.limit)
@@ -1643,7 +1644,13 @@ func itemName(it *item) string {
 // SmoothBursty's stored permits. SmoothWarmup states its stable rate
 // instead (see statusOf). Concurrency slots have no window (0: w is
 // omitted).
-func headerWindow(l *algo.Limit, now *calendarNow) time.Duration {
+//
+// A calendar month's or year's length is that of the period whose end is
+// the key's stored reset (reset, the decision's ResetAfter, counted from
+// the store's clock), so every instance sharing a store states the same w
+// for the same key whatever its own clock reads; with nothing stored yet
+// (reset 0), that of the period holding the Engine's clock.
+func headerWindow(l *algo.Limit, reset time.Duration, now *calendarNow) time.Duration {
 	switch l.Algorithm() {
 	case algo.TokenBucket, algo.GCRA, algo.Shaper, algo.SmoothBursty:
 		p := l.Params()
@@ -1653,10 +1660,34 @@ func headerWindow(l *algo.Limit, now *calendarNow) time.Duration {
 	case algo.Concurrency:
 		return 0
 	}
-	if l.Params().Calendar == algo.CalendarNone {
+	cal := l.Params().Calendar
+	if cal == algo.CalendarNone {
 		return l.Window(0) // the period: no clock needed
 	}
-	return l.Window(now.us())
+	if reset <= 0 {
+		return l.Window(now.us())
+	}
+	return calendarEndingNear(cal, time.UnixMicro(now.us()).Add(reset))
+}
+
+// calendarEndingNear is the length of the UTC calendar month or year whose
+// end is the period boundary nearest t: t is a stored reset time read
+// through this host's clock, which may be ahead of or behind the store's
+// by minutes, so it falls just before or just after the boundary the store
+// counted to.
+func calendarEndingNear(cal algo.Calendar, t time.Time) time.Duration {
+	t = t.UTC()
+	years, months := 0, 1
+	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if cal == algo.CalendarYear {
+		years, months = 1, 0
+		start = time.Date(t.Year(), time.January, 1, 0, 0, 0, 0, time.UTC)
+	}
+	end := start
+	if next := start.AddDate(years, months, 0); next.Sub(t) < t.Sub(start) {
+		end = next
+	}
+	return end.Sub(end.AddDate(-years, -months, 0))
 }
 
 // statusOf is the decision and window a status reports for a decision d
@@ -1672,7 +1703,7 @@ func statusOf(l *algo.Limit, d algo.Decision, now *calendarNow) (algo.Decision, 
 		d.Limit = p.Limit
 		return d, p.Period
 	}
-	return d, headerWindow(l, now)
+	return d, headerWindow(l, d.ResetAfter, now)
 }
 
 // RuleStatus is the Status an Engine reports for a matched rule named name
@@ -1681,8 +1712,9 @@ func statusOf(l *algo.Limit, d algo.Decision, now *calendarNow) (algo.Decision, 
 // limit in a rules file: Code OVER_LIMIT when d refused; the quota l's
 // capacity over the time it takes to refill for the buckets (TokenBucket,
 // GCRA, Shaper, SmoothBursty), the stable rate for SmoothWarmup, the period
-// for the windows and logs (the current calendar month or year, read from
-// now, which is called at most once and only for those), and no window
+// for the windows and logs (for a calendar month or year, the one whose end
+// is d's reset, or with no reset the one holding now; now is called at most
+// once and only for those), and no window
 // for Concurrency, whose quota unit is ConcurrentRequests.
 func RuleStatus(name string, l *algo.Limit, d algo.Decision, now func() time.Time) Status {
 	s := Status{Code: CodeOK, Matched: true, Rule: name, RuleLimit: l, QuotaUnit: quotaUnit(l)}
@@ -1712,7 +1744,7 @@ func (n *calendarNow) us() int64 {
 // ruleWindow is the rule's window for headers at now.
 func ruleWindow(r *Rule, now *calendarNow) time.Duration {
 	if r.limit != nil {
-		return headerWindow(r.limit, now)
+		return headerWindow(r.limit, 0, now)
 	}
 	period, cal := rulePeriod(r)
 	if cal == algo.CalendarNone {

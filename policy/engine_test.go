@@ -637,9 +637,10 @@ descriptors:
 	}
 }
 
-// TestCalendarWindowReadsTheClock: a month's window is the length of the
-// month the Engine's clock is in (28 days in February 2026, 31 in March),
-// and a decision whose windows are all periods does not read the clock.
+// TestCalendarWindowReadsTheClock: with nothing stored for the key, a
+// month's window is the length of the month the Engine's clock is in (28
+// days in February 2026, 31 in March); a decision whose windows are all
+// periods does not read the clock.
 func TestCalendarWindowReadsTheClock(t *testing.T) {
 	cfg := mustParse(t, `
 domain: d
@@ -652,19 +653,19 @@ descriptors:
 	now := time.Date(2026, time.February, 10, 12, 0, 0, 0, time.UTC)
 	reads := 0
 	clock := func() time.Time { reads++; return now }
-	e := newMemEngine(t, cfg, frozen(now), WithClock(clock))
+	e := newMemEngine(t, cfg, func() time.Time { return now }, WithClock(clock))
 	for _, tc := range []struct {
 		at     time.Time
 		entry  []Entry
 		window time.Duration
 		reads  int
 	}{
-		{now, ent("plan", "p"), 28 * 24 * time.Hour, 1},
-		{time.Date(2026, time.March, 3, 0, 0, 0, 0, time.UTC), ent("plan", "p"), 31 * 24 * time.Hour, 1},
+		{now, ent("plan", "feb"), 28 * 24 * time.Hour, 1},
+		{time.Date(2026, time.March, 3, 0, 0, 0, 0, time.UTC), ent("plan", "mar"), 31 * 24 * time.Hour, 1},
 		{now, ent("ip", "1.2.3.4"), time.Hour, 0},
 	} {
 		now, reads = tc.at, 0
-		resp, err := e.Decide(context.Background(), req("d", tc.entry))
+		resp, err := e.Peek(context.Background(), req("d", tc.entry))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -674,5 +675,63 @@ descriptors:
 		if reads != tc.reads {
 			t.Errorf("%v: the Engine read its clock %d times, want %d", tc.entry, reads, tc.reads)
 		}
+	}
+}
+
+// TestCalendarWindowFollowsTheStoredReset: two Engines on one store whose
+// clocks disagree by 45 minutes across a month's or year's end state the
+// same window for a key with stored state — the length of the period whose
+// end is the key's reset on the store's clock — on Decide and on Peek,
+// whichever of them is ahead.
+func TestCalendarWindowFollowsTheStoredReset(t *testing.T) {
+	cfg := mustParse(t, `
+domain: d
+descriptors:
+  - key: plan
+    rate_limit: {name: monthly, unit: month, requests_per_unit: 1000}
+  - key: org
+    rate_limit: {name: yearly, unit: year, requests_per_unit: 1000}
+`)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name   string
+		store  time.Time // the store's clock, 30 minutes before a period ends
+		entry  []Entry
+		window time.Duration // the store's period's
+	}{
+		{"november", time.Date(2026, time.November, 30, 23, 30, 0, 0, time.UTC), ent("plan", "p"), 30 * day},
+		{"january", time.Date(2027, time.January, 31, 23, 30, 0, 0, time.UTC), ent("plan", "p"), 31 * day},
+		{"february", time.Date(2028, time.February, 29, 23, 30, 0, 0, time.UTC), ent("plan", "p"), 29 * day},
+		{"2027", time.Date(2027, time.December, 31, 23, 30, 0, 0, time.UTC), ent("org", "o"), 365 * day},
+		{"2028", time.Date(2028, time.December, 31, 23, 30, 0, 0, time.UTC), ent("org", "o"), 366 * day},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := memory.New(memory.WithClock(frozen(tc.store)), memory.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for _, skew := range []time.Duration{-45 * time.Minute, 0, 45 * time.Minute} {
+				e, err := NewEngine(cfg, st, WithClock(frozen(tc.store.Add(skew))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, op := range []string{"decide", "peek"} {
+					var resp Response
+					if op == "decide" {
+						resp, err = e.Decide(context.Background(), req("d", tc.entry))
+					} else {
+						resp, err = e.Peek(context.Background(), req("d", tc.entry))
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					s := resp.Statuses[0]
+					if s.Window != tc.window || len(s.Limits) != 1 || s.Limits[0].Window != tc.window {
+						t.Errorf("clock %+v, %s: window %v, limits %+v; want %v", skew, op, s.Window, s.Limits, tc.window)
+					}
+				}
+			}
+		})
 	}
 }
