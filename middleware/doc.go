@@ -57,7 +57,9 @@
 //   - wait: the request is held — in the Engine's wait queue when the
 //     Decider is a *policy.Engine, else by retrying after the advised delay —
 //     up to the rule's max_wait, [WithMaxWait] and the request context's
-//     deadline, then passed or rejected as above;
+//     deadline, then passed or rejected as above (also when its context
+//     is cancelled while it waits: its client gone, or a handler around
+//     the middleware cancelled it);
 //   - degrade: the fallback handler registered under the rule's fallback
 //     name ([WithFallback]) serves the request, with the header fields (a
 //     fallback not registered, which New refuses when it can see the
@@ -74,8 +76,10 @@
 // refusing until its turn (t, X-RateLimit-Reset and Retry-After alike),
 // and the body of a 503 refusal: temporary-reduced-capacity, the delaying
 // limits as violated-policies, the wait as retry-after, a detail saying
-// that the wait passes the request's deadline (RESOURCE_EXHAUSTED to a
-// gRPC call, as a refusal). Concurrency limits hold
+// that the wait passes the request's deadline, or that the request was
+// cancelled (RESOURCE_EXHAUSTED to a gRPC call, as a refusal): a request
+// cancelled while it is held is answered too, not left to net/http's
+// empty 200. Concurrency limits hold
 // their slot until the handler returns; the slot is released then, also
 // when the handler panics. While the handler runs, a Decider that is a
 // [Renewer] (policy.Engine) has the slot's lease renewed every third of

@@ -214,9 +214,6 @@ func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key st
 	resp.Strategy, resp.Delay = "", d.Delay
 	if d.Delay > 0 && !m.holdCall(ctx, r, d.Delay) {
 		m.cancel(r, res)
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nop, false // the client is gone
-		}
 		m.turnAfterDeadline(w, r, resp)
 		return nop, false
 	}

@@ -426,6 +426,13 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 func nop() {}
 
+// cancelled reports whether ctx ended other than by its deadline: its
+// client went away, or a handler around the middleware cancelled it.
+func cancelled(ctx context.Context) bool {
+	err := ctx.Err()
+	return err != nil && !errors.Is(err, context.DeadlineExceeded)
+}
+
 // detach copies statuses, which may live in a scratch buffer, for a
 // response kept after Check returns.
 func detach(st []policy.Status) []policy.Status {
@@ -483,9 +490,10 @@ func pathOf(r *http.Request) string {
 // lease TTL when the Decider is a Renewer: a timer per request that holds
 // slots, none for the others. Otherwise it returns pass false, having
 // written the whole response — the refusal (429, or WithRefuseStatus's
-// 503), the fallback's answer, 400, 500 or 503 — except for a request
-// whose context was cancelled while it was held (its client gone), to
-// which it writes nothing.
+// 503), the fallback's answer, 400, 500 or 503. A request whose context
+// is cancelled while it is held (by the wait strategy or a delay) is
+// refused as one whose deadline passed then: the wait strategy's refusal,
+// or a delay's 503 (see New's doc), what it charged given back.
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(), pass bool) {
 	return m.CheckAdmitted(w, r, nil)
 }
@@ -536,10 +544,17 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 		resp, err = m.wait(wctx, req, resp)
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nop, false // the client is gone
-			}
-			if !errors.Is(err, context.DeadlineExceeded) {
+			if cancelled(ctx) {
+				// The client is gone, or a handler around this one
+				// cancelled the request: it is refused as one whose
+				// deadline passed in the queue, so that a connection
+				// still open gets a refusal and the access log says
+				// so, rather than an empty 200. The Waiter gave back
+				// what it had charged.
+				if err != ctx.Err() {
+					m.log(r, fmt.Errorf("middleware: a request cancelled while it waited: %w", err))
+				}
+			} else if !errors.Is(err, context.DeadlineExceeded) {
 				return m.decideFailed(w, r, err)
 			}
 			resp.Code, resp.Strategy = policy.CodeOverLimit, policy.StrategyReject
@@ -548,9 +563,6 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 	if resp.Code == policy.CodeOK {
 		if resp.Delay > 0 && !m.holdCall(ctx, r, resp.Delay) {
 			m.refund(r, resp) // in sc's lifetime: resp may live in it
-			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nop, false
-			}
 			m.turnAfterDeadline(w, r, resp)
 			return nop, false
 		}
@@ -616,15 +628,21 @@ func (m *Middleware) negativeCost(w http.ResponseWriter, r *http.Request, cost i
 // the body of a 503 refusal (refuse's: temporary-reduced-capacity, the
 // delaying limits as violated-policies, the wait as retry-after), its
 // detail saying that the wait passes the request's deadline or
-// WithMaxWait. A gRPC client hears a limit's refusal, RESOURCE_EXHAUSTED
-// with the wait as its pushback (UNAVAILABLE, 503's code, is retried at
-// once). New's and ForLimiter's middlewares both answer here.
+// WithMaxWait, or that the request was cancelled during the hold (its
+// client gone, or a handler around this one cancelled it: a connection
+// still open must not get net/http's empty 200 for a request that never
+// reached the handler, and a gone client's write costs nothing). A gRPC
+// client hears a limit's refusal, RESOURCE_EXHAUSTED with the wait as its
+// pushback (UNAVAILABLE, 503's code, is retried at once). New's and ForLimiter's middlewares both answer here.
 func (m *Middleware) turnAfterDeadline(w http.ResponseWriter, r *http.Request, resp policy.Response) {
 	st := turnMissed(resp.Statuses)
 	m.fields.WriteStatuses(w.Header(), st)
 	why := "the queue's wait passes the request's deadline"
-	if m.o.maxWait > 0 && resp.Delay > m.o.maxWait {
+	switch {
+	case m.o.maxWait > 0 && resp.Delay > m.o.maxWait:
 		why = "the queue's wait passes the longest this server holds a request"
+	case cancelled(r.Context()):
+		why = "the request was cancelled while it waited for its turn"
 	}
 	turned := policy.Response{Code: policy.CodeOverLimit, Statuses: st, Strategy: policy.StrategyReject}
 	refuse(w, r, turned, headers.FromStatuses(st), http.StatusServiceUnavailable, why)
