@@ -412,8 +412,17 @@ func (e *MissingFallbackError) Error() string {
 
 // Handler wraps next: requests within their limits reach it with the
 // header fields set; the others are answered as their rule's strategy says.
-// Its shape fits net/http, chi's Use and most routers.
+// Its shape fits net/http, chi's Use and most routers. A nil m or next
+// is a programming error that Handler reports at once, as net/http's
+// Handle does a nil handler: it panics naming which, rather than the
+// first request with a nil dereference.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
+	switch {
+	case m == nil:
+		panic("middleware: Handler on a nil *Middleware (check the error of New or ForLimiter)")
+	case next == nil:
+		panic("middleware: Handler: nil next handler")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		done, pass := m.Check(w, r)
 		if !pass {

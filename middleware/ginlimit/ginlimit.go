@@ -41,8 +41,15 @@ import (
 
 type ctxKey struct{}
 
-// New returns a gin handler that limits requests with m.
+// New returns a gin handler that limits requests with m. A nil m is a
+// programming error that New reports at once, as net/http's Handle does
+// a nil handler: it panics naming the argument, rather than the first
+// request with a nil dereference (gin's handler type leaves no error to
+// return).
 func New(m *middleware.Middleware) gin.HandlerFunc {
+	if m == nil {
+		panic("ginlimit: New: nil *middleware.Middleware (check the error of middleware.New or middleware.ForLimiter)")
+	}
 	return func(c *gin.Context) {
 		r := c.Request.WithContext(context.WithValue(c.Request.Context(), ctxKey{}, c))
 		done, pass := m.Check(c.Writer, r)
