@@ -409,8 +409,10 @@ func memoryStore(u string) bool { return strings.HasPrefix(strings.ToLower(u), "
 // failure handling set with the memory store, where it does nothing
 // (openStore wraps only a remote store in store/resilient): the memory
 // store is in this process and has no outage for --on-store-error to
-// answer, and --instances only sets the share of each limit that
-// --on-store-error local decides on while a remote store is down.
+// answer, no call for --store-timeout to bound, nothing for
+// --start-degraded to wait for, and --instances only sets the share of
+// each limit that --on-store-error local decides on while a remote store
+// is down.
 func (f *serveFlags) memoryWarnings() []string {
 	if !memoryStore(f.store) {
 		return nil
@@ -420,6 +422,14 @@ func (f *serveFlags) memoryWarnings() []string {
 	if f.given["on-store-error"] {
 		out = append(out, fmt.Sprintf("%s does nothing with %s: the failure policy answers when a remote store fails or times out, and the memory store is in this process",
 			f.origin("on-store-error", f.onStoreError), st))
+	}
+	if f.given["store-timeout"] {
+		out = append(out, fmt.Sprintf("%s does nothing with %s: it bounds each call to a remote store, and the memory store answers in this process without a network call",
+			f.origin("store-timeout", f.storeTimeout), st))
+	}
+	if f.given["start-degraded"] && f.startDegraded {
+		out = append(out, fmt.Sprintf("%s does nothing with %s: it lets serve start while a remote store cannot be reached, and the memory store is always there",
+			f.origin("start-degraded", f.startDegraded), st))
 	}
 	if f.instances > 1 {
 		out = append(out, fmt.Sprintf("%s does nothing with %s: it divides each limit among the instances under --on-store-error local while a remote store is down; "+

@@ -83,10 +83,12 @@ func TestServeWarnsUpstreamEnv(t *testing.T) {
 	}
 }
 
-// --instances and --on-store-error do nothing with the memory store
-// (only a remote store is wrapped by store/resilient): serve said nothing.
+// --instances, --on-store-error, --store-timeout and --start-degraded do
+// nothing with the memory store (only a remote store is wrapped by
+// store/resilient): serve said nothing.
 func TestServeWarnsMemoryStoreFailureFlags(t *testing.T) {
-	out, errb, stop := startServe(t, "--reload-interval", "0", "--instances", "3", "--on-store-error", "closed")
+	out, errb, stop := startServe(t, "--reload-interval", "0", "--instances", "3", "--on-store-error", "closed",
+		"--store-timeout", "200ms", "--start-degraded")
 	_ = out
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -96,6 +98,8 @@ func TestServeWarnsMemoryStoreFailureFlags(t *testing.T) {
 		"--on-store-error closed does nothing with --store memory://: the failure policy answers when a remote store fails or times out, and the memory store is in this process",
 		"--instances 3 does nothing with --store memory://: it divides each limit among the instances under --on-store-error local while a remote store is down; " +
 			"with the memory store each instance counts on its own, so 3 instances together admit up to 3 times each limit (share a remote --store)",
+		"--store-timeout 200ms does nothing with --store memory://: it bounds each call to a remote store, and the memory store answers in this process without a network call",
+		"--start-degraded true does nothing with --store memory://: it lets serve start while a remote store cannot be reached, and the memory store is always there",
 	} {
 		if !strings.Contains(warns, want) {
 			t.Errorf("no WARN %q; the WARNs:\n%s", want, warns)
@@ -111,7 +115,11 @@ func TestServeWarnsMemoryStoreFailureFlags(t *testing.T) {
 	if want := `FLOODGATE_ON_STORE_ERROR="open" does nothing with --store memory://`; !strings.Contains(warns, want) || strings.Contains(warns, "--instances") {
 		t.Errorf("the WARNs:\n%s\nwant %q and none on --instances 1", warns, want)
 	}
-	if f := (serveFlags{store: "redis://127.0.0.1:1", instances: 3, given: map[string]bool{"on-store-error": true}}); len(f.memoryWarnings()) != 0 {
+	if f := (serveFlags{store: "memory://", instances: 1, given: map[string]bool{"start-degraded": true}}); len(f.memoryWarnings()) != 0 {
+		t.Errorf("memoryWarnings with --start-degraded=false: %q, want none", f.memoryWarnings())
+	}
+	if f := (serveFlags{store: "redis://127.0.0.1:1", instances: 3, startDegraded: true,
+		given: map[string]bool{"on-store-error": true, "store-timeout": true, "start-degraded": true}}); len(f.memoryWarnings()) != 0 {
 		t.Errorf("memoryWarnings with a Redis store: %q, want none", f.memoryWarnings())
 	}
 }
