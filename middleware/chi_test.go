@@ -47,16 +47,16 @@ descriptors:
 		field  string
 	}{
 		{"/health", 200, `"per-ip";r=99;t=50`},
-		{"/users/ann", 200, `"per-user";r=1;t=50`},
-		{"/users/ann", 200, `"per-user";r=0;t=50`},
-		{"/users/ann", 429, `"per-user";r=0;t=50`},
-		{"/users/bob", 200, `"per-user";r=1;t=50`},
+		{"/users/ann", 200, `"per-ip";r=98;t=50, "per-user";r=1;t=50`},
+		{"/users/ann", 200, `"per-ip";r=97;t=50, "per-user";r=0;t=50`},
+		{"/users/ann", 429, `"per-ip";r=96;t=50, "per-user";r=0;t=50`},
+		{"/users/bob", 200, `"per-ip";r=95;t=50, "per-user";r=1;t=50`},
 		{"/health", 200, `"per-ip";r=94;t=50`}, // six requests passed the router-wide limit
 	}
 	for i, s := range steps {
 		res := get(t, srv.URL+s.path)
-		// Per-route limits come after the router-wide one: the response
-		// carries the route's fields, which replaced the router's.
+		// Per-route limits come after the router-wide one: the route's
+		// members follow the router's in the list.
 		if res.status != s.status || res.h.Get("RateLimit") != s.field {
 			t.Errorf("step %d %s: %d RateLimit %q, want %d %q", i, s.path, res.status, res.h.Get("RateLimit"), s.status, s.field)
 		}

@@ -43,6 +43,14 @@
 // A cost in bytes ([WithCost] with [WithCostUnit]) is stated as such:
 // qu="content-bytes" on the limits counted in it.
 //
+// Middlewares nest: one inside another (a per-route limit inside a
+// per-IP one, each New's or ForLimiter's) adds its members to the
+// RateLimit-Policy and RateLimit lists the outer one wrote, so that the
+// client sees every limit that applied; X-RateLimit-* state the tighter
+// of the two (fewer remaining, on a tie the later reset) and Retry-After
+// the longer. Give both the same [WithHeaders] names, or the fields do
+// not meet.
+//
 // On excess the strategy of the refusing rules applies (see policy's
 // documentation for how several combine):
 //

@@ -207,7 +207,7 @@ func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key st
 	st[0] = policy.RuleStatus(m.lim.Name(), m.lim.Limit(), d, m.o.clock)
 	resp := policy.Response{Code: st[0].Code, Statuses: st[:], Strategy: policy.StrategyReject}
 	if !d.Allowed {
-		m.fields.WriteStatuses(w.Header(), resp.Statuses)
+		m.writeFields(w.Header(), resp.Statuses)
 		reject(w, r, resp, headers.FromStatuses(resp.Statuses), m.o.refuseStatus)
 		return nop, false
 	}
@@ -217,7 +217,7 @@ func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key st
 		m.turnAfterDeadline(w, r, resp)
 		return nop, false
 	}
-	m.fields.WriteStatuses(w.Header(), resp.Statuses)
+	m.writeFields(w.Header(), resp.Statuses)
 	if admitted != nil {
 		admitted(resp)
 	}

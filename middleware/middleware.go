@@ -193,6 +193,7 @@ type Middleware struct {
 	into     intoDecider
 	pool     sync.Pool // *scratch
 	fields   *headers.Writer
+	keys     [nKeys]string // the fields' canonical names (fieldKeys)
 	// lim, for a middleware of ForLimiter, decides instead of d (which
 	// is then a stand-in), on the value of x's one entry; reserve: it
 	// decides with Reserve (a Concurrency slot to release, a delay whose
@@ -316,6 +317,7 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	}
 	m.pool.New = func() any { return new(scratch) }
 	m.fields = headers.NewWriter(m.o.headers)
+	m.keys = fieldKeys(&m.o)
 	return m, nil
 }
 
@@ -575,7 +577,7 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 			m.turnAfterDeadline(w, r, resp)
 			return nop, false
 		}
-		m.fields.WriteStatuses(w.Header(), resp.Statuses)
+		m.writeFields(w.Header(), resp.Statuses)
 		if admitted != nil {
 			admitted(resp)
 		}
@@ -589,7 +591,7 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 		}
 		return nop, true
 	}
-	m.fields.WriteStatuses(w.Header(), resp.Statuses)
+	m.writeFields(w.Header(), resp.Statuses)
 	if resp.Strategy == policy.StrategyDegrade && !IsGRPC(r) {
 		if fb := m.o.fallbacks[resp.Fallback]; fb != nil {
 			fb.ServeHTTP(w, r)
@@ -645,7 +647,7 @@ func (m *Middleware) negativeCost(w http.ResponseWriter, r *http.Request, cost i
 // pushback (UNAVAILABLE, 503's code, is retried at once). New's and ForLimiter's middlewares both answer here.
 func (m *Middleware) turnAfterDeadline(w http.ResponseWriter, r *http.Request, resp policy.Response) {
 	st := turnMissed(resp.Statuses)
-	m.fields.WriteStatuses(w.Header(), st)
+	m.writeFields(w.Header(), st)
 	why := "the queue's wait passes the request's deadline"
 	switch {
 	case m.o.maxWait > 0 && resp.Delay > m.o.maxWait:

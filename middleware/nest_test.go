@@ -1,0 +1,104 @@
+package middleware_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/middleware"
+)
+
+// Two Floodgate middlewares nested — a per-IP limit (ForLimiter) around
+// a per-route one (New over rules) — state both limits: the inner one
+// adds its members to the outer one's RateLimit-Policy and RateLimit
+// lists, where before its write replaced them; X-RateLimit-* are the
+// tighter set's (fewer remaining, then the later reset), whichever
+// middleware wrote it, and Retry-After the longer. A field the outer
+// middleware did not write (Retry-After on an admission) is the inner
+// one's alone.
+func TestNestedMiddlewaresListBothLimits(t *testing.T) {
+	const inner = "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {name: per-route, unit: minute, requests_per_unit: %d}\n"
+	for _, tc := range []struct {
+		name         string
+		outer, inner int64 // the limits per minute
+		requests     int
+		status       int
+		want         map[string]string
+	}{
+		{"inner tighter", 100, 10, 1, 200, map[string]string{
+			"RateLimit-Policy":      `"per-ip";q=100;w=60, "per-route";q=10;w=60`,
+			"RateLimit":             `"per-ip";r=99;t=50, "per-route";r=9;t=50`,
+			"X-RateLimit-Limit":     "10",
+			"X-RateLimit-Remaining": "9",
+			"X-RateLimit-Reset":     "50",
+			"Retry-After":           "",
+		}},
+		{"outer tighter", 2, 10, 2, 200, map[string]string{
+			"RateLimit-Policy":      `"per-ip";q=2;w=60, "per-route";q=10;w=60`,
+			"RateLimit":             `"per-ip";r=0;t=50, "per-route";r=8;t=50`,
+			"X-RateLimit-Limit":     "2",
+			"X-RateLimit-Remaining": "0",
+			"X-RateLimit-Reset":     "50",
+			"Retry-After":           "",
+		}},
+		{"inner refuses", 100, 1, 2, 429, map[string]string{
+			"RateLimit-Policy":      `"per-ip";q=100;w=60, "per-route";q=1;w=60`,
+			"RateLimit":             `"per-ip";r=98;t=50, "per-route";r=0;t=50`,
+			"X-RateLimit-Limit":     "1",
+			"X-RateLimit-Remaining": "0",
+			"X-RateLimit-Reset":     "50",
+			"Retry-After":           "50",
+		}},
+	} {
+		c := newClock(t0)
+		in, err := middleware.New(engine(t, fmt.Sprintf(inner, tc.inner), c), "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := middleware.ForLimiter(newLimiter(t, "per-ip", algo.Params{Algorithm: algo.FixedWindow, Limit: tc.outer, Period: time.Minute}, c),
+			middleware.ClientIPKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := out.Handler(in.Handler(http.HandlerFunc(ok)))
+		var w *httptest.ResponseRecorder
+		for range tc.requests {
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		}
+		if w.Code != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, w.Code, tc.status)
+		}
+		wantFields(t, tc.name, w.Header(), tc.want)
+		if n := len(w.Header().Values("RateLimit")); n != 1 {
+			t.Errorf("%s: %d RateLimit field lines, want 1", tc.name, n)
+		}
+	}
+}
+
+// A Retry-After already on the response (a handler around the
+// middleware set it) stays when it is longer than the inner refusal's:
+// after it, both admit again; a shorter one gives way.
+func TestNestedRetryAfterLongest(t *testing.T) {
+	m, err := middleware.New(engine(t, perIPConfig, newClock(t0)), "web", extractor(t, perIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ outer, want string }{{"120", "120"}, {"5", "50"}} {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", tc.outer)
+			m.Handler(http.HandlerFunc(ok)).ServeHTTP(w, r)
+		})
+		var w *httptest.ResponseRecorder
+		for range 4 { // the 4th is refused, retry in 50 s
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		}
+		if w.Code != 429 || w.Header().Get("Retry-After") != tc.want {
+			t.Errorf("outer Retry-After %s: %d Retry-After %q, want 429 and %s", tc.outer, w.Code, w.Header().Get("Retry-After"), tc.want)
+		}
+	}
+}
