@@ -6,9 +6,9 @@
 //
 // # Failure policy
 //
-// When a call fails — an error from the store (store.ErrUnavailable,
-// store.ErrContention, a network error), no answer within the timeout, or
-// the breaker is open — the policy decides instead:
+// When a call fails — an error from the store (store.ErrUnavailable, a
+// network error), no answer within the timeout, or the breaker is open —
+// the policy decides instead:
 //
 //   - FailOpen admits the request (Decision.Allowed, Remaining reported as
 //     the capacity less the cost, as for a fresh key), unless its cost is
@@ -22,6 +22,17 @@
 //     store's limits divided by the expected number of instances
 //     (WithInstances): each limit L becomes max(1, ⌊L ÷ N⌋), and likewise the
 //     burst of the bucket algorithms and the queue of the shaper.
+//
+// Contention is no outage: a Take the store gave up on
+// (store.ErrContention, memcached's compare-and-swap out of retries on a
+// hot key) charged nothing and is refused, whatever the policy, with
+// RetryAfter ContentionRetryAfter and nothing remaining; it counts as the
+// store's answer for the breaker and is not kept in the over-limit cache.
+// A policy answering for it would admit past the limit under FailOpen
+// (every Take the store could not count) or refuse for a cool-down under
+// FailClosed. Hooks.Call sees its error (store.ErrContention), and
+// Hooks.Fallback is not called. A Peek's contention is answered by the
+// policy, as an outage's.
 //
 // Bound of FailLocal: with N instances each enforcing max(1, ⌊L ÷ N⌋), the
 // instances together admit at most N·max(1, ⌊L ÷ N⌋) per window during an

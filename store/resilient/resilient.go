@@ -129,7 +129,7 @@ type outcome uint8
 const (
 	ok        outcome = iota
 	failed            // the store failed: breaker failure, policy answers
-	contended         // the store is up but gave up (ErrContention): policy answers
+	contended         // the store is up but gave up (ErrContention): a Take is refused, a Peek answered by the policy
 	callers           // the caller's error: returned as is, counted for no breaker
 	storeErr          // the store answered with an error that is no outage: returned as is, counted as a success
 )
@@ -595,8 +595,29 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		return res, nil
 	case callers, storeErr:
 		return store.Result{}, err
+	case contended:
+		return s.contendedTake(reqs, out), nil
 	}
 	return s.fallbackTake(ctx, j, reqs, out, err)
+}
+
+// ContentionRetryAfter is the RetryAfter of a Take refused because the
+// store gave up on a hot key (store.ErrContention): the store is up, and
+// another try soon may find the key quieter.
+const ContentionRetryAfter = 100 * time.Millisecond
+
+// contendedTake answers a Take the store gave up on (store.ErrContention:
+// a compare-and-swap out of retries, nothing charged): refused, each
+// request with nothing remaining and ContentionRetryAfter, whatever the
+// failure policy. The store is up, and a policy answering for it would
+// admit past the limit under FailOpen (every request the store could not
+// count on a hot key) or refuse for a breaker's cool-down under FailClosed.
+// The refusal is not cached: the key is hot, not over its limit.
+func (s *Store) contendedTake(reqs []store.Request, out []algo.Decision) store.Result {
+	for i := range reqs {
+		out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: ContentionRetryAfter, ResetAfter: ContentionRetryAfter}
+	}
+	return store.Result{Allowed: false, At: s.nowUS()}
 }
 
 // fromCache answers a Take from the over-limit cache when it holds a
