@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/middleware"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
 )
 
@@ -161,5 +163,39 @@ descriptors:
 				}
 			})
 		})
+	}
+}
+
+// waitFailsDecider refuses with the wait strategy, and its wait fails
+// with a store error, not the context's.
+type waitFailsDecider struct{}
+
+func (waitFailsDecider) Decide(context.Context, policy.Request) (policy.Response, error) {
+	return policy.Response{Code: policy.CodeOverLimit, Strategy: policy.StrategyWait, Delay: time.Second}, nil
+}
+func (waitFailsDecider) Peek(context.Context, policy.Request) (policy.Response, error) {
+	return policy.Response{}, nil
+}
+func (waitFailsDecider) DecideWait(context.Context, policy.Request) (policy.Response, error) {
+	return policy.Response{}, fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+}
+
+// A wait that fails for another reason than its cancelled context is
+// answered as the Decider's error (503, could not decide, logged), not
+// refused as a cancelled wait: the limits said nothing.
+func TestWaitFailedWhileCancelled(t *testing.T) {
+	var logged error
+	m, err := middleware.New(waitFailsDecider{}, "web", extractor(t, perIP),
+		middleware.WithErrorLog(func(_ *http.Request, err error) { logged = err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := httptest.NewRecorder()
+	m.Handler(http.HandlerFunc(ok)).ServeHTTP(w, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "the rate limiter could not decide") ||
+		!errors.Is(logged, store.ErrUnavailable) {
+		t.Errorf("a failed wait, context cancelled: %d %q, logged %v; want 503 could not decide, the store error logged", w.Code, w.Body, logged)
 	}
 }

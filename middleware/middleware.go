@@ -555,7 +555,7 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 		resp, err = m.wait(wctx, req, resp)
 		cancel()
 		if err != nil {
-			if cancelled(ctx) {
+			if cancelled(ctx) && errors.Is(err, context.Canceled) {
 				// The client is gone, or a handler around this one
 				// cancelled the request: it is refused as one whose
 				// deadline passed in the queue, so that a connection
