@@ -116,7 +116,8 @@ func WithClock(now func() time.Time) Option { return func(m *options) { m.clock 
 //
 // An admitted request gets the header fields and goes on; one a Shaper or
 // Smooth limit delays is held that long first (within WithMaxWait and its
-// deadline, else refused 503 and its units given back, as New's); one on
+// deadline, else refused 503 and its units given back, as New's, also when
+// its context is cancelled during the hold); one on
 // a Concurrency limit holds its slot until the handler returns (the slot
 // is not renewed: a handler slower than the limit's LeaseTTL loses it).
 // A refused request gets the fields and the same answer as a refusal by
