@@ -502,6 +502,8 @@ type rlsService struct {
 // failure policy could not answer is UNAVAILABLE (Envoy then applies its
 // failure_mode_deny; code "error").
 func (r rlsService) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	r.s.grpcInflight.Add(1) // for the drain's report
+	defer r.s.grpcInflight.Add(-1)
 	start := time.Now()
 	resp, err := r.s.shouldRateLimit(ctx, in)
 	if err != nil {

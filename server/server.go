@@ -337,6 +337,9 @@ type Server struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	draining atomic.Bool
+	// grpcInflight counts the ShouldRateLimit calls in flight, for the
+	// drain's report (the HTTP listeners' are counted in Serve).
+	grpcInflight atomic.Int64
 	// stopping is set during the shutdown delay: not ready, still serving.
 	stopping atomic.Bool
 	// storeState is what readiness reports: storeUnknown before the first
@@ -835,24 +838,17 @@ var idleTimeout = 2 * time.Minute
 // turns NOT_SERVING, the HTTP and gRPC listeners close, requests in flight
 // finish (up to the drain timeout), the admin listener closes last (so that
 // /readyz answers 503 "draining" and /metrics stays readable meanwhile) and
-// Serve returns nil. Connections still open when the
-// drain timeout passes are closed, and a WARN event says how many requests
-// were cut off. It also pings the store every second for readiness. An
+// Serve returns nil. An event says how many requests are in flight when
+// the drain starts; connections still open when the drain timeout passes
+// are closed, and a WARN event says how many requests were cut off. It also pings the store every second for readiness. An
 // error from a listener stops everything and is returned.
 func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpActive, adminActive activeConns
-	// proxied counts the gateway's requests in flight, for the drain's
-	// report: an HTTP/2 connection carries many.
-	var proxied atomic.Int64
-	httpHandler := s.HTTPHandler()
-	if s.gateway != nil {
-		next := httpHandler
-		httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			proxied.Add(1)
-			defer proxied.Add(-1)
-			next.ServeHTTP(w, r)
-		})
-	}
+	// httpInflight and apiInflight count the requests in flight on the
+	// HTTP and API listeners, for the drain's reports: an HTTP/2
+	// connection (the gateway's) carries many.
+	var httpInflight, apiInflight atomic.Int64
+	httpHandler := counted(s.HTTPHandler(), &httpInflight)
 	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
 		ConnState: httpActive.track, ErrorLog: s.httpErrorLog("http")}
 	if s.gateway != nil {
@@ -868,7 +864,7 @@ func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	errc := make(chan error, 4)
 	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
 	if ls.API != nil {
-		apiSrv = &http.Server{Handler: s.APIHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
+		apiSrv = &http.Server{Handler: counted(s.APIHandler(), &apiInflight), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
 			ConnState: apiActive.track, ErrorLog: s.httpErrorLog("api")}
 		go func() { errc <- serveHTTP(apiSrv, ls.API, "api") }()
 	}
@@ -911,6 +907,7 @@ loop:
 	}
 	s.draining.Store(true)
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	s.Event("drain", s.drainStart(httpInflight.Load(), apiInflight.Load(), s.grpcInflight.Load(), apiSrv != nil))
 	dctx, cancel := context.WithTimeout(context.Background(), s.drain)
 	defer cancel()
 	done := make(chan struct{})
@@ -921,18 +918,19 @@ loop:
 	var cut [3]int
 	errs := make([]error, 3)
 	var proxiedCut int64
-	cut[0], errs[0] = shutdown(dctx, httpSrv, &httpActive, func() { proxiedCut = proxied.Load() })
+	cut[0], errs[0] = shutdown(dctx, httpSrv, &httpActive, func() { proxiedCut = httpInflight.Load() })
 	if apiSrv != nil {
 		cut[2], errs[2] = shutdown(dctx, apiSrv, &apiActive, nil)
 	}
 	grpcCut := false
+	var grpcCalls int64
 	select {
 	case <-done:
 	default:
 		select {
 		case <-done:
 		case <-dctx.Done():
-			grpcCut = true
+			grpcCut, grpcCalls = true, s.grpcInflight.Load()
 			s.grpc.Stop()
 			<-done
 		}
@@ -958,7 +956,10 @@ loop:
 			what = append(what, fmt.Sprintf("%d admin request(s)", cut[1]))
 		}
 		if grpcCut {
-			what = append(what, "the gRPC calls")
+			// GracefulStop also waits for streams the handler has not
+			// started (a request not fully received) and the health
+			// service's Watch streams: those are no decisions.
+			what = append(what, fmt.Sprintf("%d gRPC decision call(s) (and any other gRPC streams)", grpcCalls))
 		}
 		s.Warn("drain", fmt.Sprintf("drain timed out after %v: closed the connections of %s still in flight", s.drain, strings.Join(what, " and ")))
 	}
@@ -969,6 +970,35 @@ loop:
 		return fmt.Errorf("server: drain: %w", err)
 	}
 	return nil
+}
+
+// counted returns h counting its requests in flight in n.
+func counted(h http.Handler, n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		defer n.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// drainStart is the drain's first event: the requests in flight as it
+// starts, by listener — httpN on the HTTP listener (the gateway's proxied
+// requests in gateway mode), apiN on the API listener (when api is set),
+// grpcN ShouldRateLimit calls — and how long they have to finish. The
+// admin listener, which serves until the end, is not counted.
+func (s *Server) drainStart(httpN, apiN, grpcN int64, api bool) string {
+	parts := make([]string, 0, 3)
+	if s.gateway != nil {
+		parts = append(parts, fmt.Sprintf("%d proxied (gateway)", httpN))
+	} else {
+		parts = append(parts, fmt.Sprintf("%d HTTP API", httpN))
+	}
+	if api {
+		parts = append(parts, fmt.Sprintf("%d decision API (--api)", apiN))
+	}
+	parts = append(parts, fmt.Sprintf("%d gRPC", grpcN))
+	return fmt.Sprintf("draining: %d request(s) in flight (%s); they have up to %v (drain timeout) to finish",
+		httpN+apiN+grpcN, strings.Join(parts, ", "), s.drain)
 }
 
 // httpErrorLog is the ErrorLog of the http.Server of listener: net/http's
