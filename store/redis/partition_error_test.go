@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -193,4 +194,53 @@ func TestStandaloneErrorsUnplaced(t *testing.T) {
 	if err == nil || errors.As(err, &pe) {
 		t.Fatalf("Peek on a dead server: %v, want an error that is no *store.PartitionError", err)
 	}
+}
+
+// TestCrossSlotErrorCarriesEveryGroup: on a Cluster, a call over a key
+// the ACL refuses (NOPERM, no outage) and a key of a dead node (an
+// outage), the refused key first, fails with an error that carries both:
+// errors.Is finds store.ErrUnavailable, so that store/resilient takes it
+// for the outage it is (its failure policy answers, the dead node's
+// breaker counts it), and ErrPermission. Err held the first failed
+// group's error only, the refusal, which hid the outage. Both partitions
+// are named as failed.
+func TestCrossSlotErrorCarriesEveryGroup(t *testing.T) {
+	nodes := testserver.RedisCluster(t)
+	user, pass := aclUser(t, nodes, append([]string{"~fg:*"}, ACLRules...)...)
+	f := new(faults)
+	s := openT(t, "redis-cluster://"+user+":"+pass+"@"+strings.Join(nodes, ","), WithClientOption(f.option), WithTimeout(time.Second))
+	admin := openT(t, "redis-cluster://"+strings.Join(nodes, ",")) // finds the keys' nodes
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid := runKey()
+	dead := "fg:" + rid + ":dead"
+	deadAddr := owner(t, admin, dead)
+	var refused string
+	for i := 0; refused == ""; i++ {
+		k := "app:" + rid + ":" + strconv.Itoa(i)
+		if s.Partition(k) != s.Partition(dead) && owner(t, admin, k) != deadAddr {
+			refused = k
+		}
+	}
+	f.down.Store(deadAddr, true)
+	defer f.down.Store(deadAddr, false)
+	want := []int{s.Partition(refused), s.Partition(dead)}
+	slices.Sort(want)
+	reqs := []store.Request{{Key: refused, Limit: l, Cost: 1}, {Key: dead, Limit: l, Cost: 1}}
+	check := func(op string, err error) {
+		t.Helper()
+		if failed, _ := placed(t, err); !slices.Equal(failed, want) {
+			t.Errorf("%s: failed %v, want %v", op, failed, want)
+		}
+		if !errors.Is(err, ErrPermission) {
+			t.Errorf("%s: %v does not wrap ErrPermission (the refused key's error)", op, err)
+		}
+	}
+	_, err = s.Take(t.Context(), reqs, make([]algo.Decision, 2))
+	check("Take", err)
+	check("Peek", s.Peek(t.Context(), reqs, make([]algo.Decision, 2)))
+	check("Refund", s.Refund(t.Context(), reqs))
+	check("Reset", s.Reset(t.Context(), refused, dead))
 }

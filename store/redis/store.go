@@ -427,19 +427,54 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	}
 	ctx, cancel := s.syncable(ctx)
 	defer cancel()
-	var first error
+	var errs []error
 	var failed []int
 	for i, r := range s.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			if first == nil {
-				first = callError("reset", keys[i], err)
-			}
+			errs = append(errs, callError("reset", keys[i], err))
 			if s.mode == Cluster {
 				failed = append(failed, s.Partition(keys[i]))
 			}
 		}
 	}
-	return s.partitionError(first, failed, nil)
+	return s.partitionError(joinErrors(errs), failed, nil)
+}
+
+// joinErrors is the error of a call whose parts failed with errs (nil
+// when none did): each part's error, so that errors.Is finds an outage
+// beside another part's refusal (store/resilient answers an outage with
+// its failure policy and returns any other error as it is); the one
+// error as it is when only one part failed. Errors that differ only in
+// the keys they quote are told once, with how many more parts failed
+// alike: a dead node fails every slot of its keys with one cause.
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	var out []error
+	var more []int
+	seen := make(map[string]int, 2)
+	for _, err := range errs {
+		k := store.BlankQuoted(err.Error())
+		if i, ok := seen[k]; ok {
+			more[i]++
+			continue
+		}
+		seen[k] = len(out)
+		out, more = append(out, err), append(more, 0)
+	}
+	for i, n := range more {
+		if n > 0 {
+			out[i] = fmt.Errorf("%w (and %d more alike)", out[i], n)
+		}
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return errors.Join(out...)
 }
 
 // partitionError wraps err, the failure of a call over keys of several
@@ -976,17 +1011,15 @@ func (s *Store) perSlot(ctx context.Context, op string, reqs []store.Request, ou
 	for gi, idx := range groups {
 		s.appendGroup(&calls[gi], op, now, reqs, idx, nil)
 	}
-	var first error
+	var errs []error
 	var failed []int
 	for gi, r := range s.evalMulti(ctx, calls) {
 		if err := decodePerSlot(op, r, reqs, groups[gi], out); err != nil {
-			if first == nil {
-				first = err
-			}
+			errs = append(errs, err)
 			failed = append(failed, s.Partition(reqs[groups[gi][0]].Key))
 		}
 	}
-	return s.partitionError(first, failed, nil)
+	return s.partitionError(joinErrors(errs), failed, nil)
 }
 
 // decodePerSlot reads the reply r of one slot's call of perSlot, the
@@ -1075,7 +1108,8 @@ func (s *Store) timeOf(ctx context.Context, cmd rueidis.Completed) (int64, error
 // admitted are rolled back in reverse order. Its failure is a
 // *store.PartitionError naming the partitions of the slots whose
 // reservation or roll-back failed (or, when TIME failed, the first
-// slot's, the others not reached).
+// slot's, the others not reached), whose Err joins each of those slots'
+// errors.
 func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	groups := s.slotGroups(reqs)
 	parts := make([]int, len(groups))
@@ -1102,7 +1136,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	results := s.evalMulti(ctx, calls)
 	admitted := make([]bool, len(groups))
 	allowed, refused := true, false
-	var firstErr, firstUnacked error
+	var errs, unackedErrs []error
 	var failed, unacked []int
 	for gi, r := range results {
 		v, err := r.ToArray()
@@ -1116,17 +1150,12 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 				// take fails unless another slot refused it.
 				allowed = false
 				unacked = append(unacked, parts[gi])
-				if firstUnacked == nil {
-					firstUnacked = fmt.Errorf("redis: take %q: %w", reqs[groups[gi][0]].Key, r.unacked)
-				}
+				unackedErrs = append(unackedErrs, fmt.Errorf("redis: take %q: %w", reqs[groups[gi][0]].Key, r.unacked))
 			}
 		}
 		if err != nil {
-			err = callError("take", reqs[groups[gi][0]].Key, err)
+			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
 			failed = append(failed, parts[gi])
-			if firstErr == nil {
-				firstErr = err
-			}
 		}
 		if !admitted[gi] || err != nil {
 			allowed = false
@@ -1141,19 +1170,17 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	// that was not acknowledged can only leave a failover a charge that
 	// lapses by itself. As an error, the failure policy would answer a
 	// request over its limit (and admit it, failing open).
-	decided := refused && firstErr == nil
-	if !decided && firstUnacked != nil {
+	decided := refused && len(errs) == 0
+	if !decided {
 		failed = append(failed, unacked...)
-		if firstErr == nil {
-			firstErr = firstUnacked
-		}
+		errs = append(errs, unackedErrs...)
 	}
 	unrolled, err := s.rollback(ctx, reqs, groups, admitted, undos, decided)
 	for _, gi := range unrolled {
 		failed = append(failed, parts[gi]) // a live node's failed roll-back is its own failure
 	}
 	if err != nil {
-		return store.Result{At: now}, s.partitionError(errors.Join(firstErr, err), failed, nil)
+		return store.Result{At: now}, s.partitionError(joinErrors(append(errs, err)), failed, nil)
 	}
 	for gi, idx := range groups {
 		if admitted[gi] {
@@ -1162,7 +1189,7 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 			}
 		}
 	}
-	return store.Result{At: now}, s.partitionError(firstErr, failed, nil)
+	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
