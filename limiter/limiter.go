@@ -420,6 +420,39 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	return r.lim.giveBack(ctx, r.key, r.cost, r.at, r.lease, r.fallback)
 }
 
+// Renew extends the Concurrency slots the reservation holds to the limit's
+// LeaseTTL from the store's now (store.Renewer), for a holder that keeps
+// them longer than LeaseTTL (a long request, a stream): renew every third
+// of it or so. A slot whose lease has already expired, or that Cancel gave
+// back, is not revived. Renew does nothing for a refused reservation, after
+// Cancel, for another algorithm than Concurrency, or on a nil Reservation;
+// on a store that cannot renew leases (it does not implement
+// store.Renewer) it returns an error matching errors.ErrUnsupported.
+func (r *Reservation) Renew(ctx context.Context) error {
+	if r == nil || !r.d.Allowed || r.cost == 0 || r.cancelled.Load() || r.lim.limit.Algorithm() != algo.Concurrency {
+		return nil
+	}
+	return r.lim.renew(ctx, r.key, r.lease)
+}
+
+// Renew extends the lease to the limit's LeaseTTL from the store's now, as
+// Reservation.Renew does. It does nothing after Release or on a nil Lease.
+func (ls *Lease) Renew(ctx context.Context) error {
+	if ls == nil || ls.released.Load() {
+		return nil
+	}
+	return ls.lim.renew(ctx, ls.key, ls.id)
+}
+
+// renew extends lease on key (store.Renewer).
+func (l *Limiter) renew(ctx context.Context, key string, lease uint64) error {
+	rn, ok := l.st.(store.Renewer)
+	if !ok {
+		return fmt.Errorf("limiter %q: store %T cannot renew leases: %w", l.name, l.st, errors.ErrUnsupported)
+	}
+	return l.wrap(rn.Renew(ctx, []store.Request{{Key: l.prefix + key, Limit: l.limit, Lease: lease}}))
+}
+
 // giveBack refunds cost units taken at at, or releases lease. Units a
 // failure policy admitted (store.Result.Fallback: store/resilient answered
 // while the store was down) were never charged on the store: refunded

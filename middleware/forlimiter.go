@@ -118,8 +118,9 @@ func WithClock(now func() time.Time) Option { return func(m *options) { m.clock 
 // Smooth limit delays is held that long first (within WithMaxWait and its
 // deadline, else refused 503 and its units given back, as New's, also when
 // its context is cancelled during the hold); one on
-// a Concurrency limit holds its slot until the handler returns (the slot
-// is not renewed: a handler slower than the limit's LeaseTTL loses it).
+// a Concurrency limit holds its slot until the handler returns, its lease
+// renewed every third of the limit's LeaseTTL meanwhile (as New's; a
+// failed renewal is logged and does not cut the request).
 // A refused request gets the fields and the same answer as a refusal by
 // New's rules: 429 (or WithRefuseStatus's 503) with Retry-After in whole
 // seconds, rounded up, and a problem body naming lim's policy; RESOURCE_EXHAUSTED to a gRPC call.
@@ -223,7 +224,10 @@ func (m *Middleware) checkLimiter(w http.ResponseWriter, r *http.Request, key st
 		admitted(resp)
 	}
 	if m.lim.Limit().Algorithm() == algo.Concurrency {
-		return func() { m.cancel(r, res) }, true
+		// The slot is renewed while the handler runs, as New's are.
+		h := &heldSlots{m: m, r: r, res: res}
+		h.start()
+		return h.done, true
 	}
 	return nop, true
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -508,4 +509,47 @@ func TestForLimiterGRPC(t *testing.T) {
 	if w.Code != 200 || w.Body.Len() != 0 {
 		t.Errorf("second call: HTTP %d, body %q; want a trailers-only 200", w.Code, w.Body)
 	}
+}
+
+// TestForLimiterRenewsTheSlot: a request on a Concurrency limit whose
+// handler runs past the limit's lease TTL keeps its slot (its lease is
+// renewed every third of the TTL), so another request is still refused
+// 10 s into a 3 s lease; once the handler returns the slot is free.
+func TestForLimiterRenewsTheSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := memory.New(memory.WithSweepInterval(0)) // the bubble's clock
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		lim, err := limiter.New(st, "streams", algo.Params{Algorithm: algo.Concurrency, Limit: 1, LeaseTTL: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit, err := middleware.ForLimiter(lim, middleware.ClientIPKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func() (int, func(), bool) {
+			w := httptest.NewRecorder()
+			done, pass := limit.Check(w, httptest.NewRequest("GET", "/s", nil))
+			return w.Code, done, pass
+		}
+		_, done, pass := check()
+		if !pass {
+			t.Fatal("the first request: refused")
+		}
+		time.Sleep(10 * time.Second) // the handler runs on
+		synctest.Wait()
+		if code, _, pass := check(); pass || code != 429 {
+			t.Errorf("10 s into a 3 s lease, the first still in flight: pass %v, %d; want refused 429", pass, code)
+		}
+		done()
+		code, done2, pass := check()
+		if !pass {
+			t.Errorf("after the first completed: %d, want admitted", code)
+		}
+		done2()
+		synctest.Wait()
+	})
 }

@@ -877,11 +877,13 @@ func (m *Middleware) refund(r *http.Request, resp policy.Response) {
 
 // heldSlots is an admitted request that holds concurrency slots: a timer
 // renews their leases while it is in flight, and done stops it and
-// releases them.
+// releases them. The slots are resp's (New's), or res's when res is set
+// (ForLimiter's).
 type heldSlots struct {
 	m     *Middleware
 	r     *http.Request
 	resp  policy.Response
+	res   *limiter.Reservation
 	every time.Duration
 
 	mu      sync.Mutex
@@ -895,10 +897,14 @@ const minRenewEvery = time.Millisecond
 
 // start arms the renewal timer, when the Decider can renew.
 func (h *heldSlots) start() {
-	if h.m.renewer == nil {
+	switch {
+	case h.res != nil:
+		h.every = max(h.m.lim.Limit().Window(0)/3, minRenewEvery) // the lease TTL
+	case h.m.renewer == nil:
 		return
+	default:
+		h.every = max(h.resp.LeaseTTL()/3, minRenewEvery)
 	}
-	h.every = max(h.resp.LeaseTTL()/3, minRenewEvery)
 	h.mu.Lock()
 	h.t = time.AfterFunc(h.every, h.renew)
 	h.mu.Unlock()
@@ -913,12 +919,20 @@ func (h *heldSlots) renew() {
 	// The request's context may be cancelled (the client hung up) while
 	// the handler still runs: its slots are still in use.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), min(h.every, 5*time.Second))
-	err := h.m.renewer.Renew(ctx, h.resp)
+	var err error
+	if h.res != nil {
+		err = h.res.Renew(ctx)
+	} else {
+		err = h.m.renewer.Renew(ctx, h.resp)
+	}
 	cancel()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		return
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		return // a limiter's store that cannot renew: nothing to retry
 	}
 	if err != nil {
 		h.m.log(h.r, fmt.Errorf("middleware: renewing the leases of concurrency slots: %w", err))
@@ -938,6 +952,10 @@ func (h *heldSlots) done() {
 		h.t.Stop()
 	}
 	h.mu.Unlock()
+	if h.res != nil {
+		h.m.cancel(h.r, h.res)
+		return
+	}
 	h.m.release(h.r, h.resp)
 }
 
