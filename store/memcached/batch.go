@@ -345,12 +345,9 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 	for i := range b.groups {
 		b.groups[i].state = gRead
 	}
-	for _, err := range b.perServer(func(srv int) error { return b.chargeServer(ctx, srv) }) {
-		if err != nil {
-			// The deadline passed between steps: no server to blame.
-			return nil, err
-		}
-	}
+	// chargeServer sets each request's failure, a deadline's included, in
+	// b: read below, and placed on the keys' servers.
+	b.perServer(func(srv int) error { b.chargeServer(ctx, srv); return nil })
 	var failed []int
 	var errs []error
 	for i := range b.rs {
@@ -368,11 +365,13 @@ func (b *batch) charge(ctx context.Context) ([]int, error) {
 	return failed, joinKeyErrors(errs)
 }
 
-// chargeServer runs the charging steps of the requests on server srv. It
-// returns ctx's error when the deadline passed before a step it had to
-// send (the charge is then rolled back); not when it passed after the
-// last.
-func (b *batch) chargeServer(ctx context.Context, srv int) error {
+// chargeServer runs the charging steps of the requests on server srv.
+// ctx is looked at before a step that has commands to send, never after
+// the last. When it has ended, the requests whose commands are not sent
+// get its error, naming the server (the Take fails, placed on srv, and
+// its charge is rolled back), and the other servers' loops stop at their
+// next step.
+func (b *batch) chargeServer(ctx context.Context, srv int) {
 	s := b.s
 	var (
 		cmds []*pcmd
@@ -425,18 +424,18 @@ func (b *batch) chargeServer(ctx context.Context, srv int) error {
 			}
 		}
 		if len(cmds) == 0 {
-			break
+			return
 		}
 		// ctx is looked at only before a step with commands to send: a
 		// Take whose last step is done is decided, whenever the deadline
 		// passes after it.
-		if err := ctx.Err(); err != nil {
-			return err
+		err := ctx.Err()
+		if err == nil && backoff >= 0 {
+			err = s.backoff(ctx, backoff)
 		}
-		if backoff >= 0 {
-			if err := s.backoff(ctx, backoff); err != nil {
-				return err
-			}
+		if err != nil {
+			b.notSent(srv, rcmd, gcmd, err)
+			return
 		}
 		s.step(cmds)
 		for i := range b.rs {
@@ -453,7 +452,25 @@ func (b *batch) chargeServer(ctx context.Context, srv int) error {
 		// their next step (stopped sets b.stop).
 		b.stopped(srv)
 	}
-	return nil
+}
+
+// notSent fails the requests of server srv whose commands (rcmd by
+// request, gcmd by compare-and-swap group) were not sent, ctx having
+// ended before (err is ctx's error), and stops the other servers' loops.
+func (b *batch) notSent(srv int, rcmd [][]*pcmd, gcmd []*pcmd, err error) {
+	addr := b.s.ring.addrs[srv].String()
+	for i, cs := range rcmd {
+		if len(cs) > 0 {
+			b.rs[i].err = fmt.Errorf("memcached take %q: not decided, its context ended before its step to server %s was sent: %w", b.reqs[i].Key, addr, err)
+		}
+	}
+	for gi, c := range gcmd {
+		if c != nil {
+			g := &b.groups[gi]
+			g.err, g.state = fmt.Errorf("memcached take %q: not decided, its context ended before its step to server %s was sent: %w", g.key, addr, err), gDone
+		}
+	}
+	b.stop.Store(true)
 }
 
 // reads lists the counters a window request reads while charging: a

@@ -323,3 +323,85 @@ func TestTakeBatchRefusedDeadlineAfterLastStep(t *testing.T) {
 		t.Errorf("after the refusal: %d and %d remaining, want 0 and 10 (nothing charged)", out[0].Remaining, out[1].Remaining)
 	}
 }
+
+// endCtx is a context whose deadline passes when the test says so.
+type endCtx struct {
+	context.Context
+	ended atomic.Bool
+}
+
+func (c *endCtx) Err() error {
+	if c.ended.Load() {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}
+
+// TestTakeBatchDeadlinePlaced: a multi-key Take over two servers whose
+// deadline passes while one server (behind a proxy that holds its
+// replies) has yet to answer its first step, the other having done its
+// whole part, fails with an error placed on the slow server alone
+// (*store.PartitionError, Failed its partition, its address in the
+// text), and the fast server's charge is rolled back. Before, the error
+// was the bare context.DeadlineExceeded, and store/resilient counted it
+// against every server of the call.
+func TestTakeBatchDeadlinePlaced(t *testing.T) {
+	proxy := newFaultProxy(t, addr)
+	s, err := memcached.Open("memcached://"+addr+","+proxy.Addr(), memcached.WithClock(newClock(t0).Now), memcached.WithTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	windows, cas := deadlineLimits(t)
+	var fast, slow string // a window key on addr, a compare-and-swap one behind the proxy
+	for i := 0; fast == "" || slow == ""; i++ {
+		k := uniqueKey(t, "k"+itoa(i))
+		switch {
+		case s.ServerFor(k) == addr && fast == "":
+			fast = k
+		case s.ServerFor(k) == proxy.Addr() && slow == "":
+			slow = k
+		}
+	}
+	reqs := []store.Request{{Key: fast, Limit: windows[0], Cost: 1}, {Key: slow, Limit: cas[0], Cost: 1}}
+	c := &endCtx{Context: ctx(t)}
+	proxy.stall.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Take(c, reqs, make([]algo.Decision, 2))
+		done <- err
+	}()
+	// Wait (at most 10 s) until the fast server's charge is in, then end
+	// the deadline and let the slow server answer its first step.
+	peek := []store.Request{{Key: fast, Limit: windows[0]}}
+	out := make([]algo.Decision, 1)
+	for i := 0; ; i++ {
+		if err := s.Peek(ctx(t), peek, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining == 9 {
+			break
+		}
+		if i == 1000 {
+			proxy.stall.Store(false)
+			t.Fatalf("the fast server's charge never showed: %+v", out[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.ended.Store(true)
+	proxy.stall.Store(false)
+	err = <-done
+	var pe *store.PartitionError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Take cut by its deadline: %v (%T), want a *store.PartitionError", err, err)
+	}
+	if want := []int{s.Partition(slow)}; !slices.Equal(pe.Failed, want) || pe.Skipped != nil {
+		t.Errorf("failed %v, skipped %v; want failed %v (the slow server), none skipped", pe.Failed, pe.Skipped, want)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), proxy.Addr()) {
+		t.Errorf("error %q: want context.DeadlineExceeded naming server %s", err, proxy.Addr())
+	}
+	if err := s.Peek(ctx(t), peek, out); err != nil || out[0].Remaining != 10 {
+		t.Errorf("Peek(%s) after the Take = %+v, %v; want its charge rolled back (10 remaining)", fast, out[0], err)
+	}
+}
