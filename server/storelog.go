@@ -212,6 +212,13 @@ func (l *StoreLog) fallback(op string, p resilient.Policy, cause error) {
 	}
 	var msg string
 	switch {
+	case p == resilient.FailUnavailable && ce != nil:
+		// No policy answers: the request fails (gRPC UNAVAILABLE, 503).
+		msg = "store circuit breaker open, " + who + " failed a " + op + ": "
+	case p == resilient.FailUnavailable && reportable(cause):
+		msg = "store failed a " + op + ", " + who + " failed the request: "
+	case p == resilient.FailUnavailable:
+		msg = "store did not answer a " + op + ", " + who + " failed the request: "
 	case ce != nil:
 		msg = "store circuit breaker open, " + who + " answered a " + op + ": "
 	case reportable(cause):
@@ -267,7 +274,10 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	} else {
 		ok, skipped = l.trips.Pass(cause, l.now())
 	}
-	who := l.policyLocked()
+	who, answers, answersKeys := l.policyLocked(), " answers", " answers its keys"
+	if l.policy == resilient.FailUnavailable.String() {
+		answers, answersKeys = " fails the requests", " fails the requests of its keys"
+	}
 	l.mu.Unlock()
 	if !ok {
 		return
@@ -277,11 +287,11 @@ func (l *StoreLog) tripped(err *resilient.CircuitOpenError) {
 	case err.Partition == "" && err.Reopened:
 		what = "store circuit breaker still open, with another failure: "
 	case err.Partition == "":
-		what = "store circuit breaker opened, " + who + " answers until a probe succeeds: "
+		what = "store circuit breaker opened, " + who + answers + " until a probe succeeds: "
 	case err.Reopened:
 		what = "store circuit breaker for " + err.Partition + " still open, with another failure: "
 	default:
-		what = "store circuit breaker opened for " + err.Partition + ", " + who + " answers its keys until a probe succeeds: "
+		what = "store circuit breaker opened for " + err.Partition + ", " + who + answersKeys + " until a probe succeeds: "
 	}
 	msg := what + shown(keyless(err))
 	if skipped > 0 {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +11,10 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // serve makes the store's counters at 0 from the start for a remote store
@@ -37,6 +43,54 @@ func TestServeStoreCountersAtZero(t *testing.T) {
 		`floodgate_store_fallbacks_total{op="take",policy="closed"}`, `floodgate_store_fallbacks_total{op="peek",policy="closed"}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %s before any decision", want)
+		}
+	}
+}
+
+// --on-store-error unavailable: serve takes it (FLOODGATE_ON_STORE_ERROR
+// too), its help names it, the startup line and /metrics name the policy,
+// and a store outage fails the decisions (gRPC UNAVAILABLE, /json and /v1
+// 503 with a JSON error) instead of a policy answering them.
+func TestServeOnStoreErrorUnavailable(t *testing.T) {
+	var help, herr bytes.Buffer
+	run(context.Background(), []string{"serve", "-h"}, &help, &herr)
+	if !strings.Contains(help.String(), "or unavailable (answer no decision: gRPC UNAVAILABLE") {
+		t.Errorf("serve -h does not name --on-store-error unavailable:\n%s", grepLines(help.String(), "on-store-error"))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the store is down
+	t.Setenv("FLOODGATE_ON_STORE_ERROR", "unavailable")
+	out, errb, stop := startServe(t, "--store", "redis://"+addr, "--start-degraded", "--reload-interval", "0")
+	defer stop()
+	httpAddr, grpcAddr, admin := serveAddrs(t, out.String())
+	if !strings.Contains(errb.String(), "on_store_error=unavailable") {
+		t.Errorf("the startup line does not name the policy:\n%s", errb.String())
+	}
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `floodgate_store_fallbacks_total{op="take",policy="unavailable"} 0`; !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(b), "store_fallbacks_total"))
+	}
+	if _, err := shouldRateLimit(grpcAddr, insecure.NewCredentials()); status.Code(err) != codes.Unavailable {
+		t.Errorf("ShouldRateLimit with the store down: %v, want status UNAVAILABLE", err)
+	}
+	for _, path := range []string{"/json", "/v1/decide"} {
+		resp, err := http.Post("http://"+httpAddr+path, "application/json", strings.NewReader(tlsTestBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || string(b) != `{"error":"rate limit decision failed: the store is unavailable"}`+"\n" {
+			t.Errorf("POST %s with the store down: %d %s, want 503 with a JSON error", path, resp.StatusCode, b)
 		}
 	}
 }

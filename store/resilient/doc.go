@@ -22,6 +22,12 @@
 //     store's limits divided by the expected number of instances
 //     (WithInstances): each limit L becomes max(1, ⌊L ÷ N⌋), and likewise the
 //     burst of the bucket algorithms and the queue of the shaper.
+//   - FailUnavailable answers nothing: the Take or Peek fails at once with
+//     an error wrapping store.ErrUnavailable (and the store's error, but
+//     for a context's), for the caller to decide — a server answers gRPC
+//     UNAVAILABLE or HTTP 503, and Envoy applies its failure_mode_deny.
+//     The timeout and the breakers work as for the others: an open
+//     breaker fails the call without a store call or a wait.
 //
 // Contention is no outage: a Take the store gave up on
 // (store.ErrContention, memcached's compare-and-swap out of retries on a

@@ -17,9 +17,14 @@ const (
 	FailOpen Policy = iota + 1
 	FailClosed
 	FailLocal
+	// FailUnavailable answers nothing: the Take or Peek fails fast with an
+	// error wrapping store.ErrUnavailable, for the caller to decide (a
+	// server answers gRPC UNAVAILABLE or HTTP 503, and Envoy applies its
+	// failure_mode_deny).
+	FailUnavailable
 )
 
-// String returns "open", "closed" or "local".
+// String returns "open", "closed", "local" or "unavailable".
 func (p Policy) String() string {
 	switch p {
 	case FailOpen:
@@ -28,11 +33,14 @@ func (p Policy) String() string {
 		return "closed"
 	case FailLocal:
 		return "local"
+	case FailUnavailable:
+		return "unavailable"
 	}
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
-// ParsePolicy maps "open", "closed" or "local" (case-insensitive) to a Policy.
+// ParsePolicy maps "open", "closed", "local" or "unavailable"
+// (case-insensitive) to a Policy.
 func ParsePolicy(s string) (Policy, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "open":
@@ -41,8 +49,10 @@ func ParsePolicy(s string) (Policy, error) {
 		return FailClosed, nil
 	case "local":
 		return FailLocal, nil
+	case "unavailable":
+		return FailUnavailable, nil
 	}
-	return 0, fmt.Errorf("%w: unknown failure policy %q (want open, closed or local)", ErrInvalidOption, s)
+	return 0, fmt.Errorf("%w: unknown failure policy %q (want open, closed, local or unavailable)", ErrInvalidOption, s)
 }
 
 // Defaults of the options.
@@ -159,7 +169,7 @@ func (c *config) validate() error {
 	switch {
 	case c.timeout <= 0:
 		return fmt.Errorf("%w: timeout must be > 0, got %v", ErrInvalidOption, c.timeout)
-	case c.policy < FailOpen || c.policy > FailLocal:
+	case c.policy < FailOpen || c.policy > FailUnavailable:
 		return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidOption, c.policy)
 	case c.instances < 1:
 		return fmt.Errorf("%w: instances must be >= 1, got %d", ErrInvalidOption, c.instances)

@@ -700,6 +700,21 @@ func openDecision(r *store.Request) algo.Decision {
 	return algo.Decision{Allowed: true, Limit: c, Remaining: max(0, c-r.Cost)}
 }
 
+// unavailable is FailUnavailable's answer to a Take or Peek the store did
+// not answer (cause): an error wrapping store.ErrUnavailable, and cause
+// unless it is a context's error, which a caller would take for its own
+// deadline or cancellation (a gRPC server answers those DEADLINE_EXCEEDED
+// or CANCELLED rather than UNAVAILABLE).
+func unavailable(cause error) error {
+	if errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) {
+		return fmt.Errorf("resilient: failure policy unavailable: %w: %v", store.ErrUnavailable, cause)
+	}
+	if errors.Is(cause, store.ErrUnavailable) {
+		return fmt.Errorf("resilient: failure policy unavailable: %w", cause)
+	}
+	return fmt.Errorf("resilient: failure policy unavailable: %w: %w", store.ErrUnavailable, cause)
+}
+
 func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, cause error) (store.Result, error) {
 	if h := s.cfg.hooks.Fallback; h != nil {
 		h("take", s.cfg.policy, cause)
@@ -713,6 +728,8 @@ func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, 
 		}
 	}
 	switch s.cfg.policy {
+	case FailUnavailable:
+		return store.Result{}, unavailable(cause)
 	case FailOpen:
 		allowed := true
 		for i := range reqs {
@@ -763,6 +780,9 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if h := s.cfg.hooks.Fallback; h != nil {
 		h("peek", s.cfg.policy, err)
 	}
+	if s.cfg.policy == FailUnavailable {
+		return unavailable(err)
+	}
 	if lerr := s.policyPeek(ctx, j, reqs, out); lerr != nil {
 		return errors.Join(err, lerr)
 	}
@@ -772,10 +792,13 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 // policyPeek fills out with the failure policy's answer to a Peek of reqs
 // that the store could not answer (j is the call): FailOpen a fresh key's
 // state, FailClosed a refusal until the breakers let calls through,
-// FailLocal the local store's state.
+// FailLocal the local store's state. FailUnavailable, which answers no
+// Peek, gets here only for the keys of a Take that the over-limit cache
+// refuses (cachedRefusal): a fresh key's state, as FailOpen, says
+// nothing was charged.
 func (s *Store) policyPeek(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision) error {
 	switch s.cfg.policy {
-	case FailOpen:
+	case FailOpen, FailUnavailable:
 		for i := range reqs {
 			out[i] = store.Unwind(openDecision(&reqs[i]), reqs[i].Cost)
 		}
