@@ -840,8 +840,9 @@ var idleTimeout = 2 * time.Minute
 // /readyz answers 503 "draining" and /metrics stays readable meanwhile) and
 // Serve returns nil. An event says how many requests are in flight when
 // the drain starts; connections still open when the drain timeout passes
-// are closed, and a WARN event says how many requests were cut off. It also pings the store every second for readiness. An
-// error from a listener stops everything and is returned.
+// are closed, and a WARN event says how many requests were cut off. It
+// also pings the store every second for readiness. An error from a
+// listener stops everything and is returned.
 func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpActive, adminActive activeConns
 	// httpInflight and apiInflight count the requests in flight on the
