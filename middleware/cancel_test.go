@@ -199,3 +199,58 @@ func TestWaitFailedWhileCancelled(t *testing.T) {
 		t.Errorf("a failed wait, context cancelled: %d %q, logged %v; want 503 could not decide, the store error logged", w.Code, w.Body, logged)
 	}
 }
+
+// A request the wait strategy queued and then admitted with a delay (a
+// shaper's), whose context is cancelled during the Waiter's hold for that
+// delay, is refused as a delay's failed hold is (503, the fields of the
+// delaying limit with Retry-After, the body naming it and saying it was
+// cancelled): DecideWait answers it UNKNOWN with the admission's
+// statuses, which were written as a 429 stating the limit allowed, with
+// no Retry-After, no violated policy and a concurrency limit's detail.
+func TestWaitHoldCancelledIsRefused(t *testing.T) {
+	const yaml = `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {name: shaped, algorithm: shaper, unit: second, requests_per_unit: 1, burst: 1,
+                 strategy: wait, max_wait: 10s}
+`
+	const want = `{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",` +
+		`"title":"Request cannot be satisfied due to temporary server capacity constraints","status":503,` +
+		`"detail":"shaped: the request was cancelled while it waited for its turn; retry in 1 s",` +
+		`"instance":"/w","violated-policies":["shaped"],"retry-after":1}` + "\n"
+	synctest.Test(t, func(t *testing.T) {
+		e, closeStore := bubbleEngine(t, yaml)
+		defer closeStore()
+		m, err := middleware.New(e, "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reached := 0
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)) // passes at once
+		second := make(chan int)
+		go func() { // delayed 1 s by the shaper's queue
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			second <- w.Code
+		}()
+		synctest.Wait()
+		// The third is refused by the full queue and waits, admitted at
+		// 1 s with a delay of 1 s, and cancelled at 1.5 s during it.
+		w := httptest.NewRecorder()
+		cancelAfter(1500*time.Millisecond, h).ServeHTTP(w, httptest.NewRequest("GET", "/w", nil))
+		if code := <-second; code != 200 {
+			t.Fatalf("the second request: %d, want 200", code)
+		}
+		if reached != 2 {
+			t.Fatalf("%d requests reached the handler, want 2", reached)
+		}
+		if w.Code != http.StatusServiceUnavailable || w.Body.String() != want {
+			t.Errorf("cancelled during the hold after its wait: %d %q\nwant 503 %s", w.Code, w.Body, want)
+		}
+		wantFields(t, "cancelled hold after a wait", w.Header(), map[string]string{
+			"RateLimit": `"shaped";r=0;t=1`, "Retry-After": "1", "X-RateLimit-Reset": "1",
+		})
+	})
+}

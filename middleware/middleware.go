@@ -568,6 +568,15 @@ func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admit
 			} else if !errors.Is(err, context.DeadlineExceeded) {
 				return m.decideFailed(w, r, err)
 			}
+			if resp.Code == policy.CodeUnknown && len(resp.Statuses) > 0 {
+				// Admitted from the queue with a Delay (a shaper's, a
+				// smooth limit's) and its context ended during the
+				// Waiter's hold for it: UNKNOWN, what it charged given
+				// back (policy.Engine.DecideWait). Its statuses are an
+				// admission's; it is answered as a delay's failed hold.
+				m.turnAfterDeadline(w, r, resp)
+				return nop, false
+			}
 			resp.Code, resp.Strategy = policy.CodeOverLimit, policy.StrategyReject
 		}
 	}
