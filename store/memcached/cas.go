@@ -127,16 +127,36 @@ type updated struct {
 //
 // Within the process, callers of one key queue on a local lock rather than
 // race: compare-and-swap retries are only spent against other processes.
-func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64, retries int, restore *charge,
+//
+// *now is the time of the operation (op reads it there). The clock is read
+// again after each read of the item, and *now moved up to it: a time read
+// before the item, before a wait behind this process's other callers of
+// the key or another process's write that won the race, may lie before
+// the time the state has already seen, and the algorithm would decide at
+// that later time (a state's time never moves back) while the caller
+// keeps the earlier one. A sliding log stamps its units with the time it
+// decides at, and a refund at the caller's time found none of them (738
+// of 1600 refunds were lost under 16 goroutines on two clients).
+func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int64, retries int, restore *charge,
 	op func(st *algo.State, live bool) (algo.Decision, writeMode)) (updated, error) {
 	mu := s.lockFor(key)
 	mu.Lock()
 	defer mu.Unlock()
 	mkey := s.keys.state(key)
 	for attempt := 0; ; attempt++ {
-		st, it, exists, live, err := s.load(key, l, now)
-		if err != nil {
-			return updated{}, err
+		it, err := s.mc.Get(mkey)
+		// The clock is read after the item: a write it holds came before.
+		*now = max(*now, s.nowUS())
+		var st algo.State
+		exists, live := err == nil, false
+		switch {
+		case errors.Is(err, memcache.ErrCacheMiss):
+		case err != nil:
+			return updated{}, unavailable("read", key, err)
+		default:
+			if st, live, err = s.itemState(key, l, *now, it.Value, it.CasID); err != nil {
+				return updated{}, err
+			}
 		}
 		var u updated
 		if exists {
@@ -154,7 +174,7 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 		} else if u.d, mode = op(&st, live); mode != noWrite {
 			exp = l.ExpiresAt(&st)
 			u.after = encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
-			if exists && bytes.Equal(u.after, it.Value) || !exists && exp <= now {
+			if exists && bytes.Equal(u.after, it.Value) || !exists && exp <= *now {
 				mode = noWrite // nothing to store
 			}
 		}
@@ -166,7 +186,7 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now int64
 		if len(u.after)+len(mkey)+itemOverhead > s.cfg.maxItemSize {
 			return updated{}, s.tooLarge(key, l, len(u.after), nil)
 		}
-		item := &memcache.Item{Key: mkey, Value: u.after, Expiration: s.expiration(exp, now)}
+		item := &memcache.Item{Key: mkey, Value: u.after, Expiration: s.expiration(exp, *now)}
 		if exists {
 			item.CasID = it.CasID
 			err = s.mc.CompareAndSwap(item)

@@ -91,9 +91,17 @@
 // # Clock
 //
 // Memcached has no time command, so decisions use the caller's clock
-// (WithClock, default time.Now), read once per Take. Instances sharing the
-// servers should keep their clocks within WithClockSkew (default 1s; NTP
-// keeps them within milliseconds). What a skew of δ costs:
+// (WithClock, default time.Now), read once per Take; a Take of one key
+// kept under compare-and-swap reads it again after each read of the item,
+// so that the time it decides at (Result.At) is not before the time the
+// state has seen, which the algorithm would decide at instead (a sliding
+// log stamps its units with it, and a Refund at Result.At finds them).
+// A multi-key Take decides every key at the time read once: a sliding
+// log's unit it stamps later, after a concurrent take of the key, is not
+// found by its refund and stays charged (refusing, never admitting).
+// Instances sharing the servers should keep their clocks within
+// WithClockSkew (default 1s; NTP keeps them within milliseconds). What a
+// skew of δ costs:
 //
 //   - fixed window: instances disagree about which window is current for δ
 //     after each boundary. A fast instance starts counting the next window
@@ -106,7 +114,11 @@
 //   - bucket algorithms (token bucket, GCRA, shaper, smooth): the state's
 //     time never moves backwards, so a slow clock never refills twice; a
 //     fast clock refills early, up to δ × rate extra units;
-//   - sliding log and concurrency: entries age out up to δ early or late.
+//   - sliding log and concurrency: entries age out up to δ early or late;
+//     a sliding log's take by the instance behind, within δ after one by
+//     the instance ahead, stamps its units with the latter's time, and its
+//     refund (at its own time) finds none: they stay charged, refusing
+//     rather than admitting.
 //
 // The skew tolerance is also added to every expiry so that a slow
 // instance never finds a counter it still uses already expired.

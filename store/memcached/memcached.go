@@ -212,8 +212,8 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 		return s.takeBatch(ctx, reqs, out, now)
 	}
+	d, _, err := s.take(ctx, &reqs[0], &now)
 	res := store.Result{At: now}
-	d, _, err := s.take(ctx, &reqs[0], now)
 	if err != nil {
 		return res, err
 	}
@@ -241,20 +241,22 @@ type charge struct {
 	after   []byte // the state item written (nil: nothing written)
 }
 
-// take charges one request, or reports why it cannot be.
-func (s *Store) take(ctx context.Context, r *store.Request, now int64) (algo.Decision, charge, error) {
+// take charges one request at *now, or reports why it cannot be; a
+// compare-and-swap state is decided at a later time when the clock has
+// moved on before its last attempt (see update), which goes to *now.
+func (s *Store) take(ctx context.Context, r *store.Request, now *int64) (algo.Decision, charge, error) {
 	if err := ctx.Err(); err != nil {
 		return algo.Decision{}, charge{}, err
 	}
 	switch r.Limit.Algorithm() {
 	case algo.FixedWindow:
-		return s.takeFixed(r, now)
+		return s.takeFixed(r, *now)
 	case algo.SlidingWindow:
-		return s.takeSliding(r, now)
+		return s.takeSliding(r, *now)
 	}
 	l, cost, lease := r.Limit, r.Cost, r.Lease
 	u, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
-		d := l.TakeLease(st, now, cost, lease)
+		d := l.TakeLease(st, *now, cost, lease)
 		if d.Allowed && cost > 0 {
 			return d, mustWrite
 		}
@@ -409,7 +411,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		return nil
 	}
 	l, cost := r.Limit, r.Cost
-	_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+	_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
 		if !live {
 			return algo.Decision{}, noWrite
 		}
@@ -446,7 +448,7 @@ func (s *Store) eachLease(ctx context.Context, reqs []store.Request, op func(*al
 			continue
 		}
 		l, lease := r.Limit, r.Lease
-		_, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+		_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
 			return algo.Decision{}, must(live && op(l, st, now, lease))
 		})
 		if err != nil {
