@@ -50,7 +50,9 @@ func fieldKeys(o *options) [nKeys]string {
 // single-valued X-RateLimit-* fields state the tighter of the two sets:
 // the one with fewer remaining, on a tie the later reset (with none
 // remaining, the client waits for the later one either way); this
-// middleware's when the outer ones cannot be read. Retry-After is the longer of
+// middleware's when the outer ones cannot be read or are not all there
+// (a client must not pair one limit's remaining with another's reset).
+// Retry-After is the longer of
 // the two: after it, both admit again. A request that no middleware
 // before this one limited costs six map lookups more, no allocation.
 func (m *Middleware) writeFields(h http.Header, st []policy.Status) {
@@ -76,7 +78,8 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
 			h[k[i]] = []string{strings.Join(outer[i], ", ") + ", " + strings.Join(inner, ", ")}
 		}
 	}
-	if inner := h[k[kRemaining]]; wrote(inner, outer[kRemaining]) && len(outer[kRemaining]) > 0 {
+	if inner := h[k[kRemaining]]; wrote(inner, outer[kRemaining]) && len(outer[kLimit]) > 0 &&
+		len(outer[kRemaining]) > 0 && len(outer[kReset]) > 0 {
 		oRem, err1 := strconv.ParseInt(outer[kRemaining][0], 10, 64)
 		iRem, err2 := strconv.ParseInt(inner[0], 10, 64)
 		oReset, iReset := int64(-1), int64(-1)
@@ -88,9 +91,7 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
 		}
 		if err1 == nil && err2 == nil && (oRem < iRem || oRem == iRem && oReset > iReset) {
 			for _, i := range []int{kLimit, kRemaining, kReset} {
-				if outer[i] != nil {
-					h[k[i]] = outer[i]
-				}
+				h[k[i]] = outer[i]
 			}
 		}
 	}

@@ -102,3 +102,46 @@ func TestNestedRetryAfterLongest(t *testing.T) {
 		}
 	}
 }
+
+// nestedUnder runs one request through m inside a handler that sets the
+// fields of outer first, as code around the middleware may, and returns
+// the response's header.
+func nestedUnder(t *testing.T, m *middleware.Middleware, outer map[string]string) http.Header {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range outer {
+			w.Header().Set(k, v)
+		}
+		m.Handler(http.HandlerFunc(ok)).ServeHTTP(w, r)
+	})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	return w.Header()
+}
+
+// X-RateLimit-Limit, -Remaining and -Reset already on the response are
+// kept, when they are the tighter set, only if all three are there:
+// else the client would read one limit's remaining with another's limit
+// or reset (an outer Remaining 1 beside the middleware's Limit 3 and
+// Reset 50). A whole set is kept as before.
+func TestNestedXRateLimitSetWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		outer, want map[string]string
+	}{
+		{"remaining alone", map[string]string{"X-RateLimit-Remaining": "1"},
+			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "50"}},
+		{"no reset", map[string]string{"X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "1"},
+			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "50"}},
+		{"no limit", map[string]string{"X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"},
+			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "50"}},
+		{"whole", map[string]string{"X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"},
+			map[string]string{"X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"}},
+	} {
+		m, err := middleware.New(engine(t, perIPConfig, newClock(t0)), "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFields(t, tc.name, nestedUnder(t, m, tc.outer), tc.want)
+	}
+}
