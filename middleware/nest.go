@@ -46,7 +46,11 @@ func fieldKeys(o *options) [nKeys]string {
 // already set: the Writer alone replaces them, and the client would
 // learn only of the inner limits. RateLimit-Policy and RateLimit are
 // lists of named policies (draft-ietf-httpapi-ratelimit-headers-10 §2):
-// this middleware's members are added after the ones there. The
+// this middleware's members are added after the ones there, when those
+// are such a list (each member a String with parameters, memberList);
+// another value (an older draft's `limit=100, remaining=5`, set by other
+// code) is replaced, as the Writer alone does, since one malformed member
+// makes a client drop the whole field, this middleware's members too. The
 // single-valued X-RateLimit-* fields state the tighter of the two sets:
 // the one with fewer remaining, on a tie the later reset (with none
 // remaining, the client waits for the later one either way); this
@@ -74,7 +78,7 @@ func (m *Middleware) writeFields(h http.Header, st []policy.Status) {
 func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
 	k := &m.keys
 	for _, i := range []int{kPolicy, kRateLimit} {
-		if inner := h[k[i]]; wrote(inner, outer[i]) && len(outer[i]) > 0 {
+		if inner := h[k[i]]; wrote(inner, outer[i]) && len(outer[i]) > 0 && memberList(outer[i]) {
 			h[k[i]] = []string{strings.Join(outer[i], ", ") + ", " + strings.Join(inner, ", ")}
 		}
 	}
@@ -109,4 +113,43 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
 // and leaves the others as they were (outer).
 func wrote(inner, outer []string) bool {
 	return len(inner) > 0 && (len(outer) == 0 || &inner[0] != &outer[0])
+}
+
+// memberList reports whether each of vs is a non-empty List whose members
+// are Strings with parameters (RFC 9651 §3.1), the draft's form of the
+// RateLimit-Policy and RateLimit members (`"name";q=10;w=60`): each member
+// starts with a quoted String, and every String, a parameter's included,
+// ends. It checks the shape the merge depends on, not every rule of a
+// structured field.
+func memberList(vs []string) bool {
+	for _, v := range vs {
+		start, quoted := true, false // start: before a member's String
+		for i := 0; i < len(v); i++ {
+			c := v[i]
+			switch {
+			case quoted:
+				if c == '\\' {
+					i++
+				} else if c == '"' {
+					quoted = false
+				}
+			case start:
+				if c == ' ' || c == '\t' {
+					continue
+				}
+				if c != '"' {
+					return false
+				}
+				start, quoted = false, true
+			case c == '"':
+				quoted = true // a parameter's String value
+			case c == ',':
+				start = true
+			}
+		}
+		if start || quoted {
+			return false // empty, a trailing comma, or a String left open
+		}
+	}
+	return true
 }

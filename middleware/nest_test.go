@@ -119,6 +119,53 @@ func nestedUnder(t *testing.T, m *middleware.Middleware, outer map[string]string
 	return w.Header()
 }
 
+// A RateLimit or RateLimit-Policy value already on the response that is
+// not a list of the draft's members (Strings with parameters) — an
+// older draft's dictionary or unnamed quotas, set by other code — is
+// replaced by the middleware's, as before nesting: appended to, the
+// field was malformed and a client drops it whole, the middleware's
+// member too. A list of the draft's members is still added to, a name
+// holding a comma and a String parameter included.
+func TestNestedNonListFieldReplaced(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		outer, want map[string]string
+	}{
+		{"older drafts", map[string]string{
+			"RateLimit":        "limit=100, remaining=50, reset=30",
+			"RateLimit-Policy": "100;w=60",
+		}, map[string]string{
+			"RateLimit":        `"per-ip";r=2;t=50`,
+			"RateLimit-Policy": `"per-ip";q=3;w=60`,
+		}},
+		{"empty and a trailing comma", map[string]string{
+			"RateLimit":        " ",
+			"RateLimit-Policy": `"a";q=1;w=1,`,
+		}, map[string]string{
+			"RateLimit":        `"per-ip";r=2;t=50`,
+			"RateLimit-Policy": `"per-ip";q=3;w=60`,
+		}},
+		{"a String left open", map[string]string{
+			"RateLimit-Policy": `"a;q=1;w=1`,
+		}, map[string]string{
+			"RateLimit-Policy": `"per-ip";q=3;w=60`,
+		}},
+		{"the draft's members", map[string]string{
+			"RateLimit":        `"a,b";r=4;t=9`,
+			"RateLimit-Policy": `"a,b";q=5;w=10;qu="content-bytes", "c";q=1`,
+		}, map[string]string{
+			"RateLimit":        `"a,b";r=4;t=9, "per-ip";r=2;t=50`,
+			"RateLimit-Policy": `"a,b";q=5;w=10;qu="content-bytes", "c";q=1, "per-ip";q=3;w=60`,
+		}},
+	} {
+		m, err := middleware.New(engine(t, perIPConfig, newClock(t0)), "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFields(t, tc.name, nestedUnder(t, m, tc.outer), tc.want)
+	}
+}
+
 // X-RateLimit-Limit, -Remaining and -Reset already on the response are
 // kept, when they are the tighter set, only if all three are there:
 // else the client would read one limit's remaining with another's limit
