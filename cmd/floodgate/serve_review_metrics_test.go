@@ -57,6 +57,11 @@ func TestServeOnStoreErrorUnavailable(t *testing.T) {
 	if !strings.Contains(help.String(), "or unavailable (answer no decision: gRPC UNAVAILABLE") {
 		t.Errorf("serve -h does not name --on-store-error unavailable:\n%s", grepLines(help.String(), "on-store-error"))
 	}
+	// envoyproxy/ratelimit fails the call when Redis does: its REDIS_TIMEOUT
+	// points to the policy that does the same.
+	if instead, _ := upstreamInstead("REDIS_TIMEOUT"); !strings.Contains(instead, "--on-store-error open|closed|local|unavailable") {
+		t.Errorf("REDIS_TIMEOUT's WARN: %q, want it to name --on-store-error unavailable", instead)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

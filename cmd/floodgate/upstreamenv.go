@@ -44,7 +44,7 @@ var upstreamSettings = []upstreamSetting{
 	{[]string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"},
 		"none: no client certificates towards Redis, and the server name is always verified"},
 	{[]string{"REDIS_PERSECOND*"}, "none: one store (--store, FLOODGATE_STORE) holds every limit"},
-	{[]string{"REDIS_TIMEOUT"}, "use --store-timeout D (FLOODGATE_STORE_TIMEOUT; default 50ms), with --on-store-error open|closed|local for what a failed call decides"},
+	{[]string{"REDIS_TIMEOUT"}, "use --store-timeout D (FLOODGATE_STORE_TIMEOUT; default 50ms), with --on-store-error open|closed|local|unavailable for what a failed call decides (unavailable: the call fails, gRPC UNAVAILABLE, and Envoy's failure_mode_deny decides, as with envoyproxy/ratelimit)"},
 	{[]string{"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_POOL_ON_EMPTY_BEHAVIOR"}, "none"},
 	{[]string{"MEMCACHE_HOST_PORT"}, "use --store memcached://host:port,host:port (FLOODGATE_STORE)"},
 	{[]string{"MEMCACHE_SRV", "MEMCACHE_TLS*"}, "none: memcached://host:port,… (--store) lists the servers, without TLS"},
