@@ -158,6 +158,9 @@ func TestServeStartDegradedFatal(t *testing.T) {
 		{"down without the flag", []string{"--store", "redis://" + down.Addr},
 			"floodgate serve: --store: redis: connect to redis://" + down.Addr + ": store: unavailable: dial tcp " + down.Addr + ": connect: connection refused" +
 				"; to start while the store cannot be reached, set --start-degraded (FLOODGATE_START_DEGRADED=true): --on-store-error open answers and /readyz says not ready until a background retry opens it\n"},
+		// No policy answers under unavailable: the hint says what happens.
+		{"down without the flag, unavailable", []string{"--store", "redis://" + down.Addr, "--on-store-error", "unavailable"},
+			"set --start-degraded (FLOODGATE_START_DEGRADED=true): --on-store-error unavailable fails the decisions (gRPC UNAVAILABLE, HTTP 503) and /readyz says not ready until a background retry opens it\n"},
 		{"replica", []string{"--store", "redis://" + replica.Addr, "--start-degraded"}, "is a read-only replica of 127.0.0.1:" + strconv.Itoa(master.Port)},
 		{"wrong password", []string{"--store", "redis://floodgate:wrong-password@" + master.Addr, "--start-degraded"}, "WRONGPASS"},
 		// Not a store that cannot be reached: --start-degraded would not
@@ -172,7 +175,7 @@ func TestServeStartDegradedFatal(t *testing.T) {
 			if code := run(ctx, args, &out, &errb); code != 1 || !strings.Contains(errb.String(), tc.want) {
 				t.Errorf("exit %d, stderr %q; want 1 and %q", code, errb.String(), tc.want)
 			}
-			if offered := strings.Contains(errb.String(), "set --start-degraded"); offered != (tc.name == "down without the flag") {
+			if offered := strings.Contains(errb.String(), "set --start-degraded"); offered != strings.HasPrefix(tc.name, "down without the flag") {
 				t.Errorf("stderr %q: --start-degraded offered: %v, want it only for a store that cannot be reached", errb.String(), offered)
 			}
 			if strings.Contains(errb.String(), "wrong-password") {

@@ -830,8 +830,12 @@ func openStore(f serveFlags, p resilient.Policy, hooks resilient.Hooks, log *slo
 		if !f.startDegraded && storeurl.Transient(err) {
 			// Down or unreachable, which may pass: say how to start all
 			// the same.
-			return nil, fmt.Errorf("%s: %w; to start while the store cannot be reached, set --start-degraded (FLOODGATE_START_DEGRADED=true): %s answers and /readyz says not ready until a background retry opens it",
-				f.flag("store"), err, f.origin("on-store-error", f.onStoreError))
+			answers := "answers"
+			if p == resilient.FailUnavailable {
+				answers = "fails the decisions (gRPC UNAVAILABLE, HTTP 503)"
+			}
+			return nil, fmt.Errorf("%s: %w; to start while the store cannot be reached, set --start-degraded (FLOODGATE_START_DEGRADED=true): %s %s and /readyz says not ready until a background retry opens it",
+				f.flag("store"), err, f.origin("on-store-error", f.onStoreError), answers)
 		}
 		return nil, fmt.Errorf("%s: %w", f.flag("store"), err)
 	}
