@@ -9,7 +9,8 @@
 //     (store/memory) or shares with others (Redis, Memcached). Allow and
 //     AllowN decide at once; Reserve decides and can be cancelled, which
 //     refunds; Wait blocks until admitted, first-in first-out among the
-//     Waits on a key; Acquire holds a Concurrency lease until Release
+//     Waits on a key; Acquire holds a Concurrency lease until Release or
+//     its LeaseTTL, which Renew extends for a holder that keeps it longer
 //     (Wait refuses Concurrency limits).
 //   - AllowAll takes from several limits at once, all or nothing: a
 //     request that must pass a global, a tenant and a user limit is charged
