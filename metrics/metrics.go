@@ -247,7 +247,7 @@ func (m *Metrics) MemcachedStore(stats func() memcached.Stats) {
 			func(s memcached.Stats) uint64 { return s.CASOps }),
 		c("memcached_cas_retries_total", "Compare-and-swap attempts lost to a concurrent writer and tried again (hot keys).",
 			func(s memcached.Stats) uint64 { return s.CASRetries }),
-		c("memcached_contention_total", "Operations that ran out of compare-and-swap retries: failed, nothing charged, answered by the failure policy.",
+		c("memcached_contention_total", "Operations that ran out of compare-and-swap retries: refused, nothing charged, whatever the failure policy.",
 			func(s memcached.Stats) uint64 { return s.Contention }),
 		c("memcached_rollbacks_total", "Charges undone on memcached: refused counter increments and refunded keys of refused multi-key takes.",
 			func(s memcached.Stats) uint64 { return s.Rollbacks }),
