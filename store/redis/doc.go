@@ -49,7 +49,14 @@
 // slot (always, outside a Cluster; on a Cluster, keys with one hash tag
 // such as "{tenant42}:user7") are decided by one script run, which is
 // atomic. On a Cluster, requests in several slots are reserved with one
-// script call per slot, pipelined, at one common server time; when any slot
+// script call per slot at one common server time, so that a Refund at
+// Result.At finds the charges: the first slot's call at its node's TIME,
+// then the others', pipelined, at the time it decided at. A key whose
+// state has seen a later time (another take of it in between, or a node
+// whose clock is ahead) would be stamped at that time, where the refund
+// would not look: the reservation is then rolled back and made again, the
+// slot of that key first (twice at most; then it stands, and such a
+// refund gives back less). When any slot
 // refuses, the admitted slots are rolled back in reverse order (the
 // rollback undoes exactly the reserved units, including a concurrency
 // reservation's lease slots; a smooth algorithm's state, whose refund

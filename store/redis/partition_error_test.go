@@ -112,8 +112,8 @@ func owner(t *testing.T, s *Store, key string) string {
 // TestCrossSlotFailurePlaced: on a Cluster, a Take over a key of a live
 // node and a key of a dead one names the dead key's partition as failed
 // and not the live key's, whose reservation was admitted and rolled back
-// (the live node did its part); with the dead key first, the TIME read
-// from its node fails and the live key's partition is not reached. A
+// (the live node did its part); with the dead key first, its reservation
+// (sent first) fails and the live key's partition is not reached. A
 // Peek over the two names the dead one. store/resilient then counts the
 // failure against the dead node's breaker only.
 func TestCrossSlotFailurePlaced(t *testing.T) {
@@ -198,12 +198,13 @@ func TestStandaloneErrorsUnplaced(t *testing.T) {
 
 // TestCrossSlotErrorCarriesEveryGroup: on a Cluster, a call over a key
 // the ACL refuses (NOPERM, no outage) and a key of a dead node (an
-// outage), the refused key first, fails with an error that carries both:
-// errors.Is finds store.ErrUnavailable, so that store/resilient takes it
-// for the outage it is (its failure policy answers, the dead node's
-// breaker counts it), and ErrPermission. Err held the first failed
-// group's error only, the refusal, which hid the outage. Both partitions
-// are named as failed.
+// outage), the refused key first (after a key of a live node, which a
+// Take reserves first), fails with an error that carries both: errors.Is
+// finds store.ErrUnavailable, so that store/resilient takes it for the
+// outage it is (its failure policy answers, the dead node's breaker
+// counts it), and ErrPermission. Err held the first failed group's error
+// only, the refusal, which hid the outage. Both partitions are named as
+// failed, and the live key's is not.
 func TestCrossSlotErrorCarriesEveryGroup(t *testing.T) {
 	nodes := testserver.RedisCluster(t)
 	user, pass := aclUser(t, nodes, append([]string{"~fg:*"}, ACLRules...)...)
@@ -217,18 +218,22 @@ func TestCrossSlotErrorCarriesEveryGroup(t *testing.T) {
 	rid := runKey()
 	dead := "fg:" + rid + ":dead"
 	deadAddr := owner(t, admin, dead)
-	var refused string
-	for i := 0; refused == ""; i++ {
+	var refused, live string
+	for i := 0; refused == "" || live == ""; i++ {
 		k := "app:" + rid + ":" + strconv.Itoa(i)
-		if s.Partition(k) != s.Partition(dead) && owner(t, admin, k) != deadAddr {
+		if refused == "" && s.Partition(k) != s.Partition(dead) && owner(t, admin, k) != deadAddr {
 			refused = k
+		}
+		k = "fg:" + rid + ":" + strconv.Itoa(i)
+		if live == "" && s.Partition(k) != s.Partition(dead) && s.Partition(k) != s.Partition(refused) && refused != "" && owner(t, admin, k) != deadAddr {
+			live = k
 		}
 	}
 	f.down.Store(deadAddr, true)
 	defer f.down.Store(deadAddr, false)
 	want := []int{s.Partition(refused), s.Partition(dead)}
 	slices.Sort(want)
-	reqs := []store.Request{{Key: refused, Limit: l, Cost: 1}, {Key: dead, Limit: l, Cost: 1}}
+	reqs := []store.Request{{Key: live, Limit: l, Cost: 1}, {Key: refused, Limit: l, Cost: 1}, {Key: dead, Limit: l, Cost: 1}}
 	check := func(op string, err error) {
 		t.Helper()
 		if failed, _ := placed(t, err); !slices.Equal(failed, want) {
@@ -238,9 +243,9 @@ func TestCrossSlotErrorCarriesEveryGroup(t *testing.T) {
 			t.Errorf("%s: %v does not wrap ErrPermission (the refused key's error)", op, err)
 		}
 	}
-	_, err = s.Take(t.Context(), reqs, make([]algo.Decision, 2))
+	_, err = s.Take(t.Context(), reqs, make([]algo.Decision, 3))
 	check("Take", err)
-	check("Peek", s.Peek(t.Context(), reqs, make([]algo.Decision, 2)))
+	check("Peek", s.Peek(t.Context(), reqs, make([]algo.Decision, 3)))
 	check("Refund", s.Refund(t.Context(), reqs))
-	check("Reset", s.Reset(t.Context(), refused, dead))
+	check("Reset", s.Reset(t.Context(), live, refused, dead))
 }

@@ -1072,13 +1072,6 @@ func (s *Store) serverTime(ctx context.Context) (int64, error) {
 	return s.timeOf(ctx, s.client.B().Time().Build())
 }
 
-// serverTimeOf reads the Redis TIME of the node of key's slot, in µs: on
-// a Cluster, a node the call needs anyway, so that its failure is one of
-// the call's partitions' rather than some other node's.
-func (s *Store) serverTimeOf(ctx context.Context, key string) (int64, error) {
-	return s.timeOf(ctx, s.client.B().Time().Build().SetSlot(key))
-}
-
 // timeOf runs cmd, a TIME, and reads its reply in µs. A reply that is not
 // TIME's is an error of its own, which its caller's callError, as for any
 // error that is not a server's error reply, makes an outage
@@ -1102,38 +1095,70 @@ func (s *Store) timeOf(ctx context.Context, cmd rueidis.Completed) (int64, error
 }
 
 // takeCrossSlot is Take over keys in several Cluster hash slots: every
-// slot's keys are reserved by one script call (all pipelined, at one
-// common time, the TIME of the first slot's node, so that Refund finds
-// the charges), and when any slot refuses or fails, the slots that
-// admitted are rolled back in reverse order. Its failure is a
-// *store.PartitionError naming the partitions of the slots whose
-// reservation or roll-back failed (or, when TIME failed, the first
-// slot's, the others not reached), whose Err joins each of those slots'
-// errors.
+// slot's keys are reserved by one script call at one common time, so that
+// Refund finds the charges: the first slot's at its node's TIME, then the
+// others', pipelined, at the time it decided at (see reserveCrossSlot).
+// When any slot refuses or fails, the slots that admitted are rolled back
+// in reverse order. Its failure is a *store.PartitionError naming the
+// partitions of the slots whose reservation or roll-back failed (or, when
+// the first slot's failed, that one, the others not reached), whose Err
+// joins each of those slots' errors.
 func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	groups := s.slotGroups(reqs)
 	parts := make([]int, len(groups))
 	for gi, idx := range groups {
 		parts[gi] = s.Partition(reqs[idx[0]].Key)
 	}
-	var now int64
+	var now int64 // 0: the first slot's server time
 	if s.o.testClock != nil {
 		now = s.o.testClock().UnixMicro()
-	} else {
-		t, err := s.serverTimeOf(ctx, reqs[groups[0][0]].Key)
+	}
+	return s.reserveCrossSlot(ctx, reqs, out, groups, parts, now, restampRetries)
+}
+
+// restampRetries bounds the reservations a cross-slot Take makes again at
+// a later time (see reserveCrossSlot).
+const restampRetries = 2
+
+// reserveCrossSlot is takeCrossSlot's reservation of groups (the slots'
+// requests, parts their partitions) at now. A key whose state had seen a
+// later time than now (another take of it ran between the TIME read and
+// the reservation, or its node's clock is ahead) is decided and stamped
+// at that time, a state's time never moving back, while Result.At says
+// now: a Refund at Result.At would not find a sliding log's units, nor a
+// window's past its end. So when such a key admitted (without a test
+// clock), every group is rolled back, exactly, and reserved again, the
+// slot of the key stamped latest first, at its TIME (a key that others
+// take meanwhile is stamped at its node's time, which moves on with
+// theirs), up to retries times; the last reservation stands whatever its
+// stamps, its refund then giving back less (refusing, never admitting).
+//
+// With now 0, the first slot is reserved first, at its server's TIME, and
+// the others then at the time it decided at: its keys, which a TIME read
+// one round trip earlier would leave to races, are stamped at the time
+// its script reads.
+func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, now int64, retries int) (store.Result, error) {
+	calls := make([]scriptArgs, len(groups))
+	var results []reply
+	if now == 0 {
+		s.appendGroup(&calls[0], opReserve, "", reqs, groups[0], nil)
+		results = s.evalMulti(ctx, calls[:1])
+		v, err := results[0].ToArray()
+		if err == nil {
+			_, now, err = (&groupReply{v: v}).header()
+		}
 		if err != nil {
-			err = callError("take (TIME)", reqs[groups[0][0]].Key, err)
+			// Not reserved, or not known to be: the others are not reached.
+			err = callError("take", reqs[groups[0][0]].Key, err)
 			return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
 		}
-		now = t
 	}
 	nowArg := strconv.FormatInt(now, 10)
-	calls := make([]scriptArgs, len(groups))
-	for gi, idx := range groups {
-		s.appendGroup(&calls[gi], opReserve, nowArg, reqs, idx, nil)
+	for gi := len(results); gi < len(groups); gi++ {
+		s.appendGroup(&calls[gi], opReserve, nowArg, reqs, groups[gi], nil)
 	}
 	undos := make([]undo, len(reqs))
-	results := s.evalMulti(ctx, calls)
+	results = append(results, s.evalMulti(ctx, calls[len(results):])...)
 	admitted := make([]bool, len(groups))
 	allowed, refused := true, false
 	var errs, unackedErrs []error
@@ -1162,7 +1187,20 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 		}
 	}
 	if allowed {
-		return store.Result{Allowed: true, At: now}, nil
+		late := stampedLater(reqs, groups, undos, now)
+		if late < 0 || retries == 0 || s.o.testClock != nil || ctx.Err() != nil {
+			return store.Result{Allowed: true, At: now}, nil
+		}
+		if unrolled, err := s.rollback(ctx, reqs, groups, admitted, undos, false); err != nil {
+			for _, gi := range unrolled {
+				failed = append(failed, parts[gi])
+			}
+			return store.Result{At: now}, s.partitionError(err, failed, nil)
+		}
+		// The slot stamped late first, at its own TIME.
+		groups = append([][]int{groups[late]}, slices.Delete(slices.Clone(groups), late, late+1)...)
+		parts = append([]int{parts[late]}, slices.Delete(slices.Clone(parts), late, late+1)...)
+		return s.reserveCrossSlot(ctx, reqs, out, groups, parts, 0, retries-1)
 	}
 	// A slot that refused decides, as a single-slot take the script
 	// refused stands under WithWait: the reservations that were not
@@ -1190,6 +1228,25 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 		}
 	}
 	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
+}
+
+// stampedLater returns the group whose request a reservation at now
+// stamped with the latest time after now (undos, indexed like reqs),
+// among the algorithms whose refund looks for the take's time (the
+// sliding log's units, a window's counts); -1 when there is none.
+func stampedLater(reqs []store.Request, groups [][]int, undos []undo, now int64) int {
+	late, latest := -1, now
+	for gi, idx := range groups {
+		for _, i := range idx {
+			switch reqs[i].Limit.Algorithm() {
+			case algo.SlidingLog, algo.FixedWindow, algo.SlidingWindow:
+				if undos[i].stamp > latest {
+					late, latest = gi, undos[i].stamp
+				}
+			}
+		}
+	}
+	return late
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
