@@ -38,7 +38,10 @@
 // (every Take the store could not count) or refuse for a cool-down under
 // FailClosed. Hooks.Call sees its error (store.ErrContention), and
 // Hooks.Fallback is not called. A Peek's contention is answered by the
-// policy, as an outage's.
+// policy, as an outage's. A call that met contention on one key and an
+// outage on another (a multi-key Take over a live memcached server and a
+// dead one) is an outage: the policy answers it, and the breakers count
+// it as failed.
 //
 // Bound of FailLocal: with N instances each enforcing max(1, ⌊L ÷ N⌋), the
 // instances together admit at most N·max(1, ⌊L ÷ N⌋) per window during an

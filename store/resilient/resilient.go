@@ -144,10 +144,14 @@ func classify(parent context.Context, err error) outcome {
 		return ok
 	case parent.Err() != nil, errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
 		return callers
+	case outage(err):
+		// Before contention: a call that met contention on one key and
+		// an outage on another (memcached's multi-key Take, one server
+		// dead) could not be decided, and the dead server's breaker
+		// must count it.
+		return failed
 	case errors.Is(err, store.ErrContention):
 		return contended
-	case outage(err):
-		return failed
 	}
 	return storeErr
 }
