@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -500,7 +501,8 @@ type rlsService struct {
 // ShouldRateLimit decides an Envoy request. Bad input is INVALID_ARGUMENT
 // with the reason (requests_total code "invalid"); a store failure the
 // failure policy could not answer is UNAVAILABLE (Envoy then applies its
-// failure_mode_deny; code "error").
+// failure_mode_deny; code "error"), its message /json's 503 body's
+// ("rate limit decision failed: the store is unavailable").
 func (r rlsService) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	r.s.grpcInflight.Add(1) // for the drain's report
 	defer r.s.grpcInflight.Add(-1)
@@ -691,7 +693,10 @@ func grpcError(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	return status.Error(codes.Unavailable, err.Error())
+	// What /json's 503 says: the store error's text holds the store key
+	// (a descriptor's value: a client's address, an API key) and the
+	// wrappers' chain; StoreLog's WARN lines give the operator the cause.
+	return status.Error(codes.Unavailable, "rate limit decision failed: "+store.Failure(err))
 }
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }

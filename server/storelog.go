@@ -310,9 +310,9 @@ func reportable(err error) bool {
 		// A request the store refuses to keep (memcached: a state over the
 		// server's item size, -I) fails the same way for every caller
 		// until the configuration changes, and optimistic concurrency
-		// that gave up (memcached's compare-and-swap on a hot key) leaves
-		// a decision to the failure policy while the store is up: the
-		// operator must hear of both.
+		// that gave up (memcached's compare-and-swap on a hot key)
+		// refuses requests while the store is up: the operator must
+		// hear of both.
 		return true
 	}
 	var ne net.Error

@@ -28,8 +28,8 @@ import (
 // TestUnavailablePolicyFailsRequests: under --on-store-error unavailable a
 // store outage (a killed memcached) is answered by no policy: gRPC
 // ShouldRateLimit fails with UNAVAILABLE (Envoy's failure_mode_deny
-// decides), /json and /v1/decide answer 503 with a JSON error, and
-// store_fallbacks_total counts them under policy="unavailable".
+// decides; its message /json's, naming no key), /json and /v1/decide
+// answer 503 with a JSON error, and store_fallbacks_total counts them under policy="unavailable".
 func TestUnavailablePolicyFailsRequests(t *testing.T) {
 	mc := testserver.NewMemcached(t)
 	if mc == nil {
@@ -90,6 +90,11 @@ func TestUnavailablePolicyFailsRequests(t *testing.T) {
 		resp, err := rls.ShouldRateLimit(ctx, req)
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("ShouldRateLimit %d with the store down: %v, %v; want status UNAVAILABLE", i, resp, err)
+		}
+		// The message says what /json's body says, without the store
+		// key (a descriptor value: 7.7.7.7) or the wrappers' chain.
+		if msg := status.Convert(err).Message(); msg != "rate limit decision failed: the store is unavailable" {
+			t.Fatalf("ShouldRateLimit %d with the store down: message %q, want %q", i, msg, "rate limit decision failed: the store is unavailable")
 		}
 		for _, path := range []string{"/json", "/v1/decide"} {
 			code, body, hdr := do(t, "POST", h.URL+path, "application/json", []byte(ipRequest))
