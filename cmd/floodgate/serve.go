@@ -1005,7 +1005,9 @@ func gatewayDomains(cfg *policy.Config) []string {
 
 // gatewayHandler builds the reverse proxy of gateway mode (package gateway:
 // routes from the configuration's gateway: sections). Upstream failures and
-// requests it could not decide are logged. It registers no user or tenant
+// requests it could not decide are logged, at WARN; those the store failed
+// (store.ErrUnavailable) at DEBUG without the store key, as the store log
+// reports them. It registers no user or tenant
 // function and no fallback, which is what floodgate validate checks the
 // routes against (gateway.Check with WithPreserveHost as --preserve-host).
 func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log *slog.Logger, m *metrics.Metrics) (*gateway.Gateway, error) {
@@ -1013,11 +1015,21 @@ func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log
 		gateway.WithUpstreamErrors(m.GatewayUpstreamErrors()), gateway.WithResponses(m.GatewayResponses()),
 		gateway.WithAdaptiveSamples(true), // the proxied requests feed the routes' adaptive rules
 		gateway.WithPreserveHost(f.preserveHost), gateway.WithErrorLog(func(r *http.Request, err error) {
+			level, shown := slog.LevelWarn, any(err)
+			if errors.Is(err, store.ErrUnavailable) {
+				// A decision the store failed (--on-store-error
+				// unavailable, 503): the store log's WARN lines report
+				// it once a minute per cause; a line per request would
+				// flood the log during an outage, each with the store
+				// key, which holds descriptor values (a client's
+				// address, an API key).
+				level, shown = slog.LevelDebug, "rate limit decision failed: "+store.Failure(err)
+			}
 			if r == nil {
-				log.Warn("gateway", "err", err)
+				log.Log(context.Background(), level, "gateway", "err", shown)
 				return
 			}
-			log.Warn("gateway", "method", r.Method, "path", r.URL.Path, "err", err)
+			log.Log(r.Context(), level, "gateway", "method", r.Method, "path", r.URL.Path, "err", shown)
 		}))
 }
 
