@@ -126,16 +126,25 @@ func writeError(w http.ResponseWriter, code int, msg string) (requestCode string
 // writeErr answers err with its status (writeError) and returns
 // requests_total's code for it.
 func writeErr(w http.ResponseWriter, err error) (requestCode string) {
+	code, msg := errorStatus(err)
+	return writeError(w, code, msg)
+}
+
+// errorStatus is the status and the message err is answered with: a
+// store's failure says what failed (store.Failure), not the error's text,
+// which holds the store key (a descriptor's value: a client's address, an
+// API key) and the wrappers' chain.
+func errorStatus(err error) (code int, msg string) {
 	var he *httpError
 	switch {
 	case errors.As(err, &he):
-		return writeError(w, he.code, he.msg)
+		return he.code, he.msg
 	case errors.Is(err, ErrBadInput), errors.Is(err, policy.ErrBadRequest):
-		return writeError(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, policy.ErrUnknownRule):
-		return writeError(w, http.StatusNotFound, err.Error())
+		return http.StatusNotFound, err.Error()
 	default:
-		return writeError(w, http.StatusServiceUnavailable, "rate limit decision failed: "+store.Failure(err))
+		return http.StatusServiceUnavailable, "rate limit decision failed: " + store.Failure(err)
 	}
 }
 
@@ -667,9 +676,10 @@ func (s *Server) handleV1(peek bool) http.HandlerFunc {
 			for i, vr := range b.Requests {
 				resp, err := s.v1Decide(r, vr, peek)
 				if err != nil {
+					_, msg := errorStatus(err)
 					results[i] = struct {
 						Error string `json:"error"`
-					}{fmt.Sprintf("requests[%d]: %v", i, err)}
+					}{fmt.Sprintf("requests[%d]: %s", i, msg)}
 					continue
 				}
 				results[i] = s.v1Response(&resp)

@@ -29,7 +29,8 @@ import (
 // store outage (a killed memcached) is answered by no policy: gRPC
 // ShouldRateLimit fails with UNAVAILABLE (Envoy's failure_mode_deny
 // decides; its message /json's, naming no key), /json and /v1/decide
-// answer 503 with a JSON error, and store_fallbacks_total counts them under policy="unavailable".
+// answer 503 with a JSON error (a /v1 batch's element that error), and
+// store_fallbacks_total counts them under policy="unavailable".
 func TestUnavailablePolicyFailsRequests(t *testing.T) {
 	mc := testserver.NewMemcached(t)
 	if mc == nil {
@@ -104,6 +105,12 @@ func TestUnavailablePolicyFailsRequests(t *testing.T) {
 				t.Fatalf("%s %d with the store down: %d %s %s; want 503 with a JSON error saying the store is unavailable", path, i, code, hdr.Get("Content-Type"), body)
 			}
 		}
+		// A batch's element says the same, not the store error's text
+		// with the store key.
+		code, body, _ := do(t, "POST", h.URL+"/v1/decide", "application/json", []byte(`{"requests":[`+ipRequest+`]}`))
+		if want := `{"results":[{"error":"requests[0]: rate limit decision failed: the store is unavailable"}]}` + "\n"; code != 200 || string(body) != want {
+			t.Fatalf("/v1/decide batch %d with the store down: %d %s, want 200 %s", i, code, body, want)
+		}
 	}
 	// The WARN lines say the requests failed: no policy answered them.
 	for _, want := range []string{
@@ -118,7 +125,7 @@ func TestUnavailablePolicyFailsRequests(t *testing.T) {
 		t.Errorf("lines say the unavailable policy answered: %q", answered)
 	}
 	text := scrapeMetrics(t, srv)
-	if want := `floodgate_store_fallbacks_total{op="take",policy="unavailable"} 9`; !strings.Contains(text, want) {
+	if want := `floodgate_store_fallbacks_total{op="take",policy="unavailable"} 12`; !strings.Contains(text, want) {
 		t.Errorf("metrics lack %s:\n%s", want, grepLines(text, "floodgate_store_fallbacks_total"))
 	}
 }
