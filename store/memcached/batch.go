@@ -85,6 +85,10 @@ type breq struct {
 	d       algo.Decision
 	decided bool
 	err     error
+	// stamp is the time an admitted sliding log's units were stamped
+	// with: the take's, or the later one its state had seen (a state's
+	// time never moves back), where the roll-back's refund finds them.
+	stamp int64
 }
 
 // bgroup is the requests of one compare-and-swap key.
@@ -665,6 +669,9 @@ func (b *batch) groupReply(g *bgroup, c *pcmd) {
 		d, mode, next, exp, err := b.s.fold(cur, exists, r.Key, l, now, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
 			d := l.TakeLease(st, now, cost, lease)
 			if d.Allowed && cost > 0 {
+				if l.Algorithm() == algo.SlidingLog && len(st.Ext) > 0 {
+					br.stamp = st.Ext[len(st.Ext)-1] // the units just added
+				}
 				return d, mustWrite
 			}
 			return d, tryWrite
@@ -849,7 +856,11 @@ func (b *batch) undoGroup(g *bgroup) {
 			if l.Algorithm() == algo.Concurrency {
 				return algo.Decision{}, must(dropNewestLeases(st, lease, cost))
 			}
-			l.Refund(st, now, now, cost)
+			at := now
+			if b.rs[i].stamp != 0 {
+				at = b.rs[i].stamp
+			}
+			l.Refund(st, now, at, cost)
 			return algo.Decision{}, mustWrite
 		})
 		if err != nil {

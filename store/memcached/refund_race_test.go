@@ -1,6 +1,7 @@
 package memcached_test
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,5 +58,78 @@ func TestSlidingLogRefundRace(t *testing.T) {
 	}
 	if out[0].Remaining != 1000 {
 		t.Errorf("after %d takes each refunded: %d of 1000 remaining, want 1000 (%d refunds lost)", admitted.Load(), out[0].Remaining, 1000-out[0].Remaining)
+	}
+}
+
+// TestRollbackFindsAStampLaterThanTheTake: instance A's clock is 1 ms
+// behind instance B's. A multi-key Take by A of a sliding-log key (on the
+// shared server), which B has used (its state's time is B's), and of a
+// spent window key (on a second server, behind a proxy holding its
+// replies) admits the sliding log, stamping its unit at B's time (a
+// state's time never moves back), and is refused by the window. B takes
+// the sliding log meanwhile, so the roll-back finds the state changed and
+// refunds A's unit: at A's time it found none, and the unit stayed (7 of
+// 10 left instead of 8, B's two units).
+func TestRollbackFindsAStampLaterThanTheTake(t *testing.T) {
+	proxy := newFaultProxy(t, addr)
+	clockA := newClock(t0)
+	a, err := memcached.Open("memcached://"+addr+","+proxy.Addr(), memcached.WithClock(clockA.Now), memcached.WithTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := open(t, newClock(t0.Add(time.Millisecond)))
+	slog := compile(t, algo.Params{Algorithm: algo.SlidingLog, Limit: 10, Period: time.Hour})
+	window := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour})
+	var logKey, spent string
+	for i := 0; logKey == "" || spent == ""; i++ {
+		k := uniqueKey(t, "k"+itoa(i))
+		switch {
+		case a.ServerFor(k) == addr && logKey == "":
+			logKey = k
+		case a.ServerFor(k) == proxy.Addr() && spent == "":
+			spent = k
+		}
+	}
+	one := func(s *memcached.Store, key string, l *algo.Limit) {
+		t.Helper()
+		if res, err := s.Take(ctx(t), []store.Request{{Key: key, Limit: l, Cost: 1}}, make([]algo.Decision, 1)); err != nil || !res.Allowed {
+			t.Fatalf("Take(%s): %+v, %v", key, res, err)
+		}
+	}
+	one(b, logKey, slog)
+	one(a, spent, window)
+	proxy.stall.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.Take(ctx(t), []store.Request{{Key: logKey, Limit: slog, Cost: 1}, {Key: spent, Limit: window, Cost: 1}}, make([]algo.Decision, 2))
+		if err == nil && res.Allowed {
+			err = errors.New("admitted")
+		}
+		done <- err
+	}()
+	// Wait (at most 10 s) until A's unit is in, then take one as B.
+	peek := []store.Request{{Key: logKey, Limit: slog}}
+	out := make([]algo.Decision, 1)
+	for i := 0; ; i++ {
+		if err := b.Peek(ctx(t), peek, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining == 8 {
+			break
+		}
+		if i == 1000 {
+			proxy.stall.Store(false)
+			t.Fatalf("A's unit never showed: %+v", out[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	one(b, logKey, slog)
+	proxy.stall.Store(false)
+	if err := <-done; err != nil {
+		t.Fatalf("A's Take: %v, want refused by %s", err, spent)
+	}
+	if err := b.Peek(ctx(t), peek, out); err != nil || out[0].Remaining != 8 {
+		t.Errorf("after the roll-back: %+v, %v; want 8 of 10 remaining (B's two units)", out[0], err)
 	}
 }
