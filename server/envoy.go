@@ -502,7 +502,9 @@ type rlsService struct {
 // with the reason (requests_total code "invalid"); a store failure the
 // failure policy could not answer is UNAVAILABLE (Envoy then applies its
 // failure_mode_deny; code "error"), its message /json's 503 body's
-// ("rate limit decision failed: the store is unavailable").
+// ("rate limit decision failed: the store is unavailable") and the
+// store's words without the key ("dial tcp 10.0.0.5:6379: connect:
+// connection refused").
 func (r rlsService) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	r.s.grpcInflight.Add(1) // for the drain's report
 	defer r.s.grpcInflight.Add(-1)
@@ -693,10 +695,11 @@ func grpcError(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	// What /json's 503 says: the store error's text holds the store key
-	// (a descriptor's value: a client's address, an API key) and the
-	// wrappers' chain; StoreLog's WARN lines give the operator the cause.
-	return status.Error(codes.Unavailable, "rate limit decision failed: "+store.Failure(err))
+	// What /json's 503 says, then the store's own words as StoreLog
+	// shows them (keyless): the error's text holds the store key (a
+	// descriptor's value: a client's address, an API key) and the
+	// wrappers' chain.
+	return status.Error(codes.Unavailable, "rate limit decision failed: "+store.Failure(err)+": "+shown(keyless(err)))
 }
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
