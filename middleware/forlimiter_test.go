@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/limiter"
 	"github.com/floodgate/floodgate/middleware"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
 )
 
@@ -551,5 +553,47 @@ func TestForLimiterRenewsTheSlot(t *testing.T) {
 		}
 		done2()
 		synctest.Wait()
+	})
+}
+
+// noRenewer is a store that cannot renew leases (no store.Renewer).
+type noRenewer struct{ store.Store }
+
+// TestForLimiterUnrenewableSaidOnce: on a store that cannot renew leases,
+// ForLimiter's slots are not renewed and the error log says so once, not
+// per request or per tick.
+func TestForLimiterUnrenewableSaidOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := memory.New(memory.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		lim, err := limiter.New(noRenewer{st}, "streams", algo.Params{Algorithm: algo.Concurrency, Limit: 2, LeaseTTL: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged []error
+		limit, err := middleware.ForLimiter(lim, middleware.ClientIPKey(),
+			middleware.WithErrorLog(func(_ *http.Request, err error) { logged = append(logged, err) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dones []func()
+		for range 2 {
+			done, pass := limit.Check(httptest.NewRecorder(), httptest.NewRequest("GET", "/s", nil))
+			if !pass {
+				t.Fatal("refused")
+			}
+			dones = append(dones, done)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		for _, done := range dones {
+			done()
+		}
+		if len(logged) != 1 || !errors.Is(logged[0], errors.ErrUnsupported) {
+			t.Errorf("logged %v, want one error matching ErrUnsupported", logged)
+		}
 	})
 }

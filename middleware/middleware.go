@@ -200,6 +200,8 @@ type Middleware struct {
 	// failed hold gives the units back), else with AllowN.
 	lim     *limiter.Limiter
 	reserve bool
+	// unrenewable logs once that lim's store cannot renew leases.
+	unrenewable sync.Once
 }
 
 // scratch holds one request's descriptor and status buffers between
@@ -941,7 +943,12 @@ func (h *heldSlots) renew() {
 		return
 	}
 	if errors.Is(err, errors.ErrUnsupported) {
-		return // a limiter's store that cannot renew: nothing to retry
+		// A limiter's store that cannot renew: nothing to retry; said
+		// once, as it holds for every request.
+		h.m.unrenewable.Do(func() {
+			h.m.log(h.r, fmt.Errorf("middleware: concurrency slots are not renewed, so a request longer than the lease loses its slot: %w", err))
+		})
+		return
 	}
 	if err != nil {
 		h.m.log(h.r, fmt.Errorf("middleware: renewing the leases of concurrency slots: %w", err))
