@@ -1018,12 +1018,13 @@ func gatewayHandler(cfg *policy.Config, engine *policy.Engine, f serveFlags, log
 			level, shown := slog.LevelWarn, any(err)
 			if errors.Is(err, store.ErrUnavailable) {
 				// A decision the store failed (--on-store-error
-				// unavailable, 503): the store log's WARN lines report
-				// it once a minute per cause; a line per request would
-				// flood the log during an outage, each with the store
-				// key, which holds descriptor values (a client's
-				// address, an API key).
-				level, shown = slog.LevelDebug, "rate limit decision failed: "+store.Failure(err)
+				// unavailable, 503), or a release or refund it did not
+				// do: the store log's WARN lines report the outage once
+				// a minute per cause; a line per request would flood
+				// the log during it, each with the store key, which
+				// holds descriptor values (a client's address, an API
+				// key).
+				level, shown = slog.LevelDebug, "rate limiting failed: "+store.Failure(err)
 			}
 			if r == nil {
 				log.Log(context.Background(), level, "gateway", "err", shown)
