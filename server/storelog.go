@@ -51,7 +51,9 @@ const StoreLogInterval = time.Minute
 //     for a store error such as NOPERM, "store circuit breaker open, the
 //     failure policy (closed) answered a take" while a breaker is open,
 //     of the cause that opened it), the next line of that cause saying
-//     how many more answers the policy gave meanwhile. Without it
+//     how many more answers the policy gave meanwhile; under the
+//     unavailable policy, which answers nothing, "… the failure policy
+//     (unavailable) failed the request". Without it
 //     a store too slow for the per-call timeout, but not failing often
 //     enough in a row to open the breaker, changed decisions with no
 //     line at all (only store_fallbacks_total counted them).
@@ -81,8 +83,8 @@ type StoreLog struct {
 	trips causelog.Limiter
 	// fallbacks are the failure policy's answers reported, by cause.
 	fallbacks causelog.Limiter
-	// policy is the failure policy's name ("open", "closed", "local"), ""
-	// while unknown.
+	// policy is the failure policy's name ("open", "closed", "local",
+	// "unavailable"), "" while unknown.
 	policy string
 	// openErr and openKind are the last *resilient.CircuitOpenError a
 	// fallback had and its cause kind: while a breaker is open every call
