@@ -57,6 +57,10 @@ func TestServeOnStoreErrorUnavailable(t *testing.T) {
 	if !strings.Contains(help.String(), "or unavailable (answer no decision: gRPC UNAVAILABLE") {
 		t.Errorf("serve -h does not name --on-store-error unavailable:\n%s", grepLines(help.String(), "on-store-error"))
 	}
+	// --start-degraded's help does not say the unavailable policy answers.
+	if !strings.Contains(help.String(), "--on-store-error answers (unavailable: the decisions fail) and /readyz") {
+		t.Errorf("serve -h: --start-degraded's help does not say what unavailable does:\n%s", grepLines(help.String(), "on-store-error answers"))
+	}
 	// envoyproxy/ratelimit fails the call when Redis does: its REDIS_TIMEOUT
 	// points to the policy that does the same.
 	if instead, _ := upstreamInstead("REDIS_TIMEOUT"); !strings.Contains(instead, "--on-store-error open|closed|local|unavailable") {
