@@ -327,6 +327,13 @@ func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitO
 // envoyproxy/ratelimit answers, so a misspelt domain limits nothing. A
 // caller that must catch it checks e.Config().Domain(name) != nil once, as
 // middleware.New does and the server's /v1 API does per request (404).
+//
+// A store error fails the decision (nothing charged) only on the calls
+// that decide it. A shadow rule's count that the store fails, and the look
+// at the other keys that a refusal (a deny rule's, or the store's) takes
+// for their statuses, leave those limits out of the statuses (Status.Limits)
+// and the decision stands: a dry run never fails a request, and a refusal
+// never turns into an error that a caller admitting on errors would pass.
 func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 	return e.decide(ctx, req, true, nil)
 }
@@ -1088,8 +1095,13 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	}
 	if denied {
 		// A deny rule refuses without a store call; nothing is charged,
-		// and the other keys are only looked at for the statuses.
-		return e.peekItems(ctx, p, allItems(p), true)
+		// and the other keys are only looked at for the statuses: a store
+		// that fails that look leaves them out (undecided), and the
+		// refusal stands — failing the request would let a caller that
+		// admits on errors (Envoy's failure_mode_deny: false) pass what
+		// the deny rule blocks.
+		_ = e.peekItems(ctx, p, allItems(p), true)
+		return nil
 	}
 	enforce, shadow := p.enforce[:0], p.shadow[:0]
 	for i := range p.items {
@@ -1113,10 +1125,16 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		return nil
 	}
 	if !admitted {
-		return e.peekItems(ctx, p, shadow, true)
+		// For the shadow statuses only: the refusal stands if the store
+		// fails this look (see the deny rule's above).
+		_ = e.peekItems(ctx, p, shadow, true)
+		return nil
 	}
 	// Shadow keys are charged for admitted requests, each on its own so
-	// that one shadow refusal does not hide another's count.
+	// that one shadow refusal does not hide another's count. A shadow
+	// rule is a dry run: a store error on its key leaves its status out
+	// (undecided) and neither fails nor undoes the request, which the
+	// enforced keys decided.
 	reqs := append(p.reqs[:0], store.Request{})
 	out := append(p.out[:0], algo.Decision{})
 	p.reqs, p.out = reqs, out
@@ -1124,15 +1142,10 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		it := &p.items[i]
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
 		res, err := e.st.Take(ctx, reqs, out)
-		resp.StoreFallback = resp.StoreFallback || res.Fallback
 		if err != nil {
-			// The request fails, and its caller gets no Response to give
-			// back what was taken: the enforced keys (and the shadow keys
-			// before this one) are given back here, as far as the store
-			// lets us.
-			e.giveBackTaken(ctx, p, resp)
-			return err
+			continue
 		}
+		resp.StoreFallback = resp.StoreFallback || res.Fallback
 		it.dec, it.decided = out[0], true
 		if res.Allowed {
 			p.took(reqs, res, resp)

@@ -16,23 +16,18 @@ import (
 var errInjected = errors.New("injected store error")
 
 // failingTake is the memory store with every Take on a key containing
-// fail refused with errInjected (nothing taken), after calling cancel
-// when it is set (the caller gave up as the store failed); every other
-// call, and every state the test reads, is the memory store's own. takes
-// counts the Takes it passed on.
+// fail refused with errInjected (nothing taken); every other call, and
+// every state the test reads, is the memory store's own. takes counts the
+// Takes it passed on.
 type failingTake struct {
 	*memory.Store
-	fail   string
-	cancel context.CancelFunc
-	takes  int
+	fail  string
+	takes int
 }
 
 func (s *failingTake) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	for _, q := range reqs {
 		if strings.Contains(q.Key, s.fail) {
-			if s.cancel != nil {
-				s.cancel()
-			}
 			return store.Result{}, errInjected
 		}
 	}
@@ -60,24 +55,13 @@ descriptors:
 
 // A decision whose enforced Take (a rate and a concurrency slot) and first
 // shadow Takes (another rate, another slot) went through, and whose last
-// shadow Take then fails on the store, answers the error and leaves
-// nothing charged: its caller has no Response to refund, so the Engine
-// gives back the units and releases the slots itself (giveBackTaken).
-// Without it, the enforced units stay spent until their window passes and
-// the slots stay held until their lease TTL. A caller whose context ends
-// as the store fails gets the same: the giving back does not run under its
-// cancelled context.
-func TestFailedShadowTakeGivesBackWhatWasTaken(t *testing.T) {
-	for _, cancelled := range []bool{false, true} {
-		name := "store error"
-		if cancelled {
-			name = "caller cancelled"
-		}
-		t.Run(name, func(t *testing.T) { testFailedShadowTake(t, cancelled) })
-	}
-}
-
-func testFailedShadowTake(t *testing.T, cancelled bool) {
+// shadow Take then fails on the store, stands: a shadow rule is a dry run,
+// and its store error neither fails nor undoes the request (under
+// --on-store-error unavailable it failed it, and a caller failing closed
+// refused traffic for a dry run). The failed shadow limit is left out of
+// its status; what the request took stays taken, its slots held until
+// Release.
+func TestFailedShadowTakeLeavesTheDecision(t *testing.T) {
 	mem, err := memory.New(memory.WithClock(frozen(scenarioT0.Add(10*time.Second))), memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
@@ -89,51 +73,85 @@ func testFailedShadowTake(t *testing.T, cancelled bool) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	dctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if cancelled {
-		st.cancel = cancel
-	}
 	r := req("d", ent("rate", "a"), ent("slot", "a"), ent("dryrate", "a"), ent("dryslot", "a"), ent("broken", "a"))
-	// Peek answers what Decide would: every limit untouched leaves its
-	// size less this request's 1.
-	want := []int64{2, 0, 4, 0, 6}
-	remaining := func(when string) {
-		t.Helper()
-		resp, err := e.Peek(ctx, r)
-		if err != nil {
-			t.Fatalf("Peek %s: %v", when, err)
-		}
-		for i, s := range resp.Statuses {
-			if !s.Matched || !s.Decision.Allowed || s.Decision.Remaining != want[i] {
-				t.Errorf("%s: %s allowed %v remaining %d (matched %v), want allowed, %d",
-					when, r.Descriptors[i].Entries[0].Key, s.Decision.Allowed, s.Decision.Remaining, s.Matched, want[i])
-			}
-		}
-	}
-	remaining("before")
-
-	resp, err := e.Decide(dctx, r)
-	if !errors.Is(err, errInjected) || (dctx.Err() != nil) != cancelled {
-		t.Fatalf("Decide: %v %v, want the injected error", resp.Code, err)
+	resp, err := e.Decide(ctx, r)
+	if err != nil || resp.Code != CodeOK {
+		t.Fatalf("Decide: %v %v, want OK", resp.Code, err)
 	}
 	if st.takes != 3 {
-		t.Fatalf("%d Takes went through before the failing one, want 3 (enforced, dryrate, dryslot)", st.takes)
+		t.Fatalf("%d Takes went through, want 3 (enforced, dryrate, dryslot)", st.takes)
 	}
-	remaining("after the failed decision")
+	for i, want := range []int64{2, 0, 4, 0} {
+		if s := resp.Statuses[i]; !s.Decision.Allowed || s.Decision.Remaining != want || len(s.Limits) != 1 {
+			t.Errorf("%s: allowed %v remaining %d limits %d, want allowed, %d, one limit",
+				r.Descriptors[i].Entries[0].Key, s.Decision.Allowed, s.Decision.Remaining, len(s.Limits), want)
+		}
+	}
+	if s := resp.Statuses[4]; s.Code != CodeOK || len(s.Limits) != 0 {
+		t.Errorf("the failed shadow limit: code %v limits %+v, want OK and left out", s.Code, s.Limits)
+	}
+	// What the decision took stays taken: the slot is held.
+	peek, err := e.Peek(ctx, req("d", ent("rate", "a"), ent("slot", "a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peek.Statuses[0].Decision.Remaining != 1 || peek.Statuses[1].Decision.Allowed {
+		t.Errorf("after the decision: rate remaining %d (want 1), slot allowed %v (want held)",
+			peek.Statuses[0].Decision.Remaining, peek.Statuses[1].Decision.Allowed)
+	}
+	if err := e.Release(ctx, resp); err != nil {
+		t.Fatal(err)
+	}
+}
 
-	// The slots are free on the store itself: each admits a holder again,
-	// and the rate still admits its full 3.
-	st.fail = "\x00" // no key fails from here on
-	r = req("d", ent("rate", "a"), ent("slot", "a"), ent("dryslot", "a"))
-	again, err := e.Decide(ctx, r)
-	if err != nil || again.Code != CodeOK {
-		t.Fatalf("after the failed decision: %v %v, want OK (its slot released)", again.Code, err)
+// failingPeek is the memory store with every Peek failing with errInjected.
+type failingPeek struct{ *memory.Store }
+
+func (s failingPeek) Peek(context.Context, []store.Request, []algo.Decision) error {
+	return errInjected
+}
+
+// A refusal — by a deny rule, or by an enforced limit beside a shadow one —
+// stands when the store fails the look the Engine then takes at the other
+// keys for their statuses: failing the request instead would let a caller
+// that admits on errors (Envoy's failure_mode_deny: false, a middleware
+// WithFailOpen) pass what was refused.
+func TestRefusalStandsWhenTheStatusPeekFails(t *testing.T) {
+	mem, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, s := range again.Statuses {
-		if !s.Decision.Allowed || s.Decision.Remaining != []int64{2, 0, 0}[i] {
-			t.Errorf("after the failed decision, %s: allowed %v remaining %d, want allowed, %d",
-				r.Descriptors[i].Entries[0].Key, s.Decision.Allowed, s.Decision.Remaining, []int64{2, 0, 0}[i])
+	t.Cleanup(func() { mem.Close() })
+	e, err := NewEngine(mustParse(t, `
+domain: d
+descriptors:
+  - key: blocked
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: rate
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: dry
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`), failingPeek{mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		r    Request
+	}{
+		{"deny rule", req("d", ent("blocked", "x"), ent("rate", "b"))},
+		{"refused beside a shadow rule", req("d", ent("rate", "a"), ent("dry", "a"))},
+	} {
+		if tc.name == "refused beside a shadow rule" {
+			if resp, err := e.Decide(ctx, req("d", ent("rate", "a"))); err != nil || resp.Code != CodeOK {
+				t.Fatalf("spending rate a: %v %v", resp.Code, err)
+			}
+		}
+		resp, err := e.Decide(ctx, tc.r)
+		if err != nil || resp.Code != CodeOverLimit {
+			t.Errorf("%s: %v %v, want OVER_LIMIT", tc.name, resp.Code, err)
 		}
 	}
 }
