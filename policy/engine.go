@@ -1226,14 +1226,6 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 	return false, nil
 }
 
-// giveBackTaken refunds the units and releases the slots a decision that
-// then failed had taken (p.charged, resp.leases), under a context that the
-// caller's cancellation does not end (the store's own timeouts bound it).
-// What the store cannot give back is left to expire.
-func (e *Engine) giveBackTaken(ctx context.Context, p *plan, resp *Response) {
-	_ = e.Refund(context.WithoutCancel(ctx), Response{charged: p.charged, leases: resp.leases})
-}
-
 // took records what an admitted Take of reqs (its Result res) charged: the
 // concurrency slots as the response's leases (Release gives them back),
 // the other units in p.charged (Refund does). A failure policy's answer
