@@ -15,7 +15,7 @@
 //     and store/storeurl to open any of them from a URL such as
 //     redis://127.0.0.1:6379 or redis-cluster://h1:7000,h2:7001;
 //     store/resilient adds a timeout, a circuit breaker and a failure
-//     policy (fail open, closed, or to a local share); store/lease serves
+//     policy (fail open, closed, to a local share, or fail the request); store/lease serves
 //     hot keys from slices of their budget taken ahead.
 //   - middleware (net/http, chi) and middleware/ginlimit (gin): limits at
 //     the HTTP edge with the IETF RateLimit fields, X-RateLimit-* and

@@ -153,7 +153,8 @@ func WithPriority(fn func(*http.Request) string) Option {
 // WithFailOpen lets requests pass, without header fields, when the Decider
 // fails (the store is unreachable). Default false: they get 503. A
 // policy.Engine over a store/resilient store applies its own failure
-// policy before this one is reached.
+// policy before this one is reached, except FailUnavailable, which leaves
+// the error for this option to decide.
 func WithFailOpen(on bool) Option { return func(m *options) { m.failOpen = on } }
 
 // WithErrorLog receives every error the middleware answers for: a request

@@ -146,7 +146,7 @@ func TestServeWaitReplicasOpenWarning(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if want := "FLOODGATE_STORE has wait_replicas but FLOODGATE_ON_STORE_ERROR is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set FLOODGATE_ON_STORE_ERROR closed or local)"; !strings.Contains(errb.String(), want) {
+	if want := "FLOODGATE_STORE has wait_replicas but FLOODGATE_ON_STORE_ERROR is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set FLOODGATE_ON_STORE_ERROR closed, local or unavailable)"; !strings.Contains(errb.String(), want) {
 		t.Errorf("with the environment's settings, no %q:\n%s", want, errb.String())
 	}
 }

@@ -710,7 +710,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		log.Warn("no --config: enforcing the example configuration, whose rules are examples (set --config to your own rules)", "config", src)
 	}
 	if wr, _ := f.waitReplicas(); wr > 0 && policyOnErr == resilient.FailOpen {
-		log.Warn(fmt.Sprintf("%s has wait_replicas but %s is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set %[2]s closed or local)",
+		log.Warn(fmt.Sprintf("%s has wait_replicas but %s is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set %[2]s closed, local or unavailable)",
 			f.flag("store"), f.flag("on-store-error")))
 	}
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {

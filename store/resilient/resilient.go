@@ -443,10 +443,11 @@ func (j *job) count(o outcome, err error, placed *store.PartitionError) {
 		b, probe := &d.brs[p], j.probes[i]
 		switch {
 		case o == storeErr && placed != nil && (slices.Contains(placed.Failed, p) || slices.Contains(placed.Skipped, p)):
-			// A store error the store placed: the partitions it names may
-			// have failed otherwise (a Cluster's cross-slot call names the
-			// first group's error, a refusal, for every group that failed,
-			// a dead node's among them) or were not reached: neither.
+			// A store error the store placed: the partitions it names
+			// answered with that error or were not reached (a Cluster's
+			// cross-slot call joins every failed group's error, so an
+			// outage among them would have made this a failure): neither
+			// a success nor a failure.
 			if probe {
 				b.cancelProbe()
 			}
