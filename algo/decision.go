@@ -195,12 +195,21 @@ func (l *Limit) decide(d *Decision, s *State, now, cost int64, lease uint64, com
 // them together. For the windows, logs and buckets, refunding a Take at the
 // instant it was made restores the state's decisions exactly (buckets: at
 // any later instant too); units counted in a window that has since passed
-// are not given back. The Smooth algorithms move the ticket back by what
-// the cost is worth at the stable rate, never before the latest time seen,
-// and do not restore stored permits: they err towards strictness.
-// Concurrency ignores Refund: slots come back by Release. A refund never
-// leaves the state with more capacity than a fresh key, and never moves
-// its time backwards.
+// are not given back. A take is stamped at the state's latest time when
+// that is after its own (racing takes of one key in a store), so the
+// sliding log's Refund, while the state's time is below at + Period,
+// removes the oldest cost units stamped at or after at rather than only
+// those stamped at: it finds the take's units, and when it removes another
+// take's instead, those are no later than its own, so it never leaves more
+// capacity than removing the take's own would. That holds for an at no
+// later than the take's stamp, such as the now its Take was given (a
+// store's Result.At); a refund at a later instant, or of a take refunded
+// already, may remove units of takes made since. The Smooth algorithms move
+// the ticket back by what the cost is worth at the stable rate, never
+// before the latest time seen, and do not restore stored permits: they err
+// towards strictness. Concurrency ignores Refund: slots come back by
+// Release. A refund never leaves the state with more capacity than a fresh
+// key, and never moves its time backwards.
 func (l *Limit) Refund(s *State, now, at, cost int64) {
 	if cost <= 0 {
 		return
@@ -210,7 +219,7 @@ func (l *Limit) Refund(s *State, now, at, cost int64) {
 	case FixedWindow:
 		l.fixedWindowRefund(s, at, cost)
 	case SlidingLog:
-		slidingLogRefund(s, at, cost)
+		slidingLogRefund(s, at, cost, l.periodUS)
 	case SlidingWindow:
 		l.slidingWindowRefund(s, at, cost)
 	case TokenBucket, GCRA, Shaper:

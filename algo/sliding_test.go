@@ -3,6 +3,8 @@ package algo
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 )
@@ -36,7 +38,9 @@ func TestSlidingLogSteps(t *testing.T) {
 		{at: "t1", cost: 1, allowed: false, remaining: 0, retry: 8 * time.Second},
 		{at: "t6", op: opRefund, from: "t6", cost: 1},
 		{at: "t6", cost: 1, allowed: true, remaining: 0},
-		{at: "t6", op: opRefund, from: "t2", cost: 1}, // nothing was admitted at t2
+		// t1's units left the window at t1+10s = t6: only units stamped
+		// at t1 could go, and there are none (see TestSlidingLogRefundStamp).
+		{at: "t6", op: opRefund, from: "t1", cost: 1},
 		{at: "t6", cost: 1, allowed: false, remaining: 0, retry: 8 * time.Second},
 	})
 	if got, want := l.ExpiresAt(s), base+(22*time.Second).Microseconds(); got != want {
@@ -268,4 +272,129 @@ func TestSlidingWindowTimeBackwards(t *testing.T) {
 		{at: "t2", cost: 0, allowed: true, remaining: 0},
 		{at: "t3", cost: 1, allowed: false, remaining: 0, retry: time.Second},
 	})
+}
+
+// A store whose takes of one key race reports a take's time (at) earlier
+// than its units' stamp: the state had seen a later time (see monotonic).
+// While the state's time is below at + Period, a refund at at removes the
+// oldest entries stamped at or after at; from then on only entries stamped
+// at, as before.
+func TestSlidingLogRefundStamp(t *testing.T) {
+	in := instants{
+		"t0": 0,
+		"t1": time.Second,
+		"t2": 2 * time.Second,
+		"t3": 9 * time.Second,
+		"t4": 10 * time.Second,
+		"t5": 11 * time.Second,
+	}
+	t.Run("stamped later", func(t *testing.T) {
+		l := mustCompile(t, Params{Algorithm: SlidingLog, Limit: 3, Period: 10 * time.Second})
+		runSteps(t, l, in, []step{
+			{at: "t1", cost: 1, allowed: true, remaining: 2},
+			// A take at t0 after one at t1: its units are stamped t1.
+			{at: "t0", cost: 2, allowed: true, remaining: 0},
+			{at: "t1", op: opRefund, from: "t0", cost: 2},
+			{at: "t1", cost: 2, allowed: true, remaining: 0},
+			{at: "t1", cost: 1, allowed: false, remaining: 0, retry: 10 * time.Second},
+		})
+	})
+	t.Run("window passed", func(t *testing.T) {
+		l := mustCompile(t, Params{Algorithm: SlidingLog, Limit: 3, Period: 10 * time.Second})
+		runSteps(t, l, in, []step{
+			{at: "t0", cost: 1, allowed: true, remaining: 2},
+			{at: "t4", cost: 1, allowed: true, remaining: 2}, // t0's unit has left
+			// The state's time is t0 + Period: t4's unit is not t0's.
+			{at: "t4", op: opRefund, from: "t0", cost: 1},
+			{at: "t4", cost: 3, allowed: false, remaining: 2, retry: 10 * time.Second},
+			// Within Period of t1, the refund of a take at t1 finds t4's unit.
+			{at: "t4", op: opRefund, from: "t1", cost: 1},
+			{at: "t4", cost: 3, allowed: true, remaining: 0},
+		})
+	})
+	t.Run("interleaved", func(t *testing.T) {
+		l := mustCompile(t, Params{Algorithm: SlidingLog, Limit: 2, Period: 10 * time.Second})
+		runSteps(t, l, in, []step{
+			{at: "t2", cost: 1, allowed: true, remaining: 1}, // B, at t2
+			{at: "t3", cost: 1, allowed: true, remaining: 0}, // A, reported at t0
+			// A's refund removes B's unit (the oldest from t0 on), which is
+			// earlier than A's: the unit left, at t3, is charged longer.
+			{at: "t3", op: opRefund, from: "t0", cost: 1},
+			{at: "t3", op: opPeek, cost: 2, allowed: false, remaining: 1, retry: 10 * time.Second},
+			// B's refund finds A's unit, after t2.
+			{at: "t3", op: opRefund, from: "t2", cost: 1},
+			{at: "t5", cost: 2, allowed: true, remaining: 0},
+		})
+	})
+}
+
+// TestSlidingLogRefundNeverLooser plays random takes of one key, each
+// reported at a time up to two periods before its stamp (or at it), and
+// refunds each admitted take at most once, in random order, against a
+// log that removes each take's own units instead. The refunded log never
+// has more capacity: at every time from now on, it counts at least as many
+// entries at or after that time. A refund made while the state's time is
+// below at + Period gives back all of its cost.
+func TestSlidingLogRefundNeverLooser(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		period := 1 + r.Int64N(100)
+		limit := 1 + r.Int64N(8)
+		l := mustCompile(t, Params{Algorithm: SlidingLog, Limit: limit, Period: time.Duration(period) * time.Microsecond})
+		type take struct{ at, stamp, cost int64 }
+		var got, want State
+		var out []take
+		now := base
+		for i := range 300 {
+			now += r.Int64N(period/2 + 1)
+			where := fmt.Sprintf("seed %d (limit %d, period %dµs), op %d", seed, limit, period, i)
+			if len(out) == 0 || r.IntN(2) == 0 {
+				tm := now - r.Int64N(period/4+1) // a take whose clock read earlier
+				cost := 1 + r.Int64N(limit)
+				d := l.Take(&got, tm, cost)
+				if !d.Allowed {
+					l.Peek(&want, tm, cost) // the same time seen
+					continue
+				}
+				if !l.Take(&want, tm, cost).Allowed {
+					t.Fatalf("%s: Take(%d) admitted by the refunded log, refused by the exact one", where, cost)
+				}
+				at := got.C
+				if r.IntN(2) == 0 {
+					at -= r.Int64N(2*period + 1)
+				}
+				out = append(out, take{at: at, stamp: got.C, cost: cost})
+				continue
+			}
+			k := r.IntN(len(out))
+			q := out[k]
+			out = slices.Delete(out, k, k+1)
+			n, c := len(got.Ext), got.C
+			l.Refund(&got, now, q.at, q.cost)
+			if c < q.at+period && len(got.Ext) != n-int(q.cost) {
+				t.Fatalf("%s: Refund(at %d, %d) of a take stamped %d (state time %d) removed %d entries of %v, want %d", where, q.at, q.cost, q.stamp, c, n-len(got.Ext), got.Ext, q.cost)
+			}
+			drop := q.cost // the take's own units, exactly
+			want.Ext = slices.DeleteFunc(want.Ext, func(e int64) bool {
+				if e == q.stamp && drop > 0 {
+					drop--
+					return true
+				}
+				return false
+			})
+			if got.C != want.C {
+				t.Fatalf("%s: state times %d and %d differ", where, got.C, want.C)
+			}
+			for _, x := range append(slices.Clone(got.Ext), want.Ext...) {
+				if x+period <= got.C {
+					continue // out of the window from now on
+				}
+				g := len(got.Ext) - sort.Search(len(got.Ext), func(i int) bool { return got.Ext[i] >= x })
+				w := len(want.Ext) - sort.Search(len(want.Ext), func(i int) bool { return want.Ext[i] >= x })
+				if g < w {
+					t.Fatalf("%s: after Refund(at %d, %d) of a take stamped %d: %d entries at or after %d, want at least %d (%v, exact %v)", where, q.at, q.cost, q.stamp, g, x, w, got.Ext, want.Ext)
+				}
+			}
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package algo
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Fixed window state: A = start of the current window (µs), B = units
 // counted in it, C = the latest time seen.
@@ -148,17 +151,33 @@ func (l *Limit) slidingLog(s *State, now, cost int64, commit bool) Decision {
 	return d
 }
 
-func slidingLogRefund(s *State, at, cost int64) {
-	// Remove the newest cost entries stamped at; entries are sorted, so
-	// they sit together.
-	for i := len(s.Ext) - 1; i >= 0 && cost > 0; i-- {
-		if s.Ext[i] == at {
-			s.Ext = append(s.Ext[:i], s.Ext[i+1:]...)
-			cost--
-		} else if s.Ext[i] < at {
-			break
+// slidingLogRefund removes cost units of a take at at (the time the store
+// reported for it, never after the stamp: a take is stamped at the
+// state's time when that is later, see monotonic, so racing takes of one
+// key may be stamped after the time their store reported). While the
+// state's time is below at + Period, no entry at or after at has left the
+// window, so the take's own units are all there, and the refund removes
+// the oldest cost entries at or after at: those at at first, so a refund
+// at the stamp removes what an exact match would. Each entry removed is no
+// later than one of the take's own, so what stays is, entry by entry, no
+// earlier than what removing the take's own units would leave: never more
+// capacity, with several refunds interleaved too (each leaves at least as
+// many entries at or after any time, so the next finds its take's count).
+// Later, only entries stamped exactly at are removed (the newest of them):
+// the take's units may have left the window, and later entries are
+// others'.
+func slidingLogRefund(s *State, at, cost, periodUS int64) {
+	i, _ := slices.BinarySearch(s.Ext, at) // the first entry at or after at
+	// No overflow: at and periodUS are at most maxTime.
+	if s.C >= at+periodUS {
+		j := i
+		for j < len(s.Ext) && s.Ext[j] == at {
+			j++
 		}
+		s.Ext = slices.Delete(s.Ext, j-int(min(cost, int64(j-i))), j)
+		return
 	}
+	s.Ext = slices.Delete(s.Ext, i, i+int(min(cost, int64(len(s.Ext)-i))))
 }
 
 func slidingLogExpiry(s *State, periodUS int64) int64 {

@@ -97,8 +97,10 @@
 // state has seen, which the algorithm would decide at instead (a sliding
 // log stamps its units with it, and a Refund at Result.At finds them).
 // A multi-key Take decides every key at the time read once: a sliding
-// log's unit it stamps later, after a concurrent take of the key, is not
-// found by its refund and stays charged (refusing, never admitting).
+// log's unit it stamps later, after a concurrent take of the key, is found
+// by a Refund at Result.At within the log's Period, which removes the
+// oldest units stamped at or after that time (see algo.Limit.Refund:
+// another take's, if so, no later than its own, never more capacity).
 // Instances sharing the servers should keep their clocks within
 // WithClockSkew (default 1s; NTP keeps them within milliseconds). What a
 // skew of δ costs:
@@ -116,9 +118,8 @@
 //     fast clock refills early, up to δ × rate extra units;
 //   - sliding log and concurrency: entries age out up to δ early or late;
 //     a sliding log's take by the instance behind, within δ after one by
-//     the instance ahead, stamps its units with the latter's time, and its
-//     refund (at its own time) finds none: they stay charged, refusing
-//     rather than admitting.
+//     the instance ahead, stamps its units with the latter's time; its
+//     refund (at its own time) finds them within the log's Period.
 //
 // The skew tolerance is also added to every expiry so that a slow
 // instance never finds a counter it still uses already expired.

@@ -17,14 +17,45 @@ local function logAt(key, at)
   return m
 end
 
--- slidingLogRefund removes the newest cost entries stamped at.
-local function slidingLogRefund(st, at, cost)
-  local m = logAt(st.key, at)
+-- slidingLogRefund is algo's slidingLogRefund: while the state's time is
+-- below at + period (no entry at or after at has left the window), it
+-- removes the oldest cost entries stamped at or after at (a take may be
+-- stamped at the state's later time while its caller was told at);
+-- otherwise the newest cost entries stamped at. Of a time's entries it
+-- removes the newest (highest seq), so that the seqs left stay 1..n and a
+-- take's next members do not reuse one.
+local function slidingLogRefund(st, p, at, cost)
+  local key, last, n = st.key, at, cost
+  if st.c - at < p.per then
+    -- The oldest cost entries from at on (all of them for a cost past
+    -- 1e9, more than a set holds, which Redis would pass LIMIT as a
+    -- double); META sorts after every entry.
+    local lim = cost
+    if lim > 1e9 then lim = -1 end
+    local r = rcall('ZRANGEBYSCORE', key, num(at), '+inf', 'WITHSCORES', 'LIMIT', 0, lim)
+    if r[#r - 1] == META then
+      r[#r], r[#r - 1] = nil, nil
+    end
+    if #r == 0 then return end
+    -- Every time before the last one's is taken whole; of the last one,
+    -- its newest n.
+    last, n = tonumber(r[#r]), 0
+    local drop = {}
+    for i = 1, #r, 2 do
+      if tonumber(r[i + 1]) == last then
+        n = n + 1
+      else
+        drop[#drop + 1] = r[i]
+      end
+    end
+    if #drop > 0 then zrem(key, drop) end
+  end
+  local m = logAt(key, last)
   local drop = {}
-  for i = #m, max(1, #m - cost + 1), -1 do
+  for i = #m, max(1, #m - n + 1), -1 do
     drop[#drop + 1] = m[i]
   end
-  if #drop > 0 then zrem(st.key, drop) end
+  if #drop > 0 then zrem(key, drop) end
 end
 
 -- logNewest returns the time of the newest entry, or nil.
@@ -93,10 +124,10 @@ ALG[2] = {
     return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)
-    slidingLogRefund(st, at, cost)
+    slidingLogRefund(st, p, at, cost)
   end,
   rollback = function(st, p, now, at, cost, lease)
-    slidingLogRefund(st, at, cost)
+    slidingLogRefund(st, p, at, cost)
   end,
   save = function(st, p, now)
     local t = logNewest(st)
