@@ -110,7 +110,8 @@ func FuzzTake(f *testing.F) {
 			case 2:
 				l.Release(&s, now, uint64(cost>>2&3))
 				l.Refund(&s, now, now-cost>>8, cost>>2)
-				d = l.Peek(&s, now, 0)
+				cost = 0 // what the Peek asks, which checkDecision checks
+				d = l.Peek(&s, now, cost)
 			default:
 				d = l.Take(&s, now, cost)
 			}
