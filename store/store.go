@@ -42,7 +42,9 @@ type Request struct {
 	// Renewer.Renew.
 	Lease uint64
 	// At is the store time (µs) of the Take being refunded; Refund only.
-	// Zero means the store's now.
+	// Pass the Take's Result.At: a sliding log gives back the oldest units
+	// stamped at or after it (algo.Limit.Refund), which needs At no later
+	// than the Take's own stamp. Zero means the store's now.
 	At int64
 }
 
