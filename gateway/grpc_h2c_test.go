@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,13 +158,22 @@ descriptors:
 		t.Errorf("Watch after cancel: %v", err)
 	}
 
-	starts := pl.starts()
-	if len(starts) == 0 {
-		t.Fatal("the gRPC server accepted no connection")
-	}
-	for i, s := range starts {
-		if s != http2Preface {
+	// Every connection that sent anything began with the preface. One
+	// accepted but not read in full when the test looks (a connection the
+	// transport opened as the call ended; seen once in CI on a loaded
+	// machine) has spoken no other protocol either: what it sent so far
+	// must begin the preface.
+	spoke := 0
+	for i, s := range pl.starts() {
+		if s == http2Preface {
+			spoke++
+			continue
+		}
+		if !strings.HasPrefix(http2Preface, s) {
 			t.Errorf("upstream connection %d began %q, want the HTTP/2 preface (h2c with prior knowledge)", i+1, s)
 		}
+	}
+	if spoke == 0 {
+		t.Fatal("no connection reached the gRPC server")
 	}
 }
