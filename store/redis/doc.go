@@ -53,11 +53,11 @@
 // Result.At finds the charges: the first slot's call at its node's TIME,
 // then the others', pipelined, at the time it decided at. A key whose
 // state has seen a later time (another take of it in between, or a node
-// whose clock is ahead) would be stamped at that time, where a sliding
-// window's refund would not look (a sliding log's looks there within its
-// Period: see algo.Limit.Refund): the reservation is then rolled back and
-// made again, the slot of that key first (twice at most; then it stands,
-// and such a refund may give back less). When any slot
+// whose clock is ahead) is stamped at that time: a sliding log's Refund
+// still finds its units (the oldest stamped at or after Result.At, within
+// its Period: see algo.Limit.Refund), a window's in the same window; a
+// window's stamped past its end, or a sliding window's in a later
+// sub-window, are not given back (refusing, never admitting). When any slot
 // refuses, the admitted slots are rolled back in reverse order (the
 // rollback undoes exactly the reserved units, including a concurrency
 // reservation's lease slots; a smooth algorithm's state, whose refund

@@ -1136,31 +1136,26 @@ func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []a
 	if s.o.testClock != nil {
 		now = s.o.testClock().UnixMicro()
 	}
-	return s.reserveCrossSlot(ctx, reqs, out, groups, parts, now, restampRetries)
+	return s.reserveCrossSlot(ctx, reqs, out, groups, parts, now)
 }
-
-// restampRetries bounds the reservations a cross-slot Take makes again at
-// a later time (see reserveCrossSlot).
-const restampRetries = 2
 
 // reserveCrossSlot is takeCrossSlot's reservation of groups (the slots'
 // requests, parts their partitions) at now. A key whose state had seen a
 // later time than now (another take of it ran between the TIME read and
 // the reservation, or its node's clock is ahead) is decided and stamped
 // at that time, a state's time never moving back, while Result.At says
-// now: a Refund at Result.At would not find a sliding log's units, nor a
-// window's past its end. So when such a key admitted (without a test
-// clock), every group is rolled back, exactly, and reserved again, the
-// slot of the key stamped latest first, at its TIME (a key that others
-// take meanwhile is stamped at its node's time, which moves on with
-// theirs), up to retries times; the last reservation stands whatever its
-// stamps, its refund then giving back less (refusing, never admitting).
+// now. A sliding log's Refund at Result.At still finds its units (it gives
+// back the oldest stamped at or after At, within the log's period), and a
+// window's in the same window; a window's stamped past its end, or a
+// sliding window's in a later sub-window, are not given back (refusing,
+// never admitting). Rolling back and reserving again for those cost round
+// trips on every Take while a node's clock was ahead, and was taken out.
 //
 // With now 0, the first slot is reserved first, at its server's TIME, and
 // the others then at the time it decided at: its keys, which a TIME read
 // one round trip earlier would leave to races, are stamped at the time
 // its script reads.
-func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, now int64, retries int) (store.Result, error) {
+func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, now int64) (store.Result, error) {
 	calls := make([]scriptArgs, len(groups))
 	var results []reply
 	if now == 0 {
@@ -1210,20 +1205,7 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 		}
 	}
 	if allowed {
-		late := stampedLater(reqs, groups, undos, now)
-		if late < 0 || retries == 0 || s.o.testClock != nil || ctx.Err() != nil {
-			return store.Result{Allowed: true, At: now}, nil
-		}
-		if unrolled, err := s.rollback(ctx, reqs, groups, admitted, undos, false); err != nil {
-			for _, gi := range unrolled {
-				failed = append(failed, parts[gi])
-			}
-			return store.Result{At: now}, s.partitionError(err, failed, nil)
-		}
-		// The slot stamped late first, at its own TIME.
-		groups = append([][]int{groups[late]}, slices.Delete(slices.Clone(groups), late, late+1)...)
-		parts = append([]int{parts[late]}, slices.Delete(slices.Clone(parts), late, late+1)...)
-		return s.reserveCrossSlot(ctx, reqs, out, groups, parts, 0, retries-1)
+		return store.Result{Allowed: true, At: now}, nil
 	}
 	// A slot that refused decides, as a single-slot take the script
 	// refused stands under WithWait: the reservations that were not
@@ -1251,25 +1233,6 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 		}
 	}
 	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
-}
-
-// stampedLater returns the group whose request a reservation at now
-// stamped with the latest time after now (undos, indexed like reqs),
-// among the algorithms whose refund looks for the take's time (the
-// sliding log's units, a window's counts); -1 when there is none.
-func stampedLater(reqs []store.Request, groups [][]int, undos []undo, now int64) int {
-	late, latest := -1, now
-	for gi, idx := range groups {
-		for _, i := range idx {
-			switch reqs[i].Limit.Algorithm() {
-			case algo.SlidingLog, algo.FixedWindow, algo.SlidingWindow:
-				if undos[i].stamp > latest {
-					late, latest = gi, undos[i].stamp
-				}
-			}
-		}
-	}
-	return late
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
