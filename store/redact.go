@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -25,6 +27,50 @@ func QuoteReply(line string) string {
 		}
 		return r
 	}, line) + "'"
+}
+
+// JoinAlike joins errs, the failures of a call's parts (keys, slots,
+// servers), telling errors that differ only in the keys they quote
+// (BlankQuoted) once, with how many more parts failed alike — "(and 2 more
+// keys alike)", or with noun "" "(and 2 more alike)": a server that went
+// away fails every key of a call with one cause, which would otherwise be
+// repeated, a key at a time, in every log line and readiness text that
+// quotes the error. nil for none; one error, or errors all alike, as the
+// first of them (with the count); else errors.Join of each kind's first.
+func JoinAlike(errs []error, noun string) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	var out []error
+	var more []int
+	seen := make(map[string]int, 2)
+	for _, err := range errs {
+		k := BlankQuoted(err.Error())
+		if i, ok := seen[k]; ok {
+			more[i]++
+			continue
+		}
+		seen[k] = len(out)
+		out, more = append(out, err), append(more, 0)
+	}
+	for i, n := range more {
+		switch {
+		case n == 0:
+		case noun == "":
+			out[i] = fmt.Errorf("%w (and %d more alike)", out[i], n)
+		case n == 1:
+			out[i] = fmt.Errorf("%w (and 1 more %s alike)", out[i], noun)
+		default:
+			out[i] = fmt.Errorf("%w (and %d more %ss alike)", out[i], n, noun)
+		}
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return errors.Join(out...)
 }
 
 // quoted finds the %q-quoted parts of a text.

@@ -997,30 +997,4 @@ func (b *batch) alone() ([]int, error) {
 // alike: a server that went away fails every key of a take with the same
 // cause, which would otherwise be repeated once a key in every log line
 // and readiness text that quotes the error.
-func joinKeyErrors(errs []error) error {
-	if len(errs) < 2 {
-		return errors.Join(errs...)
-	}
-	var out []error
-	var more []int
-	seen := make(map[string]int, 1)
-	for _, err := range errs {
-		k := store.BlankQuoted(err.Error())
-		if i, ok := seen[k]; ok {
-			more[i]++
-			continue
-		}
-		seen[k] = len(out)
-		out, more = append(out, err), append(more, 0)
-	}
-	for i, n := range more {
-		if n > 0 {
-			keys := "keys"
-			if n == 1 {
-				keys = "key"
-			}
-			out[i] = fmt.Errorf("%w (and %d more %s alike)", out[i], n, keys)
-		}
-	}
-	return errors.Join(out...)
-}
+func joinKeyErrors(errs []error) error { return store.JoinAlike(errs, "key") }

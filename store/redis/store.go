@@ -470,35 +470,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 // error as it is when only one part failed. Errors that differ only in
 // the keys they quote are told once, with how many more parts failed
 // alike: a dead node fails every slot of its keys with one cause.
-func joinErrors(errs []error) error {
-	switch len(errs) {
-	case 0:
-		return nil
-	case 1:
-		return errs[0]
-	}
-	var out []error
-	var more []int
-	seen := make(map[string]int, 2)
-	for _, err := range errs {
-		k := store.BlankQuoted(err.Error())
-		if i, ok := seen[k]; ok {
-			more[i]++
-			continue
-		}
-		seen[k] = len(out)
-		out, more = append(out, err), append(more, 0)
-	}
-	for i, n := range more {
-		if n > 0 {
-			out[i] = fmt.Errorf("%w (and %d more alike)", out[i], n)
-		}
-	}
-	if len(out) == 1 {
-		return out[0]
-	}
-	return errors.Join(out...)
-}
+func joinErrors(errs []error) error { return store.JoinAlike(errs, "") }
 
 // partitionError wraps err, the failure of a call over keys of several
 // Cluster slots, in a *store.PartitionError naming the partitions whose
