@@ -1134,13 +1134,17 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 		s.appendGroup(&calls[0], opReserve, "", reqs, groups[0], nil)
 		results = s.evalMulti(ctx, calls[:1])
 		v, err := results[0].ToArray()
+		var status int64
 		if err == nil {
-			_, now, err = (&groupReply{v: v}).header()
+			status, now, err = (&groupReply{v: v}).header()
 		}
 		if err != nil {
 			// Not reserved, or not known to be: the others are not reached.
 			err = callError("take", reqs[groups[0][0]].Key, err)
 			return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
+		}
+		if status == 0 && len(groups) > 1 {
+			return s.refusedFirst(ctx, reqs, out, groups, parts, now, v)
 		}
 	}
 	nowArg := strconv.FormatInt(now, 10)
@@ -1202,6 +1206,41 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 			for _, i := range idx {
 				out[i] = store.Unwind(out[i], reqs[i].Cost)
 			}
+		}
+	}
+	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
+}
+
+// refusedFirst ends a cross-slot Take whose first slot, reserved alone,
+// refused (v its reply, now its time): the others are looked at (a peek
+// at now, charging nothing) for their decisions, rather than reserved
+// and rolled back.
+func (s *Store) refusedFirst(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, now int64, v []rueidis.RedisMessage) (store.Result, error) {
+	undos := make([]undo, len(reqs))
+	var errs []error
+	var failed []int
+	if _, err := decodeTake(&groupReply{v: v}, reqs, groups[0], out, undos); err != nil {
+		errs = append(errs, callError("take", reqs[groups[0][0]].Key, err))
+		failed = append(failed, parts[0])
+	}
+	nowArg := strconv.FormatInt(now, 10)
+	calls := make([]scriptArgs, len(groups)-1)
+	for gi := 1; gi < len(groups); gi++ {
+		s.appendGroup(&calls[gi-1], opPeek, nowArg, reqs, groups[gi], nil)
+	}
+	for j, r := range s.evalMulti(ctx, calls) {
+		gi := j + 1
+		v, err := r.ToArray()
+		if err == nil {
+			_, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, nil)
+		}
+		if err != nil {
+			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
+			failed = append(failed, parts[gi])
+			continue
+		}
+		for _, i := range groups[gi] {
+			out[i] = store.Unwind(out[i], reqs[i].Cost)
 		}
 	}
 	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
