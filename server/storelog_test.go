@@ -189,8 +189,18 @@ func TestStoreLogReportsTheCauseOnce(t *testing.T) {
 				t.Errorf("%d store error lines, %d breaker lines and %d lines of the policy's answers naming %q, want 1, %d, %d:\n%s",
 					len(storeErrors), len(trips), len(fallbacks), tc.cause, wantOutage, wantOutage, e.log)
 			}
-			if n := len(e.log.lines(tc.cause)); n > 4 {
-				t.Errorf("%d lines name %q for 100 requests, want a few:\n%s", n, tc.cause, e.log)
+			// Readiness logs each change of its own state ("store not
+			// answering" when pings fail, "store answering" when one
+			// passes): a replica answers PING while decisions fail, so how
+			// often it changes depends on when the checks land against the
+			// breaker's probes (CI once saw two changes each way). Those
+			// lines are bounded by the changes, not by the requests.
+			downs := len(e.log.lines("store not answering", tc.cause))
+			if ups := len(e.log.lines("store answering")); downs > ups {
+				t.Errorf("%d readiness lines \"store not answering\" against %d \"store answering\": a line per change, want no more:\n%s", downs, ups, e.log)
+			}
+			if n := len(e.log.lines(tc.cause)) - downs; n > 3 {
+				t.Errorf("%d lines other than readiness changes name %q for 100 requests, want a few:\n%s", n, tc.cause, e.log)
 			}
 			if strings.Contains(e.log.String(), "Sup3r") || strings.Contains(e.log.String(), "Secr3t") {
 				t.Errorf("the log shows the password:\n%s", e.log)
