@@ -80,7 +80,7 @@ func TestWriterCasesParseStrictly(t *testing.T) {
 		for oname, o := range writerOptions {
 			h := http.Header{}
 			NewWriter(o).WriteStatuses(h, st)
-			n := o.Names.withDefaults()
+			n := o.Names.WithDefaults()
 			if v := h.Get(n.Policy); v != "" {
 				if _, err := checkPolicyField(v); err != nil {
 					t.Errorf("%s, %s: %s %q: %v", cname, oname, n.Policy, v, err)

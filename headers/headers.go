@@ -81,7 +81,8 @@ type Names struct {
 	RetryAfter string // default "Retry-After"
 }
 
-func (n Names) withDefaults() Names {
+// WithDefaults returns n with each empty name set to its default.
+func (n Names) WithDefaults() Names {
 	def := func(s *string, d string) {
 		if *s == "" {
 			*s = d
@@ -264,7 +265,7 @@ func Fields(ps []Policy, o Options) [][2]string {
 	if set == 0 {
 		set = Default
 	}
-	n := o.Names.withDefaults()
+	n := o.Names.WithDefaults()
 	names := [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
 	var vs values
 	all := vs.build(make([]byte, 0, 64+48*len(ps)), ps, set)

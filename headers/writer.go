@@ -61,7 +61,7 @@ func NewWriter(o Options) *Writer {
 	if w.set == 0 {
 		w.set = Default
 	}
-	n := o.Names.withDefaults()
+	n := o.Names.WithDefaults()
 	w.names = [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
 	for i, name := range w.names {
 		w.keys[i] = textproto.CanonicalMIMEHeaderKey(name)

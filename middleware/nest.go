@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"cmp"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -22,17 +21,10 @@ const (
 )
 
 // fieldKeys returns the canonical names of the fields o writes, in the
-// order of the k constants: headers.Names with their defaults.
+// order of the k constants.
 func fieldKeys(o *options) [nKeys]string {
-	n := o.headers.Names
-	names := [nKeys]string{
-		cmp.Or(n.Policy, "RateLimit-Policy"),
-		cmp.Or(n.RateLimit, "RateLimit"),
-		cmp.Or(n.Limit, "X-RateLimit-Limit"),
-		cmp.Or(n.Remaining, "X-RateLimit-Remaining"),
-		cmp.Or(n.Reset, "X-RateLimit-Reset"),
-		cmp.Or(n.RetryAfter, "Retry-After"),
-	}
+	n := o.headers.Names.WithDefaults()
+	names := [nKeys]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
 	var keys [nKeys]string
 	for i, name := range names {
 		keys[i] = textproto.CanonicalMIMEHeaderKey(name)
@@ -86,10 +78,8 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
 		len(outer[kRemaining]) > 0 && len(outer[kReset]) > 0 {
 		oRem, err1 := strconv.ParseInt(outer[kRemaining][0], 10, 64)
 		iRem, err2 := strconv.ParseInt(inner[0], 10, 64)
-		oReset, iReset := int64(-1), int64(-1)
-		if v := outer[kReset]; len(v) > 0 {
-			oReset, _ = strconv.ParseInt(v[0], 10, 64)
-		}
+		oReset, _ := strconv.ParseInt(outer[kReset][0], 10, 64) // present: checked above
+		iReset := int64(-1)
 		if v := h[k[kReset]]; len(v) > 0 {
 			iReset, _ = strconv.ParseInt(v[0], 10, 64)
 		}
