@@ -20,6 +20,11 @@
 //     header fields and, on refusal, the response, and returns a release
 //     func to call when the request is done.
 //
+// A Middleware is made by New or ForLimiter: a zero Middleware{} has
+// nothing to limit by, and Handler (and ginlimit.New) refuse it at once,
+// Check and CheckAdmitted when called, panicking with a message that says
+// so, as they do a nil *Middleware (an unchecked error of New).
+//
 // # Checked at construction
 //
 // When the Decider has a configuration (a *policy.Engine), [New] refuses

@@ -338,7 +338,15 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 // keeps refusing configurations without its domain).
 //
 // A middleware of ForLimiter has no rules to check: it accepts any cfg.
+// A nil m or a zero Middleware{} (not made by New or ForLimiter) is an
+// error, saying so.
 func (m *Middleware) CheckConfig(cfg *policy.Config) error {
+	switch {
+	case m == nil:
+		return errors.New("middleware: CheckConfig on a nil *Middleware (check the error of New or ForLimiter)")
+	case m.x == nil:
+		return errors.New(errZero)
+	}
 	if m.lim != nil {
 		return nil
 	}
@@ -417,15 +425,15 @@ func (e *MissingFallbackError) Error() string {
 
 // Handler wraps next: requests within their limits reach it with the
 // header fields set; the others are answered as their rule's strategy says.
-// Its shape fits net/http, chi's Use and most routers. A nil m or next
-// is a programming error that Handler reports at once, as net/http's
-// Handle does a nil handler: it panics naming which, rather than the
-// first request with a nil dereference.
+// Its shape fits net/http, chi's Use and most routers. A nil m, a zero
+// Middleware{} (not made by New or ForLimiter: it has no Decider, domain
+// nor Extractor, and limiting nothing without a word would be worse) or a
+// nil next is a programming error that Handler reports at once, as
+// net/http's Handle does a nil handler: it panics naming which, rather
+// than the first request with a nil dereference.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
-	switch {
-	case m == nil:
-		panic("middleware: Handler on a nil *Middleware (check the error of New or ForLimiter)")
-	case next == nil:
+	m.mustBeMade("Handler")
+	if next == nil {
 		panic("middleware: Handler: nil next handler")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -436,6 +444,23 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		defer done()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// errZero is what a zero Middleware{} answers, whichever method was
+// called on it (the stack names the call).
+const errZero = "middleware: a zero Middleware{}, not made by New or ForLimiter, limits nothing: make it with one of them"
+
+// mustBeMade panics, saying what to do, when m is nil (an unchecked
+// error of New or ForLimiter; the message names the method where) or a
+// zero Middleware{}: every middleware New returns, ForLimiter's
+// included, has an Extractor.
+func (m *Middleware) mustBeMade(where string) {
+	switch {
+	case m == nil:
+		panic("middleware: " + where + " on a nil *Middleware (check the error of New or ForLimiter)")
+	case m.x == nil:
+		panic(errZero)
+	}
 }
 
 func nop() {}
@@ -507,9 +532,12 @@ func pathOf(r *http.Request) string {
 // 503), the fallback's answer, 400, 500 or 503. A request whose context
 // is cancelled while it is held (by the wait strategy or a delay) is
 // refused as one whose deadline passed then: the wait strategy's refusal,
-// or a delay's 503 (see New's doc), what it charged given back.
+// or a delay's 503 (see New's doc), what it charged given back. A nil m
+// or a zero Middleware{} panics, naming the mistake, as Handler does (at
+// the first request: Check has no earlier moment).
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(), pass bool) {
-	return m.CheckAdmitted(w, r, nil)
+	m.mustBeMade("Check")
+	return m.check(w, r, nil)
 }
 
 // CheckAdmitted is Check, and, when admitted is not nil and the request
@@ -517,8 +545,15 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request) (done func(),
 // WithFailOpen), calls admitted with the response before Check returns:
 // its Statuses name the rules that decided the request. They may live in
 // a buffer reused by the next request: admitted must not keep them. The
-// gateway feeds its adaptive rules' samples from it.
+// gateway feeds its adaptive rules' samples from it. A nil m or a zero
+// Middleware{} panics as Check's.
 func (m *Middleware) CheckAdmitted(w http.ResponseWriter, r *http.Request, admitted func(policy.Response)) (done func(), pass bool) {
+	m.mustBeMade("CheckAdmitted")
+	return m.check(w, r, admitted)
+}
+
+// check is CheckAdmitted for a Middleware made by New or ForLimiter.
+func (m *Middleware) check(w http.ResponseWriter, r *http.Request, admitted func(policy.Response)) (done func(), pass bool) {
 	sc := m.pool.Get().(*scratch)
 	defer m.pool.Put(sc)
 	dims, err := m.x.Descriptors(r, sc.dims)

@@ -41,15 +41,19 @@ import (
 
 type ctxKey struct{}
 
-// New returns a gin handler that limits requests with m. A nil m is a
-// programming error that New reports at once, as net/http's Handle does
-// a nil handler: it panics naming the argument, rather than the first
-// request with a nil dereference (gin's handler type leaves no error to
-// return).
+// New returns a gin handler that limits requests with m. A nil m, or a
+// zero middleware.Middleware{} (not made by middleware.New or
+// middleware.ForLimiter), is a programming error that New reports at
+// once, as net/http's Handle does a nil handler: it panics saying which,
+// rather than the first request with a nil dereference (gin's handler
+// type leaves no error to return).
 func New(m *middleware.Middleware) gin.HandlerFunc {
 	if m == nil {
 		panic("ginlimit: New: nil *middleware.Middleware (check the error of middleware.New or middleware.ForLimiter)")
 	}
+	// Handler refuses a zero Middleware{} now, with Check's message;
+	// Check itself could tell only at the first request.
+	m.Handler(http.NotFoundHandler())
 	return func(c *gin.Context) {
 		r := c.Request.WithContext(context.WithValue(c.Request.Context(), ctxKey{}, c))
 		done, pass := m.Check(c.Writer, r)

@@ -17,12 +17,17 @@ func panicOf(f func()) (v any) {
 
 // ginlimit.New(nil) fails at once, naming the nil argument, as
 // net/http's Handle does: before, it returned a handler that panicked
-// with a nil dereference on the first request. ForLimiter with a nil or
+// with a nil dereference on the first request. So does a zero
+// middleware.Middleware{}, with middleware's message. ForLimiter with a nil or
 // unmade Limiter returns middleware.ForLimiter's error and no handler.
 func TestNewNilMiddleware(t *testing.T) {
 	const want = "ginlimit: New: nil *middleware.Middleware (check the error of middleware.New or middleware.ForLimiter)"
 	if v := panicOf(func() { ginlimit.New(nil) }); v != want {
 		t.Errorf("New(nil) panicked with %v, want %q", v, want)
+	}
+	const zero = "middleware: a zero Middleware{}, not made by New or ForLimiter, limits nothing: make it with one of them"
+	if v := panicOf(func() { ginlimit.New(&middleware.Middleware{}) }); v != zero {
+		t.Errorf("New(&middleware.Middleware{}) panicked with %v, want %q (at once, not at the first request)", v, zero)
 	}
 	for _, lim := range []*limiter.Limiter{nil, {}} {
 		h, err := ginlimit.ForLimiter(lim, middleware.ClientIPKey())
