@@ -16,6 +16,8 @@ import (
 // lease taken through one instance's /v1/decide is released through the
 // other's /v1/release, and its slot is free for both. A forged token that
 // names a rate limit's key is refused and leaves that key's state alone.
+// That limit is 1 a day: a fixed window on Redis' clock, whose end between
+// the first and the last decide would admit the last one.
 func TestReleaseAcrossInstances(t *testing.T) {
 	url := "redis://" + testserver.Redis(t)
 	domain := uniqueDomain("release")
@@ -25,7 +27,7 @@ descriptors:
   - key: job
     rate_limit: {name: inflight, algorithm: concurrency, requests_per_unit: 2, lease_ttl: 1m}
   - key: user
-    rate_limit: {name: per-user, unit: minute, requests_per_unit: 1}
+    rate_limit: {name: per-user, unit: day, requests_per_unit: 1}
 `, domain)
 	a := "http://" + start(t, config, "--store", url).http
 	b := "http://" + start(t, config, "--store", url).http
@@ -68,7 +70,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	key := string(raw[3 : 3+int(raw[2])])
-	rateKey := strings.Replace(key, "job=export#concurrency:0", "user=u#fixed_window:60000000", 1)
+	rateKey := strings.Replace(key, "job=export#concurrency:0", "user=u#fixed_window:86400000000", 1)
 	forged := append([]byte{1, 1, byte(len(rateKey))}, rateKey...)
 	forged = append(forged, raw[3+len(key):len(raw)-4]...) // cost, id, limit, TTL
 	forged = binenc.BigEndian.AppendUint32(forged, crc32.ChecksumIEEE(forged))
