@@ -21,11 +21,13 @@ import (
 	"github.com/floodgate/floodgate/internal/testserver"
 )
 
-// degradedConfig is a configuration with one limit, 4 a minute per user.
+// degradedConfig is a configuration with one limit, 4 a day per user: a
+// fixed window (the default algorithm) on a real clock, whose end between
+// two of a test's decisions would change their statuses.
 func degradedConfig(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "api.yaml")
-	cfg := "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 4\n"
+	cfg := "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: 4\n"
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestServeStartDegraded(t *testing.T) {
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health with the store down: %v %v, want SERVING", h, err)
 	}
-	// local: 4 a minute ÷ 2 instances = 2 here.
+	// local: 4 a day ÷ 2 instances = 2 here.
 	if got := statuses(t, httpAddr, "degraded", 3); !slices.Equal(got, []int{200, 200, 429}) {
 		t.Errorf("decisions with the store down, local policy = %v, want [200 200 429]", got)
 	}
