@@ -208,6 +208,9 @@ func TestServeReloadAllOrNothing(t *testing.T) {
 	}
 }
 
+// hostRoute's limit is 1 a day: a fixed window on serve's clock, whose end
+// between TestHostRouteNeedsPreserveHost's two requests would admit the
+// second.
 const hostRoute = `domain: edge
 gateway:
   routes:
@@ -216,7 +219,7 @@ gateway:
       descriptors: [{entries: [{source: remote_address}]}]
 descriptors:
   - key: remote_address
-    rate_limit: {unit: minute, requests_per_unit: 1}
+    rate_limit: {unit: day, requests_per_unit: 1}
 `
 
 // A route with a host is refused unless the client's Host goes to the
