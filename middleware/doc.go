@@ -52,9 +52,11 @@
 // per-IP one, each New's or ForLimiter's) adds its members to the
 // RateLimit-Policy and RateLimit lists the outer one wrote, so that the
 // client sees every limit that applied; X-RateLimit-* state the tighter
-// of the two (fewer remaining, on a tie the later reset) and Retry-After
-// the longer. Give both the same [WithHeaders] names, or the fields do
-// not meet.
+// of the two (fewer remaining, on a tie the later reset), except when the
+// inner one refuses the request: then the refusing limit's, so that a
+// 429 never shows a Remaining above 0 of a limit that admitted it; and
+// Retry-After the longer. Give both the same [WithHeaders] names, or the
+// fields do not meet.
 //
 // On excess the strategy of the refusing rules applies (see policy's
 // documentation for how several combine):

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -42,15 +43,11 @@ func fieldKeys(o *options) [nKeys]string {
 // are such a list (each member a String with parameters, memberList);
 // another value (an older draft's `limit=100, remaining=5`, set by other
 // code) is replaced, as the Writer alone does, since one malformed member
-// makes a client drop the whole field, this middleware's members too. The
-// single-valued X-RateLimit-* fields state the tighter of the two sets:
-// the one with fewer remaining, on a tie the later reset (with none
-// remaining, the client waits for the later one either way); this
-// middleware's when the outer ones cannot be read or are not all there
-// (a client must not pair one limit's remaining with another's reset).
-// Retry-After is the longer of
-// the two: after it, both admit again. A request that no middleware
-// before this one limited costs six map lookups more, no allocation.
+// makes a client drop the whole field, this middleware's members too.
+// The single-valued X-RateLimit-* fields describe one limit: see
+// outerTighter for which. Retry-After is the longer of the two: after
+// it, both admit again. A request that no middleware before this one
+// limited costs six map lookups more, no allocation.
 func (m *Middleware) writeFields(h http.Header, st []policy.Status) {
 	var outer [nKeys][]string
 	nested := false
@@ -61,32 +58,22 @@ func (m *Middleware) writeFields(h http.Header, st []policy.Status) {
 	}
 	m.fields.WriteStatuses(h, st)
 	if nested {
-		m.nest(h, &outer)
+		m.nest(h, &outer, st)
 	}
 }
 
-// nest merges the outer values (those on h before this middleware wrote)
-// with the ones it wrote: see writeFields.
-func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
+// nest merges the outer values (those on h before this middleware wrote
+// st's fields) with the ones it wrote: see writeFields.
+func (m *Middleware) nest(h http.Header, outer *[nKeys][]string, st []policy.Status) {
 	k := &m.keys
 	for _, i := range []int{kPolicy, kRateLimit} {
 		if inner := h[k[i]]; wrote(inner, outer[i]) && len(outer[i]) > 0 && memberList(outer[i]) {
 			h[k[i]] = []string{strings.Join(outer[i], ", ") + ", " + strings.Join(inner, ", ")}
 		}
 	}
-	if inner := h[k[kRemaining]]; wrote(inner, outer[kRemaining]) && len(outer[kLimit]) > 0 &&
-		len(outer[kRemaining]) > 0 && len(outer[kReset]) > 0 {
-		oRem, err1 := strconv.ParseInt(outer[kRemaining][0], 10, 64)
-		iRem, err2 := strconv.ParseInt(inner[0], 10, 64)
-		oReset, _ := strconv.ParseInt(outer[kReset][0], 10, 64) // present: checked above
-		iReset := int64(-1)
-		if v := h[k[kReset]]; len(v) > 0 {
-			iReset, _ = strconv.ParseInt(v[0], 10, 64)
-		}
-		if err1 == nil && err2 == nil && (oRem < iRem || oRem == iRem && oReset > iReset) {
-			for _, i := range []int{kLimit, kRemaining, kReset} {
-				h[k[i]] = outer[i]
-			}
+	if m.outerTighter(h, outer, st) {
+		for _, i := range []int{kLimit, kRemaining, kReset} {
+			h[k[i]] = outer[i]
 		}
 	}
 	if inner := h[k[kRetryAfter]]; wrote(inner, outer[kRetryAfter]) && len(outer[kRetryAfter]) > 0 {
@@ -96,6 +83,47 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string) {
 			h[k[kRetryAfter]] = outer[kRetryAfter]
 		}
 	}
+}
+
+// outerTighter reports whether the X-RateLimit-Limit, -Remaining and
+// -Reset already on h (outer's) should replace the ones this middleware
+// wrote for st. The trio describes one limit, and a client reads
+// Remaining against Limit and Reset, so the outer set is taken whole or
+// not at all, and only when it describes the tighter limit:
+//
+//   - this middleware wrote the set, and the outer one is all there and
+//     readable (a client must not pair one limit's remaining with
+//     another's reset);
+//   - this middleware's limit did not refuse the request: on a refusal,
+//     the refusing limit's set says why (as headers.Tightest picks a
+//     refusing limit first), where an admitting one's Remaining above 0
+//     would tell the client to go on;
+//   - it has fewer remaining, or as many and the later reset (with none
+//     remaining, the client waits for the later one either way).
+//
+// Otherwise this middleware's set stays; the RateLimit list states
+// every limit either way.
+func (m *Middleware) outerTighter(h http.Header, outer *[nKeys][]string, st []policy.Status) bool {
+	k := &m.keys
+	inner := h[k[kRemaining]]
+	if !wrote(inner, outer[kRemaining]) || len(outer[kLimit]) == 0 || len(outer[kRemaining]) == 0 || len(outer[kReset]) == 0 {
+		return false
+	}
+	oRem, err1 := strconv.ParseInt(outer[kRemaining][0], 10, 64)
+	iRem, err2 := strconv.ParseInt(inner[0], 10, 64)
+	oReset, err3 := strconv.ParseInt(outer[kReset][0], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return false
+	}
+	tight, ok := headers.Tightest(headers.FromStatuses(st)) // the limit of the set this middleware wrote
+	if !ok || !tight.Allowed {
+		return false
+	}
+	iReset := int64(-1)
+	if v := h[k[kReset]]; len(v) > 0 {
+		iReset, _ = strconv.ParseInt(v[0], 10, 64)
+	}
+	return oRem < iRem || oRem == iRem && oReset > iReset
 }
 
 // wrote reports whether inner, a field's values after this middleware

@@ -18,7 +18,8 @@ import (
 // tighter set's (fewer remaining, then the later reset), whichever
 // middleware wrote it, and Retry-After the longer. A field the outer
 // middleware did not write (Retry-After on an admission) is the inner
-// one's alone.
+// one's alone. When the outer one refuses, the inner one never runs: the
+// fields are the outer one's alone.
 func TestNestedMiddlewaresListBothLimits(t *testing.T) {
 	const inner = "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {name: per-route, unit: minute, requests_per_unit: %d}\n"
 	for _, tc := range []struct {
@@ -43,6 +44,14 @@ func TestNestedMiddlewaresListBothLimits(t *testing.T) {
 			"X-RateLimit-Remaining": "0",
 			"X-RateLimit-Reset":     "50",
 			"Retry-After":           "",
+		}},
+		{"outer refuses", 1, 10, 2, 429, map[string]string{ // the inner never runs
+			"RateLimit-Policy":      `"per-ip";q=1;w=60`,
+			"RateLimit":             `"per-ip";r=0;t=50`,
+			"X-RateLimit-Limit":     "1",
+			"X-RateLimit-Remaining": "0",
+			"X-RateLimit-Reset":     "50",
+			"Retry-After":           "50",
 		}},
 		{"inner refuses", 100, 1, 2, 429, map[string]string{
 			"RateLimit-Policy":      `"per-ip";q=100;w=60, "per-route";q=1;w=60`,
@@ -190,5 +199,46 @@ func TestNestedXRateLimitSetWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantFields(t, tc.name, nestedUnder(t, m, tc.outer), tc.want)
+	}
+}
+
+// When the inner middleware refuses a request the outer one admitted,
+// X-RateLimit-* are the refusing limit's, as headers.Tightest picks a
+// refusing limit first: before, the outer limit's set won on fewer
+// remaining, and the 429 said X-RateLimit-Remaining: 8 of a limit that
+// had admitted it. Retry-After is the refusing limit's (the outer one
+// wrote none).
+func TestNestedRefusalStatesTheRefusingLimit(t *testing.T) {
+	c := newClock(t0)
+	key := middleware.KeyFunc(func(*http.Request) string { return "k" })
+	out, err := middleware.ForLimiter(newLimiter(t, "per-ip", algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute}, c), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := middleware.ForLimiter(newLimiter(t, "per-route", algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Minute}, c), key,
+		middleware.WithCost(func(*http.Request) int64 { return 60 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := out.Handler(in.Handler(http.HandlerFunc(ok)))
+	for _, step := range []struct {
+		status int
+		want   map[string]string
+	}{
+		{200, map[string]string{ // both admit: the outer one is tighter
+			"RateLimit":         `"per-ip";r=9;t=50, "per-route";r=40;t=50`,
+			"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "9", "X-RateLimit-Reset": "50", "Retry-After": "",
+		}},
+		{429, map[string]string{ // 60 over the 40 left: the inner one refuses
+			"RateLimit":         `"per-ip";r=8;t=50, "per-route";r=40;t=50`,
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "40", "X-RateLimit-Reset": "50", "Retry-After": "50",
+		}},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != step.status {
+			t.Errorf("status %d, want %d", w.Code, step.status)
+		}
+		wantFields(t, fmt.Sprint(step.status), w.Header(), step.want)
 	}
 }
