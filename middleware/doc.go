@@ -51,12 +51,15 @@
 // Middlewares nest: one inside another (a per-route limit inside a
 // per-IP one, each New's or ForLimiter's) adds its members to the
 // RateLimit-Policy and RateLimit lists the outer one wrote, so that the
-// client sees every limit that applied; X-RateLimit-* state the tighter
-// of the two (fewer remaining, on a tie the later reset), except when the
-// inner one refuses the request: then the refusing limit's, so that a
-// 429 never shows a Remaining above 0 of a limit that admitted it; and
-// Retry-After the longer. Give both the same [WithHeaders] names, or the
-// fields do not meet.
+// client sees every limit that applied. X-RateLimit-*, which describe
+// one limit, state the tighter of the two (fewer remaining, on a tie the
+// later reset) when both count in the same unit — requests, bytes
+// ([WithCostUnit]) or concurrent requests, as the outer RateLimit-Policy
+// list states it (requests when there is none) — else the inner one's;
+// and when the inner one refuses the request, the refusing limit's, so
+// that a 429 never shows a Remaining above 0 of a limit that admitted
+// it. Retry-After is the longer. Give both the same [WithHeaders] names,
+// or the fields do not meet.
 //
 // On excess the strategy of the refusing rules applies (see policy's
 // documentation for how several combine):

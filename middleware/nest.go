@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -89,7 +90,8 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string, st []policy.Sta
 // -Reset already on h (outer's) should replace the ones this middleware
 // wrote for st. The trio describes one limit, and a client reads
 // Remaining against Limit and Reset, so the outer set is taken whole or
-// not at all, and only when it describes the tighter limit:
+// not at all, and only when it describes the tighter limit of the same
+// kind:
 //
 //   - this middleware wrote the set, and the outer one is all there and
 //     readable (a client must not pair one limit's remaining with
@@ -98,6 +100,9 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string, st []policy.Sta
 //     the refusing limit's set says why (as headers.Tightest picks a
 //     refusing limit first), where an admitting one's Remaining above 0
 //     would tell the client to go on;
+//   - both count in the same quota unit (requests, content-bytes,
+//     concurrent-requests; outerUnit): remaining bytes, or free slots,
+//     are no fewer or more than remaining requests;
 //   - it has fewer remaining, or as many and the later reset (with none
 //     remaining, the client waits for the later one either way).
 //
@@ -119,11 +124,159 @@ func (m *Middleware) outerTighter(h http.Header, outer *[nKeys][]string, st []po
 	if !ok || !tight.Allowed {
 		return false
 	}
+	unit := cmp.Or(tight.QuotaUnit, m.o.headers.CostUnit)
+	if u, ok := outerUnit(outer, oRem); !ok || u != unitOf(unit) {
+		return false
+	}
 	iReset := int64(-1)
 	if v := h[k[kReset]]; len(v) > 0 {
 		iReset, _ = strconv.ParseInt(v[0], 10, 64)
 	}
 	return oRem < iRem || oRem == iRem && oReset > iReset
+}
+
+// outerUnit returns the quota unit of the outer X-RateLimit-* set, whose
+// Remaining is rem ("" for requests), from the outer RateLimit-Policy and
+// RateLimit lists: the qu of the policies whose RateLimit member has
+// r=rem (without a RateLimit list, of every policy). ok is false when
+// they disagree, none matches, or the policy field is not a list of the
+// draft's members: the unit is then unknown. With no RateLimit-Policy on
+// the response, the set counts requests, the unit X-RateLimit-* fields
+// conventionally count and the draft's default.
+func outerUnit(outer *[nKeys][]string, rem int64) (unit string, ok bool) {
+	if len(outer[kPolicy]) == 0 {
+		return "", true
+	}
+	pols, ok := members(outer[kPolicy], "qu")
+	if !ok || len(pols) == 0 {
+		return "", false
+	}
+	var names map[string]bool // the policies of r=rem; nil: all
+	if rls, ok := members(outer[kRateLimit], "r"); ok && len(rls) > 0 {
+		names = map[string]bool{}
+		for _, r := range rls {
+			if n, err := strconv.ParseInt(r.param, 10, 64); err == nil && n == rem {
+				names[r.name] = true
+			}
+		}
+	}
+	found := false
+	for _, p := range pols {
+		if names != nil && !names[p.name] {
+			continue
+		}
+		if u := unitOf(p.param); !found {
+			unit, found = u, true
+		} else if u != unit {
+			return "", false
+		}
+	}
+	return unit, found
+}
+
+// unitOf is quota unit u as outerUnit compares it: "" for requests,
+// which a policy may state as qu="requests" or not at all.
+func unitOf(u string) string {
+	if u == headers.Requests {
+		return ""
+	}
+	return u
+}
+
+// member is one member of a RateLimit or RateLimit-Policy list: its
+// policy's name and the value of one of its parameters ("" when absent;
+// a String's unquoted).
+type member struct{ name, param string }
+
+// members parses vs as lists of the draft's members (RFC 9651 §3.1: a
+// String with parameters, members separated by commas), returning each
+// member with its parameter key's value. ok is false when a value is
+// not such a list.
+func members(vs []string, key string) (ms []member, ok bool) {
+	for _, v := range vs {
+		for i := 0; ; {
+			i = skipOWS(v, i)
+			var mb member
+			if mb.name, i, ok = sfString(v, i); !ok {
+				return nil, false
+			}
+			for i < len(v) && v[i] == ';' {
+				i++
+				for i < len(v) && v[i] == ' ' {
+					i++
+				}
+				from := i
+				for i < len(v) && (v[i] >= 'a' && v[i] <= 'z' || v[i] >= '0' && v[i] <= '9' || strings.IndexByte("_-.*", v[i]) >= 0) {
+					i++
+				}
+				if i == from {
+					return nil, false
+				}
+				name, val := v[from:i], ""
+				if i < len(v) && v[i] == '=' {
+					if i++; i < len(v) && v[i] == '"' {
+						if val, i, ok = sfString(v, i); !ok {
+							return nil, false
+						}
+					} else {
+						from := i
+						for i < len(v) && strings.IndexByte(";, \t", v[i]) < 0 {
+							i++
+						}
+						if i == from {
+							return nil, false
+						}
+						val = v[from:i]
+					}
+				}
+				if name == key {
+					mb.param = val
+				}
+			}
+			ms = append(ms, mb)
+			if i = skipOWS(v, i); i == len(v) {
+				break
+			}
+			if v[i] != ',' {
+				return nil, false
+			}
+			i++
+		}
+	}
+	return ms, true
+}
+
+// skipOWS returns the index of the first byte of v from i on that is not
+// a space or a tab.
+func skipOWS(v string, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// sfString reads the String (RFC 9651 §3.3.3) at v[i:], unescaped, and
+// returns the index after it; ok is false when none starts there or it
+// does not end.
+func sfString(v string, i int) (s string, next int, ok bool) {
+	if i >= len(v) || v[i] != '"' {
+		return "", i, false
+	}
+	var b strings.Builder
+	for i++; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '"':
+			return b.String(), i + 1, true
+		case '\\':
+			if i++; i == len(v) {
+				return "", i, false
+			}
+			b.WriteByte(v[i])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", i, false
 }
 
 // wrote reports whether inner, a field's values after this middleware

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/middleware"
 )
 
@@ -202,6 +204,76 @@ func TestNestedXRateLimitSetWhole(t *testing.T) {
 	}
 }
 
+// X-RateLimit-* describe one limit, so a nested middleware takes the
+// outer set for the tighter one only when both count in the same quota
+// unit: remaining bytes (WithCostUnit) or free concurrency slots are not
+// fewer than remaining requests. Before, the set with fewer remaining
+// won whatever its unit: a per-IP limit's 99 requests replaced an upload
+// limit's 700 bytes, and a concurrency limit's 4 free slots a rate's 99
+// requests. Two limits in bytes are still compared.
+func TestNestedXRateLimitLikeWithLike(t *testing.T) {
+	byLength := middleware.WithCost(func(r *http.Request) int64 { return r.ContentLength })
+	inBytes := []middleware.Option{byLength, middleware.WithCostUnit(headers.ContentBytes)}
+	key := middleware.KeyFunc(func(*http.Request) string { return "k" })
+	requests := algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Minute}
+	for _, tc := range []struct {
+		name string
+		// outer and inner make the two middlewares on one clock.
+		outer, inner func(*clock) (*middleware.Middleware, error)
+		want         map[string]string
+	}{
+		{"bytes inside requests", func(c *clock) (*middleware.Middleware, error) {
+			return middleware.ForLimiter(newLimiter(t, "per-ip", requests, c), middleware.ClientIPKey())
+		}, func(c *clock) (*middleware.Middleware, error) {
+			return middleware.New(engine(t, bytesAMinute, c), "web", extractor(t, perKey), inBytes...)
+		}, map[string]string{
+			"RateLimit-Policy":  `"per-ip";q=100;w=60, "upload";q=1000;qu="content-bytes";w=60`,
+			"X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "700", "X-RateLimit-Reset": "50",
+		}},
+		{"requests inside bytes", func(c *clock) (*middleware.Middleware, error) {
+			return middleware.New(engine(t, bytesAMinute, c), "web", extractor(t, perKey), inBytes...)
+		}, func(c *clock) (*middleware.Middleware, error) {
+			return middleware.ForLimiter(newLimiter(t, "per-ip", algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Minute}, c), key)
+		}, map[string]string{
+			"RateLimit-Policy":  `"upload";q=1000;qu="content-bytes";w=60, "per-ip";q=1000;w=60`,
+			"X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "999", "X-RateLimit-Reset": "50",
+		}},
+		{"a rate inside a concurrency limit", func(c *clock) (*middleware.Middleware, error) {
+			return middleware.ForLimiter(newLimiter(t, "in-flight", algo.Params{Algorithm: algo.Concurrency, Limit: 5, LeaseTTL: time.Minute}, c), key)
+		}, func(c *clock) (*middleware.Middleware, error) {
+			return middleware.ForLimiter(newLimiter(t, "per-ip", requests, c), key)
+		}, map[string]string{
+			"RateLimit-Policy":  `"in-flight";q=5;qu="concurrent-requests", "per-ip";q=100;w=60`,
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "99", "X-RateLimit-Reset": "50",
+		}},
+		{"bytes inside bytes", func(c *clock) (*middleware.Middleware, error) {
+			return middleware.ForLimiter(newLimiter(t, "per-ip", algo.Params{Algorithm: algo.FixedWindow, Limit: 500, Period: time.Minute}, c),
+				middleware.ClientIPKey(), inBytes...)
+		}, func(c *clock) (*middleware.Middleware, error) {
+			return middleware.New(engine(t, bytesAMinute, c), "web", extractor(t, perKey), inBytes...)
+		}, map[string]string{
+			"RateLimit-Policy":  `"per-ip";q=500;qu="content-bytes";w=60, "upload";q=1000;qu="content-bytes";w=60`,
+			"X-RateLimit-Limit": "500", "X-RateLimit-Remaining": "200", "X-RateLimit-Reset": "50",
+		}},
+	} {
+		c := newClock(t0)
+		out, err := tc.outer(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := tc.inner(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		out.Handler(in.Handler(http.HandlerFunc(ok))).ServeHTTP(w, httptest.NewRequest("POST", "/up", strings.NewReader(strings.Repeat("x", 300))))
+		if w.Code != 200 {
+			t.Errorf("%s: status %d, want 200", tc.name, w.Code)
+		}
+		wantFields(t, tc.name, w.Header(), tc.want)
+	}
+}
+
 // When the inner middleware refuses a request the outer one admitted,
 // X-RateLimit-* are the refusing limit's, as headers.Tightest picks a
 // refusing limit first: before, the outer limit's set won on fewer
@@ -240,5 +312,42 @@ func TestNestedRefusalStatesTheRefusingLimit(t *testing.T) {
 			t.Errorf("status %d, want %d", w.Code, step.status)
 		}
 		wantFields(t, fmt.Sprint(step.status), w.Header(), step.want)
+	}
+}
+
+// The unit of X-RateLimit-* already on the response is read from the
+// RateLimit-Policy and RateLimit lists there: the qu of the policy whose
+// RateLimit member has the set's remaining. A set of another unit than
+// the middleware's (requests), or whose unit cannot be told (two
+// policies of different units with that remaining, a RateLimit-Policy
+// that is not a list of the draft's members) leaves the middleware's
+// set; qu="requests", or no RateLimit-Policy at all, is requests.
+func TestNestedXRateLimitUnitFromLists(t *testing.T) {
+	const policies = `"b";q=100;w=60, "a";q=10;qu="concurrent-requests"`
+	own := map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "50"}
+	for _, tc := range []struct {
+		name        string
+		outer, want map[string]string
+	}{
+		{"a rate's, tighter", map[string]string{"RateLimit-Policy": policies, "RateLimit": `"b";r=1;t=7, "a";r=5`,
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"},
+			map[string]string{"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"}},
+		{"a concurrency limit's", map[string]string{"RateLimit-Policy": policies, "RateLimit": `"b";r=50;t=7, "a";r=1`,
+			"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "60"}, own},
+		{"either", map[string]string{"RateLimit-Policy": policies, "RateLimit": `"b";r=1;t=7, "a";r=1`,
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"}, own},
+		{"qu=requests", map[string]string{"RateLimit-Policy": `"b";q=100;qu="requests";w=60`, "RateLimit": `"b";r=1;t=7`,
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"},
+			map[string]string{"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"}},
+		{"an older draft's policy", map[string]string{"RateLimit-Policy": "100;w=60",
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"}, own},
+		{"no policy", map[string]string{"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"},
+			map[string]string{"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "7"}},
+	} {
+		m, err := middleware.New(engine(t, perIPConfig, newClock(t0)), "web", extractor(t, perIP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFields(t, tc.name, nestedUnder(t, m, tc.outer), tc.want)
 	}
 }
