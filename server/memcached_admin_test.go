@@ -18,10 +18,13 @@ import (
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
+// mcAdminConfig's fixed window is a day long: the instances read the real
+// clock, and a window's end between A's first decision and B's inspect
+// would admit A's fourth, or show B a fresh window.
 const mcAdminConfig = `domain: mc
 descriptors:
   - key: fw
-    rate_limit: {unit: minute, requests_per_unit: 3}
+    rate_limit: {unit: day, requests_per_unit: 3}
   - key: month
     rate_limit: {unit: month, requests_per_unit: 3}
   - key: sw
