@@ -488,6 +488,18 @@ func (f *serveFlags) check() error {
 			"must be at least %v with wait_replicas in %s (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
 			need, f.flag("store"), need-redis.WaitLate, redis.WaitLate))
 	}
+	// An empty --http, --grpc or --admin is no way to turn a listener off:
+	// net.Listen("tcp", "") listens on every address, at a port the
+	// kernel picks, which would put the decision APIs or the dashboard on
+	// the network (an empty --api is its default: not served).
+	for _, a := range []struct{ name, addr, example string }{
+		{"http", f.httpAddr, "127.0.0.1:8080"}, {"grpc", f.grpcAddr, "127.0.0.1:8081"}, {"admin", f.adminAddr, "127.0.0.1:9090"},
+	} {
+		if a.addr == "" {
+			errs = append(errs, fmt.Errorf("%s: no address: want HOST:PORT, e.g. %s (this host only, the default); the listener cannot be turned off",
+				f.origin(a.name, `""`), a.example))
+		}
+	}
 	for _, a := range []struct{ name, addr string }{{"http", f.httpAddr}, {"grpc", f.grpcAddr}, {"admin", f.adminAddr}, {"api", f.apiAddr}} {
 		if why := listenAddrProblem(a.addr); why != "" {
 			errs = append(errs, fmt.Errorf("%s: %s", f.origin(a.name, a.addr), why))

@@ -297,14 +297,27 @@ func TestServeListenAddrForm(t *testing.T) {
 		// A store that would not open is not reached: the address is
 		// checked first.
 		{[]string{"serve", "--http", "8080", "--store", "redis://127.0.0.1:1"}, nil, "floodgate serve: --http 8080: missing port in address"},
+		// An empty address listened on every address at a port the
+		// kernel picked (net.Listen("tcp", "")): the HTTP APIs, gRPC or
+		// the dashboard on the network for a user who meant "off".
+		{[]string{"serve", "--http="}, nil,
+			"floodgate serve: --http \"\": no address: want HOST:PORT, e.g. 127.0.0.1:8080 (this host only, the default); the listener cannot be turned off\n"},
+		{[]string{"serve", "--grpc", ""}, nil,
+			"floodgate serve: --grpc \"\": no address: want HOST:PORT, e.g. 127.0.0.1:8081 (this host only, the default); the listener cannot be turned off\n"},
+		{[]string{"serve", "--admin=", "--store", "redis://127.0.0.1:1"}, nil,
+			"floodgate serve: --admin \"\": no address: want HOST:PORT, e.g. 127.0.0.1:9090 (this host only, the default); the listener cannot be turned off\n"},
 	} {
 		for k, v := range c.env {
 			t.Setenv(k, v)
 		}
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), c.args, &out, &errb); code != 1 || !strings.Contains(errb.String(), c.want) {
+		// Bounded: a serve that took a bad address would run until
+		// cancelled, then exit 0.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if code := run(ctx, c.args, &out, &errb); code != 1 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%q %v: exit %d, stderr %q; want exit 1 and %q", c.args, c.env, code, errb.String(), c.want)
 		}
+		cancel()
 		for k := range c.env {
 			t.Setenv(k, "")
 		}
