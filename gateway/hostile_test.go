@@ -105,10 +105,29 @@ func slotFreed(t *testing.T, srv *httptest.Server) (time.Duration, bool) {
 // while the proxy writes to the client, and the lease is renewed.)
 func TestClientThatStopsReadingLosesItsSlot(t *testing.T) {
 	var logs errLog
-	srv := front(t, engine(t, timeoutConfig, nil), slowClients(t).URL, gateway.WithUpstreamTimeout(time.Minute),
+	// The upstream says when /big reaches it: the stalled request holds
+	// the slot from then on (a fixed 50 ms sleep let a loaded machine send
+	// /fast first, which took the slot itself).
+	slow := slowClients(t)
+	bigAt := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			select {
+			case bigAt <- struct{}{}:
+			default:
+			}
+		}
+		slow.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	srv := front(t, engine(t, timeoutConfig, nil), up.URL, gateway.WithUpstreamTimeout(time.Minute),
 		gateway.WithClientTimeout(200*time.Millisecond), gateway.WithErrorLog(logs.add))
 	dialStalled(t, srv, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(50 * time.Millisecond) // the stalled request is admitted first
+	select {
+	case <-bigAt:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled request did not reach the upstream within 10s")
+	}
 	if r := do(t, "GET", srv.URL+"/fast"); r.status != http.StatusTooManyRequests {
 		t.Fatalf("while the 32 MB response is being written: %d, want 429 (the slot taken)", r.status)
 	}
