@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -120,19 +121,19 @@ func (m *Middleware) outerTighter(h http.Header, outer *[nKeys][]string, st []po
 	if err1 != nil || err2 != nil || err3 != nil {
 		return false
 	}
-	tight, ok := headers.Tightest(headers.FromStatuses(st)) // the limit of the set this middleware wrote
-	if !ok || !tight.Allowed {
-		return false
-	}
-	unit := cmp.Or(tight.QuotaUnit, m.o.headers.CostUnit)
-	if u, ok := outerUnit(outer, oRem); !ok || u != unitOf(unit) {
-		return false
-	}
 	iReset := int64(-1)
 	if v := h[k[kReset]]; len(v) > 0 {
 		iReset, _ = strconv.ParseInt(v[0], 10, 64)
 	}
-	return oRem < iRem || oRem == iRem && oReset > iReset
+	if oRem > iRem || oRem == iRem && oReset <= iReset {
+		return false // the common case when this limit is the tighter: nothing more to read
+	}
+	tight, ok := headers.Tightest(headers.FromStatuses(st)) // the limit of the set this middleware wrote
+	if !ok || !tight.Allowed {
+		return false
+	}
+	u, ok := outerUnit(outer, oRem)
+	return ok && u == unitOf(cmp.Or(tight.QuotaUnit, m.o.headers.CostUnit))
 }
 
 // outerUnit returns the quota unit of the outer X-RateLimit-* set, whose
@@ -147,22 +148,19 @@ func outerUnit(outer *[nKeys][]string, rem int64) (unit string, ok bool) {
 	if len(outer[kPolicy]) == 0 {
 		return "", true
 	}
-	pols, ok := members(outer[kPolicy], "qu")
+	var pbuf, rbuf [8]member // on the stack for lists of up to 8 policies
+	pols, ok := members(pbuf[:0], outer[kPolicy], "qu")
 	if !ok || len(pols) == 0 {
 		return "", false
 	}
-	var names map[string]bool // the policies of r=rem; nil: all
-	if rls, ok := members(outer[kRateLimit], "r"); ok && len(rls) > 0 {
-		names = map[string]bool{}
-		for _, r := range rls {
-			if n, err := strconv.ParseInt(r.param, 10, 64); err == nil && n == rem {
-				names[r.name] = true
-			}
-		}
-	}
+	rls, ok := members(rbuf[:0], outer[kRateLimit], "r")
+	all := !ok || len(rls) == 0 // no RateLimit list to tell which policies have r=rem
 	found := false
 	for _, p := range pols {
-		if names != nil && !names[p.name] {
+		if !all && !slices.ContainsFunc(rls, func(r member) bool {
+			n, err := strconv.ParseInt(r.param, 10, 64)
+			return r.name == p.name && err == nil && n == rem
+		}) {
 			continue
 		}
 		if u := unitOf(p.param); !found {
@@ -189,10 +187,10 @@ func unitOf(u string) string {
 type member struct{ name, param string }
 
 // members parses vs as lists of the draft's members (RFC 9651 §3.1: a
-// String with parameters, members separated by commas), returning each
-// member with its parameter key's value. ok is false when a value is
-// not such a list.
-func members(vs []string, key string) (ms []member, ok bool) {
+// String with parameters, members separated by commas), appending each
+// member, with its parameter key's value, to ms. ok is false when a
+// value is not such a list.
+func members(ms []member, vs []string, key string) (_ []member, ok bool) {
 	for _, v := range vs {
 		for i := 0; ; {
 			i = skipOWS(v, i)
@@ -262,18 +260,27 @@ func sfString(v string, i int) (s string, next int, ok bool) {
 	if i >= len(v) || v[i] != '"' {
 		return "", i, false
 	}
-	var b strings.Builder
-	for i++; i < len(v); i++ {
+	from := i + 1
+	var b []byte // the String unescaped, once it holds an escape
+	for i = from; i < len(v); i++ {
 		switch c := v[i]; c {
 		case '"':
-			return b.String(), i + 1, true
+			if b == nil {
+				return v[from:i], i + 1, true // no escape: no copy
+			}
+			return string(b), i + 1, true
 		case '\\':
+			if b == nil {
+				b = append([]byte{}, v[from:i]...)
+			}
 			if i++; i == len(v) {
 				return "", i, false
 			}
-			b.WriteByte(v[i])
+			b = append(b, v[i])
 		default:
-			b.WriteByte(c)
+			if b != nil {
+				b = append(b, c)
+			}
 		}
 	}
 	return "", i, false
