@@ -218,48 +218,52 @@ func TestSeveralDocumentsWarn(t *testing.T) {
 // envoyproxy/ratelimit starts with none), with a warning; files put there
 // later are loaded by Watch.
 func TestEmptyDirectory(t *testing.T) {
-	dir := t.TempDir()
-	// Hidden files are not files of the configuration: the directory is
-	// empty. (A README.md alone is an error: loadfs_dir_test.go.)
-	if err := os.WriteFile(filepath.Join(dir, ".keep"), []byte("not a configuration"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := Load(dir)
-	if err != nil {
-		t.Fatalf("Load(empty directory) = %v", err)
-	}
-	if len(cfg.Domains()) != 0 {
-		t.Fatalf("domains %v, want none", cfg.Domains())
-	}
-	if w := warningLines(cfg); !strings.HasPrefix(w, dir+": warning: no *.yaml or *.yml files in the directory: no domain is configured") {
-		t.Errorf("warnings %q", w)
-	}
-	e := newMemEngine(t, cfg, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reloaded := make(chan error, 1)
-	go e.Watch(ctx, dir, 10*time.Millisecond, func(_ *Config, err error) { reloaded <- err })
-	// Watch takes its baseline when it starts; give it a moment.
-	time.Sleep(50 * time.Millisecond)
-	data := "domain: late\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"
-	if err := os.WriteFile(filepath.Join(dir, "late.yaml"), []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A poll may catch the file created but not yet written (an empty
-	// file is an error, the old configuration stays); the next one loads
-	// it.
-	deadline := time.After(5 * time.Second)
-	for loaded := false; !loaded; {
-		select {
-		case err := <-reloaded:
-			loaded = err == nil
-		case <-deadline:
-			t.Fatal("the new file was not loaded")
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		// Hidden files are not files of the configuration: the directory is
+		// empty. (A README.md alone is an error: loadfs_dir_test.go.)
+		if err := os.WriteFile(filepath.Join(dir, ".keep"), []byte("not a configuration"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if e.Config().Domain("late") == nil {
-		t.Fatal("domain late not in force after the reload")
-	}
+		cfg, err := Load(dir)
+		if err != nil {
+			t.Fatalf("Load(empty directory) = %v", err)
+		}
+		if len(cfg.Domains()) != 0 {
+			t.Fatalf("domains %v, want none", cfg.Domains())
+		}
+		if w := warningLines(cfg); !strings.HasPrefix(w, dir+": warning: no *.yaml or *.yml files in the directory: no domain is configured") {
+			t.Errorf("warnings %q", w)
+		}
+		e := newMemEngine(t, cfg, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		reloaded := make(chan error, 1)
+		go e.Watch(ctx, dir, 10*time.Millisecond, func(_ *Config, err error) { reloaded <- err })
+		// Watch takes its baseline when it starts: wait until it waits for
+		// its first poll (a 50 ms sleep in real time let a late start take
+		// late.yaml into the baseline, never to be loaded).
+		synctest.Wait()
+		data := "domain: late\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"
+		if err := os.WriteFile(filepath.Join(dir, "late.yaml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// A poll may catch the file created but not yet written (an empty
+		// file is an error, the old configuration stays); the next one loads
+		// it.
+		deadline := time.After(5 * time.Second)
+		for loaded := false; !loaded; {
+			select {
+			case err := <-reloaded:
+				loaded = err == nil
+			case <-deadline:
+				t.Fatal("the new file was not loaded")
+			}
+		}
+		if e.Config().Domain("late") == nil {
+			t.Fatal("domain late not in force after the reload")
+		}
+	})
 }
 
 // unit_multiplier (envoyproxy/ratelimit main): the period is unit ×
