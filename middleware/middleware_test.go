@@ -465,7 +465,9 @@ descriptors:
 	}
 }
 
-// A budget of 1000 admits exactly 1000 of 1200 concurrent requests.
+// A budget of 1000 admits exactly 1000 of 1200 concurrent requests. The
+// clock stands still: on the real one an hour's end during the second or
+// so of requests would start a fresh budget.
 func TestExactUnderConcurrency(t *testing.T) {
 	const cfg = `
 domain: web
@@ -473,7 +475,7 @@ descriptors:
   - key: remote_address
     rate_limit: {unit: hour, requests_per_unit: 1000}
 `
-	m, err := middleware.New(engine(t, cfg, nil), "web", extractor(t, perIP))
+	m, err := middleware.New(engine(t, cfg, newClock(t0)), "web", extractor(t, perIP))
 	if err != nil {
 		t.Fatal(err)
 	}
