@@ -60,6 +60,21 @@ type Result struct {
 	// (store/resilient): nothing was charged on the store, so a Refund of
 	// these requests there would give back units others spent.
 	Fallback bool
+	// Partial reports a Take refused by the part of the store that
+	// answered while another part failed (a Redis Cluster node down, or
+	// a roll-back that failed): a request the store decided was refused
+	// (or the requests it decided together were), which no answer of the
+	// failed part could turn into an admission, so the refusal stands.
+	// Allowed is false. out holds the decisions of the requests the store
+	// decided, as after any refusal, and the zero Decision (Limit 0, which
+	// no decision has) for the others, which no store decided. Nothing is
+	// charged but what a failed roll-back leaves (see the store's
+	// documentation). A store returns it with Take's error, the failure
+	// (a *PartitionError naming the part that failed), for the caller's
+	// breakers and logs; store/resilient answers it as the refusal it is,
+	// without the error, whatever its failure policy, rather than as an
+	// outage (FailOpen would admit what a live key refused).
+	Partial bool
 }
 
 // Store keeps algorithm state per key. Implementations are safe for
@@ -70,6 +85,8 @@ type Store interface {
 	// out must have len(reqs); out[i] receives request i's decision. After
 	// a refusal, out[i].Allowed says whether request i alone would have
 	// passed, and out[i].Remaining is what remains with nothing charged.
+	// With an error, the Result means nothing unless it is Partial: a
+	// refusal that stands although part of the store failed.
 	Take(ctx context.Context, reqs []Request, out []algo.Decision) (Result, error)
 	// Peek fills out with the decisions Take would make for each request on
 	// its own, charging nothing.

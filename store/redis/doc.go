@@ -75,6 +75,15 @@
 // (MaxBurstSeconds, or the warm-up period) for the smooth algorithms, and
 // LeaseTTL for a concurrency reservation.
 //
+// A slot that refuses decides even when another slot's node fails (or a
+// roll-back does): the Take is refused, with the failure as its error (a
+// *store.PartitionError) and Result.Partial set, its failed slots'
+// requests undecided (the zero Decision). When the first slot's
+// reservation fails, the others are looked at (a peek, charging nothing)
+// for a key that refuses; when the first slot refuses, the others are
+// only looked at too. store/resilient answers such a Take as the refusal
+// it is, whatever its failure policy.
+//
 // # Throughput
 //
 // Concurrent single-slot Takes are coalesced (flat combining): a caller

@@ -1095,9 +1095,11 @@ func (s *Store) timeOf(ctx context.Context, cmd rueidis.Completed) (int64, error
 // others', pipelined, at the time it decided at (see reserveCrossSlot).
 // When any slot refuses or fails, the slots that admitted are rolled back
 // in reverse order. Its failure is a *store.PartitionError naming the
-// partitions of the slots whose reservation or roll-back failed (or, when
-// the first slot's failed, that one, the others not reached), whose Err
-// joins each of those slots' errors.
+// partitions of the slots whose reservation, roll-back or look (see
+// failedFirst, refusedFirst) failed (or, when the first slot's failed and
+// ctx is done, that one, the others not reached), whose Err joins each of
+// those slots' errors; with Result.Partial when a slot refused all the
+// same.
 func (s *Store) takeCrossSlot(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	groups := s.slotGroups(reqs)
 	parts := make([]int, len(groups))
@@ -1139,9 +1141,10 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 			status, now, err = (&groupReply{v: v}).header()
 		}
 		if err != nil {
-			// Not reserved, or not known to be: the others are not reached.
+			// Not reserved, or not known to be: the others are not
+			// reserved, only looked at (failedFirst).
 			err = callError("take", reqs[groups[0][0]].Key, err)
-			return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
+			return s.failedFirst(ctx, reqs, out, groups, parts, err)
 		}
 		if status == 0 && len(groups) > 1 {
 			return s.refusedFirst(ctx, reqs, out, groups, parts, now, v)
@@ -1153,7 +1156,7 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 	}
 	undos := make([]undo, len(reqs))
 	results = append(results, s.evalMulti(ctx, calls[len(results):])...)
-	admitted := make([]bool, len(groups))
+	admitted, errored := make([]bool, len(groups)), make([]bool, len(groups))
 	allowed, refused := true, false
 	var errs, unackedErrs []error
 	var failed, unacked []int
@@ -1175,6 +1178,7 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 		if err != nil {
 			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
 			failed = append(failed, parts[gi])
+			errored[gi] = true
 		}
 		if !admitted[gi] || err != nil {
 			allowed = false
@@ -1187,41 +1191,50 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 	// refused stands under WithWait: the reservations that were not
 	// acknowledged are rolled back and admitted nothing, and a roll-back
 	// that was not acknowledged can only leave a failover a charge that
-	// lapses by itself. As an error, the failure policy would answer a
-	// request over its limit (and admit it, failing open).
-	decided := refused && len(errs) == 0
-	if !decided {
+	// lapses by itself. It decides beside a slot that failed, or a
+	// roll-back that did, too (Result.Partial): as an error alone, the
+	// failure policy would answer a request over its limit (and admit it,
+	// failing open).
+	if !refused {
 		failed = append(failed, unacked...)
 		errs = append(errs, unackedErrs...)
 	}
-	unrolled, err := s.rollback(ctx, reqs, groups, admitted, undos, decided)
+	unrolled, err := s.rollback(ctx, reqs, groups, admitted, undos, refused)
 	for _, gi := range unrolled {
 		failed = append(failed, parts[gi]) // a live node's failed roll-back is its own failure
 	}
 	if err != nil {
-		return store.Result{At: now}, s.partitionError(joinErrors(append(errs, err)), failed, nil)
+		errs = append(errs, err)
 	}
 	for gi, idx := range groups {
-		if admitted[gi] {
-			for _, i := range idx {
+		for _, i := range idx {
+			switch {
+			case errored[gi]:
+				out[i] = algo.Decision{} // not decided (Result.Partial)
+			case admitted[gi] && !slices.Contains(unrolled, gi):
 				out[i] = store.Unwind(out[i], reqs[i].Cost)
 			}
+			// A group whose roll-back failed keeps its charged decision:
+			// the charge stays until it lapses.
 		}
 	}
-	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
+	return store.Result{At: now, Partial: refused && len(errs) > 0}, s.partitionError(joinErrors(errs), failed, nil)
 }
 
 // refusedFirst ends a cross-slot Take whose first slot, reserved alone,
 // refused (v its reply, now its time): the others are looked at (a peek
 // at now, charging nothing) for their decisions, rather than reserved
-// and rolled back.
+// and rolled back. A look that fails leaves the refusal standing
+// (Result.Partial), its requests undecided.
 func (s *Store) refusedFirst(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, now int64, v []rueidis.RedisMessage) (store.Result, error) {
 	undos := make([]undo, len(reqs))
 	var errs []error
 	var failed []int
+	decided := true
 	if _, err := decodeTake(&groupReply{v: v}, reqs, groups[0], out, undos); err != nil {
 		errs = append(errs, callError("take", reqs[groups[0][0]].Key, err))
 		failed = append(failed, parts[0])
+		decided = false
 	}
 	nowArg := strconv.FormatInt(now, 10)
 	calls := make([]scriptArgs, len(groups)-1)
@@ -1237,13 +1250,61 @@ func (s *Store) refusedFirst(ctx context.Context, reqs []store.Request, out []al
 		if err != nil {
 			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
 			failed = append(failed, parts[gi])
+			for _, i := range groups[gi] {
+				out[i] = algo.Decision{} // not decided (Result.Partial)
+			}
 			continue
 		}
 		for _, i := range groups[gi] {
 			out[i] = store.Unwind(out[i], reqs[i].Cost)
 		}
 	}
-	return store.Result{At: now}, s.partitionError(joinErrors(errs), failed, nil)
+	return store.Result{At: now, Partial: decided && len(errs) > 0}, s.partitionError(joinErrors(errs), failed, nil)
+}
+
+// failedFirst ends a cross-slot Take whose first slot's reservation
+// failed (err), which cannot be admitted now: the other slots are not
+// reserved but looked at (a peek at their nodes' time, charging nothing),
+// so that a key of theirs over its limit refuses the take all the same
+// (Result.Partial), as when a later slot fails, rather than leave the
+// caller's failure policy to answer a request a live key refused (and
+// admit it, failing open). The first slot's requests are not decided.
+// Once ctx is done, the others are not reached.
+func (s *Store) failedFirst(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, err error) (store.Result, error) {
+	if ctx.Err() != nil {
+		return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
+	}
+	errs, failed := []error{err}, []int{parts[0]}
+	calls := make([]scriptArgs, len(groups)-1)
+	for gi := 1; gi < len(groups); gi++ {
+		s.appendGroup(&calls[gi-1], opPeek, "", reqs, groups[gi], nil)
+	}
+	var res store.Result
+	for j, r := range s.evalMulti(ctx, calls) {
+		gi := j + 1
+		v, err := r.ToArray()
+		var at store.Result
+		if err == nil {
+			at, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, nil)
+		}
+		if err != nil {
+			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
+			failed = append(failed, parts[gi])
+			for _, i := range groups[gi] {
+				out[i] = algo.Decision{}
+			}
+			continue
+		}
+		res.At = max(res.At, at.At)
+		for _, i := range groups[gi] {
+			res.Partial = res.Partial || !out[i].Allowed
+			out[i] = store.Unwind(out[i], reqs[i].Cost)
+		}
+	}
+	for _, i := range groups[0] {
+		out[i] = algo.Decision{} // not decided (Result.Partial)
+	}
+	return res, s.partitionError(joinErrors(errs), failed, nil)
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
