@@ -43,6 +43,15 @@
 // dead one) is an outage: the policy answers it, and the breakers count
 // it as failed.
 //
+// A refusal is no outage either: a Take that the store refused while
+// part of it failed (store.Result.Partial: a Redis Cluster key over its
+// limit on a live node, another key's node down) is refused, whatever
+// the policy, with the store's decisions — the zero Decision, undecided,
+// for the keys of the failed part — and Result.Partial; FailOpen would
+// admit what a live key refused. The failure is counted by the breakers
+// (against the partitions the store names) and seen by Hooks.Call as any
+// other; Hooks.Fallback is not called.
+//
 // Bound of FailLocal: with N instances each enforcing max(1, ⌊L ÷ N⌋), the
 // instances together admit at most N·max(1, ⌊L ÷ N⌋) per window during an
 // outage — at most L when L ≥ N, and N otherwise. The local state starts

@@ -584,6 +584,11 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	j := s.getJob(runTake, reqs)
 	defer putJob(j)
 	o, err := s.call(ctx, "take", j)
+	if err != nil && o != callers && !j.abandoned && j.res.Partial {
+		// The store answered (j is no longer its goroutine's): refused
+		// although part of it failed.
+		return s.partialTake(reqs, out, j, cached), nil
+	}
 	switch o {
 	case ok:
 		copy(out, j.out)
@@ -623,6 +628,29 @@ func (s *Store) contendedTake(reqs []store.Request, out []algo.Decision) store.R
 		out[i] = algo.Decision{Limit: reqs[i].Limit.Capacity(), RetryAfter: ContentionRetryAfter, ResetAfter: ContentionRetryAfter}
 	}
 	return store.Result{Allowed: false, At: s.nowUS()}
+}
+
+// partialTake answers a Take the store refused while part of it failed
+// (store.Result.Partial: a key over its limit on a live node, another's
+// node down): refused, whatever the failure policy, with the store's
+// decisions (the zero Decision for the requests it did not decide) and
+// Result.Partial, not Fallback: the store decided. The breakers counted
+// the failure as any other (against the partitions the store named) and
+// Hooks.Call saw it; Hooks.Fallback is not called. The refusals the
+// store decided go to the over-limit cache, as any. A policy answering
+// for it would admit, failing open, what a live key refused.
+func (s *Store) partialTake(reqs []store.Request, out []algo.Decision, j *job, cached bool) store.Result {
+	copy(out, j.out)
+	if cached {
+		s.forgetAdmitted(reqs, out)
+	}
+	if s.cache != nil {
+		now := s.nowUS()
+		for i := range reqs {
+			s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i])
+		}
+	}
+	return store.Result{At: j.res.At, Partial: true}
 }
 
 // fromCache answers a Take from the over-limit cache when it holds a
