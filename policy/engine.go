@@ -334,6 +334,10 @@ func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitO
 // for their statuses, leave those limits out of the statuses (Status.Limits)
 // and the decision stands: a dry run never fails a request, and a refusal
 // never turns into an error that a caller admitting on errors would pass.
+// So does a Take the store refused although part of it failed
+// (store.Result.Partial: a key over its limit on a live Redis Cluster
+// node, another's node down): the request is refused whatever the store's
+// failure policy, the limits of the failed part left out of the statuses.
 func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 	return e.decide(ctx, req, true, nil)
 }
@@ -1156,7 +1160,9 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 
 // takeEnforced takes the enforcing items all or nothing, borrowing when
 // the only refusals are rates with a ceil, and reports whether the store
-// admitted the request (store.Result.Allowed). A refusal is the store's
+// admitted the request (store.Result.Allowed). A refusal that stands
+// although part of the store failed (store.Result.Partial) is a refusal:
+// the items it did not decide stay undecided. A refusal is the store's
 // whole answer: its per-request decisions say what each request alone
 // would get, and every one of them may pass when the requests together
 // do not (two on one key, or another Take's units in flight), so the
@@ -1188,11 +1194,17 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 		}
 		out = growDecisions(out, len(reqs))
 		res, err := e.st.Take(ctx, reqs, out)
-		if err != nil {
+		if err != nil && !res.Partial {
 			return false, err
 		}
+		// A Partial refusal stands, its error or not (store/resilient
+		// answers it without one): the requests whose part of the store
+		// failed are not decided, and left out of the statuses.
 		resp.StoreFallback = resp.StoreFallback || res.Fallback
 		for j, i := range idx {
+			if res.Partial && out[j] == (algo.Decision{}) {
+				continue
+			}
 			if i >= 0 {
 				p.items[i].dec, p.items[i].decided = out[j], true
 			} else {
@@ -1206,7 +1218,7 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 		// Borrow when every refusal is the rate of a rule with a ceil.
 		retry := false
 		for j, i := range idx {
-			if out[j].Allowed {
+			if out[j].Allowed || res.Partial && out[j] == (algo.Decision{}) {
 				continue
 			}
 			if i < 0 || !p.items[i].borrow {
