@@ -364,9 +364,13 @@ func trimOWS(s string) string {
 
 // Collapse returns the network of the given length around a: v4bits for an
 // IPv4 address, v6bits for IPv6. An IPv6 client usually owns a whole /64, so
-// limiting each address alone lets it rotate through 2^64 keys. It returns
-// the zero Prefix for an invalid a or an out-of-range length.
+// limiting each address alone lets it rotate through 2^64 keys. An
+// IPv4-mapped IPv6 address counts as the IPv4 address it maps (its /64
+// would be ::/64, one network for every IPv4 client), and a zone is
+// dropped. It returns the zero Prefix for an invalid a or an out-of-range
+// length.
 func Collapse(a netip.Addr, v4bits, v6bits int) netip.Prefix {
+	a = a.Unmap()
 	bits := v6bits
 	if a.Is4() {
 		bits = v4bits

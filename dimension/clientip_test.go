@@ -147,6 +147,11 @@ func TestCollapse(t *testing.T) {
 		{"2001:db8:1:2:3:4:5:6", 32, 128, "2001:db8:1:2:3:4:5:6/128"},
 		{"2001:db8::1", 32, 129, "invalid Prefix"},
 		{"203.0.113.7", 33, 64, "invalid Prefix"},
+		// A mapped address is its IPv4 address (not ::/64, which every
+		// mapped address shares); a zone is dropped.
+		{"::ffff:203.0.113.7", 24, 64, "203.0.113.0/24"},
+		{"::ffff:203.0.113.7", 32, 64, "203.0.113.7/32"},
+		{"fe80::1:2:3:4%eth0", 32, 64, "fe80::/64"},
 	} {
 		if got := Collapse(netip.MustParseAddr(tc.addr), tc.v4, tc.v6).String(); got != tc.want {
 			t.Errorf("Collapse(%s, %d, %d) = %s, want %s", tc.addr, tc.v4, tc.v6, got, tc.want)
