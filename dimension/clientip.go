@@ -122,8 +122,16 @@ func (p Proxies) TrustsEveryPeer() bool {
 	return false
 }
 
+// trusted reports whether a (unmapped, without zone) is inside a trusted
+// network. A prefix of IPv4-mapped IPv6 addresses is read as the IPv4
+// network it maps, as Trusted's doc says and as a Spec's trusted_proxies
+// are when compiled: netip.Prefix.Contains never matches an IPv4 address
+// against an IPv6 prefix.
 func (p Proxies) trusted(a netip.Addr) bool {
 	for _, pfx := range p.Trusted {
+		if a.Is4() && pfx.Addr().Is4In6() {
+			pfx = normPrefix(pfx)
+		}
 		if pfx.Contains(a) {
 			return true
 		}

@@ -282,3 +282,22 @@ func FuzzTrimOWS(f *testing.F) {
 		}
 	})
 }
+
+// TestClientIPMappedTrustedPrefix: a Proxies built in code, not compiled
+// from a Spec, holds its prefixes as given; one of IPv4-mapped addresses
+// matches the IPv4 peers it maps, as Proxies.Trusted's doc says, and no
+// IPv4 peer outside it.
+func TestClientIPMappedTrustedPrefix(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")} // 10.0.0.0/8
+	for _, tc := range []struct{ remote, xff, want string }{
+		{"10.1.2.3:5555", "203.0.113.7", "203.0.113.7"},
+		{"[::ffff:10.1.2.3]:5555", "203.0.113.7", "203.0.113.7"},
+		{"10.1.2.3:5555", "203.0.113.7, 10.9.9.9", "203.0.113.7"},
+		{"11.1.2.3:5555", "203.0.113.7", "11.1.2.3"},
+	} {
+		r := &http.Request{RemoteAddr: tc.remote, Header: xff(tc.xff)}
+		if got := ClientIP(r, trusted).String(); got != tc.want {
+			t.Errorf("ClientIP(peer %s, X-Forwarded-For %q, trusted ::ffff:10.0.0.0/104) = %s, want %s", tc.remote, tc.xff, got, tc.want)
+		}
+	}
+}
