@@ -36,7 +36,9 @@
 // window's quota at a time rather than a unit at a time. A retry
 // hint of Never (the same value as algo.Never: the cost can never be
 // admitted) gives ErrNever. A TryFunc error is returned to the waiter that
-// called it as is; the next waiter then tries on its own.
+// called it as is; the next waiter then tries on its own. A TryFunc that
+// panics takes its waiter out of the queue (counted failed) and wakes the
+// next before the panic goes on up the waiter's goroutine.
 //
 // # Concurrency and clock
 //

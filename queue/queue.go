@@ -402,7 +402,7 @@ func (q *Queue) WaitProjected(ctx context.Context, priority int, project Project
 		if fired && began.After(due) {
 			began = due // the timer's lateness is part of the hand-off
 		}
-		ok, after, err := q.try(ctx)
+		ok, after, err := q.tryFor(ctx, w)
 
 		q.mu.Lock()
 		q.trying = false
@@ -450,6 +450,31 @@ func (q *Queue) WaitProjected(ctx context.Context, priority int, project Project
 		q.mu.Unlock()
 		retry.reset(after)
 	}
+}
+
+// tryFor calls the TryFunc for w, the head, with q.trying set. Should the
+// TryFunc panic (or call runtime.Goexit), w leaves the queue, counted
+// failed, and the next waiter is woken to try before the panic goes on: a
+// try that never returned would hold q.trying, and w its place, for the
+// rest of the queue's life, and net/http recovers a handler's panic, so
+// the queue outlives it.
+func (q *Queue) tryFor(ctx context.Context, w *waiter) (ok bool, after time.Duration, err error) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.trying = false
+		if w.index >= 0 { // else pushed out or closed, and counted then
+			q.stats.Failed++
+		}
+		q.removeLocked(w)
+	}()
+	ok, after, err = q.try(ctx)
+	returned = true
+	return ok, after, err
 }
 
 // project is WaitFrom's projection, the soonest a newcomer could be

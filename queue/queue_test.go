@@ -397,6 +397,42 @@ func TestNeverAndTryError(t *testing.T) {
 	})
 }
 
+// TestTryPanicFreesTheQueue: a TryFunc that panics (a bug in the store
+// code, recovered by net/http for its handler) takes its waiter out of the
+// queue and lets the next one try, and the panic reaches the caller as is.
+// Before, the panic left the queue marked as trying: nobody tried again,
+// and every later waiter waited out its TTL.
+func TestTryPanicFreesTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int64
+		try := func(context.Context) (bool, time.Duration, error) {
+			if calls.Add(1) == 1 {
+				panic("store bug")
+			}
+			return true, 0, nil
+		}
+		q := mustNew(t, try, WithTTL(time.Second))
+		func() {
+			defer func() {
+				if r := recover(); r != "store bug" {
+					t.Errorf("first Wait panicked with %v, want the TryFunc's \"store bug\"", r)
+				}
+			}()
+			_ = q.Wait(t.Context(), 0)
+		}()
+		if n := q.Len(); n != 0 {
+			t.Errorf("Len() after the panic = %d, want 0", n)
+		}
+		start := time.Now()
+		if err := q.Wait(t.Context(), 0); err != nil || time.Since(start) != 0 {
+			t.Errorf("Wait after a panicking try = %v after %v, want nil at once", err, time.Since(start))
+		}
+		if s := q.Stats(); s != (Stats{Admitted: 1, Failed: 1}) {
+			t.Errorf("Stats() = %+v, want 1 admitted and 1 failed", s)
+		}
+	})
+}
+
 func TestContextDeadlineBeforeRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		try := func(context.Context) (bool, time.Duration, error) { return false, time.Minute, nil }
