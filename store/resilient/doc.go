@@ -110,7 +110,11 @@
 // into 64 ranges of 256 hash slots, memcached by server (see their
 // Partitions methods). A call over keys of several partitions (a Take of a
 // hierarchy) goes to the store only when every one of their breakers lets
-// it, and is answered by the policy otherwise. Its success counts for
+// it, and is answered by the policy otherwise; but a Take's keys whose
+// breakers are closed are first looked at (a Peek; not under FailClosed,
+// which refuses anyway), and one the store refuses refuses the take, as
+// when the store refuses it while part of it fails (Result.Partial and
+// Fallback, the other keys undecided). Its success counts for
 // each of them. Its failure counts against the partitions the store names
 // as failed (a *store.PartitionError, which store/redis and
 // store/memcached return when they can tell: the nodes whose part, or

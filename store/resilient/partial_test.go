@@ -86,36 +86,8 @@ func nodeOf(t *testing.T, s *redis.Store, key string) string {
 // the dead node's error, and the dead node's breaker counts it (opens,
 // at a threshold of 1) while the live ones stay closed.
 func TestPartialRefusalStandsWhateverThePolicy(t *testing.T) {
-	f := new(deadNodes)
-	inner, err := redis.Open("redis-cluster://"+strings.Join(testserver.RedisCluster(t), ","), redis.WithClientOption(f.option), redis.WithTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inner.Close() })
-	spent := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: 24 * time.Hour})
-	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: 24 * time.Hour})
-	prefix := "partial:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	dead := prefix + "dead"
-	deadAddr := nodeOf(t, inner, dead)
-	pd := inner.Partition(dead)
-	var keys []string // refusing, live: on live nodes, in partitions of their own
-	for i := 0; len(keys) < 2; i++ {
-		if i > 100_000 {
-			t.Fatal("no keys of live nodes found")
-		}
-		k := prefix + strconv.Itoa(i)
-		if p := inner.Partition(k); p != pd && nodeOf(t, inner, k) != deadAddr &&
-			!slices.ContainsFunc(keys, func(o string) bool { return inner.Partition(o) == p }) {
-			keys = append(keys, k)
-		}
-	}
-	refusing, live := keys[0], keys[1]
-	if res, err := inner.Take(t.Context(), []store.Request{{Key: refusing, Limit: spent, Cost: 1}}, make([]algo.Decision, 1)); err != nil || !res.Allowed {
-		t.Fatalf("spend %s: %+v, %v", refusing, res, err)
-	}
-	f.down.Store(deadAddr, true)
-	defer f.down.Delete(deadAddr)
-
+	c := newPartialCluster(t)
+	inner, refusing, live, dead, pd, spent, l := c.inner, c.refusing, c.live, c.dead, c.pd, c.spent, c.l
 	R := store.Request{Key: refusing, Limit: spent, Cost: 1}
 	L := store.Request{Key: live, Limit: l, Cost: 1}
 	D := store.Request{Key: dead, Limit: l, Cost: 1}
@@ -188,5 +160,87 @@ func TestPartialRefusalStandsWhateverThePolicy(t *testing.T) {
 	peek := make([]algo.Decision, 2)
 	if err := inner.Peek(t.Context(), []store.Request{{Key: live, Limit: l}, {Key: refusing, Limit: spent}}, peek); err != nil || peek[0].Remaining != 100 || peek[1].Remaining != 0 {
 		t.Fatalf("Peek(live, refusing) = %+v, %v: want nothing charged (100 and 0 left)", peek, err)
+	}
+}
+
+// partialCluster is a Redis store on the shared Cluster whose connections
+// to one master are refused (dead), a key of it, a key over its limit
+// (spent: limit 1, taken) and a live key (limit 100) on live masters, in
+// partitions of their own.
+type partialCluster struct {
+	inner                *redis.Store
+	refusing, live, dead string
+	pd                   int // the dead key's partition
+	spent, l             *algo.Limit
+}
+
+func newPartialCluster(t *testing.T) *partialCluster {
+	t.Helper()
+	f := new(deadNodes)
+	inner, err := redis.Open("redis-cluster://"+strings.Join(testserver.RedisCluster(t), ","), redis.WithClientOption(f.option), redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	c := &partialCluster{inner: inner,
+		spent: compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: 24 * time.Hour}),
+		l:     compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: 24 * time.Hour})}
+	prefix := "partial:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	c.dead = prefix + "dead"
+	deadAddr := nodeOf(t, inner, c.dead)
+	c.pd = inner.Partition(c.dead)
+	var keys []string
+	for i := 0; len(keys) < 2; i++ {
+		if i > 100_000 {
+			t.Fatal("no keys of live nodes found")
+		}
+		k := prefix + strconv.Itoa(i)
+		if p := inner.Partition(k); p != c.pd && nodeOf(t, inner, k) != deadAddr &&
+			!slices.ContainsFunc(keys, func(o string) bool { return inner.Partition(o) == p }) {
+			keys = append(keys, k)
+		}
+	}
+	c.refusing, c.live = keys[0], keys[1]
+	if res, err := inner.Take(t.Context(), []store.Request{{Key: c.refusing, Limit: c.spent, Cost: 1}}, make([]algo.Decision, 1)); err != nil || !res.Allowed {
+		t.Fatalf("spend %s: %+v, %v", c.refusing, res, err)
+	}
+	f.down.Store(deadAddr, true)
+	t.Cleanup(func() { f.down.Delete(deadAddr) })
+	return c
+}
+
+// TestOpenBreakerLiveRefusalStands: while the dead node's breaker is open
+// (and the over-limit cache holds nothing), a Take over a key a live node
+// refuses and a key of the dead node is refused, under FailOpen, by a
+// Peek of the live keys (Partial, Fallback: the breaker kept the take from
+// the store), the dead key undecided; a take whose live keys all pass is
+// answered by the policy (admitted) as before. Before, FailOpen admitted
+// both.
+func TestOpenBreakerLiveRefusalStands(t *testing.T) {
+	c := newPartialCluster(t)
+	s, err := resilient.New(c.inner, resilient.WithPolicy(resilient.FailOpen), resilient.WithTimeout(2*time.Second),
+		resilient.WithBreaker(1, time.Minute), resilient.WithOverLimitCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	R := store.Request{Key: c.refusing, Limit: c.spent, Cost: 1}
+	L := store.Request{Key: c.live, Limit: c.l, Cost: 1}
+	D := store.Request{Key: c.dead, Limit: c.l, Cost: 1}
+	if res, err := s.Take(t.Context(), []store.Request{L, D}, make([]algo.Decision, 2)); err != nil || !res.Allowed || !res.Fallback {
+		t.Fatalf("Take(live, dead): %+v, %v; want the policy's admission", res, err)
+	}
+	if st := s.Breakers()[c.pd]; st != resilient.Open {
+		t.Fatalf("the dead node's breaker is %v, want open", st)
+	}
+	out := make([]algo.Decision, 3)
+	res, err := s.Take(t.Context(), []store.Request{L, R, D}, out)
+	if err != nil || res.Allowed || !res.Partial {
+		t.Fatalf("Take(live, refusing, dead), the dead node's breaker open: %+v, %v; want refused, Partial", res, err)
+	}
+	if !out[0].Allowed || out[0].Remaining != 100 || out[1].Allowed || out[1].Limit != 1 || out[1].RetryAfter <= 0 || out[2] != (algo.Decision{}) {
+		t.Errorf("decisions %+v; want the live key's 100 left, the refusing key's refusal, the dead key's zero Decision", out)
+	}
+	if res, err := s.Take(t.Context(), []store.Request{L, D}, make([]algo.Decision, 2)); err != nil || !res.Allowed || !res.Fallback || res.Partial {
+		t.Errorf("Take(live, dead), the breaker open: %+v, %v; want the policy's admission", res, err)
 	}
 }

@@ -760,6 +760,9 @@ func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, 
 			return store.Result{Allowed: false, At: now, Fallback: true}, err
 		}
 	}
+	if s.cfg.policy != FailClosed && s.liveRefusal(ctx, j, reqs, out, cause) {
+		return store.Result{Allowed: false, At: now, Fallback: true, Partial: true}, nil
+	}
 	switch s.cfg.policy {
 	case FailUnavailable:
 		return store.Result{}, unavailable(cause)
@@ -790,6 +793,53 @@ func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, 
 	res, err := local.Take(ctx, s.divide(reqs), out)
 	res.Fallback = true
 	return res, err
+}
+
+// liveRefusal answers a Take over several partitions that an open breaker
+// kept from the store (cause wraps ErrCircuitOpen) when the store refuses
+// one of its requests on a partition whose breaker is closed: a Peek of
+// those requests alone, and a refusal among them refuses the take, as the
+// store refuses it when it is asked while part of it fails
+// (store.Result.Partial). It fills out with the peeked decisions, nothing
+// charged, and the zero Decision (undecided) for the others, and reports
+// whether it refused; otherwise (a peek that fails or refuses nothing, no
+// closed breaker) the policy answers, as before. FailOpen would otherwise
+// admit, while a dead node's breaker is open and the over-limit cache
+// holds no refusal of the key, every request a live key refuses beside a
+// key of the dead node.
+func (s *Store) liveRefusal(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, cause error) bool {
+	d := j.dom
+	if len(j.parts) < 2 || d.part == nil || !errors.Is(cause, ErrCircuitOpen) {
+		return false
+	}
+	var live []store.Request
+	var idx []int
+	for i := range reqs {
+		if d.brs[d.partition(reqs[i].Key)].get() == Closed {
+			live = append(live, reqs[i])
+			idx = append(idx, i)
+		}
+	}
+	if len(live) == 0 || len(live) == len(reqs) {
+		return false
+	}
+	pj := s.getJob(runPeek, live)
+	defer putJob(pj)
+	if o, _ := s.call(ctx, "peek", pj); o != ok {
+		return false
+	}
+	refused := false
+	for k := range live {
+		refused = refused || !pj.out[k].Allowed
+	}
+	if !refused {
+		return false
+	}
+	clear(out)
+	for k, i := range idx {
+		out[i] = store.Unwind(pj.out[k], live[k].Cost)
+	}
+	return true
 }
 
 // Peek reports the store's state without charging; when the store cannot
