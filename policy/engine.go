@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/causelog"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
 )
@@ -44,6 +46,7 @@ type options struct {
 	prefix string
 	shadow bool
 	clock  func() time.Time
+	log    *slog.Logger
 }
 
 // WithKeyPrefix sets the prefix of every store key (default
@@ -64,6 +67,23 @@ func WithShadowMode(on bool) Option { return func(o *options) { o.shadow = on } 
 // whose end is the key's stored reset, or with nothing stored yet the one
 // holding this clock's time. Decisions themselves use the store's clock.
 func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
+
+// WithLogger sets where the Engine reports a shadow rule's count that the
+// store failed for a reason that is no outage (a Redis user whose ACL does
+// not cover the rule's keys: NOPERM; a state over memcached's item size):
+// WARN, once per rule and cause per ShadowLogInterval, the next line
+// saying how many were left out. The request is decided without that
+// count all the same (a dry run never fails a request), so without the
+// line the rule would report nothing, for good, unseen. An outage
+// (store.ErrUnavailable), which the store's failure policy and its log
+// tell of, and a request the caller ended are not reported. Default:
+// nothing is logged.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// ShadowLogInterval is how often the Engine's logger (WithLogger) repeats
+// a line about a shadow rule's count failing on the store for the same
+// rule and cause.
+const ShadowLogInterval = time.Minute
 
 // Engine decides requests against a Config through a store.Store. It is safe
 // for concurrent use. The configuration, runtime overrides and adaptive
@@ -90,6 +110,9 @@ type Engine struct {
 
 	adaptiveSet atomic.Pointer[adaptiveSet]
 	queues      queues
+
+	shadowMu  sync.Mutex // guards shadowLog
+	shadowLog causelog.Limiter
 }
 
 // snapshot is what one decision reads: the config and every rule's
@@ -111,6 +134,7 @@ type snapshot struct {
 //   - WithKeyPrefix(DefaultKeyPrefix) ("fg:")
 //   - WithShadowMode(false)
 //   - WithClock(time.Now)
+//   - WithLogger(nil): nothing logged
 //
 // The Engine does not own st: closing it is the caller's business.
 func NewEngine(cfg *Config, st store.Store, opts ...Option) (*Engine, error) {
@@ -127,7 +151,8 @@ func NewEngine(cfg *Config, st store.Store, opts ...Option) (*Engine, error) {
 	if cfg == nil {
 		cfg = &Config{domains: map[string]*Domain{}}
 	}
-	e := &Engine{st: st, o: o, overrides: map[ruleRef]Override{}, scales: map[ruleRef]RateScale{}}
+	e := &Engine{st: st, o: o, overrides: map[ruleRef]Override{}, scales: map[ruleRef]RateScale{},
+		shadowLog: causelog.Limiter{Interval: ShadowLogInterval, Max: maxShadowCauses}}
 	_, e.aliasKeys = st.(*memory.Store)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -329,7 +354,8 @@ func (e *Engine) requestRule(snap *snapshot, dom *Domain, base *Rule, lo *LimitO
 // middleware.New does and the server's /v1 API does per request (404).
 //
 // A store error fails the decision (nothing charged) only on the calls
-// that decide it. A shadow rule's count that the store fails, and the look
+// that decide it. A shadow rule's count that the store fails (reported on
+// WithLogger's logger unless it is an outage), and the look
 // at the other keys that a refusal (a deny rule's, or the store's) takes
 // for their statuses, leave those limits out of the statuses (Status.Limits)
 // and the decision stands: a dry run never fails a request, and a refusal
@@ -1147,6 +1173,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
 		res, err := e.st.Take(ctx, reqs, out)
 		if err != nil {
+			e.shadowFailed(ctx, p.dom.Name, it.rule, err)
 			continue
 		}
 		resp.StoreFallback = resp.StoreFallback || res.Fallback
@@ -1156,6 +1183,33 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		}
 	}
 	return nil
+}
+
+// maxShadowCauses bounds the (rule, cause) pairs the shadow log
+// remembers; beyond it, those reported longest ago are forgotten first.
+const maxShadowCauses = 64
+
+// shadowFailed reports on the Engine's logger (WithLogger) that the store
+// failed the count of rule r, a shadow rule of domain, with err, unless
+// err is an outage (store.ErrUnavailable, store.ErrClosed, a deadline) or
+// the caller ended the request, or a line of the same rule and cause was
+// logged within ShadowLogInterval. The error's quoted parts (the key,
+// which holds descriptor values: a client's address, an API key) are
+// blanked.
+func (e *Engine) shadowFailed(ctx context.Context, domain string, r *Rule, err error) {
+	if e.o.log == nil || ctx.Err() != nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrClosed) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return
+	}
+	text := store.BlankQuoted(err.Error())
+	e.shadowMu.Lock()
+	ok, skipped := e.shadowLog.Pass(domain+"\x00"+r.Name+"\x00"+text, e.o.clock())
+	e.shadowMu.Unlock()
+	if !ok {
+		return
+	}
+	e.o.log.LogAttrs(ctx, slog.LevelWarn, "shadow rule's count failed on the store; the request was decided without it",
+		slog.String("domain", domain), slog.String("rule", r.Name), slog.String("err", text), slog.Int("left_out", skipped))
 }
 
 // takeEnforced takes the enforcing items all or nothing, borrowing when
