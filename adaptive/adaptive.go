@@ -35,9 +35,10 @@ type Config struct {
 	// at or below, e.g. 0.05; 0 disables the error signal; below 1.
 	ErrorRatio float64 `yaml:"error_ratio"`
 	// Decrease multiplies the factor on overload (default 0.7); in (0, 1).
+	// A step lowers the factor by at least 0.000001 (down to Min).
 	Decrease float64 `yaml:"decrease"`
 	// Increase is added to the factor after a healthy interval (default
-	// 0.05); positive.
+	// 0.05); positive. A step adds at least 0.000001 (up to Max).
 	Increase float64 `yaml:"increase"`
 	// Interval is how often the owner should call Step, e.g. the period
 	// of the ticker given to Run (default 1s; at least MinInterval).
@@ -214,7 +215,8 @@ func (c *Controller) Observe(latency time.Duration, failed bool) {
 
 // Step ends the current interval at now, judges its samples and moves the
 // factor: times Decrease (not below Min) on overload, plus Increase (not
-// above Max) when healthy, unchanged with fewer than MinSamples samples.
+// above Max) when healthy, by at least 0.000001 either way, unchanged with
+// fewer than MinSamples samples.
 func (c *Controller) Step(now time.Time) Change {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -261,7 +263,7 @@ func (c *Controller) Step(now time.Time) Change {
 
 	if latOver || errOver {
 		ch.Overloaded = true
-		ch.New = c.bound(old * c.cfg.Decrease)
+		ch.New = c.bound(min(old*c.cfg.Decrease, old-factorUnit))
 		ch.Reason = strings.Join(over, ", ")
 	} else {
 		var ok []string
@@ -271,7 +273,7 @@ func (c *Controller) Step(now time.Time) Change {
 		if c.cfg.ErrorRatio > 0 {
 			ok = append(ok, "error ratio "+fmtPct(ratio))
 		}
-		ch.New = c.bound(old + c.cfg.Increase)
+		ch.New = c.bound(old + max(c.cfg.Increase, factorUnit))
 		verb := "recovered: "
 		if ch.New == old {
 			verb = "healthy: "
@@ -374,6 +376,12 @@ func (h *histogram) quantile(q float64) time.Duration {
 	}
 	return est
 }
+
+// factorUnit is the least a step moves the factor (within [Min, Max]): the
+// sixth decimal that factors are rounded to, which would otherwise take
+// back an Increase, or a cut by Decrease, of less than half of it, and
+// leave the controller stuck where its signal says to move.
+const factorUnit = 1e-6
 
 func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 

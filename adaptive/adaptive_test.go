@@ -395,3 +395,42 @@ func TestSetFactor(t *testing.T) {
 		t.Errorf("overloaded step from 0.3: %s", ch)
 	}
 }
+
+// TestStepSmallerThanRounding: an Increase, or a Decrease's cut, smaller
+// than the six decimals factors are kept to still moves the factor by one
+// unit of the sixth decimal toward its signal, within [Min, Max]. Before,
+// the rounding took the step back: a controller with Increase 0.0000004
+// stayed at 0.5 for good, below its Max of 1, saying "healthy", and one
+// with Decrease 0.9999995 never went down from 0.5 under overload.
+func TestStepSmallerThanRounding(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		latency time.Duration
+		want    []float64 // the factor after each step
+		reason  string    // the first step's
+	}{
+		{"tiny increase", Config{Initial: 0.5, Increase: 0.0000004}, time.Millisecond, []float64{0.500001, 0.500002}, "recovered: p99 1ms"},
+		{"tiny increase at max", Config{Initial: 0.999999, Increase: 0.0000004}, time.Millisecond, []float64{1, 1}, "recovered: p99 1ms"},
+		{"decrease close to 1", Config{Initial: 0.5, Decrease: 0.9999995}, time.Second, []float64{0.499999, 0.499998}, "p99 latency 1s > 100ms threshold"},
+		{"decrease close to 1 at min", Config{Min: 0.1, Initial: 0.100001, Decrease: 0.9999995}, time.Second, []float64{0.1, 0.1}, "p99 latency 1s > 100ms threshold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.LatencyThreshold, tc.cfg.MinSamples = 100*time.Millisecond, 1
+			c, err := New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range tc.want {
+				c.Observe(tc.latency, false)
+				ch := c.Step(time.Unix(int64(i), 0))
+				if ch.New != want || c.Factor() != want {
+					t.Errorf("step %d: %s, want the factor %v", i, ch, want)
+				}
+				if i == 0 && ch.Reason != tc.reason {
+					t.Errorf("step 0: reason %q, want %q", ch.Reason, tc.reason)
+				}
+			}
+		})
+	}
+}

@@ -31,7 +31,9 @@
 // bucket, so it is exact when the samples in that bucket are equal and
 // within about 3% otherwise, and always on the same side of the threshold as
 // the decision. Factors are rounded to six decimals so that repeated steps
-// do not drift (0.7·0.7 is 0.49, not 0.48999999999999994).
+// do not drift (0.7·0.7 is 0.49, not 0.48999999999999994); a step moves
+// the factor by at least one unit of that sixth decimal, so that the
+// rounding never takes back an Increase or a cut smaller than it.
 //
 // # Concurrency and clock
 //
