@@ -99,7 +99,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var tf benchTLSFlags
 	var hf httpFlags
 	fs.StringVar(&c.Protocol, "p", loadgen.GRPC, "protocol: grpc (ShouldRateLimit), json (POST /json), v1 (POST /v1/decide), or http (plain requests to the URL of -addr, e.g. through floodgate serve --upstream)")
-	fs.StringVar(&c.Addr, "addr", "", "server address, host:port (default 127.0.0.1:8081 for grpc, 127.0.0.1:8080 for json, v1 and http); json and v1 also take an http:// or https:// URL, https:// implying -tls; http takes the URL to request, path and query included, {i} in it being the key index")
+	fs.StringVar(&c.Addr, "addr", "", "server address, host:port (default 127.0.0.1:8081 for grpc, 127.0.0.1:8080 for json, v1 and http); json and v1 also take the server's http:// or https:// URL, to which /json or /v1/decide is added (a URL ending in it is taken without it), https:// implying -tls; http takes the URL to request, path and query included, {i} in it being the key index")
 	fs.StringVar(&c.Domain, "domain", "api", "rate limit domain")
 	fs.Var(&descs, "D", "a descriptor as key=value,key2=value2; repeat for several; {i} in a value is the key index (default generic_key=default)")
 	fs.IntVar(&c.Keys, "keys", 1, "number of distinct values {i} takes, at least 1")
@@ -140,8 +140,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			c.Duration, safety = benchSafetyBound, true
 		}
 	}
+	addr, addrErr := endpointBase(c.Protocol, c.Addr)
+	c.Addr = addr
 	var err error
 	c.Descriptors, err = checkBench(c, descs)
+	err = errors.Join(addrErr, err)
 	err = errors.Join(err, hf.apply(&c, set))
 	err = errors.Join(err, checkKeys(c), checkProgress(progress, quiet, set), tf.check(c))
 	if err != nil {
@@ -329,6 +332,38 @@ func checkBench(c loadgen.Config, descs []string) ([][]loadgen.Entry, error) {
 	bad(c.Timeout <= 0, "-timeout", c.Timeout, "must be > 0")
 	bad(c.DownAfter < 0, "-down-after", c.DownAfter, "must be >= 0 (0: never stop early)")
 	return entries, errors.Join(errs...)
+}
+
+// endpointBase returns the -addr URL of -p json or v1 without the
+// endpoint's path when it ends in it: bench appends /json or /v1/decide to
+// the URL it is given, so -addr http://127.0.0.1:8080/json, the URL a user
+// has just posted to with curl, sent every request to /json/json (404). A
+// URL that ends in the other protocol's endpoint is an error; host:port,
+// a bare URL or one with another path (a prefix behind a proxy) is
+// returned as given.
+func endpointBase(protocol, addr string) (string, error) {
+	endpoints := map[string]string{loadgen.JSON: "/json", loadgen.V1: "/v1/decide"}
+	own, ok := endpoints[protocol]
+	if !ok || !strings.Contains(addr, "://") {
+		return addr, nil
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.RawQuery != "" || u.Fragment != "" {
+		return addr, nil
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	if base, found := strings.CutSuffix(path, own); found {
+		u.Path, u.RawPath = base, ""
+		return u.String(), nil
+	}
+	for p, other := range endpoints {
+		if p != protocol && strings.HasSuffix(path, other) {
+			u.Path, u.RawPath = strings.TrimSuffix(path, other), ""
+			return addr, fmt.Errorf("-addr %s: ends in %s, the endpoint of -p %s; -p %s posts to %s%s: give the server's URL without the path (%s), or -p %[3]s for that endpoint",
+				shown(addr), other, p, protocol, u.String(), own, u.String())
+		}
+	}
+	return addr, nil
 }
 
 // checkKeys refuses -keys over 1 when no value it would vary has {i}:
