@@ -16,7 +16,10 @@
 //
 // The order is by priority (higher first, first-in first-out within one
 // priority) or strictly first-in first-out (WithOrder(FIFO)), where the
-// priority argument is ignored.
+// priority argument is ignored. Priority is strict, without aging: a
+// waiter is served only when no waiter of a higher priority is queued, so
+// under a steady stream of higher priorities it waits until its TTL or
+// deadline ends the wait; the TTL is what bounds its starvation.
 //
 // # Bounds and errors
 //
