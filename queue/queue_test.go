@@ -177,22 +177,25 @@ func TestPriorityArrivalPreemptsHead(t *testing.T) {
 
 // TestPriorityStarvesUntilTTL pins the package doc's rule: priority is
 // strict, without aging. A low waiter behind a stream of higher arrivals
-// that each take the unit is never served and leaves at its TTL.
+// (one a second, each half a second before the next unit) is never
+// served, and leaves at 3s, when its next try (4s) would come after its
+// 3.5s TTL.
 func TestPriorityStarvesUntilTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := newRefill(time.Second)
 		q := mustNew(t, src.try, WithTTL(3500*time.Millisecond))
 		tl := newTimeline()
 		tl.wait(t.Context(), q, 0, 0)
+		time.Sleep(500 * time.Millisecond)
 		for id := 1; id <= 4; id++ {
-			tl.wait(t.Context(), q, id, 1) // arrives just as the last unit was taken
+			tl.wait(t.Context(), q, id, 1)
 			time.Sleep(time.Second)
 		}
 		checkTimeline(t, tl.done(), []admission{
 			{1, 1 * time.Second, nil},
 			{2, 2 * time.Second, nil},
+			{0, 3 * time.Second, ErrTimeout},
 			{3, 3 * time.Second, nil},
-			{0, 3500 * time.Millisecond, ErrTimeout},
 			{4, 4 * time.Second, nil},
 		})
 	})
