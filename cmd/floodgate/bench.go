@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,6 +210,11 @@ func benchExit(res *loadgen.Result, safety bool, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate bench: %d of %d requests failed (%.1f%%; errors in the report)\n", res.Errors, res.Requests, 100*float64(res.Errors)/float64(res.Requests))
 		if res.Admitted+res.Rejected == 0 && c.TLS != nil && certificateError(res.FirstErrors) {
 			fmt.Fprintln(stderr, "floodgate bench: no request answered: the server's certificate was not verified (see the errors above); -tls-ca FILE trusts a private CA, -tls-server-name NAME checks another name")
+		}
+		if res.Admitted+res.Rejected == 0 {
+			if hint := wrongAddrHint(c, res.FirstErrors); hint != "" {
+				fmt.Fprintln(stderr, "floodgate bench: no request answered: "+hint)
+			}
 		}
 		code = 1
 	}
@@ -456,6 +463,69 @@ func certificateError(msgs []string) bool {
 		}
 	}
 	return false
+}
+
+// wrongAddrHint says which mistake a run of c with no request answered,
+// whose first errors are msgs, made, or "": the address of another of
+// serve's listeners, or plaintext against a TLS one. The errors alone
+// ("error reading server preface: EOF", "malformed HTTP response
+// \x00\x00...") name neither, so the server is asked when they cannot
+// tell.
+func wrongAddrHint(c loadgen.Config, msgs []string) string {
+	has := func(s string) bool {
+		return slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, s) })
+	}
+	switch {
+	case c.Protocol == loadgen.GRPC && has("looked like an HTTP/1.1 header"):
+		return "an HTTP/1.1 server answered the gRPC calls: -p grpc takes serve's --grpc address (127.0.0.1:8081 by default); -p json or v1 take its --http address"
+	case c.Protocol == loadgen.GRPC && c.TLS == nil && speaksTLS(c.Addr):
+		return "the server speaks TLS (serve --tls-cert) and closed every plaintext connection: add -tls (with -tls-ca FILE for a private CA)"
+	case (c.Protocol == loadgen.JSON || c.Protocol == loadgen.V1) && c.TLS == nil && sendsHTTP2Settings(c.Addr):
+		return "the server does not speak HTTP/1.1 (it opens with HTTP/2 frames, as serve's --grpc address does): -p " + c.Protocol +
+			" takes serve's --http address (127.0.0.1:8080 by default); -p grpc takes its --grpc address"
+	}
+	return ""
+}
+
+// speaksTLS reports whether the server at addr (host:port) completes a
+// TLS handshake, or fails it only on its certificate. A gRPC client in
+// plaintext sees the server close the connection ("error reading server
+// preface: EOF", or a reset, by timing), which names no cause.
+func speaksTLS(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{ServerName: host, NextProtos: []string{"h2"}}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	_, unverified := errors.AsType[*tls.CertificateVerificationError](err)
+	return unverified
+}
+
+// sendsHTTP2Settings reports whether the server at addr (host:port, or an
+// http:// URL) opens a connection with an HTTP/2 SETTINGS frame before the
+// client says anything, as a gRPC server does. An HTTP/1.1 client's errors
+// against one depend on timing ("malformed HTTP response \x00\x00...", or
+// the connection reset before that was read), so it is asked directly.
+func sendsHTTP2Settings(addr string) bool {
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		addr = u.Host
+	}
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	var frame [9]byte // a frame header: length (3 bytes), type, flags, stream (4)
+	_, err = io.ReadFull(conn, frame[:])
+	return err == nil && frame[3] == 0x4 && frame[5]|frame[6]|frame[7]|frame[8] == 0
 }
 
 // shown is a flag value as an error shows it: quoted when it is empty or

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,5 +61,53 @@ func TestBenchAddrWithEndpoint(t *testing.T) {
 		if code != 2 || out != "" || errb != c.want {
 			t.Errorf("-p %s -addr %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.p, c.addr, code, out, errb, c.want)
 		}
+	}
+}
+
+// A run against another of serve's listeners, or in plaintext against a
+// TLS one, failed every request with the transport's words alone ("error
+// reading server preface: EOF", "malformed HTTP response \x00\x00...", or
+// a reset, by timing): bench now says which mistake it was.
+func TestBenchWrongListenerHint(t *testing.T) {
+	dir, _ := writeConfig(t, benchLimitConfig)
+	out, errb, stop := startServe(t, "--config", dir, "--reload-interval", "0")
+	httpAddr, grpcAddr, adminAddr := serveAddrs(t, out.String())
+	ca := newTestCA(t, "test CA")
+	cert, key, _ := tlsFilesFor(t, ca)
+	tlsOut, tlsErrb, tlsStop := startServe(t, "--config", dir, "--reload-interval", "0", "--tls-cert", cert, "--tls-key", key)
+	_, tlsGRPCAddr, _ := serveAddrs(t, tlsOut.String())
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("serve: exit %d after cancel: %s", code, errb.String())
+		}
+		if code := tlsStop(); code != 0 {
+			t.Errorf("serve --tls-cert: exit %d after cancel: %s", code, tlsErrb.String())
+		}
+	}()
+	const (
+		toHTTP = "floodgate bench: no request answered: an HTTP/1.1 server answered the gRPC calls: -p grpc takes serve's --grpc address (127.0.0.1:8081 by default); -p json or v1 take its --http address\n"
+		toGRPC = "floodgate bench: no request answered: the server does not speak HTTP/1.1 (it opens with HTTP/2 frames, as serve's --grpc address does): -p %s takes serve's --http address (127.0.0.1:8080 by default); -p grpc takes its --grpc address\n"
+		toTLS  = "floodgate bench: no request answered: the server speaks TLS (serve --tls-cert) and closed every plaintext connection: add -tls (with -tls-ca FILE for a private CA)\n"
+	)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-p", "grpc", "-addr", httpAddr}, toHTTP},
+		{[]string{"-p", "grpc", "-addr", adminAddr}, toHTTP},
+		{[]string{"-p", "json", "-addr", grpcAddr}, fmt.Sprintf(toGRPC, "json")},
+		{[]string{"-p", "v1", "-addr", grpcAddr}, fmt.Sprintf(toGRPC, "v1")},
+		{[]string{"-p", "grpc", "-addr", tlsGRPCAddr}, toTLS},
+	} {
+		args := append([]string{"-q", "-n", "3", "-c", "1", "-domain", "bench", "-D", "k=x"}, c.args...)
+		code, stdout, stderr := benchRun(context.Background(), args...)
+		if code != 1 || !strings.Contains(stdout, "errors      3 (100.0%)") || !strings.HasSuffix(stderr, c.want) {
+			t.Errorf("bench %v: exit %d, stdout %s, stderr %q; want exit 1, 3 errors and the hint %q", args, code, stdout, stderr, c.want)
+		}
+	}
+	// Right address, right protocol: no hint.
+	code, stdout, stderr := benchRun(context.Background(), "-q", "-n", "3", "-c", "1", "-domain", "bench", "-D", "k=y", "-p", "grpc", "-addr", grpcAddr)
+	if code != 0 || !strings.Contains(stdout, "admitted    3 (100.0%)") || stderr != "" {
+		t.Errorf("bench -p grpc -addr %s: exit %d, stdout %s, stderr %q; want exit 0, 3 admitted, nothing on stderr", grpcAddr, code, stdout, stderr)
 	}
 }
