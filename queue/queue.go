@@ -328,6 +328,11 @@ func (q *Queue) WaitProjected(ctx context.Context, priority int, project Project
 		// As for a head whose retry hint reaches its deadline: served at
 		// the deadline is too late.
 		if proj := project(q.aheadLocked(priority)); proj >= w.deadline.Sub(start) {
+			// A refusal is a try that does not happen: the measured
+			// hand-off fades as for one, or a stall measured once
+			// would refuse every later arrival, and no try would
+			// ever measure the store again.
+			q.slack -= q.slack / 8
 			q.stats.TimedOut++
 			q.mu.Unlock()
 			return &TimeoutError{Deadline: w.deadline, RetryAfter: proj}
@@ -509,9 +514,9 @@ func (q *Queue) Observe(d time.Duration) {
 // observeLocked records how long a try took, from the instant it was due
 // (its retry timer's, so that the timer's lateness counts) to its answer:
 // the hand-off projectLocked allows is the longer of WithHandoff and the
-// longest recent one, which fades by an eighth per try so that one stall
-// does not make the queue refuse waiters for the rest of its life. q.mu is
-// held.
+// longest recent one, which fades by an eighth per try, and per arrival
+// WaitProjected refuses, so that one stall does not make the queue refuse
+// waiters for the rest of its life. q.mu is held.
 func (q *Queue) observeLocked(d time.Duration) {
 	q.slack = max(d, q.slack-q.slack/8)
 }

@@ -824,6 +824,39 @@ func TestWaitFromMeasuresHandoffs(t *testing.T) {
 	})
 }
 
+// TestWaitFromStallFades: one stalled try (10s) does not make WaitFrom
+// refuse every later arrival. The measured hand-off fades by an eighth per
+// refusal on arrival, as per try: with a 5s TTL the arrivals, a minute
+// apart on an idle queue, are refused while it stays at 5s or more (10s,
+// 8.75s, 7.66s, 6.70s, 5.86s, 5.13s: six of them) and the seventh is
+// admitted. Before, nobody was let in to try again, so the 10s stood and
+// every arrival was refused, however long after.
+func TestWaitFromStallFades(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		try := func(context.Context) (bool, time.Duration, error) {
+			if calls++; calls == 1 {
+				time.Sleep(10 * time.Second) // a stalled store call
+			}
+			return true, 0, nil
+		}
+		q := mustNew(t, try, WithTTL(5*time.Second))
+		if err := q.WaitFrom(t.Context(), 0, time.Millisecond, time.Millisecond); err != nil {
+			t.Fatalf("first WaitFrom = %v, want nil", err)
+		}
+		for i := 1; i <= 7; i++ {
+			time.Sleep(time.Minute)
+			err := q.WaitFrom(t.Context(), 0, time.Millisecond, time.Millisecond)
+			if i < 7 && !errors.Is(err, ErrTimeout) || i == 7 && err != nil {
+				t.Errorf("arrival %d a minute apart after the stall: WaitFrom = %v, want %s", i, err, map[bool]string{true: "refused", false: "admitted"}[i < 7])
+			}
+		}
+		if s := q.Stats(); s.Admitted != 2 || s.TimedOut != 6 || calls != 2 {
+			t.Errorf("Stats() = %+v after %d tries, want 2 admitted, 6 refused, 2 tries", s, calls)
+		}
+	})
+}
+
 // TestAhead: the waiters an arrival would be served after — of at least
 // its priority, all of them under FIFO — the latest of their deadlines
 // (zero once one has none) and the hand-off allowed each.
