@@ -127,11 +127,14 @@ type Stats struct {
 	// waiters pushed out by a higher priority (ErrFull).
 	Rejected uint64
 	// TimedOut counts waits ended by their TTL or deadline (ErrTimeout,
-	// or the context's DeadlineExceeded).
+	// or the context's DeadlineExceeded, also when the TryFunc returned
+	// it).
 	TimedOut uint64
-	// Canceled counts waits ended by their context's cancellation.
+	// Canceled counts waits ended by their context's cancellation, also
+	// when the TryFunc returned it.
 	Canceled uint64
-	// Failed counts waits ended by a TryFunc error or ErrNever.
+	// Failed counts waits ended by another TryFunc error, a TryFunc
+	// panic or ErrNever.
 	Failed uint64
 }
 
@@ -429,7 +432,17 @@ func (q *Queue) WaitProjected(ctx context.Context, priority int, project Project
 			q.mu.Unlock()
 			return w.err
 		case err != nil:
-			q.stats.Failed++
+			// A TryFunc that gives up when the waiter's context ends
+			// returns the context's error: the context ended the
+			// wait, not a failure of the try.
+			switch cerr := ctx.Err(); {
+			case cerr != nil && errors.Is(err, cerr) && errors.Is(cerr, context.DeadlineExceeded):
+				q.stats.TimedOut++
+			case cerr != nil && errors.Is(err, cerr):
+				q.stats.Canceled++
+			default:
+				q.stats.Failed++
+			}
 			q.removeLocked(w)
 			q.mu.Unlock()
 			return err

@@ -459,6 +459,41 @@ func TestTryPanicFreesTheQueue(t *testing.T) {
 	})
 }
 
+// TestContextEndsDuringTry: a wait whose context ends during its own try,
+// the TryFunc returning the context's error, is counted as a wait its
+// context ended (TimedOut for a deadline, Canceled for a cancellation), as
+// Stats' doc says, not as a TryFunc failure; the error is returned as is.
+func TestContextEndsDuringTry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		try := func(ctx context.Context) (bool, time.Duration, error) {
+			<-ctx.Done() // a store call that lasts until the caller gives up
+			return false, 0, ctx.Err()
+		}
+		q := mustNew(t, try)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := q.Wait(ctx, 0); err != context.DeadlineExceeded {
+			t.Errorf("Wait past its deadline in the try = %v, want %v", err, context.DeadlineExceeded)
+		}
+		ctx, cancel = context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		if err := q.Wait(ctx, 0); err != context.Canceled {
+			t.Errorf("Wait cancelled in the try = %v, want %v", err, context.Canceled)
+		}
+		if s := q.Stats(); s != (Stats{TimedOut: 1, Canceled: 1}) {
+			t.Errorf("Stats() = %+v, want 1 timed out and 1 canceled, none failed", s)
+		}
+		boom := errors.New("store down")
+		q2 := mustNew(t, func(context.Context) (bool, time.Duration, error) { return false, 0, boom })
+		if err := q2.Wait(t.Context(), 0); err != boom {
+			t.Errorf("Wait with a failing try = %v, want %v", err, boom)
+		}
+		if s := q2.Stats(); s != (Stats{Failed: 1}) {
+			t.Errorf("Stats() of a failing try = %+v, want 1 failed", s)
+		}
+	})
+}
+
 func TestContextDeadlineBeforeRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		try := func(context.Context) (bool, time.Duration, error) { return false, time.Minute, nil }
