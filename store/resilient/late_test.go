@@ -51,17 +51,21 @@ func (d *deaf) Take(ctx context.Context, reqs []store.Request, out []algo.Decisi
 // TestDeafPartitionTripsBreaker is the review's scenario: callers keep
 // taking a shared key on c and a user's key on b as one Take, and b's
 // store never answers, ignoring the call's context. b's breaker opens
-// within a few timeouts and the calls left on the store (each a goroutine
-// stuck there) stay within the callers' first calls and a few times the
-// breaker's threshold. Before, a late call was counted only when the store
-// answered, or 10 s after the deadline: b's breaker stayed closed and each
-// caller left one more stuck call per timeout.
+// within a few timeouts of each caller: the calls left on the store (each
+// a goroutine stuck there, each having held its caller a timeout) stay
+// within the callers' first calls and a few times the breaker's threshold.
+// That count, not the wall clock, is what is asserted: a loaded machine
+// can run the callers' timeouts late, but not make them call more often.
+// Before, a late call was counted only when the store answered, or 10 s
+// after the deadline: b's breaker stayed closed and each caller left one
+// more stuck call per timeout.
 func TestDeafPartitionTripsBreaker(t *testing.T) {
 	const (
 		callers   = 50
 		threshold = 5
 		timeout   = 50 * time.Millisecond
 		run       = 12 * timeout
+		patience  = 10 * time.Second // for the breaker to open, on a loaded machine
 	)
 	c := newClock()
 	d := &deaf{hold: make(chan struct{})}
@@ -87,7 +91,7 @@ func TestDeafPartitionTripsBreaker(t *testing.T) {
 		wg.Go(func() {
 			reqs := []store.Request{{Key: "c-global", Limit: l, Cost: 1}, {Key: fmt.Sprintf("b-user%d", w), Limit: l, Cost: 1}}
 			out := make([]algo.Decision, 2)
-			for time.Since(start) < run {
+			for time.Since(start) < run || opened.Load() == 0 && time.Since(start) < patience {
 				if _, err := s.Take(context.Background(), reqs, out); err != nil {
 					t.Errorf("Take: %v", err)
 					return
@@ -104,11 +108,10 @@ func TestDeafPartitionTripsBreaker(t *testing.T) {
 	t.Logf("%d callers for %v: b's breaker open after %v, %d store calls, %d goroutines left",
 		callers, run, time.Duration(opened.Load()), calls, stuck)
 	if opened.Load() == 0 {
-		t.Fatalf("b's breaker never opened in %v of calls to a store that does not answer (%d calls); breakers %v", run, calls, s.Breakers())
+		t.Fatalf("b's breaker never opened in %v of calls to a store that does not answer (%d calls); breakers %v", patience, calls, s.Breakers())
 	}
-	if at := time.Duration(opened.Load()); at > 8*timeout {
-		t.Errorf("b's breaker opened %v after the first calls, want within a few timeouts of %v", at, timeout)
-	}
+	// Once b's breaker is open no call reaches the store: the calls are
+	// those made before, one per caller and timeout.
 	if bound := int64(callers + 10*threshold); calls > bound {
 		t.Errorf("%d store calls, want at most %d (the callers' first and 10 × the breaker's threshold)", calls, bound)
 	}
