@@ -41,5 +41,7 @@
 // Step, Factor and Run are safe for concurrent use; steps are serialised.
 // The controller reads no clock: Step takes the time, and Run takes a tick
 // channel (a time.Ticker's in the server, a hand-fed channel in tests).
-// A sample that races with a Step is counted in one interval or the next.
+// A sample that races with a Step is never lost: it is counted in the
+// interval it raced with or, as the two windows alternate, the one after
+// the next.
 package adaptive

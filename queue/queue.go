@@ -526,7 +526,7 @@ func (q *Queue) Observe(d time.Duration) {
 
 // observeLocked records how long a try took, from the instant it was due
 // (its retry timer's, so that the timer's lateness counts) to its answer:
-// the hand-off projectLocked allows is the longer of WithHandoff and the
+// the hand-off aheadLocked hands a Projection is the longer of WithHandoff and the
 // longest recent one, which fades by an eighth per try, and per arrival
 // WaitProjected refuses, so that one stall does not make the queue refuse
 // waiters for the rest of its life. q.mu is held.
