@@ -160,6 +160,13 @@ func boolValueHint(fs *flag.FlagSet, args []string, parsed int) string {
 	return fmt.Sprintf(" after the boolean flag %s, which takes no separate value (alone it means true): write %s=%s", prev, prev, val)
 }
 
+// extraArgHint follows "unexpected argument" for a command that takes
+// one argument where several were given: `floodgate validate
+// rules/*.yaml`, the shell's list of a directory's files, checks none.
+var extraArgHint = map[string]string{
+	"validate": ": validate takes one PATH; to check several files, give their directory: its .yaml files are checked together, as serve --config loads them",
+}
+
 // parseFlags parses args into fs and checks that exactly positional
 // arguments follow the flags. fs.Usage must write to fs.Output(): after
 // -h it writes to stdout, after a mistake to stderr. ok false means the
@@ -215,7 +222,7 @@ func parseFlags(fs *flag.FlagSet, args []string, positional int, stdout, stderr 
 		// The flag package stops at the first argument.
 		fmt.Fprintf(stderr, "floodgate %s: %q after %q: flags go before the arguments\n", fs.Name(), extra, fs.Arg(positional-1))
 	case fs.NArg() > positional:
-		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q\n", fs.Name(), fs.Arg(positional))
+		fmt.Fprintf(stderr, "floodgate %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(positional), extraArgHint[fs.Name()])
 	}
 	if fs.NArg() != positional {
 		fs.Usage()

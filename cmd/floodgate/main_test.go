@@ -146,12 +146,14 @@ func TestSubcommandFlags(t *testing.T) {
 		{[]string{"bench", "extra"}, `floodgate bench: unexpected argument "extra"`},
 		{[]string{"version", "extra"}, `floodgate version: unexpected argument "extra"`},
 		{[]string{"validate"}, "floodgate validate: missing argument\nusage: floodgate validate"},
-		{[]string{"validate", "a.yaml", "b.yaml"}, "floodgate validate: unexpected argument \"b.yaml\"\nusage: floodgate validate"},
+		// The shell's list of a directory's files: give the directory.
+		{[]string{"validate", "rules/a.yaml", "rules/b.yaml", "rules/c.yaml"}, "floodgate validate: unexpected argument \"rules/b.yaml\": validate takes one PATH; to check several files, give their directory: its .yaml files are checked together, as serve --config loads them\nusage: floodgate validate"},
+		{[]string{"validate", "a.yaml", "b.yaml"}, "floodgate validate: unexpected argument \"b.yaml\": validate takes one PATH; to check several files, give their directory: its .yaml files are checked together, as serve --config loads them\nusage: floodgate validate"},
 		{[]string{"validate", "a.yaml", "-v"}, "floodgate validate: \"-v\" after \"a.yaml\": flags go before the arguments\nusage: floodgate validate"},
 		// After "--" an argument that starts with '-' is one, as meant.
-		{[]string{"validate", "--", "a.yaml", "-v"}, "floodgate validate: unexpected argument \"-v\"\nusage: floodgate validate"},
-		{[]string{"validate", "-v", "--", "a.yaml", "-v"}, "floodgate validate: unexpected argument \"-v\"\nusage: floodgate validate"},
-		{[]string{"validate", "a.yaml", "--"}, "floodgate validate: unexpected argument \"--\"\nusage: floodgate validate"},
+		{[]string{"validate", "--", "a.yaml", "-v"}, "floodgate validate: unexpected argument \"-v\": validate takes one PATH; to check several files, give their directory: its .yaml files are checked together, as serve --config loads them\nusage: floodgate validate"},
+		{[]string{"validate", "-v", "--", "a.yaml", "-v"}, "floodgate validate: unexpected argument \"-v\": validate takes one PATH; to check several files, give their directory: its .yaml files are checked together, as serve --config loads them\nusage: floodgate validate"},
+		{[]string{"validate", "a.yaml", "--"}, "floodgate validate: unexpected argument \"--\": validate takes one PATH; to check several files, give their directory: its .yaml files are checked together, as serve --config loads them\nusage: floodgate validate"},
 		// -h after a bad value, which the flag package never reaches: the
 		// usage asked for follows the error.
 		{[]string{"serve", "--store-timeout", "x", "-h"}, "floodgate serve: invalid value \"x\" for flag -store-timeout: parse error; want a duration such as 500ms, 5s or 1m30s (the unit is required)\nusage: floodgate serve"},
