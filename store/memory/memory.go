@@ -178,7 +178,9 @@ func (sh *shard) save(e *entry, st *algo.State, l *algo.Limit, now int64) bool {
 	switch {
 	case st.Ext != nil:
 		sh.extMu.Lock()
-		sh.ext[e] = st.Ext
+		if sh.ext != nil { // nil: Close dropped every key while this call decided
+			sh.ext[e] = st.Ext
+		}
 		sh.extMu.Unlock()
 		meta |= hasExt
 	case e.ext():
