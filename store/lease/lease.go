@@ -252,7 +252,9 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	if now.Before(e.refusedUntil) && r.Cost >= e.refusedCost {
 		s.local.Add(1)
 		*d = e.refused
-		d.RetryAfter = max(e.refusedUntil.Sub(now), time.Microsecond)
+		if !d.IsNever() { // a cost beyond the capacity stays "never"
+			d.RetryAfter = max(e.refusedUntil.Sub(now), time.Microsecond)
+		}
 		d.Remaining = min(d.Remaining+e.units, d.Limit)
 		return store.Result{At: e.at}, nil
 	}
@@ -260,8 +262,10 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	// taken, since units charged at different times cannot be given back
 	// as one.
 	s.giveBack(ctx, r.Key, e)
-	// A slice's worth, or the request's cost if that is more.
-	want := min(max(r.Cost, s.slice), r.Limit.Capacity())
+	// A slice's worth (no more than the capacity), or the request's cost
+	// if that is more: a cost beyond the capacity is asked for as it is,
+	// for the shared store's "never".
+	want := max(r.Cost, min(s.slice, r.Limit.Capacity()))
 	res, err := s.takeInner(ctx, r, want, d)
 	if err != nil {
 		return res, err
