@@ -1,13 +1,16 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -116,5 +119,78 @@ func TestCrossSlotRefusalBesideDeadNode(t *testing.T) {
 	}
 	if !out[0].Allowed || out[0].Remaining != 99 || out[1].Allowed {
 		t.Errorf("the roll-back failing: decisions %+v; want %s charged (99 left: the charge stays), %s refused", out, live2, refusing)
+	}
+}
+
+// TestCrossSlotFailedFirstLookWithinTimeout: a cross-slot Take whose first
+// slot's master is paused (SIGSTOP, a private Cluster) fails within about
+// the store's timeout, not two: the look at the other slots for a refusal
+// (failedFirst) shares the timeout with the first slot's reservation, and
+// the first took it all, so a slot of the same paused master among them
+// does not hold the Take for a second timeout. They are named skipped, not
+// failed (not reached in time).
+func TestCrossSlotFailedFirstLookWithinTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses a Redis Cluster")
+	}
+	c := testserver.NewRedisCluster(t)
+	if c == nil {
+		return
+	}
+	const timeout = time.Second
+	s := openT(t, "redis-cluster://"+strings.Join(c.Addrs(), ","), WithTimeout(timeout))
+	nodes, err := c.ClusterNodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *testserver.ClusterNode
+	for i := range nodes {
+		if nodes[i].IsMaster() && len(nodes[i].Slots) > 0 {
+			victim = &nodes[i]
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatal("no master in CLUSTER NODES")
+	}
+	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hung []string // two keys of the victim, in two partitions
+	var live string
+	for i := 0; len(hung) < 2 || live == ""; i++ {
+		if i > 100_000 {
+			t.Fatal("keys not found")
+		}
+		k := "fl:" + runKey() + ":" + strconv.Itoa(i)
+		switch {
+		case victim.ServesSlot(Slot(k)) && len(hung) < 2 && (len(hung) == 0 || s.Partition(hung[0]) != s.Partition(k)):
+			hung = append(hung, k)
+		case !victim.ServesSlot(Slot(k)) && live == "":
+			live = k
+		}
+	}
+	srv := c.Node(victim.Addr)
+	if srv == nil {
+		t.Fatalf("no node at %s", victim.Addr)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	reqs := []store.Request{{Key: hung[0], Limit: l, Cost: 1}, {Key: live, Limit: l, Cost: 1}, {Key: hung[1], Limit: l, Cost: 1}}
+	start := time.Now()
+	_, err = s.Take(context.Background(), reqs, make([]algo.Decision, 3))
+	took := time.Since(start)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if took > timeout*3/2 {
+		t.Errorf("Take with its first slot's master paused took %v, want about the timeout %v", took, timeout)
+	}
+	failed, skipped := placed(t, err)
+	if !slices.Equal(failed, []int{s.Partition(hung[0])}) || !slices.Contains(skipped, s.Partition(hung[1])) {
+		t.Errorf("failed %v, skipped %v; want failed [%d], %d skipped", failed, skipped, s.Partition(hung[0]), s.Partition(hung[1]))
 	}
 }

@@ -1133,6 +1133,7 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 	calls := make([]scriptArgs, len(groups))
 	var results []reply
 	if now == 0 {
+		start := time.Now()
 		s.appendGroup(&calls[0], opReserve, "", reqs, groups[0], nil)
 		results = s.evalMulti(ctx, calls[:1])
 		v, err := results[0].ToArray()
@@ -1144,7 +1145,7 @@ func (s *Store) reserveCrossSlot(ctx context.Context, reqs []store.Request, out 
 			// Not reserved, or not known to be: the others are not
 			// reserved, only looked at (failedFirst).
 			err = callError("take", reqs[groups[0][0]].Key, err)
-			return s.failedFirst(ctx, reqs, out, groups, parts, err)
+			return s.failedFirst(ctx, start.Add(s.o.timeout), reqs, out, groups, parts, err)
 		}
 		if status == 0 && len(groups) > 1 {
 			return s.refusedFirst(ctx, reqs, out, groups, parts, now, v)
@@ -1269,12 +1270,19 @@ func (s *Store) refusedFirst(ctx context.Context, reqs []store.Request, out []al
 // (Result.Partial), as when a later slot fails, rather than leave the
 // caller's failure policy to answer a request a live key refused (and
 // admit it, failing open). The first slot's requests are not decided.
-// Once ctx is done, the others are not reached.
-func (s *Store) failedFirst(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, err error) (store.Result, error) {
-	if ctx.Err() != nil {
+// The look shares the store's timeout with the first slot's reservation
+// (deadline, the timeout from when it was sent), so that a Take still
+// takes at most one timeout: once deadline or ctx is done, the others
+// are not reached. A caller with a deadline of its own (store/resilient)
+// has answered the Take by then.
+func (s *Store) failedFirst(ctx context.Context, deadline time.Time, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, err error) (store.Result, error) {
+	if ctx.Err() != nil || !time.Now().Before(deadline) {
 		return store.Result{}, s.partitionError(err, parts[:1], parts[1:])
 	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	errs, failed := []error{err}, []int{parts[0]}
+	var skipped []int
 	calls := make([]scriptArgs, len(groups)-1)
 	for gi := 1; gi < len(groups); gi++ {
 		s.appendGroup(&calls[gi-1], opPeek, "", reqs, groups[gi], nil)
@@ -1288,11 +1296,16 @@ func (s *Store) failedFirst(ctx context.Context, reqs []store.Request, out []alg
 			at, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, nil)
 		}
 		if err != nil {
-			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
-			failed = append(failed, parts[gi])
 			for _, i := range groups[gi] {
 				out[i] = algo.Decision{}
 			}
+			if ctx.Err() != nil {
+				// Cut short by the shared deadline: not known to fail.
+				skipped = append(skipped, parts[gi])
+				continue
+			}
+			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
+			failed = append(failed, parts[gi])
 			continue
 		}
 		res.At = max(res.At, at.At)
@@ -1304,7 +1317,7 @@ func (s *Store) failedFirst(ctx context.Context, reqs []store.Request, out []alg
 	for _, i := range groups[0] {
 		out[i] = algo.Decision{} // not decided (Result.Partial)
 	}
-	return res, s.partitionError(joinErrors(errs), failed, nil)
+	return res, s.partitionError(joinErrors(errs), failed, skipped)
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
