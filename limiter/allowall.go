@@ -101,6 +101,17 @@ func (r Result) Cancel(ctx context.Context) error {
 type storeGroup struct {
 	st  store.Store
 	idx []int
+	// timeout bounds each store call over the group: the shortest
+	// WithStoreTimeout among its hits' limiters; 0: none.
+	timeout time.Duration
+}
+
+// bound returns ctx bounded by the group's timeout, as Limiter.bound.
+func (g *storeGroup) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if g.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, g.timeout)
 }
 
 // AllowAll takes every hit or none: the building block of hierarchical
@@ -181,6 +192,9 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 			groups = append(groups, storeGroup{st: h.Limiter.st})
 		}
 		groups[g].idx = append(groups[g].idx, i)
+		if t := h.Limiter.timeout; t > 0 && (groups[g].timeout == 0 || t < groups[g].timeout) {
+			groups[g].timeout = t
+		}
 	}
 	request := func(i int) store.Request {
 		h := res.hits[i]
@@ -193,7 +207,9 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 			reqs[j] = request(i)
 		}
 		out := make([]algo.Decision, len(reqs))
-		r, err := g.st.Take(ctx, reqs, out)
+		tctx, cancel := g.bound(ctx)
+		r, err := g.st.Take(tctx, reqs, out)
+		cancel()
 		if err != nil {
 			rerr := rollBack(ctx, &res, groups[:gi])
 			return Result{}, errors.Join(fmt.Errorf("limiter: AllowAll: %w", err), rerr)
@@ -230,7 +246,10 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 				reqs[j] = request(i)
 			}
 			out := make([]algo.Decision, len(reqs))
-			if err := later.st.Peek(ctx, reqs, out); err != nil {
+			pctx, cancel := later.bound(ctx)
+			err := later.st.Peek(pctx, reqs, out)
+			cancel()
+			if err != nil {
 				errs = append(errs, fmt.Errorf("limiter: AllowAll: peek: %w", err))
 				continue
 			}
@@ -281,6 +300,8 @@ func addUpRepeats(ctx context.Context, g storeGroup, res *Result, request func(i
 		return nil
 	}
 	out := make([]algo.Decision, len(reqs))
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
 	if err := g.st.Peek(ctx, reqs, out); err != nil {
 		return fmt.Errorf("limiter: AllowAll: peek: %w", err)
 	}

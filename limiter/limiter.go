@@ -73,8 +73,14 @@ func WithSeparator(sep string) Option { return func(c *config) { c.sep = sep } }
 func WithLeaseIDs(next func() uint64) Option { return func(c *config) { c.leaseID = next } }
 
 // WithStoreTimeout bounds each store call (default 0: only the caller's
-// context bounds it). A call that runs out returns the store's error,
-// typically wrapping context.DeadlineExceeded or store.ErrUnavailable.
+// context bounds it): the decisions of Allow, AllowN, Reserve, Acquire
+// and Wait, and Peek, Reset, Cancel, Release and Renew, whose store calls
+// would otherwise wait on a hung store for as long as their context lets
+// them (a deferred Release with context.Background, for ever); in
+// AllowAll, each store call over hits of such limiters, under the
+// shortest timeout among them. A call that runs out returns the store's
+// error, typically wrapping context.DeadlineExceeded or
+// store.ErrUnavailable.
 func WithStoreTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // Limiter applies one compiled limit to many keys in a store. It is safe
@@ -244,6 +250,15 @@ func (l *Limiter) take(ctx context.Context, key string, n int64, lease uint64) (
 	return out[0], res, nil
 }
 
+// bound returns ctx bounded by WithStoreTimeout, for one store call, and
+// the function that releases its timer; ctx itself without a timeout.
+func (l *Limiter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.timeout)
+}
+
 // takeWithTimeout is take under WithStoreTimeout, kept apart so that the
 // common path has no deferred call.
 func (l *Limiter) takeWithTimeout(ctx context.Context, key string, n int64, lease uint64) (algo.Decision, store.Result, error) {
@@ -309,6 +324,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int64) (algo.Decision,
 		return algo.Decision{}, err
 	}
 	out := make([]algo.Decision, 1)
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	if err := l.st.Peek(ctx, []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: n}}, out); err != nil {
 		return algo.Decision{}, l.wrap(err)
 	}
@@ -320,6 +337,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if !l.made() {
 		return errNotMade
 	}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	return l.wrap(l.st.Reset(ctx, l.prefix+key))
 }
 
@@ -450,6 +469,8 @@ func (l *Limiter) renew(ctx context.Context, key string, lease uint64) error {
 	if !ok {
 		return fmt.Errorf("limiter %q: store %T cannot renew leases: %w", l.name, l.st, errors.ErrUnsupported)
 	}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	return l.wrap(rn.Renew(ctx, []store.Request{{Key: l.prefix + key, Limit: l.limit, Lease: lease}}))
 }
 
@@ -463,6 +484,8 @@ func (l *Limiter) renew(ctx context.Context, key string, lease uint64) error {
 // all the same, wherever it is held.
 func (l *Limiter) giveBack(ctx context.Context, key string, cost, at int64, lease uint64, fallback bool) error {
 	req := []store.Request{{Key: l.prefix + key, Limit: l.limit, Cost: cost, At: at, Lease: lease}}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
 	if l.limit.Algorithm() == algo.Concurrency {
 		return l.wrap(l.st.Release(ctx, req))
 	}
