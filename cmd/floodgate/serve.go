@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -473,6 +474,10 @@ func (f *serveFlags) check() error {
 	bad(f.given["upstream-timeout"] && f.upstream == "", "upstream-timeout", f.upstreamTimeout, "only with --upstream (it bounds the gateway's waits on the upstream)")
 	bad(f.given["client-timeout"] && f.upstream == "", "client-timeout", f.clientTimeout, "only with --upstream (it bounds the gateway's waits on its clients)")
 	bad(f.given["preserve-host"] && f.upstream == "", "preserve-host", f.preserveHost, "only with --upstream (it is the Host the gateway sends upstream)")
+	if f.upstream != "" && upstreamIsSelf(f.upstream, f.httpAddr) {
+		errs = append(errs, fmt.Errorf("%s: is this server's own %s: every request would be proxied back to the gateway, again and again, until the client gave up; give the address of the service behind it",
+			f.origin("upstream", f.upstream), f.origin("http", f.httpAddr)))
+	}
 	bad(f.reloadInterval < 0 || f.reloadInterval > 0 && f.reloadInterval < minReloadInterval, "reload-interval", f.reloadInterval,
 		"must be 0 (no reloading) or at least "+minReloadInterval.String())
 	bad(f.shutdownDelay < 0, "shutdown-delay", f.shutdownDelay, "must be >= 0 (0: drain at once)")
@@ -961,6 +966,54 @@ func sameListenAddr(a, b string) bool {
 		return ia.Unmap() == ib.Unmap()
 	}
 	return strings.EqualFold(ha, hb)
+}
+
+// upstreamIsSelf reports whether the --upstream URL upstream reaches
+// listen, the --http address: the same port, and a host that is the
+// listening IP (or, written as localhost, 127.0.0.1 or ::1); for a
+// listener on every address, localhost or a loopback, unspecified or
+// interface IP of this host; for a listener named by a host name, that
+// name. Other names are not resolved. The gateway would proxy each request
+// to itself, each hop a new request, until the client gave up.
+func upstreamIsSelf(upstream, listen string) bool {
+	u, err := url.Parse(upstream)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	lhost, lport, err := net.SplitHostPort(listen)
+	if err != nil || lport != port || lport == "0" {
+		return false
+	}
+	host := u.Hostname()
+	localhost := strings.EqualFold(host, "localhost")
+	uip, err := netip.ParseAddr(host)
+	uip = uip.Unmap()
+	lip, lerr := netip.ParseAddr(lhost)
+	lip = lip.Unmap()
+	switch {
+	case lhost == "" || lerr == nil && lip.IsUnspecified():
+		if localhost || err == nil && (uip.IsLoopback() || uip.IsUnspecified()) {
+			return true
+		}
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if p, perr := netip.ParsePrefix(a.String()); perr == nil && err == nil && p.Addr().Unmap() == uip {
+				return true
+			}
+		}
+		return false
+	case lerr == nil:
+		return err == nil && uip == lip || localhost && (lip == netip.IPv6Loopback() || lip == netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+	default:
+		return strings.EqualFold(host, lhost)
+	}
 }
 
 // loopbackAddr reports whether the listening address addr (host:port) is
