@@ -244,3 +244,71 @@ func TestOpenBreakerLiveRefusalStands(t *testing.T) {
 		t.Errorf("Take(live, dead), the breaker open: %+v, %v; want the policy's admission", res, err)
 	}
 }
+
+// TestPartialRefusalBesideNoPerm: a Take over a key over its limit and a
+// key the Redis user's ACL does not cover (NOPERM: no outage, an error
+// returned as it is) is refused, Partial, in either order, rather than
+// failing with the NOPERM: the refusal stands as it does beside an
+// outage, and Hooks.Call sees the NOPERM (the server's store log reports
+// it). Before, the Take failed, and a caller admitting on errors passed
+// a request a key refused.
+func TestPartialRefusalBesideNoPerm(t *testing.T) {
+	nodes := testserver.RedisCluster(t)
+	prefix := "pnp:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	user, pass := "fgpartial-"+strconv.FormatInt(time.Now().UnixNano()%1e9, 10), "Pw-partial-s3cret"
+	for _, n := range nodes {
+		args := append([]string{"ACL", "SETUSER", user, "reset", "on", ">" + pass, "~" + redis.DefaultProbeKey, "~" + prefix + "ok:*"}, redis.ACLRules...)
+		if _, err := testserver.RedisDo(n, 2*time.Second, args...); err != nil {
+			t.Fatalf("ACL SETUSER on %s: %v", n, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_, _ = testserver.RedisDo(n, 2*time.Second, "ACL", "DELUSER", user)
+		}
+	})
+	inner, err := redis.Open("redis-cluster://"+user+":"+pass+"@"+strings.Join(nodes, ","), redis.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	spent := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: 24 * time.Hour})
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: 24 * time.Hour})
+	refusing, denied := prefix+"ok:r", prefix+"no:d"
+	for i := 0; inner.Partition(denied) == inner.Partition(refusing); i++ {
+		denied = prefix + "no:d" + strconv.Itoa(i)
+	}
+	if res, err := inner.Take(t.Context(), []store.Request{{Key: refusing, Limit: spent, Cost: 1}}, make([]algo.Decision, 1)); err != nil || !res.Allowed {
+		t.Fatalf("spend %s: %+v, %v", refusing, res, err)
+	}
+	var mu sync.Mutex
+	var callErrs []error
+	s, err := resilient.New(inner, resilient.WithPolicy(resilient.FailOpen), resilient.WithTimeout(2*time.Second),
+		resilient.WithHooks(resilient.Hooks{Call: func(_ string, _ time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			callErrs = append(callErrs, err)
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	R := store.Request{Key: refusing, Limit: spent, Cost: 1}
+	D := store.Request{Key: denied, Limit: l, Cost: 1}
+	for _, reqs := range [][]store.Request{{R, D}, {D, R}} {
+		out := make([]algo.Decision, 2)
+		res, err := s.Take(t.Context(), reqs, out)
+		if err != nil || res.Allowed || !res.Partial || res.Fallback {
+			t.Errorf("Take(%s, %s) = %+v, %v; want refused, Partial, no error", reqs[0].Key, reqs[1].Key, res, err)
+		}
+		for i, q := range reqs {
+			if q.Key == denied && out[i] != (algo.Decision{}) || q.Key == refusing && (out[i].Allowed || out[i].Limit != 1) {
+				t.Errorf("Take(%s, %s): %s's decision %+v; want the denied key undecided, the refusing key's refusal", reqs[0].Key, reqs[1].Key, q.Key, out[i])
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(callErrs) != 2 || !errors.Is(callErrs[0], redis.ErrPermission) || !errors.Is(callErrs[1], redis.ErrPermission) {
+		t.Errorf("calls' errors %v, want the NOPERM twice", callErrs)
+	}
+}
