@@ -76,10 +76,18 @@ type Store struct {
 
 	local, takes, returned atomic.Int64
 
+	// closed is set when Close begins: a Take that then holds its key's
+	// lock decides nothing from a slice, and takes none, so that Close's
+	// give-back, which takes each key's lock after it, leaves none held.
+	closed atomic.Bool
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
+
+// errClosed is Take's error once Close has begun.
+var errClosed = fmt.Errorf("lease store: %w", store.ErrClosed)
 
 type shard struct {
 	mu sync.Mutex
@@ -221,6 +229,10 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		if e.dead { // swept meanwhile
 			<-e.lock
 			continue
+		}
+		if s.closed.Load() {
+			<-e.lock
+			return store.Result{}, errClosed
 		}
 		res, err := s.take(ctx, e, r, &out[0])
 		<-e.lock
@@ -472,9 +484,14 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 }
 
 // Close gives every unused unit back to the shared store (within 5
-// seconds), stops the janitor and closes the shared store.
+// seconds), stops the janitor and closes the shared store. A leased Take
+// (see the package documentation) that runs once Close has begun returns
+// an error matching store.ErrClosed, without a slice, so that no unit
+// stays charged and unused; the other calls go to the shared store, as
+// before.
 func (s *Store) Close() error {
 	s.once.Do(func() {
+		s.closed.Store(true)
 		close(s.stop)
 		<-s.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
