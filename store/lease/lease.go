@@ -124,7 +124,8 @@ type entry struct {
 
 // New wraps inner, which the Store then owns (Close closes it). Options and
 // their defaults: WithSlice (DefaultSlice), WithTTL (DefaultTTL), WithClock
-// (time.Now). An option out of range is an error wrapping ErrInvalidOption.
+// (time.Now). A nil Option is ignored. An option out of range is an error
+// wrapping ErrInvalidOption.
 // The Store runs one goroutine, which gives back expired slices; Close
 // stops it.
 func New(inner store.Store, opts ...Option) (*Store, error) {
@@ -133,7 +134,9 @@ func New(inner store.Store, opts ...Option) (*Store, error) {
 	}
 	c := config{slice: DefaultSlice, ttl: DefaultTTL, clock: time.Now}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	switch {
 	case c.slice < 2:
