@@ -1,13 +1,16 @@
 package resilient_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -159,41 +162,101 @@ func TestLateGraceCountsUnanswered(t *testing.T) {
 // store answers a little later is released then (its copy of the
 // requests, and so their limits, can be collected), not when the late
 // grace, or 10 s, has passed: the answer stops the grace's timer, which
-// held the call.
+// held the call. Asserted as reachability, counted in GCs rather than
+// timed: once the answer is counted and its goroutine has ended, the
+// limit is collected by one of the next 20 GCs started before the grace's
+// timer could have fired. A run on a machine too loaded to do all that
+// in time tells nothing either way and is run again, up to 5 times.
 func TestLateAnswerReleasesCall(t *testing.T) {
-	const timeout = 500 * time.Millisecond // and so the late grace
+	const attempts = 5
+	for i := 1; ; i++ {
+		if lateAnswerReleases(t) {
+			return
+		}
+		if i == attempts {
+			t.Fatalf("%d runs too loaded to tell: in none were the store's late answer counted, its goroutine ended and 20 GCs started before the late grace could run out", attempts)
+		}
+	}
+}
+
+// lateAnswerReleases runs TestLateAnswerReleasesCall's call once. It
+// returns true when a GC started after the store's late answer was counted
+// (and its goroutine ended), and before the grace's timer could have fired,
+// collected the call's limit; it fails t when 20 such GCs did not, and
+// returns false when the grace ran out first.
+func lateAnswerReleases(t *testing.T) bool {
+	t.Helper()
+	const (
+		timeout = 500 * time.Millisecond // and so the late grace
+		gcs     = 20
+	)
 	c := newClock()
 	d := &deaf{late: 10 * time.Millisecond, answers: make(chan struct{}, 1)}
 	d.partitioned.Store = memStore(t, c)
-	s, err := resilient.New(d, resilient.WithPolicy(resilient.FailClosed), resilient.WithTimeout(timeout))
+	counted := make(chan error, 2) // b's and c's breakers trip on the answer's count
+	s, err := resilient.New(d, resilient.WithPolicy(resilient.FailClosed), resilient.WithTimeout(timeout),
+		resilient.WithBreaker(1, time.Minute), resilient.WithHooks(resilient.Hooks{Tripped: func(err *resilient.CircuitOpenError) {
+			select {
+			case counted <- err:
+			default:
+			}
+		}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	released := make(chan struct{})
+	g0 := runtime.NumGoroutine()
+	var limit weak.Pointer[algo.Limit]
+	graceOver := time.Now().Add(2 * timeout) // at the earliest: the timer starts at the deadline
 	func() {
 		l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1000, Period: time.Hour})
-		runtime.AddCleanup(l, func(ch chan struct{}) { close(ch) }, released)
+		limit = weak.Make(l)
 		if allowed, fallback := takeAll(t, s, l, "c-global", "b-user"); allowed || !fallback {
 			t.Fatalf("take over late b: allowed %v fallback %v, want the closed policy's refusal", allowed, fallback)
 		}
 	}()
 	select {
-	case <-d.answers:
+	case err := <-counted: // the grace's timer is stopped before the count
+		switch {
+		case strings.Contains(err.Error(), "test: node b"):
+		case time.Now().After(graceOver):
+			t.Logf("the late grace ran out before the store's late answer was counted: run again")
+			return false
+		default:
+			t.Fatalf("breaker tripped on %v within the late grace, want on the store's late answer (test: node b)", err)
+		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the store did not answer")
+		t.Fatal("the store's late answer was not counted in 10 s")
+	}
+	for i := 0; runtime.NumGoroutine() > g0; i++ { // the call's goroutine ends
+		if i == 10_000 {
+			t.Fatalf("%d goroutines 10 s after the store's late answer, want %d as before the call", runtime.NumGoroutine(), g0)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	answered := time.Now()
-	for i := 0; ; i++ {
+	for i := range gcs {
+		if !time.Now().Before(graceOver) {
+			t.Logf("%d GCs in the %v between the store's late answer and the end of the late grace: run again", i, graceOver.Sub(answered))
+			return false
+		}
 		runtime.GC()
-		select {
-		case <-released:
-			t.Logf("released %v after the store's late answer", time.Since(answered))
-			return
-		case <-time.After(10 * time.Millisecond):
+		if limit.Value() == nil {
+			t.Logf("released: GC %d, started %v after the late answer's goroutine ended, collected the call's limit", i+1, time.Since(answered))
+			return true
 		}
-		if time.Since(answered) > timeout/2 {
-			t.Fatalf("the call is still held %v after the store's late answer, within the late grace of %v", time.Since(answered), timeout)
-		}
+		time.Sleep(time.Millisecond) // the timer's P drops the stopped timer when it next schedules
 	}
+	if jobRunning() { // another test's goroutine ended in its place: ours may hold the call still
+		t.Logf("a store call's goroutine still runs after %d GCs: run again", gcs)
+		return false
+	}
+	t.Fatalf("the call is still held after the store's late answer: %d GCs in the %v after its goroutine ended, before the late grace of %v could run out, found its limit reachable", gcs, time.Since(answered), timeout)
+	return false
+}
+
+// jobRunning reports whether a goroutine runs a store call of a Store.
+func jobRunning() bool {
+	buf := make([]byte, 1<<20)
+	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("resilient.(*job).start"))
 }
