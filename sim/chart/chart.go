@@ -104,6 +104,19 @@ func (c *Chart) validate() error {
 	if c.Width < 0 || c.Height < 0 || c.Width > 8000 || c.Height > 8000 {
 		return fmt.Errorf("%w: size %d×%d out of range", ErrChart, c.Width, c.Height)
 	}
+	for _, rules := range []struct {
+		name string
+		r    []Rule
+	}{{"hrule", c.HRules}, {"vrule", c.VRules}} {
+		for i, r := range rules.r {
+			if !finite(r.At) {
+				return fmt.Errorf("%w: %s %d (%q) at %v: want a finite value", ErrChart, rules.name, i, r.Label, r.At)
+			}
+		}
+	}
+	if !finite(c.YMax) {
+		return fmt.Errorf("%w: YMax %v: want a finite value (0 fits the data)", ErrChart, c.YMax)
+	}
 	return nil
 }
 
@@ -122,12 +135,13 @@ func (c *Chart) layout() layout {
 			if !finite(l.X[i]) || !finite(l.Y[i]) {
 				continue
 			}
-			L.x0, L.x1 = math.Min(L.x0, l.X[i]), math.Max(L.x1, l.X[i])
-			L.y0, L.y1 = math.Min(L.y0, l.Y[i]), math.Max(L.y1, l.Y[i])
+			x, y := bounded(l.X[i]), bounded(l.Y[i])
+			L.x0, L.x1 = math.Min(L.x0, x), math.Max(L.x1, x)
+			L.y0, L.y1 = math.Min(L.y0, y), math.Max(L.y1, y)
 		}
 	}
 	for _, r := range c.HRules {
-		L.y1 = math.Max(L.y1, r.At)
+		L.y1 = math.Max(L.y1, bounded(r.At))
 	}
 	if math.IsInf(L.x0, 1) {
 		L.x0, L.x1 = 0, 1
@@ -135,15 +149,15 @@ func (c *Chart) layout() layout {
 	if L.x0 > 0 && L.x0 < (L.x1-L.x0)*0.1 {
 		L.x0 = 0 // a series that starts just after the origin, e.g. at the end of its first bin
 	}
-	if L.x1 == L.x0 {
-		L.x1 = L.x0 + 1
+	if L.x1 <= L.x0 {
+		L.x1 = L.x0 + unit(L.x0)
 	}
 	if math.IsInf(L.y1, -1) || L.y1 <= L.y0 {
-		L.y1 = L.y0 + 1
+		L.y1 = L.y0 + unit(L.y0)
 	}
 	L.y1 += (L.y1 - L.y0) * 0.08
 	if c.YMax > 0 {
-		L.y1 = c.YMax
+		L.y1 = math.Max(bounded(c.YMax), L.y0+unit(L.y0))
 	}
 	L.yticks = ticks(L.y0, L.y1)
 	L.y1 = math.Max(L.y1, L.yticks[len(L.yticks)-1])
@@ -171,6 +185,16 @@ func (c *Chart) layout() layout {
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
+// maxValue bounds the values the axes are fitted to, so that a range, its
+// headroom and its ticks stay finite; a point beyond is drawn at the edge.
+const maxValue = math.MaxFloat64 / 8
+
+func bounded(v float64) float64 { return math.Max(-maxValue, math.Min(maxValue, v)) }
+
+// unit is the span given to an axis whose values are all v: 1, or more
+// where v is so large that v + 1 is v.
+func unit(v float64) float64 { return math.Max(1, math.Abs(v)*1e-9) }
+
 func runeLen(s string) int { return len([]rune(s)) }
 
 func (L *layout) px(x float64) float64 {
@@ -182,9 +206,14 @@ func (L *layout) py(y float64) float64 {
 }
 
 // ticks returns round values covering [lo, hi]: steps of 1, 2 or 5 × 10^k,
-// about six of them.
+// about six of them. It always returns at least one value: lo and hi
+// themselves when the span is not a positive finite number, or when the
+// values are so far from 0 that adding a step does not change them.
 func ticks(lo, hi float64) []float64 {
 	span := hi - lo
+	if !finite(span) || span <= 0 {
+		return []float64{lo, hi}
+	}
 	raw := span / 6
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
 	step := mag
@@ -195,12 +224,14 @@ func ticks(lo, hi float64) []float64 {
 		}
 	}
 	start := math.Floor(lo/step) * step
-	var out []float64
-	for v := start; v <= hi+step*1e-9; v += step {
-		out = append(out, math.Round(v/step)*step)
+	if !(step > 0) || !finite(start) || start+step == start {
+		return []float64{lo, hi}
 	}
-	if len(out) > 0 && out[len(out)-1] < hi-step*1e-9 {
-		out = append(out, out[len(out)-1]+step)
+	// The first tick at or above hi (to within rounding) is the last.
+	n := int(math.Ceil((hi-start)/step - 1e-9))
+	out := make([]float64, 0, n+1)
+	for i := range n + 1 {
+		out = append(out, math.Round((start+float64(i)*step)/step)*step)
 	}
 	return out
 }

@@ -169,3 +169,64 @@ func TestMismatchedLineCountsOfOne(t *testing.T) {
 		t.Errorf("SVG: %v, want an ErrChart ending %q", err, want)
 	}
 }
+
+// A rule or YMax that is not a finite number is an error that names it;
+// it made the tick loop return nothing and the layout index it at -1.
+func TestNonFiniteRulesAreErrors(t *testing.T) {
+	line := []Line{{X: []float64{0, 1}, Y: []float64{1, 2}}}
+	for _, tc := range []struct {
+		c    *Chart
+		want string
+	}{
+		{&Chart{Lines: line, HRules: []Rule{{At: math.Inf(1), Label: "limit"}}}, `hrule 0 ("limit") at +Inf: want a finite value`},
+		{&Chart{Lines: line, HRules: []Rule{{At: 1}, {At: nanValue()}}}, `hrule 1 ("") at NaN: want a finite value`},
+		{&Chart{Lines: line, VRules: []Rule{{At: math.Inf(-1), Label: "scale"}}}, `vrule 0 ("scale") at -Inf: want a finite value`},
+		{&Chart{Lines: line, YMax: math.Inf(1)}, "YMax +Inf: want a finite value (0 fits the data)"},
+	} {
+		for name, draw := range map[string]func() error{
+			"SVG": func() error { return tc.c.SVG(&bytes.Buffer{}) },
+			"PNG": func() error { return tc.c.PNG(&bytes.Buffer{}) },
+		} {
+			if err := draw(); !errors.Is(err, ErrChart) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want an ErrChart ending %q", name, err, tc.want)
+			}
+		}
+	}
+}
+
+// Finite values however large, or so far from 0 that a tick step does not
+// change them, draw: the ticks stay finite and few. Values near 1.7e308
+// overflowed the headroom to +Inf (index -1 on no ticks), and an axis of
+// one value at 1e17 (where 1e17 + 1 is 1e17) or two 16 apart looped for
+// ever adding a step that changed nothing.
+func TestExtremeValuesDraw(t *testing.T) {
+	for name, l := range map[string]Line{
+		"near max":       {X: []float64{0, 1}, Y: []float64{1, 1.7e308}},
+		"both signs":     {X: []float64{0, 1}, Y: []float64{-1e308, 1e308}},
+		"one x far out":  {X: []float64{1e17}, Y: []float64{1}},
+		"x 16 apart far": {X: []float64{1e17, 1e17 + 16}, Y: []float64{1, 2}},
+		"y 16 apart far": {X: []float64{0, 1}, Y: []float64{1e17, 1e17 + 16}},
+	} {
+		c := &Chart{Lines: []Line{l}, HRules: []Rule{{At: 1.7e308}}}
+		if name != "near max" && name != "both signs" {
+			c.HRules = nil
+		}
+		if err := c.SVG(&bytes.Buffer{}); err != nil {
+			t.Errorf("%s: SVG: %v", name, err)
+		}
+		if err := c.PNG(&bytes.Buffer{}); err != nil {
+			t.Errorf("%s: PNG: %v", name, err)
+		}
+		L := c.layout()
+		for _, ts := range [][]float64{L.xticks, L.yticks} {
+			if len(ts) == 0 || len(ts) > 20 {
+				t.Errorf("%s: %d ticks, want 1 to 20", name, len(ts))
+			}
+			for _, v := range ts {
+				if !finite(v) {
+					t.Errorf("%s: tick %v", name, v)
+				}
+			}
+		}
+	}
+}
