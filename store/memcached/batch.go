@@ -146,11 +146,20 @@ func (s *Store) takeBatch(ctx context.Context, reqs []store.Request, out []algo.
 		res.Allowed = true
 		return res, nil
 	}
-	if unrolled, rbErr := b.rollback(); rbErr != nil {
+	unrolled, rbErr := b.rollback()
+	if rbErr != nil {
 		err = errors.Join(err, rbErr)
 		failed = append(failed, unrolled...)
 	}
 	if err != nil {
+		if refused >= 0 {
+			// A live server refused: the Take is refused whatever the
+			// failed part would have said (Result.Partial). As an error
+			// alone, the caller's failure policy would answer it, and
+			// failing open admit what a live key refused.
+			b.partial(out, unrolled)
+			res.Partial = true
+		}
 		return res, s.placed(err, reqs, failed, len(reqs))
 	}
 	// Report what each request alone would get with nothing charged,
@@ -173,6 +182,37 @@ func (s *Store) takeBatch(ctx context.Context, reqs []store.Request, out []algo.
 		out[refused] = kept
 	}
 	return res, nil
+}
+
+// partial fills out for a Take that a request refused while part of it
+// failed (store.Result.Partial), after the roll-back, without another
+// round trip (the failed server would fail it again): a refused request
+// keeps its refusal; one admitted gets what remains with its charge
+// rolled back (store.Unwind), unless its roll-back failed (unrolled, the
+// first request of a compare-and-swap group standing for the group):
+// then it keeps its charged decision, the charge staying until it
+// lapses; one that failed or was not decided gets the zero Decision.
+func (b *batch) partial(out []algo.Decision, unrolled []int) {
+	for j := range b.rs {
+		br := &b.rs[j]
+		failed := br.err != nil
+		stuck := slices.Contains(unrolled, j)
+		if br.kind == bCAS {
+			g := &b.groups[br.grp]
+			// A group that wrote was rolled back, and g.err is then the
+			// roll-back's; otherwise it is the charge's.
+			failed = g.err != nil && !g.wrote
+			stuck = g.err != nil && g.wrote
+		}
+		switch {
+		case failed || !br.decided:
+			out[j] = algo.Decision{}
+		case stuck || !br.d.Allowed:
+			out[j] = br.d
+		default:
+			out[j] = store.Unwind(br.d, b.reqs[j].Cost)
+		}
+	}
 }
 
 // prepare names each request's items and groups the compare-and-swap

@@ -68,6 +68,14 @@
 // the commands sent after the last reply read may or may not have run, so
 // they are neither counted as charged nor given back, and the Take fails.
 // That is at most the keys of one server's step, never an over-admission.
+// A Take that a live server refused while another server failed (or a
+// roll-back did) is refused all the same: it returns the failure (a
+// *store.PartitionError) with store.Result.Partial, the refusing
+// request's decision, what each request the live servers admitted alone
+// would get (its charge rolled back), and the zero Decision for the
+// requests not decided, so that store/resilient answers it as the
+// refusal it is rather than by its failure policy (failing open, that
+// admitted what the live key refused).
 //
 // A Take of several keys costs a few round trips per server whatever the
 // number of keys: its commands are pipelined, each step's commands for a
