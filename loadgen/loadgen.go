@@ -407,15 +407,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				d := time.Since(t0)
 				end := t0.Sub(start) + d // for down, without another clock read
 				cancel()
+				if err != nil && reqCtx.Err() != nil {
+					// The caller stopped the run, or the server is gone:
+					// the request is not counted, nor its status (an
+					// answer whose body was cut off).
+					return
+				}
 				if a.status != 0 {
 					mu.Lock()
 					statuses[a.status]++
 					mu.Unlock()
 				}
 				if err != nil {
-					if reqCtx.Err() != nil {
-						return // the caller stopped the run, or the server is gone
-					}
 					connErr := ConnectionError(err)
 					switch {
 					case connErr:
