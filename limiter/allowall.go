@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,18 @@ type storeGroup struct {
 	timeout time.Duration
 }
 
+// sameStore reports whether a and b are the same store.Store value. ==
+// would panic on two values of one uncomparable type, which a user's store
+// wrapper passed by value can be (a struct holding a slice): such values
+// are never the same.
+func sameStore(a, b store.Store) bool {
+	t := reflect.TypeOf(a)
+	if t != reflect.TypeOf(b) || t != nil && !t.Comparable() {
+		return false
+	}
+	return a == b
+}
+
 // bound returns ctx bounded by the group's timeout, as Limiter.bound.
 func (g *storeGroup) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if g.timeout <= 0 {
@@ -122,7 +135,10 @@ func (g *storeGroup) bound(ctx context.Context) (context.Context, context.Cancel
 // back (Refund, or Release for Concurrency leases) in reverse order and the
 // groups not yet tried are peeked so that every decision is reported. In
 // that case another caller may briefly see the units of a group that is
-// being rolled back as taken.
+// being rolled back as taken. A store whose dynamic type is not
+// comparable (a struct value holding a slice, a map or a func) is the same
+// value as no other, itself included: each of its hits is a group of its
+// own.
 //
 // A store key (the same store.Store value and the same key prefix, name,
 // separator and key: see Limiter.StoreKey) may appear in several hits: the
@@ -185,7 +201,7 @@ func AllowAll(ctx context.Context, hits []Hit) (Result, error) {
 			res.charges[i].lease = id
 		}
 		g := 0
-		for g < len(groups) && groups[g].st != h.Limiter.st {
+		for g < len(groups) && !sameStore(groups[g].st, h.Limiter.st) {
 			g++
 		}
 		if g == len(groups) {
