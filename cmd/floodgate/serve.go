@@ -474,6 +474,17 @@ func (f *serveFlags) check() error {
 	bad(f.given["upstream-timeout"] && f.upstream == "", "upstream-timeout", f.upstreamTimeout, "only with --upstream (it bounds the gateway's waits on the upstream)")
 	bad(f.given["client-timeout"] && f.upstream == "", "client-timeout", f.clientTimeout, "only with --upstream (it bounds the gateway's waits on its clients)")
 	bad(f.given["preserve-host"] && f.upstream == "", "preserve-host", f.preserveHost, "only with --upstream (it is the Host the gateway sends upstream)")
+	// host:port, as Envoy's clusters write an upstream, failed in
+	// gateway.New with url.Parse's words ("first path segment in URL
+	// cannot contain colon") for an IP address.
+	if f.upstream != "" && !strings.Contains(f.upstream, "://") {
+		hostPort := f.upstream
+		if strings.Contains(hostPort, "/") {
+			hostPort = "host:port"
+		}
+		errs = append(errs, fmt.Errorf("%s: not a URL: want http://%s (HTTP/1.1), https://%[2]s (TLS) or h2c://%[2]s (HTTP/2 without TLS)",
+			f.origin("upstream", f.upstream), hostPort))
+	}
 	if f.upstream != "" && upstreamIsSelf(f.upstream, f.httpAddr) {
 		errs = append(errs, fmt.Errorf("%s: is this server's own %s: every request would be proxied back to the gateway, again and again, until the client gave up; give the address of the service behind it",
 			f.origin("upstream", f.upstream), f.origin("http", f.httpAddr)))

@@ -72,3 +72,23 @@ func TestServeUpstreamIsSelf(t *testing.T) {
 		}
 	}
 }
+
+// --upstream host:port, as Envoy's clusters write an upstream, failed in
+// gateway.New with url.Parse's words for an IP address ("first path
+// segment in URL cannot contain colon"); serve now says to write a URL.
+func TestServeUpstreamNotAURL(t *testing.T) {
+	for _, c := range []struct{ upstream, want string }{
+		{"127.0.0.1:9000", "floodgate serve: --upstream 127.0.0.1:9000: not a URL: want http://127.0.0.1:9000 (HTTP/1.1), https://127.0.0.1:9000 (TLS) or h2c://127.0.0.1:9000 (HTTP/2 without TLS)\n"},
+		{"localhost:9000", "floodgate serve: --upstream localhost:9000: not a URL: want http://localhost:9000 (HTTP/1.1), https://localhost:9000 (TLS) or h2c://localhost:9000 (HTTP/2 without TLS)\n"},
+		{"http:/backend", "floodgate serve: --upstream http:/backend: not a URL: want http://host:port (HTTP/1.1), https://host:port (TLS) or h2c://host:port (HTTP/2 without TLS)\n"},
+	} {
+		var out, errb strings.Builder
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code := run(ctx, []string{"serve", "--config", "../../examples/gateway", "--upstream", c.upstream,
+			"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, &out, &errb)
+		cancel()
+		if code != 1 || !strings.HasSuffix(errb.String(), c.want) {
+			t.Errorf("--upstream %s: exit %d, stderr %q; want exit 1 and %q", c.upstream, code, errb.String(), c.want)
+		}
+	}
+}
