@@ -68,3 +68,57 @@ func TestCloseDuringCallsExt(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDuringCallsNoAdmission: a call that runs while Close drops the
+// keys decides on the key's whole state or returns store.ErrClosed: it
+// never reads a state whose variable part Close has already dropped. A
+// concurrency limit with its one slot held refuses every Take, by several
+// keys at once or alone, up to Close and during it.
+func TestCloseDuringCallsNoAdmission(t *testing.T) {
+	ctx := t.Context()
+	c := mustLimit(t, algo.Params{Algorithm: algo.Concurrency, Limit: 1, LeaseTTL: time.Hour})
+	for round := range 100 {
+		st, err := memory.New(memory.WithShards(1), memory.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range 4 {
+			take(t, st, fmt.Sprint("k", k), c, 1) // the slot, held
+		}
+		var wg sync.WaitGroup
+		var calls atomic.Int64
+		admitted := make(chan string, 8)
+		for g := range 4 {
+			wg.Go(func() {
+				out := make([]algo.Decision, 2)
+				for i := range 200 {
+					k := fmt.Sprint("k", i%4)
+					reqs := []store.Request{{Key: k, Limit: c, Cost: 1, Lease: uint64(g*1000 + i + 1)}}
+					if g%2 == 1 {
+						reqs = append(reqs, store.Request{Key: fmt.Sprint("k", (i+1)%4), Limit: c, Cost: 1, Lease: uint64(g*1000 + i + 1)})
+					}
+					res, err := st.Take(ctx, reqs, out[:len(reqs)])
+					calls.Add(1)
+					if err != nil {
+						return
+					}
+					if res.Allowed {
+						admitted <- fmt.Sprintf("take %d of caller %d", i, g)
+						return
+					}
+				}
+			})
+		}
+		for i := 0; calls.Load() < int64(round%40+1) && i < 1e6; i++ {
+			runtime.Gosched()
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(admitted)
+		for a := range admitted {
+			t.Fatalf("round %d: %s admitted on a concurrency limit whose slot is held, during Close", round, a)
+		}
+	}
+}

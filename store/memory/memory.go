@@ -155,17 +155,23 @@ func (s *Store) acquire(key string, create bool, now int64) (*entry, *shard, uin
 // load returns e's state: zero when it was written by another algorithm
 // (its limit was reconfigured) or has expired, whether or not the janitor
 // has removed it yet, so that decisions do not depend on when it runs.
-// e.mu is held.
-func (sh *shard) load(e *entry, k algo.Kind, st *algo.State, now int64) {
+// It reports false, with the state incomplete, when Close has dropped the
+// state's variable part (the side map) meanwhile: the caller returns
+// errClosed rather than decide on what is left (a concurrency key's
+// leases gone, its slots all free). e.mu is held.
+func (sh *shard) load(e *entry, k algo.Kind, st *algo.State, now int64) bool {
 	if e.kind() != k || e.exp() <= now {
-		return
+		return true
 	}
 	st.A, st.B, st.C = e.a, e.b, e.c
 	if e.ext() {
 		sh.extMu.Lock()
-		st.Ext = sh.ext[e]
+		ext := sh.ext
+		st.Ext = ext[e]
 		sh.extMu.Unlock()
+		return ext != nil
 	}
+	return true
 }
 
 // save stores st in e and reports whether st still differs from a fresh
@@ -311,7 +317,10 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 		var st algo.State
 		m := e.meta
 		if m&hasExt != 0 {
-			sh.load(e, kind, &st, now)
+			if !sh.load(e, kind, &st, now) {
+				e.mu.Unlock()
+				return errClosed
+			}
 		} else if algo.Kind(m>>kindShift) == kind && int64(m&expMask) > now {
 			st.A, st.B, st.C = e.a, e.b, e.c
 		}
@@ -431,7 +440,12 @@ func (s *Store) takeMany(ctx context.Context, reqs []store.Request, out []algo.D
 	}
 	states := make([]algo.State, len(order))
 	for j, h := range order {
-		h.sh.load(h.e, reqs[slices.Index(idx, j)].Limit.Algorithm(), &states[j], now)
+		if !h.sh.load(h.e, reqs[slices.Index(idx, j)].Limit.Algorithm(), &states[j], now) {
+			for _, h := range order {
+				h.e.mu.Unlock()
+			}
+			return false, errClosed
+		}
 		states[j] = states[j].Clone()
 	}
 	// Take each request on a copy of the state the earlier requests on its
@@ -504,7 +518,10 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 		var st algo.State
 		if e != nil {
-			sh.load(e, r.Limit.Algorithm(), &st, now)
+			if !sh.load(e, r.Limit.Algorithm(), &st, now) {
+				e.mu.Unlock()
+				return errClosed
+			}
 			st.Ext = slices.Clone(st.Ext) // Peek forgets expired entries in place
 			e.mu.Unlock()
 		}
@@ -582,7 +599,10 @@ func (s *Store) each(r *store.Request, now int64, f func(*algo.State, *store.Req
 		return nil
 	}
 	var st algo.State
-	sh.load(e, k, &st, now)
+	if !sh.load(e, k, &st, now) {
+		e.mu.Unlock()
+		return errClosed
+	}
 	f(&st, r)
 	s.release(sh, e, hk, sh.save(e, &st, r.Limit, now), now)
 	return nil
@@ -637,7 +657,9 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 		return algo.State{}, false, nil
 	}
 	var st algo.State
-	sh.load(e, e.kind(), &st, now)
+	if !sh.load(e, e.kind(), &st, now) {
+		return algo.State{}, false, errClosed
+	}
 	return st.Clone(), true, nil
 }
 
