@@ -26,9 +26,10 @@
 //     key; other instances cannot use them until they are given back. Units
 //     left when a slice expires (TTL) or the Store is closed go back to the
 //     shared store (store.Store.Refund, at the time they were charged, so a
-//     window that has passed takes nothing back), and when the shared store
-//     has fewer units left than a slice, a Store takes only what the
-//     request needs: the last units of a budget go one by one.
+//     window that has passed takes nothing back). When the shared store
+//     has fewer units left than a slice, a Store takes what is left (a
+//     smaller slice), and once nothing is left only what each request
+//     needs: units that refill go one request at a time.
 //   - Headers: Remaining is the shared store's figure at the slice's take
 //     plus the units this instance still holds; ResetAfter is the one
 //     reported when the slice was taken.
