@@ -94,7 +94,9 @@
 // refunds its compare-and-swap states in two (gets, then cas), a lost
 // compare-and-swap adding two per retry as for Take: a cas lands once or
 // not at all, so a refund is neither lost nor applied twice. Release and
-// Renew still go key after key.
+// Renew still go key after key; a server that fails fails its own keys
+// only, and the other servers' leases are released or renewed all the
+// same.
 //
 // # Clock
 //

@@ -437,25 +437,57 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 
 // eachLease applies op (Release or Renew) to the lease of each Concurrency
 // request, under compare-and-swap, writing the state when op changed it.
+// A key that fails does not keep the others from their release or
+// renewal: a server's failure fails the requests of its keys (its keys
+// after the first failure are not tried, as they would fail alike, a
+// timeout each), and the other servers' keys are still done, so that a
+// dead server neither keeps a live one's slots taken until their
+// LeaseTTL nor lets a live one's leases expire under holders still
+// running. The caller's context ending stops the call there.
 func (s *Store) eachLease(ctx context.Context, reqs []store.Request, op func(*algo.Limit, *algo.State, int64, uint64) bool) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err
 	}
 	now := s.nowUS()
+	var (
+		errs   []error
+		failed []int
+		down   map[int]error // servers whose key failed unreachable, by partition
+	)
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Limit.Algorithm() != algo.Concurrency {
+			continue
+		}
+		p := s.Partition(r.Key)
+		if cause, ok := down[p]; ok {
+			errs = append(errs, fmt.Errorf("memcached %q: not tried, its server failed on an earlier key: %w", r.Key, cause))
+			failed = append(failed, i)
 			continue
 		}
 		l, lease := r.Limit, r.Lease
 		_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
 			return algo.Decision{}, must(live && op(l, st, now, lease))
 		})
-		if err != nil {
-			return s.placed(err, reqs, s.blame(ctx, err, i), i+1)
+		if err == nil {
+			continue
+		}
+		if s.ctxErr(ctx, err) {
+			errs = append(errs, err)
+			return s.placed(joinKeyErrors(errs), reqs, failed, i)
+		}
+		errs, failed = append(errs, err), append(failed, i)
+		if errors.Is(err, store.ErrUnavailable) {
+			if down == nil {
+				down = map[int]error{}
+			}
+			down[p] = err
 		}
 	}
-	return nil
+	if len(errs) == 0 {
+		return nil
+	}
+	return s.placed(joinKeyErrors(errs), reqs, failed, len(reqs))
 }
 
 // Reset forgets the keys: their compare-and-swap state, and the window
