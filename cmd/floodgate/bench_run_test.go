@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,13 +92,31 @@ func TestBenchExitCodes(t *testing.T) {
 		t.Errorf("10%% errors: exit %d, stdout %s, stderr %q; want exit 1 and the count", code, out, errb)
 	}
 
-	slow := decisionServer(t, 5*time.Millisecond, 0)
+	// The run is interrupted 300 ms after bench is called. The time it
+	// reports runs from its own start, after its set-up (0-60 ms here
+	// under -race): it must lie between the first request's arrival and
+	// the interruption, and bench's whole call.
+	var first, interrupted atomic.Int64 // ns since called
+	called := time.Now()
+	inner := decisionServer(t, 5*time.Millisecond, 0).Config.Handler
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first.CompareAndSwap(0, int64(time.Since(called)))
+		inner.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
+	time.AfterFunc(300*time.Millisecond, func() { interrupted.Store(int64(time.Since(called))); cancel() })
 	code, out, errb = benchRun(ctx, "-p", "json", "-addr", slow.URL, "-n", "1000000", "-c", "2", "-d", "1m")
-	if code != 130 || !strings.Contains(out, "ended       interrupted after 0.3") || !strings.Contains(out, " of 1000000 requests done\n") ||
-		!strings.HasPrefix(errb, "floodgate bench: interrupted after 0.3") {
-		t.Errorf("interrupted: exit %d, stdout %s, stderr %q; want exit 130 and both saying it was interrupted", code, out, errb)
+	took := time.Since(called)
+	ended := regexp.MustCompile(`\nended       interrupted after (\d+\.\d\d)s: \d+ of 1000000 requests done\n`).FindStringSubmatch(out)
+	said := regexp.MustCompile(`^floodgate bench: interrupted after (\d+\.\d\d)s: `).FindStringSubmatch(errb)
+	if code != 130 || ended == nil || said == nil || ended[1] != said[1] {
+		t.Fatalf("interrupted: exit %d, stdout %s, stderr %q; want exit 130 and both saying it was interrupted, after the same time", code, out, errb)
+	}
+	elapsed, _ := strconv.ParseFloat(ended[1], 64) // to the hundredth: within 5 ms
+	lo, hi := time.Duration(interrupted.Load()-first.Load()), took
+	if at := time.Duration(elapsed * float64(time.Second)); at < lo-5*time.Millisecond || at > hi+5*time.Millisecond {
+		t.Errorf("interrupted after %v, said bench; want between %v (the first request to the interruption) and %v (bench's call)", at, lo, hi)
 	}
 }
 
