@@ -368,10 +368,16 @@ func (e *sticky) finish() { e.r.finish() }
 // own admissions not yet counted (the Kafka design of the articles).
 type async struct {
 	cluster
-	limit     int64
-	counter   *algo.Limit // the contender's algorithm with a limit it never reaches
-	huge      int64
-	global    []algo.State
+	limit   int64
+	counter *algo.Limit // the contender's algorithm with a limit it never reaches
+	huge    int64
+	global  []algo.State
+	// logs, for the sliding log, count instead of counter: its exact
+	// count is the units delivered in (now - Period, now], and the real
+	// algorithm holds at most 2^20 of them, fewer than an overshoot past
+	// a limit near 2^20 delivers (the deliveries it refused were lost).
+	logs      []keyLog
+	period    int64
 	pending   [][]int64 // per instance, per key: own admissions not yet delivered
 	lag       int64
 	delivered fifo[delivery]
@@ -396,7 +402,11 @@ func (e *async) run(now int64) {
 			}
 		case okD:
 			d := e.delivered.pop()
-			e.counter.Take(&e.global[d.key], epoch+d.t, d.cost)
+			if e.logs != nil {
+				e.logs[d.key].push(d.t, d.cost)
+			} else {
+				e.counter.Take(&e.global[d.key], epoch+d.t, d.cost)
+			}
 			e.pending[d.inst][d.key] -= d.cost
 		default:
 			return
@@ -406,11 +416,19 @@ func (e *async) run(now int64) {
 
 func (e *async) arrive(a arrival) {
 	e.run(a.t)
-	e.global = grow(e.global, int(a.key))
 	i := e.lb.pick(a.key)
 	e.pending[i] = grow(e.pending[i], int(a.key))
 	cost := int64(a.cost)
-	seen := e.huge - e.counter.Peek(&e.global[a.key], epoch+a.t, 0).Remaining
+	var seen int64
+	if e.logs != nil {
+		e.logs = grow(e.logs, int(a.key))
+		k := &e.logs[a.key]
+		k.prune(a.t - e.period)
+		seen = k.sum
+	} else {
+		e.global = grow(e.global, int(a.key))
+		seen = e.huge - e.counter.Peek(&e.global[a.key], epoch+a.t, 0).Remaining
+	}
 	ok := seen+e.pending[i][a.key]+cost <= e.limit
 	if ok {
 		e.pending[i][a.key] += cost
@@ -631,16 +649,17 @@ func newEngine(sc *Scenario, c *Contender, r *recorder, keys, salt int) (engine,
 	case StrategySticky:
 		return &sticky{cluster: cl, lim: lim, states: make([][]algo.State, cl.k)}, nil
 	case StrategyAsync:
-		huge := int64(1 << 40)
+		e := &async{cluster: cl, limit: sc.Limit, pending: make([][]int64, cl.k), lag: c.Lag.us(), period: sc.Period.us()}
 		if c.kind == algo.SlidingLog {
-			huge = 1 << 20
+			e.logs = make([]keyLog, min(keys, 1<<16))
+			return e, nil
 		}
-		counter, err := c.compile(huge, sc.Period)
-		if err != nil {
+		e.huge = 1 << 40
+		if e.counter, err = c.compile(e.huge, sc.Period); err != nil {
 			return nil, err
 		}
-		return &async{cluster: cl, limit: sc.Limit, counter: counter, huge: huge,
-			global: make([]algo.State, min(keys, 1<<16)), pending: make([][]int64, cl.k), lag: c.Lag.us()}, nil
+		e.global = make([]algo.State, min(keys, 1<<16))
+		return e, nil
 	case StrategyLease:
 		return &lease{cluster: cl, lim: lim, forward: !leasable(c.kind), store: make([]algo.State, min(keys, 1<<16)),
 			size: c.LeaseSize, ttl: c.LeaseTTL.us(), rtt: c.RTT.us()}, nil
