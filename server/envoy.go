@@ -253,6 +253,11 @@ func unitDuration(u typev3.RateLimitUnit, mult uint32) (time.Duration, algo.Cale
 		if mult > 1<<20 {
 			return 0, algo.CalendarNone, fmt.Errorf("unit_multiplier %d is too large", mult)
 		}
+		if time.Duration(mult) > math.MaxInt64/d {
+			// DAY × 106752 and more: the product would wrap around to
+			// a period the client never asked for.
+			return 0, algo.CalendarNone, fmt.Errorf("unit_multiplier %d with unit %v is too long a period (about 285 years at most)", mult, u)
+		}
 		d *= time.Duration(mult)
 	}
 	return d, algo.CalendarNone, nil
