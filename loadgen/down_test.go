@@ -148,21 +148,39 @@ func TestServerGoneEndsRun(t *testing.T) {
 	for _, p := range everyProtocol {
 		t.Run(p, func(t *testing.T) {
 			srv := newStoppableServer(t)
-			time.AfterFunc(300*time.Millisecond, srv.stop)
-			t0 := time.Now()
+			// The server goes once it has answered the run (10 requests
+			// counted), not at a fixed time: a run whose first answers came
+			// later than that on a loaded machine had none before it.
+			stopped := make(chan time.Time, 1)
+			go func() {
+				for i := 0; i < 1000; i++ { // 10 s at most
+					if n, err := requestsOn(srv.adm); err == nil && n >= 10 {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				srv.stop()
+				stopped <- time.Now()
+			}()
 			cfg := srv.config(p)
 			cfg.Requests, cfg.Duration, cfg.DownAfter = 1e9, time.Minute, 500*time.Millisecond
 			res, err := loadgen.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			took := time.Since(t0)
+			var took time.Duration // since the server's going
+			select {
+			case at := <-stopped:
+				took = time.Since(at)
+			case <-time.After(15 * time.Second):
+				t.Fatal("the server was not stopped")
+			}
 			var out bytes.Buffer
 			res.Print(&out)
 			ended := regexp.MustCompile(`\nended       server gone after \d+\.\d\ds: no answer for 500ms, requests failing to reach it \(.+\): [1-9]\d* of 1000000000 requests done\n`)
 			if res.Stop != loadgen.StopServerDown || took > 5*time.Second || res.Admitted == 0 || res.Errors == 0 ||
 				res.DownError == "" || !ended.MatchString(out.String()) {
-				t.Errorf("stop %v after %v, admitted %d, errors %d, down error %q; report:\n%s\nwant StopServerDown within 5s, answers before it, errors after, and an ended line saying so",
+				t.Errorf("stop %v after %v, admitted %d, errors %d, down error %q; report:\n%s\nwant StopServerDown within 5s of the server's going, answers before it, errors after, and an ended line saying so",
 					res.Stop, took, res.Admitted, res.Errors, res.DownError, out.String())
 			}
 			t.Logf("%s: %v, %d admitted, %d errors, %q", p, took, res.Admitted, res.Errors, res.DownError)
@@ -200,12 +218,24 @@ func TestBriefPauseDoesNotEndRun(t *testing.T) {
 // serverRequests sums floodgate_requests_total on the admin address.
 func serverRequests(t *testing.T, admin string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
+	n, err := requestsOn(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n
+}
+
+// requestsOn sums floodgate_requests_total on the admin address.
+func requestsOn(admin string) (float64, error) {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
 	var sum float64
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "floodgate_requests_total{") {
@@ -214,7 +244,7 @@ func serverRequests(t *testing.T, admin string) float64 {
 			sum += v
 		}
 	}
-	return sum
+	return sum, nil
 }
 
 // TestDownAfterZeroNeverStops: without DownAfter a run against a server
