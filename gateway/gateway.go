@@ -744,7 +744,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var cw *clientWriter
 	var rc *http.ResponseController
-	if g.o.client > 0 || g.o.responses != nil {
+	limited := rt != nil && rt.limiter != nil
+	if g.o.client > 0 || g.o.responses != nil || limited {
 		cw = &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
 		if cw.d > 0 {
 			// A deadline left by an earlier request of the connection
@@ -835,7 +836,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	if rt != nil && rt.limiter != nil {
+	if limited {
 		var admitted func(policy.Response)
 		if len(rt.adaptive) > 0 {
 			admitted = st.decided
@@ -845,6 +846,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer done()
+		if h := w.Header(); len(h) > 0 {
+			cw.fields = h.Clone()
+		}
 	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, st)
 	if g.o.timeout > 0 {
@@ -878,6 +882,28 @@ type clientWriter struct {
 	req    *http.Request
 	logged atomic.Bool
 	status int // the response's status, once written (101 for an upgrade)
+	// fields are the gateway's own fields of an admitted request (its
+	// rate limit fields), put back into the header after each
+	// informational response (100 Continue, 103 Early Hints) the
+	// upstream sends: ReverseProxy clears the header once it has passed
+	// a 1xx on, and the final response then lacked them. refill is set
+	// by such a 1xx and done by the next Header; ReverseProxy orders the
+	// transport's goroutine that passes a 1xx on with its own.
+	fields http.Header
+	refill bool
+}
+
+// Header is the response's header, with the gateway's fields put back
+// after an informational response cleared it.
+func (w *clientWriter) Header() http.Header {
+	h := w.ResponseWriter.Header()
+	if w.refill {
+		w.refill = false
+		for k, v := range w.fields { // Clone's slices: an append copies
+			h[k] = v
+		}
+	}
+	return h
 }
 
 // deadline bounds the next write by the client timeout, when there is one
@@ -910,6 +936,9 @@ func (w *clientWriter) WriteHeader(code int) {
 	}
 	w.deadline() // a 1xx goes out at once
 	w.ResponseWriter.WriteHeader(code)
+	if code < 200 && code != http.StatusSwitchingProtocols && w.fields != nil {
+		w.refill = true
+	}
 }
 
 func (w *clientWriter) Write(p []byte) (int, error) {
