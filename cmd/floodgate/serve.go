@@ -984,7 +984,7 @@ func sameListenAddr(a, b string) bool {
 // listening IP (or, written as localhost, 127.0.0.1 or ::1); for a
 // listener on every address, localhost or a loopback, unspecified or
 // interface IP of this host; for a listener named by a host name, that
-// name. Other names are not resolved. The gateway would proxy each request
+// name (or 127.0.0.1 or ::1 for localhost). Other names are not resolved. The gateway would proxy each request
 // to itself, each hop a new request, until the client gave up.
 func upstreamIsSelf(upstream, listen string) bool {
 	u, err := url.Parse(upstream)
@@ -1021,10 +1021,16 @@ func upstreamIsSelf(upstream, listen string) bool {
 		}
 		return false
 	case lerr == nil:
-		return err == nil && uip == lip || localhost && (lip == netip.IPv6Loopback() || lip == netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+		return err == nil && uip == lip || localhost && isLocalhostIP(lip)
 	default:
-		return strings.EqualFold(host, lhost)
+		return strings.EqualFold(host, lhost) || strings.EqualFold(lhost, "localhost") && err == nil && isLocalhostIP(uip)
 	}
+}
+
+// isLocalhostIP reports whether ip is one that localhost names: 127.0.0.1
+// or ::1.
+func isLocalhostIP(ip netip.Addr) bool {
+	return ip == netip.IPv6Loopback() || ip == netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 // loopbackAddr reports whether the listening address addr (host:port) is

@@ -30,6 +30,8 @@ func TestServeUpstreamIsSelf(t *testing.T) {
 		{"http://localhost", "0.0.0.0:80", true},
 		{"https://localhost", ":443", true},
 		{"http://gateway.internal:8080", "gateway.internal:8080", true},
+		{"http://127.0.0.1:8080", "localhost:8080", true},
+		{"http://[::1]:8080", "LocalHost:8080", true},
 		// Not this server: another port, another address, a name not resolved.
 		{"http://127.0.0.1:8081", "127.0.0.1:8080", false},
 		{"http://127.0.0.2:8080", "127.0.0.1:8080", false},
@@ -37,6 +39,8 @@ func TestServeUpstreamIsSelf(t *testing.T) {
 		{"http://10.0.0.5:8080", "127.0.0.1:8080", false},
 		{"http://192.0.2.1:8080", ":8080", false},
 		{"http://backend.internal:8080", ":8080", false},
+		{"http://127.0.0.2:8080", "localhost:8080", false},
+		{"http://backend.internal:8080", "gateway.internal:8080", false},
 		{"http://127.0.0.1", "127.0.0.1:8080", false},
 		{"https://127.0.0.1", "127.0.0.1:80", false},
 		{"http://127.0.0.1:0", "127.0.0.1:0", false},
