@@ -453,7 +453,9 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 		}
 	}
 	slices.SortStableFunc(t.routes, func(a, b *route) int {
-		if d := len(b.prefix) - len(a.prefix); d != 0 {
+		// "/api/" covers what "/api" does (see under): its "/" makes it
+		// no more specific.
+		if d := len(strings.TrimSuffix(b.prefix, "/")) - len(strings.TrimSuffix(a.prefix, "/")); d != 0 {
 			return d
 		}
 		if d := hostRank(a) - hostRank(b); d != 0 {
