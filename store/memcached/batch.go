@@ -168,11 +168,27 @@ func (s *Store) takeBatch(ctx context.Context, reqs []store.Request, out []algo.
 	// refused it was another Take's units in flight (an increment not yet
 	// given back, a charge being rolled back), and a refused Take must
 	// name a refusing request, as storetest.Reference's does.
-	kept := b.rs[refused].d
+	kept, at := b.rs[refused].d, refused
 	if chargedBefore(reqs, refused) {
 		refused = -1
 	}
 	if failed, err := b.alone(); err != nil {
+		// The Take is refused and rolled back; only what some requests
+		// alone would get is not known (the zero Decision): the
+		// refusal stands (Result.Partial), as in partial.
+		for j := range reqs {
+			br := &b.rs[j]
+			bad := br.err != nil
+			if br.kind == bCAS {
+				bad = b.groups[br.grp].err != nil
+			}
+			out[j] = algo.Decision{}
+			if !bad {
+				out[j] = store.Unwind(br.d, reqs[j].Cost)
+			}
+		}
+		out[at] = kept
+		res.Partial = true
 		return res, s.placed(err, reqs, failed, len(reqs))
 	}
 	for j := range reqs {
@@ -661,6 +677,12 @@ func (b *batch) written(g *bgroup, c *pcmd, retries int) bool {
 		return true
 	case c.err != nil && isTooLarge(c.err):
 		g.err, g.state = b.s.tooLarge(g.key, g.limit, len(g.next), c.err), gDone
+		return false
+	case c.err != nil && g.mode == tryWrite:
+		// The write only stores what a decision that charges nothing
+		// left (see update): the decision stands.
+		b.s.stats.casOps.Add(1)
+		g.state = gDone
 		return false
 	case c.err != nil:
 		g.err, g.state = unavailable("write", g.key, c.err), gDone

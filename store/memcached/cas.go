@@ -203,6 +203,15 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 			// The server's -I is below what Open found (it was
 			// restarted with another one since).
 			return updated{}, s.tooLarge(key, l, len(u.after), err)
+		case mode == tryWrite:
+			// The decision charges nothing and was made on what the
+			// server answered: the server failing on the write that
+			// only stores what the algorithm left does not undo it (a
+			// refusal reported as an error alone is answered by the
+			// caller's failure policy, which failing open admits).
+			s.stats.casOps.Add(1)
+			u.after = nil
+			return u, nil
 		default:
 			return updated{}, unavailable("write", key, err)
 		}

@@ -19,7 +19,11 @@
 // refusals not yet given back), so the store never admits more than the
 // pure algorithm; with unit costs it admits exactly as many (a large
 // refused cost may, for the instant before its decr, make a small request
-// refuse). A fixed-window decision is one round trip (two when it refuses
+// refuse). When that decr fails (the server failing between the two
+// round trips), the refusal stands: Take returns the failure with
+// store.Result.Partial and the refused decision, the cost staying counted
+// until the window ends (under-admission, never over-admission). A
+// fixed-window decision is one round trip (two when it refuses
 // or creates the window); a sliding window adds one GetMulti for the older
 // sub-windows, which live on the same server.
 //
@@ -34,7 +38,8 @@
 // failure policy (fail open, closed, or local) decides, never a silent
 // over-admission. A refusal also stores what the algorithm's Take left (a
 // fresh bucket's clock starts), but with one attempt only, since it charges
-// nothing. Within one process, callers of the same key queue on a local
+// nothing; a server failing on that write leaves the refusal as it is,
+// without an error. Within one process, callers of the same key queue on a local
 // lock (4096 stripes) instead of racing, so retries are only spent against
 // other processes; Stats reports them (CAS retries per decision). A sliding
 // log state grows by 8 bytes per unit held, a concurrency state by 9 to 18

@@ -215,6 +215,14 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	d, _, err := s.take(ctx, &reqs[0], &now)
 	res := store.Result{At: now}
 	if err != nil {
+		if d.Limit != 0 && !d.Allowed {
+			// Refused, and the decr giving its increment back failed:
+			// the refusal stands (Result.Partial), the units staying
+			// charged until the window ends. As an error alone, the
+			// caller's failure policy would answer it, and failing
+			// open admit what the server refused.
+			out[0], res.Partial = d, true
+		}
 		return res, err
 	}
 	out[0] = d
