@@ -441,7 +441,8 @@ func (e *async) arrive(a arrival) {
 func (e *async) finish() { e.r.finish() }
 
 // lease lets each instance take slices of budget from a central store and
-// spend them locally; unused units go back when the lease expires. When the
+// spend them locally; unused units go back when the lease expires, or
+// before the next lease when they are too few for a request. When the
 // store refuses, the instance rejects that key locally until the store's
 // retry time. As in store/lease, a request that cannot be leased goes to the
 // store on its own (see leasable).
@@ -525,6 +526,14 @@ func (e *lease) fetch(i int, key int32, now int64) {
 	want := max(e.size, int64(ls.waiters[0].cost))
 	at := now + e.rtt/2
 	st := &e.store[key]
+	if ls.balance > 0 {
+		// As store/lease: the units left, too few for the waiter, go back
+		// at the time they were charged before a new lease is taken;
+		// units charged at different times cannot be given back as one.
+		e.lim.Refund(st, epoch+at, epoch+ls.at, ls.balance)
+		e.r.m.StoreCalls++
+		ls.balance = 0
+	}
 	var got int64
 	d := e.lim.Take(st, epoch+at, want)
 	switch {
