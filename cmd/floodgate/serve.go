@@ -616,7 +616,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	warnReplicas(st, f, log)
 	warnEviction(st, f, log)
 
-	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow))
+	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow), policy.WithLogger(log))
 	if err != nil {
 		return err
 	}
