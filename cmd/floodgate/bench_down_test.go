@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"syscall"
@@ -29,18 +32,53 @@ func TestBenchStopsWhenServerDies(t *testing.T) {
 			if p == "grpc" {
 				addr = srv.GRPC
 			}
-			time.AfterFunc(700*time.Millisecond, func() { srv.Stop(syscall.SIGKILL, 5*time.Second) })
-			t0 := time.Now()
+			// The server dies once it has counted 10 of the run's requests,
+			// not at a fixed time: the report's answers before the death are
+			// checked, and a run slower than that to start has none.
+			killed := make(chan time.Time, 1)
+			go func() {
+				for i := 0; i < 1000 && servedRequests(srv.Admin) < 10; i++ { // 10 s at most
+					time.Sleep(10 * time.Millisecond)
+				}
+				srv.Stop(syscall.SIGKILL, 5*time.Second)
+				killed <- time.Now()
+			}()
 			code, out, errb := benchRun(context.Background(), benchArgs(p, addr, "-down-after", "1s")...)
-			took := time.Since(t0)
+			var took time.Duration // since the kill
+			select {
+			case at := <-killed:
+				took = time.Since(at)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the server was not killed")
+			}
 			ended := regexp.MustCompile(`\nended       server gone after \d+\.\d\ds: no answer for 1s, requests failing to reach it \(.*connection refused.*\): [1-9]\d* of 100000000 requests done\n`)
 			stderr := regexp.MustCompile(`^floodgate bench: stopped early after \d+\.\d\ds: the server looks gone \(no answer for 1s, requests failing to reach it: .*connection refused.*\); the report covers the [1-9]\d* request\(s\) done by then, [1-9]\d* of them failed\n$`)
 			if code != 1 || took > 10*time.Second || !ended.MatchString(out) || !stderr.MatchString(errb) ||
 				!regexp.MustCompile(`\nadmitted    [1-9]`).MatchString(out) || !regexp.MustCompile(`\nerrors      [1-9]`).MatchString(out) {
-				t.Errorf("exit %d after %v; stdout:\n%s\nstderr %q\nwant exit 1 within 10s, a report with answers and errors that says the server went away, one line on stderr", code, took, out, errb)
+				t.Errorf("exit %d after %v; stdout:\n%s\nstderr %q\nwant exit 1 within 10s of the kill, a report with answers and errors that says the server went away, one line on stderr", code, took, out, errb)
 			}
 		})
 	}
+}
+
+// servedRequests sums floodgate_requests_total on a served process's
+// admin address (0 when it cannot be read).
+func servedRequests(admin string) float64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "floodgate_requests_total{") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			sum += v
+		}
+	}
+	return sum
 }
 
 // TestBenchRidesOutRestart: a `floodgate serve` killed and started again
