@@ -623,6 +623,8 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 		// All or nothing: the other descriptors' charges go back.
 		if err := s.engine.Refund(context.WithoutCancel(ctx), *resp); err != nil {
 			s.log.Debug("envoy: giving back a request refused by a check on a spent limit", "domain", req.Domain, "error", err)
+		} else {
+			s.uncharged(ctx, req, resp, spent)
 		}
 		resp.Code, resp.Strategy, resp.Delay = policy.CodeOverLimit, policy.StrategyReject, 0
 	}
@@ -640,6 +642,39 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 		if p := st.RuleLimit.Params(); (p.Algorithm == algo.TokenBucket || p.Algorithm == algo.GCRA) && p.Limit > 0 {
 			st.Decision.RetryAfter = min(st.Decision.RetryAfter, (p.Period+time.Duration(p.Limit)-1)/time.Duration(p.Limit))
 		}
+	}
+}
+
+// uncharged sets the statuses of resp's descriptors that were charged and
+// then given back (all but the spent checks) to what a look at them says
+// (Peek at cost 0): what remains with nothing charged, as a request the
+// engine refuses reports its other descriptors, instead of what would have
+// remained had the request passed. When the look fails they stay as
+// decided.
+func (s *Server) uncharged(ctx context.Context, req *policy.Request, resp *policy.Response, spent []bool) {
+	var which []int
+	for i := range resp.Statuses {
+		if st := &resp.Statuses[i]; !spent[i] && st.Matched && !st.Unlimited {
+			which = append(which, i)
+		}
+	}
+	if len(which) == 0 {
+		return
+	}
+	ds := make([]policy.Descriptor, len(which))
+	for j, i := range which {
+		ds[j] = req.Descriptors[i]
+		ds[j].Hits, ds[j].HitsSet = 0, true
+	}
+	r, err := s.engine.Peek(ctx, policy.Request{Domain: req.Domain, Descriptors: ds, Priority: resp.Priority})
+	if err != nil || len(r.Statuses) != len(which) {
+		s.log.Debug("envoy: looking at what remains beside a check on a spent limit", "domain", req.Domain, "error", err)
+		return
+	}
+	for j, i := range which {
+		p, st := &r.Statuses[j], &resp.Statuses[i]
+		st.Decision, st.Limits, st.Window = p.Decision, p.Limits, p.Window
+		st.RuleLimit, st.ConfiguredName = p.RuleLimit, p.ConfiguredName
 	}
 }
 

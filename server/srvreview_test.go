@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,5 +30,35 @@ func TestEnvoyUnitMultiplierOverflow(t *testing.T) {
 			!strings.Contains(err.Error(), "too long") {
 			t.Errorf("DAY × %d: %v %v, want InvalidArgument saying descriptors[0].limit: unit_multiplier … too long", mult, resp, err)
 		}
+	}
+}
+
+// TestEnvoySpentCheckReportsNothingCharged: a check (hits_addend 0) on a
+// spent limit refuses the request it is in and gives back what the
+// request's other descriptors took; their statuses then say what remains
+// with nothing charged, as those of a request the engine refused do (1000
+// left), not what would have remained had the request passed (950): the
+// refund made that number wrong by the request's cost.
+func TestEnvoySpentCheckReportsNothingCharged(t *testing.T) {
+	for name, e := range storeEnvs(t, usageConfig) {
+		t.Run(name, func(t *testing.T) {
+			awayFromMinuteEnd(name)
+			for _, viaJSON := range []bool{false, true} {
+				v := transport(viaJSON)
+				if resp, _ := e.ask(t, usage("user", v, u64(1000), 0), viaJSON); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+					t.Fatalf("%s: 1000 of 1000: %v", v, resp)
+				}
+				mixed := envoyReq("ai", 50, []string{"user", v}, []string{"model", v})
+				mixed.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+				resp, _ := e.ask(t, mixed, viaJSON)
+				if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK ||
+					resp.Statuses[1].LimitRemaining != 1000 {
+					t.Errorf("%s: a check on the spent user and 50 on model: %v, want OVER_LIMIT with model OK and 1000 left (nothing charged)", v, resp)
+				}
+				if resp, _ := e.ask(t, usage("model", v, u64(0), 0), viaJSON); resp.Statuses[0].LimitRemaining != 1000 {
+					t.Errorf("%s: model after the refused request: %v, want 1000 left", v, resp)
+				}
+			}
+		})
 	}
 }
