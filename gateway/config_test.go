@@ -29,6 +29,18 @@ func TestSectionErrors(t *testing.T) {
 			"gw.yaml:3: gateway: routes: no routes (declare at least one, or drop the gateway section)"},
 		{"bad prefix", "  routes:\n    - path_prefix: api\n",
 			`gw.yaml:4: gateway: routes[0].path_prefix: "api" must start with /`},
+		// Request paths are matched decoded and cleaned: a prefix that
+		// is not would never match, its route never apply.
+		{"prefix not clean", "  routes:\n    - path_prefix: /api//v1/\n",
+			`gw.yaml:4: gateway: routes[0].path_prefix: "/api//v1/" is not a clean path (paths are matched cleaned: dot segments resolved, repeated / merged; write "/api/v1"), so the route would never apply`},
+		{"prefix with dot segment", "  routes:\n    - path_prefix: /api/../admin\n",
+			`gw.yaml:4: gateway: routes[0].path_prefix: "/api/../admin" is not a clean path`},
+		{"prefix as a pattern", "  routes:\n    - path_prefix: /api/*\n",
+			`gw.yaml:4: gateway: routes[0].path_prefix: "/api/*" holds * ? or #: a prefix is literal`},
+		{"prefix with a query", "  routes:\n    - path_prefix: /search?q=\n",
+			`gw.yaml:4: gateway: routes[0].path_prefix: "/search?q=" holds * ? or #`},
+		{"prefix escaped", "  routes:\n    - path_prefix: /caf%C3%A9\n",
+			`gw.yaml:4: gateway: routes[0].path_prefix: "/caf%C3%A9" holds a percent escape: paths are matched percent-decoded`},
 		{"bad method", "  routes:\n    - path_prefix: /a\n    - methods: [GET, \"PO ST\"]\n",
 			`gw.yaml:5: gateway: routes[1].methods[1]: "PO ST" is not an HTTP method`},
 		{"bad host", "  routes:\n    - host: api.example.com:8080\n",
