@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/gateway"
 	"github.com/floodgate/floodgate/policy"
@@ -32,7 +33,11 @@ func TestExample(t *testing.T) {
 		io.WriteString(w, "upstream")
 	}))
 	defer up.Close()
-	st, _ := memory.New()
+	// The store's clock stands still: /api's window is a minute, and a
+	// minute's end among its six calls on the real clock would admit the
+	// sixth.
+	now := time.Now()
+	st, _ := memory.New(memory.WithClock(func() time.Time { return now }))
 	defer st.Close()
 	eng, err := policy.NewEngine(cfg, st)
 	if err != nil {
