@@ -560,7 +560,7 @@ func (b *batch) counterReply(i int, cmds []*pcmd) {
 		}
 		if c.err != nil {
 			if br.err == nil {
-				br.err = unavailableOr("take", r.Key, c.err)
+				br.err = b.s.unavailableOr("take", r.Key, c.err)
 			}
 			br.cstate = cDone
 			continue
@@ -569,7 +569,7 @@ func (b *batch) counterReply(i int, cmds []*pcmd) {
 		case cmdIncr:
 			if c.res == rMiss {
 				if addErr != nil {
-					br.err, br.cstate = unavailableOr("take", r.Key, addErr), cDone
+					br.err, br.cstate = b.s.unavailableOr("take", r.Key, addErr), cDone
 				}
 				continue // it expired or was evicted since the add: again
 			}
@@ -581,7 +581,7 @@ func (b *batch) counterReply(i int, cmds []*pcmd) {
 			if c.res == rOK {
 				var err error
 				if n, err = parseCount(c.val); err != nil {
-					br.err = unavailable("take", r.Key, err)
+					br.err = b.s.unavailable("take", r.Key, err)
 				}
 			}
 			br.counts = append(br.counts, n)
@@ -651,7 +651,7 @@ func (b *batch) writeCmd(g *bgroup) *pcmd {
 // read takes in a gets of g's item.
 func (b *batch) read(g *bgroup, c *pcmd) bool {
 	if c.err != nil {
-		g.err, g.state = unavailable("read", g.key, c.err), gDone
+		g.err, g.state = b.s.unavailable("read", g.key, c.err), gDone
 		return false
 	}
 	g.exists, g.val, g.casID = c.res == rOK, c.val, c.gotID
@@ -685,7 +685,7 @@ func (b *batch) written(g *bgroup, c *pcmd, retries int) bool {
 		g.state = gDone
 		return false
 	case c.err != nil:
-		g.err, g.state = unavailable("write", g.key, c.err), gDone
+		g.err, g.state = b.s.unavailable("write", g.key, c.err), gDone
 		return false
 	}
 	// Someone wrote, created or removed the item since it was read.
@@ -858,7 +858,7 @@ func (b *batch) rollbackServer(srv int) ([]int, error) {
 					// server's words: wrap it as the charge's errors are,
 					// so that the failure policy and the breaker see an
 					// unavailable store.
-					errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", b.reqs[i].Key, unavailable("decr", b.reqs[i].Key, c.err)))
+					errs = append(errs, fmt.Errorf("memcached: roll back key %q after a refusal (its units stay charged until they expire): %w", b.reqs[i].Key, b.s.unavailable("decr", b.reqs[i].Key, c.err)))
 					failed = append(failed, i)
 				}
 			}
@@ -982,7 +982,7 @@ func (b *batch) alone() ([]int, error) {
 				n, err = parseCount(c.val)
 			}
 			if err != nil {
-				br.err = unavailable("read", b.reqs[i].Key, err)
+				br.err = b.s.unavailable("read", b.reqs[i].Key, err)
 				break
 			}
 			br.counts = append(br.counts, n)

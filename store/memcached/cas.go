@@ -57,7 +57,7 @@ func (s *Store) load(key string, l *algo.Limit, now int64) (st algo.State, it *m
 		return st, nil, false, false, nil
 	}
 	if err != nil {
-		return st, nil, false, false, unavailable("read", key, err)
+		return st, nil, false, false, s.unavailable("read", key, err)
 	}
 	if st, live, err = s.itemState(key, l, now, it.Value, it.CasID); err != nil {
 		return algo.State{}, nil, false, false, err
@@ -152,7 +152,7 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 		switch {
 		case errors.Is(err, memcache.ErrCacheMiss):
 		case err != nil:
-			return updated{}, unavailable("read", key, err)
+			return updated{}, s.unavailable("read", key, err)
 		default:
 			if st, live, err = s.itemState(key, l, *now, it.Value, it.CasID); err != nil {
 				return updated{}, err
@@ -213,7 +213,7 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 			u.after = nil
 			return u, nil
 		default:
-			return updated{}, unavailable("write", key, err)
+			return updated{}, s.unavailable("write", key, err)
 		}
 		if mode == tryWrite {
 			s.stats.casOps.Add(1)

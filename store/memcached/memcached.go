@@ -568,11 +568,11 @@ func (s *Store) forget(ctx context.Context, key string, windows []string) error 
 	cand = slices.Compact(cand)
 	found, err := s.mc.GetMulti(cand)
 	if err != nil {
-		return unavailable("reset", key, err)
+		return s.unavailable("reset", key, err)
 	}
 	for k := range found {
 		if err := s.mc.Delete(k); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-			return unavailable("reset", key, err)
+			return s.unavailable("reset", key, err)
 		}
 	}
 	return nil
@@ -633,7 +633,7 @@ func (s *Store) inspectState(key string, now int64) (algo.State, bool, error) {
 	case errors.Is(err, memcache.ErrCacheMiss):
 		return algo.State{}, false, nil
 	case err != nil:
-		return algo.State{}, false, unavailable("inspect", key, err)
+		return algo.State{}, false, s.unavailable("inspect", key, err)
 	}
 	var st algo.State
 	_, exp, err := decodeState(it.Value, &st)
@@ -659,18 +659,25 @@ func (s *Store) Close() error {
 }
 
 // unavailable wraps a client error as store.ErrUnavailable with where it
-// happened.
-func unavailable(op, key string, err error) error {
+// happened: the operation, the key and, unless the error already names
+// it (a dial's or a pipe's does), the server that holds the key. A
+// connection the server closed fails with a bare EOF, a server's refusal
+// with its own words: neither says which server of the ring it was.
+func (s *Store) unavailable(op, key string, err error) error {
+	at := ""
+	if addr := s.ServerFor(key); !strings.Contains(err.Error(), addr) {
+		at = " on server " + addr
+	}
 	if errors.Is(err, memcache.ErrMalformedKey) {
-		return fmt.Errorf("%w: memcached %s %q: %w", store.ErrBadRequest, op, key, err)
+		return fmt.Errorf("%w: memcached %s %q%s: %w", store.ErrBadRequest, op, key, at, err)
 	}
 	if strings.Contains(err.Error(), "out of memory storing object") {
 		// A server started with -M refuses new items once its -m is used
 		// up, instead of evicting.
-		return fmt.Errorf("%w: memcached %s %q: the server is full and started with -M, so it refuses new items instead of evicting: raise its -m (docs/STORES.md sizes it), or run it without -M (evicted limits start afresh): %w",
-			store.ErrUnavailable, op, key, err)
+		return fmt.Errorf("%w: memcached %s %q%s: the server is full and started with -M, so it refuses new items instead of evicting: raise its -m (docs/STORES.md sizes it), or run it without -M (evicted limits start afresh): %w",
+			store.ErrUnavailable, op, key, at, err)
 	}
-	return fmt.Errorf("%w: memcached %s %q: %w", store.ErrUnavailable, op, key, err)
+	return fmt.Errorf("%w: memcached %s %q%s: %w", store.ErrUnavailable, op, key, at, err)
 }
 
 // maxRelativeTTL is memcached's rule: an expiration up to 30 days is

@@ -73,7 +73,7 @@ func (s *Store) peekRead(r *store.Request, now int64, cmds []*pcmd) (algo.Decisi
 	l := r.Limit
 	for _, c := range cmds {
 		if c.err != nil {
-			return algo.Decision{}, unavailable("read", r.Key, c.err)
+			return algo.Decision{}, s.unavailable("read", r.Key, c.err)
 		}
 	}
 	var st algo.State
@@ -86,7 +86,7 @@ func (s *Store) peekRead(r *store.Request, now int64, cmds []*pcmd) (algo.Decisi
 			}
 			n, err := parseCount(c.val)
 			if err != nil {
-				return algo.Decision{}, unavailable("read", r.Key, err)
+				return algo.Decision{}, s.unavailable("read", r.Key, err)
 			}
 			counts[j] = n
 		}
@@ -215,7 +215,7 @@ func (b *batch) refundServer(ctx context.Context, srv int) {
 				// NOT_FOUND: the counter expired meanwhile, with nothing
 				// left to give back.
 				if c.err != nil {
-					b.rs[i].err = unavailable("refund", b.reqs[i].Key, c.err)
+					b.rs[i].err = b.s.unavailable("refund", b.reqs[i].Key, c.err)
 				}
 			}
 		}

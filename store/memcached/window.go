@@ -121,7 +121,7 @@ func (s *Store) takeFixed(r *store.Request, now int64) (algo.Decision, charge, e
 	key := s.keys.fixed(r.Key, start)
 	c, err := s.incr(key, cost, s.expiration(end, now))
 	if err != nil {
-		return algo.Decision{}, charge{}, unavailableOr("take", r.Key, err)
+		return algo.Decision{}, charge{}, s.unavailableOr("take", r.Key, err)
 	}
 	s.stats.counterOps.Add(1)
 	st := algo.State{A: start, B: max(c-cost, 0), C: now}
@@ -131,7 +131,7 @@ func (s *Store) takeFixed(r *store.Request, now int64) (algo.Decision, charge, e
 	}
 	s.stats.rollbacks.Add(1)
 	if err := s.decr(key, cost); err != nil {
-		return d, charge{}, unavailable("take (undo a refused increment)", r.Key, err)
+		return d, charge{}, s.unavailable("take (undo a refused increment)", r.Key, err)
 	}
 	return d, charge{}, nil
 }
@@ -188,7 +188,7 @@ func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, charge,
 	keys := s.keys.sliding(r.Key, sub, idx, n)
 	c, err := s.incr(keys[0], cost, s.expiration((idx+int64(n)+1)*sub, now))
 	if err != nil {
-		return algo.Decision{}, charge{}, unavailableOr("take", r.Key, err)
+		return algo.Decision{}, charge{}, s.unavailableOr("take", r.Key, err)
 	}
 	s.stats.counterOps.Add(1)
 	counts, err := s.counts(keys[1:])
@@ -197,7 +197,7 @@ func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, charge,
 		if derr := s.decr(keys[0], cost); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		return algo.Decision{}, charge{}, unavailable("take", r.Key, err)
+		return algo.Decision{}, charge{}, s.unavailable("take", r.Key, err)
 	}
 	st := slidingState(n, now, sub, append([]int64{max(c-cost, 0)}, counts...))
 	d := l.Take(&st, now, cost)
@@ -206,7 +206,7 @@ func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, charge,
 	}
 	s.stats.rollbacks.Add(1)
 	if err := s.decr(keys[0], cost); err != nil {
-		return d, charge{}, unavailable("take (undo a refused increment)", r.Key, err)
+		return d, charge{}, s.unavailable("take (undo a refused increment)", r.Key, err)
 	}
 	return d, charge{}, nil
 }
@@ -228,7 +228,7 @@ func (s *Store) loadWindow(key string, l *algo.Limit, now int64) (algo.State, bo
 	}
 	counts, err := s.counts(keys)
 	if err != nil {
-		return algo.State{}, false, unavailable("read", key, err)
+		return algo.State{}, false, s.unavailable("read", key, err)
 	}
 	found := false
 	for _, c := range counts {
@@ -284,7 +284,7 @@ func (s *Store) windowKeys(key string, now int64) []string {
 func (s *Store) refundCounter(r *store.Request, at int64) error {
 	s.stats.counterOps.Add(1)
 	if err := s.decr(s.refundedCounter(r, at), r.Cost); err != nil {
-		return unavailable("refund", r.Key, err)
+		return s.unavailable("refund", r.Key, err)
 	}
 	return nil
 }
@@ -303,9 +303,9 @@ func (s *Store) refundedCounter(r *store.Request, at int64) string {
 
 // unavailableOr keeps ErrContention as it is and wraps anything else as
 // store.ErrUnavailable.
-func unavailableOr(op, key string, err error) error {
+func (s *Store) unavailableOr(op, key string, err error) error {
 	if errors.Is(err, store.ErrContention) {
 		return fmt.Errorf("memcached %s %q: %w", op, key, err)
 	}
-	return unavailable(op, key, err)
+	return s.unavailable(op, key, err)
 }
