@@ -20,6 +20,17 @@
 //     [Engine.SetRateScale], [Engine.Observe] and [Engine.RunAdaptive]
 //     (adaptive limits driven by package adaptive).
 //
+// In a directory, Load reads every *.yaml and *.yml file and skips names
+// starting with '.' (.gitkeep, .rules.yaml.swp, a ConfigMap's ..data)
+// without a word. Every other file is skipped with a warning naming it
+// (it may hold rules meant to load: rules.yml.bak, rules.json,
+// rules.yaml.txt, a ConfigMap key named config), except those plainly not
+// rules, skipped quietly: documentation (*.md, *.markdown, *.rst, *.adoc,
+// *.asciidoc, but not rules.yaml.md; README, LICENSE, LICENCE, NOTICE,
+// COPYING, AUTHORS, OWNERS, CODEOWNERS, CHANGELOG, in any case, bare or
+// with .txt), Go files (*.go) and editor backups (a name ending in ~, or
+// #…#). A directory of files but no YAML one is an error naming them.
+//
 // docs/CONFIG.md is the field-by-field reference of the configuration.
 // Packages that own a domain-level section policy cannot import (package
 // dimension's description of how HTTP requests become descriptors) register

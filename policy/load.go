@@ -35,9 +35,10 @@ const (
 // Load reads the configuration at path: one YAML file, or every *.yaml and
 // *.yml file under a directory (recursively, in name order, skipping names
 // that start with '.' such as the ..data links of a Kubernetes ConfigMap
-// mount, and files with other extensions, each named in a warning but a
-// Go file: envoyproxy/ratelimit reads every file, so a ConfigMap key named
-// config holds rules there). Each file holds one domain
+// mount, and files with other extensions, each named in a warning unless
+// it is plainly not rules — documentation, a Go file or an editor's
+// backup, as the package doc lists: envoyproxy/ratelimit reads every file,
+// so a ConfigMap key named config holds rules there). Each file holds one domain
 // (several YAML documents may hold one each; empty documents are skipped).
 // A domain may be declared only once across all files. A directory without
 // configuration files loads as a Config without domains.

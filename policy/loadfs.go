@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -69,11 +70,9 @@ func LoadFS(fsys fs.FS, prefix string) (*Config, error) {
 // file beside YAML ones was skipped without a word: a Kubernetes
 // ConfigMap's second key named config, which envoyproxy/ratelimit reads,
 // lost its limits silently. (With no YAML file at all, unreadRuleFiles
-// makes it an error.) A Go file is not warned of: it is the package that
-// embeds the directory (examples/config/embed.go, which `make run` loads
-// from disk), never rules.
+// makes it an error.) The files quietlySkipped names are not warned of.
 func withSkipped(dir string, cfg *Config, warns Problems, skipped []string) Problems {
-	skipped = slices.DeleteFunc(slices.Clone(skipped), func(name string) bool { return path.Ext(name) == ".go" })
+	skipped = slices.DeleteFunc(slices.Clone(skipped), quietlySkipped)
 	if len(skipped) == 0 {
 		return warns
 	}
@@ -104,6 +103,51 @@ func isRuleFile(name string) bool {
 	ext := strings.ToLower(path.Ext(name))
 	return ext == ".yaml" || ext == ".yml"
 }
+
+// quietlySkipped reports whether the configuration directory's file
+// named name, not read as rules, is skipped without a warning because it
+// is plainly not rules: documentation, a Go file or an editor's backup.
+// A directory beside the rules commonly holds a README: the README's own
+// gateway command (examples/gateway, which holds README.md) warned of it
+// at every start. Quiet are
+//
+//   - documentation: a name ending in .md, .markdown, .rst, .adoc or
+//     .asciidoc; and README, LICENSE, LICENCE, NOTICE, COPYING, AUTHORS,
+//     OWNERS, CODEOWNERS or CHANGELOG (in any case) without an extension
+//     or with .txt;
+//   - a Go file (.go): the package that embeds the directory
+//     (examples/config/embed.go, which `make run` loads from disk);
+//   - an editor's backup or autosave: a name ending in ~ (rules.yaml~) or
+//     written #…# (Emacs).
+//
+// A name ending in one of those documentation extensions after .yaml,
+// .yml or .json (rules.yaml.md) is still warned of, as is every other
+// file: rules.yml.bak, rules.json, rules.yaml.txt, notes.txt or config
+// may hold rules the user meant to load. Hidden names (.gitkeep,
+// .rules.yaml.swp) are never read nor warned of.
+func quietlySkipped(name string) bool {
+	base := filepath.Base(name)
+	if strings.HasSuffix(base, "~") || (len(base) > 1 && strings.HasPrefix(base, "#") && strings.HasSuffix(base, "#")) {
+		return true
+	}
+	lower := strings.ToLower(base)
+	ext := path.Ext(lower)
+	stem := strings.TrimSuffix(lower, ext)
+	switch ext {
+	case ".go":
+		return true
+	case ".md", ".markdown", ".rst", ".adoc", ".asciidoc":
+		return !isRuleFile(stem) && path.Ext(stem) != ".json"
+	case "", ".txt":
+		return docNames[stem]
+	}
+	return false
+}
+
+// docNames are the names, lower case and without .txt, of the
+// documentation files a directory holds besides *.md ones.
+var docNames = map[string]bool{"readme": true, "license": true, "licence": true, "notice": true, "copying": true,
+	"authors": true, "owners": true, "codeowners": true, "changelog": true}
 
 // isFile reports whether the walked entry d, not a directory and not
 // hidden, is a file a reader of the directory would take for one: a

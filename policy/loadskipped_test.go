@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ func TestLoadWarnsOfSkippedFiles(t *testing.T) {
 			writeRuleFile(t, filepath.Join(dir, "c.yml"), rules)
 			writeRuleFile(t, filepath.Join(dir, "README.md"), "x")
 			writeRuleFile(t, filepath.Join(dir, "sub", "limits.json"), "{}")
-		}, []string{"README.md" + skippedMessage, "sub/limits.json" + skippedMessage}},
+		}, []string{"sub/limits.json" + skippedMessage}},
 		{"the Go file that embeds the directory", func(t *testing.T, dir string) {
 			writeRuleFile(t, filepath.Join(dir, "c.yaml"), rules)
 			writeRuleFile(t, filepath.Join(dir, "embed.go"), "package config\n")
@@ -158,6 +159,73 @@ func TestExampleConfigNoSkippedWarning(t *testing.T) {
 		if strings.Contains(w.Message, "skipped") {
 			t.Errorf("warning %s", w)
 		}
+	}
+}
+
+// The files a configuration directory commonly holds beside its rules
+// that are plainly not rules (documentation, an editor's backup) are
+// skipped quietly; a name that may be a rules file the user meant to load
+// is still warned of. examples/gateway's README.md was warned of at every
+// start of the README's own gateway command.
+func TestLoadSkipsDocumentationQuietly(t *testing.T) {
+	quiet := []string{"README.md", "README", "readme.txt", "Readme.markdown", "LICENSE", "NOTICE.txt", "OWNERS",
+		"docs/notes.md", "guide.rst", "guide.adoc", "c.yaml~", "config~", "#c.yaml#", "embed.go"}
+	warned := []string{"rules.yml.bak", "rules.json", "rules.yaml.txt", "rules.yaml.md", "limits.json.md",
+		"notes.txt", "config", "c.yaml.orig", "c.yaml.swp", "README.json"}
+	for _, tc := range []struct {
+		name string
+		load func(t *testing.T, files []string) ([]string, string)
+	}{
+		{"Load", func(t *testing.T, files []string) ([]string, string) {
+			dir := t.TempDir()
+			writeRuleFile(t, filepath.Join(dir, "c.yaml"), watchLimit("5"))
+			for _, f := range files {
+				writeRuleFile(t, filepath.Join(dir, f), "x")
+			}
+			cfg, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return problemLines(cfg.Warnings()), dir + "/"
+		}},
+		{"LoadFS", func(t *testing.T, files []string) ([]string, string) {
+			fsys := fstest.MapFS{"c.yaml": {Data: []byte(watchLimit("5"))}}
+			for _, f := range files {
+				fsys[f] = &fstest.MapFile{Data: []byte("x")}
+			}
+			cfg, err := LoadFS(fsys, "cm/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return problemLines(cfg.Warnings()), "cm/"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, prefix := tc.load(t, append(slices.Clone(quiet), warned...))
+			var want []string
+			for _, f := range slices.Sorted(slices.Values(warned)) {
+				want = append(want, prefix+f+skippedMessage)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !equalLines(got, want) {
+				t.Errorf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// The README's gateway command loads examples/gateway, which holds the
+// README itself: it loads without a warning of a skipped file.
+func TestExampleGatewayNoSkippedWarning(t *testing.T) {
+	_, warns, err := LoadWithWarnings("../examples/gateway")
+	for _, w := range warns {
+		if strings.Contains(w.Message, "skipped") {
+			t.Errorf("warning %s", w)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "skipped") {
+		t.Errorf("error %v", err)
 	}
 }
 
