@@ -76,8 +76,9 @@ type RouteSpec struct {
 	// Name identifies the route in logs (default: its path prefix).
 	Name string `yaml:"name"`
 	// Host matches the request's host, port excluded, case-insensitively:
-	// "api.example.com" exactly, "*.example.com" any subdomain. Empty:
-	// any host.
+	// "api.example.com" exactly, "*.example.com" any subdomain; a final
+	// "." (a fully qualified name) is ignored, here as in the request's
+	// Host. Empty: any host.
 	Host string `yaml:"host"`
 	// PathPrefix matches the request path, percent-decoded and cleaned
 	// (dot segments resolved, repeated slashes merged), the way route
@@ -219,10 +220,12 @@ func (s *Section) compile() error {
 		if strings.HasPrefix(host, "*.") {
 			r.wildcard, host = true, host[1:]
 		}
-		if strings.ContainsAny(host, ":/*@ ") || host == "." {
+		if strings.ContainsAny(host, ":/*@ ") || host == "." || strings.HasSuffix(host, "..") {
 			errs = append(errs, fmt.Errorf("%s.host: %q is not a host name (no port, scheme or path; \"*.\" only as a prefix)", at, rs.Host))
 		}
-		r.host = host
+		// A fully qualified name's final "." goes, as it goes from the
+		// request's Host: "api.example.com." is api.example.com.
+		r.host = strings.TrimSuffix(host, ".")
 		for j, m := range rs.Methods {
 			u := strings.ToUpper(strings.TrimSpace(m))
 			if u == "" || strings.IndexFunc(u, func(c rune) bool { return c < 'A' || c > 'Z' }) >= 0 {

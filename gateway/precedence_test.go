@@ -43,3 +43,33 @@ descriptors:
 		}
 	}
 }
+
+// A route's host written fully qualified, with its final "." (as DNS zone
+// files and Kubernetes' FQDNs write it), matches the host as requests
+// send it, with or without the ".": it matched neither, so the route's
+// requests passed unlimited.
+func TestFullyQualifiedRouteHost(t *testing.T) {
+	const cfg = `
+domain: edge
+gateway:
+  routes:
+    - {host: API.example.com., descriptors: [{entries: [{source: generic_key, value: api}]}]}
+    - {host: "*.example.org.", descriptors: [{entries: [{source: generic_key, value: org}]}]}
+descriptors:
+  - {key: generic_key, value: api, rate_limit: {name: api, unit: minute, requests_per_unit: 10}}
+  - {key: generic_key, value: org, rate_limit: {name: org, unit: minute, requests_per_unit: 10}}
+`
+	e := engine(t, cfg, newClock(t0))
+	srv := front(t, e, echo(t).URL, gateway.WithPreserveHost(true))
+	for _, s := range []struct{ host, want string }{
+		{"api.example.com", `"api";r=9;t=50`},
+		{"api.example.com.:8080", `"api";r=8;t=50`},
+		{"a.example.org", `"org";r=9;t=50`},
+		{"b.a.example.org.", `"org";r=8;t=50`},
+		{"example.org", ""},
+	} {
+		if got := do(t, "GET", srv.URL+"/x", "Host", s.host).h.Get("RateLimit"); got != s.want {
+			t.Errorf("Host %s: RateLimit %q, want %q", s.host, got, s.want)
+		}
+	}
+}
