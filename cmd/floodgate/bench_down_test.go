@@ -102,7 +102,12 @@ func TestBenchRidesOutRestart(t *testing.T) {
 				code, out, errb := benchRun(context.Background(), append(benchArgs(p, addr), "-d", "4s")...)
 				done <- result{code, out, errb}
 			}()
-			time.Sleep(700 * time.Millisecond)
+			// The kill comes once the server has counted 10 of the run's
+			// requests, not at a fixed time: a bench slower to start than
+			// that found the server down, or a restart already over.
+			for i := 0; i < 1000 && servedRequests(srv.Admin) < 10; i++ { // 10 s at most
+				time.Sleep(10 * time.Millisecond)
+			}
 			t0 := time.Now()
 			srv.Stop(syscall.SIGKILL, 5*time.Second)
 			startBinary(t, nil, "--http", srv.HTTP, "--grpc", srv.GRPC, "--admin", srv.Admin)
