@@ -92,7 +92,9 @@ type Series struct {
 	// at the bin's end: divided by Period, the admitted rate smoothed over
 	// one window. When Period is a multiple of Bin it is the sum of the
 	// last Period ÷ Bin bins of Admitted (a unit that proceeds exactly at a
-	// bin's end counts in the next bin).
+	// bin's end counts in the next bin), except at the end of a last bin
+	// cut short by the run's end, where those bins would cover less than
+	// the Period.
 	AllWindow []int64
 	// Estimate, for fixed and sliding windows on one limiter, is the count
 	// the algorithm itself believes the focus key's traffic has reached at
@@ -188,6 +190,12 @@ type recorder struct {
 	m                       Metrics
 	s                       Series
 	sampleHook              func(b int64) float64
+
+	// tail, when hasTail (binsPerPeriod is not 0 and the last bin is cut
+	// short by the run's end), sums the units proceeding in
+	// (end - Period, end]: that bin's AllWindow, which the bins do not tile.
+	tail    int64
+	hasTail bool
 }
 
 func newRecorder(sc *Scenario, bins, keys int) *recorder {
@@ -199,6 +207,7 @@ func newRecorder(sc *Scenario, bins, keys int) *recorder {
 	}
 	if r.period%r.bin == 0 {
 		r.binsPerPeriod = int(r.period / r.bin)
+		r.hasTail = r.end%r.bin != 0
 	}
 	return r
 }
@@ -251,7 +260,9 @@ func (r *recorder) sample(b int64) {
 	k := r.key(int32(r.focus))
 	k.prune(b - r.period)
 	r.s.Window[i] = k.sum
-	if r.binsPerPeriod > 0 {
+	if r.hasTail && b == r.end {
+		r.s.AllWindow[i] = r.tail
+	} else if r.binsPerPeriod > 0 {
 		// The bins tile the window exactly (up to the instant of the edges):
 		// sum the last Period ÷ Bin of them.
 		var sum int64
@@ -323,6 +334,8 @@ func (r *recorder) proceed(t int64, key int32, cost int64) {
 	}
 	if r.binsPerPeriod == 0 {
 		r.all.push(t, cost)
+	} else if r.hasTail && t > r.end-r.period && t <= r.end {
+		r.tail += cost
 	}
 	if r.seriesOnly && int(key) != r.focus {
 		return
