@@ -52,6 +52,20 @@
 //	                                       timeout, reset, other (GatewayUpstreamErrors)
 //	gateway_responses_total{code,by}       gateway mode's responses by status and by
 //	                                       upstream or floodgate (GatewayResponses)
+//	memory_keys, memory_max_keys           on the memory store (MemoryStore): keys held,
+//	                                       and the key cap (0: none)
+//	memory_evictions_total                 keys the cap removed before their state
+//	                                       expired (each comes back fresh)
+//	memory_expired_total                   keys removed because their state expired
+//	memcached_counter_ops_total            on memcached (MemcachedStore): decisions,
+//	                                       refunds and roll-backs on window counters
+//	memcached_cas_ops_total                operations on compare-and-swap state
+//	memcached_cas_retries_total            compare-and-swap attempts lost to a
+//	                                       concurrent writer (a hot key)
+//	memcached_contention_total             operations out of retries: refused,
+//	                                       nothing charged, whatever the policy
+//	memcached_rollbacks_total              charges undone: refused increments and
+//	                                       the keys of refused multi-key takes
 //
 // Series an alert takes increase() or rate() of are there at 0 before their
 // first event: config_reloads_total's results, gateway_upstream_errors_total's
