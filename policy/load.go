@@ -416,11 +416,39 @@ func (l *loader) syntax(data []byte, err error) {
 		if k := firstFailingLine(data, m[2]); k > 0 {
 			line = k
 		}
-		l.errf(line, "YAML syntax error: %s", m[2])
+		hint := ""
+		if indentedWithTab(data, line) {
+			// yaml.v3 says only "found character that cannot start any
+			// token" of a tab in the indentation.
+			hint = fmt.Sprintf(" (line %d is indented with a tab; YAML indents with spaces)", line)
+		}
+		l.errf(line, "YAML syntax error: %s%s", m[2], hint)
 		return
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	l.errf(badByteLine(data), "YAML syntax error: %s", msg)
+}
+
+// indentedWithTab reports whether the 1-based line of data has a tab in
+// its leading whitespace.
+func indentedWithTab(data []byte, line int) bool {
+	for i := 1; i < line; i++ {
+		j := bytes.IndexByte(data, '\n')
+		if j < 0 {
+			return false
+		}
+		data = data[j+1:]
+	}
+	for _, c := range data {
+		switch c {
+		case '\t':
+			return true
+		case ' ':
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // firstFailingLine returns the smallest k such that the file's first k
