@@ -599,7 +599,7 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 	var spent []bool // by descriptor; nil: none
 	var borrow []int // spent checks on a rule that may borrow
 	for i := range resp.Statuses {
-		if !spentCheck(&req.Descriptors[i], &resp.Statuses[i]) {
+		if !spentCheck(&req.Descriptors[i], &resp.Statuses[i]) || chargedBeside(req, i) {
 			continue
 		}
 		if spent == nil {
@@ -676,6 +676,25 @@ func (s *Server) uncharged(ctx context.Context, req *policy.Request, resp *polic
 		st.Decision, st.Limits, st.Window = p.Decision, p.Limits, p.Window
 		st.RuleLimit, st.ConfiguredName = p.RuleLimit, p.ConfiguredName
 	}
+}
+
+// chargedBeside reports whether descriptor i of req, a check, is
+// identical to another descriptor of req that has a cost: the engine
+// charges identical descriptors once, with the largest cost, so the
+// check's status is that charge's, and its 0 left says that the charge
+// took the last units, not that the limit was spent before the request.
+func chargedBeside(req *policy.Request, i int) bool {
+	d := &req.Descriptors[i]
+	for j := range req.Descriptors {
+		o := &req.Descriptors[j]
+		if j == i || (o.HitsSet && o.Hits == 0) || !slices.Equal(o.Entries, d.Entries) {
+			continue
+		}
+		if (o.Limit == nil) == (d.Limit == nil) && (o.Limit == nil || *o.Limit == *d.Limit) {
+			return true
+		}
+	}
+	return false
 }
 
 // mayBorrow reports whether st is the status of a rule with a ceil

@@ -62,3 +62,32 @@ func TestEnvoySpentCheckReportsNothingCharged(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvoyCheckBesideItsOwnCharge: a check (hits_addend 0) identical to
+// another descriptor of the request that has a cost is charged with it
+// (identical descriptors are charged once, with the largest cost), so it
+// is no check on a spent limit when that charge takes the last units:
+// 100 and a check of the same key on a fresh limit of 100 is OK, as the
+// 100 alone is (and as envoyproxy/ratelimit answers it: its counter then
+// stands at the limit). It was OVER_LIMIT and charged nothing: the check's
+// status read the charge's 0 left as a limit spent before the request.
+func TestEnvoyCheckBesideItsOwnCharge(t *testing.T) {
+	for name, e := range storeEnvs(t, usageConfig) {
+		t.Run(name, func(t *testing.T) {
+			awayFromMinuteEnd(name)
+			for _, viaJSON := range []bool{false, true} {
+				v := transport(viaJSON)
+				both := envoyReq("ai", 1000, []string{"user", v}, []string{"user", v})
+				both.Descriptors[1].HitsAddend = wrapperspb.UInt64(0)
+				resp, _ := e.ask(t, both, viaJSON)
+				if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK ||
+					resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK {
+					t.Errorf("%s: 1000 and a check of the same user on 1000: %v, want OK", v, resp)
+				}
+				if resp, _ := e.ask(t, usage("user", v, u64(0), 0), viaJSON); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+					t.Errorf("%s: a check after it: %v, want OVER_LIMIT (the 1000 was charged)", v, resp)
+				}
+			}
+		})
+	}
+}
