@@ -1315,6 +1315,8 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		st.header.Store(true)
 		st.timer.Stop()
 		st.timerMu.Unlock()
+	} else {
+		st.header.Store(true) // WithResponses: the upstream answered
 	}
 	st.answered(res)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {

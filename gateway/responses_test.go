@@ -54,8 +54,16 @@ descriptors:
 	dead := l.Addr().String()
 	l.Close()
 
-	for _, client := range []time.Duration{gateway.DefaultClientTimeout, 0} {
-		t.Run(fmt.Sprint("client-timeout=", client), func(t *testing.T) {
+	// Without an upstream timeout too: the upstream's answers were all
+	// reported as the gateway's then (the header was noted only to stop
+	// the upstream timer).
+	for _, tc := range []struct{ client, upstream time.Duration }{
+		{gateway.DefaultClientTimeout, gateway.DefaultUpstreamTimeout},
+		{0, gateway.DefaultUpstreamTimeout},
+		{gateway.DefaultClientTimeout, 0},
+	} {
+		client := tc.client
+		t.Run(fmt.Sprintf("client-timeout=%v,upstream-timeout=%v", client, tc.upstream), func(t *testing.T) {
 			var mu sync.Mutex
 			var got []string
 			hook := gateway.WithResponses(func(route string, status int, upstream bool) {
@@ -63,8 +71,9 @@ descriptors:
 				defer mu.Unlock()
 				got = append(got, fmt.Sprintf("%s %d %v", route, status, upstream))
 			})
-			srv := front(t, engine(t, cfg, newClock(t0)), up.URL, hook, gateway.WithClientTimeout(client))
-			deadSrv := front(t, engine(t, cfg, newClock(t0)), "http://"+dead, hook, gateway.WithClientTimeout(client))
+			ut := gateway.WithUpstreamTimeout(tc.upstream)
+			srv := front(t, engine(t, cfg, newClock(t0)), up.URL, hook, gateway.WithClientTimeout(client), ut)
+			deadSrv := front(t, engine(t, cfg, newClock(t0)), "http://"+dead, hook, gateway.WithClientTimeout(client), ut)
 
 			do(t, "GET", srv.URL+"/api/x")                                       // proxied
 			do(t, "GET", srv.URL+"/api/x")                                       // over the limit of 1
