@@ -45,7 +45,8 @@
 //
 // A refusal is no outage either: a Take that the store refused while
 // part of it failed (store.Result.Partial: a Redis Cluster key over its
-// limit on a live node, another key's node down) is refused, whatever
+// limit on a live node, or a memcached key on a live server, while
+// another key's node or server is down) is refused, whatever
 // the policy, with the store's decisions — the zero Decision, undecided,
 // for the keys of the failed part — and Result.Partial; FailOpen would
 // admit what a live key refused. The failure is counted by the breakers
