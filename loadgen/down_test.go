@@ -319,10 +319,15 @@ func TestServerErrorsAreAnswers(t *testing.T) {
 	for _, p := range []string{loadgen.GRPC, loadgen.JSON} {
 		t.Run(p, func(t *testing.T) {
 			srv := newStoppableServer(t, server.WithLimits(server.Limits{EnvoyDescriptors: 1}))
-			restarted := srv.restartAfter(1500*time.Millisecond, 300*time.Millisecond)
+			// The server stops once the run has had more than DownAfter (2 s)
+			// of answered errors, at 2.5 s, and is away 300 ms and its own
+			// stop and start; its answers (over gRPC after a reconnection
+			// backoff) are seen again within DownAfter, with room for a
+			// loaded machine's slower stop and start.
+			restarted := srv.restartAfter(2500*time.Millisecond, 300*time.Millisecond)
 			cfg := srv.config(p)
 			cfg.Descriptors = append(cfg.Descriptors, cfg.Descriptors[0]) // two: refused
-			cfg.Duration, cfg.DownAfter = 3*time.Second, time.Second
+			cfg.Duration, cfg.DownAfter = 4*time.Second, 2*time.Second
 			res, err := loadgen.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
