@@ -443,9 +443,10 @@ func (e *async) finish() { e.r.finish() }
 // lease lets each instance take slices of budget from a central store and
 // spend them locally; unused units go back when the lease expires, or
 // before the next lease when they are too few for a request. When the
-// store refuses, the instance rejects that key locally until the store's
-// retry time. As in store/lease, a request that cannot be leased goes to the
-// store on its own (see leasable).
+// store refuses, the instance rejects that key's requests that cost as
+// much or more locally until the store's retry time. As in store/lease, a
+// request that cannot be leased goes to the store on its own (see
+// leasable).
 type lease struct {
 	cluster
 	lim     *algo.Limit
@@ -464,6 +465,7 @@ type leaseState struct {
 	gen       int32
 	at        int64 // when the store granted the current lease
 	denyUntil int64 // the store refused: reject locally until then
+	denyCost  int64 // the cost it refused: smaller requests still ask it
 	inflight  bool
 	waiters   []arrival
 }
@@ -560,7 +562,7 @@ func (e *lease) granted(g grant) {
 	if g.granted == 0 && g.retry > 0 {
 		// Remember the refusal, as an instance caches keys already over
 		// their limit, instead of asking the store again for every request.
-		ls.denyUntil = g.at + g.retry
+		ls.denyUntil, ls.denyCost = g.at+g.retry, int64(ls.waiters[0].cost)
 	}
 	if g.granted > 0 {
 		ls.balance += g.granted
@@ -623,7 +625,7 @@ func (e *lease) arrive(a arrival) {
 		e.r.decide(a.t, a.t, a.key, cost, true, a.t)
 		return
 	}
-	if len(ls.waiters) == 0 && a.t < ls.denyUntil {
+	if len(ls.waiters) == 0 && a.t < ls.denyUntil && cost >= ls.denyCost {
 		e.r.decide(a.t, a.t, a.key, cost, false, a.t)
 		return
 	}
