@@ -43,7 +43,7 @@ descriptors:
 	fmt.Println(err)
 	// Output:
 	// rules.yaml:5: unknown field "algoritm" in rate_limit (did you mean "algorithm"?)
-	// rules.yaml:5: invalid rate limit unit "fortnight" (want second, minute, hour, day, week, month or year)
+	// rules.yaml:5: invalid rate limit unit "fortnight" (want second, minute, hour, day, week, month or year); for another length, write period: in place of unit (such as period: 14d or period: 90s)
 	// rules.yaml:5: requests_per_unit must be >= 0, got -1
 }
 

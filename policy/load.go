@@ -389,7 +389,8 @@ func (l *loader) parseFile(data []byte) (out []*Domain) {
 	switch {
 	case len(docs) == 0:
 		// envoyproxy/ratelimit refuses such a file in the same words.
-		l.errf(1, "config file cannot have empty domain: the file holds no YAML document (it is empty or only comments)")
+		l.errf(1, "config file cannot have empty domain: the file holds no YAML document (it is empty or only comments): "+
+			"write domain: <name> and its descriptors in it, or remove it")
 	case len(docs) > 1:
 		var names []string
 		for _, d := range out[min(1, len(out)):] {
@@ -427,6 +428,34 @@ func (l *loader) syntax(data []byte, err error) {
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	l.errf(badByteLine(data), "YAML syntax error: %s", msg)
+}
+
+// unitNames are the units ParseUnit knows.
+var unitNames = []string{"second", "minute", "hour", "day", "week", "month", "year"}
+
+// unitAbbrevs are the short names of units that are too short to be
+// found as near misses.
+var unitAbbrevs = map[string]string{"s": "second", "sec": "second", "secs": "second", "m": "minute", "min": "minute",
+	"mins": "minute", "h": "hour", "hr": "hour", "hrs": "hour", "d": "day", "w": "week", "wk": "week", "mo": "month",
+	"y": "year", "yr": "year"}
+
+// unitHint says what to write in place of the unit s that ParseUnit
+// refuses: the unit it is a near miss of ("minutes", "hourly"), else a
+// period when s is a duration ("1m", "90d"), else period for any other
+// length ("fortnight").
+func unitHint(s string) string {
+	u := strings.ToLower(strings.TrimSpace(s))
+	best := unitAbbrevs[u]
+	if best == "" {
+		best = closest(u, unitNames)
+	}
+	if best != "" {
+		return fmt.Sprintf(": did you mean %q?", best)
+	}
+	if d, err := parseDuration(s); err == nil && d > 0 {
+		return fmt.Sprintf(": for a period of %s, write period: %s in place of unit", s, s)
+	}
+	return "; for another length, write period: in place of unit (such as period: 14d or period: 90s)"
 }
 
 // indentedWithTab reports whether the 1-based line of data has a tab in
@@ -656,6 +685,10 @@ func (l *loader) misplaced(what string, f field) {
 	case what == "rate_limit" && name == "quota_mode":
 		l.warnf(f.key.Line, "field \"quota_mode\" is ignored in rate_limit, as envoyproxy/ratelimit ignores it there: "+
 			"this rule is enforced, not in quota mode; set quota_mode on the descriptor for that")
+	case what == "rate_limit" && name == "descriptors":
+		l.warnf(f.key.Line, "field \"descriptors\" is ignored in rate_limit, as envoyproxy/ratelimit ignores it there: "+
+			"the descriptors under it are not loaded and limit nothing; to nest them in this descriptor, "+
+			"indent descriptors: as far as rate_limit:, not under it")
 	default:
 		l.warnf(f.key.Line, "field %q is ignored in %s, as envoyproxy/ratelimit ignores it there; it belongs in %s",
 			name, what, upstreamKeys[name])
@@ -1473,7 +1506,7 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 		u := strings.ToLower(s)
 		switch d, cal, ok := ParseUnit(u); {
 		case !ok:
-			l.errf(uf.line(), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", s)
+			l.errf(uf.line(), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)%s", s, unitHint(s))
 		case cal == algo.CalendarNone && mult > maxPeriod/d:
 			l.errf(fs["unit_multiplier"].line(), "unit_multiplier %d makes a period of more than 2^53µs (about 285 years)", mult)
 		case cal == algo.CalendarNone:

@@ -190,7 +190,7 @@ func TestEmptyDocuments(t *testing.T) {
 	}
 	for name, src := range map[string]string{"nothing": "", "comments": "# only a comment\n", "dashes": "---\n---\n", "null": "null\n"} {
 		_, err := Parse(name+".yaml", []byte(src))
-		if err == nil || err.Error() != name+".yaml:1: config file cannot have empty domain: the file holds no YAML document (it is empty or only comments)" {
+		if err == nil || err.Error() != name+".yaml:1: config file cannot have empty domain: the file holds no YAML document (it is empty or only comments): write domain: <name> and its descriptors in it, or remove it" {
 			t.Errorf("%s: %v, want the empty-domain problem", name, err)
 		}
 	}
