@@ -99,12 +99,19 @@ func (s *stoppableServer) stop() {
 	}
 }
 
-// restartAfter stops s after stopAt and starts it again on its addresses
-// downFor later; the function it returns waits for that start and fails
-// the test if it failed.
-func (s *stoppableServer) restartAfter(stopAt, downFor time.Duration) func(t *testing.T) {
+// restartAfter stops s after stopAt, once it has counted served requests
+// (10 s at most), and starts it again on its addresses downFor later; the
+// function it returns waits for that start and fails the test if it
+// failed.
+func (s *stoppableServer) restartAfter(stopAt time.Duration, served float64, downFor time.Duration) func(t *testing.T) {
 	restarted := make(chan error, 1)
 	time.AfterFunc(stopAt, func() {
+		for i := 0; i < 1000; i++ {
+			if n, err := requestsOn(s.adm); err == nil && n >= served {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		s.stop()
 		time.Sleep(downFor)
 		restarted <- s.restart()
@@ -197,7 +204,10 @@ func TestBriefPauseDoesNotEndRun(t *testing.T) {
 	for _, p := range everyProtocol {
 		t.Run(p, func(t *testing.T) {
 			srv := newStoppableServer(t)
-			restarted := srv.restartAfter(500*time.Millisecond, 300*time.Millisecond)
+			// The pause comes once the run is under way (10 requests
+			// counted), not at 500 ms alone: a run slower than that to start
+			// began after it, and saw no errors.
+			restarted := srv.restartAfter(500*time.Millisecond, 10, 300*time.Millisecond)
 			cfg := srv.config(p)
 			cfg.Duration, cfg.DownAfter = 3*time.Second, 2*time.Second
 			res, err := loadgen.Run(context.Background(), cfg)
@@ -324,7 +334,7 @@ func TestServerErrorsAreAnswers(t *testing.T) {
 			// stop and start; its answers (over gRPC after a reconnection
 			// backoff) are seen again within DownAfter, with room for a
 			// loaded machine's slower stop and start.
-			restarted := srv.restartAfter(2500*time.Millisecond, 300*time.Millisecond)
+			restarted := srv.restartAfter(2500*time.Millisecond, 0, 300*time.Millisecond)
 			cfg := srv.config(p)
 			cfg.Descriptors = append(cfg.Descriptors, cfg.Descriptors[0]) // two: refused
 			cfg.Duration, cfg.DownAfter = 4*time.Second, 2*time.Second
