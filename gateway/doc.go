@@ -83,7 +83,8 @@
 // Rate limit fields: the gateway's are set on every limited response; the
 // upstream's IETF RateLimit and RateLimit-Policy members are kept beside
 // them (they are lists), its X-RateLimit-Limit, -Remaining and -Reset are
-// replaced by the gateway's.
+// replaced by the gateway's, and kept on a response the gateway set none
+// on (no descriptor of its route applied to the request).
 //
 // # HTTP/2 upstreams
 //

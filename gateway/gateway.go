@@ -208,6 +208,9 @@ type Gateway struct {
 	// bodyLog rate-limits the lines about request bodies that failed
 	// through their clients, apart from the upstreams' causes.
 	bodyLog upstreamLog
+	// xNames are the X-RateLimit-Limit, -Remaining and -Reset fields'
+	// names (WithHeaders), canonical.
+	xNames [3]string
 }
 
 // routeTable is the compiled routes of one configuration, most specific
@@ -253,6 +256,9 @@ type reqState struct {
 	// (nil: none), set before the read returns: the transport's error,
 	// which comes after it, is then the client's.
 	bodyErr atomic.Pointer[clientBodyError]
+	// fields are the header fields of the response set before it is
+	// proxied (an admitted request's rate limit fields), nil when none.
+	fields []field
 	samples
 }
 
@@ -336,6 +342,10 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	}
 	if !g.o.timeoutSet {
 		g.o.timeout = DefaultUpstreamTimeout
+	}
+	n := g.o.hdr.Names
+	for i, name := range []string{cmp.Or(n.Limit, "X-RateLimit-Limit"), cmp.Or(n.Remaining, "X-RateLimit-Remaining"), cmp.Or(n.Reset, "X-RateLimit-Reset")} {
+		g.xNames[i] = http.CanonicalHeaderKey(name)
 	}
 	if !g.o.clientSet {
 		g.o.client = DefaultClientTimeout
@@ -849,7 +859,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer done()
 		if h := w.Header(); len(h) > 0 {
-			cw.fields = h.Clone()
+			st.fields = make([]field, 0, len(h))
+			for k, v := range h {
+				// Clipped: an append to a field put back copies it.
+				st.fields = append(st.fields, field{k, slices.Clip(v)})
+			}
 		}
 	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, st)
@@ -872,6 +886,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
+// field is a header field: its canonical name and its values.
+type field struct {
+	name   string
+	values []string
+}
+
 // clientWriter is the response to the client: each write must make
 // progress within d (nginx's send_timeout), else it fails and the
 // response is aborted.
@@ -884,14 +904,12 @@ type clientWriter struct {
 	req    *http.Request
 	logged atomic.Bool
 	status int // the response's status, once written (101 for an upgrade)
-	// fields are the gateway's own fields of an admitted request (its
-	// rate limit fields), put back into the header after each
-	// informational response (100 Continue, 103 Early Hints) the
-	// upstream sends: ReverseProxy clears the header once it has passed
-	// a 1xx on, and the final response then lacked them. refill is set
-	// by such a 1xx and done by the next Header; ReverseProxy orders the
-	// transport's goroutine that passes a 1xx on with its own.
-	fields http.Header
+	// refill is set by an informational response (100 Continue, 103
+	// Early Hints) the upstream sends, and done by the next Header: it
+	// puts st.fields back, as ReverseProxy clears the header once it
+	// has passed a 1xx on, and the final response then lacked them.
+	// ReverseProxy orders the transport's goroutine that passes a 1xx on
+	// with its own.
 	refill bool
 }
 
@@ -901,8 +919,8 @@ func (w *clientWriter) Header() http.Header {
 	h := w.ResponseWriter.Header()
 	if w.refill {
 		w.refill = false
-		for k, v := range w.fields { // Clone's slices: an append copies
-			h[k] = v
+		for _, f := range w.st.fields {
+			h[f.name] = f.values
 		}
 	}
 	return h
@@ -938,7 +956,7 @@ func (w *clientWriter) WriteHeader(code int) {
 	}
 	w.deadline() // a 1xx goes out at once
 	w.ResponseWriter.WriteHeader(code)
-	if code < 200 && code != http.StatusSwitchingProtocols && w.fields != nil {
+	if code < 200 && code != http.StatusSwitchingProtocols && w.st.fields != nil {
 		w.refill = true
 	}
 }
@@ -1332,9 +1350,12 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	if set&headers.XRateLimit == 0 {
 		return nil
 	}
-	n := g.o.hdr.Names
-	for _, name := range []string{cmp.Or(n.Limit, "X-RateLimit-Limit"), cmp.Or(n.Remaining, "X-RateLimit-Remaining"), cmp.Or(n.Reset, "X-RateLimit-Reset")} {
-		res.Header.Del(name)
+	// Only the gateway's own replace them, all three: the upstream's
+	// Reset beside the gateway's Limit would describe two limits as one.
+	if slices.ContainsFunc(st.fields, func(f field) bool { return slices.Contains(g.xNames[:], f.name) }) {
+		for _, name := range g.xNames {
+			delete(res.Header, name)
+		}
 	}
 	return nil
 }
