@@ -114,9 +114,9 @@
 // it, and is answered by the policy otherwise; but a Take's keys whose
 // breakers are closed are first looked at (a Peek; not under FailClosed,
 // which refuses anyway), and one the store refuses refuses the take, as
-// when the store refuses it while part of it fails (Result.Partial and
-// Fallback, the other keys undecided). Its success counts for
-// each of them. Its failure counts against the partitions the store names
+// when the store refuses it while part of it fails (Result.Partial, not
+// Fallback, the other keys undecided; Hooks.Fallback is not called). Its
+// success counts for each of them. Its failure counts against the partitions the store names
 // as failed (a *store.PartitionError, which store/redis and
 // store/memcached return when they can tell: the nodes whose part, or
 // roll-back, failed), as a success for the others whose part ran, and for

@@ -212,8 +212,8 @@ func newPartialCluster(t *testing.T) *partialCluster {
 // TestOpenBreakerLiveRefusalStands: while the dead node's breaker is open
 // (and the over-limit cache holds nothing), a Take over a key a live node
 // refuses and a key of the dead node is refused, under FailOpen, by a
-// Peek of the live keys (Partial, Fallback: the breaker kept the take from
-// the store), the dead key undecided; a take whose live keys all pass is
+// Peek of the live keys (Partial, no Fallback: see
+// TestOpenBreakerLiveRefusalIsNoFallback), the dead key undecided; a take whose live keys all pass is
 // answered by the policy (admitted) as before. Before, FailOpen admitted
 // both.
 func TestOpenBreakerLiveRefusalStands(t *testing.T) {
@@ -310,5 +310,57 @@ func TestPartialRefusalBesideNoPerm(t *testing.T) {
 	defer mu.Unlock()
 	if len(callErrs) != 2 || !errors.Is(callErrs[0], redis.ErrPermission) || !errors.Is(callErrs[1], redis.ErrPermission) {
 		t.Errorf("calls' errors %v, want the NOPERM twice", callErrs)
+	}
+}
+
+// TestOpenBreakerLiveRefusalIsNoFallback: the refusal a live key's Peek
+// gives while the dead node's breaker is open is the store's, as the
+// store's own Partial refusal is (TestPartialRefusalStandsWhateverThePolicy):
+// no Fallback and no Hooks.Fallback, under FailOpen and FailLocal, so that
+// the server counts it over_limit (not fallback_refused, which says
+// nothing of the limit) and Envoy's current_limit is the limit, not
+// FailLocal's share. The take the policy answers (the live keys all pass)
+// is still a Fallback, and Hooks.Fallback sees it. Before, the refusal
+// was a Fallback and Hooks.Fallback was called for it.
+func TestOpenBreakerLiveRefusalIsNoFallback(t *testing.T) {
+	c := newPartialCluster(t)
+	for _, p := range []resilient.Policy{resilient.FailOpen, resilient.FailLocal} {
+		var mu sync.Mutex
+		fallbacks := 0
+		s, err := resilient.New(c.inner, resilient.WithPolicy(p), resilient.WithTimeout(2*time.Second),
+			resilient.WithBreaker(1, time.Minute), resilient.WithOverLimitCache(0), resilient.WithInstances(2),
+			resilient.WithHooks(resilient.Hooks{Fallback: func(string, resilient.Policy, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				fallbacks++
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		R := store.Request{Key: c.refusing, Limit: c.spent, Cost: 1}
+		L := store.Request{Key: c.live, Limit: c.l, Cost: 1}
+		D := store.Request{Key: c.dead, Limit: c.l, Cost: 1}
+		// Opens the dead node's breaker (threshold 1); answered by the
+		// policy: one fallback.
+		if res, err := s.Take(t.Context(), []store.Request{L, D}, make([]algo.Decision, 2)); err != nil || !res.Allowed || !res.Fallback {
+			t.Fatalf("%v: Take(live, dead): %+v, %v; want the policy's admission", p, res, err)
+		}
+		if st := s.Breakers()[c.pd]; st != resilient.Open {
+			t.Fatalf("%v: the dead node's breaker is %v, want open", p, st)
+		}
+		out := make([]algo.Decision, 3)
+		res, err := s.Take(t.Context(), []store.Request{L, R, D}, out)
+		if err != nil || res.Allowed || !res.Partial || res.Fallback {
+			t.Errorf("%v: Take(live, refusing, dead), the breaker open: %+v, %v; want refused, Partial, no Fallback", p, res, err)
+		}
+		if out[1].Allowed || out[1].Limit != 1 || out[2] != (algo.Decision{}) {
+			t.Errorf("%v: decisions %+v; want the refusing key's refusal of its whole limit (1), the dead key undecided", p, out)
+		}
+		mu.Lock()
+		if fallbacks != 1 {
+			t.Errorf("%v: Hooks.Fallback called %d times; want once (the first take's), not for the store's refusal", p, fallbacks)
+		}
+		mu.Unlock()
+		// s is not closed: it would close inner, which the next run wraps.
 	}
 }

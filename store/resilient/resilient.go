@@ -749,20 +749,22 @@ func unavailable(cause error) error {
 }
 
 func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, cause error) (store.Result, error) {
-	if h := s.cfg.hooks.Fallback; h != nil {
-		h("take", s.cfg.policy, cause)
-	}
 	now := s.nowUS()
 	if s.cache != nil {
 		// A key known over its limit stays refused while the store is
 		// down: FailOpen or FailLocal would admit it.
 		if hit, err := s.cachedRefusal(ctx, j, reqs, out, now); hit {
+			s.fellBack(cause)
 			return store.Result{Allowed: false, At: now, Fallback: true}, err
 		}
 	}
 	if s.cfg.policy != FailClosed && s.liveRefusal(ctx, j, reqs, out, cause) {
-		return store.Result{Allowed: false, At: now, Fallback: true, Partial: true}, nil
+		// The store refused (its Peek), as in partialTake: no
+		// Fallback, which would report a live key's refusal as the
+		// policy's (fallback_refused, FailLocal's share as the limit).
+		return store.Result{Allowed: false, At: now, Partial: true}, nil
 	}
+	s.fellBack(cause)
 	switch s.cfg.policy {
 	case FailUnavailable:
 		return store.Result{}, unavailable(cause)
@@ -795,14 +797,23 @@ func (s *Store) fallbackTake(ctx context.Context, j *job, reqs []store.Request, 
 	return res, err
 }
 
+// fellBack calls Hooks.Fallback for a Take the failure policy (or the
+// over-limit cache, in its place) answers, cause the store's error.
+func (s *Store) fellBack(cause error) {
+	if h := s.cfg.hooks.Fallback; h != nil {
+		h("take", s.cfg.policy, cause)
+	}
+}
+
 // liveRefusal answers a Take over several partitions that an open breaker
 // kept from the store (cause wraps ErrCircuitOpen) when the store refuses
 // one of its requests on a partition whose breaker is closed: a Peek of
 // those requests alone, and a refusal among them refuses the take, as the
 // store refuses it when it is asked while part of it fails
-// (store.Result.Partial). It fills out with the peeked decisions, nothing
-// charged, and the zero Decision (undecided) for the others, and reports
-// whether it refused; otherwise (a peek that fails or refuses nothing, no
+// (store.Result.Partial, without Fallback: the store decided, and
+// Hooks.Fallback is not called). It fills out with the peeked decisions,
+// nothing charged, and the zero Decision (undecided) for the others, and
+// reports whether it refused; otherwise (a peek that fails or refuses nothing, no
 // closed breaker) the policy answers, as before. FailOpen would otherwise
 // admit, while a dead node's breaker is open and the over-limit cache
 // holds no refusal of the key, every request a live key refuses beside a
