@@ -138,11 +138,11 @@ func (w *Writer) policies(st []policy.Status) []Policy {
 	return ps
 }
 
-// limited returns how many statuses of st are matched and limited, and the
-// last of them.
+// limited returns how many statuses of st are matched, limited and
+// decided, and the last of them.
 func limited(st []policy.Status) (one *policy.Status, n int) {
 	for i := range st {
-		if st[i].Matched && !st[i].Unlimited {
+		if st[i].Matched && !st[i].Unlimited && !undecided(&st[i]) {
 			one = &st[i]
 			n++
 		}
