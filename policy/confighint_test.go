@@ -8,7 +8,9 @@ import (
 // The configuration problems a new user meets each say what to write
 // instead, at the file:line of the value: a unit that is a near miss or an
 // abbreviation of a known one, a duration written as a unit, another
-// length; a file with no document in it.
+// length; a file with no document in it; a field written under another
+// common name; a missing domain or key; descriptors or a rate_limit of the
+// wrong shape.
 func TestConfigProblemsSayWhatToWrite(t *testing.T) {
 	rule := func(unit string) string {
 		return "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: " + unit + "\n      requests_per_unit: 5\n"
@@ -27,6 +29,25 @@ func TestConfigProblemsSayWhatToWrite(t *testing.T) {
 			"write domain: <name> and its descriptors in it, or remove it"},
 		{"only comments", "# limits to come\n\n# more\n", "c.yaml:1: config file cannot have empty domain: the file holds no YAML document (it is empty or only comments): " +
 			"write domain: <name> and its descriptors in it, or remove it"},
+		{"limit for requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      limit: 5\n",
+			`c.yaml:6: unknown field "limit" in rate_limit (did you mean "requests_per_unit"?)`},
+		{"rps for requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      rps: 5\n",
+			`c.yaml:6: unknown field "rps" in rate_limit (did you mean "requests_per_unit"?)`},
+		{"window for period", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      window: 10s\n      requests_per_unit: 5\n",
+			`c.yaml:5: unknown field "window" in rate_limit (did you mean "period"?)`},
+		{"limit for rate_limit", "domain: d\ndescriptors:\n  - key: k\n    limit: {unit: second, requests_per_unit: 5}\n",
+			`c.yaml:4: unknown field "limit" in descriptor (did you mean "rate_limit"?)`},
+		{"rules for descriptors", "domain: d\nrules:\n  - key: k\n",
+			`c.yaml:2: unknown field "rules" in the domain (did you mean "descriptors"?)`},
+		{"no domain", "descriptors:\n  - key: k\n",
+			"c.yaml:1: config file cannot have empty domain: the domain field is missing; write domain: <name> at the top of the file"},
+		{"no key", "domain: d\ndescriptors:\n  - value: v\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
+			"c.yaml:3: descriptor has empty key: every descriptor needs key: <name>, the entry key of the requests it matches"},
+		{"descriptors without dashes", "domain: d\ndescriptors:\n  key: k\n  rate_limit: {unit: second, requests_per_unit: 5}\n",
+			`c.yaml:3: descriptors must be a list, got a mapping: start each descriptor with "- ", as in "- key: user"`},
+		{"rate_limit as a string", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: 5/second\n",
+			`c.yaml:4: rate_limit must be a mapping, got "5/second" (write it as rate_limit: {unit: second, requests_per_unit: 5}, ` +
+				"or its fields indented on the lines below it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("c.yaml", []byte(tc.data))

@@ -207,6 +207,19 @@ var (
 	replacesFields = []string{"name"}
 )
 
+// fieldSynonyms are, by mapping, names a user may write for a field that
+// are too far from its name to be found as a near miss ("limit" for
+// requests_per_unit).
+var fieldSynonyms = map[string]map[string]string{
+	"the domain": {"rules": "descriptors", "limits": "descriptors"},
+	"descriptor": {"limit": "rate_limit", "limits": "rate_limit", "rate": "rate_limit", "children": "descriptors",
+		"rules": "descriptors"},
+	"rate_limit": {"limit": "requests_per_unit", "rate": "requests_per_unit", "rps": "requests_per_unit",
+		"qps": "requests_per_unit", "requests": "requests_per_unit", "max": "requests_per_unit",
+		"max_requests": "requests_per_unit", "count": "requests_per_unit", "quota": "requests_per_unit",
+		"per": "unit", "time_unit": "unit", "interval": "period", "window": "period", "duration": "period"},
+}
+
 // upstreamKeys are the field names envoyproxy/ratelimit knows, each with
 // where it belongs. Its loader checks every key of a file against this one
 // flat set, whatever the level, and ignores a known key at the wrong level
@@ -581,7 +594,11 @@ func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]f
 		return map[string]field{}, true
 	}
 	if n.Kind != yaml.MappingNode {
-		l.errf(n.Line, "%s must be a mapping, got %s", what, kindName(n))
+		hint := ""
+		if what == "rate_limit" {
+			hint = " (write it as rate_limit: {unit: second, requests_per_unit: 5}, or its fields indented on the lines below it)"
+		}
+		l.errf(n.Line, "%s must be a mapping, got %s%s", what, kindName(n), hint)
 		return nil, false
 	}
 	envoy := envoyMappings[what]
@@ -607,12 +624,19 @@ func (l *loader) fields(n *yaml.Node, what string, known []string) (map[string]f
 				l.misplaced(what, f)
 				continue
 			}
-			hint := suggest(k.Value, known)
+			c := closest(k.Value, known)
+			if c == "" {
+				c = fieldSynonyms[what][strings.ToLower(k.Value)]
+			}
+			hint := ""
+			if c != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", c)
+			}
 			if what == "descriptor" && slices.Contains(limitFields, k.Value) {
 				hint = " (it belongs inside rate_limit:)"
 			}
 			l.errf(k.Line, "unknown field %q in %s%s", k.Value, what, hint)
-			if c := closest(k.Value, known); c != "" {
+			if c != "" {
 				if notes.suggested == nil {
 					notes.suggested = map[string]bool{}
 				}
@@ -948,7 +972,7 @@ func (l *loader) domain(root *yaml.Node) *Domain {
 	case !has && l.notes.reported("domain"):
 		return nil
 	case !has:
-		l.errf(line, "config file cannot have empty domain: the domain field is missing")
+		l.errf(line, "config file cannot have empty domain: the domain field is missing; write domain: <name> at the top of the file")
 		return nil
 	case !ok:
 		return nil
@@ -1054,7 +1078,11 @@ func (l *loader) descriptors(d *Domain, parent *Node, f field, lv *level, path s
 		return nil
 	}
 	if f.val.Kind != yaml.SequenceNode {
-		l.errf(f.line(), "descriptors must be a list, got %s", kindName(f.val))
+		hint := ""
+		if f.val.Kind == yaml.MappingNode {
+			hint = `: start each descriptor with "- ", as in "- key: user"`
+		}
+		l.errf(f.line(), "descriptors must be a list, got %s%s", kindName(f.val), hint)
 		return nil
 	}
 	if depth > maxDepth {
@@ -1106,7 +1134,7 @@ func (l *loader) descriptor(d *Domain, parent *Node, e *yaml.Node, path string, 
 	case !has && l.notes.reported("key"):
 		return nil
 	case !has || (ok && key == ""):
-		l.errf(e.Line, "descriptor has empty key")
+		l.errf(e.Line, "descriptor has empty key: every descriptor needs key: <name>, the entry key of the requests it matches")
 		return nil
 	case !ok:
 		return nil
@@ -1523,7 +1551,7 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 	case hasPeriod:
 		p.Period = l.period(pf)
 	case knownAlgo && p.Algorithm != algo.Concurrency:
-		if _, ok := fs["unit_multiplier"]; ok || notes.reported("unit") {
+		if _, ok := fs["unit_multiplier"]; ok || notes.reported("unit") || notes.reported("period") {
 			r.broken = true // the problem that explains it has been reported
 			break
 		}
