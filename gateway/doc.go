@@ -19,7 +19,8 @@
 // another value (sent twice, where PHP takes the last and Go the first; a
 // query value not UTF-8 or holding a control character once decoded) gets
 // 400 (dimension.WithRejectAmbiguous) rather than be limited as one client
-// and served as another. The most
+// and served as another; a header the client names in Connection, which
+// the upstream does not get (it is hop-by-hop), is read as absent. The most
 // specific route wins: the longest path prefix, then an exact host over a
 // wildcard over any host, then listed methods over any, then file order.
 // A request that matches no route is proxied unlimited. The package

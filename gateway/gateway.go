@@ -853,7 +853,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(rt.adaptive) > 0 {
 			admitted = st.decided
 		}
-		done, pass := rt.limiter.CheckAdmitted(w, r, admitted)
+		done, pass := rt.limiter.CheckAdmitted(w, withoutConnectionFields(r), admitted)
 		if !pass {
 			return
 		}
@@ -890,6 +890,40 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type field struct {
 	name   string
 	values []string
+}
+
+// withoutConnectionFields is r as the upstream will get it in one
+// respect the limits depend on: without the fields its Connection field
+// names, which are hop-by-hop (RFC 9110 §7.6.1) and which ReverseProxy
+// drops. Keyed on such a field, a client would be limited by a value
+// the upstream never sees, served as a client without it. "upgrade" and
+// "keep-alive" are left: Upgrade goes on for a protocol upgrade, and
+// Keep-Alive is dropped anyway. r itself, without allocating, when it
+// names no field it holds.
+func withoutConnectionFields(r *http.Request) *http.Request {
+	var h http.Header
+	for _, v := range r.Header["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			tok = strings.TrimSpace(tok)
+			if tok == "" || strings.EqualFold(tok, "upgrade") || strings.EqualFold(tok, "keep-alive") {
+				continue
+			}
+			for k := range r.Header {
+				if strings.EqualFold(k, tok) {
+					if h == nil {
+						h = r.Header.Clone()
+					}
+					delete(h, k)
+				}
+			}
+		}
+	}
+	if h == nil {
+		return r
+	}
+	r2 := *r
+	r2.Header = h
+	return &r2
 }
 
 // clientWriter is the response to the client: each write must make
