@@ -412,6 +412,7 @@ type V1Status struct {
 	Unlimited    bool            `json:"unlimited,omitempty"`
 	Shadow       bool            `json:"shadow,omitempty"`
 	Borrowed     bool            `json:"borrowed,omitempty"`
+	Undecided    bool            `json:"undecided,omitempty"`
 	Limit        *int64          `json:"limit,omitempty"`
 	Remaining    *int64          `json:"remaining,omitempty"`
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
@@ -488,7 +489,11 @@ func (s *Server) v1Response(resp *policy.Response) V1Response {
 	for i, st := range resp.Statuses {
 		vs := V1Status{Code: st.Code.String(), Matched: st.Matched, Rule: st.Rule, Unlimited: st.Unlimited, Shadow: st.Shadow,
 			Borrowed: st.Borrowed, WindowMS: ms(st.Window)}
-		if st.Matched && !st.Unlimited {
+		switch {
+		case undecided(&st):
+			// No limit decided it: no count to state, not a quota of 0.
+			vs.Undecided, vs.WindowMS = true, 0
+		case st.Matched && !st.Unlimited:
 			vs.Limit, vs.Remaining = &st.Decision.Limit, &st.Decision.Remaining
 			vs.RetryAfterMS, vs.ResetAfterMS = ms(st.Decision.RetryAfter), ms(st.Decision.ResetAfter)
 		}
