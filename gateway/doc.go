@@ -20,7 +20,10 @@
 // query value not UTF-8 or holding a control character once decoded) gets
 // 400 (dimension.WithRejectAmbiguous) rather than be limited as one client
 // and served as another; a header the client names in Connection, which
-// the upstream does not get (it is hop-by-hop), is read as absent. The most
+// the upstream does not get (it is hop-by-hop), is read as absent, and
+// an address field (X-Forwarded-For, X-Real-IP, True-Client-IP, ...)
+// from a peer not trusted as a proxy is read as the upstream gets it
+// (the peer, or absent; see Proxying). The most
 // specific route wins: the longest path prefix, then an exact host over a
 // wildcard over any host, then listed methods over any, then file order.
 // A request that matches no route is proxied unlimited. The package

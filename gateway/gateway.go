@@ -853,7 +853,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(rt.adaptive) > 0 {
 			admitted = st.decided
 		}
-		done, pass := rt.limiter.CheckAdmitted(w, withoutConnectionFields(r), admitted)
+		done, pass := rt.limiter.CheckAdmitted(w, asForwarded(r, rt.proxies), admitted)
 		if !pass {
 			return
 		}
@@ -892,16 +892,26 @@ type field struct {
 	values []string
 }
 
-// withoutConnectionFields is r as the upstream will get it in one
-// respect the limits depend on: without the fields its Connection field
-// names, which are hop-by-hop (RFC 9110 §7.6.1) and which ReverseProxy
-// drops. Keyed on such a field, a client would be limited by a value
-// the upstream never sees, served as a client without it. "upgrade" and
-// "keep-alive" are left: Upgrade goes on for a protocol upgrade, and
-// Keep-Alive is dropped anyway. r itself, without allocating, when it
-// names no field it holds.
-func withoutConnectionFields(r *http.Request) *http.Request {
+// asForwarded is r as the upstream will get it in what the limits may
+// read of it: without the fields its Connection field names, which are
+// hop-by-hop (RFC 9110 §7.6.1) and which ReverseProxy drops, and, from a
+// peer px does not trust, without the address fields rewrite drops or
+// replaces (clientAddrHeaders, Forwarded, X-Forwarded-*; X-Real-IP and
+// X-Forwarded-For are then the peer, as the upstream gets them). Keyed
+// on such a field (header:X-API-Key named in Connection,
+// header:True-Client-IP), a client would be limited by a value of its
+// choice that the upstream never sees, and served as another. "upgrade"
+// and "keep-alive" tokens are left: Upgrade goes on for a protocol
+// upgrade, and Keep-Alive is dropped anyway. r itself, without
+// allocating, when it holds none of those fields.
+func asForwarded(r *http.Request, px dimension.Proxies) *http.Request {
 	var h http.Header
+	drop := func(k string) {
+		if h == nil {
+			h = r.Header.Clone()
+		}
+		delete(h, k)
+	}
 	for _, v := range r.Header["Connection"] {
 		for tok := range strings.SplitSeq(v, ",") {
 			tok = strings.TrimSpace(tok)
@@ -910,10 +920,22 @@ func withoutConnectionFields(r *http.Request) *http.Request {
 			}
 			for k := range r.Header {
 				if strings.EqualFold(k, tok) {
-					if h == nil {
-						h = r.Header.Clone()
-					}
-					delete(h, k)
+					drop(k)
+				}
+			}
+		}
+	}
+	peer, ok := peerAddr(r)
+	if !ok || !trusted(px, peer) {
+		for _, k := range forwardingHeaders {
+			if _, held := r.Header[k]; held {
+				drop(k)
+			}
+		}
+		if h != nil && ok {
+			for _, k := range []string{"X-Real-Ip", "X-Forwarded-For"} {
+				if _, held := r.Header[k]; held {
+					h.Set(k, peer.String())
 				}
 			}
 		}
@@ -925,6 +947,16 @@ func withoutConnectionFields(r *http.Request) *http.Request {
 	r2.Header = h
 	return &r2
 }
+
+// forwardingHeaders are the fields, canonical, that rewrite drops or
+// replaces on a request from a peer the gateway does not trust.
+var forwardingHeaders = func() []string {
+	hs := []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+	for _, h := range clientAddrHeaders {
+		hs = append(hs, http.CanonicalHeaderKey(h))
+	}
+	return hs
+}()
 
 // clientWriter is the response to the client: each write must make
 // progress within d (nginx's send_timeout), else it fails and the

@@ -47,3 +47,41 @@ descriptors:
 		t.Errorf("the upstream saw the keys %q, want %q", seen, want)
 	}
 }
+
+// A route keyed on an address field a client may write (True-Client-IP,
+// X-Real-IP, X-Forwarded-For) reads it as the upstream gets it: from a
+// trusted proxy as sent, from anyone else as rewrite leaves it (dropped,
+// or the peer). It was read as the client sent it, which the upstream
+// never saw: a client choosing a fresh address each time passed every
+// request.
+func TestAddressHeaderKeyAsForwarded(t *testing.T) {
+	for _, tc := range []struct {
+		name, trusted, header string
+		want                  []int
+	}{
+		{"True-Client-IP, untrusted", "10.0.0.0/8", "True-Client-IP", []int{200, 429, 429}},
+		{"X-Real-IP, untrusted", "10.0.0.0/8", "X-Real-IP", []int{200, 429, 429}},
+		{"X-Forwarded-For, untrusted", "10.0.0.0/8", "X-Forwarded-For", []int{200, 429, 429}},
+		{"True-Client-IP, trusted", "127.0.0.0/8", "True-Client-IP", []int{200, 200, 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := `
+domain: edge
+gateway:
+  trusted_proxies: [` + tc.trusted + `]
+  routes: [{descriptors: [{entries: [{source: "header:` + tc.header + `", default: none}]}]}]
+descriptors:
+  - key: ` + tc.header + `
+    rate_limit: {name: per-ip, unit: minute, requests_per_unit: 1}
+`
+			srv := front(t, engine(t, cfg, newClock(t0)), echo(t).URL)
+			var codes []int
+			for _, ip := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+				codes = append(codes, do(t, "GET", srv.URL, tc.header, ip).status)
+			}
+			if !slices.Equal(codes, tc.want) {
+				t.Errorf("statuses %v, want %v", codes, tc.want)
+			}
+		})
+	}
+}
