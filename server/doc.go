@@ -38,6 +38,13 @@
 // WithEnvoyHeaders. The one deliberate difference is the engine's: all
 // descriptors of a request are decided all or nothing.
 //
+// A descriptor the store could not decide while another refused the
+// request (its key's node down, or the look a refusal takes at the other
+// keys failing) states no count: OK with no current_limit,
+// limit_remaining or duration_until_reset on the Envoy APIs, as a
+// descriptor without a limit; "undecided": true with no limit or
+// remaining on /v1; no member in the header fields.
+//
 // # Concurrency leases
 //
 // A decision admitted on a concurrency rule holds slots until they are
