@@ -40,10 +40,10 @@
 //
 // A descriptor the store could not decide (its key's node down while
 // another descriptor refused the request, the look a refusal takes at the
-// other keys failing, a shadow rule's count failing) states no count: OK with no current_limit,
-// limit_remaining or duration_until_reset on the Envoy APIs, as a
-// descriptor without a limit; "undecided": true with no limit or
-// remaining on /v1; no member in the header fields.
+// other keys failing, a shadow rule's count failing) states no count: OK
+// with no current_limit, limit_remaining or duration_until_reset on the
+// Envoy APIs, as a descriptor without a limit; "undecided": true with no
+// limit or remaining on /v1; no member in the header fields.
 //
 // # Concurrency leases
 //
