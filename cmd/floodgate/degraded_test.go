@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -55,6 +56,35 @@ func statuses(t *testing.T, httpAddr, user string, n int) []int {
 		got = append(got, decide(t, httpAddr, user))
 	}
 	return got
+}
+
+// storeDecides waits, 15 s at most, until a /v1/decide (for a user of its
+// own) is answered by the store, not by --on-store-error (store_fallback).
+func storeDecides(t *testing.T, httpAddr string, errb *lockedBuffer) {
+	t.Helper()
+	body := `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"breaker-probe"}]}]}`
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Post("http://"+httpAddr+"/v1/decide", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			StoreFallback bool `json:"store_fallback"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(b, &v); err != nil || resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("/v1/decide: %d %q: %v", resp.StatusCode, b, err)
+		}
+		if !v.StoreFallback {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/v1/decide still answered by the failure policy 15s after /readyz said ready: %d %s; %s", resp.StatusCode, b, errb.String())
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for the breaker's cool-down and its probe
+	}
 }
 
 func readyz(t *testing.T, adminAddr string) (int, string) {
@@ -129,6 +159,11 @@ func TestServeStartDegraded(t *testing.T) {
 	if !strings.Contains(errb.String(), `msg="store opened"`) {
 		t.Errorf("no INFO that the store opened: %s", errb.String())
 	}
+	// /readyz says the store answers a ping, asked of the store itself
+	// when the breaker's probe timed out (which reopens the breaker for
+	// its 1 s cool-down): decisions go to the store after the breaker's
+	// next probe, so wait for one the store made.
+	storeDecides(t, httpAddr, errb)
 	// The store's limit, 4, not the local share.
 	if got := statuses(t, httpAddr, "shared", 5); !slices.Equal(got, []int{200, 200, 200, 200, 429}) {
 		t.Errorf("decisions on the store = %v, want [200 200 200 200 429]", got)
