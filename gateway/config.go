@@ -167,6 +167,16 @@ type routeSpec struct {
 	node         *yaml.Node
 }
 
+// matchKey is the same for two routes exactly when they match the same
+// requests: "/x" and "/x/" cover the same paths (see under).
+func (r *routeSpec) matchKey() string {
+	prefix := strings.TrimSuffix(r.prefix, "/")
+	if r.foldCase {
+		prefix = strings.ToLower(prefix)
+	}
+	return r.host + "|" + fmt.Sprint(r.wildcard) + "|" + prefix + "|" + fmt.Sprint(r.foldCase) + "|" + strings.Join(r.methods, ",")
+}
+
 func compileSection(decode func(any) error) (any, error) {
 	s := &Section{}
 	if err := decode(s); err != nil {
@@ -243,12 +253,7 @@ func (s *Section) compile() error {
 		// A route whose host, prefix or methods are at fault is not
 		// compared with the others: what it matches is unknown.
 		if len(errs) == before {
-			// "/x" and "/x/" cover the same paths (see under).
-			prefix := strings.TrimSuffix(r.prefix, "/")
-			if r.foldCase {
-				prefix = strings.ToLower(prefix)
-			}
-			key := r.host + "|" + fmt.Sprint(r.wildcard) + "|" + prefix + "|" + fmt.Sprint(r.foldCase) + "|" + strings.Join(r.methods, ",")
+			key := r.matchKey()
 			if first, dup := seen[key]; dup {
 				errs = append(errs, fmt.Errorf("%s: matches the same requests as routes[%d] (host, path_prefix and methods; a trailing / of the prefix and a HEAD beside GET change nothing), so one of them would never apply", at, first))
 			} else {

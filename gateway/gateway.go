@@ -402,6 +402,14 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 	}
 	var probs policy.Problems
 	headers := map[dimension.ProxyHeader]bool{}
+	// The section refuses two routes of its own that match the same
+	// requests; here, two of different domains: the later would never
+	// apply, its requests limited by the other domain's rules.
+	type placed struct {
+		domain string
+		index  int
+	}
+	seen := map[string]placed{}
 	for _, dom := range cfg.Domains() {
 		s, _ := dom.Sections[SectionName].(*Section)
 		if s == nil {
@@ -412,6 +420,19 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 			headers[s.proxies.Header] = true
 		}
 		for i, rs := range s.compiled {
+			key := rs.matchKey()
+			if first, dup := seen[key]; dup && first.domain != dom.Name {
+				line := rs.line("")
+				if line == 0 {
+					line = dom.Pos.Line
+				}
+				probs = append(probs, policy.Problem{File: dom.Pos.File, Line: line, Message: fmt.Sprintf(
+					"gateway: routes[%d]: matches the same requests as routes[%d] of domain %s (host, path_prefix and methods; a trailing / of the prefix and a HEAD beside GET change nothing), which comes first, so this route of domain %s would never apply",
+					i, first.index, first.domain, dom.Name)})
+				continue
+			} else if !dup {
+				seen[key] = placed{dom.Name, i}
+			}
 			r := &route{routeSpec: rs, domain: dom.Name, order: len(t.routes)}
 			if rs.host != "" && !g.o.preserveHost {
 				probs = append(probs, hostProblem(dom, rs, i))

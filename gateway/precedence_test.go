@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate/gateway"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store/memory"
 )
 
 // A trailing / of a path prefix changes nothing about the paths a route
@@ -71,5 +73,45 @@ descriptors:
 		if got := do(t, "GET", srv.URL+"/x", "Host", s.host).h.Get("RateLimit"); got != s.want {
 			t.Errorf("Host %s: RateLimit %q, want %q", s.host, got, s.want)
 		}
+	}
+}
+
+// Two domains' routes that match the same requests: the one listed later
+// would never apply (its requests limited by the other domain's rules
+// alone, silently). New and Check refuse it at its line, as a section
+// refuses two routes of its own.
+func TestSameRouteInTwoDomains(t *testing.T) {
+	cfg, err := policy.Parse("gw.yaml", []byte(`
+domain: a
+gateway:
+  routes: [{path_prefix: /api, descriptors: [{entries: [{source: remote_address}]}]}]
+descriptors:
+  - key: remote_address
+    rate_limit: {name: a, unit: minute, requests_per_unit: 5}
+---
+domain: b
+gateway:
+  routes:
+    - {path_prefix: /other, descriptors: [{entries: [{source: remote_address}]}]}
+    - {path_prefix: /api/, descriptors: [{entries: [{source: remote_address}]}]}
+descriptors:
+  - key: remote_address
+    rate_limit: {name: b, unit: minute, requests_per_unit: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "gw.yaml:13: gateway: routes[1]: matches the same requests as routes[0] of domain a"
+	if _, err := gateway.Check(cfg); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Check: %v, want %s…", err, want)
+	}
+	st, _ := memory.New()
+	defer st.Close()
+	e, err := policy.NewEngine(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gateway.New(cfg, e, "http://127.0.0.1:1"); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("New: %v, want %s…", err, want)
 	}
 }
