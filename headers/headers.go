@@ -195,7 +195,7 @@ func FromStatuses(st []policy.Status) []Policy {
 	ps := make([]Policy, 0, n)
 	for i := range st {
 		s := &st[i]
-		if !s.Matched || s.Unlimited || undecided(s) {
+		if !s.Matched || s.Unlimited || s.Undecided() {
 			continue
 		}
 		if len(s.Limits) == 0 {
@@ -209,23 +209,6 @@ func FromStatuses(st []policy.Status) []Policy {
 		}
 	}
 	return ps
-}
-
-// undecided reports a matched, limited status the Engine could not decide:
-// the store failed its key while another key refused the request
-// (store.Result.Partial), or failed the look a refusal takes at the other
-// keys, or a shadow rule's count. It was measured against no limit (no
-// Limits) and its Decision is the zero one, which no real decision is (a
-// limit's capacity is at least 1), Allowed aside: it may have been set
-// since, as the server does on a shadow status. Its fields would state a
-// quota of 0 and 0 remaining, which is false: it has none.
-func undecided(s *policy.Status) bool {
-	if !s.Matched || s.Unlimited || len(s.Limits) != 0 {
-		return false
-	}
-	d := s.Decision
-	d.Allowed = false
-	return d == algo.Decision{}
 }
 
 // statusPolicy is the Policy of one limit of status s: the limit's decision

@@ -142,7 +142,7 @@ func (w *Writer) policies(st []policy.Status) []Policy {
 // decided, and the last of them.
 func limited(st []policy.Status) (one *policy.Status, n int) {
 	for i := range st {
-		if st[i].Matched && !st[i].Unlimited && !undecided(&st[i]) {
+		if st[i].Matched && !st[i].Unlimited && !st[i].Undecided() {
 			one = &st[i]
 			n++
 		}

@@ -150,6 +150,24 @@ type Status struct {
 	Limits []LimitStatus
 }
 
+// Undecided reports a status the store could not decide: its rule
+// matched and is limited, but the store failed its key while another key
+// refused the request (store.Result.Partial), or failed the look a
+// refusal takes at the other keys, or a shadow rule's count. It was
+// measured against no limit (no Limits) and its Decision is the zero one,
+// which no real decision is (a limit's capacity is at least 1), Allowed
+// aside: a caller may set it since, as the server does on a shadow
+// status. Its answers state no limit and no count: a quota of 0 with 0
+// remaining would be false.
+func (s *Status) Undecided() bool {
+	if !s.Matched || s.Unlimited || len(s.Limits) != 0 {
+		return false
+	}
+	d := s.Decision
+	d.Allowed = false
+	return d == algo.Decision{}
+}
+
 // ConcurrentRequests is the quota unit of a concurrency limit, as the
 // header fields state it (qu; draft-ietf-httpapi-ratelimit-headers-10).
 const ConcurrentRequests = "concurrent-requests"

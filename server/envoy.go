@@ -309,22 +309,6 @@ func clampU32(v int64) uint32 {
 	return uint32(v)
 }
 
-// undecided reports a matched, limited status the Engine could not decide
-// (policy's Engine.Decide: the store failed its key while another key
-// refused the request, the look a refusal takes at the other keys failed,
-// or a shadow rule's count did): measured against no limit (no Limits),
-// its Decision the zero one, which no real decision is (a limit's capacity
-// is at least 1), Allowed aside (visible sets it). Its answers state no
-// limit and no count rather than a limit of 0 with 0 remaining.
-func undecided(s *policy.Status) bool {
-	if !s.Matched || s.Unlimited || len(s.Limits) != 0 {
-		return false
-	}
-	d := s.Decision
-	d.Allowed = false
-	return d == algo.Decision{}
-}
-
 // visible returns the statuses as clients should see them in headers: a
 // shadow rule's refusal is not a refusal.
 func visible(st []policy.Status) []policy.Status {
@@ -398,7 +382,7 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(st *policy.
 		switch {
 		case !s.Matched:
 			ds.Code = rlsv3.RateLimitResponse_OK
-		case undecided(s):
+		case s.Undecided():
 			// The store decided nothing for it (another descriptor
 			// refused): OK with no current_limit, limit_remaining nor
 			// duration_until_reset, as envoyproxy/ratelimit answers a

@@ -490,7 +490,7 @@ func (s *Server) v1Response(resp *policy.Response) V1Response {
 		vs := V1Status{Code: st.Code.String(), Matched: st.Matched, Rule: st.Rule, Unlimited: st.Unlimited, Shadow: st.Shadow,
 			Borrowed: st.Borrowed, WindowMS: ms(st.Window)}
 		switch {
-		case undecided(&st):
+		case st.Undecided():
 			// No limit decided it: no count to state, not a quota of 0.
 			vs.Undecided, vs.WindowMS = true, 0
 		case st.Matched && !st.Unlimited:
