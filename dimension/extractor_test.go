@@ -222,6 +222,11 @@ func TestSpecErrors(t *testing.T) {
 		{one(EntrySpec{Source: "method", Value: "x", Match: &MatchSpec{}}), nil, "dimension: descriptors[0].entries[0].match: set exactly one of exact, prefix and present"},
 		{one(EntrySpec{Source: "host", Routes: []string{"/"}}), nil, "dimension: descriptors[0].entries[0].routes: only the path source takes routes"},
 		{one(EntrySpec{Source: "path", Routes: []string{"/a", "b"}}), nil, `dimension: descriptors[0].entries[0].routes[1]: route "b" must start with /`},
+		{one(EntrySpec{Source: "path", Routes: []string{"/a", "/api//v1"}}), nil, `dimension: descriptors[0].entries[0].routes[1]: route "/api//v1" is not a clean path (paths are matched cleaned: dot segments resolved, repeated / merged; write "/api/v1"), so no request path would fall under it`},
+		{one(EntrySpec{Source: "path", Routes: []string{"/api/../admin/"}}), nil, `dimension: descriptors[0].entries[0].routes[0]: route "/api/../admin/" is not a clean path (paths are matched cleaned: dot segments resolved, repeated / merged; write "/admin"), so no request path would fall under it`},
+		{one(EntrySpec{Source: "path", Routes: []string{"/api/*"}}), nil, `dimension: descriptors[0].entries[0].routes[0]: route "/api/*" holds * ? or #: a route is a literal prefix, no pattern or query ("/api" covers /api and everything below it), so no request path would fall under it`},
+		{one(EntrySpec{Source: "path", Routes: []string{"/search?q="}}), nil, `dimension: descriptors[0].entries[0].routes[0]: route "/search?q=" holds * ? or #: a route is a literal prefix, no pattern or query ("/api" covers /api and everything below it), so no request path would fall under it`},
+		{one(EntrySpec{Source: "path", Routes: []string{"/files/a%20b"}}), nil, `dimension: descriptors[0].entries[0].routes[0]: route "/files/a%20b" holds a percent escape: paths are matched percent-decoded; write the character itself, so no request path would fall under it`},
 		{one(EntrySpec{Source: "host", Default: "d", SkipIfAbsent: true}), nil, "dimension: descriptors[0].entries[0].default: default and skip_if_absent exclude each other"},
 		{one(EntrySpec{Source: "host", IPv4Prefix: 24}), nil, "dimension: descriptors[0].entries[0].ipv4_prefix: only remote_address takes a prefix length"},
 		{one(EntrySpec{Source: "host", IPv6Prefix: 48}), nil, "dimension: descriptors[0].entries[0].ipv6_prefix: only remote_address takes a prefix length"},
@@ -556,6 +561,31 @@ func TestHostSource(t *testing.T) {
 		}
 		if v != tc.want || (v == "") != (len(got) == 0) {
 			t.Errorf("Host %q: host = %q (%d descriptors), want %q", tc.host, v, len(got), tc.want)
+		}
+	}
+}
+
+// Routes as users write them load and key their paths: a dot in a
+// segment, ~, @, a space, ; and non-ASCII characters written decoded are
+// all path characters, matched on the decoded, cleaned path.
+func TestRoutesUsersWrite(t *testing.T) {
+	for _, tc := range []struct{ route, target string }{
+		{"/api/v1.0", "/api/v1.0/users"},
+		{"/~user", "/~user/index.html"},
+		{"/files/a b", "/files/a%20b/c"},
+		{"/@scope", "/@scope/pkg"},
+		{"/café", "/caf%C3%A9/menu"},
+		{"/a;b", "/a;b/c"},
+		{"/api/", "/api//x/../y"},
+	} {
+		x, err := NewExtractor(Spec{Descriptors: []DescriptorSpec{{Entries: []EntrySpec{{Source: "path", Routes: []string{tc.route}}}}}})
+		if err != nil {
+			t.Errorf("route %q: %v", tc.route, err)
+			continue
+		}
+		ds, err := x.Descriptors(httptest.NewRequest("GET", tc.target, nil), nil)
+		if err != nil || len(ds) != 1 || ds[0].Entries[0].Value != tc.route {
+			t.Errorf("route %q, request %s: descriptors %+v, %v; want the route's value", tc.route, tc.target, ds, err)
 		}
 	}
 }

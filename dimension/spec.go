@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"path"
 	"slices"
 	"strings"
 )
@@ -108,7 +109,9 @@ type EntrySpec struct {
 	// value is the longest one the path falls under ("/api/users" covers
 	// "/api/users" and "/api/users/7", not "/api/usersx"; "/api/" covers
 	// everything below it), so that every path of a route shares one key.
-	// A path outside them has no value.
+	// A path outside them has no value. Paths are matched percent-decoded
+	// and cleaned: a route no path can fall under (not clean, holding
+	// * ? # or a percent escape) is an error.
 	Routes []string `yaml:"routes"`
 	// Match turns the entry into a test (Envoy's header_value_match): it
 	// has the constant Value when the source's value matches, no value
@@ -394,6 +397,8 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, spec Spec, o *options) 
 		for k, r := range s.Routes {
 			if !strings.HasPrefix(r, "/") {
 				bad(fmt.Sprintf("routes[%d]", k), "route %q must start with /", r)
+			} else if why := deadRoute(r); why != "" {
+				bad(fmt.Sprintf("routes[%d]", k), "route %q %s, so no request path would fall under it", r, why)
 			}
 		}
 	}
@@ -419,6 +424,38 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, spec Spec, o *options) 
 	e.routes = slices.Clone(s.Routes)
 	slices.SortStableFunc(e.routes, func(a, b string) int { return len(b) - len(a) })
 	return e, errs
+}
+
+// deadRoute says why no request path can fall under route (one that
+// starts with "/"), "" when one can: paths are matched percent-decoded
+// and cleaned (routeOf), and a route is a literal prefix. The gateway's
+// path_prefix is checked the same way.
+func deadRoute(route string) string {
+	m := strings.TrimSuffix(route, "/")
+	switch {
+	case m != "" && path.Clean(m) != m:
+		return fmt.Sprintf("is not a clean path (paths are matched cleaned: dot segments resolved, repeated / merged; write %q)", path.Clean(m))
+	case strings.ContainsAny(m, "*?#"):
+		return "holds * ? or #: a route is a literal prefix, no pattern or query (\"/api\" covers /api and everything below it)"
+	case hasPercentEscape(m):
+		return "holds a percent escape: paths are matched percent-decoded; write the character itself"
+	}
+	return ""
+}
+
+// hasPercentEscape reports whether s holds a "%" followed by two hex
+// digits.
+func hasPercentEscape(s string) bool {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] == '%' && isHex(s[i+1]) && isHex(s[i+2]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // parsePrefix parses a CIDR or a single address.
