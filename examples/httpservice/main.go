@@ -40,7 +40,7 @@ func main() {
 }
 
 func run(ctx context.Context, addr string) error {
-	h, closeStore, err := newHandler()
+	h, closeStore, err := newHandler(nil)
 	if err != nil {
 		return err
 	}
@@ -60,17 +60,26 @@ func run(ctx context.Context, addr string) error {
 }
 
 // newHandler builds the service: the rules on an in-memory store, one
-// middleware per kind of limit, and the endpoints.
-func newHandler() (http.Handler, func(), error) {
+// middleware per kind of limit, and the endpoints. clock is the time the
+// store and the engine read; nil is the real clock (the store's own, which
+// a step of the system's clock does not move). The test passes one that
+// stands still.
+func newHandler(clock func() time.Time) (http.Handler, func(), error) {
 	cfg, err := policy.Parse("rules.yaml", rules)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := memory.New()
+	var storeOpts []memory.Option
+	var engineOpts []policy.Option
+	if clock != nil {
+		storeOpts = append(storeOpts, memory.WithClock(clock))
+		engineOpts = append(engineOpts, policy.WithClock(clock))
+	}
+	st, err := memory.New(storeOpts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	engine, err := policy.NewEngine(cfg, st)
+	engine, err := policy.NewEngine(cfg, st, engineOpts...)
 	if err != nil {
 		st.Close()
 		return nil, nil, err
