@@ -22,9 +22,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// grpcRules limits Health/Check to 3 an hour per client address and the
-// test's streaming method to 100 an hour in all; anything else passes
-// unlimited.
+// grpcRules limits Health/Check to 3 a day per client address and the
+// test's streaming method to 100 a day in all; anything else passes
+// unlimited. Fixed windows on a real clock: a day's end among a test's
+// calls would admit one it wants refused (24 times rarer than an hour's).
 const grpcRules = `domain: edge
 gateway:
   routes:
@@ -32,8 +33,8 @@ gateway:
     - {name: counts, path_prefix: /floodgate.test.Stream/Count, descriptors: [{entries: [{source: generic_key, value: counts}]}]}
 descriptors:
   - key: remote_address
-    rate_limit: {name: checks, unit: hour, requests_per_unit: 3}
-  - {key: generic_key, value: counts, rate_limit: {name: counts, unit: hour, requests_per_unit: 100}}
+    rate_limit: {name: checks, unit: day, requests_per_unit: 3}
+  - {key: generic_key, value: counts, rate_limit: {name: counts, unit: day, requests_per_unit: 100}}
 `
 
 // countMethod is the test's server-streaming method: it sends the status
@@ -129,9 +130,9 @@ func TestBinaryGatewayGRPCClients(t *testing.T) {
 			t.Errorf("Check %d over the budget: %v, want ResourceExhausted saying the rate limit was exceeded", i, err)
 		}
 		ra, raErr := strconv.Atoi(first(tr, "retry-after"))
-		if raErr != nil || ra <= 0 || ra > 3600 || first(tr, "x-ratelimit-limit") != "3" || first(tr, "x-ratelimit-remaining") != "0" ||
-			first(tr, "ratelimit-policy") != `"checks";q=3;w=3600` || !strings.HasPrefix(first(tr, "ratelimit"), `"checks";r=0;t=`) {
-			t.Errorf("Check %d: trailer metadata %v, want Retry-After within the hour and the limit's fields", i, tr)
+		if raErr != nil || ra <= 0 || ra > 86400 || first(tr, "x-ratelimit-limit") != "3" || first(tr, "x-ratelimit-remaining") != "0" ||
+			first(tr, "ratelimit-policy") != `"checks";q=3;w=86400` || !strings.HasPrefix(first(tr, "ratelimit"), `"checks";r=0;t=`) {
+			t.Errorf("Check %d: trailer metadata %v, want Retry-After within the day and the limit's fields", i, tr)
 		}
 	}
 

@@ -17,14 +17,16 @@ import (
 	"time"
 )
 
-// h2Rules limits /ip to 3 an hour per client address.
+// h2Rules limits /ip to 3 a day per client address: a fixed window on a
+// real clock, whose end among a test's requests would admit one it wants
+// refused (a day's end is 24 times rarer than an hour's).
 const h2Rules = `domain: edge
 gateway:
   routes:
     - {path_prefix: /ip, descriptors: [{entries: [{source: remote_address}]}]}
 descriptors:
   - key: remote_address
-    rate_limit: {name: per-ip, unit: hour, requests_per_unit: 3}
+    rate_limit: {name: per-ip, unit: day, requests_per_unit: 3}
 `
 
 // protoUpstream answers with the protocol the request came in, its path
@@ -59,15 +61,15 @@ func checkLimited(t *testing.T, client *http.Client, base, proto string) {
 		h := resp.Header
 		remaining := max(2-i, 0)
 		if resp.StatusCode != want || h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != strconv.Itoa(remaining) ||
-			!strings.HasPrefix(h.Get("RateLimit"), `"per-ip";r=`+strconv.Itoa(remaining)+";t=") || h.Get("RateLimit-Policy") != `"per-ip";q=3;w=3600` {
+			!strings.HasPrefix(h.Get("RateLimit"), `"per-ip";r=`+strconv.Itoa(remaining)+";t=") || h.Get("RateLimit-Policy") != `"per-ip";q=3;w=86400` {
 			t.Errorf("request %d: %d %v; want %d with the limit's fields (remaining %d)", i+1, resp.StatusCode, h, want, remaining)
 		}
 		if want == 200 && string(b) != proto+` GET /ip/x ""` {
 			t.Errorf("request %d: the upstream answered %q, want it to have seen %s GET /ip/x", i+1, b, proto)
 		}
-		if ra, err := strconv.Atoi(h.Get("Retry-After")); want == 429 && (err != nil || ra <= 0 || ra > 3600 ||
+		if ra, err := strconv.Atoi(h.Get("Retry-After")); want == 429 && (err != nil || ra <= 0 || ra > 86400 ||
 			!strings.Contains(string(b), `"violated-policies":["per-ip"]`)) {
-			t.Errorf("request %d: Retry-After %q, body %s; want whole seconds within the hour and the problem body", i+1, h.Get("Retry-After"), b)
+			t.Errorf("request %d: Retry-After %q, body %s; want whole seconds within the day and the problem body", i+1, h.Get("Retry-After"), b)
 		}
 	}
 }

@@ -30,7 +30,7 @@ gateway:
     - {path_prefix: /ip, descriptors: [{entries: [{source: remote_address}]}]}
 descriptors:
   - key: remote_address
-    rate_limit: {name: per-ip, unit: hour, requests_per_unit: 3}
+    rate_limit: {name: per-ip, unit: day, requests_per_unit: 3}
 `)
 	ca := newTestCA(t, "test CA")
 	cert, key, _ := tlsFilesFor(t, ca)
@@ -68,14 +68,14 @@ descriptors:
 		remaining := max(2-i, 0)
 		if resp.StatusCode != c.want || h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != strconv.Itoa(remaining) ||
 			!strings.HasPrefix(h.Get("RateLimit"), `"per-ip";r=`+strconv.Itoa(remaining)+";t=") ||
-			h.Get("RateLimit-Policy") != `"per-ip";q=3;w=3600` {
+			h.Get("RateLimit-Policy") != `"per-ip";q=3;w=86400` {
 			t.Errorf("request %d: %d %v; want %d with the limit's fields (remaining %d)", i+1, resp.StatusCode, h, c.want, remaining)
 		}
 		if c.want == 200 && string(b) != "upstream /ip/x" {
 			t.Errorf("request %d: body %q, want the upstream's", i+1, b)
 		}
-		if ra, err := strconv.Atoi(h.Get("Retry-After")); c.want == 429 && (err != nil || ra <= 0 || ra > 3600) {
-			t.Errorf("request %d: Retry-After %q, want whole seconds within the hour", i+1, h.Get("Retry-After"))
+		if ra, err := strconv.Atoi(h.Get("Retry-After")); c.want == 429 && (err != nil || ra <= 0 || ra > 86400) {
+			t.Errorf("request %d: Retry-After %q, want whole seconds within the day", i+1, h.Get("Retry-After"))
 		}
 	}
 	conn, err := tls.Dial("tcp", apiAddr, &tls.Config{RootCAs: ca.pool, NextProtos: h2})
