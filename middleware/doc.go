@@ -55,11 +55,12 @@
 // one limit, state the tighter of the two (fewer remaining, on a tie the
 // later reset) when both count in the same unit — requests, bytes
 // ([WithCostUnit]) or concurrent requests, as the outer RateLimit-Policy
-// list states it (requests when there is none) — else the inner one's;
-// and when the inner one refuses the request, the refusing limit's, so
-// that a 429 never shows a Remaining above 0 of a limit that admitted
-// it. Retry-After is the longer. Give both the same [WithHeaders] names,
-// or the fields do not meet.
+// list states it (requests when there is none; unknown when the header
+// set leaves the IETF fields out, as no list is then written) — else the
+// inner one's; and when the inner one refuses the request, the refusing
+// limit's, so that a 429 never shows a Remaining above 0 of a limit that
+// admitted it. Retry-After is the longer. Give both the same
+// [WithHeaders] names, or the fields do not meet.
 //
 // On excess the strategy of the refusing rules applies (see policy's
 // documentation for how several combine):

@@ -132,7 +132,8 @@ func (m *Middleware) outerTighter(h http.Header, outer *[nKeys][]string, st []po
 	if !ok || !tight.Allowed {
 		return false
 	}
-	u, ok := outerUnit(outer, oRem)
+	set := m.o.headers.Set
+	u, ok := outerUnit(outer, oRem, set == 0 || set&headers.IETF != 0)
 	return ok && u == unitOf(cmp.Or(tight.QuotaUnit, m.o.headers.CostUnit))
 }
 
@@ -143,10 +144,15 @@ func (m *Middleware) outerTighter(h http.Header, outer *[nKeys][]string, st []po
 // they disagree, none matches, or the policy field is not a list of the
 // draft's members: the unit is then unknown. With no RateLimit-Policy on
 // the response, the set counts requests, the unit X-RateLimit-* fields
-// conventionally count and the draft's default.
-func outerUnit(outer *[nKeys][]string, rem int64) (unit string, ok bool) {
+// conventionally count and the draft's default, when lists is true: this
+// middleware writes the IETF fields, so an outer one configured as it is
+// would have written its list. When lists is false (a header set without
+// them, WithHeaders), no middleware writes one, whatever its unit: a
+// concurrency limit's free slots would read as requests, so the unit is
+// unknown.
+func outerUnit(outer *[nKeys][]string, rem int64, lists bool) (unit string, ok bool) {
 	if len(outer[kPolicy]) == 0 {
-		return "", true
+		return "", lists
 	}
 	var pbuf, rbuf [8]member // on the stack for lists of up to 8 policies
 	pols, ok := members(pbuf[:0], outer[kPolicy], "qu")

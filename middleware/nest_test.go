@@ -354,3 +354,43 @@ func TestNestedXRateLimitUnitFromLists(t *testing.T) {
 		wantFields(t, tc.name, nestedUnder(t, m, tc.outer), tc.want)
 	}
 }
+
+// With a header set without the IETF fields (WithHeaders, Set
+// XRateLimit|RetryAfter), no middleware writes a RateLimit-Policy list,
+// so its absence says nothing of the outer set's unit: the middleware's
+// own set stays. Before, the absence read as requests, and a concurrency
+// limit's free slots (Limit 5, Remaining 4) replaced a rate's 100 and 99
+// requests, as 528fc85 meant to stop. Two rates are no longer compared
+// then either: the inner one's set is stated, a limit that applies in
+// the unit its numbers count.
+func TestNestedXRateLimitUnitWithoutLists(t *testing.T) {
+	xOnly := middleware.WithHeaders(headers.Options{Set: headers.XRateLimit | headers.RetryAfter})
+	key := middleware.KeyFunc(func(*http.Request) string { return "k" })
+	rate := algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Minute}
+	for _, tc := range []struct {
+		name  string
+		outer algo.Params
+	}{
+		{"a rate inside a concurrency limit", algo.Params{Algorithm: algo.Concurrency, Limit: 5, LeaseTTL: time.Minute}},
+		{"a rate inside a tighter rate", algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Minute}},
+	} {
+		c := newClock(t0)
+		out, err := middleware.ForLimiter(newLimiter(t, "outer", tc.outer, c), key, xOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := middleware.ForLimiter(newLimiter(t, "per-ip", rate, c), key, xOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		out.Handler(in.Handler(http.HandlerFunc(ok))).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != 200 {
+			t.Errorf("%s: status %d, want 200", tc.name, w.Code)
+		}
+		wantFields(t, tc.name, w.Header(), map[string]string{
+			"RateLimit-Policy": "", "RateLimit": "",
+			"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "99", "X-RateLimit-Reset": "50",
+		})
+	}
+}
