@@ -1284,7 +1284,9 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 			return false, nil
 		}
 		for j, i := range idx {
-			if i >= 0 && !out[j].Allowed {
+			// An undecided request of a Partial refusal is no refusal:
+			// the retry takes its key again, for the store to decide.
+			if i >= 0 && !out[j].Allowed && !(res.Partial && out[j] == (algo.Decision{})) {
 				p.items[i].borrowed = true
 			}
 		}
