@@ -109,11 +109,18 @@ type storeGroup struct {
 
 // sameStore reports whether a and b are the same store.Store value. ==
 // would panic on two values of one uncomparable type, which a user's store
-// wrapper passed by value can be (a struct holding a slice): such values
-// are never the same.
+// wrapper passed by value can be (a struct holding a slice), also inside a
+// comparable one (a struct whose interface field holds it): such values
+// are never the same. The check is of the values (reflect.Value's
+// Comparable looks into interfaces), not only of their type.
 func sameStore(a, b store.Store) bool {
 	t := reflect.TypeOf(a)
-	if t != reflect.TypeOf(b) || t != nil && !t.Comparable() {
+	if t != reflect.TypeOf(b) {
+		return false
+	}
+	// A pointer, the usual store, compares without a look inside (and
+	// without the allocations of reflect.ValueOf).
+	if t != nil && t.Kind() != reflect.Pointer && !(reflect.ValueOf(a).Comparable() && reflect.ValueOf(b).Comparable()) {
 		return false
 	}
 	return a == b
@@ -135,10 +142,10 @@ func (g *storeGroup) bound(ctx context.Context) (context.Context, context.Cancel
 // back (Refund, or Release for Concurrency leases) in reverse order and the
 // groups not yet tried are peeked so that every decision is reported. In
 // that case another caller may briefly see the units of a group that is
-// being rolled back as taken. A store whose dynamic type is not
-// comparable (a struct value holding a slice, a map or a func) is the same
-// value as no other, itself included: each of its hits is a group of its
-// own.
+// being rolled back as taken. A store value that is not comparable (a
+// struct value holding a slice, a map or a func, or an interface holding
+// such a value) is the same value as no other, itself included: each of
+// its hits is a group of its own.
 //
 // A store key (the same store.Store value and the same key prefix, name,
 // separator and key: see Limiter.StoreKey) may appear in several hits: the
