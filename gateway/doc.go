@@ -21,9 +21,10 @@
 // 400 (dimension.WithRejectAmbiguous) rather than be limited as one client
 // and served as another; a header the client names in Connection, which
 // the upstream does not get (it is hop-by-hop), is read as absent, and
-// an address field (X-Forwarded-For, X-Real-IP, True-Client-IP, ...)
-// from a peer not trusted as a proxy is read as the upstream gets it
-// (the peer, or absent; see Proxying). The most
+// a forwarding field (X-Forwarded-For, X-Real-IP, True-Client-IP,
+// X-Forwarded-Host, ...) from a peer not trusted as a proxy is read as
+// the upstream gets it, whether or not the client sent it (the peer, the
+// gateway's own, or absent; see Proxying). The most
 // specific route wins: the longest path prefix, then an exact host over a
 // wildcard over any host, then listed methods over any, then file order.
 // A request that matches no route is proxied unlimited. The package

@@ -228,6 +228,14 @@ type route struct {
 	domain  string
 	order   int
 	limiter *middleware.Middleware // nil: unlimited
+	// reads are the header fields, canonical, that the route's
+	// descriptors read (header:, api_key.header, user_header,
+	// tenant_header); readsAny is set when a WithUser or WithTenant
+	// function, which may read any field, keys it. asForwarded looks at
+	// those fields alone: a request is copied only when one the route
+	// reads is not as the upstream will get it.
+	reads    []string
+	readsAny bool
 	// adaptive names the rules of the route's domain with an adaptive
 	// block, when the gateway feeds samples: nil costs a request nothing.
 	adaptive []string
@@ -462,6 +470,7 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 					continue
 				}
 				r.limiter = m
+				r.reads, r.readsAny = fieldsRead(rs.spec, g.o.user != nil && rs.spec.UserHeader == "", g.o.tenant != nil && rs.spec.TenantHeader == "")
 				if g.obs != nil {
 					r.adaptive = adaptiveRules(dom)
 				}
@@ -874,7 +883,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(rt.adaptive) > 0 {
 			admitted = st.decided
 		}
-		done, pass := rt.limiter.CheckAdmitted(w, asForwarded(r, rt.proxies), admitted)
+		done, pass := rt.limiter.CheckAdmitted(w, asForwarded(r, rt), admitted)
 		if !pass {
 			return
 		}
@@ -913,26 +922,44 @@ type field struct {
 	values []string
 }
 
-// asForwarded is r as the upstream will get it in what the limits may
-// read of it: without the fields its Connection field names, which are
-// hop-by-hop (RFC 9110 §7.6.1) and which ReverseProxy drops, and, from a
-// peer px does not trust, without the address fields rewrite drops or
-// replaces (clientAddrHeaders, Forwarded, X-Forwarded-*; X-Real-IP and
-// X-Forwarded-For are then the peer, as the upstream gets them). Keyed
-// on such a field (header:X-API-Key named in Connection,
-// header:True-Client-IP), a client would be limited by a value of its
-// choice that the upstream never sees, and served as another. "upgrade"
-// and "keep-alive" tokens are left: Upgrade goes on for a protocol
-// upgrade, and Keep-Alive is dropped anyway. r itself, without
-// allocating, when it holds none of those fields.
-func asForwarded(r *http.Request, px dimension.Proxies) *http.Request {
+// asForwarded is r as the upstream will get it in the header fields the
+// route rt reads: without the fields its Connection field names, which
+// are hop-by-hop (RFC 9110 §7.6.1) and which ReverseProxy drops, and,
+// from a peer rt does not trust as a proxy, with the forwarding fields
+// rewrite sends, whatever the client wrote or left out: X-Real-IP and
+// X-Forwarded-For the peer, X-Forwarded-Host and -Proto the gateway's
+// own, Forwarded the gateway's node when it is the configured header,
+// the other address fields (clientAddrHeaders) absent. Keyed on such a
+// field (header:X-API-Key named in Connection, header:True-Client-IP,
+// header:X-Real-IP left out), a client would be limited by a value of
+// its choice, or not at all, while the upstream saw another. Connection's
+// "upgrade" and "keep-alive" tokens are left (Upgrade goes on for a
+// protocol upgrade, Keep-Alive is dropped anyway), and so, from a
+// trusted proxy, are the fields rewrite passes on from its request
+// (X-Forwarded-For, -Host and -Proto; Forwarded when it is the
+// configured header). r itself, without allocating, when every field
+// the route reads is as the upstream gets it.
+func asForwarded(r *http.Request, rt *route) *http.Request {
+	if len(rt.reads) == 0 && !rt.readsAny {
+		return r
+	}
+	read := func(k string) bool { return rt.readsAny || slices.Contains(rt.reads, k) }
 	var h http.Header
-	drop := func(k string) {
+	set := func(k, v string) { // v "": absent
 		if h == nil {
 			h = r.Header.Clone()
+			if h == nil {
+				h = http.Header{}
+			}
 		}
-		delete(h, k)
+		if v == "" {
+			delete(h, k)
+		} else {
+			h[k] = []string{v}
+		}
 	}
+	peer, ok := peerAddr(r)
+	trustedPeer := ok && trusted(rt.proxies, peer)
 	for _, v := range r.Header["Connection"] {
 		for tok := range strings.SplitSeq(v, ",") {
 			tok = strings.TrimSpace(tok)
@@ -940,25 +967,44 @@ func asForwarded(r *http.Request, px dimension.Proxies) *http.Request {
 				continue
 			}
 			for k := range r.Header {
-				if strings.EqualFold(k, tok) {
-					drop(k)
+				if strings.EqualFold(k, tok) && read(k) && !(trustedPeer && passedOn(k, rt.proxies)) {
+					set(k, "")
 				}
 			}
 		}
 	}
-	peer, ok := peerAddr(r)
-	if !ok || !trusted(px, peer) {
-		for _, k := range forwardingHeaders {
-			if _, held := r.Header[k]; held {
-				drop(k)
-			}
+	if !trustedPeer {
+		proto := "http"
+		if r.TLS != nil {
+			proto = "https"
 		}
-		if h != nil && ok {
-			for _, k := range []string{"X-Real-Ip", "X-Forwarded-For"} {
-				if _, held := r.Header[k]; held {
-					h.Set(k, peer.String())
+		for _, k := range forwardingHeaders {
+			if !read(k) {
+				continue
+			}
+			want := ""
+			switch k {
+			case "X-Real-Ip", "X-Forwarded-For":
+				if ok {
+					want = peer.String()
+				}
+			case "X-Forwarded-Host":
+				want = r.Host
+			case "X-Forwarded-Proto":
+				want = proto
+			case "Forwarded":
+				if ok && rt.proxies.Header == dimension.Forwarded {
+					want = "for=" + forwardedNode(peer) + ";host=" + strconv.Quote(r.Host) + ";proto=" + proto
 				}
 			}
+			cur := r.Header
+			if h != nil {
+				cur = h
+			}
+			if v := cur[k]; len(v) == 0 && want == "" || len(v) == 1 && v[0] == want {
+				continue
+			}
+			set(k, want)
 		}
 	}
 	if h == nil {
@@ -969,8 +1015,49 @@ func asForwarded(r *http.Request, px dimension.Proxies) *http.Request {
 	return &r2
 }
 
-// forwardingHeaders are the fields, canonical, that rewrite drops or
-// replaces on a request from a peer the gateway does not trust.
+// passedOn reports whether rewrite passes the field k (canonical) on from
+// a trusted proxy's request even when its Connection field names it.
+func passedOn(k string, px dimension.Proxies) bool {
+	switch k {
+	case "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	case "Forwarded":
+		return px.Header == dimension.Forwarded
+	}
+	return false
+}
+
+// fieldsRead are the header fields, canonical, that spec's descriptors
+// read, and whether a function option may read any (all): userFn and tenantFn
+// say that the user and tenant sources are WithUser's and WithTenant's.
+func fieldsRead(spec *dimension.Spec, userFn, tenantFn bool) (names []string, all bool) {
+	add := func(n string) {
+		if n = http.CanonicalHeaderKey(n); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, d := range spec.Descriptors {
+		for _, e := range d.Entries {
+			kind, name, hasName := strings.Cut(e.Source, ":")
+			switch {
+			case hasName && kind == "header":
+				add(name)
+			case e.Source == "api_key":
+				add(spec.APIKey.Header)
+			case e.Source == "user" && userFn, e.Source == "tenant" && tenantFn:
+				all = true
+			case e.Source == "user":
+				add(spec.UserHeader)
+			case e.Source == "tenant":
+				add(spec.TenantHeader)
+			}
+		}
+	}
+	return names, all
+}
+
+// forwardingHeaders are the fields, canonical, that rewrite sets, drops
+// or replaces on a request from a peer the gateway does not trust.
 var forwardingHeaders = func() []string {
 	hs := []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
 	for _, h := range clientAddrHeaders {
