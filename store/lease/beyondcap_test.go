@@ -37,3 +37,33 @@ func TestCostBeyondCapacity(t *testing.T) {
 		})
 	}
 }
+
+// TestCostBeyondCapacityAfterARefusal: a cost above the capacity is "never"
+// also while the key remembers the shared store's refusal of a smaller
+// cost: that refusal's RetryAfter is a wait after which the smaller cost
+// passes, not the larger, which never does. It was repeated for the cost
+// of 7 (36m for a token bucket of 5 an hour spent, slice 10), a wait after
+// which the request is refused again.
+func TestCostBeyondCapacityAfterARefusal(t *testing.T) {
+	for _, kind := range []algo.Kind{algo.TokenBucket, algo.GCRA, algo.FixedWindow, algo.SlidingWindow} {
+		t.Run(kind.String(), func(t *testing.T) {
+			clk := newClock()
+			m := shared(t, clk)
+			s := instance(t, m, clk, lease.WithSlice(10))
+			l := compile(t, algo.Params{Algorithm: kind, Limit: 5, Period: time.Hour})
+			if d, _ := take(t, s, "k", l, 5); !d.Allowed {
+				t.Fatalf("take of 5 on a fresh limit of 5: %+v, want allowed", d)
+			}
+			if d, _ := take(t, s, "k", l, 3); d.Allowed || d.IsNever() {
+				t.Fatalf("take of 3 with nothing left: %+v, want refused for a while", d)
+			}
+			d, res := take(t, s, "k", l, 7)
+			if d.Allowed || res.Allowed || !d.IsNever() {
+				t.Fatalf("take of 7 over a capacity of 5, a refusal of 3 remembered: %+v; want refused, IsNever", d)
+			}
+			if d, _ := take(t, s, "k", l, 3); d.Allowed || d.IsNever() {
+				t.Fatalf("take of 3 after the never: %+v, want refused for a while", d)
+			}
+		})
+	}
+}

@@ -38,7 +38,9 @@
 // with its exact RetryAfter; until that RetryAfter has passed, requests on
 // the key that need as much or more are refused in process, from that
 // decision, without a round trip (a refusal cannot turn into an admission
-// before then unless units are given back by a Refund, which clears it).
+// before then unless units are given back by a Refund, which clears it),
+// except a cost beyond the capacity, which gets the shared store's "never"
+// (algo.Never) rather than a smaller cost's wait.
 //
 // # What is leased
 //

@@ -264,7 +264,10 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		d.Remaining = min(e.dec.Remaining+e.units, e.dec.Limit)
 		return store.Result{Allowed: true, At: e.at}, nil
 	}
-	if now.Before(e.refusedUntil) && r.Cost >= e.refusedCost {
+	// A remembered refusal answers a cost as large or larger, but not one
+	// beyond the capacity for a refusal that was not "never": its wait is
+	// the smaller cost's, and the shared store's answer is "never".
+	if now.Before(e.refusedUntil) && r.Cost >= e.refusedCost && (r.Cost <= r.Limit.Capacity() || e.refused.IsNever()) {
 		s.local.Add(1)
 		*d = e.refused
 		if !d.IsNever() { // a cost beyond the capacity stays "never"
