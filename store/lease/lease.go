@@ -408,6 +408,13 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if e.dead {
+			// Removed (by Close or the janitor) while this call waited:
+			// its slice went back to the shared store, and so do these.
+			<-e.lock
+			rest = append(rest, *r)
+			continue
+		}
 		e.refusedUntil = time.Time{}
 		if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 && s.clock().Before(e.expires) {
 			// Only what was admitted from the slice goes back into it, and
