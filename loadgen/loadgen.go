@@ -511,12 +511,28 @@ const answerGrain = int64(10 * time.Millisecond)
 // reach the server before it sends its next one.
 const connErrorPause = 10 * time.Millisecond
 
-// answered notes a request answered at the time end.
+// answered notes a request answered at the time end. lastAnswer only moves
+// forward: a caller that read it before another wrote a later time must
+// not write its earlier one over it, which would make the server look
+// silent for longer than it was (and gone, DownAfter too early).
 func (w *downWatch) answered(end time.Duration) {
-	if w.after > 0 && int64(end)-w.lastAnswer.Load() > answerGrain {
-		w.lastAnswer.Store(int64(end))
+	if w.after <= 0 {
+		return
+	}
+	for last := w.lastAnswer.Load(); int64(end)-last > answerGrain; last = w.lastAnswer.Load() {
+		if answeredHook != nil {
+			answeredHook()
+		}
+		if w.lastAnswer.CompareAndSwap(last, int64(end)) {
+			return
+		}
 	}
 }
+
+// answeredHook, when set (by tests), runs in downWatch.answered between
+// its read of lastAnswer and its write, so that a test can order two
+// callers' writes.
+var answeredHook func()
 
 // failed notes a request that failed to reach the server at the time end,
 // and ends the run when nothing was answered for w.after before.
