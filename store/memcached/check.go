@@ -2,12 +2,14 @@ package memcached
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/floodgate/floodgate/store"
@@ -26,21 +28,54 @@ type serverSettings struct {
 // item_size_max. It fails when a server cannot be reached (an error
 // wrapping store.ErrUnavailable, which may pass), does not answer the text
 // protocol, or runs with compare-and-swap disabled (-C), which every
-// algorithm but the two windows needs (neither passes by retrying).
-func checkServers(addrs []net.Addr, timeout time.Duration, maxItemSize int) (int, error) {
+// algorithm but the two windows needs (neither passes by retrying). With
+// partial (WithPartialStart), the servers that did not answer (noAnswer)
+// are returned instead, in the URL's order, unless none answered: then
+// the first one's error is.
+func checkServers(addrs []net.Addr, timeout time.Duration, maxItemSize int, partial bool) (int, []UnansweredServer, error) {
+	var down []UnansweredServer
+	var first error
 	for _, a := range addrs {
 		set, err := settings(a.String(), timeout)
 		if err != nil {
-			return 0, err
+			if !partial || !noAnswer(err) {
+				return 0, nil, err
+			}
+			down = append(down, UnansweredServer{Addr: a.String(), Err: err})
+			first = cmp.Or(first, err)
+			continue
 		}
 		if !set.casEnabled {
-			return 0, fmt.Errorf("memcached: server %s runs with compare-and-swap disabled (-C): the token bucket, GCRA, shaper, smooth, sliding log and concurrency algorithms keep their state with gets/cas; restart it without -C", a)
+			return 0, nil, fmt.Errorf("memcached: server %s runs with compare-and-swap disabled (-C): the token bucket, GCRA, shaper, smooth, sliding log and concurrency algorithms keep their state with gets/cas; restart it without -C", a)
 		}
 		if set.itemSizeMax > 0 {
 			maxItemSize = min(maxItemSize, set.itemSizeMax)
 		}
 	}
-	return maxItemSize, nil
+	if len(down) == len(addrs) {
+		return 0, nil, first
+	}
+	return maxItemSize, down, nil
+}
+
+// noAnswer reports whether err, an error of settings, says that the
+// server did not answer (it could not be reached, closed or reset the
+// connection, or let the timeout pass), which may pass by itself, rather
+// than that it answered in a way the store cannot use.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// UnansweredServer is a server of the ring that did not answer Open's
+// check under WithPartialStart (see Store.Unanswered).
+type UnansweredServer struct {
+	// Addr is the server as the URL writes it (host:port).
+	Addr string
+	// Err is why: an error wrapping store.ErrUnavailable that names the
+	// server.
+	Err error
 }
 
 // settings reads a server's "stats settings". A server that does not

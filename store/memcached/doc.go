@@ -168,6 +168,13 @@
 // Floodgate; a name that no longer resolves fails that server's keys
 // (store.ErrUnavailable, the name in the error).
 //
+// Open fails when a server does not answer its check. With
+// WithPartialStart (storeurl.OpenRetrying, floodgate serve
+// --start-degraded) it opens as soon as one does: the ring keeps every
+// server of the URL, so no key moves, and the keys of a server that did
+// not answer (Unanswered) fail as a dead server's do while running, until
+// it answers.
+//
 // Window counters are named after their window's start, which depends on
 // the limit, and memcached cannot list keys: Reset and Inspect, given a key
 // alone, find the counters of the window limits this Store has used since

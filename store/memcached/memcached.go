@@ -32,9 +32,10 @@ type Store struct {
 	shapes  shapes
 	seed    maphash.Seed
 	locks   [lockStripes]sync.Mutex
-	pipes   []*pipePool    // per server: the connections of multi-key Takes
-	trips   []atomic.Int64 // per server: round trips begun (tests)
-	noTrips atomic.Int64   // the round trips of an address not in the ring (none)
+	pipes   []*pipePool        // per server: the connections of multi-key Takes
+	trips   []atomic.Int64     // per server: round trips begun (tests)
+	noTrips atomic.Int64       // the round trips of an address not in the ring (none)
+	down    []UnansweredServer // did not answer Open's check (WithPartialStart)
 }
 
 var (
@@ -62,6 +63,7 @@ var (
 //	WithKeyPrefix("fg:")           prefix of every key
 //	WithClockSkew(1s)              tolerated clock difference between instances
 //	WithMaxItemSize(1 MiB)         the servers' -I
+//	WithPartialStart: off          a server that does not answer fails Open
 func Open(url string, opts ...Option) (*Store, error) {
 	servers, err := ParseURL(url)
 	if err != nil {
@@ -76,7 +78,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	r, err := newRing(servers)
+	r, err := buildRing(servers, !cfg.partial)
 	if err != nil {
 		return nil, fmt.Errorf("memcached: store URL %q: %w", store.RedactURL(url), err)
 	}
@@ -109,13 +111,20 @@ func Open(url string, opts ...Option) (*Store, error) {
 		})
 	}
 	if !cfg.skipCheck {
-		if s.cfg.maxItemSize, err = checkServers(r.addrs, cfg.timeout, cfg.maxItemSize); err != nil {
+		if s.cfg.maxItemSize, s.down, err = checkServers(r.addrs, cfg.timeout, cfg.maxItemSize, cfg.partial); err != nil {
 			mc.Close()
 			return nil, fmt.Errorf("%w (store URL %q)", err, store.RedactURL(url))
 		}
 	}
 	return s, nil
 }
+
+// Unanswered returns the servers that did not answer Open's check, in the
+// URL's order, with why; nil when every server answered (always, without
+// WithPartialStart). It says what Open found, not what the servers do
+// now: the keys of such a server fail until it answers, then go to it,
+// with nothing for the caller to do.
+func (s *Store) Unanswered() []UnansweredServer { return slices.Clone(s.down) }
 
 // tripsFor returns the round-trip counter of the server at address.
 func (s *Store) tripsFor(address string) *atomic.Int64 {

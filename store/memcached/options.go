@@ -20,6 +20,7 @@ type config struct {
 	skew         time.Duration
 	maxItemSize  int
 	skipCheck    bool // tests: open without checkServers
+	partial      bool // WithPartialStart
 }
 
 // The defaults of Open's options.
@@ -166,6 +167,31 @@ func WithMaxItemSize(n int) Option {
 			return fmt.Errorf("memcached: WithMaxItemSize: must be >= 1024, got %d", n)
 		}
 		c.maxItemSize = n
+		return nil
+	}
+}
+
+// WithPartialStart makes Open succeed on a ring whose servers answer only
+// in part: when at least one server answers its check and each of the
+// others failed it by not answering (a connection refused, reset or
+// closed, a timeout, a host name that does not resolve), Open returns the store instead of the first such
+// error, and Unanswered lists those servers. The ring is built of every
+// server of the URL all the same, so each key goes to the server it would
+// go to with every server up (nothing is counted twice when a server
+// comes back); the keys of a server that did not answer fail as a dead
+// server's do while running (errors wrapping store.ErrUnavailable that
+// name it, one store.Partitioner partition each), until it answers. Such
+// a server's settings are not read: the item size limit is the smallest of
+// the answering servers' and WithMaxItemSize, and a server started with -C
+// is found by its first decision that needs compare-and-swap. A server
+// that answers but cannot be used (-C, not memcached) still fails Open,
+// and so does a ring none of whose servers answers (with the first
+// server's error). Default off: Open fails as soon as one server does not
+// answer. storeurl.OpenRetrying (floodgate serve --start-degraded) sets
+// it.
+func WithPartialStart() Option {
+	return func(c *config) error {
+		c.partial = true
 		return nil
 	}
 }

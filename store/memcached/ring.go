@@ -32,7 +32,12 @@ type ring struct {
 // resolve and builds their ring. Each server is kept, hashed and dialed
 // as written: a host name is resolved again at every connection, so that
 // a server that comes back on another address is found there.
-func newRing(servers []string) (*ring, error) {
+func newRing(servers []string) (*ring, error) { return buildRing(servers, true) }
+
+// buildRing is newRing, checking that the servers resolve when resolve is
+// set. Without (WithPartialStart), a name that does not resolve is a
+// server that does not answer: its check fails with the lookup's error.
+func buildRing(servers []string, resolve bool) (*ring, error) {
 	r := &ring{addrs: make([]net.Addr, len(servers))}
 	type point struct {
 		h   uint32
@@ -40,7 +45,7 @@ func newRing(servers []string) (*ring, error) {
 	}
 	pts := make([]point, 0, len(servers)*ketamaDigests*4)
 	for i, s := range servers {
-		if _, err := net.ResolveTCPAddr("tcp", s); err != nil {
+		if _, err := net.ResolveTCPAddr("tcp", s); err != nil && resolve {
 			return nil, err
 		}
 		r.addrs[i] = staticAddr{network: "tcp", str: s}
