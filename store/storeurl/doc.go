@@ -17,5 +17,7 @@
 // (Transient) it returns a *Retrying store that fails every call with
 // ErrNotOpen (a store.ErrUnavailable, for a failure policy to answer)
 // while a goroutine retries Open with backoff, then passes every call to
-// the store it opened; Close stops the retries.
+// the store it opened; Close stops the retries. A memcached ring opens
+// under OpenRetrying once one of its servers answers, the others' keys
+// failing until they answer (memcached.WithPartialStart).
 package storeurl

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/redis"
 )
 
@@ -79,16 +81,33 @@ func Transient(err error) bool {
 // opened store. Any other error of Open is returned as it is. A store that
 // opens at once is returned unwrapped. Options are Open's, with
 // WithLogger and WithRetryBackoff.
+//
+// A memcached ring opens, at once or at a retry, as soon as one of its
+// servers answers (memcached.WithPartialStart; Open fails when any does
+// not): the keys of the servers that answered are decided by the store,
+// those of the others fail as a dead server's do while running, with
+// errors wrapping store.ErrUnavailable that name their server, one
+// store.Partitioner partition per server (so that store/resilient's
+// breaker per server answers them with the failure policy and takes them
+// back once their server answers), and the ring maps every key as with
+// all its servers up. Each server that did not answer is logged at WARN;
+// an opening at a retry is logged as "store opened; N of M memcached
+// servers not answering". A ring none of whose servers answers is
+// retried as any other store.
 func OpenRetrying(rawURL string, opts ...Option) (store.Store, error) {
-	st, err := Open(rawURL, opts...)
-	if err == nil || !Transient(err) {
-		return st, err
-	}
+	opts = append(slices.Clip(opts), WithMemcachedOptions(memcached.WithPartialStart()))
 	c := config{retryMin: DefaultRetryMin, retryMax: DefaultRetryMax}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
+	}
+	st, err := Open(rawURL, opts...)
+	if err == nil {
+		warnUnanswered(c.log, store.RedactURL(rawURL), st)
+	}
+	if err == nil || !Transient(err) {
+		return st, err
 	}
 	if c.retryMin <= 0 {
 		c.retryMin = DefaultRetryMin
@@ -111,6 +130,20 @@ func OpenRetrying(rawURL string, opts ...Option) (store.Store, error) {
 	}
 	go r.loop()
 	return r, nil
+}
+
+// warnUnanswered logs at WARN each server of a memcached ring that did
+// not answer when st was opened (memcached.WithPartialStart).
+func warnUnanswered(log *slog.Logger, url string, st store.Store) {
+	mc, ok := st.(*memcached.Store)
+	if !ok || log == nil {
+		return
+	}
+	down := mc.Unanswered()
+	for _, u := range down {
+		log.Warn(fmt.Sprintf("memcached server not answering at start (%d of %d); its keys fail, answered by the failure policy, until it answers, the other servers' keys are decided by the store", len(down), len(mc.Servers())),
+			"store", url, "server", u.Addr, "err", u.Err)
+	}
 }
 
 // Retrying is a store that was not reachable when OpenRetrying was called:
@@ -161,7 +194,12 @@ func (r *Retrying) loop() {
 			r.inner = st
 			r.mu.Unlock()
 			if r.log != nil {
-				r.log.Info("store opened", "store", r.url, "attempts", attempt, "after", time.Since(r.start).Round(time.Millisecond).String())
+				msg := "store opened"
+				if mc, ok := st.(*memcached.Store); ok && len(mc.Unanswered()) > 0 {
+					msg = fmt.Sprintf("store opened; %d of %d memcached servers not answering", len(mc.Unanswered()), len(mc.Servers()))
+				}
+				r.log.Info(msg, "store", r.url, "attempts", attempt, "after", time.Since(r.start).Round(time.Millisecond).String())
+				warnUnanswered(r.log, r.url, st)
 			}
 			return
 		}
