@@ -1173,7 +1173,7 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
 		res, err := e.st.Take(ctx, reqs, out)
 		if err != nil {
-			e.shadowFailed(ctx, p.dom.Name, it.rule, err)
+			e.shadowFailed(ctx, p.dom.Name, it.rule, len(p.snap.limits), err)
 			continue
 		}
 		resp.StoreFallback = resp.StoreFallback || res.Fallback
@@ -1185,24 +1185,30 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	return nil
 }
 
-// maxShadowCauses bounds the (rule, cause) pairs the shadow log
-// remembers; beyond it, those reported longest ago are forgotten first.
+// maxShadowCauses is how many (rule, cause) pairs the shadow log
+// remembers beyond one per rule of the configuration; beyond them, those
+// reported longest ago are forgotten first. One per rule keeps a
+// configuration's every shadow rule failing alike (an ACL that misses
+// them all) to one line each per ShadowLogInterval: with a fixed bound,
+// more rules than it forgot one another and logged on every request.
 const maxShadowCauses = 64
 
 // shadowFailed reports on the Engine's logger (WithLogger) that the store
 // failed the count of rule r, a shadow rule of domain, with err, unless
 // err is an outage (store.ErrUnavailable, store.ErrClosed, a deadline) or
 // the caller ended the request, or a line of the same rule and cause was
-// logged within ShadowLogInterval. The error's quoted parts (the key,
-// which holds descriptor values: a client's address, an API key) are
-// blanked.
-func (e *Engine) shadowFailed(ctx context.Context, domain string, r *Rule, err error) {
+// logged within ShadowLogInterval. rules is the configuration's number of
+// rules, for the bound of the causes remembered. The error's quoted
+// parts (the key, which holds descriptor values: a client's address, an
+// API key) are blanked.
+func (e *Engine) shadowFailed(ctx context.Context, domain string, r *Rule, rules int, err error) {
 	if e.o.log == nil || ctx.Err() != nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrClosed) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return
 	}
 	text := store.BlankQuoted(err.Error())
 	e.shadowMu.Lock()
+	e.shadowLog.Max = maxShadowCauses + rules
 	ok, skipped := e.shadowLog.Pass(domain+"\x00"+r.Name+"\x00"+text, e.o.clock())
 	e.shadowMu.Unlock()
 	if !ok {
