@@ -180,13 +180,13 @@ type Policy struct {
 }
 
 // FromStatuses returns the policies of the matched, limited statuses that
-// were decided (an undecided one, see undecided, has no policy): one
-// per limit that applied (Status.Limits: a rule, the rules above it in a
-// hierarchy, the derived limits of borrowing and priority classes), each
-// under its own name with its own quota, window and state. A policy is
-// refusing (Allowed false) only when its limit refused the request: not a
-// shadow limit (which is marked Shadow), and not a rate whose refusal
-// borrowing answered.
+// were decided (an undecided one, see policy.Status.Undecided, has no
+// policy): one per limit that applied (Status.Limits: a rule, the rules
+// above it in a hierarchy, the derived limits of borrowing and priority
+// classes), each under its own name with its own quota, window and
+// state. A policy is refusing (Allowed false) only when its limit
+// refused the request: not a shadow limit (which is marked Shadow), and
+// not a rate whose refusal borrowing answered.
 func FromStatuses(st []policy.Status) []Policy {
 	n := 0
 	for i := range st {

@@ -81,10 +81,10 @@ func (w *Writer) WriteRetryAfter(h http.Header, wait time.Duration) {
 	h.Set(w.keys[fRetryAfter], strconv.FormatInt(Seconds(wait), 10))
 }
 
-// WriteStatuses sets the fields for the matched, limited statuses of st on
-// h, replacing earlier values: the fields and values of
+// WriteStatuses sets the fields for the matched, limited, decided
+// statuses of st on h, replacing earlier values: the fields and values of
 // Write(h, FromStatuses(st), o) for the Writer's Options o. It writes
-// nothing when no status is limited.
+// nothing when no status is limited and decided.
 func (w *Writer) WriteStatuses(h http.Header, st []policy.Status) {
 	one, n := limited(st)
 	switch {
