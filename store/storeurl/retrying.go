@@ -141,7 +141,7 @@ func warnUnanswered(log *slog.Logger, url string, st store.Store) {
 	}
 	down := mc.Unanswered()
 	for _, u := range down {
-		log.Warn(fmt.Sprintf("memcached server not answering at start (%d of %d); its keys fail, answered by the failure policy, until it answers, the other servers' keys are decided by the store", len(down), len(mc.Servers())),
+		log.Warn(fmt.Sprintf("memcached server not answering when the store opened (%d of %d); its keys fail, answered by the failure policy, until it answers; the other servers' keys are decided by the store", len(down), len(mc.Servers())),
 			"store", url, "server", u.Addr, "err", u.Err)
 	}
 }

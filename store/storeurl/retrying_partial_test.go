@@ -101,7 +101,7 @@ func TestOpenRetryingMemcachedOneDown(t *testing.T) {
 		t.Fatalf("OpenRetrying with one memcached server of three down = %T, want the *memcached.Store, opened at once", st)
 	}
 	l := logs.String()
-	if strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, `msg="memcached server not answering at start (1 of 3)`) ||
+	if strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, `msg="memcached server not answering when the store opened (1 of 3)`) ||
 		!strings.Contains(l, "server="+victim.Addr) {
 		t.Errorf("logs: want one WARN naming %s, got:\n%s", victim.Addr, l)
 	}
@@ -216,7 +216,7 @@ func TestOpenRetryingMemcachedNoneThenOne(t *testing.T) {
 			t.Errorf("logs: want a WARN naming %s, got:\n%s", s.Addr, l)
 		}
 	}
-	if n := strings.Count(l, `msg="memcached server not answering at start (2 of 3)`); n != 2 {
+	if n := strings.Count(l, `msg="memcached server not answering when the store opened (2 of 3)`); n != 2 {
 		t.Errorf("logs: %d WARN records of servers not answering, want 2:\n%s", n, l)
 	}
 }
