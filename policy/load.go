@@ -431,7 +431,7 @@ func (l *loader) syntax(data []byte, err error) {
 			line = k
 		}
 		hint := ""
-		if indentedWithTab(data, line) {
+		if tabError(m[2]) && indentedWithTab(data, line) {
 			// yaml.v3 says only "found character that cannot start any
 			// token" of a tab in the indentation.
 			hint = fmt.Sprintf(" (line %d is indented with a tab; YAML indents with spaces)", line)
@@ -469,6 +469,13 @@ func unitHint(s string) string {
 		return fmt.Sprintf(": for a period of %s, write period: %s in place of unit", s, s)
 	}
 	return "; for another length, write period: in place of unit (such as period: 14d or period: 90s)"
+}
+
+// tabError reports whether yaml.v3's message msg is one a tab in the
+// indentation gives. Another (a flow mapping's missing }) on a line
+// indented with a tab, where YAML allows one, is not the tab's doing.
+func tabError(msg string) bool {
+	return msg == "found character that cannot start any token" || strings.HasPrefix(msg, "found a tab character")
 }
 
 // indentedWithTab reports whether the 1-based line of data has a tab in

@@ -16,6 +16,13 @@ func TestTabIndentHint(t *testing.T) {
 			"c.yaml:4: YAML syntax error: found a tab character that violates indentation (line 4 is indented with a tab; YAML indents with spaces)"},
 		{"no tab", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second\n",
 			"c.yaml:4: YAML syntax error: did not find expected ',' or '}'"},
+		// A tab is allowed before a flow mapping's continued line ({...}
+		// over two lines loads with it); the error is the missing }, and
+		// spaces in place of the tab would not fix it.
+		{"a flow mapping's tab-indented line, its } missing", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second,\n\trequests_per_unit: 5\n",
+			"c.yaml:5: YAML syntax error: did not find expected ',' or '}'"},
+		{"CRLF", "domain: d\r\ndescriptors:\r\n  - key: k\r\n    rate_limit:\r\n\t\tunit: second\r\n",
+			"c.yaml:5: YAML syntax error: found character that cannot start any token (line 5 is indented with a tab; YAML indents with spaces)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("c.yaml", []byte(tc.data))
