@@ -60,7 +60,8 @@
 // inner one's; and when the inner one refuses the request, the refusing
 // limit's, so that a 429 never shows a Remaining above 0 of a limit that
 // admitted it. Retry-After is the longer. Give both the same
-// [WithHeaders] names, or the fields do not meet.
+// [WithHeaders] names and field set, or the fields do not meet, and an
+// outer one's missing list is misread.
 //
 // On excess the strategy of the refusing rules applies (see policy's
 // documentation for how several combine):
