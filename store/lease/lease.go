@@ -299,6 +299,15 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		if res, err = s.takeInner(ctx, r, want, d); err != nil {
 			return res, err
 		}
+		if !res.Allowed && want > r.Cost {
+			// What was left went meanwhile (to another instance): this
+			// request's cost alone, so that its refusal is the shared
+			// store's for that cost, not for what was left.
+			want = r.Cost
+			if res, err = s.takeInner(ctx, r, want, d); err != nil {
+				return res, err
+			}
+		}
 	}
 	if res.Fallback {
 		// A failure policy answered for the shared store (a wrapper such

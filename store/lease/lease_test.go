@@ -628,3 +628,48 @@ func TestRenewPassesThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// interloper runs before its inner store's on-th Take: another instance's
+// take between two of this one's.
+type interloper struct {
+	store.Store
+	n, on  int
+	before func()
+}
+
+func (s *interloper) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if s.n++; s.n == s.on {
+		s.before()
+	}
+	return s.Store.Take(ctx, reqs, out)
+}
+
+// TestEndOfBudgetTakenMeanwhile: near the end of a budget, when what the
+// shared store had left is taken by another instance between the Store's
+// refused slice and its take of what was left, the request is decided for
+// its own cost: admitted from the 2 units still there. It was refused with
+// the decision of the take of 5 (a refusal the shared store never made for
+// a cost of 1), and that refusal remembered.
+func TestEndOfBudgetTakenMeanwhile(t *testing.T) {
+	clk := newClock()
+	m := shared(t, clk)
+	l := quota(t, algo.TokenBucket, 25)
+	other := func(n int64) {
+		out := make([]algo.Decision, 1)
+		if _, err := m.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: n}}, out); err != nil || !out[0].Allowed {
+			t.Fatalf("the other instance's take of %d: %+v, %v", n, out[0], err)
+		}
+	}
+	other(20) // 5 left
+	// The slice of 10 is refused; before the take of the 5 left, another
+	// instance takes 3 of them.
+	in := &interloper{Store: m, on: 2, before: func() { other(3) }}
+	s := instance(t, in, clk, lease.WithSlice(10))
+	d, res := take(t, s, "k", l, 1)
+	if !d.Allowed || !res.Allowed {
+		t.Fatalf("take of 1 with 2 units left on the shared store: %+v, %+v; want allowed", d, res)
+	}
+	if got := remaining(t, m, "k", l); got != 1 {
+		t.Fatalf("the shared store has %d left, want 1", got)
+	}
+}
