@@ -77,10 +77,12 @@ func WithLeaseIDs(next func() uint64) Option { return func(c *config) { c.leaseI
 // and Wait, and Peek, Reset, Cancel, Release and Renew, whose store calls
 // would otherwise wait on a hung store for as long as their context lets
 // them (a deferred Release with context.Background, for ever); in
-// AllowAll, each store call over hits of such limiters, under the
-// shortest timeout among them. A call that runs out returns the store's
-// error, typically wrapping context.DeadlineExceeded or
-// store.ErrUnavailable.
+// AllowAll, its Take and peeks of a store's hits, under the shortest
+// timeout among their limiters, and its roll-back and Result.Cancel hit
+// by hit, under the hit's limiter's own (a roll-back runs without the
+// caller's cancellation: for a limiter without a timeout nothing bounds
+// it). A call that runs out returns the store's error, typically wrapping
+// context.DeadlineExceeded or store.ErrUnavailable.
 func WithStoreTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // Limiter applies one compiled limit to many keys in a store. It is safe
