@@ -23,6 +23,12 @@ func TestConfigProblemsSayWhatToWrite(t *testing.T) {
 		{"a one-letter unit", rule("h"), `c.yaml:5: invalid rate limit unit "h" (want second, minute, hour, day, week, month or year): did you mean "hour"?`},
 		{"a duration", rule("1m"), `c.yaml:5: invalid rate limit unit "1m" (want second, minute, hour, day, week, month or year): for a period of 1m, write period: 1m in place of unit`},
 		{"a duration in days", rule("90d"), `c.yaml:5: invalid rate limit unit "90d" (want second, minute, hour, day, week, month or year): for a period of 90d, write period: 90d in place of unit`},
+		// A period must be at least 1µs and below 2^53µs: a unit of 1ns
+		// or 105000d is not told to become a period that is refused.
+		{"a duration too short for a period", rule("1ns"), `c.yaml:5: invalid rate limit unit "1ns" (want second, minute, hour, day, week, month or year); ` +
+			"for another length, write period: in place of unit (such as period: 14d or period: 90s)"},
+		{"a duration too long for a period", rule("105000d"), `c.yaml:5: invalid rate limit unit "105000d" (want second, minute, hour, day, week, month or year); ` +
+			"for another length, write period: in place of unit (such as period: 14d or period: 90s)"},
 		{"another length", rule("fortnight"), `c.yaml:5: invalid rate limit unit "fortnight" (want second, minute, hour, day, week, month or year); ` +
 			"for another length, write period: in place of unit (such as period: 14d or period: 90s)"},
 		{"an empty file", "", "c.yaml:1: config file cannot have empty domain: the file holds no YAML document (it is empty or only comments): " +

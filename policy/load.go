@@ -454,8 +454,8 @@ var unitAbbrevs = map[string]string{"s": "second", "sec": "second", "secs": "sec
 
 // unitHint says what to write in place of the unit s that ParseUnit
 // refuses: the unit it is a near miss of ("minutes", "hourly"), else a
-// period when s is a duration ("1m", "90d"), else period for any other
-// length ("fortnight").
+// period when s is a duration a period may be ("1m", "90d"), else period
+// for any other length ("fortnight", "1ns").
 func unitHint(s string) string {
 	u := strings.ToLower(strings.TrimSpace(s))
 	best := unitAbbrevs[u]
@@ -465,7 +465,8 @@ func unitHint(s string) string {
 	if best != "" {
 		return fmt.Sprintf(": did you mean %q?", best)
 	}
-	if d, err := parseDuration(s); err == nil && d > 0 {
+	if d, err := parseDuration(s); err == nil && d >= time.Microsecond && d < maxPeriod {
+		// A period outside [1µs, 2^53µs) would be refused in turn.
 		return fmt.Sprintf(": for a period of %s, write period: %s in place of unit", s, s)
 	}
 	return "; for another length, write period: in place of unit (such as period: 14d or period: 90s)"
