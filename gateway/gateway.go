@@ -966,8 +966,18 @@ func asForwarded(r *http.Request, rt *route) *http.Request {
 			if tok == "" || strings.EqualFold(tok, "upgrade") || strings.EqualFold(tok, "keep-alive") {
 				continue
 			}
-			for k := range r.Header {
-				if strings.EqualFold(k, tok) && read(k) && !(trustedPeer && passedOn(k, rt.proxies)) {
+			// Each token against the fields the route reads, not
+			// against every field of the request: tokens times fields
+			// of a header near net/http's 1 MB limit held a core for
+			// minutes.
+			if rt.readsAny {
+				if k := http.CanonicalHeaderKey(tok); r.Header[k] != nil && !(trustedPeer && passedOn(k, rt.proxies)) {
+					set(k, "")
+				}
+				continue
+			}
+			for _, k := range rt.reads {
+				if strings.EqualFold(k, tok) && r.Header[k] != nil && !(trustedPeer && passedOn(k, rt.proxies)) {
 					set(k, "")
 				}
 			}
