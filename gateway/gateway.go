@@ -937,7 +937,10 @@ type field struct {
 // protocol upgrade, Keep-Alive is dropped anyway), and so, from a
 // trusted proxy, are the fields rewrite passes on from its request
 // (X-Forwarded-For, -Host and -Proto; Forwarded when it is the
-// configured header). r itself, without allocating, when every field
+// configured header). For a route keyed by a WithUser or WithTenant
+// function, which may read any field, the fields the request holds are
+// so treated, and one it left out is filled in only when the route's
+// descriptors name it. r itself, without allocating, when every field
 // the route reads is as the upstream gets it.
 func asForwarded(r *http.Request, rt *route) *http.Request {
 	if len(rt.reads) == 0 && !rt.readsAny {
@@ -992,6 +995,17 @@ func asForwarded(r *http.Request, rt *route) *http.Request {
 			if !read(k) {
 				continue
 			}
+			cur := r.Header
+			if h != nil {
+				cur = h
+			}
+			v := cur[k]
+			// A field left out is filled in only for a route that names
+			// it: for one keyed by a WithUser or WithTenant function,
+			// whatever it reads, every request would be copied.
+			if len(v) == 0 && !slices.Contains(rt.reads, k) {
+				continue
+			}
 			want := ""
 			switch k {
 			case "X-Real-Ip", "X-Forwarded-For":
@@ -1007,11 +1021,7 @@ func asForwarded(r *http.Request, rt *route) *http.Request {
 					want = "for=" + forwardedNode(peer) + ";host=" + strconv.Quote(r.Host) + ";proto=" + proto
 				}
 			}
-			cur := r.Header
-			if h != nil {
-				cur = h
-			}
-			if v := cur[k]; len(v) == 0 && want == "" || len(v) == 1 && v[0] == want {
+			if len(v) == 0 && want == "" || len(v) == 1 && v[0] == want {
 				continue
 			}
 			set(k, want)

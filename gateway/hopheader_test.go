@@ -253,3 +253,39 @@ descriptors:
 		}
 	}
 }
+
+// A route keyed by a WithUser function, which may read any field, is
+// decided without copying the header of a request that holds no
+// forwarding field: as many allocations as a route keyed on a header.
+func TestUserFunctionRouteCopiesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts do not hold under the race detector (sync.Pool)")
+	}
+	allocs := func(source string, opts ...gateway.Option) float64 {
+		cfg := `
+domain: edge
+gateway:
+  trusted_proxies: [10.0.0.0/8]
+  routes: [{descriptors: [{entries: [{source: "` + source + `", key: k}]}]}]
+descriptors:
+  - key: k
+    rate_limit: {name: per-key, unit: minute, requests_per_unit: 1000000000}
+`
+		e := engine(t, cfg, newClock(t0))
+		gw, err := gateway.New(e.Config(), e, "http://upstream.invalid", append(opts, gateway.WithTransport(stubUpstream{}),
+			gateway.WithClientTimeout(0), gateway.WithUpstreamTimeout(0))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("GET", "/x", nil)
+		r.Header.Set("X-User", "u")
+		w := &discardWriter{h: http.Header{}}
+		gw.ServeHTTP(w, r)
+		return testing.AllocsPerRun(200, func() { clear(w.h); gw.ServeHTTP(w, r) })
+	}
+	header := allocs("header:X-User")
+	user := allocs("user", gateway.WithUser(func(r *http.Request) string { return r.Header.Get("X-User") }))
+	if user != header {
+		t.Errorf("%v allocations per request keyed by a WithUser function, %v keyed on the header", user, header)
+	}
+}
