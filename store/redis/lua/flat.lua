@@ -92,9 +92,12 @@ else
   end
 end
 
--- save: until the state's ExpiresAt, or not at all
+-- save: until the state's ExpiresAt, or not at all. A key that does not
+-- exist (v false) is not deleted: a DEL, even of nothing, is a write, and
+-- on a full Redis the first write of a call lets the later ones through
+-- (see getstring in prelude.lua); takes.lua runs several keys in one call.
 if exp <= t then
-  rcall('DEL', key)
+  if v then rcall('DEL', key) end
 else
   rcall('SET', key, spack('<Bddd', kind, a, b, c), 'PX', max(idiv(exp - t + 999, 1000), minTTL))
 end
