@@ -6,7 +6,8 @@ import (
 )
 
 // Never is the RetryAfter of a request that can never be admitted: its cost
-// is larger than the limit's capacity. It is distinct from any real wait.
+// is larger than the limit's MaxCost (its capacity, except for the Smooth
+// algorithms). It is distinct from any real wait.
 const Never = time.Duration(math.MaxInt64)
 
 // Decision is the outcome of one request against one limit. It is returned by
@@ -24,8 +25,9 @@ type Decision struct {
 	// RetryAfter is zero when Allowed. Otherwise it is how long to wait before
 	// the same cost would be admitted if nobody else takes meanwhile, rounded
 	// up to the microsecond (exact: 1µs sooner is too soon), or Never when
-	// the cost exceeds the capacity. For Concurrency it is when the oldest
-	// leases expire, an upper bound since a release may come first.
+	// the cost exceeds Limit.MaxCost (the capacity, except for the Smooth
+	// algorithms). For Concurrency it is when the oldest leases expire, an
+	// upper bound since a release may come first.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full capacity if
 	// nothing more is taken. Zero for a key at full capacity.

@@ -95,8 +95,11 @@
 // the same cost, with no one else taking in between, is admitted, and 1µs
 // sooner it is not. For Concurrency it is when the oldest leases expire; a
 // release can free a slot sooner, so there it is an upper bound. A cost
-// that can never be admitted (larger than the capacity) gets RetryAfter ==
-// [Never]; the Smooth algorithms have no such cost.
+// that can never be admitted, one above [Limit.MaxCost], gets RetryAfter
+// == [Never], and no other cost does. MaxCost is the capacity, except for
+// the Smooth algorithms, which admit a request bigger than their burst and
+// make the next ones pay for it, up to the stored permits plus what the
+// longer of Period and MaxWait is worth.
 //
 // Remaining is exact too: Remaining more units are admitted right now and
 // one more is not — except for the Smooth algorithms, where it counts the
