@@ -132,9 +132,12 @@ for _ = 1, tonumber(ARGV[1]) do
   ai = ai + 3
   local now
   if tnow == '' then
-    now, minTTL = clock(), 0
+    now, minTTL, ttlFrom = clock(), 0, nil
   else
-    now, minTTL = clamp(tonumber(tnow)), testTTL
+    now, minTTL, ttlFrom = clamp(tonumber(tnow)), testTTL, nil
+    -- An explicit time without a test clock's floor is another node's
+    -- TIME: TTLs count from this server's, if it is behind (see ttlFrom).
+    if testTTL == 0 and op ~= 'p' then ttlFrom = clock() end
   end
 
   if op == 't' and nreq == 1 then

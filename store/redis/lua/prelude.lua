@@ -107,8 +107,16 @@ local function retained(full, retain)
   return full + retain
 end
 
+-- ttlFrom (µs), set by main for a group decided at another node's time
+-- (a Cluster's cross-slot reservation, see reserveCrossSlot), is this
+-- server's TIME when it is earlier: PEXPIRE counts on this server's clock,
+-- and a key stamped at a time ahead of it must last until this clock
+-- reaches the state's expiry, or a take here alone finds it fresh early.
+local ttlFrom = nil
+
 -- ttlms is the TTL (ms) of a state that expires at exp (µs) > now.
 local function ttlms(now, exp)
+  if ttlFrom and ttlFrom < now then now = ttlFrom end
   return max(cdiv(exp - now, 1000), minTTL)
 end
 
