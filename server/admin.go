@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/resilient"
 )
 
 //go:embed dashboard.html
@@ -250,7 +251,10 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 
 // handleReadyz answers 200 when the configuration is loaded and the store
 // is ready (CheckStore: it answers a ping now, or failed fewer pings in a
-// row than WithReadiness allows), else 503 with the reason.
+// row than WithReadiness allows), else 503 with the reason. On a store with
+// one breaker per partition (partitionReport) the answer also counts and
+// names the open breakers, which do not change it: the ping reaches one
+// partition, and one dead node of many must not take a fleet out.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
@@ -260,13 +264,85 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	case s.engine.Config() == nil:
 		writeError(w, http.StatusServiceUnavailable, "not ready: no configuration loaded")
 	default:
-		if ready, err := s.checkStore(r.Context()); !ready {
-			writeError(w, http.StatusServiceUnavailable, "not ready: store does not answer: "+keyless(err))
+		ready, err := s.checkStore(r.Context())
+		parts := s.partitionReport(!ready)
+		if !ready {
+			writeError(w, http.StatusServiceUnavailable, "not ready: store does not answer: "+keyless(err)+parts)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ready\n"))
+		w.Write([]byte("ready" + parts + "\n"))
 	}
+}
+
+// maxReadyzPartitions bounds the open partitions /readyz names.
+const maxReadyzPartitions = 3
+
+// partitionReport is what /readyz adds about a store with one breaker per
+// partition (a Redis Cluster's slot ranges, a memcached ring's servers),
+// whose readiness ping reaches one partition only: "" for a store with one
+// breaker or, when ready, with none open; else "; 1 of 3 store
+// partitions' breakers open (server 10.0.0.9:11211)", the open ones named
+// (at most maxReadyzPartitions). notReady adds which partition the
+// default ping reaches and how many others' breakers are closed, so that
+// a 503 from one dead server of many says that the rest still answer.
+// Half-open breakers count as open: the failure policy answers their keys
+// but for one probe call (floodgate_circuit_open_partitions counts them
+// alike).
+func (s *Server) partitionReport(notReady bool) string {
+	rs, ok, _ := store.Under[*resilient.Store](s.store)
+	if !ok || rs.Unwrap() == nil {
+		return ""
+	}
+	brs := rs.Breakers()
+	if len(brs) < 2 {
+		return ""
+	}
+	part, ok, _ := store.Under[store.Partitioner](rs.Unwrap())
+	if ok && part.Partitions() != len(brs) {
+		ok = false
+	}
+	name := func(p int) string {
+		if ok {
+			if n := part.PartitionName(p); n != "" {
+				return n
+			}
+		}
+		return fmt.Sprintf("partition %d", p)
+	}
+	var open []string
+	for p, st := range brs {
+		if st != resilient.Closed {
+			open = append(open, name(p))
+		}
+	}
+	if len(open) == 0 && !notReady {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("; ")
+	if notReady && ok && s.defaultPing {
+		p := part.Partition(resilient.PingKey)
+		if p < 0 || p >= len(brs) {
+			p = 0
+		}
+		closed := len(brs) - len(open)
+		if brs[p] == resilient.Closed {
+			closed--
+		}
+		fmt.Fprintf(&b, "the readiness ping reaches %s only, and %d of the other %d store partitions' breakers are closed; ",
+			name(p), closed, len(brs)-1)
+	}
+	fmt.Fprintf(&b, "%d of %d store partitions' breakers open", len(open), len(brs))
+	if len(open) > 0 {
+		shown := open[:min(len(open), maxReadyzPartitions)]
+		b.WriteString(" (" + strings.Join(shown, ", "))
+		if more := len(open) - len(shown); more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
 }
 
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {

@@ -326,6 +326,9 @@ type Server struct {
 	// readyFailures and readyTimeout are WithReadiness'.
 	readyFailures int
 	readyTimeout  time.Duration
+	// defaultPing is set when ping is readinessPing's: it peeks at
+	// resilient.PingKey, whose partition /readyz can name.
+	defaultPing bool
 	// pingFails counts the readiness pings that failed in a row.
 	pingFails atomic.Int32
 	// now is the decision log's clock (time.Now; tests set it).
@@ -436,7 +439,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		s.storeLog.attach(s)
 	}
 	if s.ping == nil {
-		s.ping = readinessPing(st)
+		s.ping, s.defaultPing = readinessPing(st), true
 	}
 	if s.version == "" {
 		s.version = "unknown"
