@@ -339,6 +339,10 @@ func TestDifferentialScripted(t *testing.T) {
 			append(steps(at(2026, time.July, 1, 0), 900_000, 10, 1), step{at(2026, time.July, 1, 0) + 9_000_001, 3})},
 		{"smooth_cold_start", algo.Params{Algorithm: algo.SmoothWarmup, Limit: 10, Period: time.Second, WarmupPeriod: 3 * time.Second, ColdFactor: 7, MaxWait: 2 * time.Second},
 			steps(at(2026, time.March, 3, 3), 37_000, 12, 1)},
+		// A window ending past 2^53µs: 3 × 3002399751580331 = 2^53+1,
+		// which a double rounds to 2^53 (Reset and RetryAfter 1µs short).
+		{"window_end_past_2^53", algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: 3002399751580331 * time.Microsecond},
+			steps(2*3002399751580331+10, 1000, 3, 1)},
 		// A ticket pushed 136 years ahead. (One pushed past 2^53µs, which
 		// algo saturates at 2^53-1, reports a reset beyond 2^53 that a
 		// double cannot hold to the µs: not a trace this test can hold
@@ -369,6 +373,15 @@ func TestDifferentialScripted(t *testing.T) {
 					t.Fatalf("step %d at %d: Take(cost %d) = %v %+v, reference %v %+v", i, st.now, st.cost, res.Allowed, out[0], ok, want[0])
 				}
 				compareState(t, fmt.Sprintf("step %d", i), s, ref, key, l, now)
+				// A peek runs lua/main.lua, where a lone take of a fixed
+				// window or a bucket runs lua/take.lua.
+				peek := make([]algo.Decision, 1)
+				if err := s.Peek(t.Context(), []store.Request{q}, peek); err != nil {
+					t.Fatalf("step %d: Peek: %v", i, err)
+				}
+				if want := ref.Peek(q, now); peek[0] != want {
+					t.Fatalf("step %d at %d: Peek(cost %d) = %+v, reference %+v", i, st.now, st.cost, peek[0], want)
+				}
 			}
 		})
 	}

@@ -60,6 +60,10 @@ ALG[1] = {
   decide = function(st, p, now, cost, lease, commit)
     if now < st.c then now = st.c else st.c = now end
     local start, stop = windowBounds(p, now)
+    -- The time left, summed from the difference: stop itself may lie past
+    -- 2^53 µs (a period near 2^53 µs), where a double rounds it.
+    local left = stop - now
+    if p.cal == 0 then left = (start - now) + p.per end
     if st.a ~= start or st.b < 0 then st.a, st.b = start, 0 end
     local allowed, rem, retry, reset = 0, 0, 0, 0
     if cost > p.limit then
@@ -70,9 +74,9 @@ ALG[1] = {
       rem = p.limit - st.b
       if not commit then rem = rem - cost end
     else
-      rem, retry = max(p.limit - st.b, 0), micros(stop - now)
+      rem, retry = max(p.limit - st.b, 0), micros(left)
     end
-    if st.b > 0 or (allowed == 1 and cost > 0) then reset = micros(stop - now) end
+    if st.b > 0 or (allowed == 1 and cost > 0) then reset = micros(left) end
     return allowed, rem, retry, reset, 0, now
   end,
   refund = function(st, p, now, at, cost)

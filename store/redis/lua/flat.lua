@@ -29,7 +29,9 @@ if kind == FIXED then
   local now = t
   if now < c then now = c else c = now end
   local start = now - (now - idiv(now, per) * per)
-  local stop = start + per
+  -- the time left, summed from the difference: start + per may lie past
+  -- 2^53 µs (a period near 2^53 µs), where a double rounds it
+  local left = (start - now) + per
   if a ~= start or b < 0 then a, b = start, 0 end
   if cost > limit then
     rem, retry = max(limit - b, 0), -1
@@ -37,10 +39,10 @@ if kind == FIXED then
     allowed, b = 1, b + cost
     rem = limit - b
   else
-    rem, retry = max(limit - b, 0), max(stop - now, 0)
+    rem, retry = max(limit - b, 0), max(left, 0)
   end
-  if b > 0 or (allowed == 1 and cost > 0) then reset = max(stop - now, 0) end
-  if b ~= 0 then exp = stop end
+  if b > 0 or (allowed == 1 and cost > 0) then reset = max(left, 0) end
+  if b ~= 0 then exp = start + per end
 else
   -- bucket.lua: A = level in unit·µs, B = last update, C = 1 once used
   local rate, per, cap, delayUnits, init, retain = p1, p2, p3, p4, p5, p6
