@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/signal"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +61,10 @@ instances past the weights given weigh 1, weights past K are unused).
 A setting the strategy would ignore is an error, and so is 0 for a
 setting whose 0 would mean its default (lease_size=0, lease_ttl=0, rtt=0,
 lag=0, instances=0, hold=0; leave it out for the default).
+
+Durations take a unit, in flags and --contender settings alike: 90s,
+1m30s, 500ms (0 needs none). A scenario's YAML also reads a bare number
+as seconds.
 
 Exit status: 0 on success, 2 for a mistake in the flags or the scenario
 (its YAML, its replay log), 1 when the run or writing its output fails.
@@ -219,10 +225,10 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if !set[name] {
 			continue
 		}
-		d, err := parseDuration(durs[name])
+		d, err := flagDuration(durs[name])
 		switch {
 		case err != nil:
-			return fail(usageErrorf("--%s: %v", name, err))
+			return fail(usageErrorf("--%s %s: %v", name, durs[name], err))
 		case d < 0:
 			return fail(usageErrorf("--%s: must not be negative, got %v", name, d))
 		case d == 0 && zeroMeansUnset[name] != "":
@@ -420,6 +426,32 @@ func requiredFlags(kind string, set map[string]bool) error {
 	return usageErrorf("%s", msg)
 }
 
+// flagDuration reads a duration flag: "90s", "1m30s", "500ms", or 0. A
+// bare number other than 0 is refused with what to write, as serve's
+// duration flags and the configuration's durations refuse it: a scenario's
+// YAML reads one as seconds, but on the command line "--period 60" reads
+// as easily as 60 ms or 60 minutes.
+func flagDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f == 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return parseDuration(s) // 0, or out of range
+		}
+		want := s + "s"
+		if math.Abs(f) <= 1e9 {
+			if alt := fmtDur(time.Duration(f * float64(time.Second))); alt != want && alt != "0s" {
+				want += ", " + alt
+			}
+		}
+		return 0, fmt.Errorf("a duration needs a unit: %s", want)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q (want e.g. 90s, 1m30s or 500ms)", s)
+	}
+	return d, nil
+}
+
 // scaleFlags collects --scale AT:K.
 type scaleFlags []Event
 
@@ -432,9 +464,9 @@ func (s *scaleFlags) Set(v string) error {
 	if !ok {
 		return fmt.Errorf("want AT:K, e.g. 30s:8, got %q", v)
 	}
-	d, err := parseDuration(at)
+	d, err := flagDuration(at)
 	if err != nil {
-		return err
+		return fmt.Errorf("AT %s: %v", at, err)
 	}
 	n, err := strconv.Atoi(k)
 	if err != nil {
@@ -461,9 +493,25 @@ func (c *contenderFlags) Set(v string) error {
 	return nil
 }
 
+// contenderDurations are the YAML names of Contender's Duration settings.
+var contenderDurations = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[Contender]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type == reflect.TypeFor[Duration]() {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			m[name] = true
+		}
+	}
+	return m
+}()
+
 // ParseContender reads a contender from the flag form "KIND key=value ...":
 // KIND is an algorithm (a single limiter) or a strategy (over sliding_log
-// unless algorithm= says otherwise); keys are the YAML field names.
+// unless algorithm= says otherwise); keys are the YAML field names. Unlike
+// the YAML, which reads a bare number as seconds, a duration setting
+// (rtt, lag, lease_ttl, hold, warmup_period, max_wait) needs a unit, as
+// the duration flags do: rtt=2ms, not rtt=0.002.
 func ParseContender(s string) (Contender, error) {
 	fields := strings.Fields(s)
 	if len(fields) == 0 {
@@ -486,6 +534,13 @@ func ParseContender(s string) (Contender, error) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || k == "" {
 			return Contender{}, fmt.Errorf("%w: contender %q: want key=value, got %q", ErrScenario, s, f)
+		}
+		if contenderDurations[k] {
+			// A setting given on the command line needs a unit, as the
+			// other duration flags do (lag=500 would be 500 seconds).
+			if _, err := flagDuration(v); err != nil {
+				return Contender{}, fmt.Errorf("%w: contender %q: %s=%s: %v", ErrScenario, s, k, v, err)
+			}
 		}
 		if k == "weights" {
 			// A comma list, as YAML's flow form without the brackets:
