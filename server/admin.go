@@ -3,9 +3,11 @@ package server
 import (
 	"crypto/subtle"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -747,6 +749,9 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 		Burst           int64  `json:"burst"`
 	}
 	if err := decodeStrict(body, &in); err != nil {
+		if hint := overrideHint(body, err); hint != "" {
+			err = badInput("%s", hint)
+		}
 		writeErr(w, err)
 		return
 	}
@@ -758,6 +763,10 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: an override takes a fixed period (second, minute, hour, day, week or a duration like 720h), not a calendar one", in.Period))
 			return
 		case !ok:
+			if f, nerr := strconv.ParseFloat(strings.TrimSpace(in.Period), 64); nerr == nil && f > 0 {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: a duration needs a unit, e.g. \"period\": \"%ss\" for seconds; or second, minute, hour, day, week", in.Period, strings.TrimSpace(in.Period)))
+				return
+			}
 			if d, err = time.ParseDuration(in.Period); err != nil || d <= 0 {
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("period %q: want second, minute, hour, day, week or a duration like 30s", in.Period))
 				return
@@ -771,6 +780,70 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Event("override", fmt.Sprintf("override %s/%s: %d per %s", domain, rule, o.RequestsPerUnit, periodText(o.Period)))
 	writeJSON(w, http.StatusOK, map[string]any{"overrides": s.overrideList()})
+}
+
+// overrideFields are, for the configuration's names of a rate limit's
+// fields that an override PUT does not take, and the usual synonyms
+// (policy's for rate_limit), the override's field to write instead.
+var overrideFields = map[string]string{
+	"unit": "period", "unit_multiplier": "period", "per": "period", "time_unit": "period",
+	"interval": "period", "window": "period", "duration": "period",
+	"limit": "requests_per_unit", "rate": "requests_per_unit", "rps": "requests_per_unit",
+	"qps": "requests_per_unit", "requests": "requests_per_unit", "max": "requests_per_unit",
+	"max_requests": "requests_per_unit", "count": "requests_per_unit", "quota": "requests_per_unit",
+	"requests_per_period": "requests_per_unit",
+}
+
+// overrideHint says what to write instead when decodeStrict refused an
+// override PUT's body, err, for a field of the configuration's rate_limit
+// the override names otherwise (unit: period), a synonym, a rate_limit
+// object, or a period given as a JSON number; "" for any other error.
+func overrideHint(body []byte, err error) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	text := err.Error()
+	str := func(name string) (string, bool) {
+		var v string
+		return v, json.Unmarshal(fields[name], &v) == nil
+	}
+	if strings.Contains(text, `field "period": want a string`) {
+		v := strings.TrimSpace(string(fields["period"]))
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 {
+			v = "30"
+		}
+		return fmt.Sprintf(`field "period": want a string, a unit or a duration with its unit: "period": "%ss" for %s seconds, or "period": "minute"`, v, v)
+	}
+	if strings.Contains(text, `unknown field "rate_limit"`) {
+		return `unknown field "rate_limit": an override's fields go at the top level, not in a rate_limit object: {"requests_per_unit": 100, "period": "minute", "burst": 20} (period and burst optional)`
+	}
+	for name, use := range overrideFields {
+		if !strings.Contains(text, `unknown field "`+name+`"`) {
+			continue
+		}
+		if use == "requests_per_unit" {
+			return fmt.Sprintf(`unknown field %q: an override's number of requests per period is "requests_per_unit", e.g. "requests_per_unit": 100`, name)
+		}
+		example := `"period": "minute" or "period": "30s"`
+		unit, isStr := str("unit")
+		if d, cal, ok := policy.ParseUnit(unit); isStr && ok && cal == algo.CalendarNone {
+			var n int64 = 1
+			if json.Unmarshal(fields["unit_multiplier"], &n) != nil || n < 1 {
+				n = 1
+			}
+			if n == 1 {
+				example = fmt.Sprintf(`"period": %q`, unit)
+			} else {
+				example = fmt.Sprintf(`"period": %q (%d %ss)`, (time.Duration(n) * d).String(), n, strings.ToLower(unit))
+			}
+		}
+		if name == "unit" || name == "unit_multiplier" {
+			return fmt.Sprintf(`unknown field %q: an override gives its period as "period", a unit (second, minute, hour, day, week) or a duration, with unit_multiplier folded in: %s`, name, example)
+		}
+		return fmt.Sprintf(`unknown field %q: an override's period is "period", a unit (second, minute, hour, day, week) or a duration: %s`, name, example)
+	}
+	return ""
 }
 
 func periodText(d time.Duration) string {
