@@ -1164,7 +1164,9 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 	// that one shadow refusal does not hide another's count. A shadow
 	// rule is a dry run: a store error on its key leaves its status out
 	// (undecided) and neither fails nor undoes the request, which the
-	// enforced keys decided.
+	// enforced keys decided. A Partial refusal stands, its error or not,
+	// as in takeEnforced (a bare memcached store whose decr giving a
+	// refused increment back failed): the status reports it.
 	reqs := append(p.reqs[:0], store.Request{})
 	out := append(p.out[:0], algo.Decision{})
 	p.reqs, p.out = reqs, out
@@ -1172,11 +1174,14 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		it := &p.items[i]
 		reqs[0] = store.Request{Key: it.key, Limit: it.lim, Cost: it.cost, Lease: lease}
 		res, err := e.st.Take(ctx, reqs, out)
-		if err != nil {
+		if err != nil && !res.Partial {
 			e.shadowFailed(ctx, p.dom.Name, it.rule, len(p.snap.limits), err)
 			continue
 		}
 		resp.StoreFallback = resp.StoreFallback || res.Fallback
+		if res.Partial && out[0] == (algo.Decision{}) {
+			continue // undecided: no store decided the key
+		}
 		it.dec, it.decided = out[0], true
 		if res.Allowed {
 			p.took(reqs, res, resp)
