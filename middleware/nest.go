@@ -97,10 +97,11 @@ func (m *Middleware) nest(h http.Header, outer *[nKeys][]string, st []policy.Sta
 //   - this middleware wrote the set, and the outer one is all there and
 //     readable (a client must not pair one limit's remaining with
 //     another's reset);
-//   - this middleware's limit did not refuse the request: on a refusal,
-//     the refusing limit's set says why (as headers.Tightest picks a
-//     refusing limit first), where an admitting one's Remaining above 0
-//     would tell the client to go on;
+//   - this middleware's limit did not refuse the request, nor did any
+//     of its statuses (overLimit): on a refusal, the refusing limit's set
+//     says why (as headers.Tightest picks a refusing limit first), where
+//     an admitting one's Remaining above 0 would tell the client to go
+//     on;
 //   - both count in the same quota unit (requests, content-bytes,
 //     concurrent-requests; outerUnit): remaining bytes, or free slots,
 //     are no fewer or more than remaining requests;
@@ -129,12 +130,21 @@ func (m *Middleware) outerTighter(h http.Header, outer *[nKeys][]string, st []po
 		return false // the common case when this limit is the tighter: nothing more to read
 	}
 	tight, ok := headers.Tightest(headers.FromStatuses(st)) // the limit of the set this middleware wrote
-	if !ok || !tight.Allowed {
+	if !ok || !tight.Allowed || overLimit(st) {
 		return false
 	}
 	set := m.o.headers.Set
 	u, ok := outerUnit(outer, oRem, set == 0 || set&headers.IETF != 0)
 	return ok && u == unitOf(cmp.Or(tight.QuotaUnit, m.o.headers.CostUnit))
+}
+
+// overLimit reports whether a status of st refused the request
+// (OVER_LIMIT, not a shadow rule's). A refusal the store made as a whole
+// while each of its limits alone passed (the policy Engine's
+// unexplained refusal) has every limit's decision admitting: Tightest
+// then picks an admitting limit although this middleware refused.
+func overLimit(st []policy.Status) bool {
+	return slices.ContainsFunc(st, func(s policy.Status) bool { return s.Code == policy.CodeOverLimit && !s.Shadow })
 }
 
 // outerUnit returns the quota unit of the outer X-RateLimit-* set, whose

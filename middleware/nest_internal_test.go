@@ -2,11 +2,14 @@ package middleware
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
+	"github.com/floodgate/floodgate/policy"
 )
 
 // members reads RFC 9651 lists of Strings with parameters: a
@@ -99,4 +102,47 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOuterSetKeptOffUnexplainedRefusal: a status the policy Engine
+// marks OVER_LIMIT for a Take the store refused as a whole, while each
+// of its limits alone passed (plan.unexplained), has only admitting
+// limit decisions. On that 429 the outer middleware's X-RateLimit-* set,
+// with fewer remaining, does not replace this middleware's, which tells
+// of the limit that refused; admitted, the same statuses let the tighter
+// outer set stand.
+func TestOuterSetKeptOffUnexplainedRefusal(t *testing.T) {
+	m := &Middleware{}
+	m.fields = headers.NewWriter(m.o.headers)
+	m.keys = fieldKeys(&m.o)
+	d := algo.Decision{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: 40 * time.Second}
+	status := func(code policy.Code) []policy.Status {
+		return []policy.Status{{Code: code, Matched: true, Rule: "per-route", Decision: d, Window: time.Minute,
+			Limits: []policy.LimitStatus{{Name: "per-route", Decision: d, Window: time.Minute}}}}
+	}
+	outer := func() http.Header {
+		h := http.Header{}
+		h.Set("RateLimit-Policy", `"per-ip";q=100;w=60`)
+		h.Set("RateLimit", `"per-ip";r=2;t=30`)
+		h.Set("X-RateLimit-Limit", "100")
+		h.Set("X-RateLimit-Remaining", "2")
+		h.Set("X-RateLimit-Reset", "30")
+		return h
+	}
+	for _, tc := range []struct {
+		code                  policy.Code
+		limit, remaining, rst string
+	}{
+		{policy.CodeOverLimit, "10", "5", "40"}, // this middleware's set: it refused
+		{policy.CodeOK, "100", "2", "30"},       // the outer, tighter set
+	} {
+		h := outer()
+		m.writeFields(h, status(tc.code))
+		if got := [3]string{h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset")}; got != [3]string{tc.limit, tc.remaining, tc.rst} {
+			t.Errorf("%v: X-RateLimit-Limit, -Remaining, -Reset = %q, want %q", tc.code, got, [3]string{tc.limit, tc.remaining, tc.rst})
+		}
+		if got, want := h.Get("RateLimit"), `"per-ip";r=2;t=30, "per-route";r=5;t=40`; got != want {
+			t.Errorf("%v: RateLimit = %q, want %q", tc.code, got, want)
+		}
+	}
 }
