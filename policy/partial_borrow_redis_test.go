@@ -3,9 +3,11 @@ package policy
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
@@ -33,8 +35,9 @@ descriptors:
   - key: b
     rate_limit: {name: b, unit: day, requests_per_unit: 100}
 `)
-	f := new(deadNodes)
-	inner, err := redis.Open(clusterURL(t), redis.WithClientOption(f.option), redis.WithTimeout(time.Second))
+	seeds := testserver.RedisCluster(t)
+	f := new(testserver.DeadNodes)
+	inner, err := redis.Open("redis-cluster://"+strings.Join(seeds, ","), dialThrough(f), redis.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +58,7 @@ descriptors:
 		}
 		var addrs []string
 		for _, k := range keys {
-			if a := masterOf(t, inner, k); !slices.Contains(addrs, a) {
+			if a := testserver.ClusterMaster(t, seeds, k); !slices.Contains(addrs, a) {
 				addrs = append(addrs, a)
 			}
 		}
@@ -65,7 +68,7 @@ descriptors:
 	// a master free, and a b on that master.
 	var masters []string
 	for i := range 200 {
-		if a := masterOf(t, inner, "k"+strconv.Itoa(i)); !slices.Contains(masters, a) {
+		if a := testserver.ClusterMaster(t, seeds, "k"+strconv.Itoa(i)); !slices.Contains(masters, a) {
 			masters = append(masters, a)
 		}
 	}
@@ -93,8 +96,8 @@ descriptors:
 		t.Fatalf("spend the user's rate: %+v, %v", r, err)
 	}
 	bAddr := nodesOf(b)[0]
-	f.down.Store(bAddr, true)
-	defer f.down.Delete(bAddr)
+	f.Down(bAddr)
+	defer f.Up(bAddr)
 
 	r, err := e.Decide(t.Context(), req("d", u, b))
 	if err != nil || r.Code != CodeOverLimit || !r.StoreFallback || r.Statuses[1].Code != CodeOverLimit {

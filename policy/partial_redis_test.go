@@ -1,72 +1,23 @@
 package policy
 
 import (
-	"context"
-	"crypto/tls"
-	"net"
 	"strconv"
-	"sync"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
-// deadNodes makes a Redis client's connections to the addresses marked
-// down fail, as to a dead node (dials refused, reads and writes on open
-// connections failing), leaving the shared node itself alone.
-type deadNodes struct{ down sync.Map } // address → true
-
-func (f *deadNodes) option(o *rueidis.ClientOption) {
-	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-		if _, ok := f.down.Load(addr); ok {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &deadConn{Conn: c, f: f, addr: addr}, nil
-	}
-}
-
-type deadConn struct {
-	net.Conn
-	f    *deadNodes
-	addr string
-}
-
-func (c *deadConn) Read(b []byte) (int, error) {
-	if _, ok := c.f.down.Load(c.addr); ok {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Read(b)
-}
-
-func (c *deadConn) Write(b []byte) (int, error) {
-	if _, ok := c.f.down.Load(c.addr); ok {
-		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Write(b)
-}
-
-// masterOf returns the address of the master serving key's slot: the
-// node that answers a GET of it rather than MOVED.
-func masterOf(t *testing.T, s *redis.Store, key string) string {
-	t.Helper()
-	for addr, n := range s.Client().Nodes() {
-		err := n.Do(t.Context(), n.B().Get().Key(key).Build()).Error()
-		if err == nil || rueidis.IsRedisNil(err) {
-			return addr
-		}
-	}
-	t.Fatalf("no node serves %s", key)
-	return ""
+// dialThrough is the option that has a Redis store dial its nodes
+// through f, whose nodes marked down are dead to it.
+func dialThrough(f *testserver.DeadNodes) redis.Option {
+	return redis.WithClientOption(func(o *rueidis.ClientOption) { o.DialCtxFn = f.Dial })
 }
 
 // TestPartialRefusalOverLimitEndToEnd: an Engine on a resilient store
@@ -90,8 +41,9 @@ descriptors:
   - key: b
     rate_limit: {name: b, unit: day, requests_per_unit: 100}
 `)
-	f := new(deadNodes)
-	inner, err := redis.Open(clusterURL(t), redis.WithClientOption(f.option), redis.WithTimeout(time.Second))
+	seeds := testserver.RedisCluster(t)
+	f := new(testserver.DeadNodes)
+	inner, err := redis.Open("redis-cluster://"+strings.Join(seeds, ","), dialThrough(f), redis.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,23 +65,23 @@ descriptors:
 		return keys[0]
 	}
 	a := ent("a", "x")
-	aAddr := masterOf(t, inner, keyOf(a))
+	aAddr := testserver.ClusterMaster(t, seeds, keyOf(a))
 	var b []Entry
 	for i := 0; b == nil; i++ {
 		if i > 1000 {
 			t.Fatal("no value of b whose key is on another node than a's")
 		}
 		d := ent("b", "y"+strconv.Itoa(i))
-		if masterOf(t, inner, keyOf(d)) != aAddr {
+		if testserver.ClusterMaster(t, seeds, keyOf(d)) != aAddr {
 			b = d
 		}
 	}
 	if r, err := e.Decide(t.Context(), req("d", a)); err != nil || r.Code != CodeOK {
 		t.Fatalf("spend a: %+v, %v", r, err)
 	}
-	bAddr := masterOf(t, inner, keyOf(b))
-	f.down.Store(bAddr, true)
-	defer f.down.Delete(bAddr)
+	bAddr := testserver.ClusterMaster(t, seeds, keyOf(b))
+	f.Down(bAddr)
+	defer f.Up(bAddr)
 
 	for _, order := range [][2]int{{0, 1}, {1, 0}} {
 		descs := [2][]Entry{a, b}

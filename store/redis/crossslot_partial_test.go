@@ -27,8 +27,9 @@ import (
 // looked at (not skipped). A roll-back that fails beside a refusal
 // leaves it standing too.
 func TestCrossSlotRefusalBesideDeadNode(t *testing.T) {
-	f := new(faults)
-	s := openT(t, clusterURL(t), WithClientOption(f.option), WithTimeout(time.Second))
+	seeds := testserver.RedisCluster(t)
+	f := new(testserver.DeadNodes)
+	s := openT(t, "redis-cluster://"+strings.Join(seeds, ","), dialThrough(f), WithTimeout(time.Second))
 	spent, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestCrossSlotRefusalBesideDeadNode(t *testing.T) {
 	}
 	prefix := "csd:" + runKey() + ":"
 	dead := prefix + "dead"
-	deadAddr := owner(t, s, dead)
+	deadAddr := testserver.ClusterMaster(t, seeds, dead)
 	pd := s.Partition(dead)
 	var keys []string // refusing, live, live2: on live nodes, in partitions of their own
 	for i := 0; len(keys) < 3; i++ {
@@ -47,7 +48,7 @@ func TestCrossSlotRefusalBesideDeadNode(t *testing.T) {
 			t.Fatal("no keys of live nodes found")
 		}
 		k := prefix + strconv.Itoa(i)
-		if p := s.Partition(k); p != pd && owner(t, s, k) != deadAddr &&
+		if p := s.Partition(k); p != pd && testserver.ClusterMaster(t, seeds, k) != deadAddr &&
 			!slices.ContainsFunc(keys, func(o string) bool { return s.Partition(o) == p }) {
 			keys = append(keys, k)
 		}
@@ -56,8 +57,8 @@ func TestCrossSlotRefusalBesideDeadNode(t *testing.T) {
 	if res, err := s.Take(t.Context(), []store.Request{{Key: refusing, Limit: spent, Cost: 1}}, make([]algo.Decision, 1)); err != nil || !res.Allowed {
 		t.Fatalf("spend %s: %+v, %v", refusing, res, err)
 	}
-	f.down.Store(deadAddr, true)
-	defer f.down.Store(deadAddr, false)
+	f.Down(deadAddr)
+	defer f.Up(deadAddr)
 
 	R := store.Request{Key: refusing, Limit: spent, Cost: 1}
 	L := store.Request{Key: live, Limit: l, Cost: 1}

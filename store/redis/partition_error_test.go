@@ -1,16 +1,11 @@
 package redis
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,60 +48,10 @@ func placed(t *testing.T, err error) (failed, skipped []int) {
 	return pe.Failed, pe.Skipped
 }
 
-// faults makes the connections to the nodes marked down fail, as to a
-// dead node: dials are refused, reads and writes on open connections fail.
-type faults struct{ down sync.Map } // address → bool
-
-func (f *faults) isDown(addr string) bool {
-	v, ok := f.down.Load(addr)
-	return ok && v.(bool)
-}
-
-func (f *faults) option(o *rueidis.ClientOption) {
-	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-		if f.isDown(addr) {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &faultyConn{Conn: c, f: f, addr: addr}, nil
-	}
-}
-
-type faultyConn struct {
-	net.Conn
-	f    *faults
-	addr string
-}
-
-func (c *faultyConn) Read(b []byte) (int, error) {
-	if c.f.isDown(c.addr) {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Read(b)
-}
-
-func (c *faultyConn) Write(b []byte) (int, error) {
-	if c.f.isDown(c.addr) {
-		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Write(b)
-}
-
-// owner returns the address of the master serving key's slot: the node
-// that answers a GET of it rather than MOVED.
-func owner(t *testing.T, s *Store, key string) string {
-	t.Helper()
-	for addr, n := range s.Client().Nodes() {
-		err := n.Do(t.Context(), n.B().Get().Key(key).Build()).Error()
-		if err == nil || rueidis.IsRedisNil(err) {
-			return addr
-		}
-	}
-	t.Fatalf("no node serves %s", key)
-	return ""
+// dialThrough is the option that has a Store dial its nodes through f,
+// whose nodes marked down are dead to it.
+func dialThrough(f *testserver.DeadNodes) Option {
+	return WithClientOption(func(o *rueidis.ClientOption) { o.DialCtxFn = f.Dial })
 }
 
 // TestCrossSlotFailurePlaced: on a Cluster, a Take over a key of a live
@@ -119,24 +64,25 @@ func owner(t *testing.T, s *Store, key string) string {
 // Peek over the two names the dead one. store/resilient then counts the
 // failure against the dead node's breaker only.
 func TestCrossSlotFailurePlaced(t *testing.T) {
-	f := new(faults)
-	s := openT(t, clusterURL(t), WithClientOption(f.option), WithTimeout(time.Second))
+	seeds := testserver.RedisCluster(t)
+	f := new(testserver.DeadNodes)
+	s := openT(t, "redis-cluster://"+strings.Join(seeds, ","), dialThrough(f), WithTimeout(time.Second))
 	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	prefix := fmt.Sprintf("pe:%d:", time.Now().UnixNano())
 	dead := prefix + "dead"
-	deadAddr := owner(t, s, dead)
+	deadAddr := testserver.ClusterMaster(t, seeds, dead)
 	var live string
 	for i := 0; live == ""; i++ {
 		k := prefix + strconv.Itoa(i)
-		if s.Partition(k) != s.Partition(dead) && owner(t, s, k) != deadAddr {
+		if s.Partition(k) != s.Partition(dead) && testserver.ClusterMaster(t, seeds, k) != deadAddr {
 			live = k
 		}
 	}
-	f.down.Store(deadAddr, true)
-	defer f.down.Store(deadAddr, false)
+	f.Down(deadAddr)
+	defer f.Up(deadAddr)
 	pl, pd := s.Partition(live), s.Partition(dead)
 	reqs := []store.Request{{Key: live, Limit: l, Cost: 1}, {Key: dead, Limit: l, Cost: 1}}
 	_, err = s.Take(t.Context(), reqs, make([]algo.Decision, 2))
@@ -183,14 +129,14 @@ func TestCrossSlotRollbackFailurePlaced(t *testing.T) {
 // TestStandaloneErrorsUnplaced: outside a Cluster there is one partition
 // and errors stay as they were.
 func TestStandaloneErrorsUnplaced(t *testing.T) {
-	f := new(faults)
+	f := new(testserver.DeadNodes)
 	url := redisURL(t)
-	s := openT(t, url, WithClientOption(f.option), WithTimeout(time.Second))
+	s := openT(t, url, dialThrough(f), WithTimeout(time.Second))
 	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.down.Store(strings.TrimPrefix(url, "redis://"), true)
+	f.Down(strings.TrimPrefix(url, "redis://"))
 	err = s.Peek(t.Context(), []store.Request{{Key: "su:a", Limit: l}, {Key: "su:b", Limit: l}}, make([]algo.Decision, 2))
 	var pe *store.PartitionError
 	if err == nil || errors.As(err, &pe) {
@@ -210,29 +156,28 @@ func TestStandaloneErrorsUnplaced(t *testing.T) {
 func TestCrossSlotErrorCarriesEveryGroup(t *testing.T) {
 	nodes := testserver.RedisCluster(t)
 	user, pass := aclUser(t, nodes, append([]string{"~fg:*"}, ACLRules...)...)
-	f := new(faults)
-	s := openT(t, "redis-cluster://"+user+":"+pass+"@"+strings.Join(nodes, ","), WithClientOption(f.option), WithTimeout(time.Second))
-	admin := openT(t, "redis-cluster://"+strings.Join(nodes, ",")) // finds the keys' nodes
+	f := new(testserver.DeadNodes)
+	s := openT(t, "redis-cluster://"+user+":"+pass+"@"+strings.Join(nodes, ","), dialThrough(f), WithTimeout(time.Second))
 	l, err := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rid := runKey()
 	dead := "fg:" + rid + ":dead"
-	deadAddr := owner(t, admin, dead)
+	deadAddr := testserver.ClusterMaster(t, nodes, dead)
 	var refused, live string
 	for i := 0; refused == "" || live == ""; i++ {
 		k := "app:" + rid + ":" + strconv.Itoa(i)
-		if refused == "" && s.Partition(k) != s.Partition(dead) && owner(t, admin, k) != deadAddr {
+		if refused == "" && s.Partition(k) != s.Partition(dead) && testserver.ClusterMaster(t, nodes, k) != deadAddr {
 			refused = k
 		}
 		k = "fg:" + rid + ":" + strconv.Itoa(i)
-		if live == "" && s.Partition(k) != s.Partition(dead) && s.Partition(k) != s.Partition(refused) && refused != "" && owner(t, admin, k) != deadAddr {
+		if live == "" && s.Partition(k) != s.Partition(dead) && s.Partition(k) != s.Partition(refused) && refused != "" && testserver.ClusterMaster(t, nodes, k) != deadAddr {
 			live = k
 		}
 	}
-	f.down.Store(deadAddr, true)
-	defer f.down.Store(deadAddr, false)
+	f.Down(deadAddr)
+	defer f.Up(deadAddr)
 	want := []int{s.Partition(refused), s.Partition(dead)}
 	slices.Sort(want)
 	reqs := []store.Request{{Key: live, Limit: l, Cost: 1}, {Key: refused, Limit: l, Cost: 1}, {Key: dead, Limit: l, Cost: 1}}

@@ -1,15 +1,11 @@
 package resilient_test
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,59 +17,6 @@ import (
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
-
-// deadNodes makes a Redis client's connections to the addresses marked
-// down fail, as to a dead node: dials are refused, reads and writes on
-// open connections fail. The node itself (shared with other tests) is
-// left alone.
-type deadNodes struct{ down sync.Map } // address → true
-
-func (f *deadNodes) option(o *rueidis.ClientOption) {
-	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-		if _, ok := f.down.Load(addr); ok {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &deadConn{Conn: c, f: f, addr: addr}, nil
-	}
-}
-
-type deadConn struct {
-	net.Conn
-	f    *deadNodes
-	addr string
-}
-
-func (c *deadConn) Read(b []byte) (int, error) {
-	if _, ok := c.f.down.Load(c.addr); ok {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Read(b)
-}
-
-func (c *deadConn) Write(b []byte) (int, error) {
-	if _, ok := c.f.down.Load(c.addr); ok {
-		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Write(b)
-}
-
-// nodeOf returns the address of the master serving key's slot: the node
-// that answers a GET of it rather than MOVED.
-func nodeOf(t *testing.T, s *redis.Store, key string) string {
-	t.Helper()
-	for addr, n := range s.Client().Nodes() {
-		err := n.Do(t.Context(), n.B().Get().Key(key).Build()).Error()
-		if err == nil || rueidis.IsRedisNil(err) {
-			return addr
-		}
-	}
-	t.Fatalf("no node serves %s", key)
-	return ""
-}
 
 // TestPartialRefusalStandsWhateverThePolicy: on a real Redis Cluster, a
 // Take over a key over its limit on a live node, a key of a live node
@@ -176,8 +119,10 @@ type partialCluster struct {
 
 func newPartialCluster(t *testing.T) *partialCluster {
 	t.Helper()
-	f := new(deadNodes)
-	inner, err := redis.Open("redis-cluster://"+strings.Join(testserver.RedisCluster(t), ","), redis.WithClientOption(f.option), redis.WithTimeout(time.Second))
+	seeds := testserver.RedisCluster(t)
+	f := new(testserver.DeadNodes)
+	inner, err := redis.Open("redis-cluster://"+strings.Join(seeds, ","),
+		redis.WithClientOption(func(o *rueidis.ClientOption) { o.DialCtxFn = f.Dial }), redis.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +132,7 @@ func newPartialCluster(t *testing.T) *partialCluster {
 		l:     compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: 24 * time.Hour})}
 	prefix := "partial:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	c.dead = prefix + "dead"
-	deadAddr := nodeOf(t, inner, c.dead)
+	deadAddr := testserver.ClusterMaster(t, seeds, c.dead)
 	c.pd = inner.Partition(c.dead)
 	var keys []string
 	for i := 0; len(keys) < 2; i++ {
@@ -195,7 +140,7 @@ func newPartialCluster(t *testing.T) *partialCluster {
 			t.Fatal("no keys of live nodes found")
 		}
 		k := prefix + strconv.Itoa(i)
-		if p := inner.Partition(k); p != c.pd && nodeOf(t, inner, k) != deadAddr &&
+		if p := inner.Partition(k); p != c.pd && testserver.ClusterMaster(t, seeds, k) != deadAddr &&
 			!slices.ContainsFunc(keys, func(o string) bool { return inner.Partition(o) == p }) {
 			keys = append(keys, k)
 		}
@@ -204,8 +149,8 @@ func newPartialCluster(t *testing.T) *partialCluster {
 	if res, err := inner.Take(t.Context(), []store.Request{{Key: c.refusing, Limit: c.spent, Cost: 1}}, make([]algo.Decision, 1)); err != nil || !res.Allowed {
 		t.Fatalf("spend %s: %+v, %v", c.refusing, res, err)
 	}
-	f.down.Store(deadAddr, true)
-	t.Cleanup(func() { f.down.Delete(deadAddr) })
+	f.Down(deadAddr)
+	t.Cleanup(func() { f.Up(deadAddr) })
 	return c
 }
 
