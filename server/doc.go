@@ -81,5 +81,9 @@
 // timeout, and Serve returns nil. Readiness pings the store every second
 // (and at each /readyz), each ping within 1 s: once the store has
 // answered, /readyz turns 503 after 3 failed pings in a row and 200 again
-// at the first that succeeds (WithReadiness).
+// at the first that succeeds (WithReadiness). The ping reaches one node of
+// a store with a breaker per node (a Redis Cluster, a memcached ring), so
+// one dead node of many leaves /readyz as that node's answer; its body
+// counts and names the open breakers either way, and a 503 says how many
+// other nodes' breakers are closed.
 package server
