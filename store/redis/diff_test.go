@@ -343,6 +343,10 @@ func TestDifferentialScripted(t *testing.T) {
 		// which a double rounds to 2^53 (Reset and RetryAfter 1µs short).
 		{"window_end_past_2^53", algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: 3002399751580331 * time.Microsecond},
 			steps(2*3002399751580331+10, 1000, 3, 1)},
+		// A rate past 2^52 units per µs: the ceiling divisions' a + rate - 1
+		// lies past 2^53, where a double rounds it.
+		{"rate_past_2^52", algo.Params{Algorithm: algo.TokenBucket, Limit: 1<<52 + 2, Period: time.Microsecond},
+			[]step{{1_000_000, 1<<52 + 2}, {1_000_000, 1<<52 + 2}, {1_000_001, 1<<52 + 2}, {1_000_001, 3}}},
 		// A ticket pushed 136 years ahead. (One pushed past 2^53µs, which
 		// algo saturates at 2^53-1, reports a reset beyond 2^53 that a
 		// double cannot hold to the µs: not a trace this test can hold

@@ -51,7 +51,7 @@ else
   -- prelude.lua) for one that starts short
   if c ~= 0 then
     local need, full = capLevel - min(max(a, 0), capLevel), b
-    if need > 0 then full = b + idiv(need + rate - 1, rate) end
+    if need > 0 then full = b + idiv(need - 1, rate) + 1 end
     if retain > 0 then
       if full >= MAXTIME - retain then full = max(full, MAXTIME) else full = full + retain end
     end
@@ -68,26 +68,27 @@ else
     if now > b then
       local need = capLevel - a
       if need > 0 then
-        if now - b >= idiv(need + rate - 1, rate) then a = capLevel else a = a + (now - b) * rate end
+        if now - b >= (idiv(need - 1, rate) + 1) then a = capLevel else a = a + (now - b) * rate end
       end
       b = now
     end
   end
-  -- decide
+  -- decide (a ceiling division is floor((x - 1) / rate) + 1, as prelude.lua's
+  -- cdiv: x + rate - 1 may lie past 2^53)
   if cost > cap then
     retry = -1 -- never
   elseif a >= cost * per then
     allowed = 1
     if kind == SHAPER then
       local wait = capLevel - a - delayUnits * per
-      if wait > 0 then delay = idiv(wait + rate - 1, rate) end
+      if wait > 0 then delay = idiv(wait - 1, rate) + 1 end
     end
     a = a - cost * per
   else
-    retry = idiv(cost * per - a + rate - 1, rate)
+    retry = idiv(cost * per - a - 1, rate) + 1
   end
   rem = idiv(a, per)
-  if capLevel - a > 0 then reset = idiv(capLevel - a + rate - 1, rate) end
+  if capLevel - a > 0 then reset = idiv(capLevel - a - 1, rate) + 1 end
   exp = b + reset
   if retain > 0 then
     if exp >= MAXTIME - retain then exp = max(exp, MAXTIME) else exp = exp + retain end

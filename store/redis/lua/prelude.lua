@@ -28,9 +28,11 @@ local function fmod(a, b)
 end
 
 -- cdiv is algo's ceilDiv: ceil(a / b) for a >= 0, and 0 for a <= 0.
+-- Written floor((a - 1) / b) + 1, as algo's divisor.ceil: a + b - 1 may
+-- lie past 2^53 (a rate past 2^52), where a double rounds it.
 local function cdiv(a, b)
   if a <= 0 then return 0 end
-  return idiv(a + b - 1, b)
+  return idiv(a - 1, b) + 1
 end
 
 -- trunc is Go's int64(x) for a float x.
