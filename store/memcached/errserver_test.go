@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memcached"
 )
@@ -17,7 +18,7 @@ import (
 // operator nothing of where to look. The proxy drops the connection that
 // sends the command.
 func TestErrorsNameTheServer(t *testing.T) {
-	proxy := newCutProxy(t, addr)
+	proxy := testserver.NewCutProxy(t, addr)
 	clock := newClock(t0.Add(30 * time.Minute))
 	s := openURL(t, "memcached://"+proxy.Addr(), clock, memcached.WithTimeout(time.Second))
 	fixed := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Hour})

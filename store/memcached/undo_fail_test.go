@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/resilient"
@@ -24,7 +25,7 @@ import (
 // that by its policy, and failing open admitted what the server had just
 // refused.
 func TestRefusalStandsWhenItsUndoFails(t *testing.T) {
-	proxy := newCutProxy(t, addr)
+	proxy := testserver.NewCutProxy(t, addr)
 	clock := newClock(t0.Add(30 * time.Minute))
 	s := openURL(t, "memcached://"+proxy.Addr(), clock, memcached.WithTimeout(time.Second))
 	rs, err := resilient.New(s, resilient.WithPolicy(resilient.FailOpen), resilient.WithTimeout(5*time.Second), resilient.WithBreaker(1000, time.Minute))
@@ -62,10 +63,10 @@ func TestRefusalStandsWhenItsUndoFails(t *testing.T) {
 			}
 			clock.Advance(time.Second) // a refused bucket's state then changes: its cas is sent
 			proxy.CutOn(tt.cut)
-			cuts := proxy.cuts.Load()
+			cuts := proxy.Cuts()
 			res, err := st.st.Take(ctx(t), reqs, out)
 			proxy.CutOn("")
-			if proxy.cuts.Load() == cuts {
+			if proxy.Cuts() == cuts {
 				t.Errorf("%s through %s: no %q was sent", tt.name, st.name, tt.cut)
 			}
 			switch {
