@@ -67,7 +67,8 @@ Durations take a unit, in flags and --contender settings alike: 90s,
 as seconds.
 
 Exit status: 0 on success, 2 for a mistake in the flags or the scenario
-(its YAML, its replay log), 1 when the run or writing its output fails.
+(its YAML, its replay log), 1 when the run or writing its output fails,
+130 when interrupted (Ctrl-C, SIGTERM), saying how far the run got.
 
 Flags:
 `
@@ -75,6 +76,11 @@ Flags:
 // DefaultScenario is the built-in scenario `floodgate sim` runs when no
 // flag describes a run: the algorithms' accuracy comparison.
 const DefaultScenario = "article"
+
+// exitInterrupted is the exit code of a run interrupted (Ctrl-C, or
+// SIGTERM under the floodgate command), as floodgate bench's and a shell's
+// for a command stopped by Ctrl-C.
+const exitInterrupted = 130
 
 // errUsage marks a mistake in the flags: Main exits 2 for it, as for a bad
 // scenario (ErrScenario).
@@ -93,8 +99,9 @@ func (e usageError) Is(target error) bool { return target == errUsage }
 // name), runs the simulation and writes the table to stdout, progress and
 // errors to stderr. It returns the exit code: 0 on success, 2 on bad usage
 // (a mistake in the flags or in the scenario: its YAML, its values, its
-// replay log), 1 when the run fails (interrupted, or the table, CSV or
-// report cannot be written).
+// replay log), 1 when the run fails (the table, CSV or report cannot be
+// written), 130 when interrupted (nothing is written then; stderr says how
+// far the run got).
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -104,8 +111,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // trafficFlags are the flags that describe the traffic.
 var trafficFlags = []string{"traffic", "rate", "peak", "keys", "zipf", "cost", "on", "off", "cycle", "at", "rise", "hold", "decay", "replay"}
 
-// MainContext is Main under the caller's context: an interrupted run stops
-// early and fails.
+// MainContext is Main under the caller's context: a run interrupted by
+// ctx stops early and exits 130.
 func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	// The flag package's own message is replaced by one that names the
@@ -314,6 +321,18 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 	start := time.Now()
 	res, err := Run(ctx, sc, opts...)
+	if ie := (*InterruptedError)(nil); errors.As(err, &ie) {
+		// As floodgate bench says it: when, and how far the run got. A
+		// part of a run has no table: its figures would pass for the
+		// whole run's.
+		elapsed := time.Since(start).Seconds()
+		if ie.Worst {
+			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs: the run was simulated, not yet the second pass that follows each contender's worst key for the --out charts; nothing written\n", elapsed)
+		} else {
+			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, at %s of %s simulated (%s); nothing written\n", elapsed, fmtDur(ie.Simulated), fmtDur(ie.Duration), count(ie.Requests, "request"))
+		}
+		return exitInterrupted
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -96,9 +97,37 @@ type chunk struct {
 	refs atomic.Int32
 }
 
+// InterruptedError is Run's error when ctx ends the run early: it wraps
+// ctx's error (errors.Is(err, context.Canceled) holds for a cancelled ctx)
+// and says how far the simulation got.
+type InterruptedError struct {
+	// Simulated is the simulated time of the last request fed to the
+	// contenders, from the start of the run; Requests counts them.
+	Simulated time.Duration
+	Requests  int64
+	// Duration is the run's simulated duration.
+	Duration time.Duration
+	// Worst is true when the run itself was complete and the second pass
+	// of WithWorstKeyWindows was interrupted.
+	Worst bool
+	// Err is ctx's error.
+	Err error
+}
+
+func (e *InterruptedError) Error() string {
+	if e.Worst {
+		return fmt.Sprintf("interrupted after the run, while following each contender's worst key (%s of %s simulated again): %v", fmtDur(e.Simulated), fmtDur(e.Duration), e.Err)
+	}
+	return fmt.Sprintf("interrupted at %s of %s simulated (%s): %v", fmtDur(e.Simulated), fmtDur(e.Duration), count(e.Requests, "request"), e.Err)
+}
+
+// Unwrap returns ctx's error.
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
 // Run simulates sc: it generates (or replays) the arrivals once and feeds
 // them, in time order, to the ideal limiter and to every contender, each on
-// its own goroutine. It stops early with ctx's error when ctx is done.
+// its own goroutine. It stops early when ctx is done, with an
+// *InterruptedError that wraps ctx's error.
 func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	cfg := runConfig{chunk: 8192}
 	for _, o := range opts {
@@ -219,6 +248,9 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	}
 	if cfg.worst {
 		if err := worstWindows(ctx, sc, replays, cfg, res, &ideal, bins, keys); err != nil {
+			if ie := (*InterruptedError)(nil); errors.As(err, &ie) {
+				ie.Worst = true
+			}
 			return nil, err
 		}
 	}
@@ -320,8 +352,11 @@ func feed(ctx context.Context, sc *Scenario, replays [][]arrival, engines []engi
 
 	tr := newTraffic(sc, replays)
 	more := true
+	var fed int64
+	var reached time.Duration
 	for more {
 		if err = ctx.Err(); err != nil {
+			err = &InterruptedError{Simulated: reached, Requests: fed, Duration: sc.Duration.D(), Err: err}
 			break
 		}
 		ch := nextChunk()
@@ -334,7 +369,9 @@ func feed(ctx context.Context, sc *Scenario, replays [][]arrival, engines []engi
 		for _, in := range inputs {
 			in <- ch
 		}
-		bar.update(time.Duration(ch.arr[len(ch.arr)-1].t) * time.Microsecond)
+		fed += int64(len(ch.arr))
+		reached = time.Duration(ch.arr[len(ch.arr)-1].t) * time.Microsecond
+		bar.update(reached)
 	}
 	for _, in := range inputs {
 		close(in)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -68,5 +70,52 @@ func TestSimExitCodes(t *testing.T) {
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("floodgate sim %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+// cancelAfterErrs is a context whose Err is nil for its first n calls and
+// context.Canceled after: sim checks its context before each chunk of
+// 8192 requests, so the run is interrupted at a known point, without
+// timing.
+type cancelAfterErrs struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *cancelAfterErrs) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// An interrupted `floodgate sim` says so, as floodgate bench does, with
+// how far the run got, writes nothing and exits 130 as bench does (it
+// printed "floodgate sim: context canceled" and exited 1).
+func TestSimInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	// 60,000 steady requests, 100 a second: two chunks of 8192 are fed
+	// before the third check of the context ends the run, the last of
+	// them (request 16,383) at 163.83 s.
+	args := []string{"sim", "--progress", "never", "--limit", "5", "--period", "1s", "--duration", "10m",
+		"--traffic", "steady", "--rate", "100", "--contender", "fixed_window", "--csv", filepath.Join(dir, "x.csv")}
+	ctx := &cancelAfterErrs{Context: context.Background()}
+	ctx.n.Store(2)
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &stdout, &stderr)
+	said := regexp.MustCompile(`^floodgate sim: interrupted after \d+\.\d\ds, at 2m43\.83s of 10m simulated \(16384 requests\); nothing written\n$`)
+	if code != 130 || stdout.Len() != 0 || !said.MatchString(stderr.String()) {
+		t.Errorf("interrupted sim: exit %d, stdout %q, stderr %q; want exit 130, no stdout, and stderr matching %s", code, stdout.String(), stderr.String(), said)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.csv")); !os.IsNotExist(err) {
+		t.Errorf("interrupted sim wrote its --csv (stat: %v)", err)
+	}
+	// Interrupted before the first request.
+	ctx.n.Store(0)
+	stdout.Reset()
+	stderr.Reset()
+	code = run(ctx, args, &stdout, &stderr)
+	if want := "at 0s of 10m simulated (0 requests); nothing written\n"; code != 130 || !strings.HasSuffix(stderr.String(), want) {
+		t.Errorf("sim interrupted at once: exit %d, stderr %q; want exit 130 and %q", code, stderr.String(), want)
 	}
 }
