@@ -31,7 +31,11 @@
 // instances whose clocks disagree make the same decisions; only
 // WithTestClock, for tests, passes an explicit time instead. Result.At is
 // the server time of the decision. A server clock that steps back is
-// treated like algo treats it: state time never moves backwards.
+// treated like algo treats it: state time never moves backwards. The
+// later slots of a Cluster's cross-slot Take are decided at the first
+// slot's server time; a node whose clock is behind it counts those keys'
+// TTLs from its own TIME, so that a key lasts until that node's clock
+// reaches the state's expiry.
 //
 // # Keys
 //
