@@ -329,7 +329,7 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if ie.Worst {
 			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs: the run was simulated, not yet the second pass that follows each contender's worst key for the --out charts; nothing written\n", elapsed)
 		} else {
-			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, at %s of %s simulated (%s); nothing written\n", elapsed, fmtDur(ie.Simulated), fmtDur(ie.Duration), count(ie.Requests, "request"))
+			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, at %s of %s simulated (%s); nothing written\n", elapsed, fmtDur(ie.Simulated.Truncate(time.Millisecond)), fmtDur(ie.Duration), count(ie.Requests, "request"))
 		}
 		return exitInterrupted
 	}

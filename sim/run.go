@@ -116,9 +116,9 @@ type InterruptedError struct {
 
 func (e *InterruptedError) Error() string {
 	if e.Worst {
-		return fmt.Sprintf("interrupted after the run, while following each contender's worst key (%s of %s simulated again): %v", fmtDur(e.Simulated), fmtDur(e.Duration), e.Err)
+		return fmt.Sprintf("interrupted after the run, while following each contender's worst key (%s of %s simulated again): %v", fmtDur(e.Simulated.Truncate(time.Millisecond)), fmtDur(e.Duration), e.Err)
 	}
-	return fmt.Sprintf("interrupted at %s of %s simulated (%s): %v", fmtDur(e.Simulated), fmtDur(e.Duration), count(e.Requests, "request"), e.Err)
+	return fmt.Sprintf("interrupted at %s of %s simulated (%s): %v", fmtDur(e.Simulated.Truncate(time.Millisecond)), fmtDur(e.Duration), count(e.Requests, "request"), e.Err)
 }
 
 // Unwrap returns ctx's error.

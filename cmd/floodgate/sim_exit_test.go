@@ -118,4 +118,12 @@ func TestSimInterrupted(t *testing.T) {
 	if want := "at 0s of 10m simulated (0 requests); nothing written\n"; code != 130 || !strings.HasSuffix(stderr.String(), want) {
 		t.Errorf("sim interrupted at once: exit %d, stderr %q; want exit 130 and %q", code, stderr.String(), want)
 	}
+	// Poisson arrivals fall on any µs: the point reached is told to the ms.
+	ctx.n.Store(1)
+	stderr.Reset()
+	code = run(ctx, append(args, "--traffic", "poisson"), &stdout, &stderr)
+	ms := regexp.MustCompile(`, at 1m2\d\.\d{1,3}s of 10m simulated \(8192 requests\); nothing written\n$`)
+	if code != 130 || !ms.MatchString(stderr.String()) {
+		t.Errorf("sim interrupted (poisson): exit %d, stderr %q; want exit 130 and %s", code, stderr.String(), ms)
+	}
 }
