@@ -540,6 +540,16 @@ func ParseContender(s string) (Contender, error) {
 	add := func(k, v string) {
 		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &yaml.Node{Kind: yaml.ScalarNode, Value: v})
 	}
+	if k, _, ok := strings.Cut(fields[0], "="); ok && k != "" {
+		// A setting where the algorithm or strategy belongs: say where it
+		// goes, not that the next word is no key=value or that "burst=5"
+		// is no algorithm.
+		if kind := slices.IndexFunc(fields, func(f string) bool { return !strings.Contains(f, "=") }); kind > 0 {
+			moved := slices.Concat(fields[kind:kind+1], fields[:kind], fields[kind+1:])
+			return Contender{}, fmt.Errorf("%w: contender %q: the algorithm or strategy comes first: %q", ErrScenario, s, strings.Join(moved, " "))
+		}
+		return Contender{}, fmt.Errorf("%w: contender %q: starts with the setting %q; the algorithm (%s) or strategy (%s) comes first: \"KIND %s\"", ErrScenario, s, k, kindNames(), strings.Join(strategies, ", "), strings.Join(fields, " "))
+	}
 	isStrategy := false
 	for _, st := range strategies {
 		isStrategy = isStrategy || fields[0] == st
