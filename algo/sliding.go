@@ -87,6 +87,22 @@ func estimate(full, old, sub, elapsed int64) float64 {
 	return float64(full) + float64(old)*float64(sub-elapsed)/float64(sub)
 }
 
+// slidingRemaining is the largest m with e + m <= limit, the admission test
+// of a request of m units against the estimate e (the next request's: after
+// an admitted one, the estimate that counts it). ⌊limit − e⌋ alone can be one
+// off, as limit − e and e + m round differently (often near 2^44 and above),
+// so it is stepped by one to agree with the test. sliding_window.lua's
+// remaining does the same operations in the same order.
+func slidingRemaining(limit, e float64) int64 {
+	m := math.Floor(limit - e)
+	if e+(m+1) <= limit {
+		m++
+	} else if m > 0 && e+m > limit {
+		m--
+	}
+	return int64(m)
+}
+
 func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 	sub := l.subUS
 	if l.p.SubWindows == 1 && s.Ext != nil {
@@ -104,12 +120,12 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, commit bool) Decision {
 		if commit {
 			*l.slot(s, idx) += cost
 		}
-		d.Remaining = int64(math.Floor(limit - est - float64(cost)))
+		d.Remaining = slidingRemaining(limit, estimate(full+cost, old, sub, elapsed))
 	case cost > l.p.Limit:
 		d.RetryAfter = Never
-		d.Remaining = int64(math.Floor(limit - est))
+		d.Remaining = slidingRemaining(limit, est)
 	default:
-		d.Remaining = int64(math.Floor(limit - est))
+		d.Remaining = slidingRemaining(limit, est)
 		d.RetryAfter = micros(l.slidingRetry(s, idx, now, cost))
 	}
 	// (Only counts this package did not write, negative ones, could take

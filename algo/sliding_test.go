@@ -398,3 +398,81 @@ func TestSlidingLogRefundNeverLooser(t *testing.T) {
 		}
 	}
 }
+
+// Remaining agrees with the admission test est + cost <= limit even where
+// ⌊limit − est⌋ rounds differently: here it was 2277450 while Take(2277451)
+// was admitted.
+func TestSlidingWindowRemainingRounding(t *testing.T) {
+	l := mustCompile(t, Params{Algorithm: SlidingWindow, Limit: 5_325_637, Period: 168 * time.Hour})
+	var s State
+	const week = int64(168 * time.Hour / time.Microsecond)
+	start := int64(1703721600000000) // a window boundary
+	if d := l.Take(&s, start, 184); !d.Allowed {
+		t.Fatalf("Take(184) = %+v, want admitted", d)
+	}
+	if d := l.Take(&s, start+week, 3_048_186); !d.Allowed {
+		t.Fatalf("Take(3048186) = %+v, want admitted", d)
+	}
+	now := int64(1704931199999998)
+	c := s.Clone()
+	m := l.Peek(&c, now, 0).Remaining
+	if m != 2_277_451 {
+		t.Errorf("Peek(0).Remaining = %d, want 2277451", m)
+	}
+	c = s.Clone()
+	if d := l.Take(&c, now, m); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("Take(Remaining %d) = %+v, want admitted with 0 remaining", m, d)
+	}
+	c = s.Clone()
+	if d := l.Take(&c, now, m+1); d.Allowed || d.Remaining != m {
+		t.Errorf("Take(Remaining+1 = %d) = %+v, want refused with Remaining %d", m+1, d, m)
+	}
+}
+
+// Remaining is exact at limits up to 2^53, where the estimate's rounding
+// makes ⌊limit − est⌋ one off in either direction: Take(Remaining) is
+// admitted, Take(Remaining+1) refused, and a decision's Remaining is the
+// next Peek's.
+func TestSlidingWindowRemainingExactLargeLimits(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 53))
+	for i := range 3000 {
+		n := 1 + r.IntN(4)
+		p := Params{
+			Algorithm:  SlidingWindow,
+			Limit:      1<<44 + r.Int64N(1<<53-1<<44),
+			SubWindows: n,
+			Period:     time.Duration(n) * time.Duration(1+r.Int64N(1<<40)) * time.Microsecond,
+		}
+		if i%3 == 0 {
+			p.Limit = 1<<53 - 1 - r.Int64N(1<<20)
+		}
+		l := mustCompile(t, p)
+		sub := l.subUS
+		var s State
+		now := r.Int64N(1 << 52)
+		for range 1 + r.IntN(6) {
+			now += r.Int64N(sub + sub/2)
+			cost := r.Int64N(p.Limit/2 + 1)
+			if r.IntN(3) == 0 {
+				c := s.Clone()
+				cost = max(l.Peek(&c, now, 0).Remaining-r.Int64N(3), 0)
+			}
+			d := l.Take(&s, now, cost)
+			c := s.Clone()
+			if next := l.Peek(&c, now, 0).Remaining; d.Remaining != next {
+				t.Fatalf("%v at %d: Take(%d) = %+v, but the next Peek(0).Remaining is %d", l, now, cost, d, next)
+			}
+		}
+		now += r.Int64N(sub)
+		c := s.Clone()
+		m := l.Peek(&c, now, 0).Remaining
+		c = s.Clone()
+		if d := l.Take(&c, now, m); !d.Allowed {
+			t.Fatalf("%v state %+v at %d: Remaining %d, but Take(%d) = %+v", l, s, now, m, m, d)
+		}
+		c = s.Clone()
+		if d := l.Take(&c, now, m+1); d.Allowed {
+			t.Fatalf("%v state %+v at %d: Remaining %d, but Take(%d) was admitted", l, s, now, m, m+1)
+		}
+	}
+}

@@ -337,6 +337,13 @@ func TestDifferentialScripted(t *testing.T) {
 			steps(at(2030, time.May, 5, 5), 1, 6, 500)},
 		{"window_retry_later_subwindow", algo.Params{Algorithm: algo.SlidingWindow, Limit: 10, Period: 7 * time.Second, SubWindows: 7},
 			append(steps(at(2026, time.July, 1, 0), 900_000, 10, 1), step{at(2026, time.July, 1, 0) + 9_000_001, 3})},
+		// Remaining as the admission test sees it, where floor(limit −
+		// est) rounds one off: 2277450 at the last instant, though 2277451
+		// is admitted; likewise at a limit near 2^52 (…921 for …922).
+		{"window_remaining_rounding", algo.Params{Algorithm: algo.SlidingWindow, Limit: 5_325_637, Period: 168 * time.Hour},
+			[]step{{1703721600000000, 184}, {1704326400000000, 3_048_186}, {1704931199999998, 2_277_452}, {1704931199999998, 2_277_451}, {1704931199999998, 1}}},
+		{"window_remaining_rounding_2^52", algo.Params{Algorithm: algo.SlidingWindow, Limit: 4588007469977432, Period: 1047037539973 * time.Microsecond},
+			[]step{{3680190245432463, 4588007469977432}, {3680723766269922, 1694974707934923}, {3680723766269922, 1694974707934922}, {3680723766269922, 1}}},
 		{"smooth_cold_start", algo.Params{Algorithm: algo.SmoothWarmup, Limit: 10, Period: time.Second, WarmupPeriod: 3 * time.Second, ColdFactor: 7, MaxWait: 2 * time.Second},
 			steps(at(2026, time.March, 3, 3), 37_000, 12, 1)},
 		// A window ending past 2^53µs: 3 × 3002399751580331 = 2^53+1,

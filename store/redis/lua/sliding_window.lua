@@ -32,6 +32,21 @@ local function estimate(full, old, sub, elapsed)
   return full + old * (sub - elapsed) / sub
 end
 
+-- remaining is algo's slidingRemaining: the largest m with e + m <= limit,
+-- the admission test against e (after an admitted request, the estimate
+-- that counts it). floor(limit - e) alone can be one off, as limit - e and
+-- e + m round differently, so it is stepped by one; the same operations in
+-- the same order as algo, so the doubles agree.
+local function remaining(limit, e)
+  local m = floor(limit - e)
+  if e + (m + 1) <= limit then
+    m = m + 1
+  elseif m > 0 and e + m > limit then
+    m = m - 1
+  end
+  return trunc(m)
+end
+
 local function slidingExpiry(st, p)
   local n, cur = p.n, tdiv(st.a, p.sub)
   for j = 0, n do
@@ -138,11 +153,11 @@ ALG[3] = {
         local s = slot(p, idx)
         st.ring[s] = st.ring[s] + cost
       end
-      rem = trunc(floor(limit - est - cost))
+      rem = remaining(limit, estimate(full + cost, old, sub, elapsed))
     elseif cost > limit then
-      retry, rem = NEVER, trunc(floor(limit - est))
+      retry, rem = NEVER, remaining(limit, est)
     else
-      rem = trunc(floor(limit - est))
+      rem = remaining(limit, est)
       retry = micros(slidingRetry(st, p, idx, now, cost))
     end
     -- (Only counts this package did not write could take Remaining
