@@ -110,30 +110,30 @@ type Source struct {
 	// Rate is the request rate (per second; YAML also takes "100/m" or
 	// "5/1m"): the constant rate, the rate during a burst, the low point of
 	// diurnal and flash, the start of a ramp.
-	Rate Rate `yaml:"rate"`
+	Rate Rate `yaml:"rate,omitempty"`
 	// Peak is the high point of diurnal and flash and the end rate of ramp.
 	// Required (> 0) for those three: Rate defaults to 0 there, so a swing,
 	// ramp or crowd from silence needs only Peak.
-	Peak Rate `yaml:"peak"`
+	Peak Rate `yaml:"peak,omitempty"`
 	// From and To bound the source in simulated time (default the whole run).
-	From Duration `yaml:"from"`
+	From Duration `yaml:"from,omitempty"`
 	To   Duration `yaml:"to,omitempty"`
 	// Keys is how many distinct keys (clients) the source spreads over.
 	// Default 1.
 	Keys int `yaml:"keys,omitempty"`
 	// Zipf, when > 1, picks keys with a Zipf law of that exponent (key 0 most
 	// often); 0 picks them uniformly.
-	Zipf float64 `yaml:"zipf"`
+	Zipf float64 `yaml:"zipf,omitempty"`
 	// KeyOffset shifts this source's key indexes so that sources can use
 	// disjoint or overlapping key sets. Default 0 (shared).
-	KeyOffset int `yaml:"key_offset"`
+	KeyOffset int `yaml:"key_offset,omitempty"`
 	// Cost is the units each request takes. Default 1.
 	Cost int64 `yaml:"cost,omitempty"`
 	// On and Off are the burst and pause lengths of bursts.
-	On  Duration `yaml:"on"`
-	Off Duration `yaml:"off"`
+	On  Duration `yaml:"on,omitempty"`
+	Off Duration `yaml:"off,omitempty"`
 	// Process is "poisson" (default) or "steady" for bursts.
-	Process string `yaml:"process"`
+	Process string `yaml:"process,omitempty"`
 	// Cycle is the period of diurnal. Default the source's span (the run's
 	// duration, or To - From).
 	Cycle Duration `yaml:"cycle,omitempty"`
@@ -142,16 +142,16 @@ type Source struct {
 	// Rate with time constant Decay (default Rise). At must fall before
 	// the source ends, and Rise, Hold and Decay must not all be 0 (a crowd
 	// that lasts no time).
-	At    Duration `yaml:"at"`
-	Rise  Duration `yaml:"rise"`
-	Hold  Duration `yaml:"hold"`
+	At    Duration `yaml:"at,omitempty"`
+	Rise  Duration `yaml:"rise,omitempty"`
+	Hold  Duration `yaml:"hold,omitempty"`
 	Decay Duration `yaml:"decay,omitempty"`
 	// File is the replay log: one request per line, "time key [cost]",
 	// where time is seconds since the start (decimal) or an RFC 3339
 	// instant (taken relative to the first line); '#' starts a comment.
 	// A relative path is taken from the current directory; the
 	// scenario.yaml of a report holds the absolute path.
-	File string `yaml:"file"`
+	File string `yaml:"file,omitempty"`
 
 	line int
 	// written maps each field of the YAML to its line (see
