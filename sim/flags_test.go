@@ -140,6 +140,8 @@ func TestFlagErrorsNameFlags(t *testing.T) {
 		{[]string{"--limit", "100", "--period", "1m", "--duration", "1m", "--rate", "1", "--bin", "1us"}, "floodgate sim: --bin: must be at least 1ms, got 1µs\n"},
 		{[]string{"--limit", "100", "--period", "1m", "--duration", "1m", "--rate", "1", "--scale", "2m:8"}, `floodgate sim: --scale #1 "2m:8": at: 2m0s is outside the run` + "\n"},
 		{[]string{"--limit", "1048577", "--period", "1m", "--duration", "1m", "--rate", "1"}, "floodgate sim: --limit: the perfect sliding window (sliding_log) cannot hold it"},
+		// algo's "use sliding_window" is no way out for the ideal: say what is.
+		{[]string{"--limit", "2000000", "--period", "1m", "--duration", "1m", "--rate", "1"}, "use sliding_window; the ideal is always the sliding log: to study a larger limit, divide the limit, the rates and the costs by the same factor\n"},
 		{[]string{"--replay", "/nonexistent/access.log", "--limit", "10", "--period", "1s"}, "floodgate sim: --replay: open /nonexistent/access.log: no such file or directory\n"},
 	} {
 		code, _, stderr := mainRun(t, tc.args...)

@@ -1241,7 +1241,13 @@ func fmtDur(d time.Duration) string {
 func (sc *Scenario) idealLimit() (*algo.Limit, error) {
 	l, err := algo.Compile(algo.Params{Algorithm: algo.SlidingLog, Limit: sc.Limit, Period: sc.Period.D()})
 	if err != nil {
-		return nil, sc.errorf(0, "%s: the perfect sliding window (sliding_log) cannot hold it: %v", sc.field("limit"), err)
+		hint := ""
+		if sc.Limit > 1<<20 {
+			// algo's advice, to use sliding_window, is no way out here:
+			// the ideal is always the sliding log.
+			hint = "; the ideal is always the sliding log: to study a larger limit, divide the limit, the rates and the costs by the same factor"
+		}
+		return nil, sc.errorf(0, "%s: the perfect sliding window (sliding_log) cannot hold it: %v%s", sc.field("limit"), err, hint)
 	}
 	return l, nil
 }
