@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,8 +31,9 @@ func (c *errCounter) Err() error {
 }
 
 // A run interrupted in the second pass of --out (the one that follows each
-// contender's worst key) says so, writes no report and exits 130; Run's
-// error is an *InterruptedError with Worst set that wraps ctx's error.
+// contender's worst key) says so, prints the whole run's table (the run
+// was complete), writes no report and exits 130; Run's error is an
+// *InterruptedError with Worst and the Result set that wraps ctx's error.
 func TestInterruptedInWorstKeyPass(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "report")
 	// 12,000 requests over four keys, 100 a second under 5 a second each:
@@ -54,16 +56,32 @@ func TestInterruptedInWorstKeyPass(t *testing.T) {
 	ctx.n.Store(2)
 	_, err = Run(ctx, sc, WithWorstKeyWindows())
 	var ie *InterruptedError
-	if !errors.As(err, &ie) || !ie.Worst || ie.Duration != 2*time.Minute || !errors.Is(err, context.Canceled) {
-		t.Errorf("Run interrupted in the second pass = %v (%+v); want an *InterruptedError with Worst, wrapping context.Canceled", err, ie)
+	if !errors.As(err, &ie) || !ie.Worst || ie.Result == nil || ie.Duration != 2*time.Minute || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run interrupted in the second pass = %v (%+v); want an *InterruptedError with Worst and the Result, wrapping context.Canceled", err, ie)
+	}
+	var want, got bytes.Buffer
+	if err := WriteTable(&want, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTable(&got, ie.Result); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("interrupted Run's Result table:\n%s\nwant the whole run's:\n%s", got.String(), want.String())
 	}
 
+	whole := &errCounter{Context: context.Background()}
 	ctx.n.Store(2)
 	var stdout, stderr bytes.Buffer
 	code := MainContext(ctx, append(args, "--out", dir), &stdout, &stderr)
-	want := "s: the run was simulated, not yet the second pass that follows each contender's worst key for the --out charts; nothing written\n"
-	if code != 130 || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), "floodgate sim: interrupted after ") || !strings.HasSuffix(stderr.String(), want) {
-		t.Errorf("sim --out interrupted in the second pass: exit %d, stdout %q, stderr %q; want exit 130, no stdout and %q", code, stdout.String(), stderr.String(), want)
+	said := "s, in the second pass that follows each contender's worst key for the --out charts: the run was whole and its results are written, not the report\n"
+	var table bytes.Buffer
+	whole.n.Store(1 << 30)
+	if code := MainContext(whole, args, &table, io.Discard); code != 0 {
+		t.Fatalf("whole run without --out: exit %d", code)
+	}
+	if code != 130 || stdout.String() != table.String() || !strings.HasPrefix(stderr.String(), "floodgate sim: interrupted after ") || !strings.HasSuffix(stderr.String(), said) {
+		t.Errorf("sim --out interrupted in the second pass: exit %d, stdout %q, stderr %q; want exit 130, the whole run's table and %q", code, stdout.String(), stderr.String(), said)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("interrupted sim wrote its --out folder (stat: %v)", err)

@@ -100,8 +100,9 @@ func (e usageError) Is(target error) bool { return target == errUsage }
 // errors to stderr. It returns the exit code: 0 on success, 2 on bad usage
 // (a mistake in the flags or in the scenario: its YAML, its values, its
 // replay log), 1 when the run fails (the table, CSV or report cannot be
-// written), 130 when interrupted (nothing is written then; stderr says how
-// far the run got).
+// written), 130 when interrupted (stderr says how far the run got; only a
+// run interrupted in --out's second pass, whole by then, writes its table
+// and CSV, without the report).
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -321,17 +322,18 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 	start := time.Now()
 	res, err := Run(ctx, sc, opts...)
-	if ie := (*InterruptedError)(nil); errors.As(err, &ie) {
+	var interrupted *InterruptedError
+	if errors.As(err, &interrupted) {
 		// As floodgate bench says it: when, and how far the run got. A
 		// part of a run has no table: its figures would pass for the
-		// whole run's.
-		elapsed := time.Since(start).Seconds()
-		if ie.Worst {
-			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs: the run was simulated, not yet the second pass that follows each contender's worst key for the --out charts; nothing written\n", elapsed)
-		} else {
-			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, at %s of %s simulated (%s); nothing written\n", elapsed, fmtDur(ie.Simulated.Truncate(time.Millisecond)), fmtDur(ie.Duration), count(ie.Requests, "request"))
+		// whole run's. A run interrupted in --out's second pass is
+		// whole: its table and CSV are written, not the report.
+		if !interrupted.Worst || interrupted.Result == nil {
+			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, at %s of %s simulated (%s); nothing written\n", time.Since(start).Seconds(),
+				fmtDur(interrupted.Simulated.Truncate(time.Millisecond)), fmtDur(interrupted.Duration), count(interrupted.Requests, "request"))
+			return exitInterrupted
 		}
-		return exitInterrupted
+		res, err = interrupted.Result, nil
 	}
 	if err != nil {
 		return fail(err)
@@ -361,6 +363,10 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 				return fail(err)
 			}
 		}
+	}
+	if interrupted != nil {
+		fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, in the second pass that follows each contender's worst key for the --out charts: the run was whole and its results are written, not the report\n", time.Since(start).Seconds())
+		return exitInterrupted
 	}
 	if *out != "" {
 		if err := WriteReport(*out, res); err != nil {

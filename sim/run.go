@@ -108,8 +108,11 @@ type InterruptedError struct {
 	// Duration is the run's simulated duration.
 	Duration time.Duration
 	// Worst is true when the run itself was complete and the second pass
-	// of WithWorstKeyWindows was interrupted.
-	Worst bool
+	// of WithWorstKeyWindows was interrupted; Result is then the run's
+	// result, whole but for ContenderResult.Worst, which only the
+	// report's window charts read.
+	Worst  bool
+	Result *Result
 	// Err is ctx's error.
 	Err error
 }
@@ -249,7 +252,7 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if cfg.worst {
 		if err := worstWindows(ctx, sc, replays, cfg, res, &ideal, bins, keys); err != nil {
 			if ie := (*InterruptedError)(nil); errors.As(err, &ie) {
-				ie.Worst = true
+				ie.Worst, ie.Result = true, res
 			}
 			return nil, err
 		}
