@@ -328,6 +328,10 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		// part of a run has no table: its figures would pass for the
 		// whole run's. A run interrupted in --out's second pass is
 		// whole: its table and CSV are written, not the report.
+		if interrupted.Replay != "" {
+			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, while reading the replay log %s, before the run; nothing written\n", time.Since(start).Seconds(), interrupted.Replay)
+			return exitInterrupted
+		}
 		if !interrupted.Worst || interrupted.Result == nil {
 			fmt.Fprintf(stderr, "floodgate sim: interrupted after %.2fs, at %s of %s simulated (%s); nothing written\n", time.Since(start).Seconds(),
 				fmtDur(interrupted.Simulated.Truncate(time.Millisecond)), fmtDur(interrupted.Duration), count(interrupted.Requests, "request"))

@@ -113,11 +113,17 @@ type InterruptedError struct {
 	// report's window charts read.
 	Worst  bool
 	Result *Result
+	// Replay is the replay log being read when the run was interrupted,
+	// before any request was fed.
+	Replay string
 	// Err is ctx's error.
 	Err error
 }
 
 func (e *InterruptedError) Error() string {
+	if e.Replay != "" {
+		return fmt.Sprintf("interrupted while reading the replay log %s: %v", e.Replay, e.Err)
+	}
 	if e.Worst {
 		return fmt.Sprintf("interrupted after the run, while following each contender's worst key (%s of %s simulated again): %v", fmtDur(e.Simulated.Truncate(time.Millisecond)), fmtDur(e.Duration), e.Err)
 	}
@@ -139,7 +145,7 @@ func Run(ctx context.Context, sc *Scenario, opts ...Option) (*Result, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	replays, past, err := sc.loadReplays()
+	replays, past, err := sc.loadReplays(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -275,6 +276,19 @@ func (g *replayGen) next() (arrival, bool) {
 // into memory whole: a variable so that tests can lower it.
 var maxReplayRequests = 100_000_000
 
+// ctxReader is r that stops, with ctx's error, when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -355,7 +369,7 @@ func readReplay(file string, r io.Reader, keyOffset int) ([]arrival, []string, e
 // scenario's duration from them when it has none: up to the last request,
 // rounded up to a whole second. past counts the requests at or after the
 // end of the run, which are read but not offered.
-func (sc *Scenario) loadReplays() (replays [][]arrival, past int, err error) {
+func (sc *Scenario) loadReplays(ctx context.Context) (replays [][]arrival, past int, err error) {
 	var lastT int64
 	for i := range sc.Traffic {
 		s := &sc.Traffic[i]
@@ -369,8 +383,12 @@ func (sc *Scenario) loadReplays() (replays [][]arrival, past int, err error) {
 			}
 			return nil, 0, sc.errorf(s.line, "traffic[%d].file: %v", i, err)
 		}
-		arr, _, err := readReplay(s.File, f, s.KeyOffset)
+		arr, _, err := readReplay(s.File, ctxReader{ctx, f}, s.KeyOffset)
 		f.Close()
+		if err := ctx.Err(); err != nil {
+			// A long log takes a while to read: the run stops there.
+			return nil, 0, &InterruptedError{Duration: sc.Duration.D(), Replay: s.File, Err: err}
+		}
 		if err != nil {
 			return nil, 0, err
 		}

@@ -118,6 +118,18 @@ func TestSimInterrupted(t *testing.T) {
 	if want := "at 0s of 10m simulated (0 requests); nothing written\n"; code != 130 || !strings.HasSuffix(stderr.String(), want) {
 		t.Errorf("sim interrupted at once: exit %d, stderr %q; want exit 130 and %q", code, stderr.String(), want)
 	}
+	// Interrupted while reading a replay log, before the run: the log is
+	// named (a log of millions of lines takes seconds to read).
+	log := filepath.Join(dir, "access.log")
+	if err := os.WriteFile(log, []byte("0 a\n0.5 b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx.n.Store(0)
+	stderr.Reset()
+	code = run(ctx, []string{"sim", "--progress", "never", "--replay", log, "--limit", "5", "--period", "1s"}, &stdout, &stderr)
+	if want := ", while reading the replay log " + log + ", before the run; nothing written\n"; code != 130 || !strings.HasPrefix(stderr.String(), "floodgate sim: interrupted after ") || !strings.HasSuffix(stderr.String(), want) {
+		t.Errorf("sim --replay interrupted while reading: exit %d, stderr %q; want exit 130 and %q", code, stderr.String(), want)
+	}
 	// Poisson arrivals fall on any µs: the point reached is told to the ms.
 	ctx.n.Store(1)
 	stderr.Reset()
