@@ -397,7 +397,7 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, spec Spec, o *options) 
 		for k, r := range s.Routes {
 			if !strings.HasPrefix(r, "/") {
 				bad(fmt.Sprintf("routes[%d]", k), "route %q must start with /", r)
-			} else if why := deadRoute(r); why != "" {
+			} else if why := DeadPathPrefix(r); why != "" {
 				bad(fmt.Sprintf("routes[%d]", k), "route %q %s, so no request path would fall under it", r, why)
 			}
 		}
@@ -426,17 +426,17 @@ func compileEntry(s EntrySpec, field string, v4, v6 int, spec Spec, o *options) 
 	return e, errs
 }
 
-// deadRoute says why no request path can fall under route (one that
-// starts with "/"), "" when one can: paths are matched percent-decoded
-// and cleaned (routeOf), and a route is a literal prefix. The gateway's
-// path_prefix is checked the same way.
-func deadRoute(route string) string {
-	m := strings.TrimSuffix(route, "/")
+// DeadPathPrefix says why no request path can fall under prefix (one
+// that starts with "/"), "" when one can: paths are matched
+// percent-decoded and cleaned (routeOf), and a prefix is literal. A path
+// entry's routes and the gateway's path_prefix are checked with it.
+func DeadPathPrefix(prefix string) string {
+	m := strings.TrimSuffix(prefix, "/")
 	switch {
 	case m != "" && path.Clean(m) != m:
 		return fmt.Sprintf("is not a clean path (paths are matched cleaned: dot segments resolved, repeated / merged; write %q)", path.Clean(m))
 	case strings.ContainsAny(m, "*?#"):
-		return "holds * ? or #: a route is a literal prefix, no pattern or query (\"/api\" covers /api and everything below it)"
+		return "holds * ? or #: a prefix is literal, no pattern or query (\"/api\" covers /api and everything below it)"
 	case hasPercentEscape(m):
 		return "holds a percent escape: paths are matched percent-decoded; write the character itself"
 	}

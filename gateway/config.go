@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,7 +218,7 @@ func (s *Section) compile() error {
 		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, refuseStatus: refuse, proxies: s.proxies, node: rs.node}
 		if !strings.HasPrefix(r.prefix, "/") {
 			errs = append(errs, fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix))
-		} else if msg := deadPrefix(r.prefix); msg != "" {
+		} else if msg := dimension.DeadPathPrefix(r.prefix); msg != "" {
 			errs = append(errs, fmt.Errorf("%s.path_prefix: %q %s, so the route would never apply", at, rs.PathPrefix, msg))
 		}
 		if r.name == "" {
@@ -279,24 +277,6 @@ func (s *Section) compile() error {
 	}
 	return nil
 }
-
-// deadPrefix says why no request path can fall under prefix (one that
-// starts with "/"), "" when one can: paths are matched percent-decoded
-// and cleaned, and a prefix is literal.
-func deadPrefix(prefix string) string {
-	m := strings.TrimSuffix(prefix, "/")
-	switch {
-	case m != "" && path.Clean(m) != m:
-		return fmt.Sprintf("is not a clean path (paths are matched cleaned: dot segments resolved, repeated / merged; write %q)", path.Clean(m))
-	case strings.ContainsAny(m, "*?#"):
-		return "holds * ? or #: a prefix is literal, no pattern or query (\"/api\" covers /api and everything below it)"
-	case percentEscape.MatchString(m):
-		return "holds a percent escape: paths are matched percent-decoded; write the character itself"
-	}
-	return ""
-}
-
-var percentEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
 
 // placeholders returns user and tenant functions for a spec whose entries
 // need them and whose headers are not set, so that validation does not
