@@ -1,15 +1,10 @@
 package server_test
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
-	"net"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,44 +18,6 @@ import (
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 )
-
-// downNodes makes a Redis client's connections to the addresses marked
-// down fail as to a dead node (dials refused, reads and writes on open
-// connections reset), leaving the shared node itself alone.
-type downNodes struct{ down sync.Map } // address → true
-
-func (f *downNodes) option(o *rueidis.ClientOption) {
-	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-		if _, ok := f.down.Load(addr); ok {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return &downConn{Conn: c, f: f, addr: addr}, nil
-	}
-}
-
-type downConn struct {
-	net.Conn
-	f    *downNodes
-	addr string
-}
-
-func (c *downConn) Read(b []byte) (int, error) {
-	if _, ok := c.f.down.Load(c.addr); ok {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Read(b)
-}
-
-func (c *downConn) Write(b []byte) (int, error) {
-	if _, ok := c.f.down.Load(c.addr); ok {
-		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
-	}
-	return c.Conn.Write(b)
-}
 
 // TestUndecidedOnClusterPartialRefusal: a server on a real Redis Cluster
 // (behind store/resilient failing open) one node of which is dead. A
@@ -86,8 +43,8 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := new(downNodes)
-	inner, err := redis.Open("redis-cluster://"+strings.Join(testserver.RedisCluster(t), ","), redis.WithClientOption(f.option), redis.WithTimeout(time.Second))
+	dead := new(testserver.DeadNodes)
+	inner, err := redis.Open("redis-cluster://"+strings.Join(testserver.RedisCluster(t), ","), redis.WithClientOption(func(o *rueidis.ClientOption) { o.DialCtxFn = dead.Dial }), redis.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +93,8 @@ descriptors:
 	if code, body, _ := do(t, "POST", h.URL+"/v1/decide", "application/json", []byte(`{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"x"}]}]}`)); code != 200 {
 		t.Fatalf("spending a: %d %s", code, body)
 	}
-	f.down.Store(bAddr, true)
-	defer f.down.Delete(bAddr)
+	dead.Down(bAddr)
+	defer dead.Up(bAddr)
 
 	code, body, _ := do(t, "POST", h.URL+"/v1/decide", "application/json",
 		[]byte(`{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"x"}]},{"entries":[{"key":"b","value":"`+b+`"}]}]}`))
