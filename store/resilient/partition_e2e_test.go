@@ -113,7 +113,7 @@ func TestClusterMasterPausedClosed(t *testing.T) {
 	for round := range 3 {
 		for _, k := range ours {
 			if res := decide(k); !res.Allowed || res.Fallback {
-				t.Fatalf("round %d: %s of a live master, with the paused master's breaker open: %+v, want Redis' admission", round, k, res)
+				t.Fatalf("round %d: %s of a live master, with the paused master's breaker open: %+v (cause %v), want Redis' admission", round, k, res, lastCause())
 			}
 		}
 		for _, k := range theirs {
@@ -348,7 +348,14 @@ func pausableCluster(t *testing.T, opts ...resilient.Option) (*testserver.Cluste
 	if c == nil {
 		return nil, nil, nil
 	}
-	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second))
+	// Sixteen batches in flight, not the default two: a call to the paused
+	// master holds its batch's place until the store's own timeout (2 s
+	// here), well after resilient gave up on it (300 ms), and with two
+	// such calls in flight every other key's call waited behind them and
+	// timed out too (head-of-line blocking across nodes in the Redis
+	// store's batcher, a known limitation: docs/STORES.md, "One circuit
+	// breaker per node"). These tests are about the breakers' partitions.
+	inner, err := redis.Open("redis-cluster://"+strings.Join(c.Addrs(), ","), redis.WithTimeout(2*time.Second), redis.WithInflightBatches(16))
 	if err != nil {
 		t.Fatal(err)
 	}
