@@ -220,6 +220,12 @@ var fieldSynonyms = map[string]map[string]string{
 		"per": "unit", "time_unit": "unit", "interval": "period", "window": "period", "duration": "period"},
 }
 
+// RateLimitFieldSynonym returns the rate_limit field a user most likely
+// meant by name, a name no rate_limit has ("rps": "requests_per_unit",
+// "window": "period"), or "" when name is no known synonym. name is
+// matched as written (the loader lowercases it first).
+func RateLimitFieldSynonym(name string) string { return fieldSynonyms["rate_limit"][name] }
+
 // upstreamKeys are the field names envoyproxy/ratelimit knows, each with
 // where it belongs. Its loader checks every key of a file against this one
 // flat set, whatever the level, and ignores a known key at the wrong level

@@ -782,16 +782,22 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"overrides": s.overrideList()})
 }
 
-// overrideFields are, for the configuration's names of a rate limit's
-// fields that an override PUT does not take, and the usual synonyms
-// (policy's for rate_limit), the override's field to write instead.
-var overrideFields = map[string]string{
-	"unit": "period", "unit_multiplier": "period", "per": "period", "time_unit": "period",
-	"interval": "period", "window": "period", "duration": "period",
-	"limit": "requests_per_unit", "rate": "requests_per_unit", "rps": "requests_per_unit",
-	"qps": "requests_per_unit", "requests": "requests_per_unit", "max": "requests_per_unit",
-	"max_requests": "requests_per_unit", "count": "requests_per_unit", "quota": "requests_per_unit",
-	"requests_per_period": "requests_per_unit",
+// overrideField returns, for a field an override PUT does not take, the
+// override's field to write instead: for the configuration's unit and
+// unit_multiplier, period; for a synonym of a rate_limit field (policy's
+// list), that field, period where the configuration's would be unit (an
+// override states its period whole); "" for any other name.
+func overrideField(name string) string {
+	switch name {
+	case "unit", "unit_multiplier":
+		return "period"
+	case "requests_per_period":
+		return "requests_per_unit"
+	}
+	if f := policy.RateLimitFieldSynonym(name); f != "unit" {
+		return f
+	}
+	return "period"
 }
 
 // overrideHint says what to write instead when decodeStrict refused an
@@ -818,9 +824,10 @@ func overrideHint(body []byte, err error) string {
 	if strings.Contains(text, `unknown field "rate_limit"`) {
 		return `unknown field "rate_limit": an override's fields go at the top level, not in a rate_limit object: {"requests_per_unit": 100, "period": "minute", "burst": 20} (period and burst optional)`
 	}
-	for name, use := range overrideFields {
-		if !strings.Contains(text, `unknown field "`+name+`"`) {
-			continue
+	if name, ok := unknownField(text); ok {
+		use := overrideField(name)
+		if use == "" {
+			return ""
 		}
 		if use == "requests_per_unit" {
 			return fmt.Sprintf(`unknown field %q: an override's number of requests per period is "requests_per_unit", e.g. "requests_per_unit": 100`, name)
@@ -844,6 +851,18 @@ func overrideHint(body []byte, err error) string {
 		return fmt.Sprintf(`unknown field %q: an override's period is "period", a unit (second, minute, hour, day, week) or a duration: %s`, name, example)
 	}
 	return ""
+}
+
+// unknownField returns the field name of encoding/json's `unknown field
+// "name"` error text.
+func unknownField(text string) (string, bool) {
+	const mark = `unknown field "`
+	i := strings.Index(text, mark)
+	if i < 0 {
+		return "", false
+	}
+	name, _, ok := strings.Cut(text[i+len(mark):], `"`)
+	return name, ok
 }
 
 func periodText(d time.Duration) string {
