@@ -1237,29 +1237,8 @@ func (s *Store) refusedFirst(ctx context.Context, reqs []store.Request, out []al
 		failed = append(failed, parts[0])
 		decided = false
 	}
-	nowArg := strconv.FormatInt(now, 10)
-	calls := make([]scriptArgs, len(groups)-1)
-	for gi := 1; gi < len(groups); gi++ {
-		s.appendGroup(&calls[gi-1], opPeek, nowArg, reqs, groups[gi], nil)
-	}
-	for j, r := range s.evalMulti(ctx, calls) {
-		gi := j + 1
-		v, err := r.ToArray()
-		if err == nil {
-			_, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, nil)
-		}
-		if err != nil {
-			errs = append(errs, callError("take", reqs[groups[gi][0]].Key, err))
-			failed = append(failed, parts[gi])
-			for _, i := range groups[gi] {
-				out[i] = algo.Decision{} // not decided (Result.Partial)
-			}
-			continue
-		}
-		for _, i := range groups[gi] {
-			out[i] = store.Unwind(out[i], reqs[i].Cost)
-		}
-	}
+	_, _, perrs, pfailed, _ := s.peekRest(ctx, reqs, out, groups, parts, strconv.FormatInt(now, 10), false)
+	errs, failed = append(errs, perrs...), append(failed, pfailed...)
 	return store.Result{At: now, Partial: decided && len(errs) > 0}, s.partitionError(joinErrors(errs), failed, nil)
 }
 
@@ -1281,26 +1260,40 @@ func (s *Store) failedFirst(ctx context.Context, deadline time.Time, reqs []stor
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	errs, failed := []error{err}, []int{parts[0]}
-	var skipped []int
+	at, refused, errs, failed, skipped := s.peekRest(ctx, reqs, out, groups, parts, "", true)
+	errs, failed = append([]error{err}, errs...), append([]int{parts[0]}, failed...)
+	res := store.Result{At: at, Partial: refused}
+	for _, i := range groups[0] {
+		out[i] = algo.Decision{} // not decided (Result.Partial)
+	}
+	return res, s.partitionError(joinErrors(errs), failed, skipped)
+}
+
+// peekRest looks at groups[1:] (a peek at nowArg, "" for each node's own
+// time, charging nothing) for their decisions, after the first slot's
+// reservation refused or failed: out gets each decided request's decision
+// with nothing charged, the zero Decision (undecided) for a group whose
+// peek failed. It returns the latest time the peeks decided at, whether a
+// decided request was refused, and the failed groups' errors and
+// partitions; with cutSkips, a group cut short by ctx's deadline is
+// skipped (not known to fail) instead.
+func (s *Store) peekRest(ctx context.Context, reqs []store.Request, out []algo.Decision, groups [][]int, parts []int, nowArg string, cutSkips bool) (at int64, refused bool, errs []error, failed, skipped []int) {
 	calls := make([]scriptArgs, len(groups)-1)
 	for gi := 1; gi < len(groups); gi++ {
-		s.appendGroup(&calls[gi-1], opPeek, "", reqs, groups[gi], nil)
+		s.appendGroup(&calls[gi-1], opPeek, nowArg, reqs, groups[gi], nil)
 	}
-	var res store.Result
 	for j, r := range s.evalMulti(ctx, calls) {
 		gi := j + 1
 		v, err := r.ToArray()
-		var at store.Result
+		var res store.Result
 		if err == nil {
-			at, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, nil)
+			res, err = decodeTake(&groupReply{v: v}, reqs, groups[gi], out, nil)
 		}
 		if err != nil {
 			for _, i := range groups[gi] {
-				out[i] = algo.Decision{}
+				out[i] = algo.Decision{} // not decided (Result.Partial)
 			}
-			if ctx.Err() != nil {
-				// Cut short by the shared deadline: not known to fail.
+			if cutSkips && ctx.Err() != nil {
 				skipped = append(skipped, parts[gi])
 				continue
 			}
@@ -1308,16 +1301,13 @@ func (s *Store) failedFirst(ctx context.Context, deadline time.Time, reqs []stor
 			failed = append(failed, parts[gi])
 			continue
 		}
-		res.At = max(res.At, at.At)
+		at = max(at, res.At)
 		for _, i := range groups[gi] {
-			res.Partial = res.Partial || !out[i].Allowed
+			refused = refused || !out[i].Allowed
 			out[i] = store.Unwind(out[i], reqs[i].Cost)
 		}
 	}
-	for _, i := range groups[0] {
-		out[i] = algo.Decision{} // not decided (Result.Partial)
-	}
-	return res, s.partitionError(joinErrors(errs), failed, skipped)
+	return at, refused, errs, failed, skipped
 }
 
 // rollback undoes the admitted groups' reservations, last first, within
