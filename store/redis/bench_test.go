@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +85,41 @@ func usecPerCall(b *testing.B, info, cmd string) float64 {
 		b.Fatal(err)
 	}
 	return v
+}
+
+// BenchmarkClusterKeys10kParallel64: 64 goroutines taking over 10 000
+// keys on the test Redis Cluster (3 masters), every take admitted, with
+// the store's default batching (per range of 256 slots). Metric:
+// decisions/s.
+//
+//	scripts/with-servers.sh go test -run '^$' -bench ClusterKeys10k ./store/redis/
+func BenchmarkClusterKeys10kParallel64(b *testing.B) {
+	s := openT(b, clusterURL(b))
+	l, err := algo.Compile(algo.Params{Algorithm: algo.GCRA, Limit: 1, Period: time.Hour, Burst: 2_000_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = runKey() + ":ck:" + strconv.Itoa(i)
+	}
+	var seq atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		reqs := []store.Request{{Limit: l, Cost: 1}}
+		out := make([]algo.Decision, 1)
+		i := int(seq.Add(1)) * 7919
+		for pb.Next() {
+			reqs[0].Key = keys[i%len(keys)]
+			i++
+			if _, err := s.Take(ctx, reqs, out); err != nil || !out[0].Allowed {
+				b.Errorf("take %s: %v %+v", reqs[0].Key, err, out[0])
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
 }

@@ -28,7 +28,12 @@ type Store struct {
 	closed atomic.Bool
 	specs  sync.Map // *algo.Limit → []string (see spec)
 	lones  sync.Map // *algo.Limit → string (see loneSpec)
-	batch  *batcher
+	// batches coalesce single-slot takes: one batcher outside a Cluster;
+	// on a Cluster one per partition (range of 256 hash slots, the
+	// failure domain of Partition), so that a master that hangs holds up
+	// the batches of its own ranges only, not every master's (a call to
+	// it keeps its batch's place until the store's timeout).
+	batches []*batcher
 	// ttlFloor is the script argument for o.testTTLFloor (ms).
 	ttlFloor string
 
@@ -58,7 +63,7 @@ var (
 //
 //	WithBatchSize(64)          decisions coalesced into one script call
 //	WithBatchWindow(0)         no waiting for a batch to fill
-//	WithInflightBatches(2)     batches in flight at once
+//	WithInflightBatches(2)     batches in flight at once (per 256 slots on a Cluster)
 //	WithTimeout(3s)            bound on every round trip
 //	WithTLSConfig(nil)         rediss:// verifies against the system roots
 //	WithClientOption(nil)      adjust the rueidis client options
@@ -244,7 +249,10 @@ func newStore(client rueidis.Client, mode Mode, o options) (*Store, error) {
 	if o.testClock != nil {
 		s.ttlFloor = strconv.FormatInt(o.testTTLFloor.Milliseconds(), 10)
 	}
-	s.batch = newBatcher(o.batchSize, o.inflight, o.batchWindow, s.execBatch)
+	s.batches = make([]*batcher, s.Partitions())
+	for i := range s.batches {
+		s.batches[i] = newBatcher(o.batchSize, o.inflight, o.batchWindow, s.execBatch)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := s.loadScripts(ctx); err != nil {
@@ -1365,8 +1373,8 @@ func (s *Store) rollback(ctx context.Context, reqs []store.Request, groups [][]i
 	return nil, nil
 }
 
-// submit sends a single-slot call through the batcher, or on its own when
-// batching is off, and reports whether it was decided (see batcher.do).
+// submit sends a single-slot call through its partition's batcher, or on
+// its own when batching is off, and reports whether it was decided (see batcher.do).
 func (s *Store) submit(c *call) bool {
 	if s.o.batchSize <= 1 {
 		c.taken = true
@@ -1376,7 +1384,7 @@ func (s *Store) submit(c *call) bool {
 		<-c.sig
 		return true
 	}
-	return s.batch.do(c)
+	return s.batches[c.slot/slotsPerPartition].do(c)
 }
 
 // notSent is the error of a call whose deadline passed while it was
