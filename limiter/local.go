@@ -55,9 +55,10 @@ type Local struct {
 	// SetParams rewrites these fields with limit, under mu.
 	bucket                   bool
 	per, rate, cap, capLevel int64
-	// gen counts the times the state was dropped (Reset, SetParams to
-	// another algorithm), so that a reservation gives its units back only
-	// to the state it took them from.
+	// gen counts the times the state was dropped or rebuilt (Reset,
+	// SetParams to another algorithm or another window shape), so that a
+	// reservation gives its units back only to the state it took them
+	// from.
 	gen uint64
 	// waits holds Wait's queue, under the key "".
 	waits waitQueues
@@ -158,7 +159,11 @@ func (l *Local) Limit() *algo.Limit {
 //     keeps the ticket.
 //
 // Any other change of algorithm starts fresh, as NewLocal would, and the
-// reservations made before it then give nothing back on Cancel.
+// reservations made before it then give nothing back on Cancel; nor do
+// they after a change of a window's shape, whose new window counts what
+// the old one counted at the change, at most the new Limit, and not a
+// reservation's units apart (one of a window already passed is not in
+// it at all).
 func (l *Local) SetParams(p algo.Params) error {
 	lim, err := compileLocal(p, "SetParams")
 	if err != nil {
@@ -169,8 +174,16 @@ func (l *Local) SetParams(p algo.Params) error {
 	if l.limit == nil {
 		return errors.New("limiter: SetParams on the zero Local, which has no clock and no limit: create it with NewLocal")
 	}
-	if !carry(l.limit, lim, &l.st, l.clock.now()) {
+	switch kept, rebuilt := carry(l.limit, lim, &l.st, l.clock.now()); {
+	case !kept:
 		l.st = algo.State{}
+		l.gen++
+	case rebuilt:
+		// The new window counts what the old one counted at now, at
+		// most the new Limit, under no reservation's name: a unit given
+		// back to it would be one it never counted (a reservation of a
+		// window already passed) or beyond what it kept (one the cap
+		// cut off), and the window would admit more than its limit.
 		l.gen++
 	}
 	l.install(lim)
@@ -178,12 +191,14 @@ func (l *Local) SetParams(p algo.Params) error {
 }
 
 // carry rewrites s, a state of old at now, as a state of lim, and reports
-// whether it could; see SetParams for what carries over. The layouts it
-// reads are algo's (see each algorithm's file there).
-func carry(old, lim *algo.Limit, s *algo.State, now int64) bool {
+// whether it could (kept) and whether it had to rebuild the state in
+// another window, where the reservations made before cannot be given back
+// (rebuilt); see SetParams for what carries over. The layouts it reads
+// are algo's (see each algorithm's file there).
+func carry(old, lim *algo.Limit, s *algo.State, now int64) (kept, rebuilt bool) {
 	from, to := old.Algorithm(), lim.Algorithm()
 	if from != to && !(isBucket(from) && isBucket(to)) {
-		return false
+		return false, false
 	}
 	// Bring the state to now under the old limit: a bucket refills at the
 	// old rate, windows move on, expired units are forgotten.
@@ -192,7 +207,7 @@ func carry(old, lim *algo.Limit, s *algo.State, now int64) bool {
 	switch to {
 	case algo.TokenBucket, algo.GCRA, algo.Shaper:
 		if s.C == 0 {
-			return true // fresh: it starts as the new limit says
+			return true, false // fresh: it starts as the new limit says
 		}
 		oldPer, per := int64(op.Period/time.Microsecond), int64(np.Period/time.Microsecond)
 		oldCap, capLevel := old.Capacity()*oldPer, lim.Capacity()*per
@@ -205,15 +220,16 @@ func carry(old, lim *algo.Limit, s *algo.State, now int64) bool {
 		}
 	case algo.FixedWindow, algo.SlidingWindow:
 		if op.Period == np.Period && op.Calendar == np.Calendar && op.SubWindows == np.SubWindows {
-			return true
+			return true, false
 		}
 		used := d.Limit - d.Remaining
 		*s = algo.State{}
 		if used > 0 {
 			lim.Take(s, now, min(used, np.Limit))
 		}
+		return true, true
 	}
-	return true
+	return true, false
 }
 
 // rescale converts a level of x unit·µs at oldPer µs per unit to per µs per
@@ -428,7 +444,8 @@ func (r *LocalReservation) Decision() algo.Decision { return r.d }
 // limiter's next admission can wait up to about its warm-up period). Under a limit changed by SetParams that kept the state, the
 // units go back to that state under the new limit. Cancel does nothing for
 // a refused reservation, after a first Cancel, or after Reset or a
-// SetParams that started fresh.
+// SetParams that started fresh or changed a window's shape (see
+// SetParams).
 func (r *LocalReservation) Cancel() {
 	if !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return
