@@ -55,9 +55,10 @@ type Local struct {
 	// SetParams rewrites these fields with limit, under mu.
 	bucket                   bool
 	per, rate, cap, capLevel int64
-	// gen counts the times the state was dropped or rebuilt (Reset,
-	// SetParams to another algorithm or another window shape), so that a
-	// reservation gives its units back only to the state it took them
+	// gen counts the times the state was dropped or no longer holds the
+	// units of earlier reservations (Reset, SetParams to another
+	// algorithm, another window, a sliding log's longer Period), so that
+	// a reservation gives its units back only to the state it took them
 	// from.
 	gen uint64
 	// waits holds Wait's queue, under the key "".
@@ -160,10 +161,12 @@ func (l *Local) Limit() *algo.Limit {
 //
 // Any other change of algorithm starts fresh, as NewLocal would, and the
 // reservations made before it then give nothing back on Cancel; nor do
-// they after a change of a window's shape, whose new window counts what
-// the old one counted at the change, at most the new Limit, and not a
-// reservation's units apart (one of a window already passed is not in
-// it at all).
+// they after a change of a FixedWindow's or SlidingWindow's window, whose
+// new window counts what the old one counted at the change, at most the
+// new Limit, and not a reservation's units apart (one of a window already
+// passed is not in it at all), or of a SlidingLog to a longer Period,
+// which would find newer units in the place of those the old Period
+// forgot.
 func (l *Local) SetParams(p algo.Params) error {
 	lim, err := compileLocal(p, "SetParams")
 	if err != nil {
@@ -174,16 +177,18 @@ func (l *Local) SetParams(p algo.Params) error {
 	if l.limit == nil {
 		return errors.New("limiter: SetParams on the zero Local, which has no clock and no limit: create it with NewLocal")
 	}
-	switch kept, rebuilt := carry(l.limit, lim, &l.st, l.clock.now()); {
+	switch kept, orphaned := carry(l.limit, lim, &l.st, l.clock.now()); {
 	case !kept:
 		l.st = algo.State{}
 		l.gen++
-	case rebuilt:
-		// The new window counts what the old one counted at now, at
-		// most the new Limit, under no reservation's name: a unit given
-		// back to it would be one it never counted (a reservation of a
-		// window already passed) or beyond what it kept (one the cap
-		// cut off), and the window would admit more than its limit.
+	case orphaned:
+		// A unit given back would be one the state no longer counts:
+		// the new window counts what the old one counted at now, at
+		// most the new Limit, under no reservation's name (one of a
+		// window already passed is not in it, one the cap cut off only
+		// in part), and a sliding log has forgotten the units of the
+		// old Period. Given back, the limit would admit more than it
+		// allows.
 		l.gen++
 	}
 	l.install(lim)
@@ -191,11 +196,13 @@ func (l *Local) SetParams(p algo.Params) error {
 }
 
 // carry rewrites s, a state of old at now, as a state of lim, and reports
-// whether it could (kept) and whether it had to rebuild the state in
-// another window, where the reservations made before cannot be given back
-// (rebuilt); see SetParams for what carries over. The layouts it reads
+// whether it could (kept) and whether the units of reservations made
+// before can no longer be given back to it (orphaned): a window's count
+// rebuilt in another window, or a sliding log whose longer Period would
+// find others' units in the place of those the old one forgot; see
+// SetParams for what carries over. The layouts it reads
 // are algo's (see each algorithm's file there).
-func carry(old, lim *algo.Limit, s *algo.State, now int64) (kept, rebuilt bool) {
+func carry(old, lim *algo.Limit, s *algo.State, now int64) (kept, orphaned bool) {
 	from, to := old.Algorithm(), lim.Algorithm()
 	if from != to && !(isBucket(from) && isBucket(to)) {
 		return false, false
@@ -228,6 +235,11 @@ func carry(old, lim *algo.Limit, s *algo.State, now int64) (kept, rebuilt bool) 
 			lim.Take(s, now, min(used, np.Limit))
 		}
 		return true, true
+	case algo.SlidingLog:
+		// The old Period's Peek forgot the units it no longer counts; a
+		// refund under a longer one, still within its window, would
+		// remove the newer units left in their place.
+		return true, np.Period > op.Period
 	}
 	return true, false
 }
@@ -444,8 +456,8 @@ func (r *LocalReservation) Decision() algo.Decision { return r.d }
 // limiter's next admission can wait up to about its warm-up period). Under a limit changed by SetParams that kept the state, the
 // units go back to that state under the new limit. Cancel does nothing for
 // a refused reservation, after a first Cancel, or after Reset or a
-// SetParams that started fresh or changed a window's shape (see
-// SetParams).
+// SetParams that started fresh or changed a window or a sliding log's
+// Period as SetParams says.
 func (r *LocalReservation) Cancel() {
 	if !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return

@@ -14,8 +14,11 @@ import (
 // limit counted at the change: a reservation of a window that had passed
 // by then, counted nowhere in it, took units off others' count, and one
 // the rebuilt state capped at the new limit took off more than it held.
-// Either way the new window admitted beyond its limit. A Cancel after
-// such a change now gives nothing back, as after a change of algorithm.
+// Either way the new window admitted beyond its limit. So did a sliding
+// log's reservation after a longer Period: the change forgot its units
+// under the old Period, and the refund removed the units taken since in
+// their place. A Cancel after such a change now gives nothing back, as
+// after a change of algorithm.
 func TestLocalCancelAfterWindowReshape(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
@@ -58,6 +61,17 @@ func TestLocalCancelAfterWindowReshape(t *testing.T) {
 			reserveAt: 500 * ms, reserve: 10,
 			takeAt: 2100 * ms, take: 10,
 			setAt: 2200 * ms, want: 0,
+		},
+		{
+			// The old Period forgot the reservation's units at the change;
+			// under the longer new one, the refund found the units taken
+			// since in their place and removed them.
+			name:      "sliding_log_longer_period",
+			from:      algo.Params{Algorithm: algo.SlidingLog, Limit: 10, Period: time.Second},
+			to:        algo.Params{Algorithm: algo.SlidingLog, Limit: 10, Period: time.Minute},
+			reserveAt: 500 * ms, reserve: 10,
+			takeAt: 1500 * ms, take: 10,
+			setAt: 1600 * ms, want: 0,
 		},
 	}
 	for _, c := range cases {
