@@ -482,6 +482,15 @@ func (f *serveFlags) check() error {
 		if strings.Contains(hostPort, "/") {
 			hostPort = "host:port"
 		}
+		// user:password@host:port: the suggestion shows the host alone,
+		// as the value above is shown redacted (an upstream takes no
+		// user in any case).
+		if at := strings.LastIndexByte(hostPort, '@'); at >= 0 {
+			hostPort = hostPort[at+1:]
+		}
+		if hostPort == "" {
+			hostPort = "host:port"
+		}
 		errs = append(errs, fmt.Errorf("%s: not a URL: want http://%s (HTTP/1.1), https://%[2]s (TLS) or h2c://%[2]s (HTTP/2 without TLS)",
 			f.origin("upstream", f.upstream), hostPort))
 	}

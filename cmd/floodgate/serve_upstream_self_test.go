@@ -85,6 +85,11 @@ func TestServeUpstreamNotAURL(t *testing.T) {
 		{"127.0.0.1:9000", "floodgate serve: --upstream 127.0.0.1:9000: not a URL: want http://127.0.0.1:9000 (HTTP/1.1), https://127.0.0.1:9000 (TLS) or h2c://127.0.0.1:9000 (HTTP/2 without TLS)\n"},
 		{"localhost:9000", "floodgate serve: --upstream localhost:9000: not a URL: want http://localhost:9000 (HTTP/1.1), https://localhost:9000 (TLS) or h2c://localhost:9000 (HTTP/2 without TLS)\n"},
 		{"http:/backend", "floodgate serve: --upstream http:/backend: not a URL: want http://host:port (HTTP/1.1), https://host:port (TLS) or h2c://host:port (HTTP/2 without TLS)\n"},
+		// Credentials before the host: the suggestion gave them back in
+		// full ("want http://bob:s3cret@127.0.0.1:9000"), beside the
+		// redacted value. An upstream takes no user anyway.
+		{"bob:s3cret@127.0.0.1:9000", "floodgate serve: --upstream xxxxx@127.0.0.1:9000: not a URL: want http://127.0.0.1:9000 (HTTP/1.1), https://127.0.0.1:9000 (TLS) or h2c://127.0.0.1:9000 (HTTP/2 without TLS)\n"},
+		{"s3cret@backend:9000", "floodgate serve: --upstream xxxxx@backend:9000: not a URL: want http://backend:9000 (HTTP/1.1), https://backend:9000 (TLS) or h2c://backend:9000 (HTTP/2 without TLS)\n"},
 	} {
 		var out, errb strings.Builder
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -93,6 +98,9 @@ func TestServeUpstreamNotAURL(t *testing.T) {
 		cancel()
 		if code != 1 || !strings.HasSuffix(errb.String(), c.want) {
 			t.Errorf("--upstream %s: exit %d, stderr %q; want exit 1 and %q", c.upstream, code, errb.String(), c.want)
+		}
+		if strings.Contains(errb.String(), "s3cret") {
+			t.Errorf("--upstream %s: stderr shows the password: %q", c.upstream, errb.String())
 		}
 	}
 }
