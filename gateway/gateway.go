@@ -590,7 +590,10 @@ func (c checkOnly) Config() *policy.Config { return c.cfg }
 // when they build. A configuration without
 // gateway sections has no problems. warnings are legal but likely
 // mistakes: a route descriptor that no rule of its domain limits, so that
-// the route's requests pass unlimited.
+// the route's requests pass unlimited; a route keyed on a hop-by-hop
+// header field (Connection, Keep-Alive, TE, Trailer, Transfer-Encoding,
+// Upgrade, Proxy-Authorization, ...), which the proxies on the way drop,
+// the gateway too.
 func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err error) {
 	if cfg == nil {
 		return nil, errors.New("gateway: Check: nil configuration")
@@ -627,6 +630,23 @@ func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err er
 						"gateway: routes[%d].descriptors[%d]: no rule of domain %s has the keys %s, so this descriptor limits nothing (route %q)",
 						i, j, dom.Name, keysOf(ds.Entries), rs.name)})
 				}
+				for k, e := range ds.Entries {
+					name, field := headerOf(rs.spec, e)
+					if !slices.Contains(hopByHop, http.CanonicalHeaderKey(name)) {
+						continue
+					}
+					at := fmt.Sprintf("descriptors[%d].entries[%d]", j, k)
+					line := rs.line(at + ".source")
+					if line == 0 {
+						line = dom.Pos.Line
+					}
+					if field != "" {
+						name += " (" + field + ")"
+					}
+					warnings = append(warnings, policy.Problem{File: dom.Pos.File, Line: line, Message: fmt.Sprintf(
+						"gateway: routes[%d].%s: route %q is keyed on %s, a hop-by-hop field (RFC 9110 §7.6.1): every proxy on the way drops it, the gateway too, so the upstream never gets it and a proxy in front may have removed it before the gateway reads it",
+						i, at, rs.name, name)})
+				}
 			}
 		}
 	}
@@ -635,6 +655,32 @@ func Check(cfg *policy.Config, opts ...Option) (warnings policy.Problems, err er
 	}
 	_, err = g.compile(cfg, checkOnly{cfg})
 	return warnings, err
+}
+
+// hopByHop are the fields, canonical, that belong to one connection (RFC
+// 9110 §7.6.1): ReverseProxy drops them from the request it sends, as
+// every proxy does (and the gateway drops HTTP2-Settings, h2c's). Those a
+// request's Connection names are hop-by-hop too, but are the client's to
+// choose: asForwarded reads them as absent.
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings"}
+
+// headerOf is the header field an entry of spec reads, as written, and the
+// section's field that names it when the entry does not ("user_header"),
+// "" when it reads none.
+func headerOf(spec *dimension.Spec, e dimension.EntrySpec) (name, field string) {
+	if kind, name, ok := strings.Cut(e.Source, ":"); ok && kind == "header" {
+		return name, ""
+	}
+	switch e.Source {
+	case "api_key":
+		return spec.APIKey.Header, "api_key.header"
+	case "user":
+		return spec.UserHeader, "user_header"
+	case "tenant":
+		return spec.TenantHeader, "tenant_header"
+	}
+	return "", ""
 }
 
 // keysOf is a descriptor's keys in order, as Check's warning shows them.
