@@ -39,7 +39,9 @@
 // once, the rest of the burst are held and released at the rule's rate,
 // and requests beyond the burst are refused; a concurrency rule is
 // limit_conn — a key holds a slot from the moment its request is admitted
-// until its response (streamed body and websocket included) is complete:
+// until its response (streamed body and websocket included) is complete,
+// a websocket's when either side closes (the upstream's close, which the
+// client is told of, is enough):
 // while it lives, its lease is renewed every third of lease_ttl, and
 // lease_ttl is how long the slot of a gateway that died stays taken;
 // wait, degrade and shadow strategies work as in the middleware.

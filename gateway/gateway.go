@@ -267,6 +267,11 @@ type reqState struct {
 	// fields are the header fields of the response set before it is
 	// proxied (an admitted request's rate limit fields), nil when none.
 	fields []field
+	// release gives back the concurrency slots the request holds (the
+	// middleware's done, which does it once however often it is
+	// called); nil when it holds none. A protocol upgrade calls it when
+	// the upstream's side ends (upgradedBody).
+	release func()
 	samples
 }
 
@@ -934,6 +939,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer done()
+		st.release = done
 		if h := w.Header(); len(h) > 0 {
 			st.fields = make([]field, 0, len(h))
 			for k, v := range h {
@@ -1535,6 +1541,27 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// upgradedBody is the upstream's side of a protocol upgrade (a
+// websocket): its end releases the request's concurrency slots. The
+// proxied connection is over when either side closes, but ReverseProxy
+// passes the upstream's end on to the client as a half-close and waits
+// for the client to close its side too: a client that kept it open held
+// the key's slot as long as it liked. (The client's end needs nothing:
+// the upstream's side has no CloseWrite, so ReverseProxy returns at
+// once.) It has no CloseWrite either, as the transport's body it wraps.
+type upgradedBody struct {
+	io.ReadWriteCloser
+	release func()
+}
+
+func (b *upgradedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadWriteCloser.Read(p)
+	if err != nil {
+		b.release()
+	}
+	return n, err
+}
+
 func peerAddr(r *http.Request) (netip.Addr, bool) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -1579,6 +1606,9 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	st.answered(res)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
+	}
+	if rwc, ok := res.Body.(io.ReadWriteCloser); ok && res.StatusCode == http.StatusSwitchingProtocols && st.release != nil {
+		res.Body = &upgradedBody{ReadWriteCloser: rwc, release: st.release}
 	}
 	if st.rt == nil || st.rt.limiter == nil {
 		return nil
