@@ -83,17 +83,28 @@ func (f *serveFlags) flag(name string) string {
 }
 
 // origin is a flag and its value as an error names them: `--name value`,
-// or `FLOODGATE_NAME="value"` as written in the environment (with any URL
-// password hidden), when the value came from there.
+// or `FLOODGATE_NAME="value"` as written in the environment, when the
+// value came from there. The URL flags' passwords are hidden; the other
+// values are shown as given (a path may hold an '@', floodgate@prod/…).
 func (f *serveFlags) origin(name string, value any) string {
+	shown := func(v string) string {
+		if urlFlags[name] {
+			return store.RedactURL(v)
+		}
+		return v
+	}
 	if e, ok := f.env[name]; ok {
-		return fmt.Sprintf("%s=%q", e.name, store.RedactURL(e.value))
+		return fmt.Sprintf("%s=%q", e.name, shown(e.value))
 	}
 	if v, ok := value.(string); ok {
-		value = store.RedactURL(v) // a URL's password, e.g. --upstream's or --store's
+		value = shown(v)
 	}
 	return fmt.Sprintf("--%s %v", name, value)
 }
+
+// urlFlags are serve's flags whose value is a URL that may carry a
+// password (user:pass@), which origin hides.
+var urlFlags = map[string]bool{"store": true, "upstream": true}
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "configuration: a YAML file or a directory of them (default: ./"+exampleConfig+" if present, else a built-in example)")
