@@ -889,9 +889,16 @@ func ruleNameOf(entries []Entry) string {
 	return string(b)
 }
 
-// metricKey is Envoy's stats key: domain.path, with the request's value
-// for entries whose descriptor asks for it (value_to_metric, or
-// detailed_metric on the matched one).
+// metricKey is Envoy's stats key as envoyproxy/ratelimit's GetLimit builds
+// it: domain.path. Without detailed_metric on the matched descriptor, an
+// entry is written as its descriptor's key and value — the wildcard itself
+// for a value a wildcard matched, unless value_to_metric (and no
+// share_threshold) asks for the request's value; the request's value, when
+// not empty, for a value-less descriptor with value_to_metric. With
+// detailed_metric every entry is the request's key_value ("key_" for an
+// empty value), unless some entry's value was matched by a share_threshold
+// wildcard: that entry is then the wildcard, and the others are key_value,
+// or key alone for an empty value.
 func metricKey(r *Rule, entries []Entry) string {
 	if r.Node == nil {
 		return r.Domain + "." + ruleName(r, entries)
@@ -900,18 +907,33 @@ func metricKey(r *Rule, entries []Entry) string {
 	for n := r.Node; n != nil; n = n.Parent {
 		nodes[n.depth-1] = n
 	}
+	// wild reports that entry i's value was matched by node i's wildcard,
+	// not as the exact value (a request may send the pattern itself).
+	wild := func(i int) bool { return nodes[i].pattern != nil && entries[i].Value != nodes[i].Value }
+	shared := false
+	for i, n := range nodes {
+		shared = shared || (n.ShareThreshold && wild(i))
+	}
+	detailed := r.Node.DetailedMetric
 	b := make([]byte, 0, 64)
 	b = append(b, r.Domain...)
 	for i, n := range nodes {
 		b = append(b, '.')
 		b = append(b, n.Key...)
+		v, under := entries[i].Value, entries[i].Value != ""
 		switch {
-		case n.Value != "":
+		case n.ShareThreshold && wild(i):
+			v, under = n.Value, true
+		case detailed:
+			under = under || !shared
+		case wild(i) && !n.valueToMetric:
+			v, under = n.Value, true
+		case n.Value == "" && !n.valueToMetric:
+			under = false
+		}
+		if under {
 			b = append(b, '_')
-			b = append(b, n.Value...)
-		case n.valueToMetric || (i == len(nodes)-1 && n.DetailedMetric):
-			b = append(b, '_')
-			b = append(b, entries[i].Value...)
+			b = append(b, v...)
 		}
 	}
 	return string(b)

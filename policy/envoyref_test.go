@@ -1,0 +1,166 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// The tables below hold envoyproxy/ratelimit's answers (the version
+// docs/CONFIG.md says Floodgate tracks, v1.4.1-0.20260122083618-3fb702589d36)
+// for the same YAML and requests: its config_impl.go GetLimit for the rule
+// and the stats key, its service's constructLimitsToCheck for replaces and
+// unlimited. Each row was checked against that code, run on the row.
+
+// envoyDescriptor reads "k=v,k2=v2" as a descriptor's entries.
+func envoyDescriptor(s string) []Entry {
+	var es []Entry
+	for kv := range strings.SplitSeq(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		es = append(es, Entry{Key: k, Value: v})
+	}
+	return es
+}
+
+// TestEnvoyMatchTable: the rule each descriptor selects where value-specific,
+// wildcard and value-less descriptors are siblings at several depths; a
+// descriptor longer or shorter than the configured path, in another order,
+// or with a key twice, selects none.
+func TestEnvoyMatchTable(t *testing.T) {
+	cfg := mustParse(t, `
+domain: p
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 2}
+        descriptors:
+          - key: path
+            rate_limit: {unit: minute, requests_per_unit: 3}
+          - key: path
+            value: /admin
+            rate_limit: {unit: minute, requests_per_unit: 4}
+      - key: user
+        value: bob
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
+    value: acme
+    rate_limit: {unit: minute, requests_per_unit: 6}
+    descriptors:
+      - key: user
+        value: bo*
+        rate_limit: {unit: minute, requests_per_unit: 7}
+      - key: user
+        value: b*
+        rate_limit: {unit: minute, requests_per_unit: 8}
+        descriptors:
+          - key: path
+            rate_limit: {unit: minute, requests_per_unit: 9}
+      - key: user
+        value: bob
+        rate_limit: {unit: minute, requests_per_unit: 10}
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 11}
+  - key: tenant
+    value: ac*
+    rate_limit: {unit: minute, requests_per_unit: 12}
+`)
+	for _, tc := range []struct{ desc, path string }{
+		{"tenant=x", "tenant"},
+		{"tenant=acme", "tenant_acme"},
+		{"tenant=acmex", "tenant_ac*"},
+		{"tenant=ac*", "tenant_ac*"}, // the pattern itself, matched exactly
+		{"tenant=x,user=bob", "tenant.user_bob"},
+		{"tenant=x,user=al", "tenant.user"},
+		{"tenant=x,user=al,path=/admin", "tenant.user.path_/admin"},
+		{"tenant=x,user=al,path=/y", "tenant.user.path"},
+		// user_bob has no children: no backtracking to the value-less user.
+		{"tenant=x,user=bob,path=/admin", ""},
+		{"tenant=acme,user=bob", "tenant_acme.user_bob"},   // exact before any wildcard
+		{"tenant=acme,user=bobby", "tenant_acme.user_bo*"}, // the first wildcard in file order
+		{"tenant=acme,user=bill", "tenant_acme.user_b*"},
+		{"tenant=acme,user=al", "tenant_acme.user"},
+		{"tenant=acme,user=bill,path=/x", "tenant_acme.user_b*.path"},
+		{"tenant=acme,user=bobby,path=/x", ""}, // bo* wins and has no children
+		{"tenant=acme,user=al,path=/admin", ""},
+		{"tenant=acmex,user=al", ""}, // ac* has no children
+		{"user=bob,tenant=x", ""},
+		{"tenant=x,user=al,path=/y,extra=1", ""},
+		{"tenant=x,tenant=x", ""},
+	} {
+		got := ""
+		if r := cfg.Match("p", envoyDescriptor(tc.desc)); r != nil {
+			got = r.Path
+		}
+		if got != tc.path {
+			t.Errorf("Match(%s) = rule %q, want %q (envoyproxy/ratelimit's)", tc.desc, got, tc.path)
+		}
+	}
+}
+
+// TestEnvoyMetricKeyTable: Status.MetricKey is envoyproxy/ratelimit's
+// stats key. detailed_metric puts every entry's key_value of the request in
+// it ("key_" for an empty value), not only the matched value-less one's,
+// unless a share_threshold wildcard matched an entry, which is then the
+// wildcard; value_to_metric puts the request's value of a wildcard entry in
+// it, and of a value-less one only when not empty.
+func TestEnvoyMetricKeyTable(t *testing.T) {
+	cfg := mustParse(t, `
+domain: m
+descriptors:
+  - key: route
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    value: "/api*"
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: file
+    value: "img*"
+    share_threshold: true
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: tag
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 4}
+  - key: host
+    value: "*"
+    descriptors:
+      - key: verb
+        detailed_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: plain
+    value: "p*"
+    rate_limit: {unit: minute, requests_per_unit: 6}
+`)
+	e := newMemEngine(t, cfg, frozen(scenarioT0))
+	for _, tc := range []struct{ desc, want string }{
+		{"route=/a,user=u1", "m.route_/a.user_u1"},
+		{"route=,user=u1", "m.route_.user_u1"},
+		{"path=/api/v1", "m.path_/api/v1"},
+		{"path=/api*", "m.path_/api*"},
+		{"file=img1,user=u1", "m.file_img*.user_u1"},
+		{"file=img1,user=", "m.file_img*.user"},
+		// The pattern sent as the value matches exactly, not as a
+		// wildcard: no share_threshold, so detailed_metric's "key_".
+		{"file=img*,user=", "m.file_img*.user_"},
+		{"tag=", "m.tag"},
+		{"tag=t", "m.tag_t"},
+		{"host=h,verb=GET", "m.host_h.verb_GET"},
+		{"host=,verb=", "m.host_.verb_"},
+		{"plain=pq", "m.plain_p*"},
+	} {
+		resp, err := e.Peek(context.Background(), req("m", envoyDescriptor(tc.desc)))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.desc, err)
+		}
+		if got := resp.Statuses[0].MetricKey; got != tc.want {
+			t.Errorf("%s: MetricKey %q, want %q (envoyproxy/ratelimit's)", tc.desc, got, tc.want)
+		}
+	}
+}
