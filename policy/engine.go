@@ -804,7 +804,11 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		if r == nil {
 			continue
 		}
-		if r.named && replaced[r.Name] {
+		if r.named && replaced[r.Name] && !r.Unlimited {
+			// An unlimited rule is not replaced: envoyproxy/ratelimit
+			// sets it aside before it drops the replaced limits, so it
+			// stays OK and unlimited (limit_remaining 2^32-1) whatever
+			// replaces it.
 			dp.rule = nil
 			continue
 		}

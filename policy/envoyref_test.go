@@ -2,8 +2,10 @@ package policy
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The tables below hold envoyproxy/ratelimit's answers (the version
@@ -161,6 +163,78 @@ descriptors:
 		}
 		if got := resp.Statuses[0].MetricKey; got != tc.want {
 			t.Errorf("%s: MetricKey %q, want %q (envoyproxy/ratelimit's)", tc.desc, got, tc.want)
+		}
+	}
+}
+
+// TestEnvoyReplacesTable: replaces across the descriptors of one request.
+// Every matched rule's replaces count, a replaced rule's own included; a
+// replaced rule is neither decided nor charged; an unlimited rule is never
+// replaced (envoyproxy/ratelimit sets unlimited rules aside before it
+// drops replaced ones: OK with limit_remaining 2^32-1), though its own
+// replaces count; a per-descriptor limit neither replaces nor is replaced.
+func TestEnvoyReplacesTable(t *testing.T) {
+	cfg := mustParse(t, `
+domain: r
+descriptors:
+  - key: a
+    rate_limit: {name: a, unit: minute, requests_per_unit: 1}
+  - key: b
+    rate_limit: {name: b, unit: minute, requests_per_unit: 2, replaces: [{name: a}]}
+  - key: c
+    rate_limit: {name: c, unit: minute, requests_per_unit: 3, replaces: [{name: b}]}
+  - key: u
+    rate_limit: {name: u, unlimited: true, replaces: [{name: c}]}
+  - key: v
+    rate_limit: {name: v, unit: minute, requests_per_unit: 4, replaces: [{name: u}]}
+  - key: s
+    shadow_mode: true
+    rate_limit: {name: s, unit: minute, requests_per_unit: 5, replaces: [{name: a}]}
+`)
+	e := newMemEngine(t, cfg, frozen(scenarioT0))
+	override := &LimitOverride{RequestsPerUnit: 9, Unit: time.Minute}
+	for _, tc := range []struct {
+		descs    string // descriptors separated by ' '; a '!' after one gives it a per-descriptor limit
+		statuses string // per descriptor: the rule applied, "-" for none, "unlimited"
+	}{
+		{"a=1 b=1", "- b"},
+		{"a=1 b=1 c=1", "- - c"},
+		{"c=1 u=1", "- unlimited"},
+		{"u=1 v=1", "unlimited v"},
+		{"c=1 u=1 v=1", "- unlimited v"},
+		{"a=1 s=1", "- s"},
+		{"a=1 b=1!", "a b_1"}, // a per-descriptor limit is named by its path
+		{"a=1! b=1", "a_1 b"},
+	} {
+		var r Request
+		r.Domain = "r"
+		for d := range strings.FieldsSeq(tc.descs) {
+			desc := Descriptor{Entries: envoyDescriptor(strings.TrimSuffix(d, "!"))}
+			if strings.HasSuffix(d, "!") {
+				desc.Limit = override
+			}
+			r.Descriptors = append(r.Descriptors, desc)
+		}
+		resp, err := e.Peek(context.Background(), r)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.descs, err)
+		}
+		var got []string
+		for _, s := range resp.Statuses {
+			switch {
+			case !s.Matched:
+				got = append(got, "-")
+			case s.Unlimited:
+				got = append(got, "unlimited")
+				if s.Code != CodeOK || s.Decision.Remaining != math.MaxUint32 {
+					t.Errorf("%s: unlimited status %v remaining %d, want OK with 2^32-1", tc.descs, s.Code, s.Decision.Remaining)
+				}
+			default:
+				got = append(got, s.Rule)
+			}
+		}
+		if g := strings.Join(got, " "); g != tc.statuses {
+			t.Errorf("%s: rules %q, want %q (envoyproxy/ratelimit's)", tc.descs, g, tc.statuses)
 		}
 	}
 }
