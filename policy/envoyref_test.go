@@ -238,3 +238,30 @@ descriptors:
 		}
 	}
 }
+
+// TestUnlimitedWithUnknownUnitLoads: envoyproxy/ratelimit refuses a unit
+// beside unlimited: true only when it is a unit it knows; an empty or null
+// one (a template's empty value) or any other string loads there. It loads
+// here too, with a warning; a real unit stays an error.
+func TestUnlimitedWithUnknownUnitLoads(t *testing.T) {
+	for _, unit := range []string{`""`, ``, `~`, `foo`, `unknown`} {
+		src := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: " + unit + "}\n"
+		cfg, err := Parse("u.yaml", []byte(src))
+		if err != nil {
+			t.Errorf("unit: %s beside unlimited: %v, want it loaded as envoyproxy/ratelimit loads it", unit, err)
+			continue
+		}
+		if r := cfg.Match("d", ent("k", "x")); r == nil || !r.Unlimited {
+			t.Errorf("unit: %s beside unlimited: rule %+v, want the unlimited rule", unit, r)
+		}
+		if warns := cfg.Warnings(); len(warns) != 1 || warns[0].Line != 4 || !strings.Contains(warns[0].Message, "ignored") {
+			t.Errorf("unit: %s beside unlimited: warnings %v, want one at line 4 saying the unit is ignored", unit, cfg.Warnings())
+		}
+	}
+	for _, unit := range []string{"minute", "WEEK", "Year"} {
+		src := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: " + unit + "}\n"
+		if _, err := Parse("u.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "u.yaml:4: should not specify rate limit unit when unlimited") {
+			t.Errorf("unit: %s beside unlimited: %v, want envoyproxy/ratelimit's error at line 4", unit, err)
+		}
+	}
+}

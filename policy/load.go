@@ -1331,8 +1331,17 @@ func (l *loader) rule(d *Domain, n *Node, f field) *Rule {
 				// Envoy accepts (and ignores) requests_per_unit here.
 				continue
 			case "unit":
+				// envoyproxy/ratelimit refuses a unit it knows beside
+				// unlimited, and loads any other (an empty or null one,
+				// as a template may leave it, or a misspelt one).
 				if f, ok := fs[name]; ok {
-					l.errf(f.key.Line, "should not specify rate limit unit when unlimited")
+					if s, ok := l.str(f, "unit"); ok {
+						if _, _, known := ParseUnit(s); known {
+							l.errf(f.key.Line, "should not specify rate limit unit when unlimited")
+						} else {
+							l.warnf(f.key.Line, "unit %q is ignored: the rate limit is unlimited (remove it)", s)
+						}
+					}
 				}
 				continue
 			}
