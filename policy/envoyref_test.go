@@ -265,3 +265,33 @@ func TestUnlimitedWithUnknownUnitLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyHitsAddendTable: each descriptor's cost is its own hits_addend
+// when set, 0 included (a check that charges nothing), else the request's,
+// and a request's 0 (unset) is 1 — envoyproxy/ratelimit's GetHitsAddends.
+func TestEnvoyHitsAddendTable(t *testing.T) {
+	cfg := mustParse(t, "domain: h\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
+	e := newMemEngine(t, cfg, frozen(scenarioT0))
+	for _, tc := range []struct {
+		hits int64
+		want [3]int64 // remaining of k=a (no hits_addend), k=b (hits_addend 0), k=c (hits_addend 3)
+	}{
+		{0, [3]int64{9, 10, 7}},
+		{2, [3]int64{7, 10, 4}},
+	} {
+		r := Request{Domain: "h", Hits: tc.hits, Descriptors: []Descriptor{
+			{Entries: ent("k", "a")},
+			{Entries: ent("k", "b"), HitsSet: true},
+			{Entries: ent("k", "c"), Hits: 3, HitsSet: true},
+		}}
+		resp, err := e.Decide(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range resp.Statuses {
+			if s.Code != CodeOK || s.Decision.Remaining != tc.want[i] {
+				t.Errorf("request hits_addend %d, descriptor %d: %v with %d remaining, want OK with %d", tc.hits, i, s.Code, s.Decision.Remaining, tc.want[i])
+			}
+		}
+	}
+}
