@@ -78,7 +78,9 @@
 //
 // Serve runs until its context is done, then drains: health turns
 // NOT_SERVING, listeners close, requests in flight finish within the drain
-// timeout, and Serve returns nil. Readiness pings the store every second
+// timeout, and Serve returns nil. A health Watch call, which never ends on
+// its own, ends (status OK) once it has sent the drain's NOT_SERVING, so
+// that a client watching health does not hold the drain. Readiness pings the store every second
 // (and at each /readyz), each ping within 1 s: once the store has
 // answered, /readyz turns 503 after 3 failed pings in a row and 200 again
 // at the first that succeeds (WithReadiness). The ping reaches one node of

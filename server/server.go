@@ -340,6 +340,11 @@ type Server struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	draining atomic.Bool
+	// drainCtx is cancelled (startDrain) when the drain begins, after
+	// draining is set and the health turned NOT_SERVING: it ends the
+	// health Watch calls (drainingHealth).
+	drainCtx   context.Context
+	startDrain context.CancelFunc
 	// grpcInflight counts the ShouldRateLimit calls in flight, for the
 	// drain's report (the HTTP listeners' are counted in Serve).
 	grpcInflight atomic.Int64
@@ -487,7 +492,8 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	s.grpc = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.drainCtx, s.startDrain = context.WithCancel(context.Background())
+	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s})
 	if !s.noReflection {
 		reflection.Register(s.grpc) // grpcurl and friends need no .proto files
 	}
@@ -911,6 +917,7 @@ loop:
 	}
 	s.draining.Store(true)
 	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	s.startDrain() // the health watches end once they have said so
 	s.Event("drain", s.drainStart(httpInflight.Load(), apiInflight.Load(), s.grpcInflight.Load(), apiSrv != nil))
 	dctx, cancel := context.WithTimeout(context.Background(), s.drain)
 	defer cancel()
@@ -961,8 +968,9 @@ loop:
 		}
 		if grpcCut {
 			// GracefulStop also waits for streams the handler has not
-			// started (a request not fully received) and the health
-			// service's Watch streams: those are no decisions.
+			// started (a request not fully received) and other services'
+			// streams (reflection): those are no decisions. The health
+			// Watch calls end at the drain (drainingHealth).
 			what = append(what, fmt.Sprintf("%d gRPC decision call(s) (and any other gRPC streams)", grpcCalls))
 		}
 		s.Warn("drain", fmt.Sprintf("drain timed out after %v: closed the connections of %s still in flight", s.drain, strings.Join(what, " and ")))
