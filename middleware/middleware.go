@@ -203,6 +203,8 @@ type Middleware struct {
 	reserve bool
 	// unrenewable logs once that lim's store cannot renew leases.
 	unrenewable sync.Once
+	// turns are the requests a shaper delayed, held in turn (holdTurn).
+	turns turnQueues
 }
 
 // scratch holds one request's descriptor and status buffers between
@@ -619,7 +621,7 @@ func (m *Middleware) check(w http.ResponseWriter, r *http.Request, admitted func
 		}
 	}
 	if resp.Code == policy.CodeOK {
-		if resp.Delay > 0 && !m.holdCall(ctx, r, resp.Delay) {
+		if resp.Delay > 0 && !m.holdTurn(ctx, r, req, resp) {
 			m.refund(r, resp) // in sc's lifetime: resp may live in it
 			m.turnAfterDeadline(w, r, resp)
 			return nop, false

@@ -217,6 +217,12 @@ type LimitStatus struct {
 	Deny bool
 }
 
+// Limit is the limit the status is of, as in force when it was decided
+// (with its runtime override and rate scale applied); nil for a
+// requests_per_unit: 0 rule (Deny). The middleware reads a shaper's rate
+// from it to move the requests queued behind one that gave its turn up.
+func (l LimitStatus) Limit() *algo.Limit { return l.lim }
+
 // Response is the outcome of a Request.
 type Response struct {
 	// Code is OVER_LIMIT when any descriptor is over its limit (not in
