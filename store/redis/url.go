@@ -208,9 +208,14 @@ func parseQuery(e *Endpoint, query string) error {
 	if strings.Contains(query, ";") {
 		return errors.New("query: malformed (want wait_replicas=N&wait_timeout=DURATION)")
 	}
+	// Counted by name as read (escapes decoded): wait%5Freplicas is
+	// wait_replicas, and a second one would silently replace the first.
 	seen := map[string]int{}
 	for _, kv := range strings.Split(query, "&") {
 		k, _, _ := strings.Cut(kv, "=")
+		if u, err := url.PathUnescape(k); err == nil {
+			k = u
+		}
 		seen[k]++
 	}
 	for _, kv := range strings.Split(query, "&") {
@@ -229,7 +234,7 @@ func parseQuery(e *Endpoint, query string) error {
 		if err != nil {
 			v = "\x00" // refused below, quoted as written
 		}
-		if n := seen[kv[:strings.IndexByte(kv, '=')]]; n > 1 {
+		if n := seen[k]; n > 1 {
 			return fmt.Errorf("parameter %q given %d times", k, n)
 		}
 		switch k {
