@@ -451,6 +451,19 @@ func (f *serveFlags) memoryWarnings() []string {
 	return out
 }
 
+// leaseWarnings returns a warning when --lease-ttl is set without
+// --lease-slice: leases are off, so it sets nothing. A WARN rather than an
+// error (as --upstream-timeout without --upstream is): a fleet's
+// environment may keep FLOODGATE_LEASE_TTL while an instance turns leases
+// off with --lease-slice 0.
+func (f *serveFlags) leaseWarnings() []string {
+	if !f.given["lease-ttl"] || f.leaseSlice != 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s does nothing without %s: leases are off; %[2]s N (at least 2, remote stores) turns them on",
+		f.origin("lease-ttl", f.leaseTTL), f.flag("lease-slice"))}
+}
+
 // waitReplicas returns the wait_replicas and wait_timeout of a Redis
 // --store URL; 0 when it has none or is not a Redis URL (a bad URL is
 // reported when the store opens).
@@ -582,7 +595,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	for _, w := range f.memoryWarnings() {
+	for _, w := range append(f.memoryWarnings(), f.leaseWarnings()...) {
 		log.Warn(w)
 	}
 
