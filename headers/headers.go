@@ -243,12 +243,19 @@ func FromDecision(name string, d algo.Decision, window time.Duration) Policy {
 	}
 }
 
-// Seconds rounds d up to whole seconds, the unit every header uses.
+// Seconds rounds d up to whole seconds, the unit every header uses: 0
+// for d ≤ 0. It does not add before it divides, which overflowed for d
+// within a second of the largest Duration (algo.Never-1, the wait algo
+// reports past its range) and made the seconds negative.
 func Seconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
 
 // Fields returns the header fields for ps, in a stable order, for

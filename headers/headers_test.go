@@ -399,3 +399,35 @@ func TestCostUnitStatedAsQu(t *testing.T) {
 		t.Errorf("Fields set QuotaUnit %q on its argument", ps[0].QuotaUnit)
 	}
 }
+
+// Seconds rounds up without overflowing: a duration within a second of
+// the largest (algo.Never-1 is the wait algo reports past its range)
+// added a second less a nanosecond before dividing, wrapped around and
+// read -9223372035 s, so that such a reset was stated t=0 (quota back at
+// once), X-RateLimit-Reset 0, and such a wait Retry-After: -9223372035.
+func TestSecondsNearLargestDuration(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{algo.Never, 9223372037},
+		{algo.Never - 1, 9223372037},
+		{algo.Never - algo.Never%time.Second, 9223372036},
+		{algo.Never - algo.Never%time.Second + 1, 9223372037},
+		{time.Second + 1, 2},
+		{time.Nanosecond, 1},
+		{0, 0},
+		{-algo.Never, 0},
+	} {
+		if got := Seconds(c.d); got != c.want {
+			t.Errorf("Seconds(%d) = %d, want %d", c.d, got, c.want)
+		}
+	}
+	h := http.Header{}
+	Write(h, []Policy{{Name: "p", Quota: 1, Window: time.Second, Reset: algo.Never - 1, RetryAfter: algo.Never - 1}}, Options{})
+	for k, want := range map[string]string{"RateLimit": `"p";r=0;t=9223372037`, "X-RateLimit-Reset": "9223372037", "Retry-After": "9223372037"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+}
