@@ -762,14 +762,30 @@ func refuse(w http.ResponseWriter, r *http.Request, resp policy.Response, ps []h
 		if grpc {
 			w.Header().Set(grpcPushback, "-1")
 		}
-	} else {
+	} else if slotsRefused(ps) {
 		// A concurrency limit refused: no time can be promised.
 		p.Detail = "too many requests in flight; retry when one of them completes"
+	} else {
+		// No limit refused alone: the store refused the request as a
+		// whole (the policy Engine's unexplained refusal), naming no
+		// time. Nothing says requests in flight held it.
+		p.Detail = over
 	}
 	if len(p.ViolatedPolicies) > 0 {
 		p.Detail = strings.Join(p.ViolatedPolicies, ", ") + ": " + p.Detail
 	}
 	WriteProblemFor(w, r, p)
+}
+
+// slotsRefused reports whether a concurrency limit of ps refused the
+// request (RetryAfterOf names no time then).
+func slotsRefused(ps []headers.Policy) bool {
+	for _, p := range ps {
+		if !p.Allowed && !p.Shadow && !p.Borrowed && p.QuotaUnit == headers.ConcurrentRequests {
+			return true
+		}
+	}
+	return false
 }
 
 // never reports whether a refusing policy can never admit the request.

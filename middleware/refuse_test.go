@@ -7,9 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/dimension"
+	"github.com/floodgate/floodgate/headers"
 	"github.com/floodgate/floodgate/middleware"
+	"github.com/floodgate/floodgate/policy"
 )
 
 var perKey = dimension.Spec{Descriptors: []dimension.DescriptorSpec{{Entries: []dimension.EntrySpec{{Source: "generic_key", Value: "k"}}}}}
@@ -100,5 +104,43 @@ func TestRefuseStatusChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WithRefuseStatus("+strconv.Itoa(status)+")") {
 			t.Errorf("WithRefuseStatus(%d): New = %v, want an error naming it", status, err)
 		}
+	}
+}
+
+// A refusal no limit explains (the store refused a Take as a whole while
+// each of its limits alone passed: the policy Engine marks the statuses
+// OVER_LIMIT with admitting decisions) names no time, having none, but
+// does not say that requests in flight held it: its detail said "too many
+// requests in flight; retry when one of them completes" for a rate limit,
+// a reason a concurrency limit's refusal alone has.
+func TestUnexplainedRefusalBlamesNoSlots(t *testing.T) {
+	d := algo.Decision{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: 40 * time.Second}
+	for _, tc := range []struct {
+		unit, want string
+	}{
+		{"", "per-route: rate limit exceeded"},
+		{policy.ConcurrentRequests, "per-route: rate limit exceeded"},
+	} {
+		resp := policy.Response{Code: policy.CodeOverLimit, Strategy: policy.StrategyReject, Statuses: []policy.Status{{
+			Code: policy.CodeOverLimit, Matched: true, Rule: "per-route", Decision: d, Window: time.Minute, QuotaUnit: tc.unit,
+			Limits: []policy.LimitStatus{{Name: "per-route", Decision: d, Window: time.Minute, QuotaUnit: tc.unit}}}}}
+		w := httptest.NewRecorder()
+		middleware.Reject(w, httptest.NewRequest("GET", "/r", nil), resp, headers.FromStatuses(resp.Statuses))
+		var p middleware.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Detail != tc.want || p.RetryAfter != nil || w.Header().Get("Retry-After") != "" {
+			t.Errorf("unit %q: detail %q, retry-after %v, Retry-After %q; want %q and no time", tc.unit, p.Detail, p.RetryAfter, w.Header().Get("Retry-After"), tc.want)
+		}
+	}
+	// A concurrency limit that refused still says why.
+	slots := algo.Decision{Limit: 1, RetryAfter: time.Minute, ResetAfter: time.Minute}
+	resp := policy.Response{Code: policy.CodeOverLimit, Strategy: policy.StrategyReject, Statuses: []policy.Status{{
+		Code: policy.CodeOverLimit, Matched: true, Rule: "in-flight", Decision: slots, QuotaUnit: policy.ConcurrentRequests}}}
+	w := httptest.NewRecorder()
+	middleware.Reject(w, httptest.NewRequest("GET", "/r", nil), resp, headers.FromStatuses(resp.Statuses))
+	if want := `"detail":"in-flight: too many requests in flight; retry when one of them completes"`; !strings.Contains(w.Body.String(), want) {
+		t.Errorf("concurrency refusal: body %s, want %s", w.Body.String(), want)
 	}
 }
