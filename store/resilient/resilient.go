@@ -39,8 +39,11 @@ type Store struct {
 	stateMu sync.Mutex
 	worst   atomic.Int32 // BreakerState: what Breaker reports
 
+	// localMu orders the local store's creation and Close; closed is set
+	// by Close, after which every method returns store.ErrClosed.
 	localMu sync.Mutex
 	local   atomic.Pointer[store.Store]
+	closed  atomic.Bool
 	shares  shareCache // FailLocal's local shares (see share)
 }
 
@@ -337,6 +340,11 @@ func (s *Store) callKeys(ctx context.Context, op string, keys []string, f func(c
 // partitions that the deadline cut short is counted when the store
 // answers (see lateCount).
 func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
+	if s.closed.Load() {
+		// Before the breakers: an open one would have the policy answer
+		// for a store that is closed, not down.
+		return callers, store.ErrClosed
+	}
 	d := j.dom
 	for i, p := range j.parts {
 		allowed, probe := d.brs[p].allow()
@@ -572,6 +580,9 @@ func (j *job) retryAfter() time.Duration {
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if err := store.Check(reqs, out); err != nil {
 		return store.Result{}, err
+	}
+	if s.closed.Load() {
+		return store.Result{}, store.ErrClosed
 	}
 	cached := false
 	if s.cache != nil {
@@ -960,6 +971,9 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 	if err := store.Check(reqs, nil); err != nil {
 		return err
 	}
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
 	o, err := ok, error(nil)
 	if rn, isRenewer := s.inner.(store.Renewer); isRenewer {
 		rs := append([]store.Request(nil), reqs...)
@@ -1051,10 +1065,19 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
-// Close closes the wrapped store and the local store.
+// Close closes the wrapped store and the local store. Every method but
+// Close then returns store.ErrClosed, whatever the breakers' state: no
+// failure policy answers for a closed store. A second Close does nothing.
 func (s *Store) Close() error {
+	s.localMu.Lock()
+	first := !s.closed.Swap(true)
+	local := s.localIfAny()
+	s.localMu.Unlock()
+	if !first {
+		return nil
+	}
 	err := s.inner.Close()
-	if local := s.localIfAny(); local != nil {
+	if local != nil {
 		err = errors.Join(err, local.Close())
 	}
 	return err
@@ -1077,6 +1100,11 @@ func (s *Store) localStore() (store.Store, error) {
 	defer s.localMu.Unlock()
 	if st := s.local.Load(); st != nil {
 		return *st, nil
+	}
+	if s.closed.Load() {
+		// A call that fell back as Close ran: a store made now would
+		// never be closed (its sweeper goroutine would leak).
+		return nil, store.ErrClosed
 	}
 	m, err := memory.New(memory.WithSweepInterval(10 * time.Second))
 	if err != nil {
