@@ -53,7 +53,10 @@ func (c *overLimit) get(key string, lim *algo.Limit, cost, now int64) (algo.Deci
 	sh := c.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
-	if ok && now >= e.trust {
+	if ok && (now >= e.trust || now < e.at) {
+		// Past its trust, or refused in the future: the wall clock
+		// stepped back (an NTP correction), and the entry would refuse
+		// for as long as the step, with a RetryAfter as long.
 		delete(sh.m, key)
 		ok = false
 	}
@@ -78,7 +81,7 @@ func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Dec
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if old, ok := sh.m[key]; ok && old.lim == lim && old.cost < cost && old.trust > now {
+	if old, ok := sh.m[key]; ok && old.lim == lim && old.cost < cost && old.trust > now && old.at <= now {
 		return // the smaller refused cost is the more useful entry
 	}
 	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.perShard {
@@ -92,7 +95,7 @@ func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Dec
 // entry costs one store call, never a wrong admission.
 func (c *overLimit) evict(sh *cacheShard, now int64) {
 	for k, e := range sh.m {
-		if now >= e.trust {
+		if now >= e.trust || now < e.at {
 			delete(sh.m, k)
 		}
 	}
