@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,14 @@ type entry struct {
 	// round trip); a refund to the slice puts back at most charged -
 	// units.
 	charged int64
+	// passed is how many units Takes that went to the shared store as
+	// they were (several requests at once) charged there for this key
+	// under passLimit at the store's instant passAt, and that no refund
+	// gave back: a refund stamped with the slice's instant may be of
+	// those, when both were charged at one instant.
+	passAt    int64
+	passLimit *algo.Limit
+	passed    int64
 
 	// A refusal of the shared store for refusedCost, repeated until
 	// refusedUntil for requests that need as much.
@@ -216,7 +225,11 @@ func (s *Store) lookup(key string) *entry {
 // store.
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if len(reqs) != 1 || len(out) != 1 || !s.leasable(&reqs[0]) {
-		return s.inner.Take(ctx, reqs, out)
+		res, err := s.inner.Take(ctx, reqs, out)
+		if err == nil && res.Allowed && !res.Fallback {
+			s.notePassed(ctx, reqs, res.At)
+		}
+		return res, err
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Result{}, err
@@ -339,6 +352,39 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	return res, nil
 }
 
+// notePassed records, for the keys of reqs that have an entry, the units
+// a Take that went to the shared store as it was charged there at the
+// store's instant at, so that a refund of them goes back to the shared
+// store rather than into a slice of the key taken at that same instant
+// (a store clock that stands still, or one coarser than the round trips),
+// before the Take or after it (see Refund). Keys without an entry are
+// left alone: a pass-through Take creates none, and a refund finds no
+// slice of such a key unless one is taken at that very instant later.
+func (s *Store) notePassed(ctx context.Context, reqs []store.Request, at int64) {
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Cost <= 0 || r.Key == "" {
+			continue
+		}
+		e := s.lookup(r.Key)
+		if e == nil {
+			continue
+		}
+		select {
+		case e.lock <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if !e.dead {
+			if e.passAt != at || e.passLimit != r.Limit {
+				e.passAt, e.passLimit, e.passed = at, r.Limit, 0
+			}
+			e.passed += min(r.Cost, math.MaxInt64-e.passed)
+		}
+		<-e.lock
+	}
+}
+
 // takeInner takes want units of r's key from the shared store.
 func (s *Store) takeInner(ctx context.Context, r *store.Request, want int64, d *algo.Decision) (store.Result, error) {
 	s.takes.Add(1)
@@ -401,8 +447,11 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 
 // Refund gives units back: to the key's slice when they came from it (the
 // request's At is the slice's), at most the units admitted from it, or to
-// the shared store otherwise. Either way a remembered refusal of the key is
-// forgotten.
+// the shared store otherwise. Beyond what the slice admitted, a refund
+// stamped with its instant goes to the shared store up to what Takes of
+// several requests, which go there as they are, charged on the key at
+// that same instant: the refund may be of one of those. Either way a
+// remembered refusal of the key is forgotten.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	var rest []store.Request
 	for i := range reqs {
@@ -425,22 +474,40 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 			continue
 		}
 		e.refusedUntil = time.Time{}
+		// What pass-through Takes charged at r.At and no refund gave
+		// back: a refund stamped with the slice's instant may be of it.
+		passed := int64(0)
+		if e.passLimit == r.Limit && r.At == e.passAt && r.At != 0 {
+			passed = e.passed
+		}
 		if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 && s.clock().Before(e.expires) {
-			// Only what was admitted from the slice goes back into it, and
-			// the rest nowhere: every unit charged at e.at by this instance
-			// is the slice's, and more would be units the shared store
-			// never charged (a cost near math.MaxInt64 would overflow the
-			// count, and given to the shared store it would refill the
-			// units the slice still holds). A store never gives back more
-			// than a key holds, either.
-			e.units += min(r.Cost, e.charged-e.units)
+			// What was admitted from the slice goes back into it, the
+			// rest to the shared store up to what pass-through Takes
+			// charged there at this instant (the refund may be of one of
+			// those), and nothing beyond: more would be units the shared
+			// store never charged (a cost near math.MaxInt64 would
+			// overflow the count, and given to the shared store it would
+			// refill the units the slice still holds). A store never
+			// gives back more than a key holds, either.
+			back := min(r.Cost, e.charged-e.units)
+			e.units += back
+			if n := min(r.Cost-back, passed); n > 0 {
+				e.passed -= n
+				q := *r
+				q.Cost = n
+				rest = append(rest, q)
+			}
 		} else {
 			if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 {
 				// Units of this instant given back to the shared store
 				// (the slice has expired) are no longer the slice's to
 				// take back, should a slice be taken at this instant
-				// again.
-				e.charged -= min(r.Cost, e.charged-e.units)
+				// again, nor, beyond the slice's, a pass-through's.
+				back := min(r.Cost, e.charged-e.units)
+				e.charged -= back
+				e.passed -= min(r.Cost-back, passed)
+			} else if r.Cost > 0 {
+				e.passed -= min(r.Cost, passed)
 			}
 			rest = append(rest, *r)
 		}
@@ -498,6 +565,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 			}
 			e.limit, e.units, e.charged, e.at, e.dec = nil, 0, 0, 0, algo.Decision{}
 			e.refusedUntil, e.refusedCost = time.Time{}, 0
+			e.passAt, e.passLimit, e.passed = 0, nil, 0
 			held = append(held, e)
 			break
 		}
