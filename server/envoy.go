@@ -393,9 +393,10 @@ func toEnvoy(resp *policy.Response, hw *headers.Writer, limitOf func(st *policy.
 		default:
 			d := s.Decision
 			ds.CurrentLimit = limitOf(s, resp.StoreFallback)
-			if ds.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-				// envoyproxy/ratelimit reports 0 left for an over-limit
-				// descriptor, whatever a smaller cost could still take.
+			if ds.Code != rlsv3.RateLimitResponse_OVER_LIMIT && d.Allowed {
+				// envoyproxy/ratelimit reports 0 left for a descriptor
+				// over its limit, whatever a smaller cost could still
+				// take: refused, or answered OK by its shadow_mode.
 				ds.LimitRemaining = clampU32(d.Remaining)
 			}
 			if d.ResetAfter <= 0 && s.RuleLimit != nil {

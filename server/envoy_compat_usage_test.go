@@ -166,11 +166,13 @@ func TestEnvoyUsageBeyondWhatRemains(t *testing.T) {
 				expect(k+": the next check", usage(k, "dan", u64(0), 0), rlsv3.RateLimitResponse_OVER_LIMIT, 0)
 			}
 			// Concurrency is not charged what remains (slots would be
-			// held), nor a shadow rule (its refusal is OK).
+			// held), nor a shadow rule (its refusal is OK, with 0 left as
+			// envoyproxy/ratelimit answers a shadow rule over its limit;
+			// the check after it finds the whole limit).
 			expect("concurrency: 900", usage("concurrency", "eve", u64(900), 0), rlsv3.RateLimitResponse_OK, 100)
 			expect("concurrency: 200", usage("concurrency", "eve", u64(200), 0), rlsv3.RateLimitResponse_OVER_LIMIT, 0)
 			expect("concurrency: a check", usage("concurrency", "eve", u64(0), 0), rlsv3.RateLimitResponse_OK, 100)
-			expect("shadow: 1200", usage("quiet", "eve", u64(1200), 0), rlsv3.RateLimitResponse_OK, 1000)
+			expect("shadow: 1200", usage("quiet", "eve", u64(1200), 0), rlsv3.RateLimitResponse_OK, 0)
 			expect("shadow: a check", usage("quiet", "eve", u64(0), 0), rlsv3.RateLimitResponse_OK, 1000)
 		})
 	}
