@@ -28,6 +28,9 @@ type Store struct {
 	closed atomic.Bool
 	specs  sync.Map // *algo.Limit → []string (see spec)
 	lones  sync.Map // *algo.Limit → string (see loneSpec)
+	// specN and loneN count the entries added to specs and lones since
+	// they were last cleared (see specCacheMax).
+	specN, loneN atomic.Int64
 	// batches coalesce single-slot takes: one batcher outside a Cluster;
 	// on a Cluster one per partition (range of 256 hash slots, the
 	// failure domain of Partition), so that a master that hangs holds up
@@ -334,11 +337,26 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// specCacheMax bounds the limits whose script arguments specs and lones
+// keep. They are keyed by the *algo.Limit, and callers compile limits
+// anew: policy.Engine one per lease it releases or renews, limiter's
+// SetParams one per call, each configuration reload one per rule.
+// Unbounded, the caches kept every limit ever used, and its arguments,
+// for the life of the store: a server releasing a thousand leases a
+// second grew by gigabytes a day. Past the bound a cache starts afresh,
+// and the limits in use are added again at their next call. 16384 is
+// far more limits than a configuration has, a few megabytes at most.
+const specCacheMax = 1 << 14
+
 func (s *Store) loneSpecOf(l *algo.Limit) string {
 	if v, ok := s.lones.Load(l); ok {
 		return v.(string)
 	}
-	v, _ := s.lones.LoadOrStore(l, loneSpec(l))
+	v, loaded := s.lones.LoadOrStore(l, loneSpec(l))
+	if !loaded && s.loneN.Add(1) > specCacheMax {
+		s.loneN.Store(0)
+		s.lones.Clear()
+	}
 	return v.(string)
 }
 
@@ -346,7 +364,11 @@ func (s *Store) specOf(l *algo.Limit) []string {
 	if v, ok := s.specs.Load(l); ok {
 		return v.([]string)
 	}
-	v, _ := s.specs.LoadOrStore(l, spec(l))
+	v, loaded := s.specs.LoadOrStore(l, spec(l))
+	if !loaded && s.specN.Add(1) > specCacheMax {
+		s.specN.Store(0)
+		s.specs.Clear()
+	}
 	return v.([]string)
 }
 
