@@ -96,7 +96,10 @@
 // the next sender takes up to WithBatchSize of them into one script call
 // (one on a Cluster per hash slot, pipelined), so one round trip and one
 // script run decide many keys. WithBatchWindow trades latency for larger
-// batches; WithInflightBatches bounds the batches in flight. Calls are
+// batches; WithInflightBatches bounds the batches in flight. On a Cluster
+// each range of 256 hash slots (a partition, see Partition) has a batcher
+// of its own, with its own batches in flight, so that a master that hangs
+// holds up its own ranges' calls only. Calls are
 // pooled, so a busy store does not allocate per decision beyond the
 // client's command buffers.
 //
