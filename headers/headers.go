@@ -49,10 +49,12 @@
 package headers
 
 import (
+	"fmt"
 	"math/bits"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -110,6 +112,58 @@ type Options struct {
 	// RateLimit-Policy, so that a client reads q and r in bytes, not in
 	// requests. "" or Requests: no qu, as before.
 	CostUnit string
+}
+
+// Check reports a field name of o that a response cannot carry: the name
+// of a field o's Set writes that is not a token (RFC 9110 §5.1), which
+// net/http drops from a response without a word, or two such names that
+// are one field (names compare case-insensitively), which would leave one
+// value, the later field's, under both. Names of fields the Set leaves
+// out are not checked. Constructors taking Options (middleware.New) call
+// it; the Writer does not, and writes what it is given.
+func (o Options) Check() error {
+	set := o.Set
+	if set == 0 {
+		set = Default
+	}
+	n := o.Names.WithDefaults()
+	fs := [nFields]struct {
+		label, name string
+		in          Set
+	}{
+		{"Policy", n.Policy, IETF}, {"RateLimit", n.RateLimit, IETF},
+		{"Limit", n.Limit, XRateLimit}, {"Remaining", n.Remaining, XRateLimit}, {"Reset", n.Reset, XRateLimit},
+		{"RetryAfter", n.RetryAfter, RetryAfter},
+	}
+	for i, f := range fs {
+		if set&f.in == 0 {
+			continue
+		}
+		if !isToken(f.name) {
+			return fmt.Errorf("Names.%s %q is not a header field name (RFC 9110 §5.1: a token of letters, digits and !#$%%&'*+-.^_`|~); net/http would drop the field", f.label, f.name)
+		}
+		for _, g := range fs[:i] {
+			if set&g.in != 0 && strings.EqualFold(f.name, g.name) {
+				return fmt.Errorf("Names.%s %q and Names.%s %q are one header field: one value would hide the other", g.label, g.name, f.label, f.name)
+			}
+		}
+	}
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token, the syntax of a field
+// name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // Quota units (qu) of draft-ietf-httpapi-ratelimit-headers-10 §3.1.2, the

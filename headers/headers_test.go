@@ -431,3 +431,27 @@ func TestSecondsNearLargestDuration(t *testing.T) {
 		}
 	}
 }
+
+// Options.Check refuses the names of written fields that are not tokens
+// (net/http drops such a field from a response without a word) or that
+// name one field twice (one value would hide the other); names the Set
+// does not write are not checked.
+func TestOptionsCheck(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, ""},
+		{Options{Names: Names{Policy: "quota-policy", RateLimit: "Quota", Limit: "x-quota-limit", Remaining: "X-Quota-Left", Reset: "x-quota-reset", RetryAfter: "X-Retry-In"}}, ""},
+		{Options{Names: Names{RateLimit: "Rate Limit"}}, `Names.RateLimit "Rate Limit" is not a header field name`},
+		{Options{Names: Names{Limit: "X-Limit:"}}, `Names.Limit "X-Limit:" is not a header field name`},
+		{Options{Names: Names{Remaining: "x-ratelimit-limit"}}, `Names.Limit "X-RateLimit-Limit" and Names.Remaining "x-ratelimit-limit" are one header field`},
+		{Options{Set: IETF | RetryAfter, Names: Names{Policy: "Retry-After"}}, `Names.Policy "Retry-After" and Names.RetryAfter "Retry-After" are one header field`},
+		{Options{Set: IETF, Names: Names{Limit: "Rate Limit", RetryAfter: "RateLimit"}}, ""},
+	} {
+		err := c.o.Check()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)) {
+			t.Errorf("%+v: Check() = %v, want %q", c.o, err, c.want)
+		}
+	}
+}

@@ -74,7 +74,9 @@ type options struct {
 
 // WithHeaders chooses which header fields are written and under which
 // names (default: every field under its standard name; see package
-// headers).
+// headers). New refuses names a response cannot carry (headers.Options.Check):
+// one that is not a token, which net/http would drop without a word, or
+// two names of one field.
 func WithHeaders(o headers.Options) Option { return func(m *options) { m.headers = o } }
 
 // WithFallback registers the handler that serves requests a rule with
@@ -297,6 +299,9 @@ func New(d policy.Decider, domain string, x *dimension.Extractor, opts ...Option
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 	default:
 		return nil, fmt.Errorf("middleware: WithRefuseStatus(%d): a refusal is 429 (quota exceeded) or 503 (reduced capacity)", m.o.refuseStatus)
+	}
+	if err := m.o.headers.Check(); err != nil {
+		return nil, fmt.Errorf("middleware: WithHeaders: %w", err)
 	}
 	if m.o.costUnit != "" {
 		m.o.headers.CostUnit = m.o.costUnit

@@ -792,3 +792,29 @@ descriptors:
 		t.Errorf("problem body %s, want violated-policies [\"caf%%c3%%a9\"] as in the fields", r.body)
 	}
 }
+
+// New refuses field names a response cannot carry or that clash: net/http
+// drops a field whose name is not a token ("Rate Limit") without a word,
+// and two fields of one name ("X-Quota" for the limit and the remaining)
+// leave one value, the other's, under it. A name the field set does not
+// write is not checked.
+func TestHeaderNamesChecked(t *testing.T) {
+	c := newClock(t0)
+	for _, tc := range []struct {
+		o    headers.Options
+		want string // "" for none
+	}{
+		{headers.Options{Names: headers.Names{RateLimit: "Rate Limit"}}, `middleware: WithHeaders: Names.RateLimit "Rate Limit" is not a header field name`},
+		{headers.Options{Names: headers.Names{Policy: "RateLimit-Policy:"}}, `middleware: WithHeaders: Names.Policy "RateLimit-Policy:" is not a header field name`},
+		{headers.Options{Names: headers.Names{Reset: "X-Reset\n"}}, `middleware: WithHeaders: Names.Reset "X-Reset\n" is not a header field name`},
+		{headers.Options{Names: headers.Names{Limit: "X-Quota", Remaining: "x-quota"}}, `middleware: WithHeaders: Names.Limit "X-Quota" and Names.Remaining "x-quota" are one header field`},
+		{headers.Options{Names: headers.Names{RetryAfter: "RateLimit"}}, `middleware: WithHeaders: Names.RateLimit "RateLimit" and Names.RetryAfter "RateLimit" are one header field`},
+		{headers.Options{Set: headers.XRateLimit, Names: headers.Names{RateLimit: "Rate Limit", RetryAfter: "X-RateLimit-Limit"}}, ""},
+		{headers.Options{Names: headers.Names{Limit: "X-Quota-Limit", Remaining: "X-Quota-Left", Policy: "quota-policy"}}, ""},
+	} {
+		_, err := middleware.New(engine(t, perIPConfig, c), "web", extractor(t, perIP), middleware.WithHeaders(tc.o))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
+			t.Errorf("%+v: New: %v, want %q", tc.o, err, tc.want)
+		}
+	}
+}
