@@ -366,9 +366,26 @@ func (e *Engine) RateScales() []RateScale {
 	return out
 }
 
+// EffectiveLimits returns the configuration in force and, for any of its
+// rules, the limit the rule is decided with now (the configured one with
+// its override and scale applied; nil for a rule without a limit or of
+// another configuration), both from one snapshot: a reload in between
+// cannot pair a rule with another configuration's limit. Unlike
+// EffectiveLimit it tells apart rules that share a name.
+func (e *Engine) EffectiveLimits() (*Config, func(*Rule) *algo.Limit) {
+	s := e.snap.Load()
+	return s.cfg, func(r *Rule) *algo.Limit {
+		if r == nil || r.limit == nil || r.index >= len(s.cfg.rules) || s.cfg.rules[r.index] != r {
+			return nil
+		}
+		return s.limits[r.index].rate
+	}
+}
+
 // EffectiveLimit returns the limit rule of domain is decided with now: the
 // configured one with its override and scale applied; nil when the rule
-// does not exist or has no limit.
+// does not exist or has no limit. Of rules that share a name it returns
+// the first's (see EffectiveLimits).
 func (e *Engine) EffectiveLimit(domain, rule string) *algo.Limit {
 	s := e.snap.Load()
 	d := s.cfg.Domain(domain)

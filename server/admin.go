@@ -433,7 +433,7 @@ type RuleView struct {
 }
 
 func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
-	cfg := s.engine.Config()
+	cfg, effective := s.engine.EffectiveLimits()
 	v := ConfigView{Path: s.configPath, Version: s.engine.Version(), LastReload: s.lastReload.Load(), Dump: cfg.Dump()}
 	for _, d := range cfg.Domains() {
 		dv := DomainView{Name: d.Name}
@@ -443,7 +443,7 @@ func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 			if l := rule.Limit(); l != nil {
 				rv.Limit = l.String()
 			}
-			if l := s.engine.EffectiveLimit(d.Name, rule.Name); l != nil {
+			if l := effective(rule); l != nil {
 				rv.Effective = l.String()
 			}
 			dv.Rules = append(dv.Rules, rv)
