@@ -155,11 +155,15 @@
 //
 // When the store refuses a key (for any algorithm but Concurrency, whose
 // slots come back at any time) the refusal and its RetryAfter are kept: a
-// later Take of that key with at least the same cost is refused from the
-// cache, with the store's RetryAfter counted down, without a store call,
-// until RetryAfter has passed or the refusal is older than
-// WithOverLimitCacheTTL (1 s by default), whichever comes first; the store
-// is then asked again. Other requests can only push the retry later, so the
+// later Take of that key with the same cost (under a fixed window, any
+// cost up to the limit: it refuses until the window's end whatever the
+// cost) is refused from the cache, with the store's RetryAfter counted
+// down, without a store call, until RetryAfter has passed or the refusal
+// is older than WithOverLimitCacheTTL (1 s by default), whichever comes
+// first; the store is then asked again. A larger cost goes to the store,
+// whose RetryAfter for it is longer (a token bucket's by the time the
+// extra tokens take). A refusal dated after the clock's now (the wall
+// clock stepped back) is dropped. Other requests can only push the retry later, so the
 // cache never admits what the store would refuse; it refuses for up to the
 // TTL more than needed when another instance resets the key or refunds
 // units (Reset and Refund drop the keys they touch here, not on the other
@@ -175,7 +179,8 @@
 // key's true Remaining (one store call, as without the cache). A cached
 // key that the store then admits (another instance reset it) leaves the
 // cache. When the store cannot answer such a Take, the cached keys still
-// refuse it, whatever the failure policy: they report their cached
+// refuse it, whatever the failure policy (a larger cost than the cached
+// one too, with the cached RetryAfter, then a lower bound): they report their cached
 // refusal, the other keys what the policy reports for them with nothing
 // charged (FailOpen: a fresh key's capacity), and Result.Fallback is set.
 //

@@ -675,10 +675,13 @@ func (s *Store) fromCache(reqs []store.Request, out []algo.Decision) (res store.
 	now := s.nowUS()
 	hit = true
 	for i := range reqs {
-		d, ok := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now)
-		if ok {
-			out[i], some = d, true
+		d, ok, exact := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now)
+		some = some || ok
+		if ok && exact {
+			out[i] = d
 		} else {
+			// Not held, or held for a smaller cost whose RetryAfter
+			// would be too short for this one: the store tells.
 			hit = false
 		}
 	}
@@ -712,7 +715,7 @@ func (s *Store) forgetAdmitted(reqs []store.Request, out []algo.Decision) {
 // It is a fallback (Hooks.Fallback was called), not a CacheHit.
 func (s *Store) cachedRefusal(ctx context.Context, j *job, reqs []store.Request, out []algo.Decision, now int64) (hit bool, err error) {
 	for i := range reqs {
-		if _, hit = s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); hit {
+		if _, hit, _ = s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); hit {
 			break
 		}
 	}
@@ -723,7 +726,7 @@ func (s *Store) cachedRefusal(ctx context.Context, j *job, reqs []store.Request,
 		return true, err
 	}
 	for i := range reqs {
-		if d, ok := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); ok {
+		if d, ok, _ := s.cache.get(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now); ok {
 			out[i] = d
 		} else {
 			out[i] = store.Unwind(out[i], reqs[i].Cost)
