@@ -786,7 +786,9 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		default:
 			best := -1
 			for i := range p.descs {
-				if r := p.descs[i].rule; r != nil && r.Priority != "" {
+				// A rule another matched rule replaces is dropped below:
+				// only the rules that remain pick the class.
+				if r := p.descs[i].rule; r != nil && r.Priority != "" && !replacedRule(r, replaced) {
 					if k := dom.priorityRank(r.Priority); best < 0 || k < best {
 						best = k
 					}
@@ -804,11 +806,7 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		if r == nil {
 			continue
 		}
-		if r.named && replaced[r.Name] && !r.Unlimited {
-			// An unlimited rule is not replaced: envoyproxy/ratelimit
-			// sets it aside before it drops the replaced limits, so it
-			// stays OK and unlimited (limit_remaining 2^32-1) whatever
-			// replaces it.
+		if replacedRule(r, replaced) {
 			dp.rule = nil
 			continue
 		}
@@ -849,6 +847,15 @@ func (e *Engine) plan(p *plan, req *Request, st []Status) error {
 		}
 	}
 	return nil
+}
+
+// replacedRule reports whether another matched rule's replaces (the names
+// in replaced) drops r. An unlimited rule is not replaced:
+// envoyproxy/ratelimit sets it aside before it drops the replaced limits,
+// so it stays OK and unlimited (limit_remaining 2^32-1) whatever replaces
+// it.
+func replacedRule(r *Rule, replaced map[string]bool) bool {
+	return r.named && replaced[r.Name] && !r.Unlimited
 }
 
 // ruleName is the Status.Rule of a match: the rule's name, or for an Envoy
