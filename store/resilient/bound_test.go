@@ -139,3 +139,52 @@ func TestFailLocalBoundThroughRecovery(t *testing.T) {
 		t.Fatalf("store admitted %d after it came back, want the 6 it had left (local admissions are not carried to it)", after)
 	}
 }
+
+// TestFailLocalBoundThroughRestart: as TestFailLocalBoundThroughRecovery,
+// but the Redis is killed and restarted without persistence: it comes back
+// empty, having forgotten the 4 it admitted, and admits 10 afresh. The
+// window admits 4 + 9 + 10 = 23, past 2L and within the 3L doc.go gives a
+// store that comes back empty.
+func TestFailLocalBoundThroughRestart(t *testing.T) {
+	const n = 3
+	srv, ss := sharedRedis(t, n, resilient.WithPolicy(resilient.FailLocal), resilient.WithInstances(n),
+		resilient.WithBreaker(1, time.Second))
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Hour})
+	key := "restart-" + t.Name()
+	admitted := func() (yes int) {
+		for range 10 {
+			for _, s := range ss {
+				if take(t, s, key, l, 1).Allowed {
+					yes++
+				}
+			}
+		}
+		return yes
+	}
+	before := 0
+	for i := range 4 {
+		if take(t, ss[i%n], key, l, 1).Allowed {
+			before++
+		}
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	during := admitted()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, s := range ss {
+		for s.Ping(context.Background()) != nil || s.Breaker() != resilient.Closed {
+			if time.Now().After(deadline) {
+				t.Fatalf("breaker %v 5 s after the store came back", s.Breaker())
+			}
+			time.Sleep(20 * time.Millisecond) // waiting for a real process, not for math
+		}
+	}
+	after := admitted()
+	if before != 4 || during != 9 || after != 10 {
+		t.Fatalf("admitted %d before, %d during, %d after the outage; want 4, 9 and 10", before, during, after)
+	}
+}

@@ -61,8 +61,14 @@
 // at most 2L in any window that overlaps the outage (L + N when L < N). When
 // the store comes back, decisions return to it and the local state is left
 // to expire; the store has not seen the local admissions, so the window
-// during which it returns may likewise admit up to 2L. A run with fewer
-// instances than declared admits less (each keeps its share), never more.
+// during which it returns may likewise admit up to 2L. Those bounds hold
+// for a store that keeps its counts through the outage (a network
+// partition, a pause, a restart from persistence); one that comes back
+// empty (a Redis restarted without persistence) has forgotten what it
+// admitted before too, and the window that spans the outage may admit up
+// to 3L: what it admitted before, the local shares, and L afresh. A run
+// with fewer instances than declared admits less (each keeps its share),
+// never more.
 //
 // Release is not a decision, and no policy answers for it: when the store
 // does not release the leases, Release returns an error wrapping
