@@ -125,7 +125,9 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		hint := ""
 		if e.Mode == Sentinel && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
-			hint = " (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)"
+			// A server that does not know SENTINEL is no sentinel: a
+			// server of the wrong kind, not an outage.
+			return nil, fmt.Errorf("%w %q: %w (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)", ErrBadURL, redactURL(rawURL), err)
 		}
 		if h := connectHint(e.Addrs, co.TLSConfig, o.timeout, err); h != "" {
 			hint = h
@@ -136,13 +138,26 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		if hasCode(err.Error(), "WRONGPASS") || hasCode(err.Error(), "NOAUTH") {
 			return nil, fmt.Errorf("redis: connect to %s: %w: %w (check the URL's user and password)", redactURL(rawURL), ErrPermission, err)
 		}
+		if e.Mode == Sentinel && strings.Contains(err.Error(), "No such master with that name") {
+			// The sentinels answered: not an outage, and no retry changes it.
+			return nil, fmt.Errorf("%w %q: the sentinels monitor no master named %q (SENTINEL MASTERS on a sentinel lists the names): %w",
+				ErrBadURL, redactURL(rawURL), e.MasterSet, err)
+		}
 		if e.DB > 0 && strings.Contains(err.Error(), "DB index is out of range") {
 			return nil, fmt.Errorf("%w %q: database %d does not exist on the server%s", ErrBadURL, redactURL(rawURL), e.DB, databases(co))
 		}
 		return nil, fmt.Errorf("redis: connect to %s: %w: %w%s", redactURL(rawURL), store.ErrUnavailable, err, hint)
 	}
 	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
+		// A Sentinel or a replica is no server for redis:// either: say
+		// which it is (checkStandalone), else that it is a standalone one.
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		err := checkStandalone(ctx, client, e.Addrs[0], redactURL(rawURL))
+		cancel()
 		client.Close()
+		if err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w %q: the server is not a Redis Cluster (use redis://)", ErrBadURL, redactURL(rawURL))
 	}
 	if e.Mode == Standalone {
