@@ -54,7 +54,11 @@ func sourcesSum(srcs []source, skipped []string, probs Problems) [32]byte {
 // Watch polls the configuration at path every interval (DefaultWatchInterval
 // when interval <= 0) and, each time its content changes, loads it and calls
 // fn with the new Config, or with a nil Config and the Problems of an
-// invalid one. The content at the time of the call is the baseline: fn is
+// invalid one. A change is loaded once two polls in a row find the same
+// content, one or two intervals after it was written: a file caught
+// half-written (cp, or an editor saving in place) may be a valid
+// configuration that lacks the rules still to come, and would lift their
+// limits until the next poll. The content at the time of the call is the baseline: fn is
 // called for changes only. Polling content, rather than file events, also
 // sees edits through symlink swaps and network file systems, at the cost of
 // reading the files once per interval. Watch returns ctx's error when ctx is
@@ -94,9 +98,10 @@ type Watcher struct {
 	running  atomic.Bool
 
 	// Run's state: the sum of the content last loaded (at first, the
-	// baseline) and whether it held files.
-	last     [32]byte
-	hadFiles bool
+	// baseline) and whether it held files; seen is the sum at the last
+	// poll (see Run).
+	last, seen [32]byte
+	hadFiles   bool
 }
 
 // NewWatcher returns a Watcher of the configuration at path that calls fn
@@ -114,8 +119,9 @@ func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*
 		return nil, fmt.Errorf("policy: Watch: negative interval %v", interval)
 	}
 	srcs, skipped, probs := readSources(path)
+	sum := sourcesSum(srcs, skipped, probs)
 	return &Watcher{path: path, interval: interval, fn: fn, reload: make(chan struct{}, 1),
-		last: sourcesSum(srcs, skipped, probs), hadFiles: len(srcs) > 0}, nil
+		last: sum, seen: sum, hadFiles: len(srcs) > 0}, nil
 }
 
 // Load loads the configuration at path as Load does, from the very bytes
@@ -126,6 +132,7 @@ func NewWatcher(path string, interval time.Duration, fn func(*Config, error)) (*
 func (w *Watcher) Load() (*Config, error) {
 	srcs, skipped, probs := readSources(w.path)
 	w.last, w.hadFiles = sourcesSum(srcs, skipped, probs), len(srcs) > 0
+	w.seen = w.last
 	cfg, _, err := loadSources(w.path, srcs, skipped, probs)
 	return cfg, err
 }
@@ -169,7 +176,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		srcs, skipped, probs := readSources(w.path)
 		sum := sourcesSum(srcs, skipped, probs)
-		if sum == w.last && !forced {
+		settled := sum == w.seen
+		w.seen = sum
+		if !forced && (sum == w.last || !settled) {
+			// Unchanged, or changed since the last poll: a change is
+			// loaded once a poll finds it as the one before did, so that
+			// a file caught half-written (a cp or an editor writing in
+			// place) is not loaded — it could be a valid configuration
+			// that lacks the rules still to be written.
 			continue
 		}
 		w.last = sum

@@ -181,7 +181,7 @@ func TestWatcherBaselineAtNew(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go w.Run(ctx)
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(2500 * time.Millisecond) // two polls: the change, then the same again
 		synctest.Wait()
 		if got := c.list(); len(got) != 1 || got[0] != "8" {
 			t.Fatalf("fn got %q, want [8]: the write before Run", got)
@@ -224,10 +224,60 @@ func TestWatcherLoadIsTheBaseline(t *testing.T) {
 			t.Fatalf("fn got %q before any change, want nothing: the loaded content is the baseline", got)
 		}
 		write("7") // after the load
-		time.Sleep(time.Second)
+		// Two polls: the change, then the same again.
+		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if got := c.list(); len(got) != 1 || got[0] != "7" {
 			t.Fatalf("fn got %q, want [7]: the write after the load", got)
+		}
+	})
+}
+
+// TestWatcherWaitsForTheWriteToSettle: a change is loaded once two polls
+// in a row find the same content. A file rewritten between every two
+// polls, as a slow writer or one caught half-way would leave it, is not
+// loaded; once it stays, it is loaded at the second poll that finds it,
+// once. Before, each poll loaded what it found: a valid half of a file
+// lifted the limits of the rules still to be written until the next poll.
+func TestWatcherWaitsForTheWriteToSettle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "rules.yaml")
+		write := func(text string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(watchLimit("5"))
+		var c calls
+		w, err := NewWatcher(path, time.Second, func(cfg *Config, err error) { c.add(quotaOf(cfg, err)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go w.Run(ctx)
+		time.Sleep(500 * time.Millisecond) // between polls
+		// Half of the next file, a valid configuration without the rule,
+		// then a different half at each poll.
+		for i := range 3 {
+			write("domain: live\n" + strings.Repeat("#\n", i))
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if got := c.list(); len(got) != 0 {
+			t.Fatalf("fn got %q while the file changed at every poll, want nothing", got)
+		}
+		write(watchLimit("9"))
+		time.Sleep(time.Second) // one poll finds it
+		synctest.Wait()
+		if got := c.list(); len(got) != 0 {
+			t.Fatalf("fn got %q at the first poll that found the file whole, want nothing yet", got)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := c.list(); len(got) != 1 || got[0] != "9" {
+			t.Fatalf("fn got %q, want [9]: loaded once, at the second poll", got)
 		}
 	})
 }

@@ -298,7 +298,7 @@ func TestServeWarnsFailedReload(t *testing.T) {
 		if err := os.WriteFile(file, []byte(fmt.Sprintf("%s    burst: -1 # %d\n", good, i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // waiting for the watcher, a real process's timing
+		time.Sleep(300 * time.Millisecond) // two polls of 100 ms find the file alike: a change is loaded once it stays
 	}
 	if !strings.Contains(errb.String(), "level=WARN msg=\"configuration not reloaded") {
 		t.Fatalf("the reload failure is not a WARN line: %s", errb.String())
@@ -426,7 +426,7 @@ func TestServeLogsConfigWarnings(t *testing.T) {
 		if err := os.WriteFile(file, fmt.Appendf(nil, cfg, i), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // waiting for the watcher, a real process's timing
+		time.Sleep(300 * time.Millisecond) // two polls of 100 ms find the file alike: a change is loaded once it stays
 	}
 	deadline = time.Now().Add(5 * time.Second)
 	for !strings.Contains(errb.String(), want) || strings.Count(errb.String(), want) < 2 {
