@@ -94,3 +94,58 @@ func TestWriterCasesParseStrictly(t *testing.T) {
 		}
 	}
 }
+
+// A limit two descriptors of one request reach (a hierarchy's parent, by
+// its own descriptor and as the ancestor of its child's; the same
+// descriptor twice) is charged once and stated once: RateLimit-Policy and
+// RateLimit listed tenant-cap twice, `"tenant-cap";q=3;w=60, "user-cap";
+// q=10;w=3600, "tenant-cap";q=3;w=60`, one member per status rather than
+// per limit.
+func TestOneMemberPerLimitAcrossDescriptors(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 0, 10, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st, err := memory.New(memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg, err := policy.Parse("web.yaml", []byte(`
+domain: web
+descriptors:
+  - key: X-Tenant
+    hierarchy: true
+    rate_limit: {name: tenant-cap, unit: minute, requests_per_unit: 3}
+    descriptors:
+      - key: X-User
+        rate_limit: {name: user-cap, unit: hour, requests_per_unit: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.NewEngine(cfg, st, policy.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := policy.Descriptor{Entries: []policy.Entry{{Key: "X-Tenant", Value: "acme"}}}
+	user := policy.Descriptor{Entries: []policy.Entry{{Key: "X-Tenant", Value: "acme"}, {Key: "X-User", Value: "bob"}}}
+	for _, c := range []struct {
+		ds         []policy.Descriptor
+		pol, limit string
+	}{
+		{[]policy.Descriptor{tenant, user}, `"tenant-cap";q=3;w=60, "user-cap";q=10;w=3600`, `"tenant-cap";r=2;t=50, "user-cap";r=9;t=3590`},
+		{[]policy.Descriptor{user, tenant, tenant}, `"user-cap";q=10;w=3600, "tenant-cap";q=3;w=60`, `"user-cap";r=8;t=3590, "tenant-cap";r=1;t=50`},
+	} {
+		resp, err := e.Decide(context.Background(), policy.Request{Domain: "web", Descriptors: c.ds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw, h := http.Header{}, http.Header{}
+		NewWriter(Options{}).WriteStatuses(hw, resp.Statuses)
+		Write(h, FromStatuses(resp.Statuses), Options{})
+		for name, h := range map[string]http.Header{"Writer": hw, "Write": h} {
+			if got, got2 := h.Get("RateLimit-Policy"), h.Get("RateLimit"); got != c.pol || got2 != c.limit {
+				t.Errorf("%d descriptors, %s:\nRateLimit-Policy %s\nRateLimit        %s\nwant\n%s\n%s", len(c.ds), name, got, got2, c.pol, c.limit)
+			}
+		}
+	}
+}

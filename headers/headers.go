@@ -241,25 +241,36 @@ type Policy struct {
 // state. A policy is refusing (Allowed false) only when its limit
 // refused the request: not a shadow limit (which is marked Shadow), and
 // not a rate whose refusal borrowing answered.
+//
+// A limit several statuses state (a hierarchy's parent reached by its own
+// descriptor and as its child's ancestor, a descriptor sent twice) is
+// listed once, where it first comes: a policy equal to one listed already
+// is left out. Its members would say the same thing twice, and a client
+// would read two limits where one was charged.
 func FromStatuses(st []policy.Status) []Policy {
 	n := 0
 	for i := range st {
 		n += max(1, len(st[i].Limits))
 	}
 	ps := make([]Policy, 0, n)
+	add := func(p Policy) {
+		if !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
 	for i := range st {
 		s := &st[i]
 		if !s.Matched || s.Unlimited || s.Undecided() {
 			continue
 		}
 		if len(s.Limits) == 0 {
-			ps = append(ps, statusPolicy(s, s.Rule, s.Decision, s.Window, s.QuotaUnit, s.Shadow))
+			add(statusPolicy(s, s.Rule, s.Decision, s.Window, s.QuotaUnit, s.Shadow))
 			continue
 		}
 		for _, l := range s.Limits {
 			p := statusPolicy(s, l.Name, l.Decision, l.Window, l.QuotaUnit, l.Shadow)
 			p.Borrowed = l.Borrowed
-			ps = append(ps, p)
+			add(p)
 		}
 	}
 	return ps

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ import (
 // rather than from the package's code:
 //
 //   - one member per limit that applied (matched, limited, decided), in
-//     the statuses' order, in RateLimit-Policy and RateLimit alike;
+//     the statuses' order, in RateLimit-Policy and RateLimit alike, a
+//     limit two statuses state listed once;
 //   - the member's String is the policy's name, bytes outside printable
 //     ASCII and '%' as %xx (decoded back, the name itself);
 //   - q and r are non-negative Integers of at most 15 digits; w is
@@ -119,6 +121,16 @@ func randStatuses(r *rand.Rand) []policy.Status {
 	st := make([]policy.Status, r.IntN(5))
 	for i := range st {
 		s := &st[i]
+		if i > 0 && r.IntN(5) == 0 {
+			// A descriptor sent twice, or a parent reached twice: the
+			// same limit in two statuses.
+			*s = st[r.IntN(i)]
+			s.Limits = slices.Clone(s.Limits)
+			if len(s.Limits) > 2 && r.IntN(2) == 0 {
+				s.Limits = s.Limits[1:]
+			}
+			continue
+		}
 		switch r.IntN(10) {
 		case 0:
 			continue // unmatched
@@ -172,6 +184,16 @@ type wantPolicy struct {
 	enforced    bool // counted for X-RateLimit-* and Retry-After
 	retry       time.Duration
 	concurrency bool
+	id          limitID // a limit stated twice is listed once
+}
+
+// limitID is what a limit's statement says: two limits whose statements
+// say the same are one member.
+type limitID struct {
+	name, unit                string
+	quota, remaining          int64
+	window, reset, retry      time.Duration
+	allowed, shadow, borrowed bool
 }
 
 // wantPolicies lists the limits of st a response states, from the
@@ -201,7 +223,12 @@ func wantPolicies(st []policy.Status, o Options) []wantPolicy {
 			if !l.Decision.Allowed && l.Decision.RetryAfter != algo.Never && l.Decision.RetryAfter < w.reset {
 				w.reset = l.Decision.RetryAfter
 			}
-			out = append(out, w)
+			w.id = limitID{name: l.Name, unit: l.QuotaUnit, quota: l.Decision.Limit, remaining: l.Decision.Remaining,
+				window: l.Window, reset: w.reset, retry: l.Decision.RetryAfter,
+				allowed: l.Decision.Allowed || s.Code != policy.CodeOverLimit || l.Shadow, shadow: l.Shadow, borrowed: l.Borrowed}
+			if !slices.ContainsFunc(out, func(o wantPolicy) bool { return o.id == w.id }) {
+				out = append(out, w)
+			}
 		}
 	}
 	return out
