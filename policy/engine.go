@@ -110,6 +110,7 @@ type Engine struct {
 
 	adaptiveSet atomic.Pointer[adaptiveSet]
 	queues      queues
+	turns       Turns // DecideWait's held requests (hold)
 
 	shadowMu  sync.Mutex // guards shadowLog
 	shadowLog causelog.Limiter

@@ -142,9 +142,10 @@ func (e *Engine) tryWaiter(ctx context.Context) (bool, time.Duration, error) {
 // does not proceed, and is answered UNKNOWN with what it charged given
 // back (Refund: its units, as of when they were taken, and its
 // concurrency slots), so the next request's delay is as if it had never
-// come. A request arriving while others wait for the same
-// key is decided at once, as with golang.org/x/time/rate: the queue orders
-// the waiters, not the newcomers.
+// come, and the requests DecideWait holds behind it on the same shaper key
+// move up into the turn it gave up (Turns). A request arriving while
+// others wait for the same key is decided at once, as with
+// golang.org/x/time/rate: the queue orders the waiters, not the newcomers.
 func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) {
 	start := time.Now()
 	resp, err := e.Decide(ctx, req)
@@ -153,7 +154,7 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 	}
 	decided := time.Since(start)
 	if resp.Code == CodeOK {
-		return e.hold(ctx, resp, start)
+		return e.hold(ctx, req, resp, start)
 	}
 	if resp.Strategy != StrategyWait || resp.waitRule == nil {
 		return resp, nil
@@ -198,7 +199,7 @@ func (e *Engine) DecideWait(ctx context.Context, req Request) (Response, error) 
 	resp.Waited = time.Since(start)
 	switch {
 	case err == nil:
-		return e.hold(ctx, resp, start)
+		return e.hold(ctx, req, resp, start)
 	case ctx.Err() != nil:
 		return resp, ctx.Err()
 	case errors.Is(err, errStop):
@@ -241,15 +242,13 @@ func raiseRetry(resp *Response, retry time.Duration) {
 	}
 }
 
-// hold waits out an admitted response's Delay. When ctx ends first, the
-// request does not proceed (see abandon).
-func (e *Engine) hold(ctx context.Context, resp Response, start time.Time) (Response, error) {
+// hold waits out an admitted response's Delay, in turn with the other
+// requests DecideWait holds on the same shaper keys (Turns: a turn given
+// up moves those behind it up). When ctx ends first, the request does not
+// proceed (see abandon).
+func (e *Engine) hold(ctx context.Context, req Request, resp Response, start time.Time) (Response, error) {
 	if resp.Delay > 0 {
-		t := time.NewTimer(resp.Delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if e.turns.Hold(ctx, req, resp) != nil {
 			return e.abandon(ctx, resp, start)
 		}
 		resp.Delay = 0
