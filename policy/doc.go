@@ -104,7 +104,8 @@
 // is Request.Priority (matched ignoring case and surrounding spaces; a
 // class the domain does not declare is the default_priority, and sets
 // Response.PriorityUnknown), else the highest class a matched rule's
-// priority field assigns, else the domain's default_priority.
+// priority field assigns (a rule that another matched rule replaces
+// assigns none), else the domain's default_priority.
 //
 // # Strategies on excess
 //
