@@ -145,7 +145,7 @@ func classify(parent context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return ok
-	case parent.Err() != nil, errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
+	case callerExpired(parent), errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
 		return callers
 	case outage(err):
 		// Before contention: a call that met contention on one key and
@@ -157,6 +157,21 @@ func classify(parent context.Context, err error) outcome {
 		return contended
 	}
 	return storeErr
+}
+
+// callerExpired reports whether the caller ended the call: ctx is done,
+// or its deadline has passed though its timer has not fired yet. A store
+// client that sets its connection's deadline from the context's (Redis's)
+// can fail with its own i/o timeout an instant before the context's timer
+// fires; without the second test that timeout was a store failure about
+// half the time under a 3 ms caller deadline, the policy answering and
+// the breaker counting it.
+func callerExpired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // outage reports an error saying the store could not decide for now:
@@ -419,9 +434,18 @@ func partitionError(err error) *store.PartitionError {
 // call's deadline (ctx, the caller's, being live): the same timeout as an
 // abandoned call. Its text would add the key it was about (a client's
 // address or API key) and make each timeout a cause of its own to the
-// breaker's log.
+// breaker's log. One that gave up at the caller's deadline before ctx's
+// timer fired (see callerExpired) is context.DeadlineExceeded, as when
+// the timer fires first.
 func timeoutText(ctx context.Context, err error) error {
-	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case !errors.Is(err, context.DeadlineExceeded):
+		return err
+	case ctx.Err() == nil && callerExpired(ctx):
+		// The caller's deadline, an instant before its timer: its own
+		// error, as when the timer fires first.
+		return context.DeadlineExceeded
+	case ctx.Err() == nil:
 		return errTimeout
 	}
 	return err
