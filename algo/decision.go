@@ -233,6 +233,25 @@ func (l *Limit) Refund(s *State, now, at, cost int64) {
 	}
 }
 
+// Seen returns the latest time (µs) s has seen: the instant its latest
+// decision was made at, which is later than the now that decision was
+// given when the state had already seen a later one (a take that read its
+// clock before another's and reached the state after it, or a clock that
+// stepped back). A store reports it as the Result.At of a Take of one key,
+// so that the Refund of that take finds the window it was counted in.
+// Zero for a fresh state.
+func (l *Limit) Seen(s *State) int64 {
+	switch l.p.Algorithm {
+	case TokenBucket, GCRA, Shaper:
+		return s.B
+	case SlidingWindow:
+		return s.A
+	case FixedWindow, SlidingLog, SmoothBursty, SmoothWarmup, Concurrency:
+		return s.C
+	}
+	return 0
+}
+
 // Release gives back the slots of lease (Concurrency only) and reports
 // whether it held any. Lease 0 is the anonymous lease of Take: it can only
 // expire, so releasing it reports false and changes nothing.

@@ -246,9 +246,8 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		if s.closed.Load() {
 			return store.Result{}, errClosed
 		}
-		now := s.now()
-		err := s.takeOne(&out[0], r.Key, r.Limit, r.Cost, r.Lease, now)
-		return store.Result{Allowed: out[0].Allowed, At: now}, err
+		at, err := s.takeOne(&out[0], r.Key, r.Limit, r.Cost, r.Lease, s.now())
+		return store.Result{Allowed: out[0].Allowed, At: at}, err
 	}
 	if err := store.Check(reqs, out); err != nil {
 		return store.Result{}, fmt.Errorf("memory: %w", err)
@@ -289,14 +288,19 @@ func (s *Store) TakeKey(ctx context.Context, d *algo.Decision, prefix, key strin
 	if s.closed.Load() {
 		return 0, errClosed
 	}
-	now := s.now()
-	return now, s.takeOne(d, k, l, cost, lease, now)
+	return s.takeOne(d, k, l, cost, lease, s.now())
 }
 
 // takeOne decides one request and writes the decision into d, in place:
 // an algo.Decision returned by value through a chain of calls is copied
 // through memory at each (see algo.Limit.TakeLeaseTo).
-func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64, lease uint64, now int64) error {
+//
+// It returns the time the decision was made at: now, or the later time the
+// key's state had already seen (a take that read the clock before another
+// and locked the key after it), at which the algorithm decides and stamps
+// what it charges. A refund at the earlier now would look for a fixed
+// window's units in the window before the one that counted them.
+func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64, lease uint64, now int64) (int64, error) {
 	h := maphash.String(s.seed, key) // s.hash, by hand: it is not inlined
 	hk, sh := hashKey(h, key), &s.shards[h&s.mask]
 	kind := l.Algorithm()
@@ -305,7 +309,7 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 		if e == nil {
 			done, err := s.takeNew(d, sh, hk, key, l, cost, lease, now)
 			if done || err != nil {
-				return err
+				return now, err
 			}
 			continue // inserted meanwhile
 		}
@@ -319,15 +323,16 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 		if m&hasExt != 0 {
 			if !sh.load(e, kind, &st, now) {
 				e.mu.Unlock()
-				return errClosed
+				return 0, errClosed
 			}
 		} else if algo.Kind(m>>kindShift) == kind && int64(m&expMask) > now {
 			st.A, st.B, st.C = e.a, e.b, e.c
 		}
 		l.TakeLeaseTo(d, &st, now, cost, lease)
+		at := max(now, l.Seen(&st))
 		if st.Ext != nil || m&hasExt != 0 {
 			s.release(sh, e, hk, sh.save(e, &st, l, now), now)
-			return nil
+			return at, nil
 		}
 		exp := l.ExpiresAt(&st)
 		e.a, e.b, e.c = st.A, st.B, st.C
@@ -336,7 +341,7 @@ func (s *Store) takeOne(d *algo.Decision, key string, l *algo.Limit, cost int64,
 		if exp <= now {
 			s.removeFresh(sh, e, hk, now)
 		}
-		return nil
+		return at, nil
 	}
 }
 
