@@ -440,7 +440,11 @@ func ms(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	n := int64(d / time.Millisecond) // rounded up below: adding first overflows near the largest
+	if d%time.Millisecond != 0 {
+		n++
+	}
+	return n
 }
 
 // toPolicy converts and validates a native request; i names it in a batch.

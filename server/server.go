@@ -400,6 +400,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 			o(s)
 		}
 	}
+	if err := s.headerOpts.Check(); err != nil {
+		return nil, fmt.Errorf("server: WithHeaders: %w", err)
+	}
 	s.headerWriter = headers.NewWriter(s.headerOpts)
 	if s.metrics == nil {
 		s.metrics = metrics.New()
