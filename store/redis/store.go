@@ -1517,50 +1517,40 @@ func (s *Store) splits(n int, err error) bool {
 
 // execApart decides calls, refused as one script call (r) by a migration
 // of their slot (TRYAGAIN) or by the ACL for one of their keys (see
-// splits), on a goroutine of its own, so that the batch's sender goes on
-// with the next batch. The calls are sent again as one script call each:
-// those of one key, or of keys on one side of the migration, are decided
-// at once, and a call of a key the ACL refuses fails alone, with its own
-// key. The others are sent again (see tryAgainFirst) within the store's
-// timeout while their caller waits (it claimed them, to read their
-// requests again: a caller whose deadline passes meanwhile waits for
-// them, up to the store's timeout). A caller that left before is not sent
-// again.
+// splits): each is sent again as a script call of its own, on a goroutine
+// of its own, so that the batch's sender goes on with the next batch. A
+// call of one key, or of keys on one side of the migration, is decided at
+// once, and a call of a key the ACL refuses fails alone, with its own key.
+// The others are sent again (see tryAgainFirst) while their context lasts.
+// Each runs under its caller's context and the store's deadline, as a
+// lone call does (sendCtx): its caller, which waits for it (the call is
+// claimed, to read its requests again), returns by its deadline. Under
+// one context of the store's timeout for all of them, a caller whose own
+// deadline passed meanwhile waited up to that timeout. A caller that left
+// before is not sent again.
 func (s *Store) execApart(calls []*call, r reply) {
 	calls = slices.DeleteFunc(slices.Clone(calls), func(c *call) bool { return !c.claim() }) // the batcher reuses its batch's slice
-	if len(calls) == 0 {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.o.timeout)
-		defer cancel()
-		sas := make([]scriptArgs, len(calls))
-		for i, c := range calls {
-			s.appendGroup(&sas[i], c.op, c.now, c.reqs, nil, nil)
-		}
-		// A lone TRYAGAIN call has its reply: sent again below. A call
-		// left of a batch the ACL refused is sent again alone: its key may
-		// be one the user reaches, another caller's refused.
-		res := []reply{r}
-		if len(calls) > 1 || !isTryAgain(r.Error()) {
-			res = s.evalMultiOnce(ctx, sas)
-		}
-		var later []int
-		for i, r := range res {
-			if isTryAgain(r.Error()) {
-				later = append(later, i)
+	// A lone TRYAGAIN call has its reply: sent again after tryAgainFirst
+	// (retryTryAgain). A call left of a batch is sent again at once: its
+	// keys alone may be on one side of the migration, and a call left of
+	// a batch the ACL refused may be of a key the user reaches.
+	lone := len(calls) == 1 && isTryAgain(r.Error())
+	for _, c := range calls {
+		go func() {
+			ctx, cancel := s.sendCtx(c)
+			defer cancel()
+			sa := make([]scriptArgs, 1)
+			s.appendGroup(&sa[0], c.op, c.now, c.reqs, nil, nil)
+			var res []reply
+			if lone {
+				res = []reply{r}
+				s.retryTryAgain(ctx, sa, res, func(int) bool { return true })
 			} else {
-				s.finish(calls[i:i+1], r)
+				res = s.evalMulti(ctx, sa)
 			}
-		}
-		if len(later) == 0 {
-			return
-		}
-		s.retryTryAgain(ctx, sas, res, func(i int) bool { return !calls[i].stopped() })
-		for _, i := range later {
-			s.finish(calls[i:i+1], res[i])
-		}
-	}()
+			s.finish([]*call{c}, res[0])
+		}()
+	}
 }
 
 var argsPool = sync.Pool{New: func() any { return new(scriptArgs) }}
