@@ -255,9 +255,8 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if s.closed.Load() {
 		return store.Result{}, errClosed
 	}
-	now := s.now()
-	ok, err := s.takeMany(ctx, reqs, out, now)
-	return store.Result{Allowed: ok, At: now}, err
+	ok, at, err := s.takeMany(ctx, reqs, out, s.now())
+	return store.Result{Allowed: ok, At: at}, err
 }
 
 // TakeKey is Take for one request whose key is prefix+key, decided without
@@ -437,19 +436,26 @@ func dropPending(hs []held) {
 	}
 }
 
-func (s *Store) takeMany(ctx context.Context, reqs []store.Request, out []algo.Decision, now int64) (bool, error) {
+func (s *Store) takeMany(ctx context.Context, reqs []store.Request, out []algo.Decision, now int64) (bool, int64, error) {
 	idx := make([]int, len(reqs))
 	order, err := s.lockAll(ctx, reqs, now, idx)
 	if err != nil {
-		return false, err
+		return false, now, err
 	}
+	// Read the clock again with every key held: a take of one of them
+	// that read its clock after ours but locked the key first has left
+	// its later instant in the state, at which ours is then decided (a
+	// state's time never moves back), and reporting ours would send a
+	// refund to a fixed window before the one that counted it (see
+	// takeOne). Every decision held before read its clock before this.
+	now = max(now, s.now())
 	states := make([]algo.State, len(order))
 	for j, h := range order {
 		if !h.sh.load(h.e, reqs[slices.Index(idx, j)].Limit.Algorithm(), &states[j], now) {
 			for _, h := range order {
 				h.e.mu.Unlock()
 			}
-			return false, errClosed
+			return false, now, errClosed
 		}
 		states[j] = states[j].Clone()
 	}
@@ -501,7 +507,7 @@ func (s *Store) takeMany(ctx context.Context, reqs []store.Request, out []algo.D
 			s.release(h.sh, h.e, h.hk, false, now)
 		}
 	}
-	return ok, nil
+	return ok, now, nil
 }
 
 // Peek fills out with the decision Take would make for each request on its

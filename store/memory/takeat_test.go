@@ -20,14 +20,22 @@ import (
 // before, found the key had moved on and gave nothing back, and the units
 // stayed charged until the window ended. Result.At (and TakeKey's time)
 // is now the instant the take was decided at. A sliding window's refund
-// took the units off the sub-window before, which held none of them.
+// took the units off the sub-window before, which held none of them. A
+// Take of several keys reads the clock again once it holds them all.
 func TestTakeAtIsTheDecisionsInstant(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, p := range []algo.Params{
-		{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Minute},
-		{Algorithm: algo.SlidingWindow, Limit: 5, Period: time.Minute},
-	} {
-		t.Run(p.Algorithm.String(), func(t *testing.T) {
+	cases := []struct {
+		name  string
+		p     algo.Params
+		other bool // the first Take has a second key: one of several
+	}{
+		{"fixed_window", algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Minute}, false},
+		{"sliding_window", algo.Params{Algorithm: algo.SlidingWindow, Limit: 5, Period: time.Minute}, false},
+		{"fixed_window_two_keys", algo.Params{Algorithm: algo.FixedWindow, Limit: 5, Period: time.Minute}, true},
+	}
+	for _, c := range cases {
+		p := c.p
+		t.Run(c.name, func(t *testing.T) {
 			var calls atomic.Int64
 			reading, release := make(chan struct{}), make(chan struct{})
 			clock := func() time.Time {
@@ -53,8 +61,12 @@ func TestTakeAtIsTheDecisionsInstant(t *testing.T) {
 			var first store.Result
 			var firstErr error
 			var wg sync.WaitGroup
+			reqs := []store.Request{{Key: "k", Limit: l, Cost: 2}}
+			if c.other {
+				reqs = append(reqs, store.Request{Key: "o", Limit: l, Cost: 1})
+			}
 			wg.Go(func() {
-				first, firstErr = m.Take(ctx, []store.Request{{Key: "k", Limit: l, Cost: 2}}, make([]algo.Decision, 1))
+				first, firstErr = m.Take(ctx, reqs, make([]algo.Decision, len(reqs)))
 			})
 			<-reading
 			out := make([]algo.Decision, 1)
