@@ -41,8 +41,10 @@ func sharedRedis(t *testing.T, n int, opts ...resilient.Option) (*testserver.Ser
 // it each instance admits its share ⌊10 ÷ 3⌋ = 3 and no more.
 func TestFailLocalBoundAcrossInstances(t *testing.T) {
 	const n = 3
+	// A timeout no loaded machine reaches with the store up: a call of
+	// the first phase answered locally would take from the local share.
 	srv, ss := sharedRedis(t, n, resilient.WithPolicy(resilient.FailLocal), resilient.WithInstances(n),
-		resilient.WithBreaker(1, time.Hour))
+		resilient.WithBreaker(1, time.Hour), resilient.WithTimeout(time.Second))
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Hour})
 	key := "bound-" + t.Name()
 	before := 0
@@ -79,7 +81,7 @@ func TestFailLocalBoundAcrossInstances(t *testing.T) {
 func TestFailLocalBoundThroughRecovery(t *testing.T) {
 	const n = 3
 	srv, ss := sharedRedis(t, n, resilient.WithPolicy(resilient.FailLocal), resilient.WithInstances(n),
-		resilient.WithBreaker(1, time.Second))
+		resilient.WithBreaker(1, 2*time.Second), resilient.WithTimeout(300*time.Millisecond))
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Hour})
 	key := "recovery-" + t.Name()
 	admitted := func(rounds int) (yes int) {
@@ -148,7 +150,7 @@ func TestFailLocalBoundThroughRecovery(t *testing.T) {
 func TestFailLocalBoundThroughRestart(t *testing.T) {
 	const n = 3
 	srv, ss := sharedRedis(t, n, resilient.WithPolicy(resilient.FailLocal), resilient.WithInstances(n),
-		resilient.WithBreaker(1, time.Second))
+		resilient.WithBreaker(1, time.Second), resilient.WithTimeout(time.Second))
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Hour})
 	key := "restart-" + t.Name()
 	admitted := func() (yes int) {
