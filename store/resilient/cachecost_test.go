@@ -60,7 +60,7 @@ func TestCachedRefusalOfALargerCost(t *testing.T) {
 // cache holds as refused at cost 1 still refuses a larger cost under
 // FailOpen (its RetryAfter a lower bound, the store not there to say).
 func TestCachedRefusalOfALargerCostWhileDown(t *testing.T) {
-	srv, ss := sharedRedis(t, 1, resilient.WithPolicy(resilient.FailOpen))
+	srv, ss := sharedRedis(t, 1, resilient.WithPolicy(resilient.FailOpen), resilient.WithTimeout(time.Second))
 	s := ss[0]
 	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Hour})
 	key := "larger-" + t.Name()

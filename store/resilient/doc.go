@@ -90,7 +90,15 @@
 //
 // # Timeout and breaker
 //
-// Every call runs with its own deadline (WithTimeout, 50 ms by default). The
+// Every call runs with its own deadline (WithTimeout, 50 ms by default),
+// or 2 ms before the caller's when that comes sooner and leaves the store
+// at least 5 ms (Envoy's rate limit filter gives a call 20 ms by default):
+// a store that has not answered by then is slower than its callers can
+// wait, the call counts as a timeout for the breaker, and the policy
+// answers while the caller still listens; on a hung store the caller's
+// deadline would otherwise end every call, counted for no breaker, and the
+// policy never answer. A caller left less time keeps its deadline, whose
+// passing, as a cancellation, counts for no breaker. The
 // call runs on a goroutine of its own so that a store client that ignores
 // its context still cannot hold the caller past the deadline; its late
 // answer is discarded. A Take abandoned that way may still be charged by the

@@ -141,11 +141,13 @@ const (
 // is, with no policy answering.
 func (o outcome) returned() bool { return o == callers || o == storeErr }
 
-func classify(parent context.Context, err error) outcome {
+// classify classifies err, the error of a call whose caller ended it when
+// gone is set (see callerGone).
+func classify(gone bool, err error) outcome {
 	switch {
 	case err == nil:
 		return ok
-	case callerExpired(parent), errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
+	case gone, errors.Is(err, store.ErrBadRequest), errors.Is(err, store.ErrClosed):
 		return callers
 	case outage(err):
 		// Before contention: a call that met contention on one key and
@@ -159,15 +161,24 @@ func classify(parent context.Context, err error) outcome {
 	return storeErr
 }
 
-// callerExpired reports whether the caller ended the call: ctx is done,
-// or its deadline has passed though its timer has not fired yet. A store
-// client that sets its connection's deadline from the context's (Redis's)
-// can fail with its own i/o timeout an instant before the context's timer
-// fires; without the second test that timeout was a store failure about
-// half the time under a 3 ms caller deadline, the policy answering and
-// the breaker counting it.
-func callerExpired(ctx context.Context) bool {
-	if ctx.Err() != nil {
+// callerGone reports whether the caller ended the call: it cancelled ctx,
+// or ctx's deadline, when it was the call's (own false: it came before the
+// timeout; see callTimeout), has passed, though its timer may not have
+// fired yet. A store client that sets its connection's deadline from the
+// context's (Redis's) can fail with its own i/o timeout an instant before
+// the context's timer fires; tested on ctx.Err() alone, that timeout was a
+// store failure about half the time under a 3 ms caller deadline, the
+// policy answering and the breaker counting it. When the call's deadline
+// was its own, before the caller's, a deadline is the store's, even if the
+// caller's has passed too by the time the call is classified (a loaded
+// machine).
+func callerGone(ctx context.Context, own bool) bool {
+	switch err := ctx.Err(); {
+	case errors.Is(err, context.Canceled):
+		return true
+	case own:
+		return false
+	case err != nil:
 		return true
 	}
 	dl, ok := ctx.Deadline()
@@ -373,7 +384,8 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 		}
 		j.probes[i] = probe
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	timeout, own := s.callTimeout(ctx)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	j.ctx = cctx
@@ -384,7 +396,7 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 	case err = <-j.done:
 	case <-cctx.Done():
 		switch {
-		case ctx.Err() != nil:
+		case callerGone(ctx, own):
 			j.abandoned = true
 			err = ctx.Err()
 		case len(j.parts) > 1 && j.late.CompareAndSwap(running, handedOff):
@@ -398,13 +410,14 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 		}
 	}
 	placed := partitionError(err)
+	gone := callerGone(ctx, own)
 	if err != nil {
-		err = timeoutText(ctx, err)
+		err = timeoutText(gone, err)
 	}
 	if h := s.cfg.hooks.Call; h != nil {
 		h(op, time.Since(start), err)
 	}
-	o := classify(ctx, err)
+	o := classify(gone, err)
 	if handed {
 		j.handOff(lateGrace(s.cfg.timeout))
 	} else {
@@ -414,6 +427,42 @@ func (s *Store) call(ctx context.Context, op string, j *job) (outcome, error) {
 		s.resolve()
 	}
 	return o, err
+}
+
+// A caller whose deadline comes before the store timeout (Envoy's rate
+// limit filter gives a call 20 ms by default) has its call cut
+// callerReserve before that deadline, provided that leaves the store at
+// least minCallerWait (see callTimeout).
+const (
+	callerReserve = 2 * time.Millisecond
+	minCallerWait = 5 * time.Millisecond
+)
+
+// callTimeout is how long a call for ctx may wait for the store: the
+// timeout, or, when ctx's deadline comes sooner, until callerReserve
+// before it, if that leaves at least minCallerWait. A store that has not
+// answered by then is slower than its callers can wait: the call is a
+// timeout, counted by the breakers, and the policy answers while the
+// caller still listens. Left to the caller's deadline, every call on a
+// hung store (a partition dropping packets) would end with the caller's
+// own error, counted for no breaker, and the policy would never answer:
+// the breaker would stay closed and each call wait out its deadline. A
+// caller with less time left keeps its deadline, whose passing counts
+// for no breaker, so that a client with tiny deadlines cannot open the
+// breaker for the others.
+// own reports that the call's deadline comes before the caller's (or the
+// caller has none), so that its passing is the store's timeout.
+func (s *Store) callTimeout(ctx context.Context) (d time.Duration, own bool) {
+	d = s.cfg.timeout
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return d, true
+	}
+	left := time.Until(dl)
+	if cut := left - callerReserve; cut >= minCallerWait && cut < d {
+		return cut, true
+	}
+	return d, d < left
 }
 
 // partitionError returns the *store.PartitionError in err's chain, or nil.
@@ -431,24 +480,20 @@ func partitionError(err error) *store.PartitionError {
 }
 
 // timeoutText returns errTimeout for a store error that gave up at the
-// call's deadline (ctx, the caller's, being live): the same timeout as an
-// abandoned call. Its text would add the key it was about (a client's
-// address or API key) and make each timeout a cause of its own to the
-// breaker's log. One that gave up at the caller's deadline before ctx's
-// timer fired (see callerExpired) is context.DeadlineExceeded, as when
-// the timer fires first.
-func timeoutText(ctx context.Context, err error) error {
+// call's deadline, the caller being there (gone false; see callerGone):
+// the same timeout as an abandoned call. Its text would add the key it
+// was about (a client's address or API key) and make each timeout a cause
+// of its own to the breaker's log. One that gave up at the caller's
+// deadline is context.DeadlineExceeded, as when the context's timer fires
+// first.
+func timeoutText(gone bool, err error) error {
 	switch {
 	case !errors.Is(err, context.DeadlineExceeded):
 		return err
-	case ctx.Err() == nil && callerExpired(ctx):
-		// The caller's deadline, an instant before its timer: its own
-		// error, as when the timer fires first.
+	case gone:
 		return context.DeadlineExceeded
-	case ctx.Err() == nil:
-		return errTimeout
 	}
-	return err
+	return errTimeout
 }
 
 // count reports the outcome o of j's call, with error err, to the breakers
@@ -519,13 +564,13 @@ func (j *job) touches(parts []int) bool {
 // the probes). A call the store has not answered within the late grace
 // is counted as failed on each partition, some at once (see handOff).
 func (j *job) lateCount(err error) {
-	o := classify(context.Background(), err)
+	o := classify(false, err)
 	if o == ok || o == storeErr {
 		o = callers // neither success nor failure
 	}
 	placed := partitionError(err)
 	if err != nil {
-		err = timeoutText(context.Background(), err)
+		err = timeoutText(false, err)
 	}
 	j.count(o, err, placed)
 }
