@@ -77,8 +77,8 @@ var ErrInvalidOption = errors.New("resilient: invalid option")
 // must not call the Store.
 type Hooks struct {
 	// Call is called after every call that reached the store, with the
-	// operation ("take", "peek", "refund", "release", "reset", "inspect",
-	// "ping"), its latency and its error (nil on success; a timeout is an
+	// operation ("take", "peek", "refund", "release", "renew", "reset",
+	// "inspect", "ping"), its latency and its error (nil on success; a timeout is an
 	// error wrapping store.ErrUnavailable).
 	Call func(op string, latency time.Duration, err error)
 	// State is called when the state Store.Breaker reports changes: the
