@@ -596,8 +596,10 @@ type item struct {
 	borrowed    bool // this rate refused and the request borrows instead
 	lendDec     algo.Decision
 	lendDecided bool
+	lendTook    int64 // what an admitted request took from the lend pool
 	dec         algo.Decision
 	decided     bool
+	took        int64 // what an admitted request took from key (LimitStatus.Charged)
 }
 
 // descPlan is one request descriptor's part of the decision.
@@ -1219,6 +1221,9 @@ func (e *Engine) take(ctx context.Context, p *plan, resp *Response) error {
 		it.dec, it.decided = out[0], true
 		if res.Allowed {
 			p.took(reqs, res, resp)
+			if !res.Fallback {
+				it.took = reqs[0].Cost
+			}
 		}
 	}
 	return nil
@@ -1312,6 +1317,15 @@ func (e *Engine) takeEnforced(ctx context.Context, p *plan, enforce []int, lease
 		}
 		if res.Allowed {
 			p.took(reqs, res, resp)
+			if !res.Fallback {
+				for j, i := range idx {
+					if i >= 0 {
+						p.items[i].took = reqs[j].Cost
+					} else {
+						p.lendTook(-1-i, reqs[j].Cost)
+					}
+				}
+			}
 			return true, nil
 		}
 		// Borrow when every refusal is the rate of a rule with a ceil.
@@ -1367,6 +1381,17 @@ func (p *plan) lendDecision(i int, d algo.Decision) {
 	for k := range p.items {
 		if p.items[k].borrowed && p.items[k].lendKey == key {
 			p.items[k].lendDec, p.items[k].lendDecided = d, true
+		}
+	}
+}
+
+// lendTook records what an admitted request took from item i's lend pool
+// on every item that borrows from the same pool.
+func (p *plan) lendTook(i int, cost int64) {
+	key := p.items[i].lendKey
+	for k := range p.items {
+		if p.items[k].borrowed && p.items[k].lendKey == key {
+			p.items[k].lendTook = cost
 		}
 	}
 }
@@ -1521,7 +1546,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 			}
 			owner := limitName(it.rule, it.rule.Name, s.Rule)
 			ls := LimitStatus{Name: limitName(it.rule, itemName(it), s.Rule), Rule: owner, Shadow: it.shadow,
-				QuotaUnit: quotaUnit(it.lim), Borrowed: it.borrowed, lim: it.lim, cname: configuredName(it.rule)}
+				QuotaUnit: quotaUnit(it.lim), Borrowed: it.borrowed, lim: it.lim, cname: configuredName(it.rule), Charged: it.took}
 			ls.Decision, ls.Window = statusOf(it.lim, it.dec, now)
 			s.Limits = append(s.Limits, ls)
 			if it.borrowed {
@@ -1531,7 +1556,7 @@ func (e *Engine) finish(p *plan, resp *Response, take bool) {
 				}
 				if it.lendDecided {
 					lend := LimitStatus{Name: it.rule.parent.Name + "/lend", Rule: owner, Shadow: it.shadow, QuotaUnit: quotaUnit(it.lendLim),
-						lim: it.lendLim, cname: configuredName(it.rule.parent)}
+						lim: it.lendLim, cname: configuredName(it.rule.parent), Charged: it.lendTook}
 					lend.Decision, lend.Window = statusOf(it.lendLim, it.lendDec, now)
 					s.Limits = append(s.Limits, lend)
 					if !it.lendDec.Allowed && !it.shadow {

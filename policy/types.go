@@ -209,6 +209,18 @@ type LimitStatus struct {
 	// Status's Decision, and header fields never report it as the
 	// tightest limit.
 	Borrowed bool
+	// Charged is what this request took from the limit's key: the units
+	// (or concurrency slots) of the largest cost any of its descriptors
+	// asks of the key, which the engine charges once per request. So a
+	// descriptor that only checks (its cost 0, Envoy's hits_addend 0)
+	// reads here what its request's other descriptors took from a key it
+	// shares with them (an identical descriptor's, a parent's in a
+	// hierarchy), and a Remaining of 0 with Charged above 0 says that
+	// this request took the last units, not that they were gone before
+	// it. 0 when nothing was taken: a refused request, a Peek, a refusing
+	// or borrowing rate, a check alone on the key, and a decision the
+	// store's failure policy answered (Response.StoreFallback).
+	Charged int64
 	// Deny marks a requests_per_unit: 0 rule (always refuses, no store).
 	// Its Decision refuses with RetryAfter algo.Never and ResetAfter the
 	// time left in the rule's current window (windows aligned on the
