@@ -82,3 +82,33 @@ func TestCachedRefusalOfALargerCostWhileDown(t *testing.T) {
 		t.Fatalf("FailOpen refused a key the cache does not hold: %+v", d)
 	}
 }
+
+// TestRaisedLimitIsNotRefusedFromCache: a key refused under one limit and
+// asked again under another (an override raising it, a reload compiling
+// the rule anew) goes to the store, which admits it under the new limit:
+// the cache holds a refusal for the limit it was given.
+func TestRaisedLimitIsNotRefusedFromCache(t *testing.T) {
+	c := newClock()
+	inner := &counting{Store: memStore(t, c)}
+	s, err := resilient.New(inner, resilient.WithClock(c.Now), resilient.WithOverLimitCacheTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	low := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Hour})
+	high := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Hour})
+	take(t, s, "k", low, 1)
+	if take(t, s, "k", low, 1).Allowed {
+		t.Fatal("second take under the limit of 1 admitted")
+	}
+	calls := inner.takes.Load()
+	if take(t, s, "k", low, 1).Allowed || inner.takes.Load() != calls {
+		t.Fatal("the refusal was not answered from the cache")
+	}
+	if d := take(t, s, "k", high, 1); !d.Allowed {
+		t.Fatalf("under the raised limit: %+v, want admitted by the store", d)
+	}
+	if inner.takes.Load() != calls+1 {
+		t.Fatal("the take under the raised limit did not reach the store")
+	}
+}
