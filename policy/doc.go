@@ -14,7 +14,9 @@
 //     for rules whose strategy is wait, [Engine.Release] gives back
 //     concurrency slots, [Engine.Refund] everything an admitted request
 //     charged (one that does not go on). The Engine is a [Decider], what
-//     the server, the middleware and the gateway call.
+//     the server, the middleware and the gateway call. [Turns] holds
+//     admitted requests for a shaper's Delay, a turn given up moving
+//     those behind it up: DecideWait and the middleware hold with it.
 //   - Limits that change while running: [Engine.Reload], [Engine.Watch]
 //     (hot reload), [Engine.SetOverride] (runtime overrides),
 //     [Engine.SetRateScale], [Engine.Observe] and [Engine.RunAdaptive]
