@@ -1110,14 +1110,22 @@ func (s *Store) Inspect(ctx context.Context, key string) (algo.State, bool, erro
 	if !isInspector {
 		return algo.State{}, false, fmt.Errorf("resilient: %T cannot inspect keys", s.inner)
 	}
-	var st algo.State
-	var found bool
+	// The store's answer goes to a value of the call's own, read only
+	// when the call succeeded: a call left at the deadline still runs,
+	// and its late answer must not be written into what Inspect returned.
+	res := new(struct {
+		st    algo.State
+		found bool
+	})
 	_, err := s.callKeys(ctx, "inspect", []string{key}, func(ctx context.Context) error {
 		var err error
-		st, found, err = in.Inspect(ctx, key)
+		res.st, res.found, err = in.Inspect(ctx, key)
 		return err
 	})
-	return st, found, err
+	if err != nil {
+		return algo.State{}, false, err
+	}
+	return res.st, res.found, nil
 }
 
 // pingLimit is the limit of the probe key Ping peeks at.
