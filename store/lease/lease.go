@@ -87,6 +87,26 @@ type Store struct {
 	once sync.Once
 }
 
+// pass is what pass-through Takes charged on a key under limit at the
+// store's instant at, and no refund gave back.
+type pass struct {
+	at    int64
+	limit *algo.Limit
+	n     int64
+}
+
+// passed returns the units pass-through Takes charged on e's key under
+// l at at and no refund gave back, and where they are counted (nil for
+// none). e's lock is held.
+func (e *entry) passed(at int64, l *algo.Limit) *int64 {
+	for i := range e.passes {
+		if p := &e.passes[i]; p.at == at && p.limit == l && at != 0 {
+			return &p.n
+		}
+	}
+	return nil
+}
+
 // errClosed is Take's error once Close has begun.
 var errClosed = fmt.Errorf("lease store: %w", store.ErrClosed)
 
@@ -112,14 +132,13 @@ type entry struct {
 	// round trip); a refund to the slice puts back at most charged -
 	// units.
 	charged int64
-	// passed is how many units Takes that went to the shared store as
-	// they were (several requests at once) charged there for this key
-	// under passLimit at the store's instant passAt, and that no refund
-	// gave back: a refund stamped with the slice's instant may be of
-	// those, when both were charged at one instant.
-	passAt    int64
-	passLimit *algo.Limit
-	passed    int64
+	// passes are what Takes that went to the shared store as they were
+	// (several requests at once) charged there for this key, by instant
+	// and limit, less what refunds gave back: a refund stamped with the
+	// slice's instant may be of those, when both were charged at one
+	// instant. Only the slice's instant and the latest after it are kept
+	// (see notePass).
+	passes []pass
 
 	// A refusal of the shared store for refusedCost, repeated until
 	// refusedUntil for requests that need as much.
@@ -376,12 +395,26 @@ func (s *Store) notePassed(ctx context.Context, reqs []store.Request, at int64) 
 			return
 		}
 		if !e.dead {
-			if e.passAt != at || e.passLimit != r.Limit {
-				e.passAt, e.passLimit, e.passed = at, r.Limit, 0
-			}
-			e.passed += min(r.Cost, math.MaxInt64-e.passed)
+			e.notePass(at, r.Limit, r.Cost)
 		}
 		<-e.lock
+	}
+}
+
+// notePass adds cost units charged under l at at to e.passes. It keeps
+// those of the slice's instant and of the latest instant after it, at
+// which a slice may yet be taken (the store's time moves on), and forgets
+// the others. e's lock is held.
+func (e *entry) notePass(at int64, l *algo.Limit, cost int64) {
+	if n := e.passed(at, l); n != nil {
+		*n += min(cost, math.MaxInt64-*n)
+		return
+	}
+	e.passes = slices.DeleteFunc(e.passes, func(p pass) bool {
+		return p.at < e.at || p.at > e.at && p.at < at
+	})
+	if len(e.passes) < 4 { // a store whose time stepped back: bounded
+		e.passes = append(e.passes, pass{at: at, limit: l, n: cost})
 	}
 }
 
@@ -476,9 +509,10 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		e.refusedUntil = time.Time{}
 		// What pass-through Takes charged at r.At and no refund gave
 		// back: a refund stamped with the slice's instant may be of it.
-		passed := int64(0)
-		if e.passLimit == r.Limit && r.At == e.passAt && r.At != 0 {
-			passed = e.passed
+		var passed int64
+		pn := e.passed(r.At, r.Limit)
+		if pn != nil {
+			passed = *pn
 		}
 		if e.limit == r.Limit && r.At == e.at && r.At != 0 && r.Cost > 0 && s.clock().Before(e.expires) {
 			// What was admitted from the slice goes back into it, the
@@ -492,7 +526,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 			back := min(r.Cost, e.charged-e.units)
 			e.units += back
 			if n := min(r.Cost-back, passed); n > 0 {
-				e.passed -= n
+				*pn -= n
 				q := *r
 				q.Cost = n
 				rest = append(rest, q)
@@ -505,9 +539,11 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 				// again, nor, beyond the slice's, a pass-through's.
 				back := min(r.Cost, e.charged-e.units)
 				e.charged -= back
-				e.passed -= min(r.Cost-back, passed)
-			} else if r.Cost > 0 {
-				e.passed -= min(r.Cost, passed)
+				if pn != nil {
+					*pn -= min(r.Cost-back, passed)
+				}
+			} else if pn != nil && r.Cost > 0 {
+				*pn -= min(r.Cost, passed)
 			}
 			rest = append(rest, *r)
 		}
@@ -565,7 +601,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 			}
 			e.limit, e.units, e.charged, e.at, e.dec = nil, 0, 0, 0, algo.Decision{}
 			e.refusedUntil, e.refusedCost = time.Time{}, 0
-			e.passAt, e.passLimit, e.passed = 0, nil, 0
+			e.passes = nil
 			held = append(held, e)
 			break
 		}

@@ -105,3 +105,48 @@ func TestRefundOfPassThroughBeforeTheSlice(t *testing.T) {
 		t.Fatalf("after the refunds and Close, the shared store holds %d charged; want 0, nothing is admitted", got)
 	}
 }
+
+// What pass-through Takes charged at the slice's instant is kept while
+// later ones come: 88cc9eb kept the latest instant only, and a refund of
+// a Take of the slice's instant, made after Takes at later instants, was
+// dropped as before.
+func TestRefundOfPassThroughAfterLaterOnes(t *testing.T) {
+	clk := newClock()
+	m := shared(t, clk)
+	l, other := quota(t, algo.FixedWindow, 100), quota(t, algo.FixedWindow, 100)
+	s, err := lease.New(noClose{m}, lease.WithSlice(5), lease.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, first := take(t, s, "k", l, 1) // a slice at t: 5 charged, 1 admitted
+	var passes [][]store.Request
+	for i, cost := range []int64{3, 3, 2} { // at t, t+1ms, t+2ms
+		if i > 0 {
+			clk.Add(time.Millisecond)
+		}
+		reqs := []store.Request{{Key: "o", Limit: other, Cost: 1}, {Key: "k", Limit: l, Cost: cost}}
+		res, err := s.Take(ctx, reqs, make([]algo.Decision, 2))
+		if err != nil || !res.Allowed {
+			t.Fatalf("Take of two keys = %+v, %v", res, err)
+		}
+		for j := range reqs {
+			reqs[j].At = res.At
+		}
+		passes = append(passes, reqs)
+	}
+	for _, reqs := range passes {
+		if err := s.Refund(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Refund(ctx, []store.Request{{Key: "k", Limit: l, Cost: 1, At: first.At}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := 100 - remaining(t, m, "k", l); got != 0 {
+		t.Fatalf("after the refunds and Close, the shared store holds %d charged; want 0, nothing is admitted", got)
+	}
+}
