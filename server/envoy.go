@@ -606,7 +606,7 @@ func (s *Server) spendLikeEnvoy(ctx context.Context, req *policy.Request, resp *
 	var spent []bool // by descriptor; nil: none
 	var borrow []int // spent checks on a rule that may borrow
 	for i := range resp.Statuses {
-		if !spentCheck(&req.Descriptors[i], &resp.Statuses[i]) || chargedBeside(req, i) {
+		if !spentCheck(&req.Descriptors[i], &resp.Statuses[i]) {
 			continue
 		}
 		if spent == nil {
@@ -685,25 +685,6 @@ func (s *Server) uncharged(ctx context.Context, req *policy.Request, resp *polic
 	}
 }
 
-// chargedBeside reports whether descriptor i of req, a check, is
-// identical to another descriptor of req that has a cost: the engine
-// charges identical descriptors once, with the largest cost, so the
-// check's status is that charge's, and its 0 left says that the charge
-// took the last units, not that the limit was spent before the request.
-func chargedBeside(req *policy.Request, i int) bool {
-	d := &req.Descriptors[i]
-	for j := range req.Descriptors {
-		o := &req.Descriptors[j]
-		if j == i || (o.HitsSet && o.Hits == 0) || !slices.Equal(o.Entries, d.Entries) {
-			continue
-		}
-		if (o.Limit == nil) == (d.Limit == nil) && (o.Limit == nil || *o.Limit == *d.Limit) {
-			return true
-		}
-	}
-	return false
-}
-
 // mayBorrow reports whether st is the status of a rule with a ceil
 // (its limits list the rule's ceil, "rule/ceil"), which may borrow from
 // its parent when its own rate is spent.
@@ -739,15 +720,25 @@ func (s *Server) unspentBorrowers(ctx context.Context, req *policy.Request, prio
 }
 
 // spentCheck reports whether st, the status of d, is a check (a cost of
-// 0) admitted on an enforced window or bucket with nothing left.
+// 0) admitted on an enforced window or bucket that had nothing left before
+// the request: one of its limits stands at 0 left and the request took
+// nothing from it (LimitStatus.Charged). A limit its own request's other
+// descriptors emptied — an identical descriptor's, a parent's in a
+// hierarchy — is not spent to the check.
 func spentCheck(d *policy.Descriptor, st *policy.Status) bool {
 	if !d.HitsSet || d.Hits != 0 || !st.Matched || st.Unlimited || st.Shadow || st.Borrowed ||
 		st.Code != policy.CodeOK || !st.Decision.Allowed || st.Decision.Remaining > 0 || st.RuleLimit == nil {
 		return false
 	}
-	switch st.RuleLimit.Algorithm() {
-	case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog, algo.TokenBucket, algo.GCRA:
-		return true
+	for i := range st.Limits {
+		l := &st.Limits[i]
+		if l.Shadow || l.Borrowed || l.Deny || !l.Decision.Allowed || l.Decision.Remaining > 0 || l.Charged > 0 || l.Limit() == nil {
+			continue
+		}
+		switch l.Limit().Algorithm() {
+		case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog, algo.TokenBucket, algo.GCRA:
+			return true
+		}
 	}
 	return false
 }
