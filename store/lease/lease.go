@@ -113,6 +113,12 @@ var errClosed = fmt.Errorf("lease store: %w", store.ErrClosed)
 type shard struct {
 	mu sync.Mutex
 	m  map[string]*entry
+	// pend holds what pass-through Takes charged at the store's instant
+	// pendAt on the shard's keys that had no entry then, for a slice a
+	// key may yet take at that instant (see notePassed); the notes of an
+	// earlier instant are dropped, as no slice is taken at one.
+	pendAt int64
+	pend   map[string][]pass
 }
 
 // entry is one key's lease. lock (a one-slot channel, so that a waiter can
@@ -364,31 +370,59 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		// charged as well: it goes back into this slice.
 		e.charged = 0
 	}
+	moved := res.At != e.at
 	e.at, e.units, e.charged = res.At, want-r.Cost, e.charged+want
+	if moved {
+		s.adoptPassed(r.Key, e, res.At)
+	}
 	e.expires = now.Add(s.ttl)
 	e.dec = *d
 	d.Remaining = min(d.Remaining+e.units, d.Limit)
 	return res, nil
 }
 
-// notePassed records, for the keys of reqs that have an entry, the units
-// a Take that went to the shared store as it was charged there at the
-// store's instant at, so that a refund of them goes back to the shared
-// store rather than into a slice of the key taken at that same instant
-// (a store clock that stands still, or one coarser than the round trips),
-// before the Take or after it (see Refund). Keys without an entry are
-// left alone: a pass-through Take creates none, and a refund finds no
-// slice of such a key unless one is taken at that very instant later.
+// notePassed records, for each key of reqs, the units a Take that went
+// to the shared store as it was charged there at the store's instant at,
+// so that a refund of them goes back to the shared store rather than into
+// a slice of the key taken at that same instant (a store clock that
+// stands still, or one coarser than the round trips), before the Take or
+// after it (see Refund). A key with an entry keeps the notes itself; the
+// notes of a key without one wait in its shard for a slice it may take
+// at that instant (adoptPassed).
 func (s *Store) notePassed(ctx context.Context, reqs []store.Request, at int64) {
 	for i := range reqs {
 		r := &reqs[i]
-		if r.Cost <= 0 || r.Key == "" {
+		if r.Cost <= 0 || r.Key == "" || at == 0 {
 			continue
 		}
-		e := s.lookup(r.Key)
+		sh := s.shard(r.Key)
+		sh.mu.Lock()
+		e := sh.m[r.Key]
 		if e == nil {
+			if sh.pendAt != at {
+				clear(sh.pend)
+				sh.pendAt = at
+			}
+			if sh.pend == nil {
+				sh.pend = make(map[string][]pass)
+			}
+			ps := sh.pend[r.Key]
+			if len(ps) < 4 { // limits sharing the key: bounded
+				found := false
+				for j := range ps {
+					if ps[j].limit == r.Limit {
+						ps[j].n += min(r.Cost, math.MaxInt64-ps[j].n)
+						found = true
+					}
+				}
+				if !found {
+					sh.pend[r.Key] = append(ps, pass{at: at, limit: r.Limit, n: r.Cost})
+				}
+			}
+			sh.mu.Unlock()
 			continue
 		}
+		sh.mu.Unlock()
 		select {
 		case e.lock <- struct{}{}:
 		case <-ctx.Done():
@@ -399,6 +433,24 @@ func (s *Store) notePassed(ctx context.Context, reqs []store.Request, at int64) 
 		}
 		<-e.lock
 	}
+}
+
+// adoptPassed moves into e the notes its key's shard holds of pass-through
+// Takes at at, the instant of the slice e is taking. e's lock is held.
+func (s *Store) adoptPassed(key string, e *entry, at int64) {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	if sh.pendAt == at {
+		if ps := sh.pend[key]; ps != nil {
+			delete(sh.pend, key)
+			sh.mu.Unlock()
+			for _, p := range ps {
+				e.notePass(p.at, p.limit, p.n)
+			}
+			return
+		}
+	}
+	sh.mu.Unlock()
 }
 
 // notePass adds cost units charged under l at at to e.passes. It keeps

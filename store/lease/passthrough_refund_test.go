@@ -150,3 +150,41 @@ func TestRefundOfPassThroughAfterLaterOnes(t *testing.T) {
 		t.Fatalf("after the refunds and Close, the shared store holds %d charged; want 0, nothing is admitted", got)
 	}
 }
+
+// The same when the pass-through Take comes before the key has any
+// entry, and its first slice is taken at the Take's instant: the shard
+// keeps the Take's note until then.
+func TestRefundOfPassThroughBeforeTheFirstSlice(t *testing.T) {
+	clk := newClock() // stands still
+	m := shared(t, clk)
+	l, other := quota(t, algo.FixedWindow, 100), quota(t, algo.FixedWindow, 100)
+	s, err := lease.New(noClose{m}, lease.WithSlice(5), lease.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reqs := []store.Request{{Key: "o", Limit: other, Cost: 1}, {Key: "k", Limit: l, Cost: 4}}
+	res, err := s.Take(ctx, reqs, make([]algo.Decision, 2))
+	if err != nil || !res.Allowed {
+		t.Fatalf("Take of two keys = %+v, %v", res, err)
+	}
+	_, first := take(t, s, "k", l, 1) // the key's first slice: 5 charged, 1 admitted
+	if first.At != res.At {
+		t.Fatalf("the slice's At %d is not the Take's %d", first.At, res.At)
+	}
+	for i := range reqs {
+		reqs[i].At = res.At
+	}
+	if err := s.Refund(ctx, reqs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refund(ctx, []store.Request{{Key: "k", Limit: l, Cost: 1, At: first.At}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := 100 - remaining(t, m, "k", l); got != 0 {
+		t.Fatalf("after the refunds and Close, the shared store holds %d charged; want 0, nothing is admitted", got)
+	}
+}
