@@ -6,8 +6,11 @@ import (
 )
 
 // Token bucket, GCRA and Shaper state: A = level, B = time of the last
-// update (µs), C = 1 once the key is in use (the zero C marks a fresh key;
-// B cannot, since 0 is a valid time).
+// update (µs), C = 1 + the time of the latest take that charged (µs), 1
+// for a key in use that none has charged yet (the zero C marks a fresh
+// key; B cannot, since 0 is a valid time). A refund reads C to tell
+// whether the level has fallen since the take it gives back (see
+// bucketRefund).
 //
 // The level is kept in unit·µs: one unit is worth Period µs and the bucket
 // refills Limit unit·µs every µs, so a rate such as 3 per second needs no
@@ -80,6 +83,9 @@ func (l *Limit) bucket(d *Decision, s *State, now, cost int64, commit bool) {
 		level -= cost * per
 		if commit {
 			s.A = level
+			if cost > 0 {
+				s.C = now + 1
+			}
 		}
 	default:
 		retry = micros(l.rateDiv.ceil(cost*per - level))
@@ -93,19 +99,39 @@ func (l *Limit) bucket(d *Decision, s *State, now, cost int64, commit bool) {
 	d.Delay = delay
 }
 
-func (l *Limit) bucketRefund(s *State, now, cost int64) {
+// bucketRefund gives back cost units of a take at at. The bucket without
+// the take would hold the cost more, up to its capacity, where it reached
+// it: from then on it wastes refill that the bucket with the take keeps,
+// and the two draw closer. When nothing has been taken since at, the
+// level has only risen, and its highest is now's: the cost, up to the
+// capacity, is exactly what the take still keeps. After other takes, the
+// level may have been higher in between (full again, then spent): giving
+// back the whole cost, a bucket full again after a while admitted its
+// capacity and then the refunded units on top, at one instant. Then it
+// gives back the cost less what refilled since at, the most the take can
+// still keep from the bucket whatever happened since (it left the level
+// at least cost below the capacity, and the level has risen by at most
+// the refill since); a take stamped after at (the state's time was ahead
+// of its store's) counts as one since, which errs the same way.
+func (l *Limit) bucketRefund(s *State, now, at, cost int64) {
 	if s.C == 0 {
 		return
 	}
-	l.refill(s, now)
+	now = l.refill(s, now)
 	capLevel := l.capLevel
 	if cost > l.capacity {
 		cost = l.capacity
 	}
-	s.A += cost * l.periodUS
-	if s.A > capLevel {
-		s.A = capLevel
+	back := cost * l.periodUS
+	if dt := now - at; s.C-1 > at && dt > 0 {
+		// dt × rate ≥ back, with the product in 128 bits, as in refill.
+		hi, lo := bits.Mul64(uint64(dt), uint64(l.p.Limit))
+		if hi != 0 || lo >= uint64(back) {
+			return
+		}
+		back -= int64(lo)
 	}
+	s.A = min(s.A+back, capLevel)
 }
 
 // bucketExpiry is when the bucket is full, plus the retention for a token

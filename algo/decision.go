@@ -196,8 +196,11 @@ func (l *Limit) decide(d *Decision, s *State, now, cost int64, lease uint64, com
 // all-or-nothing acquisition over several keys in stores that cannot lock
 // them together. For the windows, logs and buckets, refunding a Take at the
 // instant it was made restores the state's decisions exactly (buckets: at
-// any later instant too); units counted in a window that has since passed
-// are not given back. A take is stamped at the state's latest time when
+// any later instant too while nothing else has been taken since; after
+// other takes, a bucket gets back the cost less what refilled since at,
+// since it may have been full again meanwhile and spent, and the units the
+// take still keeps cannot be told then: it errs towards strictness); units
+// counted in a window that has since passed are not given back. A take is stamped at the state's latest time when
 // that is after its own (racing takes of one key in a store), so the
 // sliding log's Refund, while the state's time is below at + Period,
 // removes the oldest cost units stamped at or after at rather than only
@@ -207,10 +210,12 @@ func (l *Limit) decide(d *Decision, s *State, now, cost int64, lease uint64, com
 // later than the take's stamp, such as the now its Take was given (a
 // store's Result.At); a refund at a later instant, or of a take refunded
 // already, may remove units of takes made since. The Smooth algorithms move
-// the ticket back by what the cost is worth at the stable rate, never
-// before the latest time seen, and do not restore stored permits: they err
-// towards strictness. Concurrency ignores Refund: slots come back by
-// Release. A refund never leaves the state with more capacity than a fresh
+// the ticket back by what the cost is worth at the stable rate, less what
+// the permits stored since at are worth, never before the latest time
+// seen, and do not restore stored permits: inexact, mostly stricter, but
+// a take paid from stored permits gets their worth back as ticket time,
+// which lets the next request proceed up to that much sooner.
+// Concurrency ignores Refund: slots come back by Release. A refund never leaves the state with more capacity than a fresh
 // key, and never moves its time backwards.
 func (l *Limit) Refund(s *State, now, at, cost int64) {
 	if cost <= 0 {
@@ -225,9 +230,9 @@ func (l *Limit) Refund(s *State, now, at, cost int64) {
 	case SlidingWindow:
 		l.slidingWindowRefund(s, at, cost)
 	case TokenBucket, GCRA, Shaper:
-		l.bucketRefund(s, now, cost)
+		l.bucketRefund(s, now, at, cost)
 	case SmoothBursty, SmoothWarmup:
-		l.smoothRefund(s, cost)
+		l.smoothRefund(s, now, at, cost)
 	case Concurrency:
 		// Leases are given back by Release.
 	}

@@ -140,6 +140,9 @@ func divBucket(l *Limit, s *State, now, cost int64, commit bool) Decision {
 		level -= cost * per
 		if commit {
 			s.A = level
+			if cost > 0 {
+				s.C = now + 1 // the latest take, for refunds
+			}
 		}
 	default:
 		d.RetryAfter = micros(ceilDiv(cost*per-level, rate))

@@ -421,8 +421,10 @@ func (r *Reservation) Decision() algo.Decision {
 
 // Cancel gives the units back (store.Refund, or store.Release for a
 // Concurrency lease), as far as the algorithm can tell them apart; see
-// algo.Limit.Refund. A bucket takes them back whenever Cancel comes, a
-// window or log only while the window they were counted in lasts. For
+// algo.Limit.Refund. A bucket takes them back whenever Cancel comes (all
+// of them while nothing else was taken from the key; after other takes,
+// less what refilled since the reservation), a window or log only while
+// the window they were counted in lasts. For
 // SmoothBursty and SmoothWarmup the give-back is inexact: the ticket moves
 // back by what the units are worth at the stable rate, never before the
 // store's now, and the stored permits the take spent are not restored, so

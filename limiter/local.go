@@ -318,6 +318,9 @@ func (l *Local) allowBucket(now, n int64) (ok, done bool) {
 	if cost := n * l.per; level >= cost {
 		level -= cost
 		ok = true
+		if n > 0 {
+			s.C = s.B + 1 // the latest take, which algo's refunds read
+		}
 	}
 	s.A = level
 	return ok, true
@@ -447,8 +450,10 @@ func (r *LocalReservation) Delay() time.Duration {
 func (r *LocalReservation) Decision() algo.Decision { return r.d }
 
 // Cancel gives the units back (algo.Limit.Refund), as far as the algorithm
-// can tell them apart: a bucket takes them back whenever Cancel comes, a
-// window only while the window they were counted in lasts, and the Smooth
+// can tell them apart: a bucket takes them back whenever Cancel comes (all
+// of them while nothing else was taken; after other takes, less what
+// refilled since the reservation), a window only while the window they
+// were counted in lasts, and the Smooth
 // algorithms move their ticket back by what the units are worth at the
 // stable rate, never before now, without restoring the stored permits the
 // take spent: inexact, erring towards strictness (a SmoothBursty limiter

@@ -1,6 +1,7 @@
 -- Token bucket, GCRA and Shaper (algo/bucket.go). State (see load3): the
 -- kind (4, 5 or 6), A = level in unit·µs, B = time of the last
--- update (µs), C = 1 once the key is in use (0 marks a fresh key).
+-- update (µs), C = 1 + the time of the latest take that charged (µs), 1
+-- for a key in use that none has charged yet (0 marks a fresh key).
 -- Params: rate (limit per period), period (µs), capacity, delay (shaper),
 -- initial level in units (-1: full), retain (µs a full state is kept; 0
 -- for a bucket that starts full).
@@ -68,7 +69,10 @@ h.decide = function(st, p, now, cost, lease, commit)
       delay = micros(cdiv(capLevel - level - p.delay * per, rate))
     end
     level = level - cost * per
-    if commit then st.a = level end
+    if commit then
+      st.a = level
+      if cost > 0 then st.c = now + 1 end
+    end
   else
     retry = micros(cdiv(cost * per - level, rate))
   end
@@ -76,10 +80,18 @@ h.decide = function(st, p, now, cost, lease, commit)
 end
 h.refund = function(st, p, now, at, cost)
   if st.c == 0 then return end
-  refill(st, p, now)
+  now = refill(st, p, now)
   local capLevel = p.cap * p.per
   if cost > p.cap then cost = p.cap end
-  st.a = st.a + cost * p.per
+  local back = cost * p.per
+  -- After a take since at, the cost less the refill since at (see
+  -- algo's bucketRefund).
+  local dt = now - at
+  if st.c - 1 > at and dt > 0 then
+    if dt >= cdiv(back, p.rate) then return end
+    back = back - dt * p.rate
+  end
+  st.a = st.a + back
   if st.a > capLevel then st.a = capLevel end
 end
 h.save = function(st, p, now)

@@ -44,7 +44,8 @@ if kind == FIXED then
   if b > 0 or (allowed == 1 and cost > 0) then reset = max(left, 0) end
   if b ~= 0 then exp = start + per end
 else
-  -- bucket.lua: A = level in unit·µs, B = last update, C = 1 once used
+  -- bucket.lua: A = level in unit·µs, B = last update, C = 1 + the latest
+  -- take's time (1 once used)
   local rate, per, cap, delayUnits, init, retain = p1, p2, p3, p4, p5, p6
   local capLevel = cap * per
   -- expires: when the bucket is full again, plus retain (see retained in
@@ -84,6 +85,7 @@ else
       if wait > 0 then delay = idiv(wait - 1, rate) + 1 end
     end
     a = a - cost * per
+    if cost > 0 then c = max(now, b) + 1 end
   else
     retry = idiv(cost * per - a - 1, rate) + 1
   end

@@ -120,9 +120,15 @@ local h = {
   end,
   refund = function(st, p, now, at, cost)
     -- Give back the ticket time the cost is worth at the stable rate,
-    -- never moving the ticket before the latest time seen.
+    -- less what the permits stored since at are worth (algo's
+    -- smoothRefund), never moving the ticket before the latest time seen.
     if st.b == 0 or st.b <= st.c then return end
     local back = cost * p.stable
+    local dt = max(now, st.c) - at
+    if dt > 0 then
+      back = back - dt * p.stable / p.coolDown
+      if back <= 0 then return end
+    end
     if back < st.b - st.c then
       st.b = st.b - trunc(back)
     else
