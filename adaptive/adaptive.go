@@ -138,10 +138,15 @@ func Normalize(cfg Config) (Config, error) {
 		return fmt.Errorf("adaptive: %s %v: %s", field, v, rule)
 	}
 	switch {
-	case !(cfg.Min >= 1e-6 && cfg.Min <= cfg.Max):
-		return cfg, bad("min", cfg.Min, fmt.Sprintf("must be in [0.000001, max %v]", cfg.Max))
+	// Max is checked before Min, whose range it bounds: a Max that is no
+	// factor at all is the field to name, not a Min the user may not
+	// even have written.
 	case math.IsInf(cfg.Max, 0) || math.IsNaN(cfg.Max):
 		return cfg, bad("max", cfg.Max, "must be finite")
+	case cfg.Max < 1e-6:
+		return cfg, bad("max", cfg.Max, "must be at least 0.000001")
+	case !(cfg.Min >= 1e-6 && cfg.Min <= cfg.Max):
+		return cfg, bad("min", cfg.Min, fmt.Sprintf("must be in [0.000001, max %v]", cfg.Max))
 	case !(cfg.Initial >= cfg.Min && cfg.Initial <= cfg.Max):
 		return cfg, bad("initial", cfg.Initial, fmt.Sprintf("must be in [min %v, max %v]", cfg.Min, cfg.Max))
 	case cfg.LatencyThreshold < 0:

@@ -230,6 +230,11 @@ func TestNewErrors(t *testing.T) {
 		{Config{LatencyThreshold: lat, Min: -1}, "adaptive: min -1: must be in [0.000001, max 1]"},
 		{Config{LatencyThreshold: lat, Min: 2}, "adaptive: min 2: must be in [0.000001, max 1]"},
 		{Config{LatencyThreshold: lat, Max: math.Inf(1)}, "adaptive: max +Inf: must be finite"},
+		// The field at fault is named, not the Min it bounds.
+		{Config{LatencyThreshold: lat, Max: math.NaN()}, "adaptive: max NaN: must be finite"},
+		{Config{LatencyThreshold: lat, Max: -1}, "adaptive: max -1: must be at least 0.000001"},
+		{Config{LatencyThreshold: lat, Min: 0.05, Max: 1e-7}, "adaptive: max 1e-07: must be at least 0.000001"},
+		{Config{LatencyThreshold: lat, Max: 0.05}, "adaptive: min 0.1: must be in [0.000001, max 0.05]"},
 		{Config{LatencyThreshold: lat, Initial: 0.05}, "adaptive: initial 0.05: must be in [min 0.1, max 1]"},
 		{Config{LatencyThreshold: -lat}, "adaptive: latency_threshold -100ms: must not be negative"},
 		{Config{LatencyThreshold: lat, Quantile: 1.5}, "adaptive: quantile 1.5: must be in (0, 1]"},
