@@ -169,7 +169,8 @@ func WithProbeKey(key string) Option {
 // acknowledged its writes, for at most timeout: Redis' WAIT, sent right
 // after the script on the same connection, so that it counts the script's
 // writes. A batch of coalesced decisions is one script call and waits
-// once. When fewer replicas acknowledge in time, a call that admitted, or
+// once (on a Cluster, one script call per hash slot it holds, each
+// followed by its WAIT on its master, all at once). When fewer replicas acknowledge in time, a call that admitted, or
 // gave back, returns an *AckError (store.ErrUnavailable): the write was
 // made on the master and may be lost in a failover, so the failure policy
 // answers it instead. A refused take is returned as refused, over several
