@@ -46,9 +46,10 @@ type Config struct {
 	// two steps; policy.Engine.StepAdaptive steps each rule's controller
 	// at its own Interval.
 	Interval time.Duration `yaml:"interval"`
-	// MinSamples is the fewest samples an interval needs to be judged
-	// (default 10; at least 1); an interval with fewer leaves the factor
-	// unchanged.
+	// MinSamples is the fewest samples a step needs to judge (default
+	// 10; at least 1). A step with fewer leaves the factor unchanged and
+	// carries its samples into the next step, unless an interval brings
+	// no sample at all (see the package doc).
 	MinSamples int64 `yaml:"min_samples"`
 }
 
@@ -65,7 +66,8 @@ type Change struct {
 	Reason string
 	// Overloaded reports that a signal passed its threshold.
 	Overloaded bool
-	// Samples and Errors count the interval's samples and failed ones.
+	// Samples and Errors count the samples judged and the failed ones:
+	// the interval's, with those carried from steps that had too few.
 	Samples, Errors int64
 	// Latency is the interval's latency quantile (estimated, see the
 	// package doc); zero without the latency signal or samples.
@@ -90,8 +92,9 @@ type Controller struct {
 	cur    atomic.Pointer[window] // where Observe counts
 	factor atomic.Uint64          // math.Float64bits of the factor
 
-	mu    sync.Mutex // serialises steps; guards spare
+	mu    sync.Mutex // serialises steps; guards spare and held
 	spare *window
+	held  tally // samples of steps that had too few, judged with the next
 }
 
 // New validates cfg, fills in its defaults and returns a Controller at the
@@ -104,6 +107,10 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{cfg: cfg, hist: cfg.LatencyThreshold > 0, slowT: uint64(cfg.LatencyThreshold)}
 	c.cur.Store(c.newWindow())
 	c.spare = c.newWindow()
+	if c.hist {
+		c.held.count = make([]uint64, numBuckets)
+		c.held.sum = make([]uint64, numBuckets)
+	}
 	c.factor.Store(math.Float64bits(c.bound(cfg.Initial)))
 	return c, nil
 }
@@ -196,7 +203,8 @@ func (c *Controller) SetFactor(f float64) float64 {
 	return f
 }
 
-// Pending returns how many samples the current interval has so far.
+// Pending returns how many samples the current interval has so far, not
+// counting those carried from steps that had too few.
 func (c *Controller) Pending() int64 { return int64(c.cur.Load().n.Load()) }
 
 // Observe records one request: its latency (negative counts as 0) and
@@ -221,25 +229,38 @@ func (c *Controller) Observe(latency time.Duration, failed bool) {
 // Step ends the current interval at now, judges its samples and moves the
 // factor: times Decrease (not below Min) on overload, plus Increase (not
 // above Max) when healthy, by at least 0.000001 either way, unchanged with
-// fewer than MinSamples samples.
+// fewer than MinSamples samples, which are then carried into the next step
+// unless its interval has none.
 func (c *Controller) Step(now time.Time) Change {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	w := c.cur.Swap(c.spare)
 	c.spare = w
-	n, errs, slow := w.n.Swap(0), w.errs.Swap(0), w.slow.Swap(0)
-	var est time.Duration
+	t := &c.held
+	n := w.n.Swap(0)
+	if n == 0 {
+		t.drop() // no traffic: what was carried says nothing of now
+	}
+	t.n += n
+	t.errs += w.errs.Swap(0)
+	t.slow += w.slow.Swap(0)
 	if w.h != nil {
-		est = w.h.quantile(c.cfg.Quantile)
+		w.h.drainInto(t)
 	}
 
 	old := c.Factor()
-	ch := Change{At: now, Old: old, New: old, Samples: int64(n), Errors: int64(errs)}
+	ch := Change{At: now, Old: old, New: old, Samples: int64(t.n), Errors: int64(t.errs)}
 	if ch.Samples < c.cfg.MinSamples {
 		ch.Reason = "too few samples: " + strconv.FormatInt(ch.Samples, 10) + " < " + strconv.FormatInt(c.cfg.MinSamples, 10)
 		return ch
 	}
+	n, errs, slow := t.n, t.errs, t.slow
+	var est time.Duration
+	if c.hist {
+		est = t.quantile(c.cfg.Quantile)
+	}
+	t.drop()
 
 	var over []string
 	var latOver bool
@@ -352,34 +373,48 @@ func bucketOf(v uint64) int {
 	return subCount + (e-subBits)*subCount + int(v>>(e-subBits)&(subCount-1))
 }
 
-// quantile drains the histogram and returns the mean of the samples in the
-// bucket holding the nearest-rank q-quantile (0 when empty).
-func (h *histogram) quantile(q float64) time.Duration {
-	var counts [numBuckets]uint64
-	var total uint64
+// tally holds the samples a step judges: its interval's, added to those
+// of earlier steps that had fewer than MinSamples. count and sum are the
+// histogram's, nil without the latency signal.
+type tally struct {
+	n, errs, slow uint64
+	count, sum    []uint64
+}
+
+// drop forgets the tally's samples.
+func (t *tally) drop() {
+	t.n, t.errs, t.slow = 0, 0, 0
+	clear(t.count)
+	clear(t.sum)
+}
+
+// drainInto empties the histogram into t.
+func (h *histogram) drainInto(t *tally) {
 	for i := range h.count {
-		counts[i] = h.count[i].Swap(0)
-		total += counts[i]
+		t.count[i] += h.count[i].Swap(0)
+		t.sum[i] += h.sum[i].Swap(0)
+	}
+}
+
+// quantile returns the mean of the samples in the bucket holding the
+// nearest-rank q-quantile of t's histogram (0 when empty).
+func (t *tally) quantile(q float64) time.Duration {
+	var total uint64
+	for _, n := range t.count {
+		total += n
 	}
 	if total == 0 {
-		for i := range h.sum {
-			h.sum[i].Store(0)
-		}
 		return 0
 	}
 	rank := ceilRank(q, total)
 	var cum uint64
-	var est time.Duration
-	found := false
-	for i, n := range counts {
-		sum := h.sum[i].Swap(0)
+	for i, n := range t.count {
 		cum += n
-		if !found && cum >= rank {
-			est = time.Duration(sum / n)
-			found = true
+		if cum >= rank {
+			return time.Duration(t.sum[i] / n)
 		}
 	}
-	return est
+	return 0
 }
 
 // factorUnit is the least a step moves the factor (within [Min, Max]): the

@@ -439,3 +439,61 @@ func TestStepSmallerThanRounding(t *testing.T) {
 		})
 	}
 }
+
+// TestTooFewSamplesCarried: a step with fewer than MinSamples samples
+// carries them into the next, so that a rule whose lowered factor itself
+// admits fewer than MinSamples requests an interval is still judged and
+// recovers; an interval without samples drops what was carried. Without
+// the carry a factor cut to where it admits 8 samples a second stayed
+// there for good, healthy as the samples were.
+func TestTooFewSamplesCarried(t *testing.T) {
+	c, err := New(Config{LatencyThreshold: 100 * time.Millisecond, Initial: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, slow := 20*time.Millisecond, 200*time.Millisecond
+	runSteps(t, c, []step{
+		{feed: steady(8, fast, 0), old: 0.5, new: 0.5, reason: "too few samples: 8 < 10"},
+		{feed: steady(8, fast, 0), old: 0.5, new: 0.55, reason: "recovered: p99 20ms", latency: fast},
+		{feed: steady(8, fast, 0), old: 0.55, new: 0.55, reason: "too few samples: 8 < 10"},
+		{feed: steady(2, slow, 0), old: 0.55, new: 0.385, reason: "p99 latency 200ms > 100ms threshold", latency: slow},
+		{feed: steady(6, slow, 0), old: 0.385, new: 0.385, reason: "too few samples: 6 < 10"},
+		{old: 0.385, new: 0.385, reason: "too few samples: 0 < 10"}, // the 6 slow ones dropped
+		{feed: steady(4, fast, 0), old: 0.385, new: 0.385, reason: "too few samples: 4 < 10"},
+		{feed: steady(6, fast, 1), old: 0.385, new: 0.435, reason: "recovered: p99 20ms", latency: fast},
+	})
+	feed(c, 9, fast, 3)
+	if ch := c.Step(time.Unix(1_700_000_100, 0)); ch.Samples != 9 || ch.Errors != 3 {
+		t.Errorf("too few: Samples, Errors = %d, %d, want 9, 3", ch.Samples, ch.Errors)
+	}
+	feed(c, 3, fast, 0)
+	if ch := c.Step(time.Unix(1_700_000_101, 0)); ch.Samples != 12 || ch.Errors != 3 || ch.New != 0.485 {
+		t.Errorf("carried: Samples, Errors, New = %d, %d, %v, want 12, 3, 0.485", ch.Samples, ch.Errors, ch.New)
+	}
+}
+
+// TestLoweredFactorRecovers: the controller of a rule of 50 requests a
+// second, cut by an overload of five seconds to a factor that admits
+// fewer than MinSamples requests a second, comes back to its Max once the
+// latency is healthy again.
+func TestLoweredFactorRecovers(t *testing.T) {
+	c, err := New(Config{LatencyThreshold: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	for s := 1; s <= 60 && (s <= 5 || c.Factor() < 1); s++ {
+		lat := 20 * time.Millisecond
+		if s <= 5 {
+			lat = 200 * time.Millisecond
+		}
+		feed(c, int(c.Factor()*50), lat, 0) // demand above the limit
+		c.Step(t0.Add(time.Duration(s) * time.Second))
+		if s == 5 && c.Factor() != 0.16807 {
+			t.Fatalf("after the overload: factor %v, want 0.16807", c.Factor())
+		}
+	}
+	if got := c.Factor(); got != 1 {
+		t.Errorf("a minute later: factor %v, want 1", got)
+	}
+}

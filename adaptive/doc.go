@@ -15,7 +15,13 @@
 //   - healthy otherwise: the factor grows by Increase (0.05 by default), up
 //     to Max;
 //   - unchanged when the interval has fewer than MinSamples samples: no
-//     traffic is no evidence either way.
+//     traffic is no evidence either way. Its samples are not dropped but
+//     carried into the next step and judged with that interval's, so that
+//     a trickle is judged once MinSamples have come: a factor cut so low
+//     that the limit admits fewer than MinSamples requests an interval
+//     would otherwise never be judged again, and never recover. An
+//     interval without any sample drops what was carried: samples from
+//     before a silence say nothing of the service after it.
 //
 // Every step returns a Change with the old and new factor and the reason in
 // words ("p99 latency 180ms > 100ms threshold", "error ratio 12% > 5%",
