@@ -69,8 +69,9 @@ type Change struct {
 	// Samples and Errors count the samples judged and the failed ones:
 	// the interval's, with those carried from steps that had too few.
 	Samples, Errors int64
-	// Latency is the interval's latency quantile (estimated, see the
-	// package doc); zero without the latency signal or samples.
+	// Latency is the latency quantile of the samples judged (estimated,
+	// see the package doc); zero without the latency signal, or when too
+	// few samples left nothing judged.
 	Latency time.Duration
 }
 
