@@ -484,8 +484,11 @@ func escaped(s string) bool { return strings.ContainsAny(s, "%+") }
 // sees it, so that "A.EXAMPLE.COM:80" and "a.example.com." share the
 // counter of "a.example.com". An IP literal takes its canonical text: IPv6
 // without its brackets and zeros compressed ("[0:0::1]:80" is "::1", as
-// net/url's Hostname gives it), an IPv4-mapped one unmapped. It allocates
-// only when s has upper case or an IPv6 literal is not already canonical.
+// net/url's Hostname gives it), an IPv4-mapped one unmapped, a zone
+// dropped ("[fe80::1%25eth0]" is "fe80::1": the zone names an interface
+// of the client's, and any text would do, one counter per spelling). It
+// allocates only when s has upper case or an IPv6 literal is not already
+// canonical.
 func hostValue(s string) string {
 	if strings.HasPrefix(s, "[") {
 		if end := strings.IndexByte(s, ']'); end > 0 {
@@ -498,7 +501,7 @@ func hostValue(s string) string {
 	if strings.IndexByte(s, ':') >= 0 {
 		if a, err := netip.ParseAddr(s); err == nil {
 			var buf [64]byte
-			if t := a.Unmap().AppendTo(buf[:0]); string(t) != s {
+			if t := a.Unmap().WithZone("").AppendTo(buf[:0]); string(t) != s {
 				return string(t)
 			}
 			return s

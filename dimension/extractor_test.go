@@ -546,6 +546,10 @@ func TestHostSource(t *testing.T) {
 		{"[2001:DB8::1]:443", "2001:db8::1"},
 		{"::1", "::1"},
 		{"[::ffff:192.0.2.1]", "192.0.2.1"},
+		// A zone is the client's to choose: one counter, whatever it says.
+		{"[fe80::1%25eth0]:80", "fe80::1"},
+		{"[fe80::1%25x]", "fe80::1"},
+		{"[FE80::1%eth0]", "fe80::1"},
 		{"", ""},
 		{":80", ""},
 		{".", ""},
