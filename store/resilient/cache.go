@@ -3,6 +3,7 @@ package resilient
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -13,10 +14,19 @@ const cacheShards = 64
 // overLimit remembers keys the store refused until their RetryAfter, but
 // trusts each refusal for ttl at most: another instance may reset the key
 // meanwhile (an admin reset deletes the store's state, not this cache).
+//
+// resets counts the resets of any key (see reset): a refusal is put only
+// by a call that read the same count before it went to the store, so that
+// a Take in flight during a Reset of its key cannot put back the refusal
+// the Reset has just dropped (the key would be refused for up to ttl on
+// this instance although reset). One count for the whole cache keeps a
+// Take free of a per-request epoch: a reset costs the Takes then in
+// flight on other keys their caching, one store call each at most.
 type overLimit struct {
 	seed     maphash.Seed
 	perShard int
 	ttl      int64 // µs
+	resets   atomic.Uint64
 	shards   [cacheShards]cacheShard
 }
 
@@ -80,8 +90,14 @@ func (c *overLimit) get(key string, lim *algo.Limit, cost, now int64) (d algo.De
 	return d, true, exact
 }
 
-// put remembers that cost on key was refused at now with decision d.
-func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Decision) {
+// epoch returns the count of resets, to pass to put by a call that reads
+// it before it goes to the store.
+func (c *overLimit) epoch() uint64 { return c.resets.Load() }
+
+// put remembers that cost on key was refused at now with decision d, by a
+// call that read epoch before it went to the store; nothing is put if a
+// key has been reset since (the refusal may predate the reset).
+func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Decision, epoch uint64) {
 	if d.Allowed || d.IsNever() || d.RetryAfter <= 0 || cost <= 0 || lim.Algorithm() == algo.Concurrency {
 		return
 	}
@@ -89,6 +105,11 @@ func (c *overLimit) put(key string, lim *algo.Limit, cost, now int64, d algo.Dec
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	// Under the shard's lock: reset counts before it takes the lock to
+	// drop, so a put that sees the old count inserts before that drop.
+	if c.resets.Load() != epoch {
+		return
+	}
 	if old, ok := sh.m[key]; ok && old.lim == lim && old.cost < cost && old.trust > now && old.at <= now {
 		return // the smaller refused cost is the more useful entry
 	}
@@ -114,6 +135,15 @@ func (c *overLimit) evict(sh *cacheShard, now int64) {
 		delete(sh.m, k)
 		return
 	}
+}
+
+// reset drops key for a Reset and counts the reset, so that the calls in
+// flight then put no refusal (see put). Reset calls it before and after
+// the store's reset: a Take that went to the store in between may have
+// been refused on the state the reset deletes.
+func (c *overLimit) reset(key string) {
+	c.resets.Add(1)
+	c.drop(key)
 }
 
 func (c *overLimit) drop(key string) {

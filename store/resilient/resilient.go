@@ -654,12 +654,14 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		return store.Result{}, store.ErrClosed
 	}
 	cached := false
+	var epoch uint64 // the cache's resets before the store call
 	if s.cache != nil {
 		res, hit, some := s.fromCache(reqs, out)
 		if hit {
 			return res, nil
 		}
 		cached = some
+		epoch = s.cache.epoch()
 	}
 	j := s.getJob(runTake, reqs)
 	defer putJob(j)
@@ -667,7 +669,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	if err != nil && o != callers && !j.abandoned && j.res.Partial {
 		// The store answered (j is no longer its goroutine's): refused
 		// although part of it failed.
-		return s.partialTake(reqs, out, j, cached), nil
+		return s.partialTake(reqs, out, j, cached, epoch), nil
 	}
 	switch o {
 	case ok:
@@ -679,7 +681,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		if !res.Allowed && s.cache != nil {
 			now := s.nowUS()
 			for i := range reqs {
-				s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i])
+				s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i], epoch)
 			}
 		}
 		return res, nil
@@ -719,7 +721,7 @@ func (s *Store) contendedTake(reqs []store.Request, out []algo.Decision) store.R
 // Hooks.Call saw it; Hooks.Fallback is not called. The refusals the
 // store decided go to the over-limit cache, as any. A policy answering
 // for it would admit, failing open, what a live key refused.
-func (s *Store) partialTake(reqs []store.Request, out []algo.Decision, j *job, cached bool) store.Result {
+func (s *Store) partialTake(reqs []store.Request, out []algo.Decision, j *job, cached bool, epoch uint64) store.Result {
 	copy(out, j.out)
 	if cached {
 		s.forgetAdmitted(reqs, out)
@@ -727,7 +729,7 @@ func (s *Store) partialTake(reqs []store.Request, out []algo.Decision, j *job, c
 	if s.cache != nil {
 		now := s.nowUS()
 		for i := range reqs {
-			s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i])
+			s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i], epoch)
 		}
 	}
 	return store.Result{At: j.res.At, Partial: true}
@@ -1086,13 +1088,12 @@ func leaseCallFailed(op string, err error) error {
 
 // Reset forgets the keys on the store, in the local store and in the
 // over-limit cache. Unlike the decisions, it returns the store's error: an
-// operator must know that a reset did not happen.
+// operator must know that a reset did not happen. A Take in flight during
+// the Reset does not cache its refusal (see overLimit.put): it may have
+// been decided on the state the Reset deletes.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
-	for _, k := range keys {
-		if s.cache != nil {
-			s.cache.drop(k)
-		}
-	}
+	s.resetCached(keys)
+	defer s.resetCached(keys)
 	if local := s.localIfAny(); local != nil {
 		if err := local.Reset(ctx, keys...); err != nil {
 			return err
@@ -1161,6 +1162,17 @@ func (s *Store) Close() error {
 		err = errors.Join(err, local.Close())
 	}
 	return err
+}
+
+// resetCached drops keys from the over-limit cache for a Reset (see
+// overLimit.reset).
+func (s *Store) resetCached(keys []string) {
+	if s.cache == nil {
+		return
+	}
+	for _, k := range keys {
+		s.cache.reset(k)
+	}
 }
 
 func (s *Store) dropCached(reqs []store.Request) {
