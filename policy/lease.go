@@ -116,8 +116,11 @@ func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
 		if ttl <= longest {
 			continue
 		}
-		lim, err := algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: leases[i].Limit, LeaseTTL: longest})
-		if longest <= 0 || err != nil {
+		if longest <= 0 {
+			return &LeaseError{Index: i, Err: fmt.Errorf("no concurrency limit of this configuration has a lease TTL of %v", ttl)}
+		}
+		lim, err := e.leaseLimit(reqs[i].Key, leases[i].Limit, longest)
+		if err != nil {
 			return &LeaseError{Index: i, Err: fmt.Errorf("no concurrency limit of this configuration has a lease TTL of %v", ttl)}
 		}
 		reqs[i].Limit = lim
@@ -125,12 +128,62 @@ func (e *Engine) RenewLeases(ctx context.Context, leases []Lease) error {
 	return rn.Renew(ctx, reqs)
 }
 
+// leaseDomain returns the escaped domain of key, which passed
+// concurrencyKey.
+func (e *Engine) leaseDomain(key string) string {
+	rest := strings.TrimPrefix(key, e.o.prefix)
+	dom, _, _ := strings.Cut(rest[:strings.IndexByte(rest, '#')], "|")
+	return dom
+}
+
+// leaseLimit returns the concurrency limit of n slots and an effective
+// lease TTL of ttl for a lease on key (which passed concurrencyKey): the
+// configuration's own compiled limit when a rule in force of key's domain
+// has one (overrides and scales included), else one compiled for the
+// lease, as for a rule a reload removed or changed. Reusing the
+// configuration's limit matters to stores that cache per *algo.Limit
+// (store/redis): a limit compiled per lease released or renewed would
+// churn their caches. A concurrency limit's store state depends on its
+// slots and TTL only, so either limit releases and renews the same.
+func (e *Engine) leaseLimit(key string, n int64, ttl time.Duration) (*algo.Limit, error) {
+	dom := e.leaseDomain(key)
+	fits := func(l *algo.Limit) bool {
+		return l != nil && l.Algorithm() == algo.Concurrency && l.Params().Limit == n && l.Window(0) == ttl
+	}
+	if snap := e.snap.Load(); snap.cfg != nil {
+		var buf [64]byte
+		last, in, seen := "", false, false
+		for _, r := range snap.cfg.rules {
+			if r.index < 0 {
+				continue
+			}
+			if !seen || r.Domain != last { // a domain's rules come together: escape each once
+				last, in, seen = r.Domain, string(appendEscaped(buf[:0], r.Domain)) == dom, true
+			}
+			if !in {
+				continue
+			}
+			rl := snap.limits[r.index]
+			for _, l := range [3]*algo.Limit{rl.rate, rl.ceil, rl.lend} {
+				if fits(l) {
+					return l, nil
+				}
+			}
+			for _, l := range rl.pools {
+				if fits(l) {
+					return l, nil
+				}
+			}
+		}
+	}
+	return algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: n, LeaseTTL: ttl})
+}
+
 // longestLeaseTTL is the longest effective lease TTL among the
 // concurrency limits (overrides included) of the domain key belongs to, 0
 // if it has none. key passed concurrencyKey.
 func (e *Engine) longestLeaseTTL(key string) time.Duration {
-	rest := strings.TrimPrefix(key, e.o.prefix)
-	dom, _, _ := strings.Cut(rest[:strings.IndexByte(rest, '#')], "|")
+	dom := e.leaseDomain(key)
 	snap := e.snap.Load()
 	var longest time.Duration
 	if snap.cfg == nil {
@@ -175,7 +228,7 @@ func (e *Engine) leaseRequest(l Lease) (store.Request, error) {
 	if err := e.concurrencyKey(l.Key); err != nil {
 		return store.Request{}, err
 	}
-	lim, err := algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: l.Limit, LeaseTTL: l.TTL})
+	lim, err := e.leaseLimit(l.Key, l.Limit, l.TTL)
 	if err != nil {
 		return store.Request{}, err
 	}
