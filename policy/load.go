@@ -1907,8 +1907,54 @@ func (l *loader) finish(d *Domain) {
 		r.limit, r.fp = rl.rate, rl.fp
 		compiled[r] = rl
 		l.checkMaxWait(r, fs)
+		l.checkAdaptiveFloor(r, fs)
 	}
 	l.checkBorrowing(d, compiled)
+}
+
+// checkAdaptiveFloor warns when an adaptive rule, cut to its floor
+// (requests_per_unit scaled by min, as an Engine scales it: rounded down,
+// at least 1), admits fewer than min_samples requests per interval on
+// average: a rule held at its floor is judged only once the samples
+// carried over from several intervals reach min_samples, and not at all
+// while intervals come without samples (an empty one drops those
+// carried), so its factor may not be raised and the rule can stay cut.
+// Concurrency limits (slots, not a rate) and calendar windows are not
+// checked.
+func (l *loader) checkAdaptiveFloor(r *Rule, fs map[string]field) {
+	a := r.Adaptive
+	p := r.limit.Params()
+	if a == nil || p.Algorithm == algo.Concurrency || p.Calendar != algo.CalendarNone || p.Period <= 0 || a.Interval <= 0 {
+		return
+	}
+	floor := scaled(p, a.Min).Limit
+	perInterval := float64(floor) * float64(a.Interval) / float64(p.Period)
+	if perInterval >= float64(a.MinSamples) {
+		return
+	}
+	var fixes []string
+	if m := float64(a.MinSamples) * float64(p.Period) / (float64(p.Limit) * float64(a.Interval)); m <= a.Max {
+		step := math.Pow(10, math.Floor(math.Log10(m))-2)
+		fixes = append(fixes, "raise min to at least "+strconv.FormatFloat(math.Min(math.Ceil(m/step-1e-6)*step, a.Max), 'g', 3, 64))
+	}
+	need := time.Duration(math.Ceil(float64(a.MinSamples) * float64(p.Period) / float64(floor)))
+	need = (need + time.Millisecond - 1).Truncate(time.Millisecond)
+	fixes = append(fixes, "raise interval to at least "+formatDuration(need))
+	if n := int64(perInterval); n >= 1 {
+		fixes = append(fixes, "lower min_samples to at most "+strconv.FormatInt(n, 10))
+	}
+	l.warnf(fs["adaptive"].line(), "adaptive: cut to its floor (min %g), this rule admits %d per %s, %s per interval of %s, fewer than min_samples %d: "+
+		"held there, no interval has samples enough to be judged alone, so its factor rises only once samples carried over from several intervals reach min_samples, "+
+		"and not while intervals come without samples (which drop those carried): the rule can stay cut; %s",
+		a.Min, floor, formatDuration(p.Period), strconv.FormatFloat(perInterval, 'g', 3, 64), formatDuration(a.Interval), a.MinSamples, orList(fixes))
+}
+
+// orList joins items as "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }
 
 // checkBorrowing checks what depends on both ends of borrowing, once every
