@@ -76,7 +76,8 @@ type RouteSpec struct {
 	// Host matches the request's host, port excluded, case-insensitively:
 	// "api.example.com" exactly, "*.example.com" any subdomain; a final
 	// "." (a fully qualified name) is ignored, here as in the request's
-	// Host. Empty: any host.
+	// Host. An IPv6 literal ("::1" or "[::1]") matches the address however
+	// either side spells it, a zone ignored. Empty: any host.
 	Host string `yaml:"host"`
 	// PathPrefix matches the request path, percent-decoded and cleaned
 	// (dot segments resolved, repeated slashes merged), the way route
@@ -228,7 +229,11 @@ func (s *Section) compile() error {
 		if strings.HasPrefix(host, "*.") {
 			r.wildcard, host = true, host[1:]
 		}
-		if strings.ContainsAny(host, ":/*@ ") || host == "." || strings.HasSuffix(host, "..") {
+		if ip, ok := canonIP(host); ok && !r.wildcard {
+			// An IPv6 literal is matched in its canonical spelling, as
+			// the request's Host is: "0:0::1" is ::1.
+			host = ip
+		} else if strings.ContainsAny(host, ":/*@ ") || host == "." || strings.HasSuffix(host, "..") {
 			errs = append(errs, fmt.Errorf("%s.host: %q is not a host name (no port, scheme or path; \"*.\" only as a prefix)", at, rs.Host))
 		}
 		// A fully qualified name's final "." goes, as it goes from the
