@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate/gateway"
+	"github.com/floodgate/floodgate/policy"
 )
 
 // TestIPv6HostRoute: a route for an IPv6 literal matches the address in
@@ -45,6 +46,27 @@ descriptors:
 		r := do(t, "GET", srv.URL+"/", "Host", s.host)
 		if got := r.h.Get("RateLimit-Policy"); !strings.HasPrefix(got, `"`+s.want+`"`) {
 			t.Errorf("Host %s: RateLimit-Policy %q, want route %s", s.host, got, s.want)
+		}
+	}
+}
+
+// TestIPv6HostRouteSpelling: two routes for one IPv6 address spelled
+// differently match the same requests, which the section refuses as it
+// refuses any two such routes; an address with a port, or under "*.", is
+// still not a host.
+func TestIPv6HostRouteSpelling(t *testing.T) {
+	head := "domain: edge\ngateway:\n  routes:\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"same address", "    - {host: \"::1\"}\n    - {host: \"[0:0::1]\"}\n",
+			"gw.yaml:5: gateway: routes[1]: matches the same requests as routes[0]"},
+		{"with a port", "    - {host: \"[::1]:8080\"}\n",
+			`gw.yaml:4: gateway: routes[0].host: "[::1]:8080" is not a host name`},
+		{"wildcard", "    - {host: \"*.::1\"}\n",
+			`gw.yaml:4: gateway: routes[0].host: "*.::1" is not a host name`},
+	} {
+		_, err := policy.Parse("gw.yaml", []byte(head+tc.body))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s:\n got %v\nwant %s", tc.name, err, tc.want)
 		}
 	}
 }
