@@ -14,9 +14,28 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
+// ErrTLSMismatch is wrapped by Open's error when the URL's scheme does not
+// match the server's TLS: rediss:// at a plain server (the TLS handshake
+// gets no answer, and without TLS the server answers PING) or redis:// at
+// a TLS port (the server drops the connection, and a TLS handshake gets
+// an answer). The error wraps store.ErrUnavailable too, as any connection
+// error does, but no retry opens the store: the URL must change.
+var ErrTLSMismatch = errors.New("redis: the URL's scheme does not match the server's TLS")
+
+// hint is connectHint's hint: its text, " (…)", and the error it wraps
+// (ErrTLSMismatch for a URL whose scheme does not match the server's TLS,
+// else none).
+type hint struct {
+	text  string
+	cause error
+}
+
+func (h *hint) Error() string { return h.text }
+func (h *hint) Unwrap() error { return h.cause }
+
 // connectHint says, for Open's connection error err, what the server at
 // addrs seems to be when it is not a Redis server speaking what the URL
-// says (" (…)"), or "". It asks the server again to find out, each
+// says, or nil. It asks the server again to find out, each
 // address for at most timeout, only when err is one of these mistakes'
 // symptoms:
 //
@@ -29,30 +48,30 @@ import (
 //     answer (a certificate, trusted or not) says so.
 //   - a reply that is not RESP: the server is another kind; its first
 //     line, read again, says which (memcached, an HTTP server).
-func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err error) string {
+func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err error) *hint {
 	switch {
 	case strings.Contains(err.Error(), "unknown message type"):
 		for _, a := range addrs {
 			if line, ok := firstLine(a, tlsCfg, timeout, "HELLO 3"); ok {
-				return notRedisHint(line)
+				return &hint{text: notRedisHint(line)}
 			}
 		}
-		return notRedisHint("")
+		return &hint{text: notRedisHint("")}
 	case tlsCfg != nil && isTimeout(err):
 		for _, a := range addrs {
 			if line, ok := firstLine(a, nil, timeout, "PING"); ok && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")) {
-				return " (the TLS handshake with " + a + " got no answer within " + timeout.String() +
-					", and without TLS it answers PING: the server does not speak TLS; use redis:// for a plain server)"
+				return &hint{text: " (the TLS handshake with " + a + " got no answer within " + timeout.String() +
+					", and without TLS it answers PING: the server does not speak TLS; use redis:// for a plain server)", cause: ErrTLSMismatch}
 			}
 		}
 	case tlsCfg == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
 		for _, a := range addrs {
 			if speaksTLS(a, timeout) {
-				return " (" + a + " speaks TLS: use rediss://)"
+				return &hint{text: " (" + a + " speaks TLS: use rediss://)", cause: ErrTLSMismatch}
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // notRedisHint is the hint for a server whose reply, line (its first

@@ -32,6 +32,9 @@ func TestOpenNotRedis(t *testing.T) {
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("redis.Open: %v, want store.ErrUnavailable", err)
 		}
+		if errors.Is(err, redis.ErrTLSMismatch) {
+			t.Errorf("redis.Open: %v wraps redis.ErrTLSMismatch; the server is no Redis, TLS or not", err)
+		}
 		return err
 	}
 	t.Run("memcached", func(t *testing.T) {

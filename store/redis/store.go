@@ -84,7 +84,9 @@ var (
 // ACL stops wraps ErrPermission and lists the rules it needs (ACLRules),
 // as does a user or password the server refuses (WRONGPASS); a connection
 // error wraps store.ErrUnavailable, with a hint when the server seems not
-// to speak what the URL says (TLS or not, Redis's protocol or another's).
+// to speak what the URL says (TLS or not, Redis's protocol or another's);
+// a URL whose scheme does not match the server's TLS wraps ErrTLSMismatch
+// too.
 func Open(rawURL string, opts ...Option) (*Store, error) {
 	e, err := ParseURL(rawURL)
 	if err != nil {
@@ -123,15 +125,12 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	o.blockingPool = co.BlockingPoolSize
 	client, err := rueidis.NewClient(co)
 	if err != nil {
-		hint := ""
 		if e.Mode == Sentinel && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
 			// A server that does not know SENTINEL is no sentinel: a
 			// server of the wrong kind, not an outage.
 			return nil, fmt.Errorf("%w %q: %w (is it a Redis Sentinel? redis-sentinel:// takes the sentinels' addresses, not the master's)", ErrBadURL, redactURL(rawURL), err)
 		}
-		if h := connectHint(e.Addrs, co.TLSConfig, o.timeout, err); h != "" {
-			hint = h
-		}
+		h := connectHint(e.Addrs, co.TLSConfig, o.timeout, err)
 		if isPermission(err.Error()) {
 			return nil, fmt.Errorf("redis: connect to %s: %w: %w; it needs %s (docs/STORES.md)", redactURL(rawURL), ErrPermission, err, aclHint(o.probeKey))
 		}
@@ -146,7 +145,12 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		if e.DB > 0 && strings.Contains(err.Error(), "DB index is out of range") {
 			return nil, fmt.Errorf("%w %q: database %d does not exist on the server%s", ErrBadURL, redactURL(rawURL), e.DB, databases(co))
 		}
-		return nil, fmt.Errorf("redis: connect to %s: %w: %w%s", redactURL(rawURL), store.ErrUnavailable, err, hint)
+		if h != nil {
+			// %w: a URL whose scheme does not match the server's TLS
+			// wraps ErrTLSMismatch (storeurl.Transient).
+			return nil, fmt.Errorf("redis: connect to %s: %w: %w%w", redactURL(rawURL), store.ErrUnavailable, err, h)
+		}
+		return nil, fmt.Errorf("redis: connect to %s: %w: %w", redactURL(rawURL), store.ErrUnavailable, err)
 	}
 	if e.Mode == Cluster && client.Mode() != rueidis.ClientModeCluster {
 		// A Sentinel or a replica is no server for redis:// either: say

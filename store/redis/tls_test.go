@@ -72,7 +72,8 @@ func TestTLS(t *testing.T) {
 // handshake gets no answer until the timeout, says so and that the server
 // answers without TLS (use redis://), not only "context deadline
 // exceeded"; redis:// at a redis-server's TLS port, which resets the
-// connection, says that the server speaks TLS (use rediss://).
+// connection, says that the server speaks TLS (use rediss://). Both errors
+// wrap ErrTLSMismatch, which storeurl.Transient reads.
 func TestOpenTLSMismatch(t *testing.T) {
 	t.Run("rediss at a plain server", func(t *testing.T) {
 		addr := testserver.Redis(t)
@@ -81,6 +82,9 @@ func TestOpenTLSMismatch(t *testing.T) {
 		wantMessage(t, err, "the TLS handshake with "+addr+" got no answer within 500ms", "the server does not speak TLS; use redis:// for a plain server")
 		if !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("Open = %v, want store.ErrUnavailable (a connection error, as before)", err)
+		}
+		if !errors.Is(err, ErrTLSMismatch) {
+			t.Errorf("Open = %v, want ErrTLSMismatch", err)
 		}
 	})
 	t.Run("redis at a TLS port", func(t *testing.T) {
@@ -95,6 +99,9 @@ func TestOpenTLSMismatch(t *testing.T) {
 		err := openErr(t, "redis://"+addr, WithTimeout(2*time.Second))
 		t.Logf("Open: %v", err)
 		wantMessage(t, err, addr+" speaks TLS: use rediss://")
+		if !errors.Is(err, ErrTLSMismatch) || !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("Open = %v, want ErrTLSMismatch and store.ErrUnavailable", err)
+		}
 	})
 }
 

@@ -50,14 +50,6 @@ func WithRetryBackoff(min, max time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = min, max }
 }
 
-// The texts store/redis adds to Open's error when the URL's scheme does not
-// match the server's TLS (rediss:// at a plain server, redis:// at a TLS
-// port); TestTransientTLSMismatch checks them against a real server.
-const (
-	tlsNotSpoken = "the server does not speak TLS; use redis://"
-	tlsSpoken    = "speaks TLS: use rediss://"
-)
-
 // Transient reports whether err, an error of Open, may pass by itself: the
 // store could not be reached (connection refused or reset, a timeout, a
 // name that did not resolve) or said it is loading its data. A bad URL, a
@@ -71,11 +63,11 @@ func Transient(err error) bool {
 	if err == nil || errors.Is(err, ErrBadURL) || errors.Is(err, redis.ErrBadURL) || errors.Is(err, redis.ErrPermission) {
 		return false
 	}
-	if msg := err.Error(); strings.Contains(msg, tlsNotSpoken) || strings.Contains(msg, tlsSpoken) {
+	if errors.Is(err, redis.ErrTLSMismatch) {
 		// A scheme that does not match the server's TLS: the handshake
 		// timed out or the server dropped the connection, which would
 		// pass for a server not up yet, but store/redis asked again and
-		// found which (see its connectHint). No retry opens it, and a
+		// found which (redis.ErrTLSMismatch). No retry opens it, and a
 		// failure policy would answer for it for as long as the process
 		// runs (FailOpen: every request admitted).
 		return false

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/storeurl"
 )
 
@@ -36,6 +38,9 @@ func TestTransientTLSMismatch(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("OpenRetrying(%q) error %v, want it to say %q", url, err, want)
+		}
+		if !errors.Is(err, redis.ErrTLSMismatch) {
+			t.Errorf("OpenRetrying(%q) error %v, want redis.ErrTLSMismatch", url, err)
 		}
 		if storeurl.Transient(err) {
 			t.Errorf("Transient(%v) = true", err)
