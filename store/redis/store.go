@@ -455,6 +455,9 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil && len(reqs) > 0 {
+		return fmt.Errorf("redis: refund: %w", err) // the caller's, not an outage (as Take)
+	}
 	return s.perSlot(ctx, opRefund, reqs, nil)
 }
 
@@ -462,6 +465,9 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil && len(reqs) > 0 {
+		return fmt.Errorf("redis: release: %w", err) // the caller's, not an outage (as Take)
 	}
 	return s.perSlot(ctx, opRelease, reqs, nil)
 }
@@ -472,6 +478,9 @@ func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
 func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 	if err := s.check(reqs, nil); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil && len(reqs) > 0 {
+		return fmt.Errorf("redis: renew: %w", err) // the caller's, not an outage (as Take)
 	}
 	return s.perSlot(ctx, opRenew, reqs, nil)
 }
