@@ -21,7 +21,8 @@
 //   - FailLocal decides it on an in-process memory store whose limits are the
 //     store's limits divided by the expected number of instances
 //     (WithInstances): each limit L becomes max(1, ⌊L ÷ N⌋), and likewise the
-//     burst of the bucket algorithms and the queue of the shaper.
+//     burst of the bucket algorithms, the queue of the shaper and the
+//     capacity of SmoothBursty (its stored permits plus the free ticket).
 //   - FailUnavailable answers nothing: the Take or Peek fails at once with
 //     an error wrapping store.ErrUnavailable (and the store's error, but
 //     for a context's), for the caller to decide — a server answers gRPC

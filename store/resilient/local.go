@@ -1,8 +1,10 @@
 package resilient
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -122,8 +124,14 @@ func (c *shareCache) turn(full *shareGens) *shareGens {
 // Share returns the local share of l for one of n instances: its Limit
 // becomes max(1, ⌊Limit ÷ n⌋), and so does the burst of the token bucket and
 // GCRA; the shaper's queue (Burst) and its Delay become ⌊· ÷ n⌋; a token
-// bucket's initial tokens are divided likewise. When the divided parameters
-// do not compile, or n <= 1, l itself is returned.
+// bucket's initial tokens are divided likewise. A SmoothBursty limit's
+// capacity (its stored permits plus the free ticket) becomes
+// max(1, ⌊Capacity ÷ n⌋): its MaxBurstSeconds is set so that it stores one
+// permit fewer (none, to within 10⁻⁹ of a permit, at capacity 1); kept, it
+// would store ⌊Limit ÷ n⌋ permits, and the n free tickets would make the
+// shares admit n−1 more at once than l (32 for 17 at n = 16). SmoothWarmup
+// keeps its WarmupPeriod: its stored permits slow it down. When the
+// divided parameters do not compile, or n <= 1, l itself is returned.
 func Share(l *algo.Limit, n int) *algo.Limit {
 	if n <= 1 {
 		return l
@@ -141,10 +149,49 @@ func Share(l *algo.Limit, n int) *algo.Limit {
 	case algo.Shaper:
 		p.Burst /= int64(n)
 		p.Delay = min(p.Delay/int64(n), p.Burst)
+	case algo.SmoothBursty:
+		return shareBursty(l, p, div(l.Capacity()))
 	}
 	d, err := algo.Compile(p)
 	if err != nil {
 		return l
+	}
+	return d
+}
+
+// shareBursty compiles p, a SmoothBursty share of l at its divided Limit,
+// with MaxBurstSeconds set for a capacity of want: want−1 stored permits
+// are MaxBurstSeconds × Limit ÷ Period. The float64 quotient may fall a
+// hair short of want−1 permits, which truncate to one fewer; a few steps
+// up to the next float64 give the exact capacity, never more.
+func shareBursty(l *algo.Limit, p algo.Params, want int64) *algo.Limit {
+	perm := float64(p.Period) / float64(time.Second) / float64(p.Limit) // seconds per permit
+	stored := float64(want - 1)
+	if want <= 1 {
+		stored = 1e-9 // MaxBurstSeconds must be > 0; 0 is the default, 1 s
+	}
+	p.MaxBurstSeconds = stored * perm
+	var d *algo.Limit
+	for range 4 {
+		c, err := algo.Compile(p)
+		if err != nil || c.Capacity() > want {
+			break
+		}
+		d = c
+		if c.Capacity() == want {
+			break
+		}
+		p.MaxBurstSeconds = math.Nextafter(p.MaxBurstSeconds, math.Inf(1))
+	}
+	if d == nil {
+		// Not compiled at want (a MaxBurstSeconds past algo's bound):
+		// capacity 1 keeps under the bound, l itself would not.
+		p.MaxBurstSeconds = 1e-9 * perm
+		c, err := algo.Compile(p)
+		if err != nil {
+			return l
+		}
+		d = c
 	}
 	return d
 }
