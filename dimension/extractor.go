@@ -282,7 +282,7 @@ func (x *Extractor) value(r *http.Request, e *entry, st *reqState) (string, bool
 			v, ok = routeOf(r.URL.Path, e.routes)
 		}
 	case srcHost:
-		v = hostValue(r.Host)
+		v = CanonicalHost(r.Host)
 		ok = v != ""
 	case srcAPIKey:
 		var err error
@@ -479,7 +479,7 @@ func countQuery(raw, name string) (string, int) {
 
 func escaped(s string) bool { return strings.ContainsAny(s, "%+") }
 
-// hostValue is the host source's value for a Host header: lower-cased,
+// CanonicalHost is the host source's value for a Host header: lower-cased,
 // without the port and without one trailing dot, the way route matching
 // sees it, so that "A.EXAMPLE.COM:80" and "a.example.com." share the
 // counter of "a.example.com". An IP literal takes its canonical text: IPv6
@@ -488,8 +488,8 @@ func escaped(s string) bool { return strings.ContainsAny(s, "%+") }
 // dropped ("[fe80::1%25eth0]" is "fe80::1": the zone names an interface
 // of the client's, and any text would do, one counter per spelling). It
 // allocates only when s has upper case or an IPv6 literal is not already
-// canonical.
-func hostValue(s string) string {
+// canonical. The gateway matches its routes' hosts on it.
+func CanonicalHost(s string) string {
 	if strings.HasPrefix(s, "[") {
 		if end := strings.IndexByte(s, ']'); end > 0 {
 			s = s[1:end]
@@ -498,16 +498,35 @@ func hostValue(s string) string {
 		s = s[:c] // host:port; a bare IPv6 literal (several colons) has no port
 	}
 	s = strings.TrimSuffix(s, ".")
-	if strings.IndexByte(s, ':') >= 0 {
-		if a, err := netip.ParseAddr(s); err == nil {
-			var buf [64]byte
-			if t := a.Unmap().WithZone("").AppendTo(buf[:0]); string(t) != s {
-				return string(t)
-			}
-			return s
-		}
+	if ip, ok := CanonicalIP(s); ok {
+		return ip
 	}
 	return lower(s)
+}
+
+// CanonicalIP returns s, an IPv6 literal (bracketed or not, with or without
+// a zone), in its canonical text as CanonicalHost gives it: zeros
+// compressed, an IPv4-mapped address unmapped, the zone dropped ("[0:0::1]"
+// and "::1%eth0" are "::1"). ok is false for anything else (a name, an
+// IPv4 address, a host:port), s returned as it is. It allocates only when
+// the text changes.
+func CanonicalIP(s string) (string, bool) {
+	h := s
+	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		h = h[1 : len(h)-1]
+	}
+	if strings.IndexByte(h, ':') < 0 {
+		return s, false
+	}
+	a, err := netip.ParseAddr(h)
+	if err != nil {
+		return s, false
+	}
+	var buf [64]byte
+	if t := a.Unmap().WithZone("").AppendTo(buf[:0]); string(t) != h {
+		return string(t), true
+	}
+	return h, true
 }
 
 // lower lower-cases ASCII s, allocating only when it has upper case.

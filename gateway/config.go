@@ -229,7 +229,7 @@ func (s *Section) compile() error {
 		if strings.HasPrefix(host, "*.") {
 			r.wildcard, host = true, host[1:]
 		}
-		if ip, ok := canonIP(host); ok && !r.wildcard {
+		if ip, ok := dimension.CanonicalIP(host); ok && !r.wildcard {
 			// An IPv6 literal is matched in its canonical spelling, as
 			// the request's Host is: "0:0::1" is ::1.
 			host = ip

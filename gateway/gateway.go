@@ -772,14 +772,7 @@ func (g *Gateway) table(r *http.Request) *routeTable {
 
 // match returns the most specific route for r, or nil.
 func (t *routeTable) match(r *http.Request) *route {
-	host := strings.ToLower(r.Host)
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(host, ".")
-	if c, ok := canonIP(host); ok {
-		host = c
-	}
+	host := dimension.CanonicalHost(r.Host)
 	var p string
 	if r.URL != nil {
 		p = r.URL.Path
@@ -812,26 +805,6 @@ func (t *routeTable) match(r *http.Request) *route {
 		}
 	}
 	return nil
-}
-
-// canonIP returns host, when it is an IPv6 literal (bracketed or not,
-// with or without a zone), in netip's canonical spelling, its zone dropped
-// and an IPv4-mapped address unmapped, as dimension's host source spells
-// it: "[0:0::1]", "::1" and "[::1%25eth0]" are all "::1". ok is false
-// for anything else (a name or an IPv4 address, left as it is).
-func canonIP(host string) (string, bool) {
-	h := host
-	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
-		h = h[1 : len(h)-1]
-	}
-	if strings.IndexByte(h, ':') < 0 {
-		return host, false
-	}
-	a, err := netip.ParseAddr(h)
-	if err != nil {
-		return host, false
-	}
-	return a.Unmap().WithZone("").String(), true
 }
 
 // under reports whether p falls under prefix as dimension's routes define
