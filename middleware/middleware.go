@@ -900,10 +900,7 @@ func (m *Middleware) holdCall(ctx context.Context, r *http.Request, d time.Durat
 
 // hold waits d, or less when ctx ends first (then it returns false).
 func (m *Middleware) hold(ctx context.Context, d time.Duration) bool {
-	if m.o.maxWait > 0 && d > m.o.maxWait {
-		return false
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+	if !m.mayHold(ctx, d) {
 		return false
 	}
 	t := time.NewTimer(d)
@@ -914,6 +911,16 @@ func (m *Middleware) hold(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// mayHold reports whether a request may be held d: within WithMaxWait
+// and ctx's deadline.
+func (m *Middleware) mayHold(ctx context.Context, d time.Duration) bool {
+	if m.o.maxWait > 0 && d > m.o.maxWait {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) >= d
 }
 
 func (m *Middleware) release(r *http.Request, resp policy.Response) {

@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/floodgate/floodgate/policy"
 )
@@ -24,12 +23,5 @@ type turnQueues = policy.Turns
 func (m *Middleware) holdTurn(ctx context.Context, r *http.Request, req policy.Request, resp policy.Response) bool {
 	ctx, cancel := grpcDeadline(ctx, r)
 	defer cancel()
-	d := resp.Delay
-	if m.o.maxWait > 0 && d > m.o.maxWait {
-		return false
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		return false
-	}
-	return m.turns.Hold(ctx, req, resp) == nil
+	return m.mayHold(ctx, resp.Delay) && m.turns.Hold(ctx, req, resp) == nil
 }

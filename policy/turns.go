@@ -78,16 +78,6 @@ func (ts *Turns) Hold(ctx context.Context, req Request, resp Response) error {
 		return nil
 	}
 	w := ts.join(req, resp, time.Now())
-	if w == nil {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -110,8 +100,9 @@ func (ts *Turns) Hold(ctx context.Context, req Request, resp Response) error {
 }
 
 // join registers a request that resp admitted with a Delay, decided at
-// now: a slot on the key of each shaper limit that delayed it. nil when
-// none did (a smooth limit's Delay, say): the request is held as before.
+// now: a slot on the key of each shaper limit that delayed it. When none
+// did (a smooth limit's Delay, say) the waiter has no slot and is due at
+// now + resp.Delay: it is held for its Delay, in no queue.
 func (ts *Turns) join(req Request, resp Response, now time.Time) *turnWaiter {
 	w := &turnWaiter{fixed: now, moved: make(chan struct{}, 1)}
 	cost := max(req.Hits, 1)
@@ -139,7 +130,8 @@ func (ts *Turns) join(req Request, resp Response, now time.Time) *turnWaiter {
 		}
 	}
 	if len(w.slots) == 0 {
-		return nil
+		w.due = now.Add(resp.Delay)
+		return w
 	}
 	w.due = later(w.fixed, now.Add(resp.Delay))
 	ts.mu.Lock()
@@ -193,6 +185,9 @@ func turnKey(domain string, d Descriptor, l LimitStatus) string {
 // not go on: each slot's later requests, decided after it, move up by its
 // step, not before its turn.
 func (ts *Turns) leave(w *turnWaiter, gaveUp bool) {
+	if len(w.slots) == 0 {
+		return // in no queue
+	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for _, sl := range w.slots {
