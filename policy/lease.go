@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -146,11 +147,23 @@ func (e *Engine) leaseDomain(key string) string {
 // churn their caches. A concurrency limit's store state depends on its
 // slots and TTL only, so either limit releases and renews the same.
 func (e *Engine) leaseLimit(key string, n int64, ttl time.Duration) (*algo.Limit, error) {
-	dom := e.leaseDomain(key)
-	fits := func(l *algo.Limit) bool {
-		return l != nil && l.Algorithm() == algo.Concurrency && l.Params().Limit == n && l.Window(0) == ttl
+	for l := range e.leaseLimits(key) {
+		if l.Params().Limit == n && l.Window(0) == ttl {
+			return l, nil
+		}
 	}
-	if snap := e.snap.Load(); snap.cfg != nil {
+	return algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: n, LeaseTTL: ttl})
+}
+
+// leaseLimits yields the concurrency limits, overrides and scales applied,
+// of the rules in force of the domain of key (which passed concurrencyKey).
+func (e *Engine) leaseLimits(key string) iter.Seq[*algo.Limit] {
+	return func(yield func(*algo.Limit) bool) {
+		snap := e.snap.Load()
+		if snap.cfg == nil {
+			return
+		}
+		dom := e.leaseDomain(key)
 		var buf [64]byte
 		last, in, seen := "", false, false
 		for _, r := range snap.cfg.rules {
@@ -164,41 +177,24 @@ func (e *Engine) leaseLimit(key string, n int64, ttl time.Duration) (*algo.Limit
 				continue
 			}
 			rl := snap.limits[r.index]
-			for _, l := range [3]*algo.Limit{rl.rate, rl.ceil, rl.lend} {
-				if fits(l) {
-					return l, nil
-				}
-			}
-			for _, l := range rl.pools {
-				if fits(l) {
-					return l, nil
+			for _, ls := range [2][]*algo.Limit{{rl.rate, rl.ceil, rl.lend}, rl.pools} {
+				for _, l := range ls {
+					if l != nil && l.Algorithm() == algo.Concurrency && !yield(l) {
+						return
+					}
 				}
 			}
 		}
 	}
-	return algo.Compile(algo.Params{Algorithm: algo.Concurrency, Limit: n, LeaseTTL: ttl})
 }
 
 // longestLeaseTTL is the longest effective lease TTL among the
 // concurrency limits (overrides included) of the domain key belongs to, 0
 // if it has none. key passed concurrencyKey.
 func (e *Engine) longestLeaseTTL(key string) time.Duration {
-	dom := e.leaseDomain(key)
-	snap := e.snap.Load()
 	var longest time.Duration
-	if snap.cfg == nil {
-		return 0
-	}
-	for _, r := range snap.cfg.rules {
-		if r.index < 0 || escape(r.Domain) != dom {
-			continue
-		}
-		rl := snap.limits[r.index]
-		for _, l := range append([]*algo.Limit{rl.rate, rl.ceil, rl.lend}, rl.pools...) {
-			if l != nil && l.Algorithm() == algo.Concurrency {
-				longest = max(longest, l.Window(0))
-			}
-		}
+	for l := range e.leaseLimits(key) {
+		longest = max(longest, l.Window(0))
 	}
 	return longest
 }
