@@ -53,10 +53,10 @@ func TestSpecCacheBounded(t *testing.T) {
 		m.Range(func(k, v any) bool { n++; return true })
 		return n
 	}
-	if n := count(&s.specs); n > specCacheMax {
+	if n := count(&s.specs.m); n > specCacheMax {
 		t.Errorf("%d limits used once each (%d calls of %d): %d kept in the store's spec cache, want at most %d", calls*perCall, calls, perCall, n, specCacheMax)
 	}
-	if n := count(&s.lones); n > specCacheMax {
+	if n := count(&s.lones.m); n > specCacheMax {
 		t.Errorf("%d limits used once each: %d kept in the store's lone spec cache, want at most %d", calls*perCall, n, specCacheMax)
 	}
 }

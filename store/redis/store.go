@@ -26,11 +26,8 @@ type Store struct {
 	mode   Mode
 	o      options
 	closed atomic.Bool
-	specs  sync.Map // *algo.Limit → []string (see spec)
-	lones  sync.Map // *algo.Limit → string (see loneSpec)
-	// specN and loneN count the entries added to specs and lones since
-	// they were last cleared (see specCacheMax).
-	specN, loneN atomic.Int64
+	specs  limitCache[[]string] // see spec
+	lones  limitCache[string]   // see loneSpec
 	// batches coalesce single-slot takes: one batcher outside a Cluster;
 	// on a Cluster one per partition (range of 256 hash slots, the
 	// failure domain of Partition), so that a master that hangs holds up
@@ -367,29 +364,29 @@ func (s *Store) Close() error {
 // far more limits than a configuration has, a few megabytes at most.
 const specCacheMax = 1 << 14
 
-func (s *Store) loneSpecOf(l *algo.Limit) string {
-	if v, ok := s.lones.Load(l); ok {
-		return v.(string)
-	}
-	v, loaded := s.lones.LoadOrStore(l, loneSpec(l))
-	if !loaded && s.loneN.Add(1) > specCacheMax {
-		s.loneN.Store(0)
-		s.lones.Clear()
-	}
-	return v.(string)
+// limitCache keeps a value computed from each *algo.Limit, at most
+// specCacheMax of them: past the bound it starts afresh.
+type limitCache[V any] struct {
+	m sync.Map     // *algo.Limit → V
+	n atomic.Int64 // entries added since m was last cleared
 }
 
-func (s *Store) specOf(l *algo.Limit) []string {
-	if v, ok := s.specs.Load(l); ok {
-		return v.([]string)
+// get returns l's value, computed by of when l has none.
+func (c *limitCache[V]) get(l *algo.Limit, of func(*algo.Limit) V) V {
+	if v, ok := c.m.Load(l); ok {
+		return v.(V)
 	}
-	v, loaded := s.specs.LoadOrStore(l, spec(l))
-	if !loaded && s.specN.Add(1) > specCacheMax {
-		s.specN.Store(0)
-		s.specs.Clear()
+	v, loaded := c.m.LoadOrStore(l, of(l))
+	if !loaded && c.n.Add(1) > specCacheMax {
+		c.n.Store(0)
+		c.m.Clear()
 	}
-	return v.([]string)
+	return v.(V)
 }
+
+func (s *Store) loneSpecOf(l *algo.Limit) string { return s.lones.get(l, loneSpec) }
+
+func (s *Store) specOf(l *algo.Limit) []string { return s.specs.get(l, spec) }
 
 // testNow returns the test clock's time as script argument, or "" to let
 // the script read the server's TIME.
