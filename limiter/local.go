@@ -151,8 +151,8 @@ func (l *Local) Limit() *algo.Limit {
 //   - FixedWindow, SlidingWindow: with the same window (Period, Calendar,
 //     SubWindows) the counts carry over as they are; with another, the
 //     units the old limit counts now (for SlidingWindow its estimate,
-//     rounded up) are counted in the new window that holds now, at most
-//     the new Limit.
+//     rounded up), all of them, also above its Limit, are counted in the
+//     new window that holds now, at most the new Limit.
 //   - SlidingLog: the log carries over; the new Period decides which of
 //     its units still count.
 //   - SmoothBursty, SmoothWarmup: the stored permits (clamped to the new
@@ -230,6 +230,18 @@ func carry(old, lim *algo.Limit, s *algo.State, now int64) (kept, orphaned bool)
 			return true, false
 		}
 		used := d.Limit - d.Remaining
+		if d.Remaining == 0 && np.Limit > op.Limit {
+			// Remaining stops at 0: a count above the old Limit (one
+			// lowered within the window, whose count carried as it was)
+			// is read against the new, larger Limit, so that it carries
+			// whole and not as the old Limit's clamp of it.
+			wide := op
+			wide.Limit = np.Limit
+			if w, err := algo.Compile(wide); err == nil {
+				dw := w.Peek(s, now, 0)
+				used = dw.Limit - dw.Remaining
+			}
+		}
 		*s = algo.State{}
 		if used > 0 {
 			lim.Take(s, now, min(used, np.Limit))

@@ -122,7 +122,7 @@ func TestLocalSetParamsWindows(t *testing.T) {
 			{at: 200 * ms, take: 6, peek: 0, remaining: 4},
 			{at: 300 * ms, p: params(algo.FixedWindow, 8, time.Second, 0), peek: 0, remaining: 2},
 			{at: 300 * ms, p: params(algo.FixedWindow, 5, time.Second, 0), peek: 1, remaining: 0, retry: 700 * ms},
-			{at: 300 * ms, p: params(algo.FixedWindow, 10, time.Minute, 0), peek: 0, remaining: 5}, // the limit of 5 counted 5 of the 6
+			{at: 300 * ms, p: params(algo.FixedWindow, 10, time.Minute, 0), peek: 0, remaining: 4}, // the 6 counted carry whole, above the old limit of 5
 			{at: time.Minute, peek: 0, remaining: 10},
 		})
 	})
