@@ -12,7 +12,9 @@ import (
 var ErrLimited = errors.New("limiter: rate limited")
 
 // ErrNever is returned (wrapped) by Wait (a Limiter's and a Local's) when a
-// cost exceeds the limit's capacity: no wait can admit it. AllowN, Reserve
+// cost exceeds the limit's capacity (for SmoothBursty and SmoothWarmup,
+// which admit more than their capacity at once, algo.Limit.MaxCost; the
+// error's text names that bound): no wait can admit it. AllowN, Reserve
 // and AllowAll answer such a cost with no error but a refused Decision
 // whose IsNever reports true (its RetryAfter is algo.Never, about 292
 // years: check IsNever before putting it in a Retry-After).

@@ -261,7 +261,7 @@ func waitQueued(ctx context.Context, t waitTarget, ws *waitQueues, key string, n
 		w.hint, w.hintAt = d.RetryAfter, time.Now()
 	}
 	w.adm = lim.AdmissionDelay(n)
-	if err := refusal(ctx, name, n, &d, w.adm); err != nil {
+	if err := refusal(ctx, name, n, &d, lim, w.adm); err != nil {
 		if re, ok := errors.AsType[*RetryError](err); ok && wq != nil {
 			// Behind others: the waiters ahead take the units first, as
 			// the queue's projection counts them (a refusal by the queue
@@ -318,7 +318,7 @@ func tryWaiter(ctx context.Context) (bool, time.Duration, error) {
 		w.d, w.g = d, g
 		return true, 0, nil
 	}
-	if err := refusal(ctx, w.t.waitName(), w.n, &d, g.lim.AdmissionDelay(w.n)); err != nil {
+	if err := refusal(ctx, w.t.waitName(), w.n, &d, g.lim, g.lim.AdmissionDelay(w.n)); err != nil {
 		return false, 0, err
 	}
 	w.wq.retryIn(d.RetryAfter)
@@ -340,11 +340,16 @@ func hold(ctx context.Context, t waitTarget, key string, n int64, g grant, delay
 	return nil
 }
 
-// refusal returns the error that ends a Wait refused with d at once: the
-// cost can never pass, or the wait would outlast ctx's deadline.
-func refusal(ctx context.Context, name string, n int64, d *algo.Decision, adm time.Duration) error {
+// refusal returns the error that ends a Wait refused with d, under lim, at
+// once: the cost can never pass, or the wait would outlast ctx's deadline.
+func refusal(ctx context.Context, name string, n int64, d *algo.Decision, lim *algo.Limit, adm time.Duration) error {
 	if d.IsNever() {
 		err := fmt.Errorf("%w: cost %d, capacity %d", ErrNever, n, d.Limit)
+		if lim != nil && lim.MaxCost() != d.Limit {
+			// The Smooth algorithms admit a request beyond their capacity,
+			// up to MaxCost: that is the bound the cost passed.
+			err = fmt.Errorf("%w: cost %d, at most %d a request (capacity %d)", ErrNever, n, lim.MaxCost(), d.Limit)
+		}
 		if name == "" {
 			return err // ErrNever's text starts with "limiter: "
 		}
