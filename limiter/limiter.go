@@ -285,10 +285,12 @@ func (l *Limiter) Allow(ctx context.Context, key string) (algo.Decision, error) 
 // error it is the zero Decision (not Allowed). For a Concurrency limit the
 // units are held under an anonymous lease that only expires; use Acquire
 // to be able to release it. A negative n is an error wrapping
-// store.ErrBadRequest. An n of 0 takes nothing and is always allowed, as
-// x/time/rate's AllowN(now, 0) is; its Remaining reports the state (Peek
-// asks whether n units would pass without taking them). AllowAll's Hit,
-// by contrast, reads a Cost of 0 as 1.
+// store.ErrBadRequest. An n of 0 takes nothing, and its Remaining reports
+// the state (Peek asks whether n units would pass without taking them). It
+// is allowed, as x/time/rate's AllowN(now, 0) is, except by a SmoothBursty
+// or SmoothWarmup limit whose next free ticket is further away than
+// MaxWait: that refuses it, with the ticket's RetryAfter, as Guava's
+// tryAcquire(0) does. AllowAll's Hit, by contrast, reads a Cost of 0 as 1.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (algo.Decision, error) {
 	// Small enough to be inlined: the decision is then written straight
 	// into the caller's variable instead of being copied through memory
@@ -394,7 +396,9 @@ func (r *Reservation) OK() bool { return r != nil && r.d.Allowed }
 
 // Delay is how long to wait before acting on the reservation: when OK,
 // the decision's Delay (a shaper's queueing, a smooth limiter's pacing; 0
-// for the other algorithms). When refused it is algo.Never, as
+// for the other algorithms), counted from the decision: it does not count
+// down as x/time/rate's Delay does, so read it right after Reserve. When
+// refused it is algo.Never, as
 // x/time/rate's InfDuration for a reservation that is not OK: the
 // reservation holds no units, and waiting does not give it any, so
 // `time.Sleep(r.Delay()); act()` never acts on a refusal. The time to try
@@ -435,7 +439,13 @@ func (r *Reservation) Decision() algo.Decision {
 // Cancel, or on a nil Reservation (that of an error), and refunds nothing
 // for a reservation a store's failure policy admitted while the store was
 // down (store.Result.Fallback): that charged nothing on the store, and a
-// refund there would hand the key units others spent.
+// refund there would hand the key units others spent. The store does not
+// tell the key's states apart: after a Reset of the key (or, in the memory
+// store, its eviction), Cancel gives the units back to the state that
+// followed, which holds others' units (a window's count, a log's stamps,
+// a bucket's level at the same instant), and the key admits them again.
+// Drop the reservations of a key you reset; Local's do nothing after its
+// Reset.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.d.Allowed || r.cost == 0 || r.cancelled.Swap(true) {
 		return nil

@@ -283,6 +283,10 @@ func (l *Local) Allow() bool { return l.AllowN(1) }
 // AllowN reports whether n units may be taken now and, if so, takes them.
 // A negative n is refused (false), as Limiter.AllowN refuses it with an
 // error; 0 takes nothing and reports whether the limiter is usable now.
+// Shaper, SmoothBursty and SmoothWarmup admit units to be used after a
+// Delay (a shaper's queue, a smooth limiter's pacing within MaxWait),
+// which AllowN does not report: true then means taken, not "act now".
+// Use Take for the Decision and its Delay, or Wait, which waits it out.
 func (l *Local) AllowN(n int64) bool {
 	if n < 0 {
 		return false
