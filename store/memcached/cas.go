@@ -126,7 +126,9 @@ type updated struct {
 // is an error wrapping store.ErrContention, and nothing was written.
 //
 // Within the process, callers of one key queue on a local lock rather than
-// race: compare-and-swap retries are only spent against other processes.
+// race: compare-and-swap retries are only spent against other processes. A
+// caller whose context has ended by the time it has the lock returns the
+// context's error, nothing read or written.
 //
 // *now is the time of the operation (op reads it there). The clock is read
 // again after each read of the item, and *now moved up to it: a time read
@@ -142,6 +144,13 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 	mu := s.lockFor(key)
 	mu.Lock()
 	defer mu.Unlock()
+	// The wait for the lock may have outlasted the caller (behind a
+	// server that hangs, one round trip timeout per caller ahead): its
+	// failure policy has answered it, and what it would charge now no
+	// caller is admitted with.
+	if err := ctx.Err(); err != nil {
+		return updated{}, err
+	}
 	mkey := s.keys.state(key)
 	for attempt := 0; ; attempt++ {
 		it, err := s.mc.Get(mkey)
