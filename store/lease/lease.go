@@ -85,6 +85,10 @@ type Store struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+	// life bounds the janitor's give-backs; Close ends it when its own
+	// time is up.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // pass is what pass-through Takes charged on a key under limit at the
@@ -184,6 +188,7 @@ func New(inner store.Store, opts ...Option) (*Store, error) {
 		inner: inner, slice: c.slice, ttl: c.ttl, clock: c.clock, seed: maphash.MakeSeed(),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*entry)
 	}
@@ -288,12 +293,12 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	if e.limit != r.Limit {
 		// A new key, or its limit was reconfigured: what the entry holds
 		// belongs to the old limit.
-		s.giveBack(ctx, r.Key, e)
+		s.giveBackDetached(ctx, r.Key, e)
 		e.limit, e.units, e.charged, e.at, e.dec = r.Limit, 0, 0, 0, algo.Decision{}
 		e.refusedUntil, e.refusedCost = time.Time{}, 0
 	}
 	if e.units > 0 && !now.Before(e.expires) {
-		s.giveBack(ctx, r.Key, e)
+		s.giveBackDetached(ctx, r.Key, e)
 	}
 	if e.units >= r.Cost {
 		e.units -= r.Cost
@@ -317,7 +322,7 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	// Too few units for this cost: they go back before a new slice is
 	// taken, since units charged at different times cannot be given back
 	// as one.
-	s.giveBack(ctx, r.Key, e)
+	s.giveBackDetached(ctx, r.Key, e)
 	// A slice's worth (no more than the capacity), or the request's cost
 	// if that is more: a cost beyond the capacity is asked for as it is,
 	// for the shared store's "never".
@@ -481,8 +486,9 @@ func (s *Store) takeInner(ctx context.Context, r *store.Request, want int64, d *
 }
 
 // giveBack returns e's unused units to the shared store, at the time they
-// were charged. A failure loses them for the rest of the window (the
-// bounded under-admission of the package documentation). e's lock is held.
+// were charged, within ctx. A failure loses them for the rest of the
+// window (the bounded under-admission of the package documentation). e's
+// lock is held.
 func (s *Store) giveBack(ctx context.Context, key string, e *entry) {
 	if e.units <= 0 || e.limit == nil {
 		e.units = 0
@@ -491,14 +497,31 @@ func (s *Store) giveBack(ctx context.Context, key string, e *entry) {
 	n := e.units
 	e.units = 0
 	e.charged -= n
-	// Not cancelled with the request that happens to expire the slice,
-	// but bounded: the key's lock is held.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.ttl, time.Second))
-	defer cancel()
 	err := s.inner.Refund(ctx, []store.Request{{Key: key, Limit: e.limit, Cost: n, At: e.at}})
 	if err == nil {
 		s.returned.Add(n)
 	}
+}
+
+// giveBackDetached is giveBack for a request that happens to expire the
+// slice: not cancelled with it (ctx), but bounded, since the key's lock
+// is held.
+func (s *Store) giveBackDetached(ctx context.Context, key string, e *entry) {
+	if e.units > 0 && e.limit != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	s.giveBackWithin(ctx, key, e)
+}
+
+// giveBackWithin is giveBack bounded as a request's, under parent.
+func (s *Store) giveBackWithin(parent context.Context, key string, e *entry) {
+	if e.units <= 0 || e.limit == nil {
+		e.units = 0
+		return
+	}
+	ctx, cancel := context.WithTimeout(parent, max(s.ttl, time.Second))
+	defer cancel()
+	s.giveBack(ctx, key, e)
 }
 
 // Peek reports the shared store's decisions, with the units this instance
@@ -662,18 +685,22 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 }
 
 // Close gives every unused unit back to the shared store (within 5
-// seconds), stops the janitor and closes the shared store. A leased Take
-// (see the package documentation) that runs once Close has begun returns
-// an error matching store.ErrClosed, without a slice, so that no unit
-// stays charged and unused; the other calls go to the shared store, as
-// before.
+// seconds, and the give-back then in flight: units not given back by
+// then, the shared store hanging, stay charged there until they lapse),
+// stops the janitor and closes the shared store. A leased Take (see the
+// package documentation) that runs once Close has begun returns an error
+// matching store.ErrClosed, without a slice, so that no unit stays
+// charged and unused; the other calls go to the shared store, as before.
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
-		close(s.stop)
-		<-s.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		// The 5 seconds include the janitor's give-back in flight.
+		context.AfterFunc(ctx, s.endLife)
+		defer s.endLife()
+		close(s.stop)
+		<-s.done
 		s.sweep(ctx, time.Time{}, true)
 	})
 	return s.inner.Close()
@@ -688,15 +715,16 @@ func (s *Store) janitor(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
-			s.sweep(ctx, s.clock(), false)
-			cancel()
+			s.sweep(s.life, s.clock(), false)
 		}
 	}
 }
 
 // sweep gives back the units of slices expired at now (all of them when
 // all) and forgets keys that hold nothing. It skips keys busy deciding.
+// With all (Close), ctx bounds the whole sweep: it stops when ctx ends.
+// Without (the janitor), each key's give-back has a time limit of its
+// own under ctx, and the sweep stops when Close begins.
 func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -713,6 +741,9 @@ func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 			if e == nil {
 				continue
 			}
+			if s.sweepOver(ctx, all) {
+				return
+			}
 			if all {
 				select {
 				case e.lock <- struct{}{}:
@@ -726,8 +757,14 @@ func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 					continue
 				}
 			}
-			if all || !now.Before(e.expires) {
+			switch {
+			case all && ctx.Err() != nil:
+				<-e.lock
+				return
+			case all:
 				s.giveBack(ctx, k, e)
+			case !now.Before(e.expires):
+				s.giveBackWithin(ctx, k, e)
 			}
 			if e.units == 0 && (all || !now.Before(e.refusedUntil)) {
 				sh.mu.Lock()
@@ -739,6 +776,22 @@ func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 			}
 			<-e.lock
 		}
+	}
+}
+
+// sweepOver reports whether a sweep must stop before its next key: Close's
+// (all) when its time is up, the janitor's when Close has begun, so that
+// Close does not wait for it to go through every expired slice of a
+// shared store that hangs.
+func (s *Store) sweepOver(ctx context.Context, all bool) bool {
+	if all {
+		return ctx.Err() != nil
+	}
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
 	}
 }
 
