@@ -57,8 +57,10 @@
 //
 // # Allocations
 //
-// Take and Peek on keys that already exist allocate nothing (except for the
-// variable-state algorithms when their state grows). A new key allocates
+// Take and Peek on keys that already exist allocate nothing, except for the
+// variable-state algorithms: a Take when their state grows, and every Peek,
+// which decides on a copy of the state's variable part (one allocation). A
+// new key allocates
 // one block for its entry and its copy of the key; the store never keeps
 // the caller's key string. TakeKey is the form the limiter package uses to
 // decide a key made of a prefix and a suffix without concatenating them.
