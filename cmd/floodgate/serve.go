@@ -532,10 +532,18 @@ func (f *serveFlags) check() error {
 	if wr, wt := f.waitReplicas(); wr > 0 {
 		// Cut short by the store timeout, an unacknowledged write would
 		// be reported as a store that does not answer.
+		// Lowering wait_timeout is offered only when one fits: below
+		// WaitLate plus WAIT's 1ms none does (the default 50ms
+		// --store-timeout), and "or lower wait_timeout" sent the
+		// operator to a URL change that could not help.
 		need := redis.WaitBound(wt)
+		lower := ""
+		if fits := (f.storeTimeout - redis.WaitLate).Truncate(time.Millisecond); fits >= time.Millisecond {
+			lower = fmt.Sprintf("; or lower wait_timeout to at most %v", fits)
+		}
 		bad(f.storeTimeout < need, "store-timeout", f.storeTimeout, fmt.Sprintf(
-			"must be at least %v with wait_replicas in %s (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out); or lower wait_timeout",
-			need, f.flag("store"), need-redis.WaitLate, redis.WaitLate))
+			"must be at least %v with wait_replicas in %s (its wait_timeout %v, and up to %v more for Redis to answer a WAIT that timed out)%s",
+			need, f.flag("store"), need-redis.WaitLate, redis.WaitLate, lower))
 	}
 	// An empty --http, --grpc or --admin is no way to turn a listener off:
 	// net.Listen("tcp", "") listens on every address, at a port the

@@ -54,13 +54,16 @@ func TestServeBadFlags(t *testing.T) {
 			"floodgate serve: --instances -1: must be >= 1\n--store-timeout -1s: must be at least 1ms\n--drain-timeout -2s: must be > 0\n"},
 		{[]string{"serve"}, map[string]string{"FLOODGATE_DRAIN_TIMEOUT": "-3s"}, 1, "floodgate serve: FLOODGATE_DRAIN_TIMEOUT=\"-3s\": must be > 0\n"},
 		{[]string{"serve", "--store", "redis://127.0.0.1:1?wait_replicas=1"}, nil, 1,
-			"floodgate serve: --store-timeout 50ms: must be at least 150ms with wait_replicas in --store (its wait_timeout 50ms, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout\n"},
+			"floodgate serve: --store-timeout 50ms: must be at least 150ms with wait_replicas in --store (its wait_timeout 50ms, and up to 100ms more for Redis to answer a WAIT that timed out)\n"},
+		// No wait_timeout fits under 100ms: lowering it is not offered.
+		{[]string{"serve", "--store", "redis://127.0.0.1:1?wait_replicas=1&wait_timeout=1ms", "--store-timeout", "100ms"}, nil, 1,
+			"floodgate serve: --store-timeout 100ms: must be at least 101ms with wait_replicas in --store (its wait_timeout 1ms, and up to 100ms more for Redis to answer a WAIT that timed out)\n"},
 		{[]string{"serve", "--store", "redis-cluster://127.0.0.1:1?wait_replicas=2&wait_timeout=1s"}, map[string]string{"FLOODGATE_STORE_TIMEOUT": "1s"}, 1,
-			"floodgate serve: FLOODGATE_STORE_TIMEOUT=\"1s\": must be at least 1.1s with wait_replicas in --store (its wait_timeout 1s, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout\n"},
+			"floodgate serve: FLOODGATE_STORE_TIMEOUT=\"1s\": must be at least 1.1s with wait_replicas in --store (its wait_timeout 1s, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout to at most 900ms\n"},
 		// The store named as it was given; wait_timeout rounded up to the
 		// whole milliseconds WAIT takes.
 		{[]string{"serve", "--store-timeout", "150ms"}, map[string]string{"FLOODGATE_STORE": "rediss://127.0.0.1:1?wait_replicas=1&wait_timeout=50100us"}, 1,
-			"floodgate serve: --store-timeout 150ms: must be at least 151ms with wait_replicas in FLOODGATE_STORE (its wait_timeout 51ms, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout\n"},
+			"floodgate serve: --store-timeout 150ms: must be at least 151ms with wait_replicas in FLOODGATE_STORE (its wait_timeout 51ms, and up to 100ms more for Redis to answer a WAIT that timed out); or lower wait_timeout to at most 50ms\n"},
 		{[]string{"serve", "--store", "redis-sentinel://m@127.0.0.1:1?wait_replicas=1"}, nil, 1, "floodgate serve: --store-timeout 50ms: must be at least 150ms"},
 		// A bad URL is reported as such, not hidden by the check.
 		{[]string{"serve", "--store", "redis://127.0.0.1:99999?wait_replicas=1"}, nil, 1,
