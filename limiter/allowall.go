@@ -83,7 +83,9 @@ func (r Result) RetryAfter() time.Duration {
 // as Reservation.Cancel and Lease.Release: only the first call gives back
 // (and reports the store's errors), even if it failed. Units a store's
 // failure policy admitted (store.Result.Fallback) were not charged on the
-// store and are not refunded there, here or in AllowAll's roll-back.
+// store and are not refunded there, here or in AllowAll's roll-back. After
+// a Reset of a hit's key, the units go back to the state that followed, as
+// Reservation.Cancel's do.
 func (r Result) Cancel(ctx context.Context) error {
 	if !r.Allowed || r.cancelled == nil || r.cancelled.Swap(true) {
 		return nil
