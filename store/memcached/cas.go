@@ -107,23 +107,14 @@ func must(b bool) writeMode {
 	return noWrite
 }
 
-// updated is the outcome of update.
-type updated struct {
-	d      algo.Decision
-	before []byte // the item's value as read (nil: no item)
-	after  []byte // the value written (nil: nothing written)
-}
-
 // update applies op to key's state under compare-and-swap: op gets the
 // state and whether the item holds a live state of l's algorithm (refunds
 // and releases give nothing back otherwise, and must not overwrite another
 // limit's state with a fresh one), and returns the decision and how to
 // write the state back. A state that did not change, or a fresh one for a
 // missing item, is not written. The write carries the expiry l.ExpiresAt
-// gives.
-// With restore, an item that still holds restore.after is put back to
-// restore.before instead of calling op. After retries lost races the result
-// is an error wrapping store.ErrContention, and nothing was written.
+// gives. After retries lost races the result is an error wrapping
+// store.ErrContention, and nothing was written.
 //
 // Within the process, callers of one key queue on a local lock rather than
 // race: compare-and-swap retries are only spent against other processes. A
@@ -139,8 +130,8 @@ type updated struct {
 // keeps the earlier one. A sliding log stamps its units with the time it
 // decides at, and a refund at the caller's time found none of them (738
 // of 1600 refunds were lost under 16 goroutines on two clients).
-func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int64, retries int, restore *charge,
-	op func(st *algo.State, live bool) (algo.Decision, writeMode)) (updated, error) {
+func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int64, retries int,
+	op func(st *algo.State, live bool) (algo.Decision, writeMode)) (algo.Decision, error) {
 	mu := s.lockFor(key)
 	mu.Lock()
 	defer mu.Unlock()
@@ -149,7 +140,7 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 	// failure policy has answered it, and what it would charge now no
 	// caller is admitted with.
 	if err := ctx.Err(); err != nil {
-		return updated{}, err
+		return algo.Decision{}, err
 	}
 	mkey := s.keys.state(key)
 	for attempt := 0; ; attempt++ {
@@ -161,41 +152,30 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 		switch {
 		case errors.Is(err, memcache.ErrCacheMiss):
 		case err != nil:
-			return updated{}, s.unavailable("read", key, err)
+			return algo.Decision{}, s.unavailable("read", key, err)
 		default:
 			if st, live, err = s.itemState(key, l, *now, it.Value, it.CasID); err != nil {
-				return updated{}, err
+				return algo.Decision{}, err
 			}
 		}
-		var u updated
-		if exists {
-			u.before = it.Value
-		}
-		mode, exp := noWrite, int64(0)
-		if restore != nil && exists && bytes.Equal(it.Value, restore.after) {
-			u.after, mode = restore.before, mustWrite
-			if u.after == nil {
-				u.after = encodeState(nil, l, &algo.State{}) // reads as fresh
-			}
-			if _, e, err := decodeState(u.after, &algo.State{}); err == nil {
-				exp = e
-			}
-		} else if u.d, mode = op(&st, live); mode != noWrite {
+		var val []byte // what to write
+		d, mode := op(&st, live)
+		exp := int64(0)
+		if mode != noWrite {
 			exp = l.ExpiresAt(&st)
-			u.after = encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
-			if exists && bytes.Equal(u.after, it.Value) || !exists && exp <= *now {
+			val = encodeState(make([]byte, 0, 40+9*len(st.Ext)), l, &st)
+			if exists && bytes.Equal(val, it.Value) || !exists && exp <= *now {
 				mode = noWrite // nothing to store
 			}
 		}
 		if mode == noWrite {
-			u.after = nil
 			s.stats.casOps.Add(1)
-			return u, nil
+			return d, nil
 		}
-		if len(u.after)+len(mkey)+itemOverhead > s.cfg.maxItemSize {
-			return updated{}, s.tooLarge(key, l, len(u.after), nil)
+		if len(val)+len(mkey)+itemOverhead > s.cfg.maxItemSize {
+			return algo.Decision{}, s.tooLarge(key, l, len(val), nil)
 		}
-		item := &memcache.Item{Key: mkey, Value: u.after, Expiration: s.expiration(exp, *now)}
+		item := &memcache.Item{Key: mkey, Value: val, Expiration: s.expiration(exp, *now)}
 		if exists {
 			item.CasID = it.CasID
 			err = s.mc.CompareAndSwap(item)
@@ -205,13 +185,13 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 		switch {
 		case err == nil:
 			s.stats.casOps.Add(1)
-			return u, nil
+			return d, nil
 		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
 			// Someone wrote, created or removed the item since we read it.
 		case isTooLarge(err):
 			// The server's -I is below what Open found (it was
 			// restarted with another one since).
-			return updated{}, s.tooLarge(key, l, len(u.after), err)
+			return algo.Decision{}, s.tooLarge(key, l, len(val), err)
 		case mode == tryWrite:
 			// The decision charges nothing and was made on what the
 			// server answered: the server failing on the write that
@@ -219,24 +199,22 @@ func (s *Store) update(ctx context.Context, key string, l *algo.Limit, now *int6
 			// refusal reported as an error alone is answered by the
 			// caller's failure policy, which failing open admits).
 			s.stats.casOps.Add(1)
-			u.after = nil
-			return u, nil
+			return d, nil
 		default:
-			return updated{}, s.unavailable("write", key, err)
+			return algo.Decision{}, s.unavailable("write", key, err)
 		}
 		if mode == tryWrite {
 			s.stats.casOps.Add(1)
-			u.after = nil
-			return u, nil
+			return d, nil
 		}
 		if attempt >= retries {
 			s.stats.contention.Add(1)
-			return updated{}, fmt.Errorf("%w: memcached: key %q: %d compare-and-swap attempts lost to concurrent writers; nothing was charged",
+			return algo.Decision{}, fmt.Errorf("%w: memcached: key %q: %d compare-and-swap attempts lost to concurrent writers; nothing was charged",
 				store.ErrContention, key, attempt+1)
 		}
 		s.stats.casRetries.Add(1)
 		if err := s.backoff(ctx, attempt); err != nil {
-			return updated{}, err
+			return algo.Decision{}, err
 		}
 	}
 }

@@ -221,7 +221,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 		return s.takeBatch(ctx, reqs, out, now)
 	}
-	d, _, err := s.take(ctx, &reqs[0], &now)
+	d, err := s.take(ctx, &reqs[0], &now)
 	res := store.Result{At: now}
 	if err != nil {
 		if d.Limit != 0 && !d.Allowed {
@@ -251,19 +251,12 @@ func chargedBefore(reqs []store.Request, i int) bool {
 	return false
 }
 
-// charge is what a Take did to one key, so that it can be undone.
-type charge struct {
-	counter string // the window counter incremented; "" for compare-and-swap state
-	before  []byte // the state item before (nil: there was none)
-	after   []byte // the state item written (nil: nothing written)
-}
-
 // take charges one request at *now, or reports why it cannot be; a
 // compare-and-swap state is decided at a later time when the clock has
 // moved on before its last attempt (see update), which goes to *now.
-func (s *Store) take(ctx context.Context, r *store.Request, now *int64) (algo.Decision, charge, error) {
+func (s *Store) take(ctx context.Context, r *store.Request, now *int64) (algo.Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return algo.Decision{}, charge{}, err
+		return algo.Decision{}, err
 	}
 	switch r.Limit.Algorithm() {
 	case algo.FixedWindow:
@@ -272,14 +265,13 @@ func (s *Store) take(ctx context.Context, r *store.Request, now *int64) (algo.De
 		return s.takeSliding(r, *now)
 	}
 	l, cost, lease := r.Limit, r.Cost, r.Lease
-	u, err := s.update(ctx, r.Key, l, now, s.cfg.retries, nil, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
+	return s.update(ctx, r.Key, l, now, s.cfg.retries, func(st *algo.State, _ bool) (algo.Decision, writeMode) {
 		d := l.TakeLease(st, *now, cost, lease)
 		if d.Allowed && cost > 0 {
 			return d, mustWrite
 		}
 		return d, tryWrite
 	})
-	return u.d, charge{before: u.before, after: u.after}, err
 }
 
 // ctxErr reports whether err is ctx's own error: the call's deadline
@@ -428,7 +420,7 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		return nil
 	}
 	l, cost := r.Limit, r.Cost
-	_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+	_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, func(st *algo.State, live bool) (algo.Decision, writeMode) {
 		if !live {
 			return algo.Decision{}, noWrite
 		}
@@ -483,7 +475,7 @@ func (s *Store) eachLease(ctx context.Context, reqs []store.Request, op func(*al
 			continue
 		}
 		l, lease := r.Limit, r.Lease
-		_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, nil, func(st *algo.State, live bool) (algo.Decision, writeMode) {
+		_, err := s.update(ctx, r.Key, l, &now, s.cfg.retries, func(st *algo.State, live bool) (algo.Decision, writeMode) {
 			return algo.Decision{}, must(live && op(l, st, now, lease))
 		})
 		if err == nil {

@@ -110,30 +110,30 @@ func (s *Store) counts(keys []string) ([]int64, error) {
 	return out, nil
 }
 
-func (s *Store) takeFixed(r *store.Request, now int64) (algo.Decision, charge, error) {
+func (s *Store) takeFixed(r *store.Request, now int64) (algo.Decision, error) {
 	l, cost := r.Limit, r.Cost
 	s.shapes.remember(l)
 	if cost == 0 || cost > l.Capacity() {
 		d, err := s.peekFixed(r, now) // nothing to charge
-		return d, charge{}, err
+		return d, err
 	}
 	start, end := windowBounds(l, now)
 	key := s.keys.fixed(r.Key, start)
 	c, err := s.incr(key, cost, s.expiration(end, now))
 	if err != nil {
-		return algo.Decision{}, charge{}, s.unavailableOr("take", r.Key, err)
+		return algo.Decision{}, s.unavailableOr("take", r.Key, err)
 	}
 	s.stats.counterOps.Add(1)
 	st := algo.State{A: start, B: max(c-cost, 0), C: now}
 	d := l.Take(&st, now, cost)
 	if d.Allowed {
-		return d, charge{counter: key}, nil
+		return d, nil
 	}
 	s.stats.rollbacks.Add(1)
 	if err := s.decr(key, cost); err != nil {
-		return d, charge{}, s.unavailable("take (undo a refused increment)", r.Key, err)
+		return d, s.unavailable("take (undo a refused increment)", r.Key, err)
 	}
-	return d, charge{}, nil
+	return d, nil
 }
 
 func (s *Store) peekFixed(r *store.Request, now int64) (algo.Decision, error) {
@@ -176,19 +176,19 @@ func floorMod(a, b int64) int64 {
 	return m
 }
 
-func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, charge, error) {
+func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, error) {
 	l, cost := r.Limit, r.Cost
 	s.shapes.remember(l)
 	if cost == 0 || cost > l.Capacity() {
 		d, err := s.peekSliding(r, now)
-		return d, charge{}, err
+		return d, err
 	}
 	sub, n := subWindow(l)
 	idx := now / sub
 	keys := s.keys.sliding(r.Key, sub, idx, n)
 	c, err := s.incr(keys[0], cost, s.expiration((idx+int64(n)+1)*sub, now))
 	if err != nil {
-		return algo.Decision{}, charge{}, s.unavailableOr("take", r.Key, err)
+		return algo.Decision{}, s.unavailableOr("take", r.Key, err)
 	}
 	s.stats.counterOps.Add(1)
 	counts, err := s.counts(keys[1:])
@@ -197,18 +197,18 @@ func (s *Store) takeSliding(r *store.Request, now int64) (algo.Decision, charge,
 		if derr := s.decr(keys[0], cost); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		return algo.Decision{}, charge{}, s.unavailable("take", r.Key, err)
+		return algo.Decision{}, s.unavailable("take", r.Key, err)
 	}
 	st := slidingState(n, now, sub, append([]int64{max(c-cost, 0)}, counts...))
 	d := l.Take(&st, now, cost)
 	if d.Allowed {
-		return d, charge{counter: keys[0]}, nil
+		return d, nil
 	}
 	s.stats.rollbacks.Add(1)
 	if err := s.decr(keys[0], cost); err != nil {
-		return d, charge{}, s.unavailable("take (undo a refused increment)", r.Key, err)
+		return d, s.unavailable("take (undo a refused increment)", r.Key, err)
 	}
-	return d, charge{}, nil
+	return d, nil
 }
 
 func (s *Store) peekSliding(r *store.Request, now int64) (algo.Decision, error) {
