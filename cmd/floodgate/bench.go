@@ -211,6 +211,9 @@ func benchExit(res *loadgen.Result, safety bool, stderr io.Writer) int {
 		if res.Admitted+res.Rejected == 0 && c.TLS != nil && certificateError(res.FirstErrors) {
 			fmt.Fprintln(stderr, "floodgate bench: no request answered: the server's certificate was not verified (see the errors above); -tls-ca FILE trusts a private CA, -tls-server-name NAME checks another name")
 		}
+		if res.Admitted+res.Rejected == 0 && c.TLS != nil && clientCertRequired(res.FirstErrors) {
+			fmt.Fprintln(stderr, "floodgate bench: no request answered: "+clientCertHint(c.TLS))
+		}
 		if res.Admitted+res.Rejected == 0 {
 			if hint := wrongAddrHint(c, res.FirstErrors); hint != "" {
 				fmt.Fprintln(stderr, "floodgate bench: no request answered: "+hint)
@@ -463,6 +466,23 @@ func certificateError(msgs []string) bool {
 		}
 	}
 	return false
+}
+
+// clientCertRequired reports whether one of msgs is the server's refusal
+// of a handshake without a client certificate (serve --tls-client-ca).
+func clientCertRequired(msgs []string) bool {
+	return slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "tls: certificate required") })
+}
+
+// clientCertHint says why a server that requires a client certificate got
+// none from cfg: no -tls-cert, or one that no CA the server named in its
+// request signed, which a Go client does not send (so the server's alert
+// is "certificate required", not a rejected certificate).
+func clientCertHint(cfg *tls.Config) string {
+	if len(cfg.Certificates) == 0 {
+		return "the server requires a client certificate (serve --tls-client-ca): give -tls-cert FILE and -tls-key FILE, a certificate signed by a CA of its --tls-client-ca"
+	}
+	return "the server requires a client certificate signed by a CA of its --tls-client-ca, and the one of -tls-cert is not (it is sent only to a server that accepts its issuer)"
 }
 
 // wrongAddrHint says which mistake a run of c with no request answered,

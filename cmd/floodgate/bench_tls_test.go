@@ -33,6 +33,10 @@ func TestBenchTLS(t *testing.T) {
 	clientCertFile, clientKeyFile := filepath.Join(cdir, "client.crt"), filepath.Join(cdir, "client.key")
 	writeFile(t, clientCertFile, clientCert)
 	writeFile(t, clientKeyFile, clientKey)
+	otherCert, otherKey := newTestCA(t, "other CA").issue(t, 8, true, "bench.example")
+	otherCertFile, otherKeyFile := filepath.Join(cdir, "other.crt"), filepath.Join(cdir, "other.key")
+	writeFile(t, otherCertFile, otherCert)
+	writeFile(t, otherKeyFile, otherKey)
 	out, errb, stop := startServe(t, "--config", dir, "--reload-interval", "0", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile)
 	defer func() {
 		if code := stop(); code != 0 {
@@ -70,7 +74,14 @@ func TestBenchTLS(t *testing.T) {
 			[]string{"x509: certificate signed by unknown authority", "the server's certificate was not verified"}},
 		{"json, another name", []string{"-p", "json", "-addr", httpAddr, "-tls", "-tls-ca", caFile, "-tls-cert", clientCertFile, "-tls-key", clientKeyFile,
 			"-tls-server-name", "other.example"}, []string{"x509: certificate is not valid for any names, but wanted to match other.example"}},
-		{"json, no client certificate", []string{"-p", "json", "-addr", httpAddr, "-tls", "-tls-ca", caFile}, []string{"certificate required"}},
+		{"json, no client certificate", []string{"-p", "json", "-addr", httpAddr, "-tls", "-tls-ca", caFile},
+			[]string{"certificate required", "no request answered: the server requires a client certificate (serve --tls-client-ca): give -tls-cert FILE and -tls-key FILE"}},
+		{"grpc, no client certificate", []string{"-p", "grpc", "-addr", grpcAddr, "-tls", "-tls-ca", caFile},
+			[]string{"certificate required", "no request answered: the server requires a client certificate (serve --tls-client-ca): give -tls-cert FILE and -tls-key FILE"}},
+		// A client certificate of another CA is not sent at all: the
+		// server's alert is the same.
+		{"grpc, client certificate of another CA", []string{"-p", "grpc", "-addr", grpcAddr, "-tls", "-tls-ca", caFile, "-tls-cert", otherCertFile, "-tls-key", otherKeyFile},
+			[]string{"certificate required", "no request answered: the server requires a client certificate signed by a CA of its --tls-client-ca, and the one of -tls-cert is not"}},
 	} {
 		code, stdout, stderr := runBenchArgs(append(r.args, "-D", "k=x")...)
 		if code != 1 || !strings.Contains(stdout, "errors      300 (100.0%)") {
