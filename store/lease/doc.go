@@ -35,12 +35,14 @@
 //     reported when the slice was taken.
 //
 // A refusal is always the shared store's own, for the request's own cost,
-// with its exact RetryAfter; until that RetryAfter has passed, requests on
-// the key that need as much or more are refused in process, from that
-// decision, without a round trip (a refusal cannot turn into an admission
-// before then unless units are given back by a Refund, which clears it),
-// except a cost beyond the capacity, which gets the shared store's "never"
-// (algo.Never) rather than a smaller cost's wait.
+// with its exact RetryAfter; until that RetryAfter has passed, and for the
+// TTL at most, requests on the key that need as much or more are refused
+// in process, from that decision (its RetryAfter counting down), without a
+// round trip, except a cost beyond the capacity, which gets the shared
+// store's "never" (algo.Never) rather than a smaller cost's wait. A Refund
+// through this Store ends it at once; units the shared store has again
+// without this Store knowing (another instance's given back, a key reset
+// through another instance) are found within the TTL.
 //
 // # What is leased
 //

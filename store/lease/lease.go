@@ -151,8 +151,10 @@ type entry struct {
 	passes []pass
 
 	// A refusal of the shared store for refusedCost, repeated until
-	// refusedUntil for requests that need as much.
+	// refusedUntil (a TTL at most) for requests that need as much, with
+	// the RetryAfter that ends at refusedRetry.
 	refusedUntil time.Time
+	refusedRetry time.Time
 	refusedCost  int64
 	refused      algo.Decision
 
@@ -314,7 +316,7 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 		s.local.Add(1)
 		*d = e.refused
 		if !d.IsNever() { // a cost beyond the capacity stays "never"
-			d.RetryAfter = max(e.refusedUntil.Sub(now), time.Microsecond)
+			d.RetryAfter = max(e.refusedRetry.Sub(now), time.Microsecond)
 		}
 		d.Remaining = min(d.Remaining+e.units, d.Limit)
 		return store.Result{At: e.at}, nil
@@ -361,9 +363,14 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	}
 	if !res.Allowed {
 		e.refused, e.refusedCost = *d, r.Cost
-		e.refusedUntil = now.Add(d.RetryAfter)
-		if d.IsNever() {
-			e.refusedUntil = now.Add(s.ttl)
+		// Repeated for a TTL at most, not the whole RetryAfter: the
+		// shared store may have units again before then without this
+		// instance knowing (units another instance gives back, a key
+		// reset through another instance), and the end of a window's
+		// budget would otherwise refuse them until the window ends.
+		e.refusedUntil = now.Add(min(d.RetryAfter, s.ttl))
+		if !d.IsNever() {
+			e.refusedRetry = now.Add(d.RetryAfter)
 		}
 		return res, nil
 	}
