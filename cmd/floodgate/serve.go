@@ -29,6 +29,7 @@ import (
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/lease"
+	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/resilient"
 	"github.com/floodgate/floodgate/store/storeurl"
@@ -108,7 +109,10 @@ var urlFlags = map[string]bool{"store": true, "upstream": true}
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "configuration: a YAML file or a directory of them (default: ./"+exampleConfig+" if present, else a built-in example)")
-	fs.StringVar(&f.store, "store", "memory://", "store URL: memory:// (holds at most 1000000 keys, evicting the oldest; memory://?max_keys=N sets the cap, 0 none), redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]")
+	// The memory store's eviction as memory.WithMaxKeys states it: a full
+	// shard drops an expired key or the one closest to expiry (whose loss
+	// admits the fewest extra units), not the oldest.
+	fs.StringVar(&f.store, "store", "memory://", fmt.Sprintf("store URL: memory:// (at most %d keys: a full shard evicts the key whose state expires soonest; memory://?max_keys=N sets the cap, 0 none), redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]", memory.DefaultMaxKeys))
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API), the native /v1/ API and GET /healthcheck; with --upstream, the proxy only (every path goes to the upstream; the APIs move to --api), in HTTP/1.1 and HTTP/2 (h2c with prior knowledge, so gRPC clients too; h2 by ALPN over TLS)")
 	fs.StringVar(&f.apiAddr, "api", "", "with --upstream: the address of the decision APIs (/json, /v1/, /healthcheck), apart from the public proxy (default: not served; keep it private)")
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")
