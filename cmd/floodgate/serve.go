@@ -809,14 +809,20 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	// The stop's start: with the default --shutdown-delay 0 nothing else
 	// is logged between the signal and "floodgate stopped" (unless the
 	// drain times out).
+	// The server stops on serveCtx, cancelled once that line is logged:
+	// on ctx itself, its "draining: n request(s) in flight" raced the
+	// line that says why and what follows, and was often logged first.
 	var stopAt time.Time
 	noted := make(chan struct{})
+	serveCtx, stopServing := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopServing(nil)
 	unnote := context.AfterFunc(ctx, func() {
 		defer close(noted)
 		stopAt = time.Now()
 		log.Info(stopMessage(context.Cause(ctx), f), "shutdown_delay", f.shutdownDelay.String(), "drain_timeout", f.drainTimeout.String())
+		stopServing(context.Cause(ctx))
 	})
-	err = srv.Serve(ctx, ls)
+	err = srv.Serve(serveCtx, ls)
 	if unnote() {
 		log.Info("floodgate stopped")
 		return err
