@@ -407,7 +407,11 @@ func (f *benchTLSFlags) enabled(addr string) bool {
 func (f *benchTLSFlags) check(c loadgen.Config) error {
 	var errs []error
 	lower := strings.ToLower(c.Addr)
-	if c.Protocol == loadgen.GRPC && strings.Contains(c.Addr, "://") {
+	if c.Protocol == loadgen.GRPC && strings.Contains(c.Addr, "://") && !strings.HasPrefix(lower, "https://") {
+		// Most often serve's --http URL, with -p grpc the default:
+		// "for TLS, add -tls" sent the user to the wrong flag.
+		errs = append(errs, fmt.Errorf("-addr %s: -p grpc (the default) takes host:port, serve's --grpc address (127.0.0.1:8081 by default); a URL is for -p json or v1 (serve's --http address) or -p http", shown(c.Addr)))
+	} else if c.Protocol == loadgen.GRPC && strings.Contains(c.Addr, "://") {
 		errs = append(errs, fmt.Errorf("-addr %s: -p grpc takes host:port (for TLS, add -tls)", shown(c.Addr)))
 	} else if f.on && strings.HasPrefix(lower, "http://") {
 		errs = append(errs, fmt.Errorf("-addr %s: plaintext http:// with -tls (use https:// or host:port)", shown(c.Addr)))
