@@ -225,6 +225,14 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 		tok  *string
 	}{{"admin-token", f.adminTokenFile, &f.adminToken}, {"observe-token", f.observeTokenFile, &f.observeToken}} {
 		if t.file == "" {
+			if *t.tok == "" && f.given[t.name] {
+				// --admin-token "$TOKEN" with TOKEN unset: the operator
+				// asked for a token and would get none, while a token of
+				// spaces is refused below. (An empty FLOODGATE_* variable
+				// sets no flag.)
+				errs = append(errs, fmt.Errorf("%s: the token is empty (an unset shell variable, as in %[1]s \"$TOKEN\"?): give a token, or leave the flag out for none", f.flag(t.name)))
+				continue
+			}
 			if *t.tok == "" {
 				continue
 			}

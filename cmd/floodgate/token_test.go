@@ -74,6 +74,10 @@ func TestServeRefusesUnusableTokens(t *testing.T) {
 		{[]string{"--admin-token", "sec ret"}, nil, "floodgate serve: --admin-token: " + hint},
 		{[]string{"--observe-token", "sec\tret"}, nil, "floodgate serve: --observe-token: " + hint},
 		{[]string{"--admin-token", "  "}, nil, "floodgate serve: --admin-token: the token is empty or only whitespace"},
+		// --admin-token "$TOKEN" with TOKEN unset: no token at all, while
+		// one of spaces was refused.
+		{[]string{"--admin-token", ""}, nil, "floodgate serve: --admin-token: the token is empty (an unset shell variable, as in --admin-token \"$TOKEN\"?): give a token, or leave the flag out for none"},
+		{[]string{"--observe-token="}, nil, "floodgate serve: --observe-token: the token is empty"},
 		{nil, map[string]string{"FLOODGATE_OBSERVE_TOKEN": "sec\x7fret"}, "floodgate serve: FLOODGATE_OBSERVE_TOKEN: " + hint},
 		{nil, map[string]string{"FLOODGATE_ADMIN_TOKEN_FILE": inner}, `FLOODGATE_ADMIN_TOKEN_FILE="` + inner + `": ` + hint},
 	} {
