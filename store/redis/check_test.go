@@ -146,6 +146,30 @@ func TestOpenChecksTheACL(t *testing.T) {
 	}
 }
 
+// TestOpenACLFailureNamedOnce: a command the probe calls twice (DEL) that
+// the ACL refuses is named once in Open's error, not once per call, and
+// the WRONGTYPE errors its failure causes (the probe's string key left for
+// the sorted-set calls) are not reported as failures of their own.
+func TestOpenACLFailureNamedOnce(t *testing.T) {
+	addr := testserver.Redis(t)
+	if addr == "" {
+		return
+	}
+	all := append([]string{"~fg:*"}, ACLRules...)
+	user, pass := aclUser(t, []string{addr}, without(all, "+del")...)
+	err := openErr(t, "redis://"+user+":"+pass+"@"+addr)
+	t.Logf("Open: %v", err)
+	if !errors.Is(err, ErrPermission) {
+		t.Fatalf("Open = %v, want ErrPermission", err)
+	}
+	if n := strings.Count(err.Error(), "script DEL: "); n != 1 {
+		t.Errorf("Open's error names the script's DEL %d times, want once: %v", n, err)
+	}
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Open's error reports the DEL failure's WRONGTYPE consequences: %v", err)
+	}
+}
+
 // exercise runs every operation of the store on every algorithm, on the
 // server's clock (the scripts read TIME), under prefix.
 func exercise(t *testing.T, s *Store, prefix string) {
