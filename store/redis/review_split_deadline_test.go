@@ -62,7 +62,17 @@ func TestSplitBatchKeepsCallerDeadline(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if !errors.Is(badErr, ErrPermission) {
+	switch {
+	case errors.Is(badErr, ErrPermission):
+	case errors.Is(badErr, store.ErrUnavailable) && errors.Is(badErr, context.DeadlineExceeded):
+		// The refused caller's call, sent again, went on the paused
+		// connection behind the other's, and failed with it when the
+		// other's deadline closed the connection (docs/STORES.md: the
+		// calls queued there fail with it). The split is still shown by
+		// the other caller's answer below: an unsplit batch would have
+		// had the ACL's refusal.
+		t.Logf("take of %s queued behind the other caller's on the paused connection: %v", bad, badErr)
+	default:
 		t.Fatalf("take of %s: %v; want ErrPermission (the batch was not refused by the ACL, and not split)", bad, badErr)
 	}
 	if goodTook > dl+150*time.Millisecond {
