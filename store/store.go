@@ -118,6 +118,21 @@ type Renewer interface {
 	Renew(ctx context.Context, reqs []Request) error
 }
 
+// LocalTaker is implemented by stores that can decide some Takes in
+// process, from what they hold, without a call that may wait on a network
+// or a lock held across one (store/lease: a key's slice); optional. A
+// wrapper that bounds store calls with a timeout and a goroutine
+// (store/resilient) asks it first, and makes a store call only when it
+// declines: an answer from memory needs neither.
+type LocalTaker interface {
+	// TakeLocal decides reqs as Take would, when it can do so at once
+	// from what the store holds, and reports ok. When it cannot (the
+	// answer needs the shared store, or another caller is deciding the
+	// key), it returns ok false having charged nothing and changed
+	// nothing: the caller then calls Take.
+	TakeLocal(reqs []Request, out []algo.Decision) (res Result, ok bool)
+}
+
 // Partitioner is implemented by stores whose keys live on several failure
 // domains — a Redis Cluster's masters, a memcached ring's servers — that
 // fail one at a time; optional. A wrapper that stops calling a failing

@@ -288,6 +288,65 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	}
 }
 
+// fromEntry decides r from what e holds at now, when it can: from the
+// slice's units (an expired slice's included: the caller gives those back
+// first when it may call the shared store), or by the remembered refusal.
+// It reports false, with nothing changed, when the decision needs the
+// shared store. e's lock is held, and e.limit is r.Limit.
+func (s *Store) fromEntry(e *entry, r *store.Request, d *algo.Decision, now time.Time) (store.Result, bool) {
+	if e.units >= r.Cost {
+		e.units -= r.Cost
+		s.local.Add(1)
+		*d = e.dec
+		d.Remaining = min(e.dec.Remaining+e.units, e.dec.Limit)
+		return store.Result{Allowed: true, At: e.at}, true
+	}
+	// A remembered refusal answers a cost as large or larger, but not one
+	// beyond the capacity for a refusal that was not "never": its wait is
+	// the smaller cost's, and the shared store's answer is "never".
+	if now.Before(e.refusedUntil) && r.Cost >= e.refusedCost && (r.Cost <= r.Limit.Capacity() || e.refused.IsNever()) {
+		s.local.Add(1)
+		*d = e.refused
+		if !d.IsNever() { // a cost beyond the capacity stays "never"
+			d.RetryAfter = max(e.refusedRetry.Sub(now), time.Microsecond)
+		}
+		d.Remaining = min(d.Remaining+e.units, d.Limit)
+		return store.Result{At: e.at}, true
+	}
+	return store.Result{}, false
+}
+
+// TakeLocal implements store.LocalTaker: it decides a single leasable
+// request from its key's slice, or by a remembered refusal, when its key
+// has one in force and no other caller is deciding it. It declines (ok
+// false) whenever Take would call the shared store: a key without a slice,
+// a slice too small for the cost or expired (whose units go back first),
+// a reconfigured limit, anything not leased, and once Close has begun.
+func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+	if len(reqs) != 1 || len(out) != 1 || !s.leasable(&reqs[0]) || s.closed.Load() {
+		return store.Result{}, false
+	}
+	r := &reqs[0]
+	e := s.lookup(r.Key)
+	if e == nil {
+		return store.Result{}, false
+	}
+	select {
+	case e.lock <- struct{}{}:
+	default: // another caller is deciding the key, perhaps with a store call
+		return store.Result{}, false
+	}
+	defer func() { <-e.lock }()
+	if e.dead || s.closed.Load() || e.limit != r.Limit {
+		return store.Result{}, false
+	}
+	now := s.clock()
+	if e.units > 0 && !now.Before(e.expires) {
+		return store.Result{}, false // its units go back: Take's to do
+	}
+	return s.fromEntry(e, r, &out[0], now)
+}
+
 // take decides r from e, refilling the slice from the shared store when
 // it holds too few units. e's lock is held.
 func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.Decision) (store.Result, error) {
@@ -302,24 +361,8 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	if e.units > 0 && !now.Before(e.expires) {
 		s.giveBackDetached(ctx, r.Key, e)
 	}
-	if e.units >= r.Cost {
-		e.units -= r.Cost
-		s.local.Add(1)
-		*d = e.dec
-		d.Remaining = min(e.dec.Remaining+e.units, e.dec.Limit)
-		return store.Result{Allowed: true, At: e.at}, nil
-	}
-	// A remembered refusal answers a cost as large or larger, but not one
-	// beyond the capacity for a refusal that was not "never": its wait is
-	// the smaller cost's, and the shared store's answer is "never".
-	if now.Before(e.refusedUntil) && r.Cost >= e.refusedCost && (r.Cost <= r.Limit.Capacity() || e.refused.IsNever()) {
-		s.local.Add(1)
-		*d = e.refused
-		if !d.IsNever() { // a cost beyond the capacity stays "never"
-			d.RetryAfter = max(e.refusedRetry.Sub(now), time.Microsecond)
-		}
-		d.Remaining = min(d.Remaining+e.units, d.Limit)
-		return store.Result{At: e.at}, nil
+	if res, ok := s.fromEntry(e, r, d, now); ok {
+		return res, nil
 	}
 	// Too few units for this cost: they go back before a new slice is
 	// taken, since units charged at different times cannot be given back

@@ -29,6 +29,9 @@ type Store struct {
 	inner store.Store
 	cfg   config
 	cache *overLimit // nil: disabled
+	// near is inner as a store.LocalTaker (store/lease), nil if it is
+	// not one: a Take it decides in process needs no timed call.
+	near store.LocalTaker
 
 	dom atomic.Pointer[domains]
 	// pending is set while a link of inner's Unwrap chain is missing (a
@@ -93,6 +96,7 @@ func New(st store.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{inner: st, cfg: c}
+	s.near, _ = st.(store.LocalTaker)
 	part, known := findPartitioner(st)
 	s.dom.Store(s.newDomains(part))
 	s.pending.Store(!known)
@@ -663,6 +667,15 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		cached = some
 		epoch = s.cache.epoch()
 	}
+	if s.near != nil && ctx.Err() == nil {
+		// An answer from memory (a leased slice's units, which the store
+		// charged already, or the refusal it gave): no store call, so no
+		// timeout, breaker or call hook. It stands while the store is
+		// down, too: the units are the store's own.
+		if res, ok := s.near.TakeLocal(reqs, out); ok {
+			return s.answered(reqs, out, res, cached, epoch), nil
+		}
+	}
 	j := s.getJob(runTake, reqs)
 	defer putJob(j)
 	o, err := s.call(ctx, "take", j)
@@ -674,23 +687,29 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	switch o {
 	case ok:
 		copy(out, j.out)
-		res := j.res
-		if cached {
-			s.forgetAdmitted(reqs, out)
-		}
-		if !res.Allowed && s.cache != nil {
-			now := s.nowUS()
-			for i := range reqs {
-				s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i], epoch)
-			}
-		}
-		return res, nil
+		return s.answered(reqs, out, j.res, cached, epoch), nil
 	case callers, storeErr:
 		return store.Result{}, err
 	case contended:
 		return s.contendedTake(reqs, out), nil
 	}
 	return s.fallbackTake(ctx, j, reqs, out, err)
+}
+
+// answered completes a Take the store answered (out holds its decisions):
+// requests it admitted leave the over-limit cache (cached: some of reqs
+// were in it), and a refusal enters it, unless a reset came after epoch.
+func (s *Store) answered(reqs []store.Request, out []algo.Decision, res store.Result, cached bool, epoch uint64) store.Result {
+	if cached {
+		s.forgetAdmitted(reqs, out)
+	}
+	if !res.Allowed && s.cache != nil {
+		now := s.nowUS()
+		for i := range reqs {
+			s.cache.put(reqs[i].Key, reqs[i].Limit, reqs[i].Cost, now, out[i], epoch)
+		}
+	}
+	return res
 }
 
 // ContentionRetryAfter is the RetryAfter of a Take refused because the
