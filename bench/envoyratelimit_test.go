@@ -119,7 +119,7 @@ func benchEnvoyRateLimit(b *testing.B, pipelined bool) {
 // the two compare with the same processes on the cores (a loaded machine
 // shares its cores among runnable threads, and a server in its own process
 // brings its own).
-func benchFloodgateProcess(b *testing.B) {
+func benchFloodgateProcess(b *testing.B, flags ...string) {
 	bin, err := floodgateBinary()
 	if err != nil {
 		b.Skipf("cmd/floodgate could not be built, so it is not run as a process: %v", err)
@@ -134,8 +134,9 @@ func benchFloodgateProcess(b *testing.B) {
 	}
 	srv := startChild(b, "floodgate serve", func(host string, ports []int) *exec.Cmd {
 		addr := func(i int) string { return net.JoinHostPort(host, strconv.Itoa(ports[i])) }
-		cmd := exec.Command(bin, "serve", "--config", config, "--store", "redis://"+raddr,
-			"--grpc", addr(0), "--http", addr(1), "--admin", addr(2), "--log-level", "error")
+		args := append([]string{"serve", "--config", config, "--store", "redis://" + raddr,
+			"--grpc", addr(0), "--http", addr(1), "--admin", addr(2), "--log-level", "error"}, flags...)
+		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{} // none of this process's FLOODGATE_ variables
 		return cmd
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/lease"
 	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/resilient"
 	"github.com/floodgate/floodgate/store/storeurl"
@@ -36,6 +38,11 @@ import (
 //     optional;
 //   - floodgate-redis: the same on a local redis-server, wrapped in the
 //     resilient store exactly as `floodgate serve` wraps remote stores;
+//   - floodgate-redis-lease: the same with local leases of 100 units
+//     and a TTL of 10 s (store/lease, `floodgate serve --lease-slice 100
+//     --lease-ttl 10s`): a stated, bounded
+//     over-admission per window (instances × slice) for about one Redis
+//     call per 100 decisions on a key (see benchLeaseSlice);
 //   - noop-handler: the same gRPC server answering OK without deciding —
 //     the transport's own ceiling;
 //   - gubernator: github.com/gubernator-io/gubernator/v2 v2.13.0 as one
@@ -43,7 +50,8 @@ import (
 //   - envoyproxy-ratelimit and envoyproxy-ratelimit-pipelined: the reference
 //     Envoy rate limit service as a server process on a local redis-server,
 //     and floodgate-redis-process, `floodgate serve` run the same way
-//     (envoyratelimit_test.go).
+//     (envoyratelimit_test.go), and floodgate-redis-process-lease, the same
+//     with --lease-slice 100.
 //
 // Metrics: decisions/s, p50-us and p99-us (one call's latency as its caller
 // sees it), and cpu-ns/op (CPU time of the whole process — client and
@@ -88,18 +96,58 @@ func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
 		call := rlsCaller(b, floodgateServer(b, st))
 		outOfProcessCPU(b, raddr, 0, func() { runGRPC(b, call) })
 	})
+	b.Run("floodgate-redis-lease", func(b *testing.B) {
+		raddr := testserver.Redis(b)
+		if raddr == "" {
+			return
+		}
+		inner, err := storeurl.Open("redis://" + raddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// As `floodgate serve --lease-slice 100` stacks them: the leases
+		// right above the store, the failure policy above both.
+		ls, err := lease.New(inner, lease.WithSlice(benchLeaseSlice), lease.WithTTL(benchLeaseTTL))
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := resilient.New(ls)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		call := rlsCaller(b, floodgateServer(b, st))
+		outOfProcessCPU(b, raddr, 0, func() { runGRPC(b, call) })
+	})
 	b.Run("noop-handler", func(b *testing.B) {
 		runGRPC(b, rlsCaller(b, grpcServe(b, func(s *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(s, noopRLS{}) })))
 	})
 	b.Run("gubernator", func(b *testing.B) {
 		runGRPC(b, gubernatorCaller(b))
 	})
-	b.Run("floodgate-redis-process", benchFloodgateProcess)
+	b.Run("floodgate-redis-process", func(b *testing.B) { benchFloodgateProcess(b) })
+	b.Run("floodgate-redis-process-lease", func(b *testing.B) {
+		benchFloodgateProcess(b, "--lease-slice", strconv.Itoa(benchLeaseSlice), "--lease-ttl", benchLeaseTTL.String())
+	})
 	b.Run("envoyproxy-ratelimit", func(b *testing.B) { benchEnvoyRateLimit(b, false) })
 	b.Run("envoyproxy-ratelimit-pipelined", func(b *testing.B) { benchEnvoyRateLimit(b, true) })
 }
 
 const grpcKeys = 10_000
+
+// benchLeaseSlice and benchLeaseTTL are the lease contenders' (store/lease):
+// each instance takes 100 units of a key from Redis at a time and admits
+// from them in process for up to 10 s. Over 10 000 keys a key comes round
+// every 10 000 decisions, about every half second here: under the default
+// TTL of 1 s a slice would often expire between two visits, and each visit
+// would give 99 units back and take 100 again, two Redis calls for one
+// decision. A run of N decisions makes about one Redis call per key per
+// 100 of its decisions, so the lease contenders show their rate on runs of
+// several seconds (-benchtime 400000x), not on the 40000x of the others.
+const (
+	benchLeaseSlice = 100
+	benchLeaseTTL   = 10 * time.Second
+)
 
 // grpcDomain's rule never refuses within a run: a GCRA of 2e6 burst that
 // refills one unit per hour keeps every key's state live.
