@@ -384,8 +384,9 @@ const (
 // warnReplicas warns when a Redis store opened with wait_replicas has
 // fewer replicas acknowledging writes than it waits for: every admission
 // would fail, answered by --on-store-error, until they are attached. (A
-// store --start-degraded has not opened yet is not asked.)
-func warnReplicas(st store.Store, f serveFlags, log *slog.Logger) {
+// store --start-degraded has not opened yet is not asked.) A stop asked
+// for (ctx done) cuts the question short, without a warning.
+func warnReplicas(ctx context.Context, st store.Store, f serveFlags, log *slog.Logger) {
 	rs, ok, _ := store.Under[*redis.Store](st)
 	if !ok {
 		return
@@ -394,10 +395,11 @@ func warnReplicas(st store.Store, f serveFlags, log *slog.Logger) {
 	// acknowledges within it, as it will for the decisions.
 	_, wt := f.waitReplicas()
 	wt = max(wt, time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), wt+time.Second)
+	qctx, cancel := context.WithTimeout(ctx, wt+time.Second)
 	defer cancel()
-	acked, want, err := rs.Replicas(ctx, wt)
+	acked, want, err := rs.Replicas(qctx, wt)
 	switch {
+	case ctx.Err() != nil:
 	case err != nil:
 		log.Warn(fmt.Sprintf("%s has wait_replicas=%d, and asking how many replicas acknowledge writes failed: %v", f.flag("store"), want, err))
 	case acked < want:
@@ -408,16 +410,18 @@ func warnReplicas(st store.Store, f serveFlags, log *slog.Logger) {
 
 // warnEviction warns when the Redis store's maxmemory-policy evicts keys:
 // an evicted counter is a fresh budget. A server that refuses CONFIG
-// (managed Redis, an ACL without +config|get) is not judged.
-func warnEviction(st store.Store, f serveFlags, log *slog.Logger) {
+// (managed Redis, an ACL without +config|get) is not judged, nor is one
+// whose answer a stop (ctx done) cut short.
+func warnEviction(ctx context.Context, st store.Store, f serveFlags, log *slog.Logger) {
 	rs, ok, _ := store.Under[*redis.Store](st)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	p, err := rs.EvictionPolicy(ctx)
+	p, err := rs.EvictionPolicy(qctx)
 	switch {
+	case ctx.Err() != nil:
 	case err != nil:
 		log.Debug("cannot read the Redis maxmemory-policy; eviction check skipped", "err", err)
 	case !redis.EvictionSafe(p):
@@ -598,6 +602,26 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: want text or json", f.origin("log-format", strconv.Quote(f.logFormat)))
 	}
 	log := slog.New(handler)
+	// A stop asked for while starting (ctx done: SIGTERM or SIGINT) ends
+	// the start at the next step, and the store's open at once: one INFO
+	// line says so, the defers close what was opened, and serve returns
+	// nil (exit 0), as after a drain. The error of a step the stop cut
+	// short would blame the store (or the configuration) for a stop the
+	// operator asked for.
+	var startStopAt time.Time
+	stopped := func(step string) bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		startStopAt = time.Now()
+		log.Info(startStopMessage(context.Cause(ctx)), "during", step)
+		return true
+	}
+	defer func() { // the last defer to run: after every close
+		if !startStopAt.IsZero() {
+			log.Info("floodgate stopped", "after", time.Since(startStopAt).Round(time.Millisecond).String())
+		}
+	}()
 	for _, w := range f.envWarnings {
 		log.Warn(w)
 	}
@@ -631,6 +655,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		}
 		return watcher.Load()
 	})
+	if stopped("loading the configuration") {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -648,6 +675,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	// The TLS files before the store: a wrong file fails the start at once.
 	stls, err := loadTLS(&f)
+	if stopped("loading the TLS files") {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -658,16 +688,26 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	// The store's breaker openings and errors are logged, then through the
 	// server's events once it exists.
 	storeLog := server.NewStoreLog(log)
-	st, err := openStore(f, policyOnErr, storeLog.Hooks(m.StoreHooks()), log)
+	st, err := openUntil(ctx, func() (store.Store, error) {
+		return openStore(f, policyOnErr, storeLog.Hooks(m.StoreHooks()), log)
+	})
+	if err == nil {
+		defer st.Close()
+	}
+	if stopped("opening the store") {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	if _, ok, _ := store.Under[*resilient.Store](st); ok {
 		m.StoreSeries(policyOnErr) // at 0 from the start, for alerts on increase()
 	}
-	warnReplicas(st, f, log)
-	warnEviction(st, f, log)
+	warnReplicas(ctx, st, f, log)
+	warnEviction(ctx, st, f, log)
+	if stopped("checking the store") {
+		return nil
+	}
 
 	engine, err := policy.NewEngine(cfg, st, policy.WithShadowMode(f.shadow), policy.WithLogger(log))
 	if err != nil {
@@ -707,6 +747,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	ls, err := f.listen()
+	if stopped("listening") {
+		closeListeners(ls)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -763,6 +807,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	// starts on the line below must find them SERVING (Serve checks the
 	// store again every second).
 	srv.CheckStore(ctx)
+	if stopped("checking the store") {
+		closeListeners(ls)
+		return nil
+	}
 	// The addresses as the operator gave them, with the ports bound.
 	httpAddr, grpcAddr, adminAddr := shownAddr(f.httpAddr, ls.HTTP), shownAddr(f.grpcAddr, ls.GRPC), shownAddr(f.adminAddr, ls.Admin)
 	dashboard := "http://"
@@ -840,16 +888,22 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	return err
 }
 
-// stopMessage is serve's INFO line when its context is done: why (the
-// signal, or "stop requested" for a context cancelled otherwise) and what
-// follows, with the flags that bound it.
-func stopMessage(cause error, f serveFlags) string {
-	why, again := "stop requested", ""
+// stopWhy says why serve stops, from its context's cause: the signal, or
+// "stop requested" for a context cancelled otherwise; and, after a
+// signal, that a second one ends the process at once.
+func stopWhy(cause error) (why, again string) {
 	if cause != nil && strings.HasSuffix(cause.Error(), " signal received") {
 		// os/signal.NotifyContext's cause, e.g. "terminated signal
 		// received"; main then gives the signals their default action.
-		why, again = cause.Error(), " (a second SIGTERM or SIGINT ends the process at once)"
+		return cause.Error(), " (a second SIGTERM or SIGINT ends the process at once)"
 	}
+	return "stop requested", ""
+}
+
+// stopMessage is serve's INFO line when its context is done once it
+// serves: why (stopWhy) and what follows, with the flags that bound it.
+func stopMessage(cause error, f serveFlags) string {
+	why, again := stopWhy(cause)
 	var next string
 	if f.shutdownDelay > 0 {
 		next = fmt.Sprintf("reporting not ready while still serving for %v (%s), then draining", f.shutdownDelay, f.flag("shutdown-delay"))
@@ -858,6 +912,55 @@ func stopMessage(cause error, f serveFlags) string {
 	}
 	return fmt.Sprintf("%s: %s: the HTTP and gRPC listeners close and the requests in flight have up to %v (%s) to finish, then their connections are closed; the admin address closes last%s",
 		why, next, f.drainTimeout, f.flag("drain-timeout"), again)
+}
+
+// startStopMessage is serve's INFO line when its context is done before
+// it serves: why (stopWhy) and what follows. No request was taken, so
+// there is nothing to drain.
+func startStopMessage(cause error) string {
+	why, again := stopWhy(cause)
+	return why + " while starting: stopping before serving; what was opened (the store, the listeners) is closed, no request was taken" + again
+}
+
+// openUntil runs open (the store's: storeurl.Open takes no context, and a
+// store that does not answer holds it for its client's timeout on each
+// round trip) until ctx is done. Then it returns ctx's cause at once and
+// leaves open to finish in the background, closing the store if it
+// opens; the store is the caller's only when openUntil returns it.
+func openUntil(ctx context.Context, open func() (store.Store, error)) (store.Store, error) {
+	type opened struct {
+		st  store.Store
+		err error
+	}
+	// Unbuffered: a result is either taken by openUntil or, once it has
+	// returned, closed here; never both, never neither.
+	done := make(chan opened)
+	go func() {
+		st, err := open()
+		select {
+		case done <- opened{st, err}:
+		case <-ctx.Done():
+			if err == nil {
+				_ = st.Close()
+			}
+		}
+	}()
+	select {
+	case o := <-done:
+		return o.st, o.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// closeListeners closes the listeners of ls that were opened, for a start
+// that stops before serving (Serve closes them otherwise).
+func closeListeners(ls server.Listeners) {
+	for _, l := range []net.Listener{ls.HTTP, ls.GRPC, ls.Admin, ls.API} {
+		if l != nil {
+			l.Close()
+		}
+	}
 }
 
 // shownAddr is the address of the listener l as the operator gave it
