@@ -689,13 +689,64 @@ func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []reply {
 		cmds[i] = s.client.B().Evalsha().Sha1(programFor(&calls[i]).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
 	}
 	res := make([]reply, len(calls))
+	var lost []int // the calls answered NOSCRIPT
 	for i, r := range s.client.DoMulti(ctx, cmds...) {
-		if isNoScript(r.Error()) {
-			r = s.eval(ctx, programFor(&calls[i]), calls[i].keys, args[i])
-		}
 		res[i].RedisResult = r
+		if isNoScript(r.Error()) {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) > 0 {
+		s.reloadMulti(ctx, calls, args, res, lost)
 	}
 	return res
+}
+
+// reloadMulti sends again, pipelined, the calls of a batch whose EVALSHA
+// met a server that no longer knew the script (NOSCRIPT: a restart or a
+// failover lost its script cache), and writes their replies into res.
+// One at a time, each would cost a round trip (a batch of 64 after a
+// failover would wait 64 of them, past the store's timeout on a distant
+// server). The first call of each program is sent by EVAL, which loads
+// it, and the others by EVALSHA behind it: on one server they run after
+// the load. On a Cluster, the calls whose node was not the one loaded
+// answer NOSCRIPT again and are sent by EVAL, pipelined, in one more
+// round.
+func (s *Store) reloadMulti(ctx context.Context, calls []scriptArgs, args [][]string, res []reply, lost []int) {
+	build := func(i int, withSource bool) rueidis.Completed {
+		p, c := programFor(&calls[i]), &calls[i]
+		if withSource {
+			return s.client.B().Eval().Script(p.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
+		}
+		return s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
+	}
+	cmds := make(rueidis.Commands, len(lost))
+	var loaded []string // the programs' sha1s sent with their source
+	for j, i := range lost {
+		sha := programFor(&calls[i]).sha
+		first := !slices.Contains(loaded, sha)
+		if first {
+			loaded = append(loaded, sha)
+		}
+		cmds[j] = build(i, first)
+	}
+	again := lost[:0]
+	for j, r := range s.client.DoMulti(ctx, cmds...) {
+		res[lost[j]].RedisResult = r
+		if isNoScript(r.Error()) {
+			again = append(again, lost[j])
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	cmds = cmds[:len(again)]
+	for j, i := range again {
+		cmds[j] = build(i, true)
+	}
+	for j, r := range s.client.DoMulti(ctx, cmds...) {
+		res[again[j]].RedisResult = r
+	}
 }
 
 // Slot migrations. While a Cluster moves a hash slot from one master to
