@@ -23,7 +23,8 @@
 // create an algorithm's functions only when a call uses it, and the flat
 // ones define nothing per call. A NOSCRIPT reply (a restart, a failover to
 // a node that never saw the script) is answered by EVAL, which also caches
-// the script there.
+// the script there; the calls of a batch that met it are sent again in one
+// pipeline, the script's EVAL first and the others' EVALSHA behind it.
 //
 // # Clock
 //
