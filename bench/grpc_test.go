@@ -79,46 +79,12 @@ func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
 	}
 	b.Run("floodgate-memory", memoryContender())
 	b.Run("floodgate-memory-headers", memoryContender(server.WithEnvoyHeaders(true)))
-	b.Run("floodgate-redis", func(b *testing.B) {
-		raddr := testserver.Redis(b)
-		if raddr == "" {
-			return
-		}
-		inner, err := storeurl.Open("redis://" + raddr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := resilient.New(inner)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer st.Close()
-		call := rlsCaller(b, floodgateServer(b, st))
-		outOfProcessCPU(b, raddr, 0, func() { runGRPC(b, call) })
-	})
-	b.Run("floodgate-redis-lease", func(b *testing.B) {
-		raddr := testserver.Redis(b)
-		if raddr == "" {
-			return
-		}
-		inner, err := storeurl.Open("redis://" + raddr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// As `floodgate serve --lease-slice 100` stacks them: the leases
-		// right above the store, the failure policy above both.
-		ls, err := lease.New(inner, lease.WithSlice(benchLeaseSlice), lease.WithTTL(benchLeaseTTL))
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := resilient.New(ls)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer st.Close()
-		call := rlsCaller(b, floodgateServer(b, st))
-		outOfProcessCPU(b, raddr, 0, func() { runGRPC(b, call) })
-	})
+	b.Run("floodgate-redis", redisContender(nil))
+	// As `floodgate serve --lease-slice 100` stacks them: the leases right
+	// above the store, the failure policy above both.
+	b.Run("floodgate-redis-lease", redisContender(func(inner store.Store) (store.Store, error) {
+		return lease.New(inner, lease.WithSlice(benchLeaseSlice), lease.WithTTL(benchLeaseTTL))
+	}))
 	b.Run("noop-handler", func(b *testing.B) {
 		runGRPC(b, rlsCaller(b, grpcServe(b, func(s *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(s, noopRLS{}) })))
 	})
@@ -131,6 +97,36 @@ func BenchmarkGRPCShouldRateLimit64(b *testing.B) {
 	})
 	b.Run("envoyproxy-ratelimit", func(b *testing.B) { benchEnvoyRateLimit(b, false) })
 	b.Run("envoyproxy-ratelimit-pipelined", func(b *testing.B) { benchEnvoyRateLimit(b, true) })
+}
+
+// redisContender is the floodgate server on a local redis-server, wrapped
+// (when wrap is not nil) by wrap and then in the resilient store, as
+// `floodgate serve` wraps remote stores.
+func redisContender(wrap func(store.Store) (store.Store, error)) func(b *testing.B) {
+	return func(b *testing.B) {
+		raddr := testserver.Redis(b)
+		if raddr == "" {
+			return
+		}
+		st, err := storeurl.Open("redis://" + raddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if wrap != nil {
+			inner := st
+			if st, err = wrap(inner); err != nil {
+				inner.Close()
+				b.Fatal(err)
+			}
+		}
+		rs, err := resilient.New(st)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rs.Close()
+		call := rlsCaller(b, floodgateServer(b, rs))
+		outOfProcessCPU(b, raddr, 0, func() { runGRPC(b, call) })
+	}
 }
 
 const grpcKeys = 10_000
