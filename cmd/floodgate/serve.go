@@ -692,7 +692,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return openStore(f, policyOnErr, storeLog.Hooks(m.StoreHooks()), log)
 	})
 	if err == nil {
-		defer st.Close()
+		defer closeStore(st)
 	}
 	if stopped("opening the store") {
 		return nil
@@ -951,6 +951,22 @@ func openUntil(ctx context.Context, open func() (store.Store, error)) (store.Sto
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
+}
+
+// closeStore closes st on serve's way out. A store --start-degraded has
+// not opened yet (storeurl's Retrying) is closed without waiting for the
+// attempt to open it in progress, which its Close waits for: against a
+// store that does not answer, that is the client's timeout (4 x
+// --store-timeout, at least 1 s), and the process, done with its drain
+// or its start, would wait for it. The attempt ends on its own within
+// that timeout and closes the store if it opens (as an open openUntil
+// stopped waiting for does); the process may exit first.
+func closeStore(st store.Store) {
+	if r, ok, _ := store.Under[*storeurl.Retrying](st); ok && r.Unwrap() == nil {
+		go st.Close()
+		return
+	}
+	_ = st.Close()
 }
 
 // closeListeners closes the listeners of ls that were opened, for a start

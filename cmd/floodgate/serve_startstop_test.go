@@ -18,15 +18,16 @@ import (
 )
 
 // silentListener listens on 127.0.0.1 and accepts connections that it never
-// answers, as a store host whose process hangs does; accepted is closed on
-// the first connection. Everything is closed at the test's end.
+// answers, as a store host whose process hangs does; accepted gets a value
+// for each connection (the first 64). Everything is closed at the test's
+// end.
 func silentListener(t *testing.T) (addr string, accepted <-chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := make(chan struct{})
+	each := make(chan struct{}, 64)
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
@@ -40,11 +41,12 @@ func silentListener(t *testing.T) (addr string, accepted <-chan struct{}) {
 				return // closed at the test's end
 			}
 			mu.Lock()
-			if conns == nil {
-				close(first)
-			}
 			conns = append(conns, c)
 			mu.Unlock()
+			select {
+			case each <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -56,7 +58,7 @@ func silentListener(t *testing.T) (addr string, accepted <-chan struct{}) {
 			c.Close()
 		}
 	})
-	return ln.Addr().String(), first
+	return ln.Addr().String(), each
 }
 
 // TestServeStopWhileOpeningStore: SIGTERM while serve waits for a store
@@ -216,4 +218,38 @@ func TestOpenUntil(t *testing.T) {
 			t.Errorf("the store openUntil returned: Reset = %v, want it open", err)
 		}
 	})
+}
+
+// TestServeStopDegradedRetrying: with --start-degraded and a store that
+// accepts connections and never answers, serve serves while its retry
+// attempts wait out the store's timeout (4 x --store-timeout, 4 s here);
+// SIGTERM during an attempt drains and exits 0 at once. Before, after
+// "floodgate stopped" the process waited in the store's Close for the
+// attempt to time out (4 s here; 20 s with --store-timeout 5s).
+func TestServeStopDegradedRetrying(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the floodgate binary")
+	}
+	addr, accepted := silentListener(t)
+	p := testbinary.Serve(t, nil, "--reload-interval", "0", "--store", "redis://"+addr, "--store-timeout", "1s", "--start-degraded")
+	// The first connection was the open at start, which timed out before
+	// serve served; the next is a retry's, waiting for its answer.
+	for i := range 2 {
+		select {
+		case <-accepted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d connections to the store within 10s, want 2 (the open at start, a retry):\n%s", i, p.Stderr())
+		}
+	}
+	sent := time.Now()
+	err := p.Stop(syscall.SIGTERM, 10*time.Second)
+	took := time.Since(sent)
+	if err != nil {
+		t.Fatalf("exit after SIGTERM: %v, want status 0:\n%s", err, p.Stderr())
+	}
+	// Well under a second on an idle machine; 2 s leaves room for a
+	// loaded one, against the attempt's 4 s.
+	if took > 2*time.Second {
+		t.Errorf("serve took %v to exit after SIGTERM during a retry of the store's open, want under 2s:\n%s", took, p.Stderr())
+	}
 }
