@@ -26,10 +26,16 @@
 //     key; other instances cannot use them until they are given back. Units
 //     left when a slice expires (TTL) or the Store is closed go back to the
 //     shared store (store.Store.Refund, at the time they were charged, so a
-//     window that has passed takes nothing back). When the shared store
-//     has fewer units left than a slice, a Store takes what is left (a
-//     smaller slice), and once nothing is left only what each request
-//     needs: units that refill go one request at a time.
+//     window that has passed takes nothing back). A give-back that fails
+//     loses its units until their window ends (or they refill). The Store's
+//     janitor, which gives expired slices back every half TTL (10 ms at
+//     least), ends its round at such a failure and leaves the slices it has
+//     not reached, with their units, to its next round an interval later:
+//     a shared store that does not answer costs a round one store timeout,
+//     not one per expired key. When the shared store has fewer units left
+//     than a slice, a Store takes what is left (a smaller slice), and once
+//     nothing is left only what each request needs: units that refill go
+//     one request at a time.
 //   - Headers: Remaining is the shared store's figure at the slice's take
 //     plus the units this instance still holds; ResetAfter is the one
 //     reported when the slice was taken.

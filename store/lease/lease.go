@@ -536,13 +536,13 @@ func (s *Store) takeInner(ctx context.Context, r *store.Request, want int64, d *
 }
 
 // giveBack returns e's unused units to the shared store, at the time they
-// were charged, within ctx. A failure loses them for the rest of the
-// window (the bounded under-admission of the package documentation). e's
-// lock is held.
-func (s *Store) giveBack(ctx context.Context, key string, e *entry) {
+// were charged, within ctx, and the shared store's error. A failure loses
+// them for the rest of the window (the bounded under-admission of the
+// package documentation). e's lock is held.
+func (s *Store) giveBack(ctx context.Context, key string, e *entry) error {
 	if e.units <= 0 || e.limit == nil {
 		e.units = 0
-		return
+		return nil
 	}
 	n := e.units
 	e.units = 0
@@ -551,6 +551,7 @@ func (s *Store) giveBack(ctx context.Context, key string, e *entry) {
 	if err == nil {
 		s.returned.Add(n)
 	}
+	return err
 }
 
 // giveBackDetached is giveBack for a request that happens to expire the
@@ -560,18 +561,18 @@ func (s *Store) giveBackDetached(ctx context.Context, key string, e *entry) {
 	if e.units > 0 && e.limit != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
-	s.giveBackWithin(ctx, key, e)
+	_ = s.giveBackWithin(ctx, key, e) // a failure is giveBack's loss; the request goes on
 }
 
 // giveBackWithin is giveBack bounded as a request's, under parent.
-func (s *Store) giveBackWithin(parent context.Context, key string, e *entry) {
+func (s *Store) giveBackWithin(parent context.Context, key string, e *entry) error {
 	if e.units <= 0 || e.limit == nil {
 		e.units = 0
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(parent, max(s.ttl, time.Second))
 	defer cancel()
-	s.giveBack(ctx, key, e)
+	return s.giveBack(ctx, key, e)
 }
 
 // Peek reports the shared store's decisions, with the units this instance
@@ -765,7 +766,13 @@ func (s *Store) janitor(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.sweep(s.life, s.clock(), false)
+			if s.sweep(s.life, s.clock(), false) {
+				// A give-back failed: the next sweep comes a whole
+				// interval after this one, not at once, so that a
+				// shared store that does not answer gets one give-back
+				// per store timeout and interval, and the keys a rest.
+				t.Reset(every)
+			}
 		}
 	}
 }
@@ -774,8 +781,12 @@ func (s *Store) janitor(every time.Duration) {
 // all) and forgets keys that hold nothing. It skips keys busy deciding.
 // With all (Close), ctx bounds the whole sweep: it stops when ctx ends.
 // Without (the janitor), each key's give-back has a time limit of its
-// own under ctx, and the sweep stops when Close begins.
-func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
+// own under ctx, and the sweep stops when Close begins, and at the first
+// give-back that fails (the shared store down, slow or refusing), which
+// it reports: the slices it has not reached keep their units for the
+// next sweep, rather than each waiting out a store timeout in turn, its
+// key held meanwhile.
+func (s *Store) sweep(ctx context.Context, now time.Time, all bool) (failed bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -792,13 +803,13 @@ func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 				continue
 			}
 			if s.sweepOver(ctx, all) {
-				return
+				return false
 			}
 			if all {
 				select {
 				case e.lock <- struct{}{}:
 				case <-ctx.Done():
-					return
+					return false
 				}
 			} else {
 				select {
@@ -807,14 +818,17 @@ func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 					continue
 				}
 			}
+			var err error
 			switch {
 			case all && ctx.Err() != nil:
 				<-e.lock
-				return
+				return false
 			case all:
-				s.giveBack(ctx, k, e)
+				// Close's bound is ctx's: a failure moves on to the
+				// next key while time is left.
+				_ = s.giveBack(ctx, k, e)
 			case !now.Before(e.expires):
-				s.giveBackWithin(ctx, k, e)
+				err = s.giveBackWithin(ctx, k, e)
 			}
 			if e.units == 0 && (all || !now.Before(e.refusedUntil)) {
 				sh.mu.Lock()
@@ -825,8 +839,12 @@ func (s *Store) sweep(ctx context.Context, now time.Time, all bool) {
 				e.dead = true
 			}
 			<-e.lock
+			if err != nil {
+				return true
+			}
 		}
 	}
+	return false
 }
 
 // sweepOver reports whether a sweep must stop before its next key: Close's
