@@ -73,6 +73,8 @@
 // Decisions on one key are serialised in process by the key's lock, held
 // across the store call that refills the slice, so concurrent requests on
 // an empty slice cause one store call, not one each; a request waiting for
-// the lock gives up when its context is done. Slices expire by the
-// process's monotonic clock (injectable with WithClock for tests).
+// the lock gives up when its context is done (a Refund of several requests
+// still gives back what it did before it gave up, and its error names the
+// keys it did not refund). Slices expire by the process's monotonic clock
+// (injectable with WithClock for tests).
 package lease

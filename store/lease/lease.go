@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -570,10 +571,14 @@ func (s *Store) giveBackWithin(parent context.Context, key string, e *entry) err
 		e.units = 0
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(parent, max(s.ttl, time.Second))
+	ctx, cancel := context.WithTimeout(parent, s.giveBackTimeout())
 	defer cancel()
 	return s.giveBack(ctx, key, e)
 }
+
+// giveBackTimeout bounds a call to the shared store that no caller's
+// context bounds: a give-back of units that nobody waits for.
+func (s *Store) giveBackTimeout() time.Duration { return max(s.ttl, time.Second) }
 
 // Peek reports the shared store's decisions, with the units this instance
 // holds added to Remaining.
@@ -611,9 +616,28 @@ func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 // several requests, which go there as they are, charged on the key at
 // that same instant: the refund may be of one of those. Either way a
 // remembered refusal of the key is forgotten.
+//
+// The requests are refunded in order, each after its key's lock, for
+// which Refund waits as Take does. When ctx ends before a request's lock
+// is had (or has ended when Refund is called), that request and those
+// after it are not refunded, and the error wraps ctx's and says how many
+// they are and which keys (the first few by name). What the requests
+// before it gave back stays given back: units put back into slices stay
+// there, and those bound for the shared store still go to it, in one
+// call no longer cancelled with ctx but bounded as a give-back (the TTL,
+// at least a second); should that call fail too, the error says so and
+// wraps the shared store's. Otherwise the shared store is called under
+// ctx and its error returned as it is.
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 	var rest []store.Request
-	for i := range reqs {
+	// stop is the index of the first request not refunded, for ctx
+	// having ended first; len(reqs) when every one was.
+	stop := len(reqs)
+	if ctx.Err() != nil {
+		stop = 0
+	}
+loop:
+	for i := range reqs[:stop] {
 		r := &reqs[i]
 		e := s.lookup(r.Key)
 		if e == nil {
@@ -623,7 +647,8 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		select {
 		case e.lock <- struct{}{}:
 		case <-ctx.Done():
-			return ctx.Err()
+			stop = i
+			break loop
 		}
 		if e.dead {
 			// Removed (by Close or the janitor) while this call waited:
@@ -675,10 +700,59 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		}
 		<-e.lock
 	}
-	if len(rest) == 0 {
-		return nil
+	var err error
+	if len(rest) > 0 {
+		gctx := ctx
+		if ctx.Err() != nil {
+			// Decided, and perhaps partly done into slices: what goes
+			// back to the shared store goes all the same, bounded since
+			// nobody waits for it.
+			var cancel context.CancelFunc
+			gctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.giveBackTimeout())
+			defer cancel()
+		}
+		err = s.inner.Refund(gctx, rest)
 	}
-	return s.inner.Refund(ctx, rest)
+	if stop == len(reqs) {
+		return err
+	}
+	left := reqs[stop:]
+	cerr := fmt.Errorf("lease: refund: %w: %d of %d requests not refunded, %s", ctx.Err(), len(left), len(reqs), keyNames(left))
+	if err != nil {
+		return fmt.Errorf("%w; nor the %d before them bound for the shared store: %w", cerr, len(rest), err)
+	}
+	return cerr
+}
+
+// namedKeys is how many keys an error names before it counts the rest.
+const namedKeys = 3
+
+// keyNames names the keys of reqs, each once, for an error: `key "a"`,
+// `keys "a", "b"`, or the first namedKeys and how many more.
+func keyNames(reqs []store.Request) string {
+	var keys []string
+	seen := make(map[string]bool, min(len(reqs), 4*namedKeys))
+	for i := range reqs {
+		if k := reqs[i].Key; !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("key")
+	if len(keys) > 1 {
+		b.WriteString("s")
+	}
+	for i, k := range keys[:min(len(keys), namedKeys)] {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %q", k)
+	}
+	if more := len(keys) - namedKeys; more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	return b.String()
 }
 
 // Release passes Concurrency leases, which are never leased here, to the
