@@ -27,15 +27,19 @@
 //     left when a slice expires (TTL) or the Store is closed go back to the
 //     shared store (store.Store.Refund, at the time they were charged, so a
 //     window that has passed takes nothing back). A give-back that fails
-//     loses its units until their window ends (or they refill). The Store's
-//     janitor, which gives expired slices back every half TTL (10 ms at
-//     least), ends its round at such a failure and leaves the slices it has
-//     not reached, with their units, to its next round an interval later:
-//     a shared store that does not answer costs a round one store timeout,
-//     not one per expired key. When the shared store has fewer units left
-//     than a slice, a Store takes what is left (a smaller slice), and once
-//     nothing is left only what each request needs: units that refill go
-//     one request at a time.
+//     loses its units until their window ends (or they refill); so does
+//     one that a request's context cuts short: a request that finds its
+//     key's slice expired (or too small for it, or under another limit)
+//     gives the units back first, within its own context (deadline or
+//     cancellation), and returns the context's error if that ends first.
+//     The Store's janitor, which gives expired slices back every half TTL
+//     (10 ms at least), ends its round at such a failure and leaves the
+//     slices it has not reached, with their units, to its next round an
+//     interval later: a shared store that does not answer costs a round
+//     one store timeout, not one per expired key. When the shared store
+//     has fewer units left than a slice, a Store takes what is left (a
+//     smaller slice), and once nothing is left only what each request
+//     needs: units that refill go one request at a time.
 //   - Headers: Remaining is the shared store's figure at the slice's take
 //     plus the units this instance still holds; ResetAfter is the one
 //     reported when the slice was taken.
@@ -71,10 +75,12 @@
 // # Concurrency and clock
 //
 // Decisions on one key are serialised in process by the key's lock, held
-// across the store call that refills the slice, so concurrent requests on
-// an empty slice cause one store call, not one each; a request waiting for
-// the lock gives up when its context is done (a Refund of several requests
-// still gives back what it did before it gave up, and its error names the
-// keys it did not refund). Slices expire by the process's monotonic clock
-// (injectable with WithClock for tests).
+// across the store call that refills the slice (and the give-back before
+// it), so concurrent requests on an empty slice cause one store call, not
+// one each; both calls end with the request's context, so that a shared
+// store that hangs holds a key no longer than the request on it waits. A
+// request waiting for the lock gives up when its context is done (a
+// Refund of several requests still gives back what it did before it gave
+// up, and its error names the keys it did not refund). Slices expire by
+// the process's monotonic clock (injectable with WithClock for tests).
 package lease

@@ -256,6 +256,17 @@ func (s *Store) lookup(key string) *entry {
 // Take decides reqs; a single leasable request is decided from its key's
 // slice (see the package documentation), anything else by the shared
 // store.
+//
+// A leased request that finds its key's slice expired, too small for its
+// cost or taken under another limit first gives the slice's unused units
+// back, holding the key, within ctx (its deadline or its cancellation,
+// and the TTL, at least a second, at the latest): the other requests on
+// the key wait for it, and a shared store that hangs must not hold them
+// longer than the request itself waits. When ctx ends first,
+// Take returns ctx's error rather than go on, since the shared store's
+// call that would follow could only fail with it; the units, which may or
+// may not have reached the shared store, are counted lost (a failed
+// give-back's under-admission), never given back twice.
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	if len(reqs) != 1 || len(out) != 1 || !s.leasable(&reqs[0]) {
 		res, err := s.inner.Take(ctx, reqs, out)
@@ -355,12 +366,16 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	if e.limit != r.Limit {
 		// A new key, or its limit was reconfigured: what the entry holds
 		// belongs to the old limit.
-		s.giveBackDetached(ctx, r.Key, e)
+		if err := s.giveBackFor(ctx, r.Key, e); err != nil {
+			return store.Result{}, err
+		}
 		e.limit, e.units, e.charged, e.at, e.dec = r.Limit, 0, 0, 0, algo.Decision{}
 		e.refusedUntil, e.refusedCost = time.Time{}, 0
 	}
 	if e.units > 0 && !now.Before(e.expires) {
-		s.giveBackDetached(ctx, r.Key, e)
+		if err := s.giveBackFor(ctx, r.Key, e); err != nil {
+			return store.Result{}, err
+		}
 	}
 	if res, ok := s.fromEntry(e, r, d, now); ok {
 		return res, nil
@@ -368,7 +383,9 @@ func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.De
 	// Too few units for this cost: they go back before a new slice is
 	// taken, since units charged at different times cannot be given back
 	// as one.
-	s.giveBackDetached(ctx, r.Key, e)
+	if err := s.giveBackFor(ctx, r.Key, e); err != nil {
+		return store.Result{}, err
+	}
 	// A slice's worth (no more than the capacity), or the request's cost
 	// if that is more: a cost beyond the capacity is asked for as it is,
 	// for the shared store's "never".
@@ -555,14 +572,28 @@ func (s *Store) giveBack(ctx context.Context, key string, e *entry) error {
 	return err
 }
 
-// giveBackDetached is giveBack for a request that happens to expire the
-// slice: not cancelled with it (ctx), but bounded, since the key's lock
-// is held.
-func (s *Store) giveBackDetached(ctx context.Context, key string, e *entry) {
-	if e.units > 0 && e.limit != nil {
-		ctx = context.WithoutCancel(ctx)
+// giveBackFor is giveBack for a Take, under its context ctx, that finds
+// e's slice expired, too small for its cost or of another limit. The
+// key's lock is held, and every other request on the key waits behind
+// it: the give-back ends with ctx (its deadline, or its cancellation),
+// and at giveBackTimeout at the latest. It returns ctx's error when ctx
+// has ended, for the Take to return, since no store call can be made for
+// it any more: ended before the give-back, the units stay in the slice
+// (an expired one's go back with the janitor, or the next Take); ended
+// during it, they are lost as a failed give-back's are (giveBack counted
+// them out before the call, so they are never given back twice). A
+// failure of the shared store with time left is giveBack's loss, and the
+// Take goes on.
+func (s *Store) giveBackFor(ctx context.Context, key string, e *entry) error {
+	if e.units <= 0 || e.limit == nil {
+		e.units = 0
+		return nil
 	}
-	_ = s.giveBackWithin(ctx, key, e) // a failure is giveBack's loss; the request goes on
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_ = s.giveBackWithin(ctx, key, e)
+	return ctx.Err()
 }
 
 // giveBackWithin is giveBack bounded as a request's, under parent.
