@@ -27,6 +27,9 @@
 // NewRedis, NewRedisCluster, NewRedisSentinel and NewMemcached always start private
 // servers (they ignore the environment) and return handles with PIDs, so a test may
 // Kill, Stop or Restart them (for example kill a cluster master to test failover).
+// NewMemcachedTLS starts a memcached that speaks TLS only (memcached -Z), with a
+// certificate for 127.0.0.1 and localhost signed by a CA it makes (WriteTLSFiles), whose
+// files are in the test's temporary directory.
 //
 // # Without testing.TB
 //
