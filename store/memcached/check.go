@@ -3,6 +3,7 @@ package memcached
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,12 +33,13 @@ type serverSettings struct {
 // partial (WithPartialStart), the servers that did not answer (noAnswer)
 // are returned instead, in the URL's order, unless none answered: then
 // the first one's error is.
-func checkServers(addrs []net.Addr, timeout time.Duration, maxItemSize int, partial bool) (int, []UnansweredServer, error) {
+func checkServers(addrs []net.Addr, dial dialFunc, useTLS bool, timeout time.Duration, maxItemSize int, partial bool) (int, []UnansweredServer, error) {
 	var down []UnansweredServer
 	var first error
 	for _, a := range addrs {
-		set, err := settings(a.String(), timeout)
+		set, err := settings(dial, a.String(), timeout)
 		if err != nil {
+			err = tlsHint(a.String(), dial, useTLS, timeout, err)
 			if !partial || !noAnswer(err) {
 				return 0, nil, err
 			}
@@ -63,6 +65,9 @@ func checkServers(addrs []net.Addr, timeout time.Duration, maxItemSize int, part
 // connection, or let the timeout pass), which may pass by itself, rather
 // than that it answered in a way the store cannot use.
 func noAnswer(err error) bool {
+	if errors.Is(err, ErrTLSMismatch) {
+		return false // it answered, in or out of TLS
+	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
@@ -84,9 +89,9 @@ type UnansweredServer struct {
 // its settings are taken as the defaults: compare-and-swap on (a -C server
 // behind it is then found by the first decision, see load) and the item
 // size limit unknown.
-func settings(addr string, timeout time.Duration) (serverSettings, error) {
+func settings(dial dialFunc, addr string, timeout time.Duration) (serverSettings, error) {
 	set := serverSettings{casEnabled: true}
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	conn, err := dialTimeout(dial, addr, timeout)
 	if err != nil {
 		return set, fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
 	}
@@ -101,7 +106,7 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 		if first && errors.Is(err, io.EOF) {
 			// twemproxy closes the connection on a command it does not
 			// forward.
-			return set, version(addr, timeout)
+			return set, version(dial, addr, timeout)
 		}
 		if err != nil {
 			var ne net.Error
@@ -116,7 +121,7 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 		}
 		if first && (line == "ERROR" || strings.HasPrefix(line, "CLIENT_ERROR") || strings.HasPrefix(line, "SERVER_ERROR")) {
 			// A proxy that does not forward stats settings.
-			return set, version(addr, timeout)
+			return set, version(dial, addr, timeout)
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 || f[0] != "STAT" {
@@ -136,9 +141,19 @@ func settings(addr string, timeout time.Duration) (serverSettings, error) {
 	}
 }
 
+// dialFunc is the store's dial (dialNet).
+type dialFunc = func(ctx context.Context, network, address string) (net.Conn, error)
+
+// dialTimeout dials addr with dial within timeout.
+func dialTimeout(dial dialFunc, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return dial(ctx, "tcp", addr)
+}
+
 // version checks that addr answers "version" with VERSION.
-func version(addr string, timeout time.Duration) error {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+func version(dial dialFunc, addr string, timeout time.Duration) error {
+	conn, err := dialTimeout(dial, addr, timeout)
 	if err != nil {
 		return fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
 	}

@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -56,10 +57,18 @@ func newCheckedConn(nc net.Conn, dial func() (net.Conn, error)) *checkedConn {
 	return c
 }
 
-// use makes nc the connection's socket.
+// use makes nc the connection's socket. A TLS connection is checked on
+// its TCP socket: a server that closes it sends a close_notify alert then
+// EOF, both of which the check sees; a server sends nothing else between
+// an answer and the next request (TLS 1.3's session tickets come before
+// the first answer, which reads them).
 func (c *checkedConn) use(nc net.Conn) {
 	c.Conn, c.raw = nc, nil
-	if sc, ok := nc.(syscall.Conn); ok {
+	under := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		under = tc.NetConn()
+	}
+	if sc, ok := under.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
 	}
 }
@@ -116,21 +125,58 @@ func (c *checkedConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// dialer returns the gomemcache DialContext of a Store: a TCP dial bounded
-// by timeout whose connections are checkedConns. address is the server as
-// the URL names it (host:port, the port normalised): a host name is
-// resolved at every dial, reconnections included, so that a server that
-// comes back on another address (a Kubernetes pod) is found there. trips
-// returns the round-trip counter of the server at address.
-func dialer(timeout time.Duration, trips func(address string) *atomic.Int64) func(ctx context.Context, network, address string) (net.Conn, error) {
+// dialNet returns the store's dial: a TCP dial and, for an address
+// tlsFor holds (memcacheds://), a TLS handshake with its configuration,
+// the two within timeout. address is the server as the URL names it
+// (host:port, the port normalised): a host name is resolved at every dial,
+// reconnections included, so that a server that comes back on another
+// address (a Kubernetes pod) is found there.
+func dialNet(timeout time.Duration, tlsFor map[string]*tls.Config) func(ctx context.Context, network, address string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
+	if tlsFor == nil {
+		return d.DialContext
+	}
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		nc, err := d.DialContext(ctx, network, address)
+		cfg := tlsFor[address]
+		if cfg == nil {
+			return nil, fmt.Errorf("memcached: no TLS configuration for %s, which is not a server of the ring", address)
+		}
+		// tls.Dialer bounds the dial and the handshake together by
+		// d.Timeout.
+		td := &tls.Dialer{NetDialer: d, Config: cfg}
+		return td.DialContext(ctx, network, address)
+	}
+}
+
+// tlsConfigs returns the TLS configuration of each server: given (or, nil,
+// one verifying against the system roots), whose ServerName, when empty,
+// is the server's host.
+func tlsConfigs(addrs []net.Addr, given *tls.Config) map[string]*tls.Config {
+	if given == nil {
+		given = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	out := make(map[string]*tls.Config, len(addrs))
+	for _, a := range addrs {
+		c := given.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(a.String())
+		}
+		out[a.String()] = c
+	}
+	return out
+}
+
+// dialer returns the gomemcache DialContext of a Store: dial (dialNet),
+// whose connections are made checkedConns. trips returns the round-trip
+// counter of the server at address.
+func dialer(dial func(ctx context.Context, network, address string) (net.Conn, error), trips func(address string) *atomic.Int64) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		nc, err := dial(ctx, network, address)
 		if err != nil {
 			return nil, err
 		}
 		redial := func() (net.Conn, error) {
-			nc, err := d.DialContext(context.Background(), network, address)
+			nc, err := dial(context.Background(), network, address)
 			if err != nil {
 				return nil, fmt.Errorf("reconnecting to %s, which closed the connection: %w", address, err)
 			}

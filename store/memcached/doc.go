@@ -175,6 +175,15 @@
 // not answer (Unanswered) fail as a dead server's do while running, until
 // it answers.
 //
+// memcacheds:// speaks TLS to every server (memcached -Z, AWS
+// ElastiCache's in-transit encryption), each certificate verified against
+// the system roots and the server's host as the URL writes it; WithTLS
+// gives other roots, a client certificate or a server name. The ring is
+// the same as memcached://'s for the same servers. Over TLS a pipelined
+// step writes one command at a time (one TLS record each), since
+// memcached 1.6.18 stalls on a record that holds the end of one command
+// and the start of the next (see writeCmds in pipe.go).
+//
 // Window counters are named after their window's start, which depends on
 // the limit, and memcached cannot list keys: Reset and Inspect, given a key
 // alone, find the counters of the window limits this Store has used since

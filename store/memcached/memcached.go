@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -53,6 +54,18 @@ var (
 // (-C, which every algorithm but the two windows needs). The item size
 // limit is the smallest of WithMaxItemSize and the servers' own (-I).
 //
+// memcacheds://host:port[,host:port] speaks TLS to every server of the
+// ring (memcached -Z; AWS ElastiCache's in-transit encryption): each
+// connection's handshake, within WithTimeout as its dial is, verifies the
+// server's certificate against the system roots (SSL_CERT_FILE and
+// SSL_CERT_DIR replace them) and the server's host as the URL writes it;
+// WithTLS gives other roots, a client certificate or a server name. A
+// certificate that is not trusted fails Open with an error that names the
+// server and says why (x509: certificate signed by unknown authority).
+// memcacheds:// at a plain server, and memcached:// at a TLS one, fail
+// Open with an error wrapping ErrTLSMismatch (and store.ErrUnavailable)
+// that says which, within about twice the timeout.
+//
 // Options and their defaults:
 //
 //	WithClock(time.Now)            the clock decisions use
@@ -64,8 +77,9 @@ var (
 //	WithClockSkew(1s)              tolerated clock difference between instances
 //	WithMaxItemSize(1 MiB)         the servers' -I
 //	WithPartialStart: off          a server that does not answer fails Open
+//	WithTLS(nil)                   memcacheds:// verifies against the system roots
 func Open(url string, opts ...Option) (*Store, error) {
-	servers, err := ParseURL(url)
+	servers, useTLS, err := parseURL(url)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +92,16 @@ func Open(url string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	if cfg.tls != nil && !useTLS {
+		return nil, fmt.Errorf("memcached: Open: WithTLS given with the store URL %q, which speaks plain TCP: use memcacheds:// for servers that speak TLS", redactURL(url))
+	}
 	r, err := buildRing(servers, !cfg.partial)
 	if err != nil {
-		return nil, fmt.Errorf("memcached: store URL %q: %w", store.RedactURL(url), err)
+		return nil, fmt.Errorf("memcached: store URL %q: %w", redactURL(url), err)
+	}
+	var tlsFor map[string]*tls.Config // nil: plain TCP
+	if useTLS {
+		tlsFor = tlsConfigs(r.addrs, cfg.tls)
 	}
 	s := &Store{
 		cfg:     cfg,
@@ -90,7 +111,8 @@ func Open(url string, opts ...Option) (*Store, error) {
 		seed:    maphash.MakeSeed(),
 		trips:   make([]atomic.Int64, len(r.addrs)),
 	}
-	dial := dialer(cfg.timeout, s.tripsFor)
+	netDial := dialNet(cfg.timeout, tlsFor)
+	dial := dialer(netDial, s.tripsFor)
 	mc := memcache.NewFromSelector(r)
 	mc.Timeout = cfg.timeout
 	mc.MaxIdleConns = cfg.maxIdleConns
@@ -111,9 +133,9 @@ func Open(url string, opts ...Option) (*Store, error) {
 		})
 	}
 	if !cfg.skipCheck {
-		if s.cfg.maxItemSize, s.down, err = checkServers(r.addrs, cfg.timeout, cfg.maxItemSize, cfg.partial); err != nil {
+		if s.cfg.maxItemSize, s.down, err = checkServers(r.addrs, netDial, useTLS, cfg.timeout, cfg.maxItemSize, cfg.partial); err != nil {
 			mc.Close()
-			return nil, fmt.Errorf("%w (store URL %q)", err, store.RedactURL(url))
+			return nil, fmt.Errorf("%w (store URL %q)", err, redactURL(url))
 		}
 	}
 	return s, nil

@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"crypto/tls"
 	"fmt"
 	"runtime"
 	"time"
@@ -21,6 +22,7 @@ type config struct {
 	maxItemSize  int
 	skipCheck    bool // tests: open without checkServers
 	partial      bool // WithPartialStart
+	tls          *tls.Config
 }
 
 // The defaults of Open's options.
@@ -192,6 +194,27 @@ func WithMaxItemSize(n int) Option {
 func WithPartialStart() Option {
 	return func(c *config) error {
 		c.partial = true
+		return nil
+	}
+}
+
+// WithTLS sets the TLS configuration of a memcacheds:// URL's connections
+// (default: the system roots, which SSL_CERT_FILE and SSL_CERT_DIR
+// replace, no client certificate, TLS 1.2 or later): give it your own
+// RootCAs, a client certificate (Certificates or GetClientCertificate, for
+// a server started with ssl_verify_mode=2) or a ServerName. Every server of
+// the ring is verified against ServerName when it is set, else against
+// its own host as the URL writes it (a name, or an IP address that the
+// certificate must list). The configuration is cloned: changing it after
+// Open changes nothing. A nil config is an error here; with a memcached://
+// URL, which speaks plain TCP, it is an error of Open: the URL's scheme
+// says whether the servers speak TLS.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) error {
+		if cfg == nil {
+			return fmt.Errorf("memcached: WithTLS: nil config (memcacheds:// without WithTLS verifies the servers against the system roots)")
+		}
+		c.tls = cfg.Clone()
 		return nil
 	}
 }

@@ -14,7 +14,9 @@ import (
 const DefaultPort = "11211"
 
 // ParseURL returns the servers (host:port) named by a store URL of the form
-// memcached://host:port[,host:port…]. The host list follows the rule of
+// memcached://host:port[,host:port…], or memcacheds://host:port[,…] for
+// servers that speak TLS (see Open), which follows the same rules. The
+// host list follows the rule of
 // every store URL (package hostlist), the Redis ones included: a server
 // without a port gets DefaultPort; IPv6 hosts are written in brackets
 // ([::1]:11211); a port is decimal digits from 1 to 65535 without sign or
@@ -34,13 +36,23 @@ const DefaultPort = "11211"
 // read from a file or an environment variable with its line end), the
 // error says so after its reason.
 func ParseURL(rawURL string) ([]string, error) {
-	shown := store.RedactURL(rawURL)
-	bad := func(format string, args ...any) ([]string, error) {
-		return nil, fmt.Errorf("memcached: store URL %q: %s%s", shown, fmt.Sprintf(format, args...), strayHint(shown))
+	servers, _, err := parseURL(rawURL)
+	return servers, err
+}
+
+// parseURL is ParseURL, and reports whether the URL's scheme is
+// memcacheds:// (TLS).
+func parseURL(rawURL string) (servers []string, useTLS bool, err error) {
+	shown := redactURL(rawURL)
+	bad := func(format string, args ...any) ([]string, bool, error) {
+		return nil, false, fmt.Errorf("memcached: store URL %q: %s%s", shown, fmt.Sprintf(format, args...), strayHint(shown))
 	}
 	p, ok := store.SplitURL(rawURL)
-	if !ok || !strings.EqualFold(p.Scheme, "memcached") {
-		return bad("want memcached://host:port[,host:port]")
+	switch {
+	case ok && strings.EqualFold(p.Scheme, "memcacheds"):
+		useTLS = true
+	case !ok || !strings.EqualFold(p.Scheme, "memcached"):
+		return bad("want memcached://host:port[,host:port], or memcacheds://… for TLS")
 	}
 	if p.HasUserInfo {
 		return bad("memcached takes no user name or password (remove what precedes '@'): its text protocol has no authentication; firewall the port instead")
@@ -57,11 +69,21 @@ func ParseURL(rawURL string) ([]string, error) {
 	if rest == "" {
 		return bad("no server")
 	}
-	servers, err := hostlist.Parse(rest, "server", DefaultPort)
+	servers, err = hostlist.Parse(rest, "server", DefaultPort)
 	if err != nil {
 		return bad("%v", err)
 	}
-	return servers, nil
+	return servers, useTLS, nil
+}
+
+// redactURL is store.RedactURL, which hides all of a memcached:// URL's
+// user information (it takes none, so all of it may be a secret), for
+// memcacheds:// as well.
+func redactURL(rawURL string) string {
+	if p, ok := store.SplitURL(rawURL); ok && strings.EqualFold(p.Scheme, "memcacheds") {
+		return p.Scheme + store.RedactURL("memcached" + rawURL[len(p.Scheme):])[len("memcached"):]
+	}
+	return store.RedactURL(rawURL)
 }
 
 // strayHint says, for a URL refused for another reason, that it ends or

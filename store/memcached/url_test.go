@@ -23,6 +23,8 @@ func TestParseURL(t *testing.T) {
 		{"memcached://[::1]", "[::1]:11211"},
 		{"memcached://127.0.0.1:021211", "127.0.0.1:21211"},
 		{"memcached://[::1]:0011212,b:0002", "[::1]:11212 b:2"},
+		{"memcacheds://cache.example:11212,10.0.0.2", "cache.example:11212 10.0.0.2:11211"},
+		{"MemcacheDS://a:1", "a:1"},
 	}
 	for _, tt := range good {
 		got, err := ParseURL(tt.url)
@@ -35,7 +37,12 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 	bad := []struct{ url, wantErr string }{
-		{"redis://a:1", "want memcached://"},
+		{"redis://a:1", "want memcached://host:port[,host:port], or memcacheds://… for TLS"},
+		{"memcachedss://a:1", "want memcached://"},
+		{"memcacheds://", "no server"},
+		{"memcacheds://a:1?tls=1", "query parameters"},
+		{"memcacheds://a:1/0", `unexpected path "/0"`},
+		{"memcacheds://a:1,a:1", "listed twice"},
 		{"memcached://", "no server"},
 		{"memcached://a:1,,b:2", "server 2 is empty"},
 		{"memcached://a:0", "port must be 1-65535"},
@@ -117,6 +124,9 @@ func TestParseURLRefusesCredentials(t *testing.T) {
 		"memcached://bob:PW@127.0.0.1:99999",
 		"memcached://bob:PW@127.0.0.1:1/x",
 		"memcached://bob:PW@127.0.0.1:1?timeout=1s",
+		"memcacheds://bob:PW@127.0.0.1:1",
+		"memcacheds://PW@127.0.0.1:1,127.0.0.1:2",
+		"MEMCACHEDS://bob:PW@127.0.0.1:1/x",
 	}
 	leaks := func(s, pw string) bool {
 		for _, w := range []string{"Sup3r", "Secr3t", pw, url.PathEscape(pw), url.QueryEscape(pw)} {
@@ -137,8 +147,12 @@ func TestParseURLRefusesCredentials(t *testing.T) {
 				t.Errorf("ParseURL(%q) = %v: the password shows", raw, err)
 			case !strings.Contains(err.Error(), "memcached takes no user name or password"):
 				t.Errorf("ParseURL(%q) = %v, want it to say that memcached takes no credentials", raw, err)
-			case !strings.Contains(err.Error(), store.RedactURL(raw)):
-				t.Errorf("ParseURL(%q) = %v, want it to quote %q", raw, err, store.RedactURL(raw))
+			case !strings.Contains(err.Error(), redactURL(raw)):
+				t.Errorf("ParseURL(%q) = %v, want it to quote %q", raw, err, redactURL(raw))
+			case strings.Contains(err.Error(), "bob"):
+				// All of a memcached URL's user information is hidden,
+				// memcacheds:// too (store.RedactURL would show "bob:").
+				t.Errorf("ParseURL(%q) = %v: the user name shows", raw, err)
 			}
 			if s, err := Open(raw); err == nil {
 				s.Close()
@@ -163,7 +177,7 @@ func TestParseURLRefusesCredentials(t *testing.T) {
 }
 
 func FuzzParseURL(f *testing.F) {
-	for _, s := range []string{"memcached://a:1", "memcached://[::1]:2,b", "memcached://,", "memcached://[", "x"} {
+	for _, s := range []string{"memcached://a:1", "memcacheds://a:1", "memcached://[::1]:2,b", "memcached://,", "memcached://[", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -190,7 +204,7 @@ func TestParseURLNamesControlCharacters(t *testing.T) {
 		{"memcached://127.0.0.1:\t11211", `port must be 1-65535, got "\t11211" (the URL holds the control character "\t")`},
 		{"memcached://127.0.0.1\t:11211", `the host holds a space or a control character (the URL holds the control character "\t")`},
 		{"memcached://a:1\x00,b:2", `(the URL holds the control character "\x00")`},
-		{"\nmemcached://a:1", `want memcached://host:port[,host:port] (the URL starts with "\n"`},
+		{"\nmemcached://a:1", `want memcached://host:port[,host:port], or memcacheds://… for TLS (the URL starts with "\n"`},
 		{"memcached://bob:Sup3r\tSecr3t@a:1\n", `memcached takes no user name or password (remove what precedes '@'): its text protocol has no authentication; firewall the port instead (the URL ends with "\n"`},
 	}
 	for _, tt := range cases {
