@@ -7,6 +7,7 @@
 //	redis-cluster://host:port,host:port,...         Redis Cluster (seed nodes)
 //	redis-sentinel://master@host:port,host:port     Redis through Sentinel
 //	memcached://host:port[,host:port]               one or several memcached servers
+//	memcacheds://host:port[,host:port]              the same over TLS
 //
 // Every problem with a URL is a *URLError wrapping ErrBadURL that quotes
 // the URL once (with any password hidden) and says what is wrong; a store

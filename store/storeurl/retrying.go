@@ -57,17 +57,20 @@ func WithRetryBackoff(min, max time.Duration) Option {
 // redis://), a user the ACL or the password stops, or a server that
 // answered with any other error is not: retrying would not change it.
 // Nor is a URL whose scheme does not match the server's TLS, which fails
-// as a timeout or a dropped connection but store/redis tells apart
-// (rediss:// at a plain server, redis:// at a TLS port).
+// as a timeout or a dropped connection but store/redis and
+// store/memcached tell apart (rediss:// or memcacheds:// at a plain
+// server, redis:// or memcached:// at a TLS port), nor a memcacheds://
+// server that refused the TLS connection (it wants a client certificate)
+// or whose certificate is not trusted.
 func Transient(err error) bool {
 	if err == nil || errors.Is(err, ErrBadURL) || errors.Is(err, redis.ErrBadURL) || errors.Is(err, redis.ErrPermission) {
 		return false
 	}
-	if errors.Is(err, redis.ErrTLSMismatch) {
+	if errors.Is(err, redis.ErrTLSMismatch) || errors.Is(err, memcached.ErrTLSMismatch) {
 		// A scheme that does not match the server's TLS: the handshake
 		// timed out or the server dropped the connection, which would
-		// pass for a server not up yet, but store/redis asked again and
-		// found which (redis.ErrTLSMismatch). No retry opens it, and a
+		// pass for a server not up yet, but store/redis or
+		// store/memcached asked again and found which. No retry opens it, and a
 		// failure policy would answer for it for as long as the process
 		// runs (FailOpen: every request admitted).
 		return false
@@ -116,7 +119,7 @@ func OpenRetrying(rawURL string, opts ...Option) (store.Store, error) {
 	}
 	st, err := Open(rawURL, opts...)
 	if err == nil {
-		warnUnanswered(c.log, store.RedactURL(rawURL), st)
+		warnUnanswered(c.log, Redact(rawURL), st)
 	}
 	if err == nil || !Transient(err) {
 		return st, err
@@ -126,7 +129,7 @@ func OpenRetrying(rawURL string, opts ...Option) (store.Store, error) {
 	}
 	c.retryMax = max(c.retryMax, c.retryMin)
 	r := &Retrying{
-		url:   store.RedactURL(rawURL),
+		url:   Redact(rawURL),
 		open:  func() (store.Store, error) { return Open(rawURL, opts...) },
 		log:   c.log,
 		min:   c.retryMin,

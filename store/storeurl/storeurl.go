@@ -44,7 +44,7 @@ func (e *URLError) Unwrap() []error {
 }
 
 func badURL(rawURL, format string, args ...any) error {
-	return &URLError{URL: store.RedactURL(rawURL), Reason: fmt.Sprintf(format, args...)}
+	return &URLError{URL: Redact(rawURL), Reason: fmt.Sprintf(format, args...)}
 }
 
 // wrapURLError turns a store package's URL error, which names the package
@@ -60,12 +60,12 @@ func wrapURLError(rawURL string, err error) error {
 			}
 		}
 	}
-	return &URLError{URL: store.RedactURL(rawURL), Reason: reason, Err: err}
+	return &URLError{URL: Redact(rawURL), Reason: reason, Err: err}
 }
 
 // Schemes lists the URL schemes Open accepts.
 func Schemes() []string {
-	return []string{"memory", "redis", "rediss", "redis-cluster", "redis-sentinel", "memcached"}
+	return []string{"memory", "redis", "rediss", "redis-cluster", "redis-sentinel", "memcached", "memcacheds"}
 }
 
 // Option configures Open; see Open for the defaults.
@@ -155,12 +155,12 @@ func Open(rawURL string, opts ...Option) (store.Store, error) {
 			return nil, err
 		}
 		return st, nil
-	case "memcached":
+	case "memcached", "memcacheds":
 		// Checked before memcached.ParseURL, whose reasons quote what
 		// follows the first '/', '?', '#' or '@': a password, or a
 		// query that may hold one.
 		if p, _ := store.SplitURL(rawURL); p.HasUserInfo {
-			return nil, badURL(rawURL, "memcached takes no user name or password (remove what precedes '@')")
+			return nil, badURL(rawURL, "%s takes no user name or password (remove what precedes '@')", strings.ToLower(scheme))
 		}
 		if strings.ContainsAny(rawURL, "?#") {
 			return nil, badURL(rawURL, "query parameters (?…) and fragments (#…) are not supported")
@@ -226,7 +226,7 @@ func openMemory(rawURL string, c config) (store.Store, error) {
 	st, err := memory.New(append(mo, c.memOpts...)...)
 	if err != nil {
 		if errors.Is(err, memory.ErrInvalidOption) {
-			return nil, &URLError{URL: store.RedactURL(rawURL), Reason: err.Error(), Err: err}
+			return nil, &URLError{URL: Redact(rawURL), Reason: err.Error(), Err: err}
 		}
 		return nil, err
 	}
@@ -242,4 +242,13 @@ func withColons(ss []string) []string {
 }
 
 // Redact returns the URL with any password replaced by "xxxxx", for logs.
-func Redact(rawURL string) string { return store.RedactURL(rawURL) }
+// All the user information of a memcached:// or memcacheds:// URL, which
+// takes none, is hidden.
+func Redact(rawURL string) string {
+	if p, ok := store.SplitURL(rawURL); ok && strings.EqualFold(p.Scheme, "memcacheds") {
+		// store.RedactURL hides a memcached:// URL's whole user
+		// information: read memcacheds:// as that.
+		return p.Scheme + store.RedactURL("memcached" + rawURL[len(p.Scheme):])[len("memcached"):]
+	}
+	return store.RedactURL(rawURL)
+}

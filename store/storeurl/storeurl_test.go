@@ -36,6 +36,12 @@ func TestBadURLs(t *testing.T) {
 		{"memcached://h:1,,h:2", "empty"},
 		{"memcached://h:1/path", "unexpected"},
 		{"redis://user:s3cret@h:99999", "xxxxx"},
+		{"memcacheds:h:11211", `"memcacheds:" must be followed by ://`},
+		{"memcacheds://", "no server"},
+		{"memcacheds://h:1,h:1", "listed twice"},
+		{"memcacheds://h:1?ca=/etc/ca.pem", "query parameters"},
+		{"memcacheds://user:s3cret@h:1", `"memcacheds://xxxxx@h:1": memcacheds takes no user name or password`},
+		{"MEMCACHEDS://s3cret@h:1", "takes no user name or password"},
 	} {
 		st, err := storeurl.Open(r.url)
 		if err == nil {
@@ -67,8 +73,10 @@ func TestBadURLSaysItOnce(t *testing.T) {
 		{"redis-sentinel://h:26379", "redis-sentinel://h:26379", "missing master name (want redis-sentinel://master@host:port,...)", redis.ErrBadURL},
 		{"memcached://h:99999", "memcached://h:99999", `server "h:99999": port must be 1-65535, got "99999"`, nil},
 		{"memcached://", "memcached://", "no server", nil},
+		{"memcacheds://h:99999", "memcacheds://h:99999", `server "h:99999": port must be 1-65535, got "99999"`, nil},
+		{"memcacheds://h:1/0", "memcacheds://h:1/0", `unexpected path "/0": only a list of host:port is allowed`, nil},
 		{"memory://x", "memory://x", `memory:// takes no host or path, got "x"`, nil},
-		{"postgres://db", "postgres://db", `unknown scheme "postgres": want one of memory://, redis://, rediss://, redis-cluster://, redis-sentinel://, memcached://`, nil},
+		{"postgres://db", "postgres://db", `unknown scheme "postgres": want one of memory://, redis://, rediss://, redis-cluster://, redis-sentinel://, memcached://, memcacheds://`, nil},
 	} {
 		_, err := storeurl.Open(r.url)
 		ue, ok := errors.AsType[*storeurl.URLError](err)
@@ -90,7 +98,7 @@ func TestBadURLSaysItOnce(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	for _, u := range []string{"redis://127.0.0.1:1", "memcached://127.0.0.1:1"} {
+	for _, u := range []string{"redis://127.0.0.1:1", "memcached://127.0.0.1:1", "memcacheds://127.0.0.1:1"} {
 		st, err := storeurl.Open(u, storeurl.WithTimeout(200*time.Millisecond))
 		if err == nil {
 			st.Close()
@@ -152,6 +160,10 @@ func TestRedact(t *testing.T) {
 		"redis-sentinel://u:pw@mymaster@h:1": "redis-sentinel://u:xxxxx@mymaster@h:1",
 		"redis://h:1":                        "redis://h:1",
 		"redis-sentinel://mymaster@h:1,h:2":  "redis-sentinel://mymaster@h:1,h:2",
+		"memcached://bob:pw@h:1":             "memcached://xxxxx@h:1",
+		"memcacheds://bob:pw@h:1,h:2":        "memcacheds://xxxxx@h:1,h:2",
+		"MemcacheDS://pw@h:1":                "MemcacheDS://xxxxx@h:1",
+		"memcacheds://h:1":                   "memcacheds://h:1",
 	} {
 		if got := storeurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
