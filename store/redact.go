@@ -139,7 +139,7 @@ func RedactURL(raw string) string {
 	}
 	creds, master := p.UserInfo, ""
 	switch strings.ToLower(p.Scheme) {
-	case "memcached":
+	case "memcached", "memcacheds":
 		creds = redacted
 	case "redis-sentinel":
 		if i := strings.LastIndexByte(creds, '@'); i >= 0 && !strings.Contains(creds[i:], ":") {

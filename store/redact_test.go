@@ -120,6 +120,7 @@ func TestRedactURL(t *testing.T) {
 		"redis-sentinel://bob:pw@a:1":               "redis-sentinel://bob:xxxxx@a:1",
 		"memcached://a:1,b:2":                       "memcached://a:1,b:2",
 		"memcached://secret@a:1":                    "memcached://xxxxx@a:1",
+		"memcacheds://bob:secret@a:1":               "memcacheds://xxxxx@a:1",
 		"memory://?max_keys=10":                     "memory://?max_keys=10",
 		"http://admin:s3cret@127.0.0.1:1/":          "http://admin:xxxxx@127.0.0.1:1/",
 		"redis:/bob:pw@h:1":                         "xxxxx@h:1",

@@ -112,7 +112,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	// The memory store's eviction as memory.WithMaxKeys states it: a full
 	// shard drops an expired key or the one closest to expiry (whose loss
 	// admits the fewest extra units), not the oldest.
-	fs.StringVar(&f.store, "store", "memory://", fmt.Sprintf("store URL: memory:// (at most %d keys: a full shard evicts the key whose state expires soonest; memory://?max_keys=N sets the cap, 0 none), redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p]", memory.DefaultMaxKeys))
+	fs.StringVar(&f.store, "store", "memory://", fmt.Sprintf("store URL: memory:// (at most %d keys: a full shard evicts the key whose state expires soonest; memory://?max_keys=N sets the cap, 0 none), redis://host:port[/db], rediss://..., redis-cluster://h:p,h:p, redis-sentinel://master@h:p,h:p, memcached://h:p[,h:p], memcacheds://h:p[,h:p] (TLS)", memory.DefaultMaxKeys))
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP address: POST /json (Envoy's JSON API), the native /v1/ API and GET /healthcheck; with --upstream, the proxy only (every path goes to the upstream; the APIs move to --api), in HTTP/1.1 and HTTP/2 (h2c with prior knowledge, so gRPC clients too; h2 by ALPN over TLS)")
 	fs.StringVar(&f.apiAddr, "api", "", "with --upstream: the address of the decision APIs (/json, /v1/, /healthcheck), apart from the public proxy (default: not served; keep it private)")
 	fs.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC address: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1")

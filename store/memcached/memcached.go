@@ -93,11 +93,11 @@ func Open(url string, opts ...Option) (*Store, error) {
 		}
 	}
 	if cfg.tls != nil && !useTLS {
-		return nil, fmt.Errorf("memcached: Open: WithTLS given with the store URL %q, which speaks plain TCP: use memcacheds:// for servers that speak TLS", redactURL(url))
+		return nil, fmt.Errorf("memcached: Open: WithTLS given with the store URL %q, which speaks plain TCP: use memcacheds:// for servers that speak TLS", store.RedactURL(url))
 	}
 	r, err := buildRing(servers, !cfg.partial)
 	if err != nil {
-		return nil, fmt.Errorf("memcached: store URL %q: %w", redactURL(url), err)
+		return nil, fmt.Errorf("memcached: store URL %q: %w", store.RedactURL(url), err)
 	}
 	var tlsFor map[string]*tls.Config // nil: plain TCP
 	if useTLS {
@@ -135,7 +135,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 	if !cfg.skipCheck {
 		if s.cfg.maxItemSize, s.down, err = checkServers(r.addrs, netDial, useTLS, cfg.timeout, cfg.maxItemSize, cfg.partial); err != nil {
 			mc.Close()
-			return nil, fmt.Errorf("%w (store URL %q)", err, redactURL(url))
+			return nil, fmt.Errorf("%w (store URL %q)", err, store.RedactURL(url))
 		}
 	}
 	return s, nil

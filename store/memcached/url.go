@@ -43,7 +43,7 @@ func ParseURL(rawURL string) ([]string, error) {
 // parseURL is ParseURL, and reports whether the URL's scheme is
 // memcacheds:// (TLS).
 func parseURL(rawURL string) (servers []string, useTLS bool, err error) {
-	shown := redactURL(rawURL)
+	shown := store.RedactURL(rawURL)
 	bad := func(format string, args ...any) ([]string, bool, error) {
 		return nil, false, fmt.Errorf("memcached: store URL %q: %s%s", shown, fmt.Sprintf(format, args...), strayHint(shown))
 	}
@@ -74,16 +74,6 @@ func parseURL(rawURL string) (servers []string, useTLS bool, err error) {
 		return bad("%v", err)
 	}
 	return servers, useTLS, nil
-}
-
-// redactURL is store.RedactURL, which hides all of a memcached:// URL's
-// user information (it takes none, so all of it may be a secret), for
-// memcacheds:// as well.
-func redactURL(rawURL string) string {
-	if p, ok := store.SplitURL(rawURL); ok && strings.EqualFold(p.Scheme, "memcacheds") {
-		return p.Scheme + store.RedactURL("memcached" + rawURL[len(p.Scheme):])[len("memcached"):]
-	}
-	return store.RedactURL(rawURL)
 }
 
 // strayHint says, for a URL refused for another reason, that it ends or

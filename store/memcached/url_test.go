@@ -147,11 +147,11 @@ func TestParseURLRefusesCredentials(t *testing.T) {
 				t.Errorf("ParseURL(%q) = %v: the password shows", raw, err)
 			case !strings.Contains(err.Error(), "memcached takes no user name or password"):
 				t.Errorf("ParseURL(%q) = %v, want it to say that memcached takes no credentials", raw, err)
-			case !strings.Contains(err.Error(), redactURL(raw)):
-				t.Errorf("ParseURL(%q) = %v, want it to quote %q", raw, err, redactURL(raw))
+			case !strings.Contains(err.Error(), store.RedactURL(raw)):
+				t.Errorf("ParseURL(%q) = %v, want it to quote %q", raw, err, store.RedactURL(raw))
 			case strings.Contains(err.Error(), "bob"):
 				// All of a memcached URL's user information is hidden,
-				// memcacheds:// too (store.RedactURL would show "bob:").
+				// memcacheds:// too.
 				t.Errorf("ParseURL(%q) = %v: the user name shows", raw, err)
 			}
 			if s, err := Open(raw); err == nil {

@@ -244,11 +244,4 @@ func withColons(ss []string) []string {
 // Redact returns the URL with any password replaced by "xxxxx", for logs.
 // All the user information of a memcached:// or memcacheds:// URL, which
 // takes none, is hidden.
-func Redact(rawURL string) string {
-	if p, ok := store.SplitURL(rawURL); ok && strings.EqualFold(p.Scheme, "memcacheds") {
-		// store.RedactURL hides a memcached:// URL's whole user
-		// information: read memcacheds:// as that.
-		return p.Scheme + store.RedactURL("memcached" + rawURL[len(p.Scheme):])[len("memcached"):]
-	}
-	return store.RedactURL(rawURL)
-}
+func Redact(rawURL string) string { return store.RedactURL(rawURL) }
