@@ -185,7 +185,13 @@ func pingRedis(addr string, timeout time.Duration) error {
 
 // pingMemcached sends "version" and expects "VERSION ...".
 func pingMemcached(addr string, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	return pingMemcachedOver(addr, "", timeout, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, timeout) })
+}
+
+// pingMemcachedOver is pingMemcached on the connection dial opens; how
+// ("" or " over TLS") is said in the error of an unexpected reply.
+func pingMemcachedOver(addr, how string, timeout time.Duration, dial func() (net.Conn, error)) error {
+	c, err := dial()
 	if err != nil {
 		return err
 	}
@@ -201,7 +207,7 @@ func pingMemcached(addr string, timeout time.Duration) error {
 		return err
 	}
 	if len(line) < 8 || line[:8] != "VERSION " {
-		return fmt.Errorf("testserver: memcached %s: unexpected reply %q", addr, line)
+		return fmt.Errorf("testserver: memcached %s: unexpected reply%s %q", addr, how, line)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package testserver
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
@@ -153,25 +151,7 @@ func StartMemcachedTLS(files *TLSFiles, extra ...string) (*Server, error) {
 // pingMemcachedTLS sends `version` over TLS with cfg and expects VERSION.
 func pingMemcachedTLS(addr string, cfg *tls.Config, timeout time.Duration) error {
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(c, "version\r\n"); err != nil {
-		return err
-	}
-	line, err := readLine(bufio.NewReader(c))
-	if err != nil {
-		return err
-	}
-	if len(line) < 8 || line[:8] != "VERSION " {
-		return fmt.Errorf("testserver: memcached %s: unexpected reply over TLS %q", addr, line)
-	}
-	return nil
+	return pingMemcachedOver(addr, " over TLS", timeout, func() (net.Conn, error) { return d.Dial("tcp", addr) })
 }
 
 // NewMemcachedTLS always starts a private memcached that speaks TLS only
