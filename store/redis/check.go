@@ -16,7 +16,9 @@ import (
 // ErrPermission is wrapped by Open's error, and by a call's, when the
 // server's ACL does not let the store's user run what the store sends
 // (see ACLRules) or reach its keys (NOPERM), or refuses its user and
-// password (WRONGPASS, as after the password changed). Such an error does
+// password (WRONGPASS, as after the password changed), and by Open's when
+// the server asked for a TLS client certificate and refused the
+// connection (none sent, or one it does not accept). Such an error does
 // not wrap store.ErrUnavailable: it lasts until the ACL or the URL
 // changes, and a failure policy must not answer for it.
 var ErrPermission = errors.New("redis: the user lacks permissions")

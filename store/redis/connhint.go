@@ -24,7 +24,8 @@ var ErrTLSMismatch = errors.New("redis: the URL's scheme does not match the serv
 
 // hint is connectHint's hint: its text, " (…)", and the error it wraps
 // (ErrTLSMismatch for a URL whose scheme does not match the server's TLS,
-// else none).
+// ErrPermission for a server that refused the TLS connection for want of
+// a client certificate it accepts, else none).
 type hint struct {
 	text  string
 	cause error
@@ -46,6 +47,14 @@ func (h *hint) Unwrap() error { return h.cause }
 //   - redis:// at a TLS port: the server drops the connection at the
 //     first bytes, which are no TLS record. A TLS handshake that gets an
 //     answer (a certificate, trusted or not) says so.
+//   - TLS to a server that requires a client certificate (tls-auth-clients
+//     yes, Redis's default with TLS) and got none it accepts: it answers
+//     the handshake (TLS 1.2) or, in TLS 1.3, the client's Finished with
+//     an alert and closes the connection; a command written meanwhile
+//     may be met by a reset or an EOF instead. A handshake made with the
+//     same configuration, followed by a read (nothing written), in which
+//     the server asks for a client certificate and then sends an alert
+//     says so (see refusedClientCert).
 //   - a reply that is not RESP: the server is another kind; its first
 //     line, read again, says which (memcached, an HTTP server).
 func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err error) *hint {
@@ -64,6 +73,12 @@ func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err 
 					", and without TLS it answers PING: the server does not speak TLS; use redis:// for a plain server)", cause: ErrTLSMismatch}
 			}
 		}
+	case tlsCfg != nil && (isAlert(err) || isDropped(err)):
+		for _, a := range addrs {
+			if text, ok := refusedClientCert(a, tlsCfg, timeout); ok {
+				return &hint{text: text, cause: ErrPermission}
+			}
+		}
 	case tlsCfg == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
 		for _, a := range addrs {
 			if speaksTLS(a, timeout) {
@@ -72,6 +87,80 @@ func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err 
 		}
 	}
 	return nil
+}
+
+// refusedClientCert makes a TLS handshake with addr with cfg, then waits
+// for the server's first record (nothing written), for at most timeout.
+// When the server asked for a client certificate and then refused the
+// connection with an alert (in the handshake, or after it in TLS 1.3),
+// it returns the hint that says so, and whether a certificate was sent,
+// and true; a server that did not ask is not waited for. An alert sent
+// after the server asked is about the certificate: those about the
+// handshake's parameters (version, ciphers) come before the request.
+func refusedClientCert(addr string, cfg *tls.Config, timeout time.Duration) (string, bool) {
+	cfg = cfg.Clone()
+	given, certs := cfg.GetClientCertificate, cfg.Certificates
+	var asked, sent bool
+	cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		asked = true
+		c, err := clientCert(cri, given, certs)
+		sent = err == nil && c != nil && len(c.Certificate) > 0
+		return c, err
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, cfg)
+	if err == nil {
+		defer c.Close()
+		if !asked {
+			return "", false
+		}
+		_ = c.SetReadDeadline(time.Now().Add(timeout))
+		_, err = c.Read(make([]byte, 1))
+	}
+	if !asked || !isAlert(err) {
+		// A connection closed without an alert after the handshake
+		// (a TLS proxy whose backend is down, even one that asks for
+		// an optional client certificate) is no refusal.
+		return "", false
+	}
+	switch {
+	case sent:
+		return " (" + addr + " refused the TLS connection after asking for a client certificate: it does not accept the one sent;" +
+			" is it signed by a CA of the server's tls-ca-cert-file (or tls-ca-cert-dir), and valid now?)", true
+	case given != nil || len(certs) > 0:
+		return " (" + addr + " refused the TLS connection after asking for a client certificate: the TLS configuration has none" +
+			" signed by a CA the server accepts, so none was sent)", true
+	}
+	return " (" + addr + " refused the TLS connection: it requires a client certificate (tls-auth-clients yes, Redis's default with TLS)," +
+		" and rediss:// sends none; set tls-auth-clients no (or optional) and authenticate with the ACL user," +
+		" or give the library's redis.WithTLSConfig a tls.Config with Certificates)", true
+}
+
+// clientCert picks the client certificate a handshake sends the server
+// that asked for one with cri, as crypto/tls does for a tls.Config with
+// GetClientCertificate given and Certificates certs: given's, else the
+// first of certs the server accepts, else none (an empty certificate).
+func clientCert(cri *tls.CertificateRequestInfo, given func(*tls.CertificateRequestInfo) (*tls.Certificate, error), certs []tls.Certificate) (*tls.Certificate, error) {
+	if given != nil {
+		return given(cri)
+	}
+	for i := range certs {
+		if cri.SupportsCertificate(&certs[i]) == nil {
+			return &certs[i], nil
+		}
+	}
+	return new(tls.Certificate), nil
+}
+
+// isAlert reports whether err is a TLS alert the server sent.
+func isAlert(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error"
+}
+
+// isDropped reports whether err is a connection the server closed or
+// reset.
+func isDropped(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // notRedisHint is the hint for a server whose reply, line (its first

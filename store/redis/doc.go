@@ -119,7 +119,9 @@
 // deployment changes is not an outage, so that no failure policy answers
 // for it (failing open, a policy would hide it): a key or command the
 // user's ACL does not allow (NOPERM) and a password the server no longer
-// takes (WRONGPASS) wrap ErrPermission; WRONGTYPE, CROSSSLOT and an
+// takes (WRONGPASS) wrap ErrPermission, as does Open's error for a
+// server that refused the TLS connection for want of a client
+// certificate (tls-auth-clients yes); WRONGTYPE, CROSSSLOT and an
 // unknown command wrap no sentinel of package store. Each error says what
 // to change (replyerr.go holds the table of decisions). A reply that is
 // not the command's (a script reply too short or of another type, a bad

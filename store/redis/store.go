@@ -83,7 +83,10 @@ var (
 // error wraps store.ErrUnavailable, with a hint when the server seems not
 // to speak what the URL says (TLS or not, Redis's protocol or another's);
 // a URL whose scheme does not match the server's TLS wraps ErrTLSMismatch
-// too.
+// too. A server that asked for a TLS client certificate and refused the
+// connection (tls-auth-clients yes, Redis's default with TLS, and no
+// certificate it accepts in the TLS configuration: rediss:// has none)
+// wraps ErrPermission, not store.ErrUnavailable, and says what to change.
 func Open(rawURL string, opts ...Option) (*Store, error) {
 	e, err := ParseURL(rawURL)
 	if err != nil {
@@ -141,6 +144,12 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		}
 		if e.DB > 0 && strings.Contains(err.Error(), "DB index is out of range") {
 			return nil, fmt.Errorf("%w %q: database %d does not exist on the server%s", ErrBadURL, redactURL(rawURL), e.DB, databases(co))
+		}
+		if h != nil && h.cause == ErrPermission {
+			// The server refused the TLS connection's credentials: no
+			// outage, which a retry or a failure policy would wait out,
+			// so err, a network error, is kept as text only.
+			return nil, fmt.Errorf("redis: connect to %s: %w: %v%s", redactURL(rawURL), ErrPermission, err, h.text)
 		}
 		if h != nil {
 			// %w: a URL whose scheme does not match the server's TLS
