@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -319,6 +320,9 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := sc.Validate(); err != nil {
 		return fail(err)
 	}
+	if err := checkOutputs(*out, *csvPath); err != nil {
+		return fail(err)
+	}
 
 	start := time.Now()
 	res, err := Run(ctx, sc, opts...)
@@ -380,6 +384,42 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(stderr, "simulated %s × %s in %v\n", count(res.Offered.Metrics.Requests, "request"), count(len(res.Contenders)+1, "contender"), time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// checkOutputs checks, before a run that may take long, that what --out
+// and --csv name can be written: --out a folder (created with its parents
+// if missing) and --csv a file in a folder that exists. It looks only:
+// nothing is created before the results are.
+func checkOutputs(out, csvPath string) error {
+	if out != "" {
+		// The path, or its nearest ancestor that exists, must be a folder.
+		for p := filepath.Clean(out); ; p = filepath.Dir(p) {
+			fi, err := os.Stat(p)
+			if err == nil {
+				if !fi.IsDir() {
+					if p == filepath.Clean(out) {
+						return usageErrorf("--out %s: not a folder (it names the report's folder, created if missing)", out)
+					}
+					return usageErrorf("--out %s: %s is not a folder", out, p)
+				}
+				break
+			}
+			// Missing (or under a file: ENOTDIR): look at the parent.
+			if filepath.Dir(p) == p {
+				break
+			}
+		}
+	}
+	if csvPath != "" && csvPath != "-" {
+		if fi, err := os.Stat(csvPath); err == nil && fi.IsDir() {
+			return usageErrorf("--csv %s: a folder, want a file name", csvPath)
+		}
+		dir := filepath.Dir(csvPath)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return usageErrorf("--csv %s: the folder %s does not exist (create it first)", csvPath, dir)
+		}
+	}
+	return nil
 }
 
 // flagsApply rejects the traffic flags set that the traffic kind would

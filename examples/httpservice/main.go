@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -52,8 +53,14 @@ func run(ctx context.Context, addr string) error {
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	log.Printf("httpservice listening on http://%s (try: curl -i http://%s/hello)", addr, addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	// Listen first, so that the line below is printed only once the port
+	// is ours (a port in use is the error instead).
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	log.Printf("httpservice listening on http://%s (try: curl -i http://%s/hello)", ln.Addr(), ln.Addr())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

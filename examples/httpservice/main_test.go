@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,5 +58,25 @@ func TestService(t *testing.T) {
 	}
 	if r := get("/report"); r.StatusCode != 200 || r.Header.Get("X-Report") != "cached" {
 		t.Errorf("/report over the limit: %d X-Report %q", r.StatusCode, r.Header.Get("X-Report"))
+	}
+}
+
+// A port in use is run's error, and the service never says it listens:
+// the README waits for that line before it sends requests.
+func TestRunPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	defer log.SetOutput(os.Stderr)
+	err = run(t.Context(), ln.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("run on a port in use = %v, want the bind error", err)
+	}
+	if strings.Contains(logged.String(), "listening") {
+		t.Errorf("run on a port in use logged %q: it said it listened", logged.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"time"
 )
@@ -17,8 +18,15 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9000", "listen address")
 	flag.Parse()
-	log.Printf("upstream listening on %s", *addr)
-	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(handle)))
+	// Listen first, so that the line below is printed only once the port
+	// is ours (a port in use is the error instead).
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("upstream listening on %s", ln.Addr())
+	srv := &http.Server{Handler: http.HandlerFunc(handle), ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.Serve(ln))
 }
 
 func handle(w http.ResponseWriter, r *http.Request) {
