@@ -59,9 +59,10 @@ func WithRetryBackoff(min, max time.Duration) Option {
 // Nor is a URL whose scheme does not match the server's TLS, which fails
 // as a timeout or a dropped connection but store/redis and
 // store/memcached tell apart (rediss:// or memcacheds:// at a plain
-// server, redis:// or memcached:// at a TLS port), nor a memcacheds://
-// server that refused the TLS connection (it wants a client certificate)
-// or whose certificate is not trusted.
+// server, redis:// or memcached:// at a TLS port), nor a memcacheds:// or
+// rediss:// server that refused the TLS connection (it wants a client
+// certificate; for Redis the error wraps redis.ErrPermission) or whose
+// certificate is not trusted.
 func Transient(err error) bool {
 	if err == nil || errors.Is(err, ErrBadURL) || errors.Is(err, redis.ErrBadURL) || errors.Is(err, redis.ErrPermission) {
 		return false
