@@ -279,6 +279,7 @@ func WithVersion(v string) Option { return func(s *Server) { s.version = v } }
 // address (/metrics, /healthz, /readyz, /admin/api/, /dashboard).
 type Server struct {
 	engine  *policy.Engine
+	unknown unknownDomains
 	store   store.Store
 	metrics *metrics.Metrics
 	// mcSettled is set once the memcached store's counters are exported,
@@ -752,8 +753,10 @@ func (s *Server) logOverLimit(ctx context.Context, req *policy.Request, resp *po
 
 // domainLabel is domain as the metrics label it: itself when the
 // configuration has it, else metrics.UnknownDomain.
+// An unknown domain is also noted for its WARN (see unknownDomains).
 func (s *Server) domainLabel(domain string) string {
-	if s.engine.Config().Domain(domain) == nil {
+	if cfg := s.engine.Config(); cfg.Domain(domain) == nil {
+		s.unknown.note(s.log, cfg, domain, s.now())
 		return metrics.UnknownDomain
 	}
 	return domain
