@@ -47,7 +47,10 @@
 // (the smallest of WithMaxItemSize and the servers' -I, 1 MiB by default:
 // a sliding log of about 131 000 units, 58 000 to 116 000 concurrency
 // slots) is refused with store.ErrBadRequest, whether the store or the
-// server finds it too large: no failure policy admits it.
+// server finds it too large: no failure policy admits it. Store.MaxStateSize
+// gives the largest item a limit's state can take, and Store.MaxItemSize
+// the limit the store keeps to, so that a rule that would meet that error
+// can be found before its first decision (floodgate serve warns of each).
 //
 // The servers must keep compare-and-swap on: Open refuses a server started
 // with -C, and one restarted with -C later fails those algorithms with an

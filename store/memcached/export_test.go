@@ -16,9 +16,6 @@ func WithoutServerCheck() Option {
 	return func(c *config) error { c.skipCheck = true; return nil }
 }
 
-// MaxItemSize is the item size limit the store keeps to.
-func MaxItemSize(s *Store) int { return s.cfg.maxItemSize }
-
 // RoundTrips returns the round trips begun to each server since Open (in
 // the URL's order): every request of gomemcache's and every pipelined
 // step, counted when its first byte is written on a connection.

@@ -78,7 +78,7 @@ func TestItemSizeFromServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if got := memcached.MaxItemSize(s); check && got != 512<<10 {
+		if got := s.MaxItemSize(); check && got != 512<<10 {
 			t.Errorf("item size limit %d after Open, want the server's 524288", got)
 		}
 		for _, lim := range []*algo.Limit{l, conc} {
