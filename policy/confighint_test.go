@@ -21,6 +21,8 @@ func TestConfigProblemsSayWhatToWrite(t *testing.T) {
 		{"an adverb", rule("hourly"), `c.yaml:5: invalid rate limit unit "hourly" (want second, minute, hour, day, week, month or year): did you mean "hour"?`},
 		{"an abbreviation", rule("min"), `c.yaml:5: invalid rate limit unit "min" (want second, minute, hour, day, week, month or year): did you mean "minute"?`},
 		{"a one-letter unit", rule("h"), `c.yaml:5: invalid rate limit unit "h" (want second, minute, hour, day, week, month or year): did you mean "hour"?`},
+		{"an algorithm without its underscore", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: tokenbucket, unit: second, requests_per_unit: 5}\n",
+			`c.yaml:4: unknown algorithm "tokenbucket": did you mean "token_bucket"? (want one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, shaper, smooth_bursty, smooth_warmup, concurrency)`},
 		{"a duration", rule("1m"), `c.yaml:5: invalid rate limit unit "1m" (want second, minute, hour, day, week, month or year): for a period of 1m, write period: 1m in place of unit`},
 		{"a duration in days", rule("90d"), `c.yaml:5: invalid rate limit unit "90d" (want second, minute, hour, day, week, month or year): for a period of 90d, write period: 90d in place of unit`},
 		// A period must be at least 1µs and below 2^53µs: a unit of 1ns

@@ -1537,7 +1537,11 @@ func (l *loader) params(r *Rule, fs map[string]field, notes keyNotes) {
 		if s, ok := l.str(f, "algorithm"); ok {
 			k, err := algo.ParseKind(s)
 			if err != nil {
-				l.errf(f.line(), "unknown algorithm %q (want one of %s)", s, kindList())
+				if c := closest(strings.ToLower(s), kindNames()); c != "" {
+					l.errf(f.line(), "unknown algorithm %q: did you mean %q? (want one of %s)", s, c, kindList())
+				} else {
+					l.errf(f.line(), "unknown algorithm %q (want one of %s)", s, kindList())
+				}
 			} else {
 				p.Algorithm, knownAlgo = k, true
 			}
@@ -1768,12 +1772,15 @@ func (l *loader) unitMultiplier(fs map[string]field, hasUnit, hasPeriod bool) ti
 	return 1
 }
 
-func kindList() string {
+func kindList() string { return strings.Join(kindNames(), ", ") }
+
+// kindNames are the algorithms' names, as the configuration writes them.
+func kindNames() []string {
 	names := make([]string, 0, 9)
 	for _, k := range algo.Kinds() {
 		names = append(names, k.String())
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // burstWord matches the field name burst in an algo.Compile error (not
