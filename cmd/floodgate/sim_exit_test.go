@@ -61,9 +61,9 @@ func TestSimExitCodes(t *testing.T) {
 		{[]string{"--scenario", "article", "--rate", "5"}, 2, "--rate describes traffic"},
 		{[]string{"--replay", badLog, "--limit", "5", "--period", "1s"}, 2, "bad.log:2: time goes backwards"},
 		{[]string{"--replay", filepath.Join(dir, "missing.log"), "--limit", "5", "--period", "1s"}, 2, "--replay: open"},
-		// Valid runs whose output cannot be written.
-		{with("--out", filepath.Join(file, "report")), 1, "not a directory"},
-		{with("--csv", filepath.Join(dir, "no", "such", "dir", "x.csv")), 1, "no such file or directory"},
+		// Outputs that cannot be written, seen before the run.
+		{with("--out", filepath.Join(file, "report")), 2, "--out " + filepath.Join(file, "report") + ": " + file + " is not a folder"},
+		{with("--csv", filepath.Join(dir, "no", "such", "dir", "x.csv")), 2, "the folder " + filepath.Join(dir, "no", "such", "dir") + " does not exist"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), append([]string{"sim", "--progress", "never"}, tc.args...), &stdout, &stderr)
