@@ -68,6 +68,15 @@ func loadSources(path string, srcs []source, skipped []string, probs Problems) (
 		return nil, nil, probs
 	}
 	cfg, warns, err := build(srcs)
+	if ps, ok := err.(Problems); ok && len(srcs) == 1 && srcs[0].name == path && !isRuleFile(path) {
+		// A file named on its own is read whatever its name, but one that
+		// is not YAML fails with a YAML error that does not say why.
+		for i := range ps {
+			if strings.HasPrefix(ps[i].Message, "YAML syntax error") {
+				ps[i].Message += " (" + filepath.Base(path) + " is not a .yaml or .yml file: is it the configuration? a directory loads only those)"
+			}
+		}
+	}
 	warns = withSkipped(path, cfg, warns, skipped)
 	if err == nil && len(srcs) == 0 {
 		// As envoyproxy/ratelimit does, an empty directory (a ConfigMap

@@ -705,6 +705,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	warnReplicas(ctx, st, f, log)
 	warnEviction(ctx, st, f, log)
+	for _, w := range memcachedItemWarnings(st, cfg, f.flag("store")) {
+		log.Warn(w)
+	}
 	if stopped("checking the store") {
 		return nil
 	}
@@ -786,6 +789,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		srv.Event("reload", fmt.Sprintf("configuration reloaded: %s, %s", count(len(c.Domains()), "domain"), count(len(c.Rules()), "rule")))
 		for _, w := range c.Warnings() {
 			srv.Warn("reload", "configuration: "+w.String())
+		}
+		for _, w := range memcachedItemWarnings(st, c, f.flag("store")) {
+			srv.Warn("reload", w)
 		}
 		if added := newAdaptiveRules(prev, c); len(added) > 0 && observeOpen {
 			srv.Warn("reload", observeOpenWarning+" (rules "+strings.Join(added, ", ")+")")

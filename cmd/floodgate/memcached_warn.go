@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
+)
+
+// memcachedItemWarnings returns a warning for each rule of cfg whose state
+// can outgrow one item of the memcached store under st: a sliding log or
+// concurrency limit keeps per-unit state in one item, and a key's state
+// over the servers' item size limit (-I) fails its decisions with a bad
+// request, which no failure policy answers. The configuration itself is
+// valid (floodgate validate knows no store), so serve says it at start
+// and at every reload rather than at the first key to fill up. The store
+// under st is not a memcached one, or not open yet (--start-degraded):
+// nothing to say.
+func memcachedItemWarnings(st store.Store, cfg *policy.Config, storeFlag string) []string {
+	ms, ok, _ := store.Under[*memcached.Store](st)
+	if !ok {
+		return nil
+	}
+	itemSize := ms.MaxItemSize()
+	var out []string
+	for _, r := range cfg.Rules() {
+		l := r.Limit()
+		if l == nil {
+			continue // unlimited or deny: no state
+		}
+		size := ms.MaxStateSize(l)
+		if size <= itemSize {
+			continue
+		}
+		what := "units"
+		if l.Algorithm() == algo.Concurrency {
+			what = "slots"
+		}
+		out = append(out, fmt.Sprintf("%s: rule %s/%s (%s), %s with a limit of %d %s, keeps up to %d bytes a key in one memcached item (key and item header included), "+
+			"over the servers' item size limit of %d bytes: a key whose state outgrows it fails its decisions (bad request, whatever --on-store-error says); "+
+			"raise memcached's -I, lower the limit, or use another algorithm, e.g. sliding_window (docs/STORES.md)",
+			storeFlag, r.Domain, r.Name, r.Pos, l.Algorithm(), l.Params().Limit, what, size, itemSize))
+	}
+	return out
+}
