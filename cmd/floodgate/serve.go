@@ -805,6 +805,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		m.RateFactor(ch.Domain, ch.Rule, ch.New)
 		srv.Event("adaptive", ch.String())
 	})
+	if ms, ok, _ := store.Under[*memory.Store](st); ok {
+		// Evictions of live keys are fresh budgets: said at WARN, at most
+		// once a minute.
+		go watchEvictions(ctx, ms.Stats, &evictionWatch{store: f.flag("store")}, func(msg string) { srv.Warn("store", msg) })
+	}
 	src := cfgPath
 	if src == "" {
 		src = "built-in example"
