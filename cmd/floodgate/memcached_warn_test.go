@@ -22,6 +22,17 @@ descriptors:
 	bigConfig = fitsConfig + `  - key: login
     rate_limit: {name: biglog, algorithm: sliding_log, period: 1h, requests_per_unit: 1000000}
 `
+	// concConfig's concurrency limit of 100 000 slots takes up to 1.8 MB
+	// a key, of 50 000 up to 900 kB.
+	concConfig = `domain: jobs
+descriptors:
+  - key: tenant
+    descriptors:
+      - key: job
+        rate_limit: {algorithm: concurrency, requests_per_unit: 100000, lease_ttl: 1m}
+  - key: worker
+    rate_limit: {algorithm: concurrency, requests_per_unit: 50000, lease_ttl: 1m}
+`
 )
 
 // TestServeWarnsOfMemcachedItemSize: a rule whose state cannot fit one
@@ -48,6 +59,18 @@ func TestServeWarnsOfMemcachedItemSize(t *testing.T) {
 		}
 		if n := strings.Count(p.Stderr(), "bytes a key in one memcached item"); n != 1 {
 			t.Errorf("%d item size WARNs, want 1 (biglog's; small-log fits):\n%s", n, p.Stderr())
+		}
+	})
+	t.Run("concurrency", func(t *testing.T) {
+		dir, _ := writeConfig(t, concConfig)
+		p := startBinary(t, nil, "--config", dir, "--store", "memcached://"+srv.Addr)
+		// The rule has no name: its descriptor path names it.
+		const want = `level=WARN msg="--store: rule jobs/tenant.job (`
+		if !strings.Contains(p.Stderr(), want) || !strings.Contains(p.Stderr(), "concurrency with a limit of 100000 slots, keeps up to 1800") {
+			t.Errorf("the log lacks %q with the concurrency limit of 100000 slots:\n%s", want, p.Stderr())
+		}
+		if n := strings.Count(p.Stderr(), "bytes a key in one memcached item"); n != 1 {
+			t.Errorf("%d item size WARNs, want 1 (tenant.job's; worker's 50 000 slots fit):\n%s", n, p.Stderr())
 		}
 	})
 	t.Run("reload", func(t *testing.T) {
