@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/policy"
@@ -16,8 +18,8 @@ import (
 // request, which no failure policy answers. The configuration itself is
 // valid (floodgate validate knows no store), so serve says it at start
 // and at every reload rather than at the first key to fill up. The store
-// under st is not a memcached one, or not open yet (--start-degraded):
-// nothing to say.
+// under st is not a memcached one, or not open yet (--start-degraded, see
+// warnItemSizeOnOpen): nothing to say.
 func memcachedItemWarnings(st store.Store, cfg *policy.Config, storeFlag string) []string {
 	ms, ok, _ := store.Under[*memcached.Store](st)
 	if !ok {
@@ -44,4 +46,30 @@ func memcachedItemWarnings(st store.Store, cfg *policy.Config, storeFlag string)
 			storeFlag, r.Domain, r.Name, r.Pos, l.Algorithm(), l.Params().Limit, what, size, itemSize))
 	}
 	return out
+}
+
+// warnItemSizeOnOpen gives memcachedItemWarnings for the rules in force
+// (config) once a store that --start-degraded opens in the background is
+// open: at start there was no ring to ask for its item size. It looks
+// every second until then, or until ctx is done; a store open already
+// was judged at start, and it returns at once.
+func warnItemSizeOnOpen(ctx context.Context, st store.Store, config func() *policy.Config, storeFlag string, warn func(string)) {
+	if _, _, whole := store.Under[*memcached.Store](st); whole {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, _, whole := store.Under[*memcached.Store](st); whole {
+				for _, w := range memcachedItemWarnings(st, config(), storeFlag) {
+					warn(w)
+				}
+				return
+			}
+		}
+	}
 }

@@ -40,8 +40,9 @@ descriptors:
 // was taken silently: floodgate validate says valid, serve started, and
 // the decisions on a key failed once its state outgrew the item. Now serve
 // WARNs at start naming the rule, its algorithm and limit, the sizes and
-// the way out; and at a reload that brings such a rule. A rule that fits
-// gives no WARN.
+// the way out; at a reload that brings such a rule; and, under
+// --start-degraded with memcached down at start, once the store opens. A
+// rule that fits gives no WARN.
 func TestServeWarnsOfMemcachedItemSize(t *testing.T) {
 	srv := testserver.NewMemcached(t)
 	const warning = `level=WARN msg="--store: rule app/biglog (`
@@ -71,6 +72,31 @@ func TestServeWarnsOfMemcachedItemSize(t *testing.T) {
 		}
 		if n := strings.Count(p.Stderr(), "bytes a key in one memcached item"); n != 1 {
 			t.Errorf("%d item size WARNs, want 1 (tenant.job's; worker's 50 000 slots fit):\n%s", n, p.Stderr())
+		}
+	})
+	t.Run("start-degraded", func(t *testing.T) {
+		down := testserver.NewMemcached(t)
+		if err := down.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		dir, _ := writeConfig(t, bigConfig)
+		p := startBinary(t, nil, "--config", dir, "--store", "memcached://"+down.Addr, "--start-degraded")
+		if strings.Contains(p.Stderr(), "memcached item") {
+			t.Fatalf("a WARN before the ring could be asked for its item size:\n%s", p.Stderr())
+		}
+		if err := down.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		// The background open's backoff is at most 5 s, and serve looks
+		// every second.
+		deadline := time.Now().Add(15 * time.Second)
+		for !strings.Contains(p.Stderr(), warning) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // waiting for the open, not for math
+		}
+		for _, want := range wants {
+			if !strings.Contains(p.Stderr(), want) {
+				t.Errorf("once the store opened, the log lacks %q:\n%s", want, p.Stderr())
+			}
 		}
 	})
 	t.Run("reload", func(t *testing.T) {

@@ -805,6 +805,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		m.RateFactor(ch.Domain, ch.Rule, ch.New)
 		srv.Event("adaptive", ch.String())
 	})
+	go warnItemSizeOnOpen(ctx, st, engine.Config, f.flag("store"), func(msg string) { srv.Warn("store", msg) })
 	if ms, ok, _ := store.Under[*memory.Store](st); ok {
 		// Evictions of live keys are fresh budgets: said at WARN, at most
 		// once a minute.
