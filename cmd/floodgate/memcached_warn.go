@@ -57,19 +57,33 @@ func warnItemSizeOnOpen(ctx context.Context, st store.Store, config func() *poli
 	if _, _, whole := store.Under[*memcached.Store](st); whole {
 		return
 	}
+	if !waitOpened(ctx, st) {
+		return
+	}
+	for _, w := range memcachedItemWarnings(st, config(), storeFlag) {
+		warn(w)
+	}
+}
+
+// noStore is implemented by no store: store.Under[noStore] walks a
+// store's whole chain of wrappers, and says whether it is whole.
+type noStore interface{ noStore() }
+
+// waitOpened waits until st's chain of wrappers is whole (a store opened
+// in the background by --start-degraded has opened; see store.Under),
+// looking every second, and reports whether it is, false when ctx ends
+// first.
+func waitOpened(ctx context.Context, st store.Store) bool {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
+		if _, _, whole := store.Under[noStore](st); whole {
+			return true
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
-			if _, _, whole := store.Under[*memcached.Store](st); whole {
-				for _, w := range memcachedItemWarnings(st, config(), storeFlag) {
-					warn(w)
-				}
-				return
-			}
 		}
 	}
 }

@@ -413,7 +413,17 @@ func warnReplicas(ctx context.Context, st store.Store, f serveFlags, log *slog.L
 // (managed Redis, an ACL without +config|get) is not judged, nor is one
 // whose answer a stop (ctx done) cut short.
 func warnEviction(ctx context.Context, st store.Store, f serveFlags, log *slog.Logger) {
-	rs, ok, _ := store.Under[*redis.Store](st)
+	rs, ok, whole := store.Under[*redis.Store](st)
+	if !ok && !whole {
+		// Under --start-degraded, a store still being opened: looked at
+		// once it has opened.
+		go func() {
+			if waitOpened(ctx, st) {
+				warnEviction(ctx, st, f, log)
+			}
+		}()
+		return
+	}
 	if !ok {
 		return
 	}
