@@ -61,11 +61,16 @@ type Section struct {
 	// problem body's type is the draft's for the status: quota-exceeded
 	// for 429, temporary-reduced-capacity for 503.
 	RefuseStatus int `yaml:"refuse_status"`
+	// CORS, when set, makes the routes fit an API that browser code calls
+	// from other origins: preflights pass unlimited, and the gateway's own
+	// answers carry the CORS fields (see CORSSpec). Nil: no CORS handling.
+	CORS *CORSSpec `yaml:"cors"`
 	// Routes are the request classes the domain limits. At least one.
 	Routes []RouteSpec `yaml:"routes"`
 
 	compiled []*routeSpec
 	proxies  dimension.Proxies // the section's trusted proxies and header
+	cors     *corsPolicy       // nil without a cors block
 }
 
 // RouteSpec is one route: which requests it matches and the descriptors
@@ -163,6 +168,7 @@ type routeSpec struct {
 	methods      []string // upper case, sorted
 	spec         *dimension.Spec
 	proxies      dimension.Proxies // the section's
+	cors         *corsPolicy       // the section's; nil: none
 	node         *yaml.Node
 }
 
@@ -212,11 +218,16 @@ func (s *Section) compile() error {
 	if refuse != http.StatusTooManyRequests && refuse != http.StatusServiceUnavailable {
 		errs = append(errs, fmt.Errorf("refuse_status: %d is not 429 or 503 (the status of a refusal by the routes' limits; default 429)", s.RefuseStatus))
 	}
+	if s.CORS != nil {
+		var cerrs []error
+		s.cors, cerrs = compileCORS(s.CORS)
+		errs = append(errs, cerrs...)
+	}
 	seen := map[string]int{}
 	for i, rs := range s.Routes {
 		at := fmt.Sprintf("routes[%d]", i)
 		before := len(errs)
-		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, refuseStatus: refuse, proxies: s.proxies, node: rs.node}
+		r := &routeSpec{name: rs.Name, prefix: cmp.Or(rs.PathPrefix, "/"), foldCase: rs.PathCaseInsensitive, refuseStatus: refuse, proxies: s.proxies, cors: s.cors, node: rs.node}
 		if !strings.HasPrefix(r.prefix, "/") {
 			errs = append(errs, fmt.Errorf("%s.path_prefix: %q must start with /", at, rs.PathPrefix))
 		} else if msg := dimension.DeadPathPrefix(r.prefix); msg != "" {

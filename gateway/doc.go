@@ -93,6 +93,24 @@
 // replaced by the gateway's, and kept on a response the gateway set none
 // on (no descriptor of its route applied to the request).
 //
+// # Browser code on other origins (CORS)
+//
+// A section's cors: block (see [CORSSpec]) is for an API that pages of
+// other origins call. A CORS preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) from an allowed origin is proxied
+// unlimited (limit_preflights: true counts it), and the gateway's own
+// answers to a request from an allowed origin — refusals and its other
+// errors — carry Access-Control-Allow-Origin (the origin, or "*" when
+// allow_origins is ["*"], which is never sent with credentials),
+// Vary: Origin and Access-Control-Expose-Headers naming the rate limit
+// fields as configured and Retry-After, so that browser code can read a
+// 429 and when to retry. The upstream owns its CORS policy: its answers
+// get no Access-Control-Allow-Origin from the gateway; one that allows
+// the origin gets the gateway's fields appended to its
+// Access-Control-Expose-Headers. A request that matches no route is
+// answered under the cors blocks of every section. Without a block,
+// nothing of this happens.
+//
 // # HTTP/2 upstreams
 //
 // The upstream URL says how it is reached: http:// in HTTP/1.1, https://

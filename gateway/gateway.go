@@ -211,6 +211,9 @@ type Gateway struct {
 	// xNames are the X-RateLimit-Limit, -Remaining and -Reset fields'
 	// names (WithHeaders), canonical.
 	xNames [3]string
+	// exposed are the fields browser code may read of the gateway's
+	// answers under a cors block (Access-Control-Expose-Headers).
+	exposed []string
 }
 
 // routeTable is the compiled routes of one configuration, most specific
@@ -221,6 +224,9 @@ type routeTable struct {
 	// proxies serve requests that match no route: the union of every
 	// section's trusted proxies, with their header when they agree.
 	proxies dimension.Proxies
+	// cors are the sections' cors blocks, which a request that matches
+	// no route is answered under (an origin any of them allows).
+	cors []*corsPolicy
 }
 
 type route struct {
@@ -264,6 +270,9 @@ type reqState struct {
 	// (nil: none), set before the read returns: the transport's error,
 	// which comes after it, is then the client's.
 	bodyErr atomic.Pointer[clientBodyError]
+	// cors is the CORS answer to the request, nil when no cors block
+	// applies to it.
+	cors *corsAnswer
 	// fields are the header fields of the response set before it is
 	// proxied (an admitted request's rate limit fields), nil when none.
 	fields []field
@@ -360,6 +369,7 @@ func New(cfg *policy.Config, d policy.Decider, upstream string, opts ...Option) 
 	for i, name := range []string{cmp.Or(n.Limit, "X-RateLimit-Limit"), cmp.Or(n.Remaining, "X-RateLimit-Remaining"), cmp.Or(n.Reset, "X-RateLimit-Reset")} {
 		g.xNames[i] = http.CanonicalHeaderKey(name)
 	}
+	g.exposed = exposed(g.o.hdr)
 	if !g.o.clientSet {
 		g.o.client = DefaultClientTimeout
 	}
@@ -429,6 +439,9 @@ func (g *Gateway) compile(cfg *policy.Config, d policy.Decider) (*routeTable, er
 			continue
 		}
 		t.proxies.Trusted = append(t.proxies.Trusted, s.proxies.Trusted...)
+		if s.cors != nil {
+			t.cors = append(t.cors, s.cors)
+		}
 		if len(s.proxies.Trusted) > 0 {
 			headers[s.proxies.Header] = true
 		}
@@ -721,7 +734,7 @@ func (g *Gateway) SetConfig(cfg *policy.Config, install func(*policy.Config) err
 	if err != nil { // only if the Decider changed its configuration meanwhile
 		g.log(nil, fmt.Errorf("gateway: configuration installed: %w; keeping the previous routes", err))
 		old := g.routes.Load()
-		t = &routeTable{cfg: cfg, routes: old.routes, proxies: old.proxies}
+		t = &routeTable{cfg: cfg, routes: old.routes, proxies: old.proxies, cors: old.cors}
 	}
 	g.routes.Store(t)
 	return nil
@@ -764,7 +777,7 @@ func (g *Gateway) table(r *http.Request) *routeTable {
 		// Keep limiting with the routes we have; remember the config so
 		// that it is not recompiled on every request.
 		g.log(r, fmt.Errorf("gateway: reloaded configuration: %w; keeping the previous routes", err))
-		nt = &routeTable{cfg: cfg, routes: t.routes, proxies: t.proxies}
+		nt = &routeTable{cfg: cfg, routes: t.routes, proxies: t.proxies, cors: t.cors}
 	}
 	g.routes.Store(nt)
 	return nt
@@ -828,13 +841,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := t.match(r)
 	st := &reqState{rt: rt, proxies: t.proxies}
 	defer st.done.Store(true)
+	corsPolicies := t.cors
 	if rt != nil {
 		st.proxies = rt.proxies
+		corsPolicies = nil
+		if rt.cors != nil {
+			corsPolicies = []*corsPolicy{rt.cors}
+		}
 	}
+	st.cors = corsFor(r, corsPolicies)
 	var cw *clientWriter
 	var rc *http.ResponseController
-	limited := rt != nil && rt.limiter != nil
-	if g.o.client > 0 || g.o.responses != nil || limited {
+	// A preflight from an allowed origin is the browser asking, not the
+	// client calling: it passes unlimited unless the block says otherwise.
+	limited := rt != nil && rt.limiter != nil &&
+		!(rt.cors != nil && !rt.cors.preflights && st.cors.allowOrigin != "" && preflight(r))
+	if g.o.client > 0 || g.o.responses != nil || limited || st.cors != nil {
 		cw = &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
 		if cw.d > 0 {
 			// A deadline left by an earlier request of the connection
@@ -1194,6 +1216,7 @@ func (w *clientWriter) stalled(err error) {
 
 func (w *clientWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
+		w.own()
 		w.status = code
 	}
 	w.deadline() // a 1xx goes out at once
@@ -1205,12 +1228,22 @@ func (w *clientWriter) WriteHeader(code int) {
 
 func (w *clientWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
+		w.own()
 		w.status = http.StatusOK
 	}
 	w.deadline()
 	n, err := w.ResponseWriter.Write(p)
 	w.stalled(err)
 	return n, err
+}
+
+// own sets the CORS fields on the response, before its header is written,
+// when it is the gateway's own: the upstream's header is not in
+// (modifyResponse sets st.header first), and a cors block applies.
+func (w *clientWriter) own() {
+	if w.st.cors != nil && !w.st.header.Load() {
+		w.g.ownCORS(w.ResponseWriter.Header(), w.st.cors)
+	}
 }
 
 // FlushError flushes what is buffered, within the deadline; ReverseProxy
@@ -1600,6 +1633,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		st.header.Store(true) // WithResponses: the upstream answered
 	}
 	st.answered(res)
+	g.upstreamCORS(res.Header, st.cors)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, st: st, g: g, req: res.Request}
 	}
