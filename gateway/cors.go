@@ -23,9 +23,10 @@ import (
 // of the section's routes is proxied without being limited, unless
 // LimitPreflights; and the gateway's own answers to a request from an
 // allowed origin (its refusals, its 400s, its 502s and 504s) carry
-// Access-Control-Allow-Origin, Vary: Origin and Access-Control-Expose-Headers
-// listing the rate limit fields and Retry-After, so that browser code can
-// read the status and when to retry. The upstream owns its CORS policy:
+// Access-Control-Allow-Origin and Access-Control-Expose-Headers listing
+// the rate limit fields and Retry-After, so that browser code can read the
+// status and when to retry; every answer of its own under the block has
+// Vary: Origin, as it differs by origin. The upstream owns its CORS policy:
 // the gateway never adds Access-Control-Allow-Origin to an upstream's
 // answer, it only appends its fields to the Access-Control-Expose-Headers
 // of one that allows the origin already.

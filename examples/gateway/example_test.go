@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +60,16 @@ func TestExample(t *testing.T) {
 		return resp
 	}
 
+	// A browser's CORS preflight from the allowed origin passes unlimited:
+	// the 5 calls below are all admitted after it.
+	pre, _ := http.NewRequest(http.MethodOptions, srv.URL+"/api/orders", nil)
+	pre.Header.Set("Origin", "https://app.example.com")
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	if resp, err := http.DefaultClient.Do(pre); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("preflight: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// /api: 5 a minute, then 429 with Retry-After.
 	for i := range 5 {
 		if resp := get("/api/orders"); resp.StatusCode != 200 || resp.Header.Get("RateLimit-Policy") != `"api";q=5;w=60` {
@@ -67,6 +78,18 @@ func TestExample(t *testing.T) {
 	}
 	if resp := get("/api/orders"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("6th /api call: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// The 429 to a page of the allowed origin carries the CORS fields.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/orders", nil)
+	req.Header.Set("Origin", "https://app.example.com")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != 429 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+			!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Retry-After") {
+			t.Errorf("429 to https://app.example.com: %d %v", resp.StatusCode, resp.Header)
+		}
 	}
 	// Unrouted: passed on without a limit or fields.
 	if resp := get("/about"); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "" {
