@@ -44,7 +44,8 @@ type CORSSpec struct {
 	// origin instead would let every site read them.
 	AllowCredentials bool `yaml:"allow_credentials"`
 	// LimitPreflights counts preflights against the route's limits like
-	// any request (default false: they are proxied unlimited). A refused
+	// any request (default false: they are proxied unlimited, except on a
+	// route that lists OPTIONS among its methods, which counts them). A refused
 	// preflight fails in the browser as a CORS error whatever it carries:
 	// a preflight needs a 2xx answer.
 	LimitPreflights bool `yaml:"limit_preflights"`

@@ -101,6 +101,17 @@ func TestCORSPreflights(t *testing.T) {
 			}
 		})
 	}
+	// A route that lists OPTIONS among its methods asks for them to be
+	// limited: its preflights count, the block notwithstanding.
+	withOptions := strings.Replace(corsConfig("  cors:\n    allow_origins: [\"https://app.example.com\"]"),
+		"      path_prefix: /api\n", "      path_prefix: /api\n      methods: [GET, OPTIONS]\n", 1)
+	srvOpt := front(t, engine(t, withOptions, newClock(t0)), corsUpstream(t).URL)
+	for i := range 3 {
+		res := preflightFrom(t, srvOpt.URL+"/api/x", origin)
+		if want := map[bool]int{false: http.StatusNoContent, true: http.StatusTooManyRequests}[i == 2]; res.status != want {
+			t.Fatalf("preflight %d on a route listing OPTIONS: %d, want %d", i, res.status, want)
+		}
+	}
 	// A preflight from an origin the block does not allow is limited as
 	// any request is.
 	srv := front(t, engine(t, corsConfig("  cors:\n    allow_origins: [\"https://app.example.com\"]"), newClock(t0)), corsUpstream(t).URL)

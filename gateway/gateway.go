@@ -853,9 +853,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var cw *clientWriter
 	var rc *http.ResponseController
 	// A preflight from an allowed origin is the browser asking, not the
-	// client calling: it passes unlimited unless the block says otherwise.
+	// client calling: it passes unlimited unless the block says otherwise,
+	// or the route lists OPTIONS among its methods (it asks for them to be
+	// limited).
 	limited := rt != nil && rt.limiter != nil &&
-		!(rt.cors != nil && !rt.cors.preflights && st.cors.allowOrigin != "" && preflight(r))
+		!(rt.cors != nil && !rt.cors.preflights && st.cors.allowOrigin != "" && preflight(r) &&
+			!slices.Contains(rt.methods, http.MethodOptions))
 	if g.o.client > 0 || g.o.responses != nil || limited || st.cors != nil {
 		cw = &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.o.client, st: st, g: g, req: r}
 		if cw.d > 0 {
