@@ -665,11 +665,20 @@ func nop() {}
 func (s *Store) eval(ctx context.Context, p program, keys, args []string) rueidis.RedisResult {
 	ctx, cancel := s.syncable(ctx)
 	defer cancel()
-	r := s.client.Do(ctx, s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	r := s.client.Do(ctx, s.scriptCmd(p, keys, args, false))
 	if isNoScript(r.Error()) {
-		r = s.client.Do(ctx, s.client.B().Eval().Script(p.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		r = s.client.Do(ctx, s.scriptCmd(p, keys, args, true))
 	}
 	return r
+}
+
+// scriptCmd is the call of program p on keys with args: by EVALSHA, or,
+// withSource, by EVAL, which also loads p on the server that runs it.
+func (s *Store) scriptCmd(p program, keys, args []string, withSource bool) rueidis.Completed {
+	if withSource {
+		return s.client.B().Eval().Script(p.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}
+	return s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
 // evalMulti runs several calls of the decision script, pipelined (and
@@ -695,7 +704,7 @@ func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []reply {
 	args := make([][]string, len(calls))
 	for i, c := range calls {
 		args[i] = c.argv(s.ttlFloor)
-		cmds[i] = s.client.B().Evalsha().Sha1(programFor(&calls[i]).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
+		cmds[i] = s.scriptCmd(programFor(&calls[i]), c.keys, args[i], false)
 	}
 	res := make([]reply, len(calls))
 	var lost []int // the calls answered NOSCRIPT
@@ -723,11 +732,7 @@ func (s *Store) evalMultiOnce(ctx context.Context, calls []scriptArgs) []reply {
 // round.
 func (s *Store) reloadMulti(ctx context.Context, calls []scriptArgs, args [][]string, res []reply, lost []int) {
 	build := func(i int, withSource bool) rueidis.Completed {
-		p, c := programFor(&calls[i]), &calls[i]
-		if withSource {
-			return s.client.B().Eval().Script(p.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
-		}
-		return s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(args[i]...).Build()
+		return s.scriptCmd(programFor(&calls[i]), calls[i].keys, args[i], withSource)
 	}
 	cmds := make(rueidis.Commands, len(lost))
 	var loaded []string // the programs' sha1s sent with their source

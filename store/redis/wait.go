@@ -90,12 +90,7 @@ func (s *Store) evalAck(ctx context.Context, p program, keys, args []string, wri
 		ctx, cancel = context.WithTimeout(ctx, s.o.timeout)
 		defer cancel()
 	}
-	script := func(sha bool) rueidis.Completed {
-		if sha {
-			return s.client.B().Evalsha().Sha1(p.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-		}
-		return s.client.B().Eval().Script(p.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	}
+	script := func(sha bool) rueidis.Completed { return s.scriptCmd(p, keys, args, !sha) }
 	r, w := s.runWait(ctx, script, true)
 	if isNoScript(r.Error()) {
 		r, w = s.runWait(ctx, script, false)
