@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/neterr"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -70,17 +71,17 @@ func tlsHint(addr string, dial dialFunc, useTLS bool, timeout time.Duration, err
 	var rhe tls.RecordHeaderError
 	var ua x509.UnknownAuthorityError
 	switch {
-	case useTLS && (errors.As(err, &rhe) || isTimeout(err)):
+	case useTLS && (errors.As(err, &rhe) || neterr.Timeout(err)):
 		if !answersVersion(addr, timeout) {
 			return err
 		}
 		what := "got an answer that is not TLS"
-		if isTimeout(err) {
+		if neterr.Timeout(err) {
 			what = "got no answer within " + timeout.String()
 		}
 		return &hintError{err: err, mismatch: true, text: " (the TLS handshake with " + addr + " " + what +
 			", and without TLS it answers version: the server does not speak TLS; use memcached:// for a plain server)"}
-	case useTLS && (isAlert(err) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && refusesTLS(addr, dial, timeout):
+	case useTLS && (neterr.Alert(err) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && refusesTLS(addr, dial, timeout):
 		return &hintError{err: err, opaque: true, text: " (the server refused the TLS connection: if it asks for a client certificate" +
 			" (memcached -o ssl_verify_mode=2 or 3), memcacheds:// sends none; set ssl_verify_mode to 0 or 1," +
 			" or give the library's memcached.WithTLS a tls.Config with Certificates)"}
@@ -95,24 +96,18 @@ func tlsHint(addr string, dial dialFunc, useTLS bool, timeout time.Duration, err
 	return err
 }
 
-// isAlert reports whether err is a TLS alert the server sent.
-func isAlert(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "remote error"
-}
-
 // refusesTLS reports whether addr answers a TLS handshake made with dial
 // (the store's configuration), and the wait for its first record (nothing
 // written), with an alert.
 func refusesTLS(addr string, dial dialFunc, timeout time.Duration) bool {
 	c, err := dialTimeout(dial, addr, timeout)
 	if err != nil {
-		return isAlert(err)
+		return neterr.Alert(err)
 	}
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
 	_, err = c.Read(make([]byte, 1))
-	return isAlert(err)
+	return neterr.Alert(err)
 }
 
 // answersVersion reports whether addr answers version with VERSION over
@@ -144,11 +139,5 @@ func speaksTLS(addr string, timeout time.Duration) bool {
 		return true
 	}
 	var ve *tls.CertificateVerificationError
-	return errors.As(err, &ve) || isAlert(err)
-}
-
-// isTimeout reports whether err is a deadline that passed.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ETIMEDOUT) || (errors.As(err, &ne) && ne.Timeout())
+	return errors.As(err, &ve) || neterr.Alert(err)
 }

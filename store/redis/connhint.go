@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/neterr"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -66,14 +67,14 @@ func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err 
 			}
 		}
 		return &hint{text: notRedisHint("")}
-	case tlsCfg != nil && isTimeout(err):
+	case tlsCfg != nil && neterr.Timeout(err):
 		for _, a := range addrs {
 			if line, ok := firstLine(a, nil, timeout, "PING"); ok && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")) {
 				return &hint{text: " (the TLS handshake with " + a + " got no answer within " + timeout.String() +
 					", and without TLS it answers PING: the server does not speak TLS; use redis:// for a plain server)", cause: ErrTLSMismatch}
 			}
 		}
-	case tlsCfg != nil && (isAlert(err) || isDropped(err)):
+	case tlsCfg != nil && (neterr.Alert(err) || isDropped(err)):
 		for _, a := range addrs {
 			if text, ok := refusedClientCert(a, tlsCfg, timeout); ok {
 				return &hint{text: text, cause: ErrPermission}
@@ -116,7 +117,7 @@ func refusedClientCert(addr string, cfg *tls.Config, timeout time.Duration) (str
 		_ = c.SetReadDeadline(time.Now().Add(timeout))
 		_, err = c.Read(make([]byte, 1))
 	}
-	if !asked || !isAlert(err) {
+	if !asked || !neterr.Alert(err) {
 		// A connection closed without an alert after the handshake
 		// (a TLS proxy whose backend is down, even one that asks for
 		// an optional client certificate) is no refusal.
@@ -149,12 +150,6 @@ func clientCert(cri *tls.CertificateRequestInfo, given func(*tls.CertificateRequ
 		}
 	}
 	return new(tls.Certificate), nil
-}
-
-// isAlert reports whether err is a TLS alert the server sent.
-func isAlert(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
 // isDropped reports whether err is a connection the server closed or
@@ -219,10 +214,4 @@ func speaksTLS(addr string, timeout time.Duration) bool {
 	var ve *tls.CertificateVerificationError
 	var ae tls.AlertError
 	return errors.As(err, &ve) || errors.As(err, &ae)
-}
-
-// isTimeout reports whether err is a deadline that passed.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ETIMEDOUT) || (errors.As(err, &ne) && ne.Timeout())
 }
