@@ -25,6 +25,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/headers"
+	"github.com/floodgate/floodgate/internal/causelog"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
@@ -396,6 +397,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	s := &Server{engine: engine, store: st, maxBody: DefaultMaxBodyBytes, drain: DefaultDrainTimeout, bodyTimeout: DefaultBodyTimeout,
 		grpcMaxStreams: DefaultGRPCMaxStreams, grpcMaxIdle: DefaultGRPCMaxConnectionIdle,
 		readyFailures: DefaultReadyFailures, readyTimeout: DefaultReadyTimeout, now: time.Now}
+	s.unknown.lines = causelog.Limiter{Interval: unknownDomainEvery, Max: 1}
 	for _, o := range opts {
 		if o != nil {
 			o(s)

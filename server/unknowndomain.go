@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/causelog"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -22,23 +22,20 @@ const unknownDomainEvery = time.Minute
 // server says so in a WARN at most once a minute, naming the last such
 // domain and how many decisions there were since the last line.
 type unknownDomains struct {
-	n    atomic.Int64 // decisions since the last line
-	mu   sync.Mutex
-	last time.Time // of the last line; zero: none yet
+	mu    sync.Mutex
+	lines causelog.Limiter // one cause, every unknown domain's (set by New)
 }
 
 // note counts a decision for the unknown domain and logs the WARN when
 // the last one is a minute old (or there was none).
 func (u *unknownDomains) note(log *slog.Logger, cfg *policy.Config, domain string, now time.Time) {
-	n := u.n.Add(1)
 	u.mu.Lock()
-	if !u.last.IsZero() && now.Sub(u.last) < unknownDomainEvery {
-		u.mu.Unlock()
+	ok, skipped := u.lines.Pass("", now)
+	u.mu.Unlock()
+	if !ok {
 		return
 	}
-	u.last = now
-	u.n.Add(-n)
-	u.mu.Unlock()
+	n := skipped + 1 // this decision and those left out since the last line
 	shown := domain
 	if len(shown) > 64 {
 		shown = shown[:64] + "…"
