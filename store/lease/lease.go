@@ -553,13 +553,23 @@ func (s *Store) takeInner(ctx context.Context, r *store.Request, want int64, d *
 	return res, err
 }
 
+// empty reports whether e holds no units to give back, and then sets its
+// count to 0 (a negative count, or units of no limit, are none). e's lock
+// is held.
+func (e *entry) empty() bool {
+	if e.units <= 0 || e.limit == nil {
+		e.units = 0
+		return true
+	}
+	return false
+}
+
 // giveBack returns e's unused units to the shared store, at the time they
 // were charged, within ctx, and the shared store's error. A failure loses
 // them for the rest of the window (the bounded under-admission of the
 // package documentation). e's lock is held.
 func (s *Store) giveBack(ctx context.Context, key string, e *entry) error {
-	if e.units <= 0 || e.limit == nil {
-		e.units = 0
+	if e.empty() {
 		return nil
 	}
 	n := e.units
@@ -585,8 +595,7 @@ func (s *Store) giveBack(ctx context.Context, key string, e *entry) error {
 // failure of the shared store with time left is giveBack's loss, and the
 // Take goes on.
 func (s *Store) giveBackFor(ctx context.Context, key string, e *entry) error {
-	if e.units <= 0 || e.limit == nil {
-		e.units = 0
+	if e.empty() {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -598,8 +607,7 @@ func (s *Store) giveBackFor(ctx context.Context, key string, e *entry) error {
 
 // giveBackWithin is giveBack bounded as a request's, under parent.
 func (s *Store) giveBackWithin(parent context.Context, key string, e *entry) error {
-	if e.units <= 0 || e.limit == nil {
-		e.units = 0
+	if e.empty() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(parent, s.giveBackTimeout())
