@@ -2,11 +2,10 @@ package resilient
 
 import (
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/limitcache"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -21,104 +20,22 @@ func (s *Store) divide(reqs []store.Request) []store.Request {
 }
 
 // maxShares bounds each of the two generations of local shares that share
-// keeps (see shareCache). They are keyed by the limit, and a server
-// compiles new limits on every reload and override (and a request-carried
-// limit, past the policy's cache of them, on every request): kept without
-// a bound, the shares of limits long gone would pile up for as long as the
-// process runs.
-const maxShares = 4096
-
-// shareCache holds the local shares of limits in two generations of at
-// most maxShares each, 2·maxShares in all. A share is looked for in the
-// current generation, then in the previous one; only a share in neither is
-// compiled, and goes into the current one. When the current one is full it
-// becomes the previous one, and the previous one is dropped: a share goes
-// after maxShares other shares at least have been compiled since its own.
-//
-// Only compiled shares fill a generation, so a set of live limits of up to
-// 2·maxShares that stops changing turns the generations at most twice more
-// and is then never compiled again. A share found in the previous
-// generation is not copied into the current one: the copies would fill it
-// and turn the generations with no new limit, dropping shares in use, so
-// that a set of more than maxShares live limits would keep being compiled.
-// (One map cleared when it filled, as before, compiled a share on nearly
-// every decision of an outage past maxShares live limits: 11 allocations
-// instead of none.)
-//
-// A share is the divided limit's parameters and nothing else: the counts
-// it decides live in the local store under the request's key, so a share
-// dropped and compiled again decides on the same state as before.
-//
-// The zero value is empty and ready; lookups take no lock, and a lock
-// orders the turns of the generations.
-type shareCache struct {
-	gens   atomic.Pointer[shareGens]
-	turnMu sync.Mutex
-}
-
-type shareGens struct {
-	cur, prev *shareGen
-}
-
-// shareGen is one generation: m holds at most maxShares shares, each of
-// which holds a place counted in n before it is stored (n may go past
-// maxShares only by the places it refuses).
-type shareGen struct {
-	m sync.Map // *algo.Limit → *algo.Limit
-	n atomic.Int64
-}
+// keeps (see limitcache.Cache).
+const maxShares = limitcache.Max
 
 // share returns l divided by the instance count, compiled once per limit
-// while it stays in use (see shareCache).
+// while it stays in use (see limitcache.Cache). A share is the divided
+// limit's parameters and nothing else: the counts it decides live in the
+// local store under the request's key, so a share dropped and compiled
+// again decides on the same state as before.
 func (s *Store) share(l *algo.Limit) *algo.Limit {
 	if s.cfg.instances == 1 {
 		return l
 	}
-	g := s.shares.load()
-	if d, ok := g.cur.m.Load(l); ok {
-		return d.(*algo.Limit)
+	if d, ok := s.shares.Get(l); ok {
+		return d
 	}
-	if d, ok := g.prev.m.Load(l); ok {
-		return d.(*algo.Limit)
-	}
-	return s.shares.put(g, l, Share(l, s.cfg.instances))
-}
-
-// load returns the generations, made on first use.
-func (c *shareCache) load() *shareGens {
-	if g := c.gens.Load(); g != nil {
-		return g
-	}
-	c.gens.CompareAndSwap(nil, &shareGens{cur: new(shareGen), prev: new(shareGen)})
-	return c.gens.Load()
-}
-
-// put stores d as l's share in the current generation, turning the
-// generations first when it is full, and returns the share stored for l:
-// d, or one another caller stored first (an equal one).
-func (c *shareCache) put(g *shareGens, l, d *algo.Limit) *algo.Limit {
-	for g.cur.n.Add(1) > maxShares {
-		g = c.turn(g)
-	}
-	if v, loaded := g.cur.m.LoadOrStore(l, d); loaded {
-		g.cur.n.Add(-1)
-		return v.(*algo.Limit)
-	}
-	return d
-}
-
-// turn makes full's current generation the previous one under a new,
-// empty current one, unless another caller has turned them already, and
-// returns the generations now in use.
-func (c *shareCache) turn(full *shareGens) *shareGens {
-	c.turnMu.Lock()
-	defer c.turnMu.Unlock()
-	if g := c.gens.Load(); g != full {
-		return g
-	}
-	g := &shareGens{cur: new(shareGen), prev: full.cur}
-	c.gens.Store(g)
-	return g
+	return s.shares.Put(l, Share(l, s.cfg.instances))
 }
 
 // Share returns the local share of l for one of n instances: its Limit

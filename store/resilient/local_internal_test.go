@@ -73,10 +73,7 @@ func takeLocal(t *testing.T, s *Store, key string, l *algo.Limit, want int64) al
 // sharesKept returns the number of shares in s's current and previous
 // generations.
 func sharesKept(s *Store) (cur, prev int) {
-	g := s.shares.load()
-	g.cur.m.Range(func(any, any) bool { cur++; return true })
-	g.prev.m.Range(func(any, any) bool { prev++; return true })
-	return cur, prev
+	return s.shares.Kept()
 }
 
 // TestSharesStayBounded: FailLocal compiles each limit's local share once

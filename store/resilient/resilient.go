@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/limitcache"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memory"
 )
@@ -47,7 +48,7 @@ type Store struct {
 	localMu sync.Mutex
 	local   atomic.Pointer[store.Store]
 	closed  atomic.Bool
-	shares  shareCache // FailLocal's local shares (see share)
+	shares  limitcache.Cache[*algo.Limit] // FailLocal's local shares (see share)
 }
 
 var (

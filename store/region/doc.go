@@ -1,0 +1,77 @@
+// Package region enforces one limit across several regions, each of which
+// decides on its own store (a Redis, a Redis Cluster, a Memcached ring in
+// that region), and lends its unused budget to the others.
+//
+// # Shares
+//
+// Each limit is divided among the regions by weight (WithWeights; equal by
+// default): a region with weight w of a total W gets w/W of the limit's
+// Limit, and of the token bucket's and GCRA's Burst and InitialTokens,
+// and of the shaper's queue and Delay. The parts are whole units, given by
+// the largest remainder (ties to the region whose name sorts first), so
+// that they add up to the limit exactly: 10 over three equal regions is
+// 4, 3 and 3; 2 over three regions is 1, 1 and 0. Every region computes
+// the same parts from the same names and weights, so every region must be
+// configured with the same list of regions and the same weights.
+//
+// A region decides every request on its share in its own store first: the
+// usual answer costs no call to another region.
+//
+// # Borrowing
+//
+// When its share refuses a request, a region borrows: it takes the
+// request's cost from a peer region's store, at the peer's share, trying
+// the peers in turn (from one that changes with each call) until one
+// admits it. The peer's own traffic and every other borrower are charged
+// on that same store under the same share, so each admitted unit is
+// charged once, on one region's share, before it is admitted; the shares
+// add up to the limit, so the regions together admit no more than the
+// limit would on one store: the worst-case overshoot is zero. (A share of
+// nothing — a limit smaller than the regions — makes the region borrow
+// every request.) Borrowing covers the algorithms whose admissions are
+// plain counts: fixed window, sliding window, sliding log, token bucket and
+// GCRA. A Take of several requests at once (a hierarchy) borrows them all
+// from one peer, as one all-or-nothing acquisition there.
+//
+// With WithSlice(n), a region borrows n units at a time and admits later
+// requests from them in process (store/lease): one cross-region call per
+// n units borrowed, not one per request. A unit is then charged on the
+// lender up to the slice TTL before it is admitted, so a window may admit
+// units charged in the one before: with P processes in all the regions
+// and R regions, any window or interval admits at most P·(R−1)·n units
+// beyond the limit — the configured worst-case overshoot. A budget that
+// does not refill (a quota) is never exceeded. The slice's unused units go
+// back to the lender when the TTL ends.
+//
+// # A peer that fails
+//
+// Borrowing from all peers together is bounded by the timeout
+// (WithTimeout). A peer that fails or does not answer in time is left out
+// for the backoff (WithBackoff) and tried again after it; meanwhile the
+// region limits on its own share alone, exactly, and its answers wait for
+// no other region. Failures only ever refuse what a peer could have lent:
+// they never admit more. A region's own store failing is Take's error, as
+// for any store (store/resilient's failure policy goes above a Store).
+//
+// # Not borrowed, and other limits
+//
+// Concurrency slots, the shaper and the Smooth algorithms keep to their
+// shares: a slot must be released where it was taken, and the shaper's
+// and the Smooth algorithms' delays depend on one queue. Their shares add
+// up to the limit, with two bounds to know: the shaper's queue and the
+// Smooth algorithms' free ticket are per region, so at once the regions
+// admit up to R−1 units beyond a single store's burst; and a region whose
+// slots are all held refuses while another region has free ones.
+//
+// A Refund goes to this region's own store, wherever the Take was
+// charged: a borrowed unit given back frees a unit here while the lender's
+// stays charged until its window passes or it refills, so budget moves
+// toward the region that refunds and never beyond the limit. Release and
+// Renew go to this region's store, where every slot is held. Reset forgets
+// the keys in every region. Decisions report this region's share (or the
+// lender's, for a borrowed admission) as their Limit, and its Remaining.
+//
+// Each region's store keeps its own clock (a Redis's TIME): fixed windows
+// start when each region's clock says, so regions whose clocks disagree
+// by d shift their windows by d against each other.
+package region

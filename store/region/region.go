@@ -1,0 +1,608 @@
+package region
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/limitcache"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/lease"
+)
+
+// Defaults of the options.
+const (
+	// DefaultTimeout bounds the borrowing of one Take from the peer
+	// regions, all of them together.
+	DefaultTimeout = 250 * time.Millisecond
+	// DefaultBackoff is how long a peer that failed is left out.
+	DefaultBackoff = 5 * time.Second
+	// MaxWeight bounds a region's weight.
+	MaxWeight = 1_000_000
+)
+
+// ErrInvalidOption is wrapped by New's errors for a region list or an
+// option that cannot be used.
+var ErrInvalidOption = errors.New("region: invalid option")
+
+// Peer is another region: its name, as every region calls it, and its
+// store, which this region borrows from.
+type Peer struct {
+	Name  string
+	Store store.Store
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	weights map[string]int
+	slice   int64
+	ttl     time.Duration
+	timeout time.Duration
+	backoff time.Duration
+	clock   func() time.Time
+	log     *slog.Logger
+}
+
+// WithWeights sets the regions' weights, by name (default 1 each): a
+// region's share of a limit is in proportion to its weight. Every region
+// must be given the same weights, so that the shares add up to the limit.
+func WithWeights(w map[string]int) Option { return func(c *config) { c.weights = w } }
+
+// WithSlice borrows slices of n units from a peer region at a time
+// (store/lease) instead of each request's own cost (the default, 0): one
+// cross-region call per n borrowed units instead of one per request, at
+// the price of the worst-case overshoot the package documentation bounds.
+// n must be 0 or at least 2.
+func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
+
+// WithSliceTTL sets how long a borrowed slice is used before its unused
+// units go back to the peer (default lease.DefaultTTL).
+func WithSliceTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithTimeout bounds the borrowing of one Take from the peers, all of
+// them together (default DefaultTimeout). A peer that does not answer in
+// time is left out for the backoff.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithBackoff sets how long a peer that failed is left out (default
+// DefaultBackoff).
+func WithBackoff(d time.Duration) Option { return func(c *config) { c.backoff = d } }
+
+// WithClock replaces the clock that times the backoff (tests).
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithLogger logs a WARN when a peer is left out, and an INFO when it is
+// tried again and answers (default: no log).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// Stats counts what a Store did since New.
+type Stats struct {
+	// Borrowed is the number of Takes a peer admitted after this
+	// region's share refused.
+	Borrowed int64
+	// PeerFailures is the number of peer calls that failed (an error or
+	// the timeout), each of which left the peer out for the backoff.
+	PeerFailures int64
+}
+
+// Store is a store.Store for one region; see the package documentation.
+// It is safe for concurrent use.
+type Store struct {
+	names   []string // every region, sorted
+	weights []int64  // by index into names
+	total   int64
+	self    int
+
+	local   store.Store
+	peers   []*peer
+	timeout time.Duration
+	backoff time.Duration
+	clock   func() time.Time
+	log     *slog.Logger
+
+	next               atomic.Uint32
+	borrowed, failures atomic.Int64
+
+	splits limitcache.Cache[*split]
+}
+
+type peer struct {
+	name string
+	// borrow takes from the peer's store at the peer's share: a
+	// shareStore, under a lease.Store when slices are on.
+	borrow store.Store
+	// down is the clock's UnixNano until which the peer is left out.
+	down atomic.Int64
+}
+
+// split is a limit divided among the regions: limits[i] is region i's
+// share, nil for a share of nothing.
+type split struct {
+	limits []*algo.Limit
+	borrow bool
+}
+
+// New returns the store of region self, which enforces each limit on its
+// share in local (its own region's store) and borrows from peers when its
+// share refuses. The Store owns local and the peers' stores: Close closes
+// them, and so does New when it returns an error.
+func New(self string, local store.Store, peers []Peer, opts ...Option) (*Store, error) {
+	s, err := newStore(self, local, peers, opts)
+	if err != nil {
+		if local != nil {
+			_ = local.Close()
+		}
+		for _, p := range peers {
+			if p.Store != nil {
+				_ = p.Store.Close()
+			}
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Store, error) {
+	c := config{ttl: lease.DefaultTTL, timeout: DefaultTimeout, backoff: DefaultBackoff, clock: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case self == "":
+		return nil, bad("this region has no name")
+	case local == nil:
+		return nil, bad("region %q: nil store", self)
+	case c.slice < 0 || c.slice == 1:
+		return nil, bad("slice %d: must be 0 (borrow each request's cost) or at least 2", c.slice)
+	case c.ttl <= 0:
+		return nil, bad("slice TTL %v: must be positive", c.ttl)
+	case c.timeout <= 0:
+		return nil, bad("timeout %v: must be positive", c.timeout)
+	case c.backoff <= 0:
+		return nil, bad("backoff %v: must be positive", c.backoff)
+	case c.clock == nil:
+		return nil, bad("nil clock")
+	}
+	names := []string{self}
+	for _, p := range peers {
+		switch {
+		case p.Name == "":
+			return nil, bad("a peer region has no name")
+		case slices.Contains(names, p.Name):
+			return nil, bad("region %q is named twice", p.Name)
+		case p.Store == nil:
+			return nil, bad("peer region %q: nil store", p.Name)
+		}
+		names = append(names, p.Name)
+	}
+	for name, w := range c.weights {
+		if !slices.Contains(names, name) {
+			return nil, bad("weight for region %q, which is neither this region (%q) nor a peer (regions: %v)", name, self, sorted(names))
+		}
+		if w < 1 || w > MaxWeight {
+			return nil, bad("region %q: weight %d: must be between 1 and %d", name, w, MaxWeight)
+		}
+	}
+	slices.Sort(names)
+	s := &Store{
+		names: names, weights: make([]int64, len(names)),
+		self:  slices.Index(names, self),
+		local: local, timeout: c.timeout, backoff: c.backoff, clock: c.clock, log: c.log,
+	}
+	for i, n := range names {
+		s.weights[i] = 1
+		if w, ok := c.weights[n]; ok {
+			s.weights[i] = int64(w)
+		}
+		s.total += s.weights[i]
+	}
+	for _, p := range peers {
+		var b store.Store = &shareStore{s: s, idx: slices.Index(names, p.Name), inner: p.Store}
+		if c.slice >= 2 {
+			ls, err := lease.New(b, lease.WithSlice(c.slice), lease.WithTTL(c.ttl))
+			if err != nil {
+				return nil, fmt.Errorf("region %q: %w", p.Name, err)
+			}
+			b = ls
+		}
+		s.peers = append(s.peers, &peer{name: p.Name, borrow: b})
+	}
+	return s, nil
+}
+
+func sorted(names []string) []string {
+	s := slices.Clone(names)
+	slices.Sort(s)
+	return s
+}
+
+// Share returns this region's share of l: nil when it is nothing (a limit
+// smaller than the number of regions, weighed).
+func (s *Store) Share(l *algo.Limit) *algo.Limit { return s.split(l).limits[s.self] }
+
+// Stats returns what the Store did since New.
+func (s *Store) Stats() Stats {
+	return Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load()}
+}
+
+// Unwrap returns this region's own store.
+func (s *Store) Unwrap() store.Store { return s.local }
+
+func (s *Store) split(l *algo.Limit) *split {
+	if sp, ok := s.splits.Get(l); ok {
+		return sp
+	}
+	return s.splits.Put(l, s.divide(l))
+}
+
+// borrowable reports the algorithms whose units a region borrows from its
+// peers: those whose admission is a count of units, with no delay and no
+// slot to give back.
+func borrowable(k algo.Kind) bool {
+	switch k {
+	case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog, algo.TokenBucket, algo.GCRA:
+		return true
+	}
+	return false
+}
+
+// divide splits l among the regions by weight; see the package
+// documentation for which parameters are divided.
+func (s *Store) divide(l *algo.Limit) *split {
+	p := l.Params()
+	sp := &split{limits: make([]*algo.Limit, len(s.names)), borrow: borrowable(p.Algorithm)}
+	part := func(v int64) []int64 { return apportion(v, s.weights, s.total) }
+	limit := part(p.Limit)
+	var burst, initial, delay []int64
+	switch p.Algorithm {
+	case algo.TokenBucket, algo.GCRA:
+		burst = part(p.Burst)
+		if p.InitialTokens != nil {
+			initial = part(*p.InitialTokens)
+		}
+	case algo.Shaper:
+		burst = part(p.Burst)
+		delay = part(p.Delay)
+	}
+	for i := range s.names {
+		q := p
+		q.Limit = limit[i]
+		if q.Limit == 0 {
+			continue
+		}
+		if burst != nil {
+			q.Burst = burst[i]
+			if p.Burst > 0 && q.Burst == 0 && p.Algorithm != algo.Shaper {
+				continue // no capacity here; 0 would mean the default, Limit
+			}
+		}
+		if initial != nil {
+			it := initial[i]
+			q.InitialTokens = &it
+		}
+		if delay != nil {
+			q.Delay = min(delay[i], q.Burst)
+		}
+		if c, err := algo.Compile(q); err == nil {
+			sp.limits[i] = c
+		}
+	}
+	return sp
+}
+
+// apportion divides v among weights w (of sum total) by the largest
+// remainder: each gets ⌊v·w/total⌋, and the units left go one each to the
+// largest remainders, ties to the lower index, so the parts add up to v
+// exactly and every region computes the same parts.
+func apportion(v int64, w []int64, total int64) []int64 {
+	out := make([]int64, len(w))
+	if v <= 0 {
+		return out
+	}
+	rem := make([]uint64, len(w))
+	left := v
+	for i, wi := range w {
+		hi, lo := bits.Mul64(uint64(v), uint64(wi))
+		q, r := bits.Div64(hi, lo, uint64(total))
+		out[i], rem[i] = int64(q), r
+		left -= int64(q)
+	}
+	order := make([]int, len(w))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rem[b], rem[a]) })
+	for _, i := range order[:left] {
+		out[i]++
+	}
+	return out
+}
+
+// local returns reqs with each limit replaced by this region's share, and
+// whether every request has one and can borrow.
+func (s *Store) shares(reqs []store.Request) (out []store.Request, all, borrow bool) {
+	out = make([]store.Request, len(reqs))
+	all, borrow = true, len(s.peers) > 0
+	for i, r := range reqs {
+		if r.Limit != nil {
+			sp := s.split(r.Limit)
+			r.Limit = sp.limits[s.self]
+			all = all && r.Limit != nil
+			borrow = borrow && sp.borrow
+		}
+		out[i] = r
+	}
+	return out, all, borrow
+}
+
+// never fills out with refusals that no wait turns into an admission here:
+// this region's share of a request is nothing.
+func never(out []algo.Decision) {
+	for i := range out {
+		out[i] = algo.Decision{RetryAfter: algo.Never}
+	}
+}
+
+// Take decides reqs on this region's share; when the share refuses, it
+// borrows from the peers (see the package documentation).
+func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	for _, r := range reqs {
+		if r.Limit == nil {
+			return s.local.Take(ctx, reqs, out) // the store's own error
+		}
+	}
+	lr, all, borrow := s.shares(reqs)
+	var res store.Result
+	if all {
+		var err error
+		res, err = s.local.Take(ctx, lr, out)
+		if err != nil || res.Allowed || !borrow {
+			return res, err
+		}
+	} else {
+		never(out)
+		if !borrow {
+			return store.Result{}, nil
+		}
+	}
+	if b, ok := s.borrow(ctx, reqs, out); ok {
+		return b, nil
+	}
+	return res, nil
+}
+
+// borrow tries the peers in turn, from one that changes with each call,
+// until one admits reqs, within the timeout. A refusal that says sooner
+// than out's when a retry may pass replaces it in out.
+func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+	if ctx.Err() != nil {
+		return store.Result{}, false
+	}
+	bctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	pout := make([]algo.Decision, len(reqs))
+	start := int(s.next.Add(1))
+	for k := range s.peers {
+		p := s.peers[(start+k)%len(s.peers)]
+		now := s.clock().UnixNano()
+		down := p.down.Load()
+		if down > now {
+			continue
+		}
+		res, err := p.borrow.Take(bctx, reqs, pout)
+		if err != nil {
+			if ctx.Err() != nil {
+				return store.Result{}, false // the caller gave up, not the peer
+			}
+			s.failures.Add(1)
+			p.down.Store(s.clock().Add(s.backoff).UnixNano())
+			if s.log != nil {
+				s.log.Warn("region: peer left out", "peer", p.name, "for", s.backoff, "err", err)
+			}
+			if bctx.Err() != nil {
+				return store.Result{}, false // the timeout is spent
+			}
+			continue
+		}
+		if down != 0 && p.down.CompareAndSwap(down, 0) && s.log != nil {
+			s.log.Info("region: peer answers again", "peer", p.name)
+		}
+		if res.Allowed {
+			copy(out, pout)
+			s.borrowed.Add(1)
+			return res, true
+		}
+		if !res.Partial && wait(pout) < wait(out) {
+			copy(out, pout)
+		}
+	}
+	return store.Result{}, false
+}
+
+// wait is how long the longest RetryAfter of a refusal is.
+func wait(out []algo.Decision) time.Duration {
+	var w time.Duration
+	for _, d := range out {
+		w = max(w, d.RetryAfter)
+	}
+	return w
+}
+
+// TakeLocal decides reqs from this region's own store when it is a
+// store.LocalTaker that can admit them at once; a refusal, which may yet
+// borrow, is left to Take.
+func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+	lt, ok := s.local.(store.LocalTaker)
+	if !ok {
+		return store.Result{}, false
+	}
+	for _, r := range reqs {
+		if r.Limit == nil {
+			return store.Result{}, false
+		}
+	}
+	lr, all, borrow := s.shares(reqs)
+	if !all {
+		return store.Result{}, false
+	}
+	res, ok := lt.TakeLocal(lr, out)
+	if !ok || (!res.Allowed && borrow) {
+		return store.Result{}, false
+	}
+	return res, true
+}
+
+// Peek reports the decisions of this region's share.
+func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	lr, all, _ := s.shares(reqs)
+	if all {
+		return s.local.Peek(ctx, lr, out)
+	}
+	// Peek those with a share; the others are never admitted here.
+	for i := range lr {
+		if lr[i].Limit == nil && reqs[i].Limit != nil {
+			out[i] = algo.Decision{RetryAfter: algo.Never}
+			continue
+		}
+		if err := s.local.Peek(ctx, lr[i:i+1], out[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withShare returns the requests of reqs that have a share here, with it.
+func (s *Store) withShare(reqs []store.Request) []store.Request {
+	lr, _, _ := s.shares(reqs)
+	return slices.DeleteFunc(lr, func(r store.Request) bool { return r.Limit == nil })
+}
+
+// Refund gives the units back to this region's own store, wherever they
+// were charged (see the package documentation).
+func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	return s.local.Refund(ctx, s.withShare(reqs))
+}
+
+// Release gives back Concurrency leases, which are only ever held in this
+// region's own store.
+func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
+	return s.local.Release(ctx, s.withShare(reqs))
+}
+
+// Renew renews Concurrency leases in this region's own store.
+func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	r, ok := s.local.(store.Renewer)
+	if !ok {
+		return nil
+	}
+	return r.Renew(ctx, s.withShare(reqs))
+}
+
+// Reset forgets the keys in every region: this one's store and each
+// peer's. A peer that fails is named in the error; the others are reset
+// all the same.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	errs := []error{s.local.Reset(ctx, keys...)}
+	for _, p := range s.peers {
+		if err := p.borrow.Reset(ctx, keys...); err != nil {
+			errs = append(errs, fmt.Errorf("region %q: %w", p.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes this region's store and the peers'.
+func (s *Store) Close() error {
+	errs := []error{s.local.Close()}
+	for _, p := range s.peers {
+		if err := p.borrow.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("region %q: %w", p.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Ping checks this region's own store when it can be checked (a peer
+// down is not this region's failure).
+func (s *Store) Ping(ctx context.Context) error {
+	if p, ok := s.local.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+// shareStore is a peer region's store as this region borrows from it: each
+// limit is replaced by the peer's share.
+type shareStore struct {
+	s     *Store
+	idx   int
+	inner store.Store
+}
+
+// rewrite returns reqs at the peer's shares, and false when a request has
+// none there.
+func (p *shareStore) rewrite(reqs []store.Request) ([]store.Request, bool) {
+	out := make([]store.Request, len(reqs))
+	for i, r := range reqs {
+		if r.Limit != nil {
+			r.Limit = p.s.split(r.Limit).limits[p.idx]
+			if r.Limit == nil {
+				return nil, false
+			}
+		}
+		out[i] = r
+	}
+	return out, true
+}
+
+func (p *shareStore) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	pr, ok := p.rewrite(reqs)
+	if !ok {
+		never(out)
+		return store.Result{}, nil
+	}
+	return p.inner.Take(ctx, pr, out)
+}
+
+func (p *shareStore) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	pr, ok := p.rewrite(reqs)
+	if !ok {
+		never(out)
+		return nil
+	}
+	return p.inner.Peek(ctx, pr, out)
+}
+
+func (p *shareStore) Refund(ctx context.Context, reqs []store.Request) error {
+	if pr, ok := p.rewrite(reqs); ok {
+		return p.inner.Refund(ctx, pr)
+	}
+	return nil
+}
+
+func (p *shareStore) Release(ctx context.Context, reqs []store.Request) error {
+	if pr, ok := p.rewrite(reqs); ok {
+		return p.inner.Release(ctx, pr)
+	}
+	return nil
+}
+
+func (p *shareStore) Reset(ctx context.Context, keys ...string) error {
+	return p.inner.Reset(ctx, keys...)
+}
+
+func (p *shareStore) Close() error { return p.inner.Close() }

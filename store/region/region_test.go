@@ -1,0 +1,596 @@
+package region_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/redis"
+	"github.com/floodgate/floodgate/store/region"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func compile(t testing.TB, p algo.Params) *algo.Limit {
+	t.Helper()
+	l, err := algo.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// quota is a limit of n units that does not refill while a test runs: a
+// day's worth of a token bucket, GCRA or sliding log (no window edge to
+// cross, whatever the time of day).
+func quota(t testing.TB, kind algo.Kind, n int64) *algo.Limit {
+	return compile(t, algo.Params{Algorithm: kind, Limit: n, Period: 24 * time.Hour})
+}
+
+// noClose keeps a store shared by several region stores (the processes of
+// one region) open until the test ends.
+type noClose struct{ store.Store }
+
+func (noClose) Close() error { return nil }
+
+func openRedis(t testing.TB, addr string) store.Store {
+	t.Helper()
+	r, err := redis.Open("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func take(t testing.TB, s store.Store, key string, l *algo.Limit, cost int64) (bool, algo.Decision) {
+	t.Helper()
+	out := make([]algo.Decision, 1)
+	res, err := s.Take(context.Background(), []store.Request{{Key: key, Limit: l, Cost: cost}}, out)
+	if err != nil {
+		t.Fatalf("Take(%q): %v", key, err)
+	}
+	if res.Allowed != out[0].Allowed {
+		t.Fatalf("Take(%q): Result.Allowed %v, decision %+v", key, res.Allowed, out[0])
+	}
+	return res.Allowed, out[0]
+}
+
+// TestSharesAddUp: every algorithm's limit divides into shares whose
+// Limit (and Burst, InitialTokens and Delay where used) add up to the
+// limit's, by weight, largest remainder first.
+func TestSharesAddUp(t *testing.T) {
+	clk := newClock()
+	mem := func() store.Store {
+		m, err := memory.New(memory.WithClock(clk.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	weights := map[string]int{"ap": 1, "eu": 2, "us": 3}
+	regions := map[string]*region.Store{}
+	for _, self := range []string{"ap", "eu", "us"} {
+		var peers []region.Peer
+		for _, p := range []string{"ap", "eu", "us"} {
+			if p != self {
+				peers = append(peers, region.Peer{Name: p, Store: mem()})
+			}
+		}
+		s, err := region.New(self, mem(), peers, region.WithWeights(weights))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		regions[self] = s
+	}
+	initial := int64(7)
+	for _, p := range []algo.Params{
+		{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Minute},
+		{Algorithm: algo.SlidingWindow, Limit: 7, Period: time.Minute},
+		{Algorithm: algo.SlidingLog, Limit: 5, Period: time.Minute},
+		{Algorithm: algo.TokenBucket, Limit: 10, Period: time.Second, Burst: 23, InitialTokens: &initial},
+		{Algorithm: algo.GCRA, Limit: 10, Period: time.Second, Burst: 11},
+		{Algorithm: algo.Shaper, Limit: 10, Period: time.Second, Burst: 8, Delay: 5},
+		{Algorithm: algo.Concurrency, Limit: 9, LeaseTTL: time.Minute},
+		{Algorithm: algo.SmoothBursty, Limit: 60, Period: time.Second},
+	} {
+		l := compile(t, p)
+		var sum algo.Params
+		var sumInitial int64
+		parts := map[string]int64{}
+		for name, s := range regions {
+			sh := s.Share(l)
+			if sh == nil {
+				continue
+			}
+			q := sh.Params()
+			parts[name] = q.Limit
+			sum.Limit += q.Limit
+			sum.Burst += q.Burst
+			sum.Delay += q.Delay
+			if q.InitialTokens != nil {
+				sumInitial += *q.InitialTokens
+			}
+		}
+		if sum.Limit != p.Limit || sum.Burst != p.Burst || sum.Delay != p.Delay {
+			t.Errorf("%v: shares add up to Limit %d Burst %d Delay %d, want %d %d %d (parts %v)",
+				p.Algorithm, sum.Limit, sum.Burst, sum.Delay, p.Limit, p.Burst, p.Delay, parts)
+		}
+		if p.InitialTokens != nil && sumInitial != *p.InitialTokens {
+			t.Errorf("%v: initial tokens add up to %d, want %d", p.Algorithm, sumInitial, *p.InitialTokens)
+		}
+	}
+	// 10 by weights 1, 2, 3 of 6: 1.67, 3.33, 5 → 2, 3, 5 (the larger
+	// remainder gets the unit left).
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
+	for name, want := range map[string]int64{"ap": 2, "eu": 3, "us": 5} {
+		if got := regions[name].Share(l).Params().Limit; got != want {
+			t.Errorf("%s's share of 10 by weights %v: %d, want %d", name, weights, got, want)
+		}
+	}
+	// 2 over weights 1, 2, 3: 0.33, 0.67, 1 → 0, 1, 1: ap has none.
+	two := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: time.Minute})
+	if sh := regions["ap"].Share(two); sh != nil {
+		t.Errorf("ap's share of 2 by weights %v: %d, want none", weights, sh.Params().Limit)
+	}
+}
+
+// TestNewRejects: a region list or option that cannot work is an error
+// wrapping ErrInvalidOption, and New closes the stores it was given.
+func TestNewRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		self  string
+		peers []string
+		opts  []region.Option
+		want  string
+	}{
+		{"no name", "", []string{"eu"}, nil, "this region has no name"},
+		{"twice", "us", []string{"eu", "us"}, nil, `region "us" is named twice`},
+		{"unnamed peer", "us", []string{""}, nil, "a peer region has no name"},
+		{"unknown weight", "us", []string{"eu"}, []region.Option{region.WithWeights(map[string]int{"ap": 2})}, `weight for region "ap"`},
+		{"zero weight", "us", []string{"eu"}, []region.Option{region.WithWeights(map[string]int{"eu": 0})}, `region "eu": weight 0`},
+		{"slice 1", "us", []string{"eu"}, []region.Option{region.WithSlice(1)}, "slice 1"},
+		{"timeout", "us", []string{"eu"}, []region.Option{region.WithTimeout(0)}, "timeout 0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var closed atomic.Int64
+			mk := func() store.Store {
+				m, err := memory.New()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return closeCounter{m, &closed}
+			}
+			var peers []region.Peer
+			for _, p := range tc.peers {
+				peers = append(peers, region.Peer{Name: p, Store: mk()})
+			}
+			_, err := region.New(tc.self, mk(), peers, tc.opts...)
+			if !errors.Is(err, region.ErrInvalidOption) || !contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want ErrInvalidOption saying %q", err, tc.want)
+			}
+			if n := closed.Load(); n != int64(len(peers)+1) {
+				t.Fatalf("New closed %d of the %d stores it was given", n, len(peers)+1)
+			}
+		})
+	}
+}
+
+type closeCounter struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (c closeCounter) Close() error { c.n.Add(1); return c.Store.Close() }
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// fleet is several regions over real stores, each with several processes
+// (region stores, each with its own connections to its region's store
+// and to the peers').
+type fleet struct {
+	names []string
+	addrs map[string]string
+	procs map[string][]*region.Store
+}
+
+func newFleet(t *testing.T, procs map[string]int, opts ...region.Option) *fleet {
+	t.Helper()
+	f := &fleet{addrs: map[string]string{}, procs: map[string][]*region.Store{}}
+	for name := range procs {
+		f.names = append(f.names, name)
+		srv := testserver.NewRedis(t)
+		if srv == nil {
+			t.Skip("no redis-server")
+		}
+		f.addrs[name] = srv.Addr
+	}
+	for self, n := range procs {
+		for range n {
+			var peers []region.Peer
+			for _, p := range f.names {
+				if p != self {
+					peers = append(peers, region.Peer{Name: p, Store: openRedis(t, f.addrs[p])})
+				}
+			}
+			s, err := region.New(self, openRedis(t, f.addrs[self]), peers, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			f.procs[self] = append(f.procs[self], s)
+		}
+	}
+	return f
+}
+
+// hammer runs goroutines per process of each region, each making up to
+// attempts Takes of cost 1 on key under l, and returns how many each
+// region admitted.
+func (f *fleet) hammer(t *testing.T, key string, l *algo.Limit, goroutines int, attempts map[string]int) map[string]int64 {
+	t.Helper()
+	admitted := map[string]*atomic.Int64{}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(30 * time.Second)
+	for name, procs := range f.procs {
+		n := new(atomic.Int64)
+		admitted[name] = n
+		left := new(atomic.Int64)
+		left.Store(int64(attempts[name]))
+		for _, s := range procs {
+			for range goroutines {
+				wg.Go(func() {
+					out := make([]algo.Decision, 1)
+					for left.Add(-1) >= 0 && time.Now().Before(deadline) {
+						res, err := s.Take(context.Background(), []store.Request{{Key: key, Limit: l, Cost: 1}}, out)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if res.Allowed != out[0].Allowed {
+							t.Errorf("Result.Allowed %v, decision %+v", res.Allowed, out[0])
+						}
+						if res.Allowed {
+							n.Add(1)
+						}
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
+	got := map[string]int64{}
+	for name, n := range admitted {
+		got[name] = n.Load()
+	}
+	return got
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestRegionsAdmitExactlyTheLimit: two regions, each its own
+// redis-server, three processes in the busy one and one in the quiet one,
+// eight goroutines each. The busy region asks for far more than its half,
+// the quiet one for little: borrowing lends the quiet region's unused
+// budget, and together they admit exactly the limit — not one more, and not
+// one less while demand remains.
+func TestRegionsAdmitExactlyTheLimit(t *testing.T) {
+	for _, kind := range []algo.Kind{algo.TokenBucket, algo.GCRA, algo.SlidingLog} {
+		t.Run(kind.String(), func(t *testing.T) {
+			f := newFleet(t, map[string]int{"busy": 3, "quiet": 1})
+			const limit = 400
+			got := f.hammer(t, "k", quota(t, kind, limit), 8, map[string]int{"busy": 1200, "quiet": 40})
+			if sum(got) != limit {
+				t.Fatalf("admitted %v: %d in all, want exactly the limit %d", got, sum(got), limit)
+			}
+			var borrowed int64
+			for _, s := range f.procs["busy"] {
+				borrowed += s.Stats().Borrowed
+			}
+			if borrowed < got["busy"]-limit/2 {
+				t.Fatalf("the busy region borrowed %d, admitted %d on a share of %d", borrowed, got["busy"], limit/2)
+			}
+		})
+	}
+}
+
+// TestRegionsWithSlicesStayWithinTheQuota: borrowing slices of 8 units,
+// a quota is still never exceeded; the slices held when the demand ends
+// are all that may go unused.
+func TestRegionsWithSlicesStayWithinTheQuota(t *testing.T) {
+	const slice = 8
+	f := newFleet(t, map[string]int{"busy": 3, "quiet": 1, "idle": 1}, region.WithSlice(slice), region.WithSliceTTL(time.Hour))
+	const limit = 600
+	got := f.hammer(t, "k", quota(t, algo.TokenBucket, limit), 8, map[string]int{"busy": 2000, "quiet": 40, "idle": 0})
+	if sum(got) > limit {
+		t.Fatalf("admitted %v: %d in all, over the quota %d", got, sum(got), limit)
+	}
+	// Each busy process holds at most a slice from each of two peers.
+	if held := int64(3 * 2 * slice); sum(got) < limit-held {
+		t.Fatalf("admitted %v: %d in all, want at least %d (the quota less the %d units slices may hold)", got, sum(got), limit-held, held)
+	}
+}
+
+// TestPeerDownKeepsTheShare: when the peer region's store stops
+// answering (paused: a hang; killed: refused connections), a region
+// limits on its own share, exactly, and each answer waits at most the
+// borrowing timeout; the peer is left out for the backoff, then lends
+// again.
+func TestPeerDownKeepsTheShare(t *testing.T) {
+	for _, mode := range []string{"paused", "killed"} {
+		t.Run(mode, func(t *testing.T) {
+			us := testserver.NewRedis(t)
+			eu := testserver.NewRedis(t)
+			if us == nil || eu == nil {
+				t.Skip("no redis-server")
+			}
+			clk := newClock()
+			const timeout = 300 * time.Millisecond
+			s, err := region.New("us", openRedis(t, us.Addr), []region.Peer{{Name: "eu", Store: openRedis(t, eu.Addr)}},
+				region.WithTimeout(timeout), region.WithBackoff(time.Minute), region.WithClock(clk.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			l := quota(t, algo.TokenBucket, 20)
+			if ok, _ := take(t, s, "warm", l, 1); !ok {
+				t.Fatal("the first Take was refused")
+			}
+			switch mode {
+			case "paused":
+				if err := eu.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = eu.Resume() })
+			case "killed":
+				if err := eu.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var admitted int
+			var slowest time.Duration
+			for range 30 {
+				start := time.Now()
+				if ok, _ := take(t, s, "k", l, 1); ok {
+					admitted++
+				}
+				slowest = max(slowest, time.Since(start))
+			}
+			if admitted != 10 {
+				t.Fatalf("with the peer %s, admitted %d of 30, want exactly the share 10", mode, admitted)
+			}
+			if slowest > timeout+time.Second {
+				t.Fatalf("with the peer %s, a Take took %v, want at most the timeout %v (and some slack)", mode, slowest, timeout)
+			}
+			if n := s.Stats().PeerFailures; n != 1 {
+				t.Fatalf("%d peer failures, want 1: the peer is left out for the backoff after the first", n)
+			}
+			// Back, and past the backoff: the peer lends again.
+			switch mode {
+			case "paused":
+				if err := eu.Resume(); err != nil {
+					t.Fatal(err)
+				}
+			case "killed":
+				if err := eu.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clk.Add(time.Minute + time.Second)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				ok, _ := take(t, s, "k", l, 1)
+				if ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the peer did not lend again within 10s of its return (stats %+v)", s.Stats())
+				}
+				clk.Add(time.Minute + time.Second)
+				time.Sleep(50 * time.Millisecond)
+			}
+			if s.Stats().Borrowed < 1 {
+				t.Fatalf("admitted past the share without borrowing: %+v", s.Stats())
+			}
+		})
+	}
+}
+
+// TestNothingShareBorrowsEverything: a limit of 1 over two regions leaves
+// one with nothing; it borrows the other's unit, and then both refuse.
+func TestNothingShareBorrowsEverything(t *testing.T) {
+	clk := newClock()
+	a, b := memStore(t, clk), memStore(t, clk)
+	// "a" sorts first and gets the unit.
+	rb, err := region.New("b", noClose{b}, []region.Peer{{Name: "a", Store: noClose{a}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ra.Close(); _ = rb.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Minute})
+	if rb.Share(l) != nil {
+		t.Fatal("b has a share of 1 over two regions; want a's")
+	}
+	if ok, d := take(t, rb, "k", l, 1); !ok {
+		t.Fatalf("b's first Take refused (%+v); want it borrowed from a", d)
+	}
+	if ok, _ := take(t, rb, "k", l, 1); ok {
+		t.Fatal("b admitted a second unit of a limit of 1")
+	}
+	if ok, _ := take(t, ra, "k", l, 1); ok {
+		t.Fatal("a admitted the unit b borrowed")
+	}
+	// The refusal says when the next window opens, not "never": a's.
+	if _, d := take(t, rb, "k", l, 1); d.IsNever() || d.RetryAfter <= 0 {
+		t.Fatalf("b's refusal: %+v; want a's RetryAfter to the next window", d)
+	}
+}
+
+func memStore(t *testing.T, clk *fakeClock) store.Store {
+	t.Helper()
+	m, err := memory.New(memory.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// TestConcurrencyKeepsToItsShare: slots are not borrowed: a region holds
+// its share of them and refuses the next while the other's are free.
+func TestConcurrencyKeepsToItsShare(t *testing.T) {
+	clk := newClock()
+	a, b := memStore(t, clk), memStore(t, clk)
+	ra, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ra.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 4, LeaseTTL: time.Minute})
+	out := make([]algo.Decision, 1)
+	for i := range 3 {
+		res, err := ra.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1, Lease: uint64(i + 1)}}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed != (i < 2) {
+			t.Fatalf("slot %d: allowed %v, want %v (a's share is 2 of 4)", i+1, res.Allowed, i < 2)
+		}
+	}
+	if err := ra.Release(context.Background(), []store.Request{{Key: "k", Limit: l, Lease: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ra.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1, Lease: 9}}, out); err != nil || !res.Allowed {
+		t.Fatalf("after a release: %v %+v, want the slot", err, res)
+	}
+}
+
+// TestSlicesOvershootWithinTheBound: fixed windows, two regions of two
+// processes each, borrowing slices of 5 with a TTL longer than the
+// window. In every other window the demand stops while slices are held;
+// their units, charged in that window, are admitted in the next, which
+// may then admit up to P·(R−1)·n = 4·1·5 = 20 beyond the limit, never
+// more.
+func TestSlicesOvershootWithinTheBound(t *testing.T) {
+	clk := newClock()
+	const slice, limit, procs = 5, 40, 2
+	stores := map[string]store.Store{"a": memStore(t, clk), "b": memStore(t, clk)}
+	regions := map[string][]*region.Store{}
+	for self, peer := range map[string]string{"a": "b", "b": "a"} {
+		for range procs {
+			s, err := region.New(self, noClose{stores[self]}, []region.Peer{{Name: peer, Store: noClose{stores[peer]}}},
+				region.WithSlice(slice), region.WithSliceTTL(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			regions[self] = append(regions[self], s)
+		}
+	}
+	all := append(append([]*region.Store{}, regions["a"]...), regions["b"]...)
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: limit, Period: time.Minute})
+	bound := int64(limit + len(all)*1*slice)
+	var most int64
+	for w := range 6 {
+		var admitted int64
+		if w%2 == 0 {
+			// a's first process uses a's share and one unit of a slice
+			// borrowed from b, a's second one unit of another slice: 8
+			// units stay held when the window ends.
+			for range limit/2 + 1 {
+				if ok, _ := take(t, regions["a"][0], "k", l, 1); ok {
+					admitted++
+				}
+			}
+			if ok, _ := take(t, regions["a"][1], "k", l, 1); ok {
+				admitted++
+			}
+		} else {
+			// Every process asks in turn, one unit at a time, until each
+			// has been refused.
+			for round := 0; round < 100; round++ {
+				some := false
+				for _, s := range all {
+					if ok, _ := take(t, s, "k", l, 1); ok {
+						admitted++
+						some = true
+					}
+				}
+				if !some {
+					break
+				}
+			}
+			if admitted < limit {
+				t.Fatalf("window %d admitted %d, under the limit %d with demand left", w, admitted, limit)
+			}
+		}
+		if admitted > bound {
+			t.Fatalf("window %d admitted %d, over the bound %d (limit %d + P·(R−1)·slice)", w, admitted, bound, limit)
+		}
+		most = max(most, admitted)
+		clk.Add(time.Minute)
+	}
+	if most <= limit {
+		t.Fatalf("no window admitted past the limit %d: the held slices were not carried over, and the test shows nothing", limit)
+	}
+	t.Logf("most admitted in a window: %d (limit %d, bound %d)", most, limit, bound)
+}
+
+func ExampleNew() {
+	us, _ := memory.New()
+	eu, _ := memory.New()
+	s, err := region.New("us", us, []region.Peer{{Name: "eu", Store: eu}}, region.WithWeights(map[string]int{"us": 3, "eu": 1}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	l, _ := algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 100, Period: time.Minute})
+	fmt.Println("us share:", s.Share(l).Params().Limit)
+	out := make([]algo.Decision, 1)
+	var admitted int
+	for range 120 {
+		res, _ := s.Take(context.Background(), []store.Request{{Key: "user:42", Limit: l, Cost: 1}}, out)
+		if res.Allowed {
+			admitted++
+		}
+	}
+	fmt.Println("admitted in us:", admitted, "borrowed:", s.Stats().Borrowed)
+	// Output:
+	// us share: 75
+	// admitted in us: 100 borrowed: 25
+}
