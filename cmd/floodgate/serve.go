@@ -59,6 +59,7 @@ type serveFlags struct {
 	clientTimeout                                                                    time.Duration
 	shadow, preserveHost, envoyHeaders, startDegraded, grpcReflection                bool
 	logLevel                                                                         string
+	regions                                                                          regionFlags
 	// env holds, by flag name, the flags set from the environment, so that
 	// an error names the variable the operator set rather than a flag
 	// they never typed.
@@ -91,6 +92,9 @@ func (f *serveFlags) origin(name string, value any) string {
 	shown := func(v string) string {
 		if urlFlags[name] {
 			return store.RedactURL(v)
+		}
+		if name == "region-peers" {
+			return redactPeers(v)
 		}
 		return v
 	}
@@ -148,6 +152,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsListeners, "tls-listeners", "", "with --tls-cert: the listeners that speak TLS, a comma-separated list of grpc, http, api, admin (default grpc,http,api)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text (key=value) or json (one object a line)")
+	f.regions.register(fs)
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -589,6 +594,7 @@ func (f *serveFlags) check() error {
 		}
 	}
 	errs = append(errs, f.checkTLS()...)
+	errs = append(errs, f.checkRegion()...)
 	return errors.Join(errs...)
 }
 
@@ -1086,7 +1092,17 @@ func openStore(f serveFlags, p resilient.Policy, hooks resilient.Hooks, log *slo
 		}
 		st = ls
 	}
-	return resilient.New(st, resilient.WithTimeout(f.storeTimeout), resilient.WithPolicy(p),
+	timeout := f.storeTimeout
+	if f.regions.region != "" {
+		// This region's store, then the peers when its share refuses:
+		// the failure policy answers only for this region's store (the
+		// region store limits on its share while the peers fail).
+		if st, err = openRegion(f, st, log); err != nil {
+			return nil, err
+		}
+		timeout += f.regions.timeout
+	}
+	return resilient.New(st, resilient.WithTimeout(timeout), resilient.WithPolicy(p),
 		resilient.WithInstances(f.instances), resilient.WithHooks(hooks))
 }
 

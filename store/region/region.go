@@ -536,13 +536,17 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Ping checks this region's own store when it can be checked (a peer
-// down is not this region's failure).
+// pingLimit is the limit of Ping's probe Peek.
+var pingLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
+
+// Ping checks this region's own store: its Ping, or a Peek of a probe key
+// that charges nothing. A peer down is not this region's failure: the
+// region limits on its share meanwhile.
 func (s *Store) Ping(ctx context.Context) error {
 	if p, ok := s.local.(interface{ Ping(context.Context) error }); ok {
 		return p.Ping(ctx)
 	}
-	return nil
+	return s.local.Peek(ctx, []store.Request{{Key: "fg:__ping", Limit: pingLimit}}, make([]algo.Decision, 1))
 }
 
 // shareStore is a peer region's store as this region borrows from it: each

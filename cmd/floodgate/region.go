@@ -1,0 +1,197 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/region"
+	"github.com/floodgate/floodgate/store/storeurl"
+)
+
+// regionFlags are serve's flags for several regions (store/region).
+type regionFlags struct {
+	region, peers, weights string
+	slice                  int64
+	timeout                time.Duration
+}
+
+func (r *regionFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.region, "region", "", "several regions: this instance's region, by the name every region gives it; each limit is divided among the regions by --region-weights, decided on this region's share in --store, and borrowed from --region-peers when the share refuses (default: one region, off)")
+	fs.StringVar(&r.peers, "region-peers", "", `with --region: the other regions and their stores, NAME=URL separated by spaces ("eu=redis://eu-redis:6379 ap=redis-cluster://h1:6379,h2:6379"); a peer that cannot be reached is left out and retried, and this region limits on its share meanwhile`)
+	fs.StringVar(&r.weights, "region-weights", "", "with --region: each region's weight, NAME=N separated by commas (default 1 each); give every region the same list")
+	fs.Int64Var(&r.slice, "region-slice", 0, "with --region: borrow this many units from a peer at a time and admit from them in process (0: each request's own cost, exact; N >= 2: one cross-region call per N units, and a window may admit up to instances × (regions − 1) × N beyond the limit)")
+	fs.DurationVar(&r.timeout, "region-timeout", region.DefaultTimeout, "with --region: how long a Take may spend borrowing from the peers, all of them; a peer that fails or is late is left out for "+region.DefaultBackoff.String()+" (the store calls' deadline grows by as much)")
+}
+
+// regionPeer is one NAME=URL of --region-peers.
+type regionPeer struct{ name, url string }
+
+var regionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// parsePeers reads --region-peers.
+func parsePeers(v string) ([]regionPeer, error) {
+	var out []regionPeer
+	for _, item := range strings.Fields(v) {
+		name, url, ok := strings.Cut(item, "=")
+		switch {
+		case !ok || url == "":
+			return nil, fmt.Errorf("%q: want NAME=URL (a region's name and its store's URL)", store.RedactURL(item))
+		case !regionName.MatchString(name):
+			return nil, fmt.Errorf("%q: region name %q: want letters, digits, '_', '-' or '.'", store.RedactURL(item), name)
+		case !knownScheme(url):
+			return nil, fmt.Errorf("region %q: %s: unknown scheme (want %s://)", name, store.RedactURL(url), strings.Join(storeurl.Schemes(), "://, "))
+		case memoryStore(url):
+			return nil, fmt.Errorf("region %q: %s is in a process of its own; a peer region's store must be one the regions share (redis://, redis-cluster://, redis-sentinel://, memcached://)", name, url)
+		}
+		out = append(out, regionPeer{name, url})
+	}
+	return out, nil
+}
+
+// knownScheme reports whether url names a store storeurl opens.
+func knownScheme(url string) bool {
+	scheme, _, ok := strings.Cut(url, "://")
+	return ok && slices.Contains(storeurl.Schemes(), strings.ToLower(scheme))
+}
+
+// parseWeights reads --region-weights.
+func parseWeights(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, n, ok := strings.Cut(item, "=")
+		w, err := strconv.Atoi(n)
+		if !ok || err != nil || w < 1 || w > region.MaxWeight {
+			return nil, fmt.Errorf("%q: want NAME=N with N from 1 to %d", item, region.MaxWeight)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("region %q is weighed twice", name)
+		}
+		out[name] = w
+	}
+	return out, nil
+}
+
+// redactPeers hides the passwords of --region-peers' URLs.
+func redactPeers(v string) string {
+	items := strings.Fields(v)
+	for i, item := range items {
+		if name, url, ok := strings.Cut(item, "="); ok {
+			items[i] = name + "=" + store.RedactURL(url)
+		} else {
+			items[i] = store.RedactURL(item)
+		}
+	}
+	return strings.Join(items, " ")
+}
+
+// checkRegion returns what is wrong with the region flags.
+func (f *serveFlags) checkRegion() []error {
+	var errs []error
+	r := f.regions
+	if r.region == "" {
+		for _, name := range []string{"region-peers", "region-weights", "region-slice", "region-timeout"} {
+			if f.given[name] {
+				errs = append(errs, fmt.Errorf("%s: only with %s (this instance's region)", f.flag(name), f.flag("region")))
+			}
+		}
+		return errs
+	}
+	if !regionName.MatchString(r.region) {
+		errs = append(errs, fmt.Errorf("%s: want letters, digits, '_', '-' or '.'", f.origin("region", r.region)))
+	}
+	if memoryStore(f.store) {
+		errs = append(errs, fmt.Errorf("%s: %s is in this process; a region's store must be one its peers reach (redis://, redis-cluster://, redis-sentinel://, memcached://)",
+			f.origin("region", r.region), f.origin("store", storeurl.Redact(f.store))))
+	}
+	peers, err := parsePeers(r.peers)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("%s: %w", f.origin("region-peers", redactPeers(r.peers)), err))
+	case len(peers) == 0:
+		errs = append(errs, fmt.Errorf("%s: needs %s: the other regions, NAME=URL each", f.origin("region", r.region), f.flag("region-peers")))
+	}
+	names := map[string]bool{r.region: true}
+	for _, p := range peers {
+		if names[p.name] {
+			errs = append(errs, fmt.Errorf("%s: region %q is named twice (this region is %q)", f.flag("region-peers"), p.name, r.region))
+		}
+		names[p.name] = true
+	}
+	weights, err := parseWeights(r.weights)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", f.origin("region-weights", r.weights), err))
+	}
+	for name := range weights {
+		if !names[name] && err == nil && len(peers) > 0 {
+			errs = append(errs, fmt.Errorf("%s: region %q is neither %s nor one of %s", f.origin("region-weights", r.weights), name, f.origin("region", r.region), f.flag("region-peers")))
+		}
+	}
+	if r.slice < 0 || r.slice == 1 {
+		errs = append(errs, fmt.Errorf("%s: must be 0 (exact) or at least 2", f.origin("region-slice", r.slice)))
+	}
+	if r.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s: must be > 0", f.origin("region-timeout", r.timeout)))
+	}
+	return errs
+}
+
+// openRegion returns this region's store over local, its own store, with
+// the peers of --region-peers; it closes local when it fails. A peer that
+// cannot be reached yet is opened in the background (a region that loses
+// its peers limits on its share).
+func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store, error) {
+	r := f.regions
+	peers, err := parsePeers(r.peers)
+	if err != nil { // checked by checkRegion
+		_ = local.Close()
+		return nil, err
+	}
+	weights, err := parseWeights(r.weights)
+	if err != nil {
+		_ = local.Close()
+		return nil, err
+	}
+	var ps []region.Peer
+	fail := func(err error) (store.Store, error) {
+		_ = local.Close()
+		for _, p := range ps {
+			_ = p.Store.Close()
+		}
+		return nil, err
+	}
+	for _, p := range peers {
+		st, err := storeurl.OpenRetrying(p.url, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)),
+			storeurl.WithLogger(log.With("region", p.name)))
+		if err != nil {
+			if ue, ok := errors.AsType[*storeurl.URLError](err); ok {
+				return fail(fmt.Errorf("%s: region %q: %s: %s", f.flag("region-peers"), p.name, store.RedactURL(ue.URL), ue.Reason))
+			}
+			return fail(fmt.Errorf("%s: region %q: %w", f.flag("region-peers"), p.name, err))
+		}
+		ps = append(ps, region.Peer{Name: p.name, Store: st})
+	}
+	rs, err := region.New(r.region, local, ps, region.WithWeights(weights), region.WithSlice(r.slice),
+		region.WithTimeout(r.timeout), region.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.origin("region", r.region), err)
+	}
+	names := make([]string, len(peers))
+	for i, p := range peers {
+		names[i] = p.name
+	}
+	log.Info("regions: each limit is divided among them; this one borrows from the peers when its share refuses",
+		"region", r.region, "peers", strings.Join(names, ","), "weights", r.weights, "slice", r.slice, "timeout", r.timeout)
+	return rs, nil
+}

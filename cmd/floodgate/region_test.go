@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/internal/testbinary"
+	"github.com/floodgate/floodgate/internal/testserver"
+)
+
+// The region flags: what is wrong and where, before anything opens.
+func TestServeBadRegionFlags(t *testing.T) {
+	for _, r := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"serve", "--region-peers", "eu=redis://h:1"}, nil, "--region-peers: only with --region (this instance's region)"},
+		{[]string{"serve", "--region-slice", "8"}, nil, "--region-slice: only with --region"},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1"}, nil, "--region us: needs --region-peers: the other regions, NAME=URL each"},
+		{[]string{"serve", "--region", "us", "--region-peers", "eu=redis://h:2"}, nil, "--region us: --store memory:// is in this process; a region's store must be one its peers reach"},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu"}, nil, `--region-peers eu: "eu": want NAME=URL`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://u:s3cret@h:2 ap=memory://"}, nil,
+			`--region-peers eu=redis://u:xxxxx@h:2 ap=memory://: region "ap": memory:// is in a process of its own`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1"}, map[string]string{"FLOODGATE_REGION_PEERS": "us=redis://h:2"}, `FLOODGATE_REGION_PEERS: region "us" is named twice (this region is "us")`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-weights", "us=2,ap=1"}, nil,
+			`--region-weights us=2,ap=1: region "ap" is neither --region us nor one of --region-peers`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-weights", "us=0"}, nil,
+			`--region-weights us=0: "us=0": want NAME=N with N from 1 to 1000000`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-slice", "1"}, nil,
+			"--region-slice 1: must be 0 (exact) or at least 2"},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-timeout", "0s"}, nil,
+			"--region-timeout 0s: must be > 0"},
+		{[]string{"serve", "--region", "u s", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2"}, nil,
+			"--region u s: want letters, digits"},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=postgres://db"}, nil,
+			`--region-peers eu=postgres://db: region "eu": postgres://db: unknown scheme (want `},
+	} {
+		for k, v := range r.env {
+			t.Setenv(k, v)
+		}
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		code := run(ctx, append(r.args, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"), &out, &errb)
+		cancel()
+		if code != 1 || !strings.Contains(errb.String(), r.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want exit 1 saying %q", r.args, r.env, code, errb.String(), r.want)
+		}
+		if strings.Contains(errb.String(), "s3cret") {
+			t.Errorf("%v: stderr shows a password: %q", r.args, errb.String())
+		}
+		for k := range r.env {
+			t.Setenv(k, "")
+		}
+	}
+}
+
+// Two regions, each its own redis-server, two floodgate processes in
+// each: a day's quota of 300 is divided 150 and 150; the busy region's
+// processes ask for far more, the quiet region's for 30. Borrowing from
+// the quiet region, the four processes admit exactly 300, not one more;
+// then the quiet region's store dies, and the busy region, refused by its
+// spent share, keeps answering (429) without waiting on it.
+func TestServeRegionsShareOneLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the floodgate binary")
+	}
+	us, eu := testserver.NewRedis(t), testserver.NewRedis(t)
+	if us == nil || eu == nil {
+		return
+	}
+	dir := t.TempDir()
+	cfg := "domain: rg\ndescriptors:\n  - key: k\n    rate_limit:\n      name: quota\n      algorithm: token_bucket\n      unit: day\n      requests_per_unit: 300\n"
+	if err := os.WriteFile(filepath.Join(dir, "rg.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func(self, own, peer, peerAddr string) *testbinary.Process {
+		return testbinary.Serve(t, nil, "--config", dir, "--store", "redis://"+own,
+			"--region", self, "--region-peers", peer+"=redis://"+peerAddr, "--region-timeout", "500ms",
+			// A loaded machine's slow call must not become a fail-open
+			// admission (or a refusal) and blur the count.
+			"--store-timeout", "5s")
+	}
+	busy := []*testbinary.Process{start("us", us.Addr, "eu", eu.Addr), start("us", us.Addr, "eu", eu.Addr)}
+	quiet := []*testbinary.Process{start("eu", eu.Addr, "us", us.Addr), start("eu", eu.Addr, "us", us.Addr)}
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	decide := func(p *testbinary.Process) (int, error) {
+		resp, err := client.Post("http://"+p.HTTP+"/json", "application/json",
+			strings.NewReader(`{"domain":"rg","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var admitted atomic.Int64
+	var quietAdmitted atomic.Int64
+	var wg sync.WaitGroup
+	hammer := func(p *testbinary.Process, goroutines, each int, count *atomic.Int64) {
+		for range goroutines {
+			wg.Go(func() {
+				for range each {
+					code, err := decide(p)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					switch code {
+					case http.StatusOK:
+						admitted.Add(1)
+						if count != nil {
+							count.Add(1)
+						}
+					case http.StatusTooManyRequests:
+					default:
+						t.Errorf("status %d", code)
+						return
+					}
+				}
+			})
+		}
+	}
+	for _, p := range busy {
+		hammer(p, 6, 40, nil) // 480 in all
+	}
+	for _, p := range quiet {
+		hammer(p, 1, 15, &quietAdmitted) // 30 in all
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 300 {
+		t.Fatalf("four processes in two regions admitted %d of a quota of 300 (the quiet region %d), want exactly 300", got, quietAdmitted.Load())
+	}
+
+	if err := eu.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		begin := time.Now()
+		code, err := decide(busy[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("with the peer region down, status %d; want 429 (this region's share is spent)", code)
+		}
+		if took := time.Since(begin); took > 2*time.Second {
+			t.Fatalf("with the peer region down, a decision took %v; want the region timeout (500ms) at most, and some slack", took)
+		}
+	}
+}
