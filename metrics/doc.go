@@ -66,6 +66,10 @@
 //	                                       nothing charged, whatever the policy
 //	memcached_rollbacks_total              charges undone: refused increments and
 //	                                       the keys of refused multi-key takes
+//	region_borrowed_total                  with several regions (RegionStore):
+//	                                       decisions a peer region lent
+//	region_peer_failures_total             peer calls that failed or timed out
+//	region_peers, region_peers_down        peer regions, and those left out now
 //
 // Series an alert takes increase() or rate() of are there at 0 before their
 // first event: config_reloads_total's results, gateway_upstream_errors_total's

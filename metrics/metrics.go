@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/region"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -64,6 +65,8 @@ type Metrics struct {
 	memStats atomic.Pointer[func() memory.Stats]
 	// mcStats reads the memcached store's counters (MemcachedStore).
 	mcStats atomic.Pointer[func() memcached.Stats]
+	// regionStats reads the region store's figures (RegionStore).
+	regionStats atomic.Pointer[func() region.Stats]
 
 	decisions  *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
@@ -251,6 +254,29 @@ func (m *Metrics) MemcachedStore(stats func() memcached.Stats) {
 			func(s memcached.Stats) uint64 { return s.Contention }),
 		c("memcached_rollbacks_total", "Charges undone on memcached: refused counter increments and refunded keys of refused multi-key takes.",
 			func(s memcached.Stats) uint64 { return s.Rollbacks }),
+	)
+}
+
+// RegionStore exports the figures of a store of several regions
+// (store/region): decisions a peer region lent (region_borrowed_total),
+// peer calls that failed and left the peer out for the backoff
+// (region_peer_failures_total), and the peers there are and those left
+// out now. Like MemoryStore, the first call registers them and a later
+// one only changes the source.
+func (m *Metrics) RegionStore(stats func() region.Stats) {
+	if m.regionStats.Swap(&stats) != nil {
+		return
+	}
+	read := func() region.Stats { return (*m.regionStats.Load())() }
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_borrowed_total",
+			Help: "Decisions this region's share refused and a peer region admitted."}, func() float64 { return float64(read().Borrowed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_peer_failures_total",
+			Help: "Calls to a peer region's store that failed or timed out; each leaves the peer out for the backoff."}, func() float64 { return float64(read().PeerFailures) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "region_peers",
+			Help: "Peer regions this region may borrow from."}, func() float64 { return float64(read().Peers) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "region_peers_down",
+			Help: "Peer regions left out now after a failure: this region limits on its share without them."}, func() float64 { return float64(read().PeersDown) }),
 	)
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/memory"
+	"github.com/floodgate/floodgate/store/region"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -466,6 +467,9 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 		s.metrics.MemoryStore(ms.Stats)
 	}
 	s.exportMemcached()
+	if rs, ok, _ := store.Under[*region.Store](st); ok {
+		s.metrics.RegionStore(rs.Stats)
+	}
 	// Stream workers reuse goroutines whose stacks have already grown to
 	// the handler's depth, instead of a fresh goroutine per call.
 	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.maxBody)), grpc.NumStreamWorkers(uint32(max(16, 4*runtime.GOMAXPROCS(0)))),

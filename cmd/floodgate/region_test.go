@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,8 +70,8 @@ func TestServeBadRegionFlags(t *testing.T) {
 // each: a day's quota of 300 is divided 150 and 150; the busy region's
 // processes ask for far more, the quiet region's for 30. Borrowing from
 // the quiet region, the four processes admit exactly 300, not one more;
-// then the quiet region's store dies, and the busy region, refused by its
-// spent share, keeps answering (429) without waiting on it.
+// then the quiet region's store dies, and the busy region limits a fresh
+// key on its share alone, without waiting on the dead peer.
 func TestServeRegionsShareOneLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the floodgate binary")
@@ -93,15 +96,16 @@ func TestServeRegionsShareOneLimit(t *testing.T) {
 	quiet := []*testbinary.Process{start("eu", eu.Addr, "us", us.Addr), start("eu", eu.Addr, "us", us.Addr)}
 
 	client := &http.Client{Timeout: 10 * time.Second}
-	decide := func(p *testbinary.Process) (int, error) {
+	decideOn := func(p *testbinary.Process, value string) (int, error) {
 		resp, err := client.Post("http://"+p.HTTP+"/json", "application/json",
-			strings.NewReader(`{"domain":"rg","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`))
+			strings.NewReader(`{"domain":"rg","descriptors":[{"entries":[{"key":"k","value":"`+value+`"}]}]}`))
 		if err != nil {
 			return 0, err
 		}
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
+	decide := func(p *testbinary.Process) (int, error) { return decideOn(p, "v") }
 	var admitted atomic.Int64
 	var quietAdmitted atomic.Int64
 	var wg sync.WaitGroup
@@ -140,20 +144,59 @@ func TestServeRegionsShareOneLimit(t *testing.T) {
 		t.Fatalf("four processes in two regions admitted %d of a quota of 300 (the quiet region %d), want exactly 300", got, quietAdmitted.Load())
 	}
 
-	if err := eu.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		begin := time.Now()
-		code, err := decide(busy[i%2])
+	metric := func(p *testbinary.Process, name string) float64 {
+		resp, err := client.Get("http://" + p.Admin + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code != http.StatusTooManyRequests {
-			t.Fatalf("with the peer region down, status %d; want 429 (this region's share is spent)", code)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if took := time.Since(begin); took > 2*time.Second {
-			t.Fatalf("with the peer region down, a decision took %v; want the region timeout (500ms) at most, and some slack", took)
+		m := regexp.MustCompile(`(?m)^floodgate_` + name + ` (\S+)$`).FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("/metrics has no floodgate_%s:\n%s", name, body)
 		}
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if lent := metric(busy[0], "region_borrowed_total") + metric(busy[1], "region_borrowed_total"); lent < 300-150-30 {
+		t.Fatalf("the busy region's processes say %v decisions were lent; want at least the %d beyond its share that the quiet region did not use", lent, 300-150-30)
+	}
+
+	if err := eu.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// A key the busy region has not used: its share, 150, and not one
+	// more, each answer without waiting on the dead peer beyond the
+	// region timeout once.
+	var ok, slowest = 0, time.Duration(0)
+	for range 160 {
+		begin := time.Now()
+		code, err := decideOn(busy[0], "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch code {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("with the peer region down, status %d", code)
+		}
+		slowest = max(slowest, time.Since(begin))
+	}
+	if ok != 150 {
+		t.Fatalf("with the peer region down, admitted %d of 160 on a fresh key, want exactly the region's share 150", ok)
+	}
+	if slowest > 2*time.Second {
+		t.Fatalf("with the peer region down, a decision took %v; want the region timeout (500ms) at most, and some slack", slowest)
+	}
+	if down := metric(busy[0], "region_peers_down"); down != 1 {
+		t.Fatalf("floodgate_region_peers_down %v with the peer region's store dead, want 1", down)
 	}
 }

@@ -92,6 +92,9 @@ type Stats struct {
 	// PeerFailures is the number of peer calls that failed (an error or
 	// the timeout), each of which left the peer out for the backoff.
 	PeerFailures int64
+	// Peers is the number of peer regions, and PeersDown how many of
+	// them are left out now.
+	Peers, PeersDown int
 }
 
 // Store is a store.Store for one region; see the package documentation.
@@ -236,7 +239,14 @@ func (s *Store) Share(l *algo.Limit) *algo.Limit { return s.split(l).limits[s.se
 
 // Stats returns what the Store did since New.
 func (s *Store) Stats() Stats {
-	return Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load()}
+	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Peers: len(s.peers)}
+	now := s.clock().UnixNano()
+	for _, p := range s.peers {
+		if p.down.Load() > now {
+			st.PeersDown++
+		}
+	}
+	return st
 }
 
 // Unwrap returns this region's own store.
@@ -379,18 +389,21 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			return store.Result{}, nil
 		}
 	}
-	if b, ok := s.borrow(ctx, reqs, out); ok {
-		return b, nil
+	b, ok, err := s.borrow(ctx, reqs, out)
+	if ok || err != nil {
+		return b, err
 	}
 	return res, nil
 }
 
 // borrow tries the peers in turn, from one that changes with each call,
 // until one admits reqs, within the timeout. A refusal that says sooner
-// than out's when a retry may pass replaces it in out.
-func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+// than out's when a retry may pass replaces it in out. Its error is a bad
+// request's, which no other peer would take either; a peer's failure
+// leaves the peer out and tries the next.
+func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool, error) {
 	if ctx.Err() != nil {
-		return store.Result{}, false
+		return store.Result{}, false, nil
 	}
 	bctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -398,15 +411,17 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 	start := int(s.next.Add(1))
 	for k := range s.peers {
 		p := s.peers[(start+k)%len(s.peers)]
-		now := s.clock().UnixNano()
 		down := p.down.Load()
-		if down > now {
+		if down > s.clock().UnixNano() {
 			continue
 		}
 		res, err := p.borrow.Take(bctx, reqs, pout)
 		if err != nil {
-			if ctx.Err() != nil {
-				return store.Result{}, false // the caller gave up, not the peer
+			switch {
+			case errors.Is(err, store.ErrBadRequest):
+				return store.Result{}, false, err
+			case ctx.Err() != nil:
+				return store.Result{}, false, nil // the caller gave up, not the peer
 			}
 			s.failures.Add(1)
 			p.down.Store(s.clock().Add(s.backoff).UnixNano())
@@ -414,7 +429,7 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 				s.log.Warn("region: peer left out", "peer", p.name, "for", s.backoff, "err", err)
 			}
 			if bctx.Err() != nil {
-				return store.Result{}, false // the timeout is spent
+				return store.Result{}, false, nil // the timeout is spent
 			}
 			continue
 		}
@@ -424,13 +439,13 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		if res.Allowed {
 			copy(out, pout)
 			s.borrowed.Add(1)
-			return res, true
+			return res, true, nil
 		}
-		if !res.Partial && wait(pout) < wait(out) {
+		if wait(pout) < wait(out) {
 			copy(out, pout)
 		}
 	}
-	return store.Result{}, false
+	return store.Result{}, false, nil
 }
 
 // wait is how long the longest RetryAfter of a refusal is.

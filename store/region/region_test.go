@@ -454,6 +454,14 @@ func TestNothingShareBorrowsEverything(t *testing.T) {
 	if ok, _ := take(t, ra, "k", l, 1); ok {
 		t.Fatal("a admitted the unit b borrowed")
 	}
+	// A bad request is the store's error, not a peer left out.
+	_, err = rb.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: -1}}, make([]algo.Decision, 1))
+	if !errors.Is(err, store.ErrBadRequest) {
+		t.Fatalf("a negative cost borrowed: %v, want store.ErrBadRequest", err)
+	}
+	if st := rb.Stats(); st.PeerFailures != 0 || st.PeersDown != 0 {
+		t.Fatalf("a bad request left the peer out: %+v", st)
+	}
 	// The refusal says when the next window opens, not "never": a's.
 	if _, d := take(t, rb, "k", l, 1); d.IsNever() || d.RetryAfter <= 0 {
 		t.Fatalf("b's refusal: %+v; want a's RetryAfter to the next window", d)
