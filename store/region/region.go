@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,7 +78,9 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // DefaultBackoff).
 func WithBackoff(d time.Duration) Option { return func(c *config) { c.backoff = d } }
 
-// WithClock replaces the clock that times the backoff (tests).
+// WithClock replaces the clock that times the backoff, how long a
+// refusal of this region's share is remembered, and the borrowed slices'
+// TTL (tests).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithLogger logs a WARN when a peer is left out, and an INFO when it is
@@ -116,6 +119,7 @@ type Store struct {
 	borrowed, failures atomic.Int64
 
 	splits limitcache.Cache[*split]
+	spent  spentMemo
 }
 
 type peer struct {
@@ -216,7 +220,7 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 	for _, p := range peers {
 		var b store.Store = &shareStore{s: s, idx: slices.Index(names, p.Name), inner: p.Store}
 		if c.slice >= 2 {
-			ls, err := lease.New(b, lease.WithSlice(c.slice), lease.WithTTL(c.ttl))
+			ls, err := lease.New(b, lease.WithSlice(c.slice), lease.WithTTL(c.ttl), lease.WithClock(c.clock))
 			if err != nil {
 				return nil, fmt.Errorf("region %q: %w", p.Name, err)
 			}
@@ -377,13 +381,20 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	}
 	lr, all, borrow := s.shares(reqs)
 	var res store.Result
-	if all {
+	switch {
+	case all && borrow && len(reqs) == 1 && s.spent.refused(reqs[0], s.clock(), &out[0]):
+		// This region's share refused the key a moment ago: borrow at
+		// once, and answer that refusal if no peer lends.
+	case all:
 		var err error
 		res, err = s.local.Take(ctx, lr, out)
 		if err != nil || res.Allowed || !borrow {
 			return res, err
 		}
-	} else {
+		if len(reqs) == 1 {
+			s.spent.remember(reqs[0], out[0], s.clock())
+		}
+	default:
 		never(out)
 		if !borrow {
 			return store.Result{}, nil
@@ -404,6 +415,9 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool, error) {
 	if ctx.Err() != nil {
 		return store.Result{}, false, nil
+	}
+	if res, ok := s.borrowLocal(reqs, out, s.clock()); ok {
+		return res, true, nil
 	}
 	bctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -448,6 +462,28 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 	return store.Result{}, false, nil
 }
 
+// borrowLocal admits reqs from a slice borrowed from a peer that is up
+// (WithSlice: store/lease's TakeLocal), with no call and no timer.
+// Only single requests are leased; out is written only by an admission.
+func (s *Store) borrowLocal(reqs []store.Request, out []algo.Decision, now time.Time) (store.Result, bool) {
+	if len(reqs) != 1 {
+		return store.Result{}, false
+	}
+	var d [1]algo.Decision
+	for _, p := range s.peers {
+		lt, ok := p.borrow.(store.LocalTaker)
+		if !ok || p.down.Load() > now.UnixNano() {
+			continue
+		}
+		if res, ok := lt.TakeLocal(reqs, d[:]); ok && res.Allowed {
+			out[0] = d[0]
+			s.borrowed.Add(1)
+			return res, true
+		}
+	}
+	return store.Result{}, false
+}
+
 // wait is how long the longest RetryAfter of a refusal is.
 func wait(out []algo.Decision) time.Duration {
 	var w time.Duration
@@ -457,14 +493,11 @@ func wait(out []algo.Decision) time.Duration {
 	return w
 }
 
-// TakeLocal decides reqs from this region's own store when it is a
-// store.LocalTaker that can admit them at once; a refusal, which may yet
-// borrow, is left to Take.
+// TakeLocal decides reqs at once when it can: from this region's own
+// store when it is a store.LocalTaker that admits them, or, for a key
+// whose share here refused a moment ago, from a slice borrowed from a
+// peer (WithSlice). Anything else, a refusal included, is left to Take.
 func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
-	lt, ok := s.local.(store.LocalTaker)
-	if !ok {
-		return store.Result{}, false
-	}
 	for _, r := range reqs {
 		if r.Limit == nil {
 			return store.Result{}, false
@@ -472,6 +505,16 @@ func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 	}
 	lr, all, borrow := s.shares(reqs)
 	if !all {
+		return store.Result{}, false
+	}
+	if borrow && len(reqs) == 1 {
+		var d algo.Decision
+		if now := s.clock(); s.spent.refused(reqs[0], now, &d) {
+			return s.borrowLocal(reqs, out, now)
+		}
+	}
+	lt, ok := s.local.(store.LocalTaker)
+	if !ok {
 		return store.Result{}, false
 	}
 	res, ok := lt.TakeLocal(lr, out)
@@ -509,6 +552,9 @@ func (s *Store) withShare(reqs []store.Request) []store.Request {
 // Refund gives the units back to this region's own store, wherever they
 // were charged (see the package documentation).
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	for _, r := range reqs {
+		s.spent.forget(r.Key)
+	}
 	return s.local.Refund(ctx, s.withShare(reqs))
 }
 
@@ -531,6 +577,9 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 // peer's. A peer that fails is named in the error; the others are reset
 // all the same.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		s.spent.forget(k)
+	}
 	errs := []error{s.local.Reset(ctx, keys...)}
 	for _, p := range s.peers {
 		if err := p.borrow.Reset(ctx, keys...); err != nil {
@@ -625,3 +674,78 @@ func (p *shareStore) Reset(ctx context.Context, keys ...string) error {
 }
 
 func (p *shareStore) Close() error { return p.inner.Close() }
+
+// spentFor bounds how long a refusal of this region's share is trusted
+// without asking its store again: a unit refunded or given back there, or
+// the key reset through another instance, is found within it.
+const spentFor = time.Second
+
+// maxSpent bounds the keys spentMemo remembers; past it, it forgets them
+// all and starts again.
+const maxSpent = 1 << 16
+
+// spentMemo remembers the keys whose share in this region's store refused
+// a single-request Take, until that refusal's RetryAfter (spentFor at
+// most): the next Takes of as much or more on the key go to the peers at
+// once, with one store call (none from a borrowed slice) instead of two.
+// It only ever sends a Take to borrow that this region's store would have
+// refused, so it never admits more: what it may cost is a Take refused
+// here, when no peer lends, that a refund made since would have
+// admitted, for spentFor at most (a Refund or Reset through this Store
+// forgets the key at once).
+type spentMemo struct {
+	m sync.Map // key → *spentKey
+	n atomic.Int64
+}
+
+type spentKey struct {
+	limit *algo.Limit
+	cost  int64
+	at    time.Time // when the share refused
+	until time.Time
+	dec   algo.Decision
+}
+
+// refused reports whether r's key is remembered as refused at now for
+// r's limit and cost, and sets *d to that refusal, its RetryAfter counted
+// down.
+func (m *spentMemo) refused(r store.Request, now time.Time, d *algo.Decision) bool {
+	v, ok := m.m.Load(r.Key)
+	if !ok {
+		return false
+	}
+	k := v.(*spentKey)
+	if !now.Before(k.until) {
+		if m.m.CompareAndDelete(r.Key, v) {
+			m.n.Add(-1)
+		}
+		return false
+	}
+	if k.limit != r.Limit || r.Cost < k.cost {
+		return false
+	}
+	*d = k.dec
+	if !d.IsNever() {
+		d.RetryAfter = max(d.RetryAfter-now.Sub(k.at), time.Microsecond)
+	}
+	return true
+}
+
+// remember notes that this region's share refused r with d at now.
+func (m *spentMemo) remember(r store.Request, d algo.Decision, now time.Time) {
+	if d.Allowed || d.RetryAfter <= 0 || r.Cost < 1 {
+		return
+	}
+	k := &spentKey{limit: r.Limit, cost: r.Cost, at: now, until: now.Add(min(d.RetryAfter, spentFor)), dec: d}
+	if _, loaded := m.m.Swap(r.Key, k); !loaded && m.n.Add(1) > maxSpent {
+		m.m.Clear()
+		m.n.Store(0)
+	}
+}
+
+// forget drops key.
+func (m *spentMemo) forget(key string) {
+	if _, loaded := m.m.LoadAndDelete(key); loaded {
+		m.n.Add(-1)
+	}
+}

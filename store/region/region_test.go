@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/region"
+	"github.com/floodgate/floodgate/store/storeurl"
 )
 
 type fakeClock struct {
@@ -184,7 +186,7 @@ func TestNewRejects(t *testing.T) {
 				peers = append(peers, region.Peer{Name: p, Store: mk()})
 			}
 			_, err := region.New(tc.self, mk(), peers, tc.opts...)
-			if !errors.Is(err, region.ErrInvalidOption) || !contains(err.Error(), tc.want) {
+			if !errors.Is(err, region.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want ErrInvalidOption saying %q", err, tc.want)
 			}
 			if n := closed.Load(); n != int64(len(peers)+1) {
@@ -200,15 +202,6 @@ type closeCounter struct {
 }
 
 func (c closeCounter) Close() error { c.n.Add(1); return c.Store.Close() }
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
-}
 
 // fleet is several regions over real stores, each with several processes
 // (region stores, each with its own connections to its region's store
@@ -521,7 +514,7 @@ func TestSlicesOvershootWithinTheBound(t *testing.T) {
 	for self, peer := range map[string]string{"a": "b", "b": "a"} {
 		for range procs {
 			s, err := region.New(self, noClose{stores[self]}, []region.Peer{{Name: peer, Store: noClose{stores[peer]}}},
-				region.WithSlice(slice), region.WithSliceTTL(time.Hour))
+				region.WithSlice(slice), region.WithSliceTTL(time.Hour), region.WithClock(clk.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -601,4 +594,120 @@ func ExampleNew() {
 	// Output:
 	// us share: 75
 	// admitted in us: 100 borrowed: 25
+}
+
+// TestRegionsOnEveryKindOfStore: three regions on three kinds of store —
+// a Redis Cluster, a memcached and a standalone Redis — two processes
+// each, eight goroutines each: the busy region borrows the others'
+// unused budget, and together they admit exactly the quota.
+func TestRegionsOnEveryKindOfStore(t *testing.T) {
+	cluster := testserver.RedisCluster(t)
+	mc := testserver.Memcached(t)
+	rd := testserver.Redis(t)
+	if len(cluster) == 0 || mc == "" || rd == "" {
+		t.Skip("no redis-server or memcached")
+	}
+	urls := map[string]string{
+		"cluster":   "redis-cluster://" + strings.Join(cluster, ","),
+		"memcached": "memcached://" + mc,
+		"redis":     "redis://" + rd,
+	}
+	open := func(name string) store.Store {
+		st, err := storeurl.Open(urls[name])
+		if err != nil {
+			t.Fatalf("%s: %v", urls[name], err)
+		}
+		return st
+	}
+	// The servers may be shared by the whole run: a key of this test's own.
+	key := fmt.Sprintf("region-kinds-%d", time.Now().UnixNano())
+	f := &fleet{procs: map[string][]*region.Store{}}
+	for self := range urls {
+		for range 2 {
+			var peers []region.Peer
+			for p := range urls {
+				if p != self {
+					peers = append(peers, region.Peer{Name: p, Store: open(p)})
+				}
+			}
+			s, err := region.New(self, open(self), peers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			f.procs[self] = append(f.procs[self], s)
+		}
+	}
+	const limit = 300 // 100 a region
+	for _, kind := range []algo.Kind{algo.TokenBucket, algo.GCRA} {
+		got := f.hammer(t, key+kind.String(), quota(t, kind, limit), 8, map[string]int{"redis": 900, "memcached": 20, "cluster": 20})
+		if sum(got) != limit {
+			t.Fatalf("%v: admitted %v: %d in all, want exactly the quota %d", kind, got, sum(got), limit)
+		}
+	}
+}
+
+// counting counts the Takes a store is asked.
+type counting struct {
+	store.Store
+	takes atomic.Int64
+}
+
+func (c *counting) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	c.takes.Add(1)
+	return c.Store.Take(ctx, reqs, out)
+}
+
+// TestSpentShareGoesStraightToThePeers: once this region's share of a key
+// has refused, the next Takes on the key borrow without asking this
+// region's store again, until that refusal's RetryAfter (a second at
+// most); a Refund through the Store forgets the refusal at once.
+func TestSpentShareGoesStraightToThePeers(t *testing.T) {
+	clk := newClock()
+	own := &counting{Store: memStore(t, clk)}
+	s, err := region.New("a", noClose{own}, []region.Peer{{Name: "b", Store: noClose{memStore(t, clk)}}}, region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	// 20 a minute, 10 a region; a unit of each region's share back every 6 s.
+	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 20, Period: time.Minute})
+	for i := range 10 {
+		if ok, _ := take(t, s, "k", l, 1); !ok {
+			t.Fatalf("Take %d on the share refused", i)
+		}
+	}
+	if ok, _ := take(t, s, "k", l, 1); !ok { // the share refuses, b lends
+		t.Fatal("the 11th Take was not lent")
+	}
+	asked := own.takes.Load()
+	for i := range 9 {
+		if ok, _ := take(t, s, "k", l, 1); !ok {
+			t.Fatalf("borrowed Take %d refused", i)
+		}
+	}
+	if n := own.takes.Load() - asked; n != 0 {
+		t.Fatalf("the spent share's store was asked %d more times; want none until its RetryAfter", n)
+	}
+	// Both shares spent: refused, with this region's RetryAfter counted
+	// down (6 s at the refusal, 1 s later 5 s).
+	clk.Add(500 * time.Millisecond)
+	ok, d := take(t, s, "k", l, 1)
+	if ok || d.RetryAfter <= 0 || d.RetryAfter > 6*time.Second {
+		t.Fatalf("with both shares spent: allowed %v, %+v; want a refusal within 6 s", ok, d)
+	}
+	// Past a second, this region's store is asked again.
+	clk.Add(time.Second)
+	asked = own.takes.Load()
+	take(t, s, "k", l, 1)
+	if own.takes.Load() == asked {
+		t.Fatal("a second after the refusal, the store was not asked again")
+	}
+	// A refund here frees a unit: the store is asked at once, and admits.
+	if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, d := take(t, s, "k", l, 1); !ok {
+		t.Fatalf("after a refund, refused: %+v", d)
+	}
 }

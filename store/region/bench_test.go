@@ -1,0 +1,115 @@
+package region_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/testserver"
+	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/region"
+)
+
+// BenchmarkRegionTake: 64 goroutines deciding on 1000 keys, each far from
+// its limit, side by side on one machine:
+//
+//   - redis: the Redis store alone, the baseline;
+//   - share: a region store over the same Redis, every decision on the
+//     region's share (what a region pays for its shares: the split's
+//     lookup and a request copy);
+//   - borrow: a region whose share is 1 unit, so that every decision is
+//     borrowed from the peer region's Redis after its own refuses (two
+//     store calls);
+//   - borrow-slice10: the same borrowing slices of 10 units.
+//
+// Both Redis servers are on this machine: a real peer region adds its
+// round trip to every borrowed call.
+func BenchmarkRegionTake(b *testing.B) {
+	own, peer := testserver.NewRedis(b), testserver.NewRedis(b)
+	if own == nil || peer == nil {
+		b.Skip("no redis-server")
+	}
+	l, err := algo.Compile(algo.Params{Algorithm: algo.TokenBucket, Limit: 1_000_000, Period: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	regionStore := func(b *testing.B, opts ...region.Option) store.Store {
+		s, err := region.New("us", openRedis(b, own.Addr), []region.Peer{{Name: "eu", Store: openRedis(b, peer.Addr)}}, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	// The peer's weight leaves "us" a share of one unit of the million.
+	starved := region.WithWeights(map[string]int{"us": 1, "eu": region.MaxWeight})
+	for _, c := range []struct {
+		name string
+		open func(*testing.B) store.Store
+	}{
+		{"redis", func(b *testing.B) store.Store { return openRedis(b, own.Addr) }},
+		{"share", func(b *testing.B) store.Store { return regionStore(b) }},
+		{"borrow", func(b *testing.B) store.Store {
+			s := regionStore(b, starved)
+			drain(b, s, l)
+			return s
+		}},
+		{"borrow-slice10", func(b *testing.B) store.Store {
+			s := regionStore(b, starved, region.WithSlice(10))
+			drain(b, s, l)
+			return s
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := c.open(b)
+			defer s.Close()
+			var n atomic.Int64
+			b.SetParallelism(32) // 64 goroutines on 2 CPUs
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				out := make([]algo.Decision, 1)
+				reqs := []store.Request{{Limit: l, Cost: 1}}
+				for i := n.Add(1) * 7919; pb.Next(); i++ {
+					reqs[0].Key = keys[i%int64(len(keys))]
+					res, err := s.Take(context.Background(), reqs, out)
+					if err != nil || !res.Allowed {
+						b.Errorf("Take: %v %+v", err, out[0])
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+var keys = func() []string {
+	k := make([]string, 1000)
+	for i := range k {
+		k[i] = fmt.Sprintf("bench:%d", i)
+	}
+	return k
+}()
+
+// drain spends the region's own share of every key, so that each Take of
+// the benchmark borrows.
+func drain(b *testing.B, s store.Store, l *algo.Limit) {
+	rs := s.(*region.Store)
+	share := rs.Share(l)
+	if share == nil {
+		return
+	}
+	out := make([]algo.Decision, 1)
+	for _, k := range keys {
+		for {
+			res, err := rs.Unwrap().Take(context.Background(), []store.Request{{Key: k, Limit: share, Cost: 1}}, out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !res.Allowed {
+				break
+			}
+		}
+	}
+}
