@@ -43,6 +43,20 @@
 // does not refill (a quota) is never exceeded. The slice's unused units go
 // back to the lender when the TTL ends.
 //
+// # What it costs
+//
+// A decision on the share is one call to this region's store, as without
+// regions (BenchmarkRegionTake: within the noise of the store alone). A
+// borrowed one is a call to the peer's store, across regions: once this
+// region's share of a key has refused, the Store remembers it until that
+// refusal's RetryAfter (a second at most; a Refund or Reset through it
+// forgets it at once) and sends the key's Takes straight to the peers,
+// one call instead of two; with WithSlice they are answered in process
+// from the borrowed slice (store.LocalTaker), with no call at all, until
+// it runs out. Remembering never admits more: it only sends to the peers
+// a Take this region's store would have refused; at worst a unit
+// refunded here through another instance waits that second.
+//
 // # A peer that fails
 //
 // Borrowing from all peers together is bounded by the timeout
