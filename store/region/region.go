@@ -305,7 +305,12 @@ func (s *Store) divide(l *algo.Limit) *split {
 			}
 		}
 		if initial != nil {
-			it := initial[i]
+			// Apportioned apart, a part of the initial tokens may pass
+			// the burst's by a unit.
+			it := min(initial[i], q.Limit)
+			if q.Burst > 0 {
+				it = min(initial[i], q.Burst)
+			}
 			q.InitialTokens = &it
 		}
 		if delay != nil {
