@@ -69,7 +69,7 @@
 //	region_borrowed_total                  with several regions (RegionStore):
 //	                                       decisions a peer region lent
 //	region_peer_failures_total             peer calls that failed or timed out
-//	region_peers, region_peers_down        peer regions, and those left out now
+//	region_peer_up{peer}                   1, or 0 while the peer is left out
 //
 // Series an alert takes increase() or rate() of are there at 0 before their
 // first event: config_reloads_total's results, gateway_upstream_errors_total's

@@ -260,24 +260,35 @@ func (m *Metrics) MemcachedStore(stats func() memcached.Stats) {
 // RegionStore exports the figures of a store of several regions
 // (store/region): decisions a peer region lent (region_borrowed_total),
 // peer calls that failed and left the peer out for the backoff
-// (region_peer_failures_total), and the peers there are and those left
-// out now. Like MemoryStore, the first call registers them and a later
-// one only changes the source.
+// (region_peer_failures_total), and each peer region's state
+// (region_peer_up{peer}: 0 while it is left out). Like MemoryStore, the
+// first call registers them, with the peers it reads then, and a later one
+// only changes the source.
 func (m *Metrics) RegionStore(stats func() region.Stats) {
 	if m.regionStats.Swap(&stats) != nil {
 		return
 	}
 	read := func() region.Stats { return (*m.regionStats.Load())() }
-	m.reg.MustRegister(
+	cs := []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_borrowed_total",
 			Help: "Decisions this region's share refused and a peer region admitted."}, func() float64 { return float64(read().Borrowed) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_peer_failures_total",
 			Help: "Calls to a peer region's store that failed or timed out; each leaves the peer out for the backoff."}, func() float64 { return float64(read().PeerFailures) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "region_peers",
-			Help: "Peer regions this region may borrow from."}, func() float64 { return float64(read().Peers) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "region_peers_down",
-			Help: "Peer regions left out now after a failure: this region limits on its share without them."}, func() float64 { return float64(read().PeersDown) }),
-	)
+	}
+	for _, p := range stats().Peers {
+		name := p.Name
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "region_peer_up",
+			Help:        "1 while this region borrows from the peer region, 0 while the peer is left out after a failure (this region limits on its share without it).",
+			ConstLabels: prometheus.Labels{"peer": name}}, func() float64 {
+			for _, q := range read().Peers {
+				if q.Name == name && q.Down {
+					return 0
+				}
+			}
+			return 1
+		}))
+	}
+	m.reg.MustRegister(cs...)
 }
 
 // Handler serves the metrics in the Prometheus exposition formats. A

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/region"
@@ -24,11 +25,11 @@ type regionFlags struct {
 }
 
 func (r *regionFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.region, "region", "", "several regions: this instance's region, by the name every region gives it; each limit is divided among the regions by --region-weights, decided on this region's share in --store, and borrowed from --region-peers when the share refuses (default: one region, off)")
+	fs.StringVar(&r.region, "region", "", "several regions: this instance's region, by the name every region gives it (case-sensitive); each limit is divided among the regions by --region-weights, decided on this region's share in --store, and borrowed from --region-peers when the share refuses (default: one region, off)")
 	fs.StringVar(&r.peers, "region-peers", "", `with --region: the other regions and their stores, NAME=URL separated by spaces ("eu=redis://eu-redis:6379 ap=redis-cluster://h1:6379,h2:6379"); a peer that cannot be reached is left out and retried, and this region limits on its share meanwhile`)
-	fs.StringVar(&r.weights, "region-weights", "", "with --region: each region's weight, NAME=N separated by commas (default 1 each); give every region the same list")
+	fs.StringVar(&r.weights, "region-weights", "", "with --region: each region's weight, NAME=N separated by commas (default 1 each); give every region the same list, or the shares need not add up to the limit")
 	fs.Int64Var(&r.slice, "region-slice", 0, "with --region: borrow this many units from a peer at a time and admit from them in process (0: each request's own cost, exact; N >= 2: one cross-region call per N units, and a window may admit up to instances × (regions − 1) × N beyond the limit)")
-	fs.DurationVar(&r.timeout, "region-timeout", region.DefaultTimeout, "with --region: how long a Take may spend borrowing from the peers, all of them; a peer that fails or is late is left out for "+region.DefaultBackoff.String()+" (the store calls' deadline grows by as much)")
+	fs.DurationVar(&r.timeout, "region-timeout", region.DefaultTimeout, "with --region: how long one decision may spend borrowing from the peers, all of them together; a peer that fails or is late is left out for "+region.DefaultBackoff.String()+" (--store-timeout's deadline grows by as much: a decision may wait for this region's store, then for the peers)")
 }
 
 // regionPeer is one NAME=URL of --region-peers.
@@ -36,20 +37,49 @@ type regionPeer struct{ name, url string }
 
 var regionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
-// parsePeers reads --region-peers.
+// nextPeer finds, in a --region-peers item, a comma that starts another
+// NAME=SCHEME:// (peers separated by commas, as the weights are), which no
+// store URL holds: a cluster's or a ring's hosts follow commas without
+// '=' and "://".
+var nextPeer = regexp.MustCompile(`,[A-Za-z0-9][A-Za-z0-9_.-]*=[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// remoteSchemes names the store URLs a region's store may have: those
+// the other regions reach.
+const remoteSchemes = "redis://, rediss://, redis-cluster://, redis-sentinel://, memcached:// or memcacheds://"
+
+// parsePeers reads --region-peers: NAME=URL items separated by spaces (or
+// by commas). A peer's URL is never shown whole in an error: it may hold
+// a password.
 func parsePeers(v string) ([]regionPeer, error) {
+	var items []string
+	for _, field := range strings.Fields(v) {
+		for {
+			loc := nextPeer.FindStringIndex(field)
+			if loc == nil {
+				break
+			}
+			if loc[0] > 0 { // a field may start with the comma
+				items = append(items, field[:loc[0]])
+			}
+			field = field[loc[0]+1:]
+		}
+		items = append(items, field)
+	}
 	var out []regionPeer
-	for _, item := range strings.Fields(v) {
+	for _, item := range items {
 		name, url, ok := strings.Cut(item, "=")
 		switch {
-		case !ok || url == "":
-			return nil, fmt.Errorf("%q: want NAME=URL (a region's name and its store's URL)", store.RedactURL(item))
+		case !ok || url == "" || name == "":
+			return nil, fmt.Errorf("%q: want NAME=URL (a region's name and its store's URL), the peers separated by spaces", store.RedactURL(item))
 		case !regionName.MatchString(name):
-			return nil, fmt.Errorf("%q: region name %q: want letters, digits, '_', '-' or '.'", store.RedactURL(item), name)
+			return nil, fmt.Errorf("region name %q: want letters, digits, '_', '-' or '.'", name)
+		case !strings.Contains(url, "://"):
+			return nil, fmt.Errorf("region %q: its URL has no \"://\": want %s", name, remoteSchemes)
 		case !knownScheme(url):
-			return nil, fmt.Errorf("region %q: %s: unknown scheme (want %s://)", name, store.RedactURL(url), strings.Join(storeurl.Schemes(), "://, "))
+			scheme, _, _ := strings.Cut(url, "://")
+			return nil, fmt.Errorf("region %q: unknown scheme %q: want %s", name, scheme, remoteSchemes)
 		case memoryStore(url):
-			return nil, fmt.Errorf("region %q: %s is in a process of its own; a peer region's store must be one the regions share (redis://, redis-cluster://, redis-sentinel://, memcached://)", name, url)
+			return nil, fmt.Errorf("region %q: memory:// is in a process of its own; a peer region's store must be one the regions share: %s", name, remoteSchemes)
 		}
 		out = append(out, regionPeer{name, url})
 	}
@@ -62,18 +92,51 @@ func knownScheme(url string) bool {
 	return ok && slices.Contains(storeurl.Schemes(), strings.ToLower(scheme))
 }
 
-// parseWeights reads --region-weights.
+// servers returns the servers a store URL names, each as host:port and
+// database, lower case: two URLs that share one are the same store (or
+// part of it).
+func servers(url string) []string {
+	_, rest, _ := strings.Cut(url, "://")
+	rest, _, _ = strings.Cut(rest, "?")
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	path = strings.Trim(path, "/")
+	if path == "0" {
+		path = "" // Redis's default database
+	}
+	var out []string
+	for h := range strings.SplitSeq(hosts, ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			if !strings.Contains(h, ":") || strings.HasSuffix(h, "]") {
+				h += ":" // the scheme's default port: the same for the same scheme
+			}
+			out = append(out, h+"/"+path)
+		}
+	}
+	return out
+}
+
+// sameServer returns a server both URLs name, if any.
+func sameServer(a, b string) string {
+	for _, x := range servers(a) {
+		if slices.Contains(servers(b), x) {
+			return strings.TrimSuffix(strings.TrimSuffix(x, "/"), ":")
+		}
+	}
+	return ""
+}
+
+// parseWeights reads --region-weights: NAME=N items separated by commas
+// (or spaces).
 func parseWeights(v string) (map[string]int, error) {
 	out := map[string]int{}
-	for item := range strings.SplitSeq(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 		name, n, ok := strings.Cut(item, "=")
 		w, err := strconv.Atoi(n)
 		if !ok || err != nil || w < 1 || w > region.MaxWeight {
-			return nil, fmt.Errorf("%q: want NAME=N with N from 1 to %d", item, region.MaxWeight)
+			return nil, fmt.Errorf("%q: want NAME=N with N from 1 to %d, separated by commas", item, region.MaxWeight)
 		}
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("region %q is weighed twice", name)
@@ -109,11 +172,11 @@ func (f *serveFlags) checkRegion() []error {
 		return errs
 	}
 	if !regionName.MatchString(r.region) {
-		errs = append(errs, fmt.Errorf("%s: want letters, digits, '_', '-' or '.'", f.origin("region", r.region)))
+		errs = append(errs, fmt.Errorf("%s: want letters, digits, '_', '-' or '.' (case-sensitive)", f.origin("region", r.region)))
 	}
 	if memoryStore(f.store) {
-		errs = append(errs, fmt.Errorf("%s: %s is in this process; a region's store must be one its peers reach (redis://, redis-cluster://, redis-sentinel://, memcached://)",
-			f.origin("region", r.region), f.origin("store", storeurl.Redact(f.store))))
+		errs = append(errs, fmt.Errorf("%s: %s is in this process; a region's store must be one its peers reach: %s",
+			f.origin("region", r.region), f.origin("store", storeurl.Redact(f.store)), remoteSchemes))
 	}
 	peers, err := parsePeers(r.peers)
 	switch {
@@ -123,11 +186,23 @@ func (f *serveFlags) checkRegion() []error {
 		errs = append(errs, fmt.Errorf("%s: needs %s: the other regions, NAME=URL each", f.origin("region", r.region), f.flag("region-peers")))
 	}
 	names := map[string]bool{r.region: true}
-	for _, p := range peers {
+	for i, p := range peers {
 		if names[p.name] {
 			errs = append(errs, fmt.Errorf("%s: region %q is named twice (this region is %q)", f.flag("region-peers"), p.name, r.region))
 		}
 		names[p.name] = true
+		// A peer on this region's own store would lend this region's
+		// budget back to it: the limit, halved in effect, with no error.
+		if srv := sameServer(p.url, f.store); srv != "" && !memoryStore(f.store) {
+			errs = append(errs, fmt.Errorf("%s: region %q: its store is this region's own %s (both name %s); each region needs a store of its own",
+				f.flag("region-peers"), p.name, f.flag("store"), srv))
+		}
+		for _, q := range peers[:i] {
+			if srv := sameServer(p.url, q.url); srv != "" {
+				errs = append(errs, fmt.Errorf("%s: regions %q and %q have one store (both name %s); each region needs a store of its own",
+					f.flag("region-peers"), q.name, p.name, srv))
+			}
+		}
 	}
 	weights, err := parseWeights(r.weights)
 	if err != nil {
@@ -173,7 +248,8 @@ func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store,
 	}
 	for _, p := range peers {
 		st, err := storeurl.OpenRetrying(p.url, storeurl.WithTimeout(max(time.Second, 4*f.storeTimeout)),
-			storeurl.WithLogger(log.With("region", p.name)))
+			storeurl.WithLogger(log.With("region", p.name)),
+			storeurl.WithMeanwhile("this region limits on its share without this peer meanwhile"))
 		if err != nil {
 			if ue, ok := errors.AsType[*storeurl.URLError](err); ok {
 				return fail(fmt.Errorf("%s: region %q: %s: %s", f.flag("region-peers"), p.name, store.RedactURL(ue.URL), ue.Reason))
@@ -187,11 +263,21 @@ func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.origin("region", r.region), err)
 	}
-	names := make([]string, len(peers))
-	for i, p := range peers {
-		names[i] = p.name
+	all, ws, fp := rs.Regions()
+	weighed := make([]string, len(all))
+	for i, n := range all {
+		weighed[i] = fmt.Sprintf("%s=%d", n, ws[i])
 	}
-	log.Info("regions: each limit is divided among them; this one borrows from the peers when its share refuses",
-		"region", r.region, "peers", strings.Join(names, ","), "weights", r.weights, "slice", r.slice, "timeout", r.timeout)
+	log.Info("regions: each limit is divided among them by weight; this region decides on its share and borrows from the peers when it refuses; every region must log the same weights and fingerprint",
+		"region", r.region, "weights", strings.Join(weighed, ","), "fingerprint", fp, "slice", r.slice, "timeout", r.timeout)
 	return rs, nil
+}
+
+// note is what the serving line says of the regions: nothing without
+// --region.
+func (r regionFlags) note() string {
+	if r.region == "" {
+		return ""
+	}
+	return ", region " + r.region
 }

@@ -29,10 +29,10 @@ func TestServeBadRegionFlags(t *testing.T) {
 		{[]string{"serve", "--region-peers", "eu=redis://h:1"}, nil, "--region-peers: only with --region (this instance's region)"},
 		{[]string{"serve", "--region-slice", "8"}, nil, "--region-slice: only with --region"},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1"}, nil, "--region us: needs --region-peers: the other regions, NAME=URL each"},
-		{[]string{"serve", "--region", "us", "--region-peers", "eu=redis://h:2"}, nil, "--region us: --store memory:// is in this process; a region's store must be one its peers reach"},
+		{[]string{"serve", "--region", "us", "--region-peers", "eu=redis://h:2"}, nil, "--region us: --store memory:// is in this process; a region's store must be one its peers reach: redis://, rediss://"},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu"}, nil, `--region-peers eu: "eu": want NAME=URL`},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://u:s3cret@h:2 ap=memory://"}, nil,
-			`--region-peers eu=redis://u:xxxxx@h:2 ap=memory://: region "ap": memory:// is in a process of its own`},
+			`--region-peers eu=redis://u:xxxxx@h:2 ap=memory://: region "ap": memory:// is in a process of its own; a peer region's store must be one the regions share: redis://`},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1"}, map[string]string{"FLOODGATE_REGION_PEERS": "us=redis://h:2"}, `FLOODGATE_REGION_PEERS: region "us" is named twice (this region is "us")`},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-weights", "us=2,ap=1"}, nil,
 			`--region-weights us=2,ap=1: region "ap" is neither --region us nor one of --region-peers`},
@@ -45,7 +45,16 @@ func TestServeBadRegionFlags(t *testing.T) {
 		{[]string{"serve", "--region", "u s", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2"}, nil,
 			"--region u s: want letters, digits"},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=postgres://db"}, nil,
-			`--region-peers eu=postgres://db: region "eu": postgres://db: unknown scheme (want `},
+			`--region-peers eu=postgres://db: region "eu": unknown scheme "postgres": want redis://, rediss://, redis-cluster://, redis-sentinel://, memcached:// or memcacheds://`},
+		// A typo before the password: the URL is not shown at all.
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis//user:s3cret@h:2"}, nil,
+			`region "eu": its URL has no "://": want redis://`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://u:s3cret@H:1/0"}, nil,
+			`--region-peers: region "eu": its store is this region's own --store (both name h:1); each region needs a store of its own`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis-cluster://a:1,b:2 ap=memcached://b:2"}, nil,
+			`--region-peers: regions "eu" and "ap" have one store (both name b:2)`},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-weights", "us=2 xx=1"}, nil,
+			`--region-weights us=2 xx=1: region "xx" is neither --region us nor one of --region-peers`},
 	} {
 		for k, v := range r.env {
 			t.Setenv(k, v)
@@ -154,7 +163,7 @@ func TestServeRegionsShareOneLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := regexp.MustCompile(`(?m)^floodgate_` + name + ` (\S+)$`).FindSubmatch(body)
+		m := regexp.MustCompile(`(?m)^floodgate_` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
 		if m == nil {
 			t.Fatalf("/metrics has no floodgate_%s:\n%s", name, body)
 		}
@@ -196,7 +205,30 @@ func TestServeRegionsShareOneLimit(t *testing.T) {
 	if slowest > 2*time.Second {
 		t.Fatalf("with the peer region down, a decision took %v; want the region timeout (500ms) at most, and some slack", slowest)
 	}
-	if down := metric(busy[0], "region_peers_down"); down != 1 {
-		t.Fatalf("floodgate_region_peers_down %v with the peer region's store dead, want 1", down)
+	if up := metric(busy[0], `region_peer_up{peer="eu"}`); up != 0 {
+		t.Fatalf(`floodgate_region_peer_up{peer="eu"} %v with the peer region's store dead, want 0`, up)
+	}
+}
+
+// --region-peers takes the peers separated by spaces or by commas (as
+// the weights are), a cluster's hosts staying with their URL.
+func TestParsePeers(t *testing.T) {
+	for _, v := range []string{
+		"eu=redis-cluster://a:1,b:2 ap=memcached://c:3,d:4",
+		"eu=redis-cluster://a:1,b:2,ap=memcached://c:3,d:4",
+		"  eu=redis-cluster://a:1,b:2 ,ap=memcached://c:3,d:4 ",
+	} {
+		got, err := parsePeers(v)
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		want := []regionPeer{{"eu", "redis-cluster://a:1,b:2"}, {"ap", "memcached://c:3,d:4"}}
+		if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+	w, err := parseWeights("us=2 eu=1,ap=1")
+	if err != nil || w["us"] != 2 || w["eu"] != 1 || w["ap"] != 1 || len(w) != 3 {
+		t.Fatalf("parseWeights: %v %v", w, err)
 	}
 }

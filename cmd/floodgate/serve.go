@@ -870,12 +870,19 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		log.Warn(fmt.Sprintf("%s has wait_replicas but %s is open: a decision whose writes the replicas did not acknowledge is admitted all the same (set %[2]s closed, local or unavailable)",
 			f.flag("store"), f.flag("on-store-error")))
 	}
+	if f.regions.region != "" && policyOnErr == resilient.FailOpen {
+		log.Warn(fmt.Sprintf("%s with %s open: while this region's own store fails, its decisions are all admitted, beyond the limit the regions share (set %[2]s closed, local or unavailable for a bound that holds then too)",
+			f.flag("region"), f.flag("on-store-error")))
+	}
 	if f.adminToken == "" && !loopbackAddr(ls.Admin.Addr().String()) {
 		log.Warn(adminOpenWarning,
 			"admin", adminAddr)
 	}
 	if rules := newAdaptiveRules(nil, cfg); len(rules) > 0 && observeOpen {
 		log.Warn(observeOpenWarning, "rules", strings.Join(rules, ","))
+	}
+	if f.regions.region != "" {
+		attrs = append(attrs, "region", f.regions.region)
 	}
 	log.Info("floodgate serving", attrs...)
 	// The line for a person at a terminal. Under --log-format json the
@@ -884,11 +891,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	switch {
 	case f.logFormat == "json":
 	case f.upstream != "":
-		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard %s)%s\n",
-			httpAddr, store.RedactURL(f.upstream), apis, grpcAddr, adminAddr, dashboard, tlsNote(stls, tlsOn, f.apiAddr != ""))
+		fmt.Fprintf(stdout, "floodgate serving: gateway http %s -> %s, decision APIs %s, grpc %s, admin %s (dashboard %s)%s%s\n",
+			httpAddr, store.RedactURL(f.upstream), apis, grpcAddr, adminAddr, dashboard, tlsNote(stls, tlsOn, f.apiAddr != ""), f.regions.note())
 	default:
-		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard %s)%s\n",
-			httpAddr, grpcAddr, adminAddr, dashboard, tlsNote(stls, tlsOn, f.apiAddr != ""))
+		fmt.Fprintf(stdout, "floodgate serving: http %s, grpc %s, admin %s (dashboard %s)%s%s\n",
+			httpAddr, grpcAddr, adminAddr, dashboard, tlsNote(stls, tlsOn, f.apiAddr != ""), f.regions.note())
 	}
 	// The stop's start: with the default --shutdown-delay 0 nothing else
 	// is logged between the signal and "floodgate stopped" (unless the

@@ -60,7 +60,9 @@
 // # A peer that fails
 //
 // Borrowing from all peers together is bounded by the timeout
-// (WithTimeout). A peer that fails or does not answer in time is left out
+// (WithTimeout), and ends before the caller's deadline (a tenth of the time
+// left before it), so that a failure policy above never answers for a
+// borrowing cut short. A peer that fails or does not answer in time is left out
 // for the backoff (WithBackoff) and tried again after it; meanwhile the
 // region limits on its own share alone, exactly, and its answers wait for
 // no other region. Failures only ever refuse what a peer could have lent:
@@ -82,8 +84,22 @@
 // stays charged until its window passes or it refills, so budget moves
 // toward the region that refunds and never beyond the limit. Release and
 // Renew go to this region's store, where every slot is held. Reset forgets
-// the keys in every region. Decisions report this region's share (or the
-// lender's, for a borrowed admission) as their Limit, and its Remaining.
+// the keys in every region.
+//
+// Decisions report the whole limit as their Limit (its capacity, as
+// configured), and as Remaining what the share that decided (this
+// region's, or the lender's for a borrowed admission) has left: a lower
+// bound, since the peers may lend more. Peek answers what Take would: the
+// share's decision, or, when the share would refuse, that of a peer that
+// would lend (within the timeout).
+//
+// Every region must be given the same regions and weights: each computes
+// the shares, its own and the peers', from its own list, and shares
+// computed from different lists need not add up to the limit (with
+// us=2,eu=1 in one region and equal weights in the other, 10 becomes 7
+// and 5, 12 in all). Change weights in every region together; while some
+// regions run the old list and some the new one, a window may admit the
+// difference between the two lists' shares beyond the limit.
 //
 // Each region's store keeps its own clock (a Redis's TIME): fixed windows
 // start when each region's clock says, so regions whose clocks disagree

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/bits"
 	"slices"
@@ -28,6 +29,20 @@ const (
 	// MaxWeight bounds a region's weight.
 	MaxWeight = 1_000_000
 )
+
+// budget returns how long borrowing may take under ctx: the timeout, but
+// ending a tenth of the time left (5ms at least) before the caller's
+// deadline. A borrowing cut short answers this region's refusal; one the
+// caller's deadline cut would be answered by the caller's failure policy
+// (store/resilient: open admits).
+func (s *Store) budget(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return s.timeout
+	}
+	left := time.Until(d)
+	return min(s.timeout, left-max(left/10, 5*time.Millisecond))
+}
 
 // ErrInvalidOption is wrapped by New's errors for a region list or an
 // option that cannot be used.
@@ -95,9 +110,17 @@ type Stats struct {
 	// PeerFailures is the number of peer calls that failed (an error or
 	// the timeout), each of which left the peer out for the backoff.
 	PeerFailures int64
-	// Peers is the number of peer regions, and PeersDown how many of
-	// them are left out now.
-	Peers, PeersDown int
+	// Peers are the peer regions, by name, each with whether it is left
+	// out now.
+	Peers []PeerStats
+}
+
+// PeerStats is a peer region's state.
+type PeerStats struct {
+	Name string
+	// Down reports that the peer failed and is left out until its backoff
+	// ends.
+	Down bool
 }
 
 // Store is a store.Store for one region; see the package documentation.
@@ -124,6 +147,9 @@ type Store struct {
 
 type peer struct {
 	name string
+	// share is the peer's store at the peer's share; borrow is the
+	// same, or a lease.Store over it when slices are on.
+	share *shareStore
 	// borrow takes from the peer's store at the peer's share: a
 	// shareStore, under a lease.Store when slices are on.
 	borrow store.Store
@@ -218,7 +244,8 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 		s.total += s.weights[i]
 	}
 	for _, p := range peers {
-		var b store.Store = &shareStore{s: s, idx: slices.Index(names, p.Name), inner: p.Store}
+		sh := &shareStore{s: s, idx: slices.Index(names, p.Name), inner: p.Store}
+		var b store.Store = sh
 		if c.slice >= 2 {
 			ls, err := lease.New(b, lease.WithSlice(c.slice), lease.WithTTL(c.ttl), lease.WithClock(c.clock))
 			if err != nil {
@@ -226,7 +253,7 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 			}
 			b = ls
 		}
-		s.peers = append(s.peers, &peer{name: p.Name, borrow: b})
+		s.peers = append(s.peers, &peer{name: p.Name, share: sh, borrow: b})
 	}
 	return s, nil
 }
@@ -243,14 +270,24 @@ func (s *Store) Share(l *algo.Limit) *algo.Limit { return s.split(l).limits[s.se
 
 // Stats returns what the Store did since New.
 func (s *Store) Stats() Stats {
-	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Peers: len(s.peers)}
+	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Peers: make([]PeerStats, len(s.peers))}
 	now := s.clock().UnixNano()
-	for _, p := range s.peers {
-		if p.down.Load() > now {
-			st.PeersDown++
-		}
+	for i, p := range s.peers {
+		st.Peers[i] = PeerStats{Name: p.name, Down: p.down.Load() > now}
 	}
 	return st
+}
+
+// Regions returns every region's name and weight, in the order the
+// shares are computed, and a fingerprint of them: regions that compute
+// their shares alike have the same fingerprint (see the package
+// documentation on weights).
+func (s *Store) Regions() (names []string, weights []int64, fingerprint string) {
+	h := fnv.New64a()
+	for i, n := range s.names {
+		fmt.Fprintf(h, "%s=%d;", n, s.weights[i])
+	}
+	return slices.Clone(s.names), slices.Clone(s.weights), fmt.Sprintf("%016x", h.Sum64())
 }
 
 // Unwrap returns this region's own store.
@@ -372,13 +409,31 @@ func (s *Store) shares(reqs []store.Request) (out []store.Request, all, borrow b
 // this region's share of a request is nothing.
 func never(out []algo.Decision) {
 	for i := range out {
-		out[i] = algo.Decision{RetryAfter: algo.Never}
+		out[i] = algo.Decision{Limit: -1, RetryAfter: algo.Never} // whole sets Limit
 	}
 }
 
 // Take decides reqs on this region's share; when the share refuses, it
 // borrows from the peers (see the package documentation).
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	res, err := s.take(ctx, reqs, out)
+	whole(reqs, out)
+	return res, err
+}
+
+// whole reports each decision against its whole limit rather than the
+// share that decided it: Limit is the limit's capacity, as configured;
+// Remaining stays what the deciding share had left (see the package
+// documentation).
+func whole(reqs []store.Request, out []algo.Decision) {
+	for i := range out {
+		if out[i].Limit != 0 && reqs[i].Limit != nil {
+			out[i].Limit = reqs[i].Limit.Capacity()
+		}
+	}
+}
+
+func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	for _, r := range reqs {
 		if r.Limit == nil {
 			return s.local.Take(ctx, reqs, out) // the store's own error
@@ -424,7 +479,11 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 	if res, ok := s.borrowLocal(reqs, out, s.clock()); ok {
 		return res, true, nil
 	}
-	bctx, cancel := context.WithTimeout(ctx, s.timeout)
+	budget := s.budget(ctx)
+	if budget <= 0 {
+		return store.Result{}, false, nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	pout := make([]algo.Decision, len(reqs))
 	start := int(s.next.Add(1))
@@ -445,7 +504,9 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 			s.failures.Add(1)
 			p.down.Store(s.clock().Add(s.backoff).UnixNano())
 			if s.log != nil {
-				s.log.Warn("region: peer left out", "peer", p.name, "for", s.backoff, "err", err)
+				// Quoted parts blanked: the stores quote the key, which
+				// holds a client's values.
+				s.log.Warn("region: peer left out; this region limits on its share without it meanwhile", "peer", p.name, "for", s.backoff, "err", store.BlankQuoted(err.Error()))
 			}
 			if bctx.Err() != nil {
 				return store.Result{}, false, nil // the timeout is spent
@@ -503,6 +564,14 @@ func wait(out []algo.Decision) time.Duration {
 // whose share here refused a moment ago, from a slice borrowed from a
 // peer (WithSlice). Anything else, a refusal included, is left to Take.
 func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+	res, ok := s.takeLocal(reqs, out)
+	if ok {
+		whole(reqs, out)
+	}
+	return res, ok
+}
+
+func (s *Store) takeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
 	for _, r := range reqs {
 		if r.Limit == nil {
 			return store.Result{}, false
@@ -529,23 +598,67 @@ func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 	return res, true
 }
 
-// Peek reports the decisions of this region's share.
+// Peek reports what Take would answer for each request on its own: this
+// region's share's decision, or, when the share would refuse, the first
+// peer's that would admit it (borrowable algorithms; within the
+// timeout, as Take borrows).
 func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	err := s.peek(ctx, reqs, out)
+	whole(reqs, out)
+	return err
+}
+
+func (s *Store) peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
 	lr, all, _ := s.shares(reqs)
 	if all {
-		return s.local.Peek(ctx, lr, out)
+		if err := s.local.Peek(ctx, lr, out); err != nil {
+			return err
+		}
+	} else {
+		for i := range lr {
+			if lr[i].Limit == nil && reqs[i].Limit != nil {
+				out[i] = algo.Decision{Limit: -1, RetryAfter: algo.Never}
+				continue
+			}
+			if err := s.local.Peek(ctx, lr[i:i+1], out[i:i+1]); err != nil {
+				return err
+			}
+		}
 	}
-	// Peek those with a share; the others are never admitted here.
-	for i := range lr {
-		if lr[i].Limit == nil && reqs[i].Limit != nil {
-			out[i] = algo.Decision{RetryAfter: algo.Never}
+	var d [1]algo.Decision
+	for i, r := range reqs {
+		if out[i].Allowed || r.Limit == nil || !s.split(r.Limit).borrow {
 			continue
 		}
-		if err := s.local.Peek(ctx, lr[i:i+1], out[i:i+1]); err != nil {
-			return err
+		if s.peekPeers(ctx, reqs[i:i+1], d[:]) {
+			out[i] = d[0]
 		}
 	}
 	return nil
+}
+
+// peekPeers reports whether a peer that is up would admit reqs, with its
+// decision in out. A peer that fails is left to Take to find.
+func (s *Store) peekPeers(ctx context.Context, reqs []store.Request, out []algo.Decision) bool {
+	budget := s.budget(ctx)
+	if budget <= 0 || len(s.peers) == 0 {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	now := s.clock().UnixNano()
+	for _, p := range s.peers {
+		if p.down.Load() > now {
+			continue
+		}
+		if err := p.share.Peek(pctx, reqs, out); err == nil && out[0].Allowed {
+			return true
+		}
+		if pctx.Err() != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // withShare returns the requests of reqs that have a share here, with it.

@@ -452,7 +452,7 @@ func TestNothingShareBorrowsEverything(t *testing.T) {
 	if !errors.Is(err, store.ErrBadRequest) {
 		t.Fatalf("a negative cost borrowed: %v, want store.ErrBadRequest", err)
 	}
-	if st := rb.Stats(); st.PeerFailures != 0 || st.PeersDown != 0 {
+	if st := rb.Stats(); st.PeerFailures != 0 || st.Peers[0].Down {
 		t.Fatalf("a bad request left the peer out: %+v", st)
 	}
 	// The refusal says when the next window opens, not "never": a's.
@@ -709,5 +709,77 @@ func TestSpentShareGoesStraightToThePeers(t *testing.T) {
 	}
 	if ok, d := take(t, s, "k", l, 1); !ok {
 		t.Fatalf("after a refund, refused: %+v", d)
+	}
+}
+
+// TestDecisionsReportTheWholeLimit: a decision's Limit is the limit as
+// configured, not the share that decided it; Peek answers what Take
+// would, a peer's lending included.
+func TestDecisionsReportTheWholeLimit(t *testing.T) {
+	clk := newClock()
+	a, b := memStore(t, clk), memStore(t, clk)
+	s, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}}, region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
+	peek := func() algo.Decision {
+		out := make([]algo.Decision, 1)
+		if err := s.Peek(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	for i := range 10 {
+		ok, d := take(t, s, "k", l, 1)
+		if !ok || d.Limit != 10 {
+			t.Fatalf("Take %d: allowed %v, Limit %d; want admitted against the whole limit 10", i, ok, d.Limit)
+		}
+		if p := peek(); i < 9 && (!p.Allowed || p.Limit != 10) {
+			t.Fatalf("Peek after Take %d: %+v; want allowed (the share, then the peer, has units), Limit 10", i, p)
+		}
+	}
+	ok, d := take(t, s, "k", l, 1)
+	if ok || d.Limit != 10 || d.RetryAfter <= 0 {
+		t.Fatalf("the 11th Take: allowed %v, %+v; want refused against the whole limit 10", ok, d)
+	}
+	if p := peek(); p.Allowed || p.Limit != 10 {
+		t.Fatalf("Peek with both shares spent: %+v; want refused, Limit 10", p)
+	}
+}
+
+// TestBorrowingEndsBeforeTheCallersDeadline: with a peer that hangs and a
+// caller's deadline sooner than the borrowing timeout, Take answers this
+// region's refusal before the deadline, not the deadline's error (which
+// a failure policy above would answer, fail-open admitting).
+func TestBorrowingEndsBeforeTheCallersDeadline(t *testing.T) {
+	us, eu := testserver.NewRedis(t), testserver.NewRedis(t)
+	if us == nil || eu == nil {
+		t.Skip("no redis-server")
+	}
+	s, err := region.New("us", openRedis(t, us.Addr), []region.Peer{{Name: "eu", Store: openRedis(t, eu.Addr)}},
+		region.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := quota(t, algo.TokenBucket, 2)
+	if ok, _ := take(t, s, "k", l, 1); !ok {
+		t.Fatal("the share's unit was refused")
+	}
+	if err := eu.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eu.Resume() })
+	const deadline = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	out := make([]algo.Decision, 1)
+	start := time.Now()
+	res, err := s.Take(ctx, []store.Request{{Key: "k", Limit: l, Cost: 1}}, out)
+	took := time.Since(start)
+	if err != nil || res.Allowed || took >= deadline-50*time.Millisecond {
+		t.Fatalf("Take with a hung peer: %v, allowed %v, after %v; want this region's refusal a tenth of the caller's %v before its end", err, res.Allowed, took, deadline)
 	}
 }

@@ -41,6 +41,11 @@ var ErrNotOpen = fmt.Errorf("storeurl: store not opened yet: %w", store.ErrUnava
 // logged. Open ignores it.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
+// WithMeanwhile sets what OpenRetrying's WARN says answers while the
+// store is not open (default "the failure policy answers meanwhile"): a
+// peer region's store, say, whose region limits on its share instead.
+func WithMeanwhile(what string) Option { return func(c *config) { c.meanwhile = what } }
+
 // WithRetryBackoff sets the wait of OpenRetrying between two attempts: min
 // after the first failure, doubled after each, at most max, each wait
 // shortened at random by up to a fifth so that a fleet restarted together
@@ -141,7 +146,11 @@ func OpenRetrying(rawURL string, opts ...Option) (store.Store, error) {
 	}
 	r.lastErr = err
 	if r.log != nil {
-		r.log.Warn("store not opened at start, retrying in the background; the failure policy answers meanwhile",
+		meanwhile := c.meanwhile
+		if meanwhile == "" {
+			meanwhile = "the failure policy answers meanwhile"
+		}
+		r.log.Warn("store not opened at start, retrying in the background; "+meanwhile,
 			"store", r.url, "err", err)
 	}
 	go r.loop()

@@ -81,6 +81,7 @@ type config struct {
 	// OpenRetrying's.
 	log                *slog.Logger
 	retryMin, retryMax time.Duration
+	meanwhile          string
 }
 
 // WithClock sets the clock of the stores that read the caller's clock
