@@ -1090,6 +1090,49 @@ type Stats struct {
 	StoreUp      bool           `json:"store_up"`
 	Events       []Event        `json:"events"`
 	Uptime       time.Duration  `json:"uptime_ns"`
+	// Region is the state of several regions (store/region); null
+	// without them.
+	Region *RegionView `json:"region"`
+}
+
+// RegionView is this region and its peers as the admin API's stats show
+// them.
+type RegionView struct {
+	Name string `json:"name"`
+	// Weights are every region's weight, by name; Fingerprint is theirs,
+	// which every region must share.
+	Weights     map[string]int64 `json:"weights"`
+	Fingerprint string           `json:"fingerprint"`
+	// Borrowed counts the decisions peers lent; PeerFailures the peer
+	// calls that failed.
+	Borrowed     int64      `json:"borrowed"`
+	PeerFailures int64      `json:"peer_failures"`
+	Peers        []PeerView `json:"peers"`
+}
+
+// PeerView is a peer region: Up is false while it is left out after a
+// failure.
+type PeerView struct {
+	Name string `json:"name"`
+	Up   bool   `json:"up"`
+}
+
+// regionView returns the regions' state, nil without them.
+func (s *Server) regionView() *RegionView {
+	if s.region == nil {
+		return nil
+	}
+	names, weights, fp := s.region.Regions()
+	st := s.region.Stats()
+	v := &RegionView{Name: s.region.Self(), Weights: map[string]int64{}, Fingerprint: fp,
+		Borrowed: st.Borrowed, PeerFailures: st.PeerFailures, Peers: []PeerView{}}
+	for i, n := range names {
+		v.Weights[n] = weights[i]
+	}
+	for _, p := range st.Peers {
+		v.Peers = append(v.Peers, PeerView{Name: p.Name, Up: !p.Down})
+	}
+	return v
 }
 
 var started = time.Now()
@@ -1101,5 +1144,6 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	}
 	ov := s.overrideList()
 	writeJSON(w, http.StatusOK, Stats{Summary: s.metrics.Summary(), Version: s.engine.Version(), Overrides: len(ov), OverrideList: ov,
-		Scales: scaleViews(s.engine.RateScales()), StoreUp: s.storeState.Load() == storeUp, Events: ev, Uptime: time.Since(started)})
+		Scales: scaleViews(s.engine.RateScales()), StoreUp: s.storeState.Load() == storeUp, Events: ev, Uptime: time.Since(started),
+		Region: s.regionView()})
 }

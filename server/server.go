@@ -284,6 +284,9 @@ type Server struct {
 	unknown unknownDomains
 	store   store.Store
 	metrics *metrics.Metrics
+	// region is the store of several regions under the failure policy,
+	// if it is one: the admin API's stats say its state.
+	region *region.Store
 	// mcSettled is set once the memcached store's counters are exported,
 	// or the store is known not to be memcached (exportMemcached).
 	mcSettled atomic.Bool
@@ -468,6 +471,7 @@ func New(engine *policy.Engine, st store.Store, opts ...Option) (*Server, error)
 	}
 	s.exportMemcached()
 	if rs, ok, _ := store.Under[*region.Store](st); ok {
+		s.region = rs
 		s.metrics.RegionStore(rs.Stats)
 	}
 	// Stream workers reuse goroutines whose stacks have already grown to

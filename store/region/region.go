@@ -290,6 +290,9 @@ func (s *Store) Regions() (names []string, weights []int64, fingerprint string) 
 	return slices.Clone(s.names), slices.Clone(s.weights), fmt.Sprintf("%016x", h.Sum64())
 }
 
+// Self returns this region's name.
+func (s *Store) Self() string { return s.names[s.self] }
+
 // Unwrap returns this region's own store.
 func (s *Store) Unwrap() store.Store { return s.local }
 
