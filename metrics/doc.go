@@ -68,6 +68,8 @@
 //	                                       the keys of refused multi-key takes
 //	region_borrowed_total                  with several regions (RegionStore):
 //	                                       decisions a peer region lent
+//	region_prefetches_total                rounds of borrowing ahead that left a
+//	                                       slice held here
 //	region_peer_failures_total             peer calls that failed or timed out
 //	region_peer_up{peer}                   1, or 0 while the peer is left out
 //

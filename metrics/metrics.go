@@ -272,6 +272,8 @@ func (m *Metrics) RegionStore(stats func() region.Stats) {
 	cs := []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_borrowed_total",
 			Help: "Decisions this region's share refused and a peer region admitted."}, func() float64 { return float64(read().Borrowed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_prefetches_total",
+			Help: "Rounds of borrowing ahead (--region-prefetch) that left a slice of a key held here."}, func() float64 { return float64(read().Prefetches) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "region_peer_failures_total",
 			Help: "Calls to a peer region's store that failed or timed out; each leaves the peer out for the backoff."}, func() float64 { return float64(read().PeerFailures) }),
 	}

@@ -23,6 +23,7 @@ type regionFlags struct {
 	region, peers, weights string
 	slice                  int64
 	timeout, sliceTTL      time.Duration
+	prefetch               bool
 }
 
 func (r *regionFlags) register(fs *flag.FlagSet) {
@@ -31,6 +32,7 @@ func (r *regionFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.weights, "region-weights", "", "with --region: each region's weight, NAME=N separated by commas (default 1 each); give every region the same list, or the shares need not add up to the limit")
 	fs.Int64Var(&r.slice, "region-slice", 0, "with --region: borrow this many units from a peer at a time and admit from them in process (0: each request's own cost, exact; N >= 2: one cross-region call per N units, and a window may admit up to instances × (regions − 1) × N beyond the limit)")
 	fs.DurationVar(&r.sliceTTL, "region-slice-ttl", lease.DefaultTTL, "with --region-slice: how long a borrowed slice is used before its unused units go back to the lender; set it above the usual gap between a key's borrowed requests (a slice that expires unused costs a second cross-region call)")
+	fs.BoolVar(&r.prefetch, "region-prefetch", false, "with --region-slice: borrow ahead, in the background: when a decision leaves this region's share of a key fewer units than a slice, a slice is borrowed from a peer then, so that the requests the share refuses next are admitted in process without waiting on another region")
 	fs.DurationVar(&r.timeout, "region-timeout", region.DefaultTimeout, "with --region: how long one decision may spend borrowing from the peers, all of them together; a peer that fails or is late is left out for "+region.DefaultBackoff.String()+" (--store-timeout's deadline grows by as much: a decision may wait for this region's store, then for the peers)")
 }
 
@@ -166,7 +168,7 @@ func (f *serveFlags) checkRegion() []error {
 	var errs []error
 	r := f.regions
 	if r.region == "" {
-		for _, name := range []string{"region-peers", "region-weights", "region-slice", "region-slice-ttl", "region-timeout"} {
+		for _, name := range []string{"region-peers", "region-weights", "region-slice", "region-slice-ttl", "region-prefetch", "region-timeout"} {
 			if f.given[name] {
 				errs = append(errs, fmt.Errorf("%s: only with %s (this instance's region)", f.flag(name), f.flag("region")))
 			}
@@ -224,6 +226,9 @@ func (f *serveFlags) checkRegion() []error {
 	if f.given["region-slice-ttl"] && r.slice == 0 {
 		errs = append(errs, fmt.Errorf("%s: only with %s N (borrowing slices)", f.flag("region-slice-ttl"), f.flag("region-slice")))
 	}
+	if r.prefetch && r.slice == 0 {
+		errs = append(errs, fmt.Errorf("%s: only with %s N (it borrows slices ahead)", f.flag("region-prefetch"), f.flag("region-slice")))
+	}
 	if r.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s: must be > 0", f.origin("region-timeout", r.timeout)))
 	}
@@ -266,7 +271,7 @@ func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store,
 		}
 		ps = append(ps, region.Peer{Name: p.name, Store: st})
 	}
-	rs, err := region.New(r.region, local, ps, region.WithWeights(weights), region.WithSlice(r.slice), region.WithSliceTTL(r.sliceTTL),
+	rs, err := region.New(r.region, local, ps, region.WithWeights(weights), region.WithSlice(r.slice), region.WithSliceTTL(r.sliceTTL), prefetch(r.prefetch),
 		region.WithTimeout(r.timeout), region.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.origin("region", r.region), err)
@@ -277,7 +282,7 @@ func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store,
 		weighed[i] = fmt.Sprintf("%s=%d", n, ws[i])
 	}
 	log.Info("regions: each limit is divided among them by weight; this region decides on its share and borrows from the peers when it refuses; every region must log the same weights and fingerprint",
-		"region", r.region, "weights", strings.Join(weighed, ","), "fingerprint", fp, "slice", r.slice, "slice_ttl", r.sliceTTL, "timeout", r.timeout)
+		"region", r.region, "weights", strings.Join(weighed, ","), "fingerprint", fp, "slice", r.slice, "slice_ttl", r.sliceTTL, "prefetch", r.prefetch, "timeout", r.timeout)
 	return rs, nil
 }
 
@@ -288,4 +293,12 @@ func (r regionFlags) note() string {
 		return ""
 	}
 	return ", region " + r.region
+}
+
+// prefetch is region.WithPrefetch when on, else no option.
+func prefetch(on bool) region.Option {
+	if on {
+		return region.WithPrefetch()
+	}
+	return nil
 }

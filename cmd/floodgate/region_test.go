@@ -44,6 +44,8 @@ func TestServeBadRegionFlags(t *testing.T) {
 			"--region-slice-ttl: only with --region-slice N (borrowing slices)"},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-slice", "4", "--region-slice-ttl", "0s"}, nil,
 			"--region-slice-ttl 0s: must be > 0"},
+		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-prefetch"}, nil,
+			"--region-prefetch: only with --region-slice N (it borrows slices ahead)"},
 		{[]string{"serve", "--region", "us", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2", "--region-timeout", "0s"}, nil,
 			"--region-timeout 0s: must be > 0"},
 		{[]string{"serve", "--region", "u s", "--store", "redis://h:1", "--region-peers", "eu=redis://h:2"}, nil,

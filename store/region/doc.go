@@ -43,6 +43,14 @@
 // does not refill (a quota) is never exceeded. The slice's unused units go
 // back to the lender when the TTL ends.
 //
+// With WithPrefetch too, the borrowing is asynchronous: when a decision
+// leaves this region's share of a key fewer units than a slice, a
+// goroutine borrows a slice then (at most 64 at once, one per key), and
+// the Takes the share refuses next are admitted from it in process,
+// without waiting on another region, as long as the slices keep up. The
+// bound is the slices'; a slice borrowed ahead and not needed goes back
+// when its TTL ends.
+//
 // # What it costs
 //
 // A decision on the share is one call to this region's store, as without

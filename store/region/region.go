@@ -59,13 +59,14 @@ type Peer struct {
 type Option func(*config)
 
 type config struct {
-	weights map[string]int
-	slice   int64
-	ttl     time.Duration
-	timeout time.Duration
-	backoff time.Duration
-	clock   func() time.Time
-	log     *slog.Logger
+	weights  map[string]int
+	slice    int64
+	prefetch bool
+	ttl      time.Duration
+	timeout  time.Duration
+	backoff  time.Duration
+	clock    func() time.Time
+	log      *slog.Logger
 }
 
 // WithWeights sets the regions' weights, by name (default 1 each): a
@@ -79,6 +80,15 @@ func WithWeights(w map[string]int) Option { return func(c *config) { c.weights =
 // the price of the worst-case overshoot the package documentation bounds.
 // n must be 0 or at least 2.
 func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
+
+// WithPrefetch borrows ahead, in the background: when a decision on this
+// region's share leaves fewer units than a slice, a goroutine takes a
+// slice from a peer, so that the Takes the share refuses next are
+// admitted from it in process, without waiting on another region. It
+// needs WithSlice; the overshoot bound is the slices'. A slice borrowed
+// ahead and not needed goes back when its TTL ends: a key that hovers
+// near its share costs up to two cross-region calls a TTL.
+func WithPrefetch() Option { return func(c *config) { c.prefetch = true } }
 
 // WithSliceTTL sets how long a borrowed slice is used before its unused
 // units go back to the peer (default lease.DefaultTTL).
@@ -110,6 +120,12 @@ type Stats struct {
 	// PeerFailures is the number of peer calls that failed (an error or
 	// the timeout), each of which left the peer out for the backoff.
 	PeerFailures int64
+	// Prefetches is the number of rounds of borrowing ahead
+	// (WithPrefetch) that left a slice held here (a round on a key that
+	// holds one already makes no call), and Prefetching how many are in
+	// flight now.
+	Prefetches  int64
+	Prefetching int
 	// Peers are the peer regions, by name, each with whether it is left
 	// out now.
 	Peers []PeerStats
@@ -138,8 +154,19 @@ type Store struct {
 	clock   func() time.Time
 	log     *slog.Logger
 
-	next               atomic.Uint32
-	borrowed, failures atomic.Int64
+	next                           atomic.Uint32
+	borrowed, failures, prefetched atomic.Int64
+
+	// Borrowing ahead (WithPrefetch): slice is the slices' size; fetching
+	// holds the keys with a prefetch in flight, at most maxPrefetches at
+	// once; life ends them at Close, which waits for them.
+	slice    int64
+	prefetch bool
+	fetching sync.Map
+	fetchers chan struct{}
+	life     context.Context
+	endLife  context.CancelFunc
+	fetchWG  sync.WaitGroup
 
 	splits limitcache.Cache[*split]
 	spent  spentMemo
@@ -201,6 +228,8 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 		return nil, bad("region %q: nil store", self)
 	case c.slice < 0 || c.slice == 1:
 		return nil, bad("slice %d: must be 0 (borrow each request's cost) or at least 2", c.slice)
+	case c.prefetch && c.slice < 2:
+		return nil, bad("prefetch needs slices (WithSlice of at least 2) to borrow into")
 	case c.ttl <= 0:
 		return nil, bad("slice TTL %v: must be positive", c.ttl)
 	case c.timeout <= 0:
@@ -235,7 +264,9 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 		names: names, weights: make([]int64, len(names)),
 		self:  slices.Index(names, self),
 		local: local, timeout: c.timeout, backoff: c.backoff, clock: c.clock, log: c.log,
+		slice: c.slice, prefetch: c.prefetch, fetchers: make(chan struct{}, maxPrefetches),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	for i, n := range names {
 		s.weights[i] = 1
 		if w, ok := c.weights[n]; ok {
@@ -270,7 +301,9 @@ func (s *Store) Share(l *algo.Limit) *algo.Limit { return s.split(l).limits[s.se
 
 // Stats returns what the Store did since New.
 func (s *Store) Stats() Stats {
-	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Peers: make([]PeerStats, len(s.peers))}
+	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Prefetches: s.prefetched.Load(),
+		Prefetching: len(s.fetchers),
+		Peers:       make([]PeerStats, len(s.peers))}
 	now := s.clock().UnixNano()
 	for i, p := range s.peers {
 		st.Peers[i] = PeerStats{Name: p.name, Down: p.down.Load() > now}
@@ -451,6 +484,9 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	case all:
 		var err error
 		res, err = s.local.Take(ctx, lr, out)
+		if res.Allowed && borrow && s.prefetch && len(reqs) == 1 && out[0].Remaining < s.slice {
+			s.borrowAhead(reqs[0])
+		}
 		if err != nil || res.Allowed || !borrow {
 			return res, err
 		}
@@ -504,21 +540,13 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 			case ctx.Err() != nil:
 				return store.Result{}, false, nil // the caller gave up, not the peer
 			}
-			s.failures.Add(1)
-			p.down.Store(s.clock().Add(s.backoff).UnixNano())
-			if s.log != nil {
-				// Quoted parts blanked: the stores quote the key, which
-				// holds a client's values.
-				s.log.Warn("region: peer left out; this region limits on its share without it meanwhile", "peer", p.name, "for", s.backoff, "err", store.BlankQuoted(err.Error()))
-			}
+			s.leaveOut(p, err)
 			if bctx.Err() != nil {
 				return store.Result{}, false, nil // the timeout is spent
 			}
 			continue
 		}
-		if down != 0 && p.down.CompareAndSwap(down, 0) && s.log != nil {
-			s.log.Info("region: peer answers again", "peer", p.name)
-		}
+		s.answered(p, down)
 		if res.Allowed {
 			copy(out, pout)
 			s.borrowed.Add(1)
@@ -529,6 +557,89 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		}
 	}
 	return store.Result{}, false, nil
+}
+
+// leaveOut notes that p failed: it is left out for the backoff.
+func (s *Store) leaveOut(p *peer, err error) {
+	s.failures.Add(1)
+	p.down.Store(s.clock().Add(s.backoff).UnixNano())
+	if s.log != nil {
+		// Quoted parts blanked: the stores quote the key, which holds a
+		// client's values.
+		s.log.Warn("region: peer left out; this region limits on its share without it meanwhile",
+			"peer", p.name, "for", s.backoff, "err", store.BlankQuoted(err.Error()))
+	}
+}
+
+// answered notes that p, which was left out until down (0: it was not),
+// answered.
+func (s *Store) answered(p *peer, down int64) {
+	if down != 0 && p.down.CompareAndSwap(down, 0) && s.log != nil {
+		s.log.Info("region: peer answers again", "peer", p.name)
+	}
+}
+
+// maxPrefetches bounds the slices borrowed ahead at once.
+const maxPrefetches = 64
+
+// borrowAhead starts a goroutine that borrows a slice of r's key from a
+// peer (WithPrefetch), unless one is in flight for the key or
+// maxPrefetches are. The slice is taken by a Take of one unit through the
+// peer's lease.Store, which takes the slice and admits the unit from it,
+// then a Refund of that unit, which puts it back into the slice: the
+// whole slice is then held here, for the Takes this region's share will
+// refuse. When the key already holds a slice, both are answered in
+// process.
+func (s *Store) borrowAhead(r store.Request) {
+	if _, busy := s.fetching.LoadOrStore(r.Key, struct{}{}); busy {
+		return
+	}
+	select {
+	case s.fetchers <- struct{}{}:
+	default:
+		s.fetching.Delete(r.Key)
+		return
+	}
+	s.fetchWG.Add(1)
+	go func() {
+		defer func() {
+			<-s.fetchers
+			s.fetching.Delete(r.Key)
+			s.fetchWG.Done()
+		}()
+		ctx, cancel := context.WithTimeout(s.life, s.timeout)
+		defer cancel()
+		one := []store.Request{{Key: r.Key, Limit: r.Limit, Cost: 1}}
+		var d [1]algo.Decision
+		start := int(s.next.Add(1))
+		for k := range s.peers {
+			p := s.peers[(start+k)%len(s.peers)]
+			down := p.down.Load()
+			if down > s.clock().UnixNano() {
+				continue
+			}
+			res, err := p.borrow.Take(ctx, one, d[:])
+			if err != nil {
+				if s.life.Err() != nil || errors.Is(err, store.ErrBadRequest) {
+					return
+				}
+				s.leaveOut(p, err)
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+			s.answered(p, down)
+			if res.Allowed {
+				one[0].At = res.At
+				// A refund cut short loses the unit until its window
+				// passes: fewer admitted, never more.
+				_ = p.borrow.Refund(ctx, one)
+				s.prefetched.Add(1)
+				return
+			}
+		}
+	}()
 }
 
 // borrowLocal admits reqs from a slice borrowed from a peer that is up
@@ -712,6 +823,8 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 
 // Close closes this region's store and the peers'.
 func (s *Store) Close() error {
+	s.endLife()
+	s.fetchWG.Wait()
 	errs := []error{s.local.Close()}
 	for _, p := range s.peers {
 		if err := p.borrow.Close(); err != nil {

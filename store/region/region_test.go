@@ -166,6 +166,7 @@ func TestNewRejects(t *testing.T) {
 		{"zero weight", "us", []string{"eu"}, []region.Option{region.WithWeights(map[string]int{"eu": 0})}, `region "eu": weight 0`},
 		{"slice 1", "us", []string{"eu"}, []region.Option{region.WithSlice(1)}, "slice 1"},
 		{"timeout", "us", []string{"eu"}, []region.Option{region.WithTimeout(0)}, "timeout 0s"},
+		{"prefetch without slices", "us", []string{"eu"}, []region.Option{region.WithPrefetch()}, "prefetch needs slices"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var closed atomic.Int64
@@ -317,15 +318,23 @@ func TestRegionsAdmitExactlyTheLimit(t *testing.T) {
 // are all that may go unused.
 func TestRegionsWithSlicesStayWithinTheQuota(t *testing.T) {
 	const slice = 8
-	f := newFleet(t, map[string]int{"busy": 3, "quiet": 1, "idle": 1}, region.WithSlice(slice), region.WithSliceTTL(time.Hour))
-	const limit = 600
-	got := f.hammer(t, "k", quota(t, algo.TokenBucket, limit), 8, map[string]int{"busy": 2000, "quiet": 40, "idle": 0})
-	if sum(got) > limit {
-		t.Fatalf("admitted %v: %d in all, over the quota %d", got, sum(got), limit)
-	}
-	// Each busy process holds at most a slice from each of two peers.
-	if held := int64(3 * 2 * slice); sum(got) < limit-held {
-		t.Fatalf("admitted %v: %d in all, want at least %d (the quota less the %d units slices may hold)", got, sum(got), limit-held, held)
+	for _, prefetch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
+			opts := []region.Option{region.WithSlice(slice), region.WithSliceTTL(time.Hour)}
+			if prefetch {
+				opts = append(opts, region.WithPrefetch())
+			}
+			f := newFleet(t, map[string]int{"busy": 3, "quiet": 1, "idle": 1}, opts...)
+			const limit = 600
+			got := f.hammer(t, "k", quota(t, algo.TokenBucket, limit), 8, map[string]int{"busy": 2000, "quiet": 40, "idle": 0})
+			if sum(got) > limit {
+				t.Fatalf("admitted %v: %d in all, over the quota %d", got, sum(got), limit)
+			}
+			// Each busy process holds at most a slice from each of two peers.
+			if held := int64(3 * 2 * slice); sum(got) < limit-held {
+				t.Fatalf("admitted %v: %d in all, want at least %d (the quota less the %d units slices may hold)", got, sum(got), limit-held, held)
+			}
+		})
 	}
 }
 
@@ -776,5 +785,65 @@ func TestBorrowingEndsBeforeTheCallersDeadline(t *testing.T) {
 	took := time.Since(start)
 	if err != nil || res.Allowed || took >= deadline-50*time.Millisecond {
 		t.Fatalf("Take with a hung peer: %v, allowed %v, after %v; want this region's refusal a tenth of the caller's %v before its end", err, res.Allowed, took, deadline)
+	}
+}
+
+// TestPrefetchBorrowsAhead: with WithPrefetch, a decision that leaves
+// this region's share fewer units than a slice starts a borrowing in the
+// background; the Takes the share then refuses are admitted from that
+// slice in process, with no call to the peer; and the two regions still
+// admit exactly the limit.
+func TestPrefetchBorrowsAhead(t *testing.T) {
+	clk := newClock()
+	own, lender := memStore(t, clk), &counting{Store: memStore(t, clk)}
+	a, err := region.New("a", noClose{own}, []region.Peer{{Name: "b", Store: noClose{lender}}},
+		region.WithSlice(5), region.WithPrefetch(), region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	b, err := region.New("b", noClose{lender.Store}, []region.Peer{{Name: "a", Store: noClose{own}}}, region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 20, Period: time.Minute}) // 10 a region
+	admitted := 0
+	for i := range 10 {
+		if ok, _ := take(t, a, "k", l, 1); !ok {
+			t.Fatalf("Take %d on a's share refused", i)
+		}
+		admitted++
+	}
+	// The share is down to 4, then 0: a slice was borrowed ahead.
+	deadline := time.Now().Add(10 * time.Second)
+	for st := a.Stats(); st.Prefetches < 1 || st.Prefetching > 0; st = a.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no slice borrowed ahead within 10s: %+v", st)
+		}
+		time.Sleep(time.Millisecond) // waiting for the background goroutine, not for the math
+	}
+	if n := lender.takes.Load(); n != 1 {
+		t.Fatalf("the lender was asked %d times ahead, want once (one slice)", n)
+	}
+	for i := range 5 {
+		if ok, d := take(t, a, "k", l, 1); !ok {
+			t.Fatalf("borrowed Take %d refused: %+v", i, d)
+		}
+		admitted++
+	}
+	if n := lender.takes.Load(); n != 1 {
+		t.Fatalf("the lender was asked %d times; want no call for the 5 units of the slice borrowed ahead", n)
+	}
+	for range 10 {
+		if ok, _ := take(t, b, "k", l, 1); ok {
+			admitted++
+		}
+		if ok, _ := take(t, a, "k", l, 1); ok {
+			admitted++
+		}
+	}
+	if admitted != 20 {
+		t.Fatalf("the two regions admitted %d of a limit of 20", admitted)
 	}
 }
