@@ -167,6 +167,10 @@ type Store struct {
 	life     context.Context
 	endLife  context.CancelFunc
 	fetchWG  sync.WaitGroup
+	// fetchMu orders borrowAhead's fetchWG.Add before Close's Wait:
+	// closed is set under it, and no prefetch starts after.
+	fetchMu sync.Mutex
+	closed  bool
 
 	splits limitcache.Cache[*split]
 	spent  spentMemo
@@ -600,7 +604,15 @@ func (s *Store) borrowAhead(r store.Request) {
 		s.fetching.Delete(r.Key)
 		return
 	}
+	s.fetchMu.Lock()
+	if s.closed {
+		s.fetchMu.Unlock()
+		<-s.fetchers
+		s.fetching.Delete(r.Key)
+		return
+	}
 	s.fetchWG.Add(1)
+	s.fetchMu.Unlock()
 	go func() {
 		defer func() {
 			<-s.fetchers
@@ -823,6 +835,9 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 
 // Close closes this region's store and the peers'.
 func (s *Store) Close() error {
+	s.fetchMu.Lock()
+	s.closed = true
+	s.fetchMu.Unlock()
 	s.endLife()
 	s.fetchWG.Wait()
 	errs := []error{s.local.Close()}

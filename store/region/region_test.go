@@ -847,3 +847,32 @@ func TestPrefetchBorrowsAhead(t *testing.T) {
 		t.Fatalf("the two regions admitted %d of a limit of 20", admitted)
 	}
 }
+
+// TestCloseDuringPrefetch: Takes that start borrowing ahead while another
+// goroutine closes the Store neither race nor panic; Close waits for the
+// borrowings in flight before it closes the stores.
+func TestCloseDuringPrefetch(t *testing.T) {
+	clk := newClock()
+	s, err := region.New("a", noClose{memStore(t, clk)}, []region.Peer{{Name: "b", Store: noClose{memStore(t, clk)}}},
+		region.WithSlice(4), region.WithPrefetch(), region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 8, Period: time.Minute}) // 4 a region: every decision starts one
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			out := make([]algo.Decision, 1)
+			for i := range 200 {
+				_, _ = s.Take(context.Background(), []store.Request{{Key: fmt.Sprintf("k%d-%d", g, i), Limit: l, Cost: 1}}, out)
+			}
+		})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if n := s.Stats().Prefetching; n != 0 {
+		t.Fatalf("%d borrowings ahead in flight after Close", n)
+	}
+}
