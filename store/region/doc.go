@@ -21,8 +21,9 @@
 //
 // When its share refuses a request, a region borrows: it takes the
 // request's cost from a peer region's store, at the peer's share, trying
-// the peers in turn (from one that changes with each call) until one
-// admits it. The peer's own traffic and every other borrower are charged
+// the peers in turn (from one chosen by the key, so that the keys spread
+// over the peers and each key borrows from one peer while it lends) until
+// one admits it. The peer's own traffic and every other borrower are charged
 // on that same store under the same share, so each admitted unit is
 // charged once, on one region's share, before it is admitted; the shares
 // add up to the limit, so the regions together admit no more than the
@@ -33,6 +34,10 @@
 // GCRA. A Take of several requests at once (a hierarchy) borrows them all
 // from one peer, as one all-or-nothing acquisition there.
 //
+// A peer that answers from a failure policy (a peer store wrapped in
+// store/resilient, which charged nothing) lends nothing: it is treated as
+// failing. Give peers their stores as opened, without a failure policy.
+//
 // With WithSlice(n), a region borrows n units at a time and admits later
 // requests from them in process (store/lease): one cross-region call per
 // n units borrowed, not one per request. A unit is then charged on the
@@ -41,7 +46,9 @@
 // and R regions, any window or interval admits at most P·(R−1)·n units
 // beyond the limit — the configured worst-case overshoot. A budget that
 // does not refill (a quota) is never exceeded. The slice's unused units go
-// back to the lender when the TTL ends.
+// back to the lender when the TTL ends. Slices follow store/lease: the
+// sliding log, which keeps each request's time, and Takes of several
+// requests at once are borrowed one call each.
 //
 // With WithPrefetch too, the borrowing is asynchronous: when a decision
 // leaves this region's share of a key fewer units than a slice, a
@@ -99,7 +106,8 @@
 // region's, or the lender's for a borrowed admission) has left: a lower
 // bound, since the peers may lend more. Peek answers what Take would: the
 // share's decision, or, when the share would refuse, that of a peer that
-// would lend (within the timeout).
+// would lend, a slice already borrowed from it counted (within the
+// timeout).
 //
 // Every region must be given the same regions and weights: each computes
 // the shares, its own and the peers', from its own list, and shares

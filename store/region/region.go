@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"hash/maphash"
 	"log/slog"
 	"math/bits"
 	"slices"
@@ -87,7 +88,8 @@ func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
 // admitted from it in process, without waiting on another region. It
 // needs WithSlice; the overshoot bound is the slices'. A slice borrowed
 // ahead and not needed goes back when its TTL ends: a key that hovers
-// near its share costs up to two cross-region calls a TTL.
+// near its share costs up to two cross-region calls a TTL. The sliding
+// log, which store/lease does not slice, is not borrowed ahead.
 func WithPrefetch() Option { return func(c *config) { c.prefetch = true } }
 
 // WithSliceTTL sets how long a borrowed slice is used before its unused
@@ -154,7 +156,7 @@ type Store struct {
 	clock   func() time.Time
 	log     *slog.Logger
 
-	next                           atomic.Uint32
+	seed                           maphash.Seed
 	borrowed, failures, prefetched atomic.Int64
 
 	// Borrowing ahead (WithPrefetch): slice is the slices' size; fetching
@@ -178,9 +180,6 @@ type Store struct {
 
 type peer struct {
 	name string
-	// share is the peer's store at the peer's share; borrow is the
-	// same, or a lease.Store over it when slices are on.
-	share *shareStore
 	// borrow takes from the peer's store at the peer's share: a
 	// shareStore, under a lease.Store when slices are on.
 	borrow store.Store
@@ -268,7 +267,7 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 		names: names, weights: make([]int64, len(names)),
 		self:  slices.Index(names, self),
 		local: local, timeout: c.timeout, backoff: c.backoff, clock: c.clock, log: c.log,
-		slice: c.slice, prefetch: c.prefetch, fetchers: make(chan struct{}, maxPrefetches),
+		slice: c.slice, prefetch: c.prefetch, fetchers: make(chan struct{}, maxPrefetches), seed: maphash.MakeSeed(),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	for i, n := range names {
@@ -288,7 +287,7 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 			}
 			b = ls
 		}
-		s.peers = append(s.peers, &peer{name: p.Name, share: sh, borrow: b})
+		s.peers = append(s.peers, &peer{name: p.Name, borrow: b})
 	}
 	return s, nil
 }
@@ -456,9 +455,20 @@ func never(out []algo.Decision) {
 // Take decides reqs on this region's share; when the share refuses, it
 // borrows from the peers (see the package documentation).
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if err := check(reqs, out); err != nil {
+		return store.Result{}, err
+	}
 	res, err := s.take(ctx, reqs, out)
 	whole(reqs, out)
 	return res, err
+}
+
+// check is store.Check with out required: every decision has its slot.
+func check(reqs []store.Request, out []algo.Decision) error {
+	if len(out) != len(reqs) {
+		return errors.Join(store.ErrBadRequest, fmt.Errorf("region: %d decisions for %d requests", len(out), len(reqs)))
+	}
+	return store.Check(reqs, out)
 }
 
 // whole reports each decision against its whole limit rather than the
@@ -466,7 +476,7 @@ func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decis
 // Remaining stays what the deciding share had left (see the package
 // documentation).
 func whole(reqs []store.Request, out []algo.Decision) {
-	for i := range out {
+	for i := range reqs {
 		if out[i].Limit != 0 && reqs[i].Limit != nil {
 			out[i].Limit = reqs[i].Limit.Capacity()
 		}
@@ -474,11 +484,6 @@ func whole(reqs []store.Request, out []algo.Decision) {
 }
 
 func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
-	for _, r := range reqs {
-		if r.Limit == nil {
-			return s.local.Take(ctx, reqs, out) // the store's own error
-		}
-	}
 	lr, all, borrow := s.shares(reqs)
 	var res store.Result
 	switch {
@@ -488,7 +493,7 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	case all:
 		var err error
 		res, err = s.local.Take(ctx, lr, out)
-		if res.Allowed && borrow && s.prefetch && len(reqs) == 1 && out[0].Remaining < s.slice {
+		if res.Allowed && borrow && s.prefetch && len(reqs) == 1 && out[0].Remaining < s.slice && reqs[0].Limit.Algorithm() != algo.SlidingLog {
 			s.borrowAhead(reqs[0])
 		}
 		if err != nil || res.Allowed || !borrow {
@@ -510,13 +515,13 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	return res, nil
 }
 
-// borrow tries the peers in turn, from one that changes with each call,
+// borrow tries the peers in turn, from the key's first (see first),
 // until one admits reqs, within the timeout. A refusal that says sooner
 // than out's when a retry may pass replaces it in out. Its error is a bad
 // request's, which no other peer would take either; a peer's failure
 // leaves the peer out and tries the next.
 func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool, error) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || len(reqs) == 0 {
 		return store.Result{}, false, nil
 	}
 	if res, ok := s.borrowLocal(reqs, out, s.clock()); ok {
@@ -526,10 +531,13 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 	if budget <= 0 {
 		return store.Result{}, false, nil
 	}
+	// Cut to the caller's deadline, a borrowing that runs out is the
+	// caller's haste, not the peer's failure.
+	trimmed := budget < s.timeout
 	bctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	pout := make([]algo.Decision, len(reqs))
-	start := int(s.next.Add(1))
+	start := s.first(reqs[0].Key)
 	for k := range s.peers {
 		p := s.peers[(start+k)%len(s.peers)]
 		down := p.down.Load()
@@ -537,12 +545,20 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 			continue
 		}
 		res, err := p.borrow.Take(bctx, reqs, pout)
+		if err == nil && res.Fallback {
+			// A failure policy answered for the peer's store (a peer
+			// wrapped in store/resilient): nothing was charged there,
+			// so it lends nothing.
+			err = errPeerFallback
+		}
 		if err != nil {
 			switch {
-			case errors.Is(err, store.ErrBadRequest):
-				return store.Result{}, false, err
 			case ctx.Err() != nil:
 				return store.Result{}, false, nil // the caller gave up, not the peer
+			case trimmed && bctx.Err() != nil:
+				return store.Result{}, false, nil // the caller's deadline, near
+			case peerRefusal(err):
+				continue // this peer cannot take this request; another may
 			}
 			s.leaveOut(p, err)
 			if bctx.Err() != nil {
@@ -561,6 +577,25 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		}
 	}
 	return store.Result{}, false, nil
+}
+
+// errPeerFallback is a peer's answer from a failure policy, which lends
+// nothing.
+var errPeerFallback = errors.New("region: a failure policy answered for the peer's store")
+
+// peerRefusal reports a peer's error that is about the request on that
+// peer, not the peer's health: a request its store cannot take (the
+// caller's own mistakes are refused before any call) and contention on
+// one hot key. The peer is not left out for it.
+func peerRefusal(err error) bool {
+	return errors.Is(err, store.ErrBadRequest) || errors.Is(err, store.ErrContention)
+}
+
+// first returns the index of the peer to try first for key: the same for
+// a key at every call, so that its borrowed slices come from one peer
+// while it lends, and the keys spread over the peers.
+func (s *Store) first(key string) int {
+	return int(maphash.String(s.seed, key) % uint64(len(s.peers)))
 }
 
 // leaveOut notes that p failed: it is left out for the backoff.
@@ -623,7 +658,7 @@ func (s *Store) borrowAhead(r store.Request) {
 		defer cancel()
 		one := []store.Request{{Key: r.Key, Limit: r.Limit, Cost: 1}}
 		var d [1]algo.Decision
-		start := int(s.next.Add(1))
+		start := s.first(r.Key)
 		for k := range s.peers {
 			p := s.peers[(start+k)%len(s.peers)]
 			down := p.down.Load()
@@ -631,9 +666,15 @@ func (s *Store) borrowAhead(r store.Request) {
 				continue
 			}
 			res, err := p.borrow.Take(ctx, one, d[:])
+			if err == nil && res.Fallback {
+				err = errPeerFallback
+			}
 			if err != nil {
-				if s.life.Err() != nil || errors.Is(err, store.ErrBadRequest) {
+				if s.life.Err() != nil {
 					return
+				}
+				if peerRefusal(err) {
+					continue
 				}
 				s.leaveOut(p, err)
 				if ctx.Err() != nil {
@@ -690,6 +731,9 @@ func wait(out []algo.Decision) time.Duration {
 // whose share here refused a moment ago, from a slice borrowed from a
 // peer (WithSlice). Anything else, a refusal included, is left to Take.
 func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
+	if check(reqs, out) != nil {
+		return store.Result{}, false // Take says what is wrong
+	}
 	res, ok := s.takeLocal(reqs, out)
 	if ok {
 		whole(reqs, out)
@@ -729,6 +773,9 @@ func (s *Store) takeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 // peer's that would admit it (borrowable algorithms; within the
 // timeout, as Take borrows).
 func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	if err := check(reqs, out); err != nil {
+		return err
+	}
 	err := s.peek(ctx, reqs, out)
 	whole(reqs, out)
 	return err
@@ -773,11 +820,15 @@ func (s *Store) peekPeers(ctx context.Context, reqs []store.Request, out []algo.
 	pctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	now := s.clock().UnixNano()
-	for _, p := range s.peers {
+	start := s.first(reqs[0].Key)
+	for k := range s.peers {
+		p := s.peers[(start+k)%len(s.peers)]
 		if p.down.Load() > now {
 			continue
 		}
-		if err := p.share.Peek(pctx, reqs, out); err == nil && out[0].Allowed {
+		// The borrowing store: a lease.Store's Peek counts the units of
+		// a slice held here.
+		if err := p.borrow.Peek(pctx, reqs, out); err == nil && out[0].Allowed {
 			return true
 		}
 		if pctx.Err() != nil {
@@ -796,6 +847,9 @@ func (s *Store) withShare(reqs []store.Request) []store.Request {
 // Refund gives the units back to this region's own store, wherever they
 // were charged (see the package documentation).
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	if err := store.Check(reqs, nil); err != nil {
+		return err
+	}
 	for _, r := range reqs {
 		s.spent.forget(r.Key)
 	}
@@ -805,11 +859,17 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 // Release gives back Concurrency leases, which are only ever held in this
 // region's own store.
 func (s *Store) Release(ctx context.Context, reqs []store.Request) error {
+	if err := store.Check(reqs, nil); err != nil {
+		return err
+	}
 	return s.local.Release(ctx, s.withShare(reqs))
 }
 
 // Renew renews Concurrency leases in this region's own store.
 func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
+	if err := store.Check(reqs, nil); err != nil {
+		return err
+	}
 	r, ok := s.local.(store.Renewer)
 	if !ok {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/store/memory"
 	"github.com/floodgate/floodgate/store/redis"
 	"github.com/floodgate/floodgate/store/region"
+	"github.com/floodgate/floodgate/store/resilient"
 	"github.com/floodgate/floodgate/store/storeurl"
 )
 
@@ -874,5 +875,181 @@ func TestCloseDuringPrefetch(t *testing.T) {
 	wg.Wait()
 	if n := s.Stats().Prefetching; n != 0 {
 		t.Fatalf("%d borrowings ahead in flight after Close", n)
+	}
+}
+
+// TestBadRequests: what every store refuses is ErrBadRequest here too,
+// before any share is computed: decisions that do not fit the requests,
+// a request with no limit, a negative cost (also where this region's
+// share is nothing, which calls no store), for Take, Peek, Refund and
+// Release; and no panic.
+func TestBadRequests(t *testing.T) {
+	clk := newClock()
+	s, err := region.New("b", noClose{memStore(t, clk)}, []region.Peer{{Name: "a", Store: noClose{memStore(t, clk)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	one := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 1, LeaseTTL: time.Minute}) // b's share: nothing
+	ten := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"Take, no decisions": func() error {
+			_, err := s.Take(ctx, []store.Request{{Key: "k", Limit: ten, Cost: 1}}, nil)
+			return err
+		},
+		"Take, too many decisions": func() error {
+			_, err := s.Take(ctx, []store.Request{{Key: "k", Limit: one, Cost: 1}}, make([]algo.Decision, 3))
+			return err
+		},
+		"Take, no limit": func() error {
+			_, err := s.Take(ctx, []store.Request{{Key: "k", Cost: 1}}, make([]algo.Decision, 1))
+			return err
+		},
+		"Take, negative cost, no share": func() error {
+			_, err := s.Take(ctx, []store.Request{{Key: "k", Limit: one, Cost: -5}}, make([]algo.Decision, 1))
+			return err
+		},
+		"Peek, too few decisions": func() error {
+			return s.Peek(ctx, []store.Request{{Key: "k", Limit: one}, {Key: "j", Limit: ten}}, make([]algo.Decision, 1))
+		},
+		"Refund, no limit":           func() error { return s.Refund(ctx, []store.Request{{Key: "k", Cost: 1}}) },
+		"Refund, negative, no share": func() error { return s.Refund(ctx, []store.Request{{Key: "k", Limit: one, Cost: -1}}) },
+		"Release, no limit":          func() error { return s.Release(ctx, []store.Request{{Key: "k", Lease: 1}}) },
+		"Take, empty key": func() error {
+			_, err := s.Take(ctx, []store.Request{{Limit: ten, Cost: 1}}, make([]algo.Decision, 1))
+			return err
+		},
+	} {
+		if err := call(); !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("%s: %v, want store.ErrBadRequest", name, err)
+		}
+	}
+	if st := s.Stats(); st.PeerFailures != 0 {
+		t.Errorf("bad requests left a peer out: %+v", st)
+	}
+}
+
+// slow delays each Take of a real store, as a store across an ocean does.
+type slow struct {
+	store.Store
+	by time.Duration
+}
+
+func (s slow) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	select {
+	case <-time.After(s.by):
+	case <-ctx.Done():
+		return store.Result{}, ctx.Err()
+	}
+	return s.Store.Take(ctx, reqs, out)
+}
+
+// TestCallersDeadlineLeavesNoPeerOut: a caller whose deadline is shorter
+// than a healthy peer's answer gets this region's refusal, and the peer
+// is not left out: the next caller, with time, borrows from it.
+func TestCallersDeadlineLeavesNoPeerOut(t *testing.T) {
+	clk := newClock()
+	s, err := region.New("a", noClose{memStore(t, clk)}, []region.Peer{{Name: "b", Store: slow{memStore(t, clk), 100 * time.Millisecond}}},
+		region.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: time.Minute})
+	if ok, _ := take(t, s, "k", l, 1); !ok {
+		t.Fatal("the share's unit was refused")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	res, err := s.Take(ctx, []store.Request{{Key: "k", Limit: l, Cost: 1}}, make([]algo.Decision, 1))
+	if err != nil || res.Allowed {
+		t.Fatalf("a hasty Take: %v, %+v; want this region's refusal", err, res)
+	}
+	if st := s.Stats(); st.PeerFailures != 0 || st.Peers[0].Down {
+		t.Fatalf("a caller's deadline left a healthy peer out: %+v", st)
+	}
+	if ok, d := take(t, s, "k", l, 1); !ok {
+		t.Fatalf("a Take with time was refused (%+v): the peer was left out", d)
+	}
+}
+
+// TestFallbackIsNoLoan: a peer store wrapped in a fail-open policy
+// answers for a store it cannot reach, charging nothing: that is no loan.
+// The region keeps to its share and leaves the peer out.
+func TestFallbackIsNoLoan(t *testing.T) {
+	clk := newClock()
+	down, err := storeurl.OpenRetrying("redis://127.0.0.1:1", storeurl.WithRetryBackoff(time.Hour, time.Hour)) // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := resilient.New(down, resilient.WithPolicy(resilient.FailOpen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := region.New("a", noClose{memStore(t, clk)}, []region.Peer{{Name: "b", Store: open}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
+	admitted := 0
+	for range 20 {
+		if ok, _ := take(t, s, "k", l, 1); ok {
+			admitted++
+		}
+	}
+	if admitted != 5 || s.Stats().Borrowed != 0 {
+		t.Fatalf("with the peer's store down behind fail-open, admitted %d (borrowed %d); want the share, 5, and no loan", admitted, s.Stats().Borrowed)
+	}
+}
+
+// TestPrefetchKeepsToOnePeerAndSlices: with three regions, a key borrows
+// ahead from one peer while it lends (not a slice from each); the sliding
+// log, which is not sliced, is not borrowed ahead; and Peek counts the
+// slice held here.
+func TestPrefetchKeepsToOnePeerAndSlices(t *testing.T) {
+	clk := newClock()
+	b, c := &counting{Store: memStore(t, clk)}, &counting{Store: memStore(t, clk)}
+	s, err := region.New("a", noClose{memStore(t, clk)}, []region.Peer{{Name: "b", Store: noClose{b}}, {Name: "c", Store: noClose{c}}},
+		region.WithSlice(4), region.WithPrefetch(), region.WithSliceTTL(time.Hour), region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	idle := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Stats().Prefetching > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("borrowing ahead still in flight after 10s")
+			}
+			time.Sleep(time.Millisecond) // waiting for the background goroutines, not for the math
+		}
+	}
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 30, Period: time.Minute}) // 10 a region
+	for i := range 9 {
+		take(t, s, "k", l, 1)
+		if i >= 6 {
+			idle() // one round at a time: each may find the slice of the last
+		}
+	}
+	if nb, nc := b.takes.Load(), c.takes.Load(); nb+nc != 1 {
+		t.Fatalf("borrowing ahead asked b %d and c %d times; want one slice from one peer", nb, nc)
+	}
+	out := make([]algo.Decision, 1)
+	take(t, s, "k", l, 1) // the share's last unit
+	idle()
+	if err := s.Peek(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("Peek with the share spent and a slice held: %v %+v; want allowed", err, out[0])
+	}
+	before := s.Stats().Prefetches
+	log := compile(t, algo.Params{Algorithm: algo.SlidingLog, Limit: 30, Period: time.Minute})
+	for range 10 {
+		take(t, s, "log", log, 1)
+	}
+	idle()
+	if n := s.Stats().Prefetches; n != before {
+		t.Fatalf("the sliding log was borrowed ahead %d times; want never (it is not sliced)", n-before)
 	}
 }
