@@ -79,7 +79,9 @@ func WithWeights(w map[string]int) Option { return func(c *config) { c.weights =
 // (store/lease) instead of each request's own cost (the default, 0): one
 // cross-region call per n borrowed units instead of one per request, at
 // the price of the worst-case overshoot the package documentation bounds.
-// n must be 0 or at least 2.
+// n must be 0 or at least 2; keep it below the smallest share a peer has
+// of the limits borrowed: store/lease sizes a slice by the whole limit,
+// and a slice larger than the peer's share is taken in two calls.
 func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
 
 // WithPrefetch borrows ahead, in the background: when a decision on this
