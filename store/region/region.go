@@ -510,28 +510,27 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			return store.Result{}, nil
 		}
 	}
-	b, ok, err := s.borrow(ctx, reqs, out)
-	if ok || err != nil {
-		return b, err
+	if b, ok := s.borrow(ctx, reqs, out); ok {
+		return b, nil
 	}
 	return res, nil
 }
 
 // borrow tries the peers in turn, from the key's first (see first),
-// until one admits reqs, within the timeout. A refusal that says sooner
-// than out's when a retry may pass replaces it in out. Its error is a bad
-// request's, which no other peer would take either; a peer's failure
-// leaves the peer out and tries the next.
-func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool, error) {
+// until one admits reqs, within the timeout, and reports whether one did.
+// A refusal that says sooner than out's when a retry may pass replaces it
+// in out. A peer's failure leaves the peer out and tries the next; a
+// peer's refusal of the request itself (peerRefusal) tries the next.
+func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, bool) {
 	if ctx.Err() != nil || len(reqs) == 0 {
-		return store.Result{}, false, nil
+		return store.Result{}, false
 	}
 	if res, ok := s.borrowLocal(reqs, out, s.clock()); ok {
-		return res, true, nil
+		return res, true
 	}
 	budget := s.budget(ctx)
 	if budget <= 0 {
-		return store.Result{}, false, nil
+		return store.Result{}, false
 	}
 	// Cut to the caller's deadline, a borrowing that runs out is the
 	// caller's haste, not the peer's failure.
@@ -556,15 +555,15 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
-				return store.Result{}, false, nil // the caller gave up, not the peer
+				return store.Result{}, false // the caller gave up, not the peer
 			case trimmed && bctx.Err() != nil:
-				return store.Result{}, false, nil // the caller's deadline, near
+				return store.Result{}, false // the caller's deadline, near
 			case peerRefusal(err):
 				continue // this peer cannot take this request; another may
 			}
 			s.leaveOut(p, err)
 			if bctx.Err() != nil {
-				return store.Result{}, false, nil // the timeout is spent
+				return store.Result{}, false // the timeout is spent
 			}
 			continue
 		}
@@ -572,13 +571,13 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		if res.Allowed {
 			copy(out, pout)
 			s.borrowed.Add(1)
-			return res, true, nil
+			return res, true
 		}
 		if wait(pout) < wait(out) {
 			copy(out, pout)
 		}
 	}
-	return store.Result{}, false, nil
+	return store.Result{}, false
 }
 
 // errPeerFallback is a peer's answer from a failure policy, which lends
@@ -597,6 +596,9 @@ func peerRefusal(err error) bool {
 // a key at every call, so that its borrowed slices come from one peer
 // while it lends, and the keys spread over the peers.
 func (s *Store) first(key string) int {
+	if len(s.peers) == 0 {
+		return 0
+	}
 	return int(maphash.String(s.seed, key) % uint64(len(s.peers)))
 }
 
