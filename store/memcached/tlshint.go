@@ -2,7 +2,6 @@ package memcached
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -89,7 +88,7 @@ func tlsHint(addr string, dial dialFunc, useTLS bool, timeout time.Duration, err
 		return &hintError{err: err, text: " (to trust a private CA, point SSL_CERT_FILE at its certificate," +
 			" or give the library's memcached.WithTLS a tls.Config with RootCAs)"}
 	case !useTLS && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
-		if speaksTLS(addr, timeout) {
+		if neterr.SpeaksTLS(addr, timeout) {
 			return &hintError{err: err, mismatch: true, text: " (" + addr + " speaks TLS: use memcacheds://)"}
 		}
 	}
@@ -124,20 +123,4 @@ func answersVersion(addr string, timeout time.Duration) bool {
 	}
 	line, _ := bufio.NewReaderSize(io.LimitReader(c, 256), 256).ReadString('\n')
 	return strings.HasPrefix(line, "VERSION ")
-}
-
-// speaksTLS reports whether addr answers a TLS handshake: with a
-// certificate (trusted or not; nothing is sent after it) or an alert.
-func speaksTLS(addr string, timeout time.Duration) bool {
-	host, _, _ := net.SplitHostPort(addr)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	d := &tls.Dialer{Config: &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		c.Close()
-		return true
-	}
-	var ve *tls.CertificateVerificationError
-	return errors.As(err, &ve) || neterr.Alert(err)
 }

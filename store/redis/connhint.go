@@ -2,7 +2,6 @@ package redis
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -82,7 +81,7 @@ func connectHint(addrs []string, tlsCfg *tls.Config, timeout time.Duration, err 
 		}
 	case tlsCfg == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
 		for _, a := range addrs {
-			if speaksTLS(a, timeout) {
+			if neterr.SpeaksTLS(a, timeout) {
 				return &hint{text: " (" + a + " speaks TLS: use rediss://)", cause: ErrTLSMismatch}
 			}
 		}
@@ -197,21 +196,4 @@ func firstLine(addr string, tlsCfg *tls.Config, timeout time.Duration, cmd strin
 		return "", false
 	}
 	return strings.TrimRight(line, "\r\n"), true
-}
-
-// speaksTLS reports whether addr answers a TLS handshake: with a
-// certificate (trusted or not; nothing is sent after it) or an alert.
-func speaksTLS(addr string, timeout time.Duration) bool {
-	host, _, _ := net.SplitHostPort(addr)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		c.Close()
-		return true
-	}
-	var ve *tls.CertificateVerificationError
-	var ae tls.AlertError
-	return errors.As(err, &ve) || errors.As(err, &ae)
 }
