@@ -162,7 +162,9 @@ func version(dial dialFunc, addr string, timeout time.Duration) error {
 	if _, err := conn.Write([]byte("version\r\n")); err != nil {
 		return fmt.Errorf("%w: memcached: server %s: %w", store.ErrUnavailable, addr, err)
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	// Bounded: a server that is not memcached (one speaking TLS) may send
+	// bytes with no newline.
+	line, err := bufio.NewReaderSize(io.LimitReader(conn, 256), 256).ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("%w: memcached: server %s: no answer to stats settings or version: %w", store.ErrUnavailable, addr, err)
 	}

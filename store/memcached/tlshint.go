@@ -1,13 +1,11 @@
 package memcached
 
 import (
-	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"syscall"
 	"time"
 
@@ -112,15 +110,5 @@ func refusesTLS(addr string, dial dialFunc, timeout time.Duration) bool {
 // answersVersion reports whether addr answers version with VERSION over
 // plain TCP.
 func answersVersion(addr string, timeout time.Duration) bool {
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(c, "version\r\n"); err != nil {
-		return false
-	}
-	line, _ := bufio.NewReaderSize(io.LimitReader(c, 256), 256).ReadString('\n')
-	return strings.HasPrefix(line, "VERSION ")
+	return version((&net.Dialer{}).DialContext, addr, timeout) == nil
 }
