@@ -246,24 +246,7 @@ func corsFor(r *http.Request, ps []*corsPolicy) *corsAnswer {
 // exposed are the fields the gateway writes that browser code may read
 // only when Access-Control-Expose-Headers lists them: the rate limit
 // fields of o's Set under their names, and Retry-After.
-func exposed(o headers.Options) []string {
-	set := o.Set
-	if set == 0 {
-		set = headers.Default
-	}
-	n := o.Names.WithDefaults()
-	var out []string
-	if set&headers.IETF != 0 {
-		out = append(out, n.RateLimit, n.Policy)
-	}
-	if set&headers.XRateLimit != 0 {
-		out = append(out, n.Limit, n.Remaining, n.Reset)
-	}
-	if set&headers.RetryAfter != 0 {
-		out = append(out, n.RetryAfter)
-	}
-	return out
-}
+func exposed(o headers.Options) []string { return o.FieldNames() }
 
 // ownCORS sets the CORS fields of an answer of the gateway's own to a.
 func (g *Gateway) ownCORS(h http.Header, a *corsAnswer) {

@@ -122,11 +122,7 @@ type Options struct {
 // out are not checked. Constructors taking Options (middleware.New) call
 // it; the Writer does not, and writes what it is given.
 func (o Options) Check() error {
-	set := o.Set
-	if set == 0 {
-		set = Default
-	}
-	n := o.Names.WithDefaults()
+	set, n := o.effective()
 	fs := [nFields]struct {
 		label, name string
 		in          Set
@@ -180,6 +176,40 @@ const (
 
 // costUnit is the qu of policies counted in requests under o: "" for
 // requests, which the draft's default says without a parameter.
+// effective returns the Set o writes (Default for none) and its field
+// names, the defaults filled in.
+func (o Options) effective() (Set, Names) {
+	set := o.Set
+	if set == 0 {
+		set = Default
+	}
+	return set, o.Names.WithDefaults()
+}
+
+// fields returns n's names in the order of the field indexes.
+func (n Names) fields() [nFields]string {
+	return [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
+}
+
+// FieldNames returns the names of the fields o writes: RateLimit and
+// RateLimit-Policy (IETF), X-RateLimit-Limit, -Remaining and -Reset
+// (XRateLimit), Retry-After (RetryAfter), as o's Set and Names say them
+// (for a CORS Access-Control-Expose-Headers).
+func (o Options) FieldNames() []string {
+	set, n := o.effective()
+	var out []string
+	if set&IETF != 0 {
+		out = append(out, n.RateLimit, n.Policy)
+	}
+	if set&XRateLimit != 0 {
+		out = append(out, n.Limit, n.Remaining, n.Reset)
+	}
+	if set&RetryAfter != 0 {
+		out = append(out, n.RetryAfter)
+	}
+	return out
+}
+
 func (o Options) costUnit() string {
 	if o.CostUnit == Requests {
 		return ""
@@ -334,12 +364,8 @@ func Fields(ps []Policy, o Options) [][2]string {
 		ps = slices.Clone(ps)
 		inUnit(ps, unit)
 	}
-	set := o.Set
-	if set == 0 {
-		set = Default
-	}
-	n := o.Names.WithDefaults()
-	names := [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
+	set, n := o.effective()
+	names := n.fields()
 	var vs values
 	all := vs.build(make([]byte, 0, 64+48*len(ps)), ps, set)
 	out := make([][2]string, vs.n)

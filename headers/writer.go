@@ -57,12 +57,8 @@ type ruleVals struct {
 // NewWriter returns a Writer for o (the zero Options: every field under
 // its default name).
 func NewWriter(o Options) *Writer {
-	w := &Writer{set: o.Set, unit: o.costUnit()}
-	if w.set == 0 {
-		w.set = Default
-	}
-	n := o.Names.WithDefaults()
-	w.names = [nFields]string{n.Policy, n.RateLimit, n.Limit, n.Remaining, n.Reset, n.RetryAfter}
+	set, n := o.effective()
+	w := &Writer{set: set, unit: o.costUnit(), names: n.fields()}
 	for i, name := range w.names {
 		w.keys[i] = textproto.CanonicalMIMEHeaderKey(name)
 	}
