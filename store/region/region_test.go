@@ -507,19 +507,28 @@ func TestConcurrencyKeepsToItsShare(t *testing.T) {
 
 // TestSlicesOvershootWithinTheBound: fixed windows, two regions of two
 // processes each, borrowing slices of 5 with a TTL longer than the
-// window. In every other window the demand stops while slices are held;
+// window, with and without borrowing ahead. In every other window the demand stops while slices are held;
 // their units, charged in that window, are admitted in the next, which
 // may then admit up to P·(R−1)·n = 4·1·5 = 20 beyond the limit, never
 // more.
 func TestSlicesOvershootWithinTheBound(t *testing.T) {
+	for _, prefetch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) { slicesOvershoot(t, prefetch) })
+	}
+}
+
+func slicesOvershoot(t *testing.T, prefetch bool) {
 	clk := newClock()
 	const slice, limit, procs = 5, 40, 2
 	stores := map[string]store.Store{"a": memStore(t, clk), "b": memStore(t, clk)}
 	regions := map[string][]*region.Store{}
 	for self, peer := range map[string]string{"a": "b", "b": "a"} {
 		for range procs {
-			s, err := region.New(self, noClose{stores[self]}, []region.Peer{{Name: peer, Store: noClose{stores[peer]}}},
-				region.WithSlice(slice), region.WithSliceTTL(time.Hour), region.WithClock(clk.Now))
+			opts := []region.Option{region.WithSlice(slice), region.WithSliceTTL(time.Hour), region.WithClock(clk.Now)}
+			if prefetch {
+				opts = append(opts, region.WithPrefetch())
+			}
+			s, err := region.New(self, noClose{stores[self]}, []region.Peer{{Name: peer, Store: noClose{stores[peer]}}}, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -568,6 +577,16 @@ func TestSlicesOvershootWithinTheBound(t *testing.T) {
 			t.Fatalf("window %d admitted %d, over the bound %d (limit %d + P·(R−1)·slice)", w, admitted, bound, limit)
 		}
 		most = max(most, admitted)
+		// Borrowings ahead end in this window, not the next.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, s := range all {
+			for s.Stats().Prefetching > 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("borrowing ahead still in flight after 10s")
+				}
+				time.Sleep(time.Millisecond) // waiting for the background goroutines, not for the math
+			}
+		}
 		clk.Add(time.Minute)
 	}
 	if most <= limit {
