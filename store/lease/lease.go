@@ -359,6 +359,29 @@ func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 	return s.fromEntry(e, r, &out[0], now)
 }
 
+// Held returns how many unused units of key's slice under l this Store
+// holds now: 0 when it holds none (no slice, another limit's, or one
+// whose TTL has ended), and -1 when another caller is deciding the key,
+// so that the number is not known without waiting. It charges and changes
+// nothing. (store/region reads it to borrow a slice ahead, in the
+// background, before the one it holds runs out.)
+func (s *Store) Held(key string, l *algo.Limit) int64 {
+	e := s.lookup(key)
+	if e == nil {
+		return 0
+	}
+	select {
+	case e.lock <- struct{}{}:
+	default:
+		return -1
+	}
+	defer func() { <-e.lock }()
+	if e.dead || e.limit != l || !s.clock().Before(e.expires) {
+		return 0
+	}
+	return e.units
+}
+
 // take decides r from e, refilling the slice from the shared store when
 // it holds too few units. e's lock is held.
 func (s *Store) take(ctx context.Context, e *entry, r *store.Request, d *algo.Decision) (store.Result, error) {

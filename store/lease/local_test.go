@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -81,5 +82,36 @@ func TestTakeLocal(t *testing.T) {
 	}
 	if _, _, ok := local("e", l, 1); ok {
 		t.Fatal("TakeLocal answered after Close")
+	}
+}
+
+// Held says the unused units of a key's slice, nothing for another limit
+// or once the TTL has ended, and charges nothing.
+func TestHeld(t *testing.T) {
+	clk := newClock()
+	m := shared(t, clk)
+	s := instance(t, m, clk, lease.WithSlice(10), lease.WithTTL(time.Second))
+	l := quota(t, algo.TokenBucket, 100)
+	if n := s.Held("k", l); n != 0 {
+		t.Fatalf("Held before any Take: %d, want 0", n)
+	}
+	out := make([]algo.Decision, 1)
+	for range 3 {
+		if res, err := s.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out); err != nil || !res.Allowed {
+			t.Fatalf("Take: %v %+v", err, out[0])
+		}
+	}
+	if n := s.Held("k", l); n != 7 {
+		t.Fatalf("Held after 3 of a slice of 10: %d, want 7", n)
+	}
+	if n := s.Held("k", quota(t, algo.TokenBucket, 100)); n != 0 {
+		t.Fatalf("Held under another limit: %d, want 0", n)
+	}
+	if got := remaining(t, m, "k", l); got != 90 {
+		t.Fatalf("the shared store has %d left after Held, want 90 (one slice charged)", got)
+	}
+	clk.Add(time.Second)
+	if n := s.Held("k", l); n != 0 {
+		t.Fatalf("Held past the TTL: %d, want 0", n)
 	}
 }

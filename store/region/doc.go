@@ -53,10 +53,12 @@
 // With WithPrefetch too, the borrowing is asynchronous: when a decision
 // leaves this region's share of a key fewer units than a slice, a
 // goroutine borrows a slice then (at most 64 at once, one per key), and
-// the Takes the share refuses next are admitted from it in process,
-// without waiting on another region, as long as the slices keep up. The
-// bound is the slices'; a slice borrowed ahead and not needed goes back
-// when its TTL ends.
+// the Takes the share refuses next are admitted from it in process; the
+// Take that uses a slice's last unit starts the next slice's borrowing in
+// the same way. A Take waits on another region only when it comes while
+// a slice is being borrowed (store/lease holds the key across that call)
+// or when borrowing falls behind. The bound is the slices'; a slice
+// borrowed ahead and not needed goes back when its TTL ends.
 //
 // # What it costs
 //

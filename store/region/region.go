@@ -85,9 +85,10 @@ func WithWeights(w map[string]int) Option { return func(c *config) { c.weights =
 func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
 
 // WithPrefetch borrows ahead, in the background: when a decision on this
-// region's share leaves fewer units than a slice, a goroutine takes a
-// slice from a peer, so that the Takes the share refuses next are
-// admitted from it in process, without waiting on another region. It
+// region's share leaves fewer units than a slice, and when a borrowed
+// slice's last unit is lent, a goroutine takes a slice from a peer, so
+// that the Takes the share refuses next are admitted from it in process,
+// without waiting on another region. It
 // needs WithSlice; the overshoot bound is the slices'. A slice borrowed
 // ahead and not needed goes back when its TTL ends: a key that hovers
 // near its share costs up to two cross-region calls a TTL. The sliding
@@ -496,7 +497,7 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		var err error
 		res, err = s.local.Take(ctx, lr, out)
 		if res.Allowed && borrow && s.prefetch && len(reqs) == 1 && out[0].Remaining < s.slice && reqs[0].Limit.Algorithm() != algo.SlidingLog {
-			s.borrowAhead(reqs[0])
+			s.borrowAhead(reqs[0], nil)
 		}
 		if err != nil || res.Allowed || !borrow {
 			return res, err
@@ -571,6 +572,9 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		if res.Allowed {
 			copy(out, pout)
 			s.borrowed.Add(1)
+			if len(reqs) == 1 {
+				s.refill(reqs[0], p)
+			}
 			return res, true
 		}
 		if wait(pout) < wait(out) {
@@ -622,6 +626,27 @@ func (s *Store) answered(p *peer, down int64) {
 	}
 }
 
+// refill borrows ahead (WithPrefetch) after p lent r from a slice: when
+// the slice held here is used up, a fresh one is borrowed in the
+// background, before the next Take that would wait for it. (Not sooner:
+// the lease.Store holds the key across the call that takes a slice, so
+// that a refill while units are left would hold up the Takes that could
+// use them.)
+func (s *Store) refill(r store.Request, p *peer) {
+	if !s.prefetch || r.Limit.Algorithm() == algo.SlidingLog {
+		return
+	}
+	h, ok := p.borrow.(interface {
+		Held(key string, l *algo.Limit) int64
+	})
+	if !ok {
+		return
+	}
+	if h.Held(r.Key, r.Limit) == 0 {
+		s.borrowAhead(r, p)
+	}
+}
+
 // maxPrefetches bounds the slices borrowed ahead at once.
 const maxPrefetches = 64
 
@@ -631,9 +656,10 @@ const maxPrefetches = 64
 // peer's lease.Store, which takes the slice and admits the unit from it,
 // then a Refund of that unit, which puts it back into the slice: the
 // whole slice is then held here, for the Takes this region's share will
-// refuse. When the key already holds a slice, both are answered in
-// process.
-func (s *Store) borrowAhead(r store.Request) {
+// refuse. When the key holds a slice with units already, both are
+// answered in process. The peer from is tried first (nil: the key's
+// first, see first).
+func (s *Store) borrowAhead(r store.Request, from *peer) {
 	if _, busy := s.fetching.LoadOrStore(r.Key, struct{}{}); busy {
 		return
 	}
@@ -663,6 +689,9 @@ func (s *Store) borrowAhead(r store.Request) {
 		one := []store.Request{{Key: r.Key, Limit: r.Limit, Cost: 1}}
 		var d [1]algo.Decision
 		start := s.first(r.Key)
+		if from != nil {
+			start = slices.Index(s.peers, from)
+		}
 		for k := range s.peers {
 			p := s.peers[(start+k)%len(s.peers)]
 			down := p.down.Load()
@@ -715,6 +744,7 @@ func (s *Store) borrowLocal(reqs []store.Request, out []algo.Decision, now time.
 		if res, ok := lt.TakeLocal(reqs, d[:]); ok && res.Allowed {
 			out[0] = d[0]
 			s.borrowed.Add(1)
+			s.refill(reqs[0], p)
 			return res, true
 		}
 	}

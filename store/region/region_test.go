@@ -811,8 +811,9 @@ func TestBorrowingEndsBeforeTheCallersDeadline(t *testing.T) {
 // TestPrefetchBorrowsAhead: with WithPrefetch, a decision that leaves
 // this region's share fewer units than a slice starts a borrowing in the
 // background; the Takes the share then refuses are admitted from that
-// slice in process, with no call to the peer; and the two regions still
-// admit exactly the limit.
+// slice in process, with no call to the peer, and the one that uses its
+// last unit starts the next slice's borrowing in the background; the two
+// regions still admit exactly the limit.
 func TestPrefetchBorrowsAhead(t *testing.T) {
 	clk := newClock()
 	own, lender := memStore(t, clk), &counting{Store: memStore(t, clk)}
@@ -827,15 +828,15 @@ func TestPrefetchBorrowsAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 20, Period: time.Minute}) // 10 a region
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 40, Period: time.Minute}) // 20 a region
 	admitted := 0
-	for i := range 10 {
+	for i := range 20 {
 		if ok, _ := take(t, a, "k", l, 1); !ok {
 			t.Fatalf("Take %d on a's share refused", i)
 		}
 		admitted++
 	}
-	// The share is down to 4, then 0: a slice was borrowed ahead.
+	// The share went down to 4, then 0: a slice was borrowed ahead.
 	deadline := time.Now().Add(10 * time.Second)
 	for st := a.Stats(); st.Prefetches < 1 || st.Prefetching > 0; st = a.Stats() {
 		if time.Now().After(deadline) {
@@ -846,15 +847,32 @@ func TestPrefetchBorrowsAhead(t *testing.T) {
 	if n := lender.takes.Load(); n != 1 {
 		t.Fatalf("the lender was asked %d times ahead, want once (one slice)", n)
 	}
-	for i := range 5 {
-		if ok, d := take(t, a, "k", l, 1); !ok {
-			t.Fatalf("borrowed Take %d refused: %+v", i, d)
+	// The slice's units are lent in process; the Take that uses its last
+	// one starts the next slice's borrowing, in the background.
+	for round := range 2 {
+		for i := range 5 {
+			if ok, d := take(t, a, "k", l, 1); !ok {
+				t.Fatalf("round %d: borrowed Take %d refused: %+v", round, i, d)
+			}
+			admitted++
+			if i < 4 {
+				if n := lender.takes.Load(); n != int64(round+1) {
+					t.Fatalf("round %d: the lender was asked %d times after Take %d; want no call while the slice lasts", round, n, i)
+				}
+			}
 		}
-		admitted++
+		for st := a.Stats(); st.Prefetching > 0; st = a.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("borrowing ahead still in flight: %+v", st)
+			}
+			time.Sleep(time.Millisecond) // waiting for the background goroutine, not for the math
+		}
+		if n := lender.takes.Load(); n != int64(round+2) {
+			t.Fatalf("round %d: the lender was asked %d times; want the next slice borrowed ahead once the last was used", round, n)
+		}
 	}
-	if n := lender.takes.Load(); n != 1 {
-		t.Fatalf("the lender was asked %d times; want no call for the 5 units of the slice borrowed ahead", n)
-	}
+	// a holds a third slice of b's share of 20: b's own traffic finds the
+	// 5 left, a lends itself the 5 it holds, and then nothing is left.
 	for range 10 {
 		if ok, _ := take(t, b, "k", l, 1); ok {
 			admitted++
@@ -863,8 +881,8 @@ func TestPrefetchBorrowsAhead(t *testing.T) {
 			admitted++
 		}
 	}
-	if admitted != 20 {
-		t.Fatalf("the two regions admitted %d of a limit of 20", admitted)
+	if admitted != 40 {
+		t.Fatalf("the two regions admitted %d of a limit of 40", admitted)
 	}
 }
 
