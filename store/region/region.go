@@ -31,20 +31,6 @@ const (
 	MaxWeight = 1_000_000
 )
 
-// budget returns how long borrowing may take under ctx: the timeout, but
-// ending a tenth of the time left (5ms at least) before the caller's
-// deadline. A borrowing cut short answers this region's refusal; one the
-// caller's deadline cut would be answered by the caller's failure policy
-// (store/resilient: open admits).
-func (s *Store) budget(ctx context.Context) time.Duration {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return s.timeout
-	}
-	left := time.Until(d)
-	return min(s.timeout, left-max(left/10, 5*time.Millisecond))
-}
-
 // ErrInvalidOption is wrapped by New's errors for a region list or an
 // option that cannot be used.
 var ErrInvalidOption = errors.New("region: invalid option")
@@ -88,11 +74,11 @@ func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
 // region's share leaves fewer units than a slice, and when a borrowed
 // slice's last unit is lent, a goroutine takes a slice from a peer, so
 // that the Takes the share refuses next are admitted from it in process,
-// without waiting on another region. It
-// needs WithSlice; the overshoot bound is the slices'. A slice borrowed
-// ahead and not needed goes back when its TTL ends: a key that hovers
-// near its share costs up to two cross-region calls a TTL. The sliding
-// log, which store/lease does not slice, is not borrowed ahead.
+// without waiting on another region. It needs WithSlice; the overshoot
+// bound is the slices'. A slice borrowed ahead and not needed goes back
+// when its TTL ends: a key that hovers near its share costs up to two
+// cross-region calls a TTL. The sliding log, which store/lease does not
+// slice, is not borrowed ahead.
 func WithPrefetch() Option { return func(c *config) { c.prefetch = true } }
 
 // WithSliceTTL sets how long a borrowed slice is used before its unused
@@ -515,6 +501,20 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		return b, nil
 	}
 	return res, nil
+}
+
+// budget returns how long borrowing may take under ctx: the timeout, but
+// ending a tenth of the time left (5ms at least) before the caller's
+// deadline. A borrowing cut short answers this region's refusal; one the
+// caller's deadline cut would be answered by the caller's failure policy
+// (store/resilient: open admits).
+func (s *Store) budget(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return s.timeout
+	}
+	left := time.Until(d)
+	return min(s.timeout, left-max(left/10, 5*time.Millisecond))
 }
 
 // borrow tries the peers in turn, from the key's first (see first),
