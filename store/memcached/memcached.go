@@ -304,15 +304,6 @@ func (s *Store) ctxErr(ctx context.Context, err error) bool {
 	return cerr != nil && errors.Is(err, cerr)
 }
 
-// blame is the index of the request whose server failed with err, i; none
-// when err is ctx's (see ctxErr).
-func (s *Store) blame(ctx context.Context, err error, i int) []int {
-	if s.ctxErr(ctx, err) {
-		return nil
-	}
-	return []int{i}
-}
-
 // placed wraps err, the failure of a call over reqs that ran the requests
 // before reached (in order) and stopped there, in a *store.PartitionError
 // naming the servers (partitions) of the requests failed as failed and
