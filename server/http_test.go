@@ -54,8 +54,8 @@ func TestV1DecideAndPeek(t *testing.T) {
 	}
 	code, body, _ = postJSON(t, e.http.URL+"/v1/peek", req)
 	json.Unmarshal(body, &r)
-	if r.Statuses[0].Remaining != 996 {
-		t.Fatalf("a second peek sees %d left: peek charged", r.Statuses[0].Remaining)
+	if code != 200 || r.Statuses[0].Remaining != 996 {
+		t.Fatalf("a second peek: %d, %d left (%s): peek charged", code, r.Statuses[0].Remaining, body)
 	}
 	// hits: 997 more, then a refusal with 429.
 	big := map[string]any{"domain": "quota", "hits": 997, "descriptors": []any{desc("client", "c1")}}
