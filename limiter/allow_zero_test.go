@@ -53,8 +53,10 @@ func TestAllowNZero(t *testing.T) {
 // and Take reports the Delay.
 func TestLocalAllowNTakesForLater(t *testing.T) {
 	l, _ := newFakeLocal(t, algo.Params{Algorithm: algo.Shaper, Limit: 10, Period: time.Second, Burst: 2})
-	if !l.AllowN(1) || !l.AllowN(1) {
-		t.Fatal("a shaper of burst 2: the first two AllowN(1) refused")
+	for i := range 2 {
+		if !l.AllowN(1) {
+			t.Fatalf("a shaper of burst 2: AllowN(1) %d refused", i+1)
+		}
 	}
 	if d := l.Take(1); !d.Allowed || d.Delay != 200*time.Millisecond {
 		t.Errorf("third unit: Take(1) = %+v; want allowed, Delay 200ms behind the two queued", d)

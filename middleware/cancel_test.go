@@ -80,6 +80,9 @@ descriptors:
 						t.Fatal(err)
 					}
 					m, err = middleware.ForLimiter(lim, middleware.ClientIPKey())
+					if err != nil {
+						t.Fatal(err)
+					}
 					next = func() time.Duration {
 						d, err := lim.Peek(context.Background(), "192.0.2.1", 1)
 						if err != nil || !d.Allowed {

@@ -303,8 +303,7 @@ type loader struct {
 	warns    Problems
 	budget   int
 	ruleSrcs map[*Rule]map[string]field
-	lendable map[*Rule]bool   // rules whose lendable was written with a valid value
-	roots    map[*Domain]bool // domains whose rules may use a Root
+	lendable map[*Rule]bool // rules whose lendable was written with a valid value
 	// notes describes the key problems of the mapping fields read last.
 	notes keyNotes
 }

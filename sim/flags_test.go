@@ -233,7 +233,7 @@ func TestReplayPastTheDuration(t *testing.T) {
 	if !strings.Contains(stdout, "offered: 0 requests") {
 		t.Errorf("--duration 3s over a 6s log: %s", stdout)
 	}
-	code, stdout, stderr = mainRun(t, "--replay", log, "--limit", "10", "--period", "1s", "--duration", "6s", "--contender", "gcra")
+	code, _, stderr = mainRun(t, "--replay", log, "--limit", "10", "--period", "1s", "--duration", "6s", "--contender", "gcra")
 	if code != 0 || !strings.Contains(stderr, "warning: 1 replayed request at or after the end of the run (6s)") {
 		t.Errorf("--duration 6s over a 6s log: exit %d, stderr %q; want a warning about 1 request", code, stderr)
 	}

@@ -430,8 +430,6 @@ type traceRun struct {
 	limits map[string]*algo.Limit
 	// lastAt is the store time of each key's last admitted take, for refunds.
 	lastAt map[string]int64
-	// checkWant is false when the store runs a * trace.
-	checkWant bool
 }
 
 func testTraces(t *testing.T, h *Harness) {
