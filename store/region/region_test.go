@@ -1090,3 +1090,39 @@ func TestPrefetchKeepsToOnePeerAndSlices(t *testing.T) {
 		t.Fatalf("the sliding log was borrowed ahead %d times; want never (it is not sliced)", n-before)
 	}
 }
+
+// TestResetForgetsEveryRegion: Reset forgets the key in this region's
+// store and in every peer's, and the refusal this region remembered.
+func TestResetForgetsEveryRegion(t *testing.T) {
+	clk := newClock()
+	a, b := memStore(t, clk), memStore(t, clk)
+	s, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}}, region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 4, Period: time.Minute}) // 2 a region
+	for range 4 {
+		if ok, _ := take(t, s, "k", l, 1); !ok {
+			t.Fatal("refused within the limit")
+		}
+	}
+	if ok, _ := take(t, s, "k", l, 1); ok {
+		t.Fatal("admitted past the limit")
+	}
+	if err := s.Reset(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []store.Store{a, b} {
+		out := make([]algo.Decision, 1)
+		share := s.Share(l) // both shares are 2
+		if err := st.Peek(context.Background(), []store.Request{{Key: "k", Limit: share}}, out); err != nil || out[0].Remaining != 2 {
+			t.Fatalf("a region's store after Reset: %v %+v; want the key forgotten (2 left)", err, out[0])
+		}
+	}
+	for i := range 4 {
+		if ok, _ := take(t, s, "k", l, 1); !ok {
+			t.Fatalf("after Reset, Take %d refused", i)
+		}
+	}
+}
