@@ -119,7 +119,8 @@ func drain(b *testing.B, s store.Store, l *algo.Limit) {
 // BenchmarkRegionBorrowWaits: every decision is borrowed (this region's
 // share is spent) from a peer whose store answers 2 ms late, as one in
 // another region does; 64 goroutines over 1000 keys. It reports the share
-// of decisions that waited on the peer (took 1 ms or more) and the p99
+// of decisions that took 1 ms or more (most of them waits on the peer;
+// a CPU busy elsewhere counts too) and the p99
 // latency, side by side: borrowing each request's cost, slices of 10,
 // and slices of 10 borrowed ahead.
 func BenchmarkRegionBorrowWaits(b *testing.B) {
