@@ -416,18 +416,16 @@ func apportion(v int64, w []int64, total int64) []int64 {
 	return out
 }
 
-// local returns reqs with each limit replaced by this region's share, and
-// whether every request has one and can borrow.
+// shares returns reqs with each limit replaced by this region's share,
+// and whether every request has one and can borrow.
 func (s *Store) shares(reqs []store.Request) (out []store.Request, all, borrow bool) {
 	out = make([]store.Request, len(reqs))
 	all, borrow = true, len(s.peers) > 0
-	for i, r := range reqs {
-		if r.Limit != nil {
-			sp := s.split(r.Limit)
-			r.Limit = sp.limits[s.self]
-			all = all && r.Limit != nil
-			borrow = borrow && sp.borrow
-		}
+	for i, r := range reqs { // each with a limit: checked by the callers
+		sp := s.split(r.Limit)
+		r.Limit = sp.limits[s.self]
+		all = all && r.Limit != nil
+		borrow = borrow && sp.borrow
 		out[i] = r
 	}
 	return out, all, borrow
@@ -466,7 +464,7 @@ func check(reqs []store.Request, out []algo.Decision) error {
 // documentation).
 func whole(reqs []store.Request, out []algo.Decision) {
 	for i := range reqs {
-		if out[i].Limit != 0 && reqs[i].Limit != nil {
+		if out[i].Limit != 0 {
 			out[i].Limit = reqs[i].Limit.Capacity()
 		}
 	}
@@ -482,7 +480,7 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 	case all:
 		var err error
 		res, err = s.local.Take(ctx, lr, out)
-		if res.Allowed && borrow && s.prefetch && len(reqs) == 1 && out[0].Remaining < s.slice && reqs[0].Limit.Algorithm() != algo.SlidingLog {
+		if res.Allowed && borrow && len(reqs) == 1 && s.ahead(reqs[0].Limit) && out[0].Remaining < s.slice {
 			s.borrowAhead(reqs[0], nil)
 		}
 		if err != nil || res.Allowed || !borrow {
@@ -542,16 +540,9 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 	start := s.first(reqs[0].Key)
 	for k := range s.peers {
 		p := s.peers[(start+k)%len(s.peers)]
-		down := p.down.Load()
-		if down > s.clock().UnixNano() {
+		res, asked, err := s.ask(bctx, p, reqs, pout)
+		if !asked {
 			continue
-		}
-		res, err := p.borrow.Take(bctx, reqs, pout)
-		if err == nil && res.Fallback {
-			// A failure policy answered for the peer's store (a peer
-			// wrapped in store/resilient): nothing was charged there,
-			// so it lends nothing.
-			err = errPeerFallback
 		}
 		if err != nil {
 			switch {
@@ -568,7 +559,6 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 			}
 			continue
 		}
-		s.answered(p, down)
 		if res.Allowed {
 			copy(out, pout)
 			s.borrowed.Add(1)
@@ -582,6 +572,26 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		}
 	}
 	return store.Result{}, false
+}
+
+// ask decides reqs on p's borrowing store and reports whether it asked:
+// not while p is left out. An answer of a failure policy for the peer's
+// store (a peer wrapped in store/resilient), which charged nothing there
+// and lends nothing, is errPeerFallback. A peer that answers is no longer
+// left out.
+func (s *Store) ask(ctx context.Context, p *peer, reqs []store.Request, out []algo.Decision) (store.Result, bool, error) {
+	down := p.down.Load()
+	if down > s.clock().UnixNano() {
+		return store.Result{}, false, nil
+	}
+	res, err := p.borrow.Take(ctx, reqs, out)
+	if err == nil && res.Fallback {
+		err = errPeerFallback
+	}
+	if err == nil {
+		s.answered(p, down)
+	}
+	return res, true, err
 }
 
 // errPeerFallback is a peer's answer from a failure policy, which lends
@@ -633,7 +643,7 @@ func (s *Store) answered(p *peer, down int64) {
 // that a refill while units are left would hold up the Takes that could
 // use them.)
 func (s *Store) refill(r store.Request, p *peer) {
-	if !s.prefetch || r.Limit.Algorithm() == algo.SlidingLog {
+	if !s.ahead(r.Limit) {
 		return
 	}
 	h, ok := p.borrow.(interface {
@@ -645,6 +655,12 @@ func (s *Store) refill(r store.Request, p *peer) {
 	if h.Held(r.Key, r.Limit) == 0 {
 		s.borrowAhead(r, p)
 	}
+}
+
+// ahead reports whether l's slices are borrowed ahead: with WithPrefetch,
+// but not the sliding log, which store/lease does not slice.
+func (s *Store) ahead(l *algo.Limit) bool {
+	return s.prefetch && l.Algorithm() != algo.SlidingLog
 }
 
 // maxPrefetches bounds the slices borrowed ahead at once.
@@ -694,13 +710,9 @@ func (s *Store) borrowAhead(r store.Request, from *peer) {
 		}
 		for k := range s.peers {
 			p := s.peers[(start+k)%len(s.peers)]
-			down := p.down.Load()
-			if down > s.clock().UnixNano() {
+			res, asked, err := s.ask(ctx, p, one, d[:])
+			if !asked {
 				continue
-			}
-			res, err := p.borrow.Take(ctx, one, d[:])
-			if err == nil && res.Fallback {
-				err = errPeerFallback
 			}
 			if err != nil {
 				if s.life.Err() != nil {
@@ -715,7 +727,6 @@ func (s *Store) borrowAhead(r store.Request, from *peer) {
 				}
 				continue
 			}
-			s.answered(p, down)
 			if res.Allowed {
 				one[0].At = res.At
 				// A refund cut short loses the unit until its window
@@ -776,11 +787,6 @@ func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 }
 
 func (s *Store) takeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
-	for _, r := range reqs {
-		if r.Limit == nil {
-			return store.Result{}, false
-		}
-	}
 	lr, all, borrow := s.shares(reqs)
 	if !all {
 		return store.Result{}, false
@@ -823,8 +829,8 @@ func (s *Store) peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 	} else {
 		for i := range lr {
-			if lr[i].Limit == nil && reqs[i].Limit != nil {
-				out[i] = algo.Decision{Limit: -1, RetryAfter: algo.Never}
+			if lr[i].Limit == nil {
+				never(out[i : i+1])
 				continue
 			}
 			if err := s.local.Peek(ctx, lr[i:i+1], out[i:i+1]); err != nil {
@@ -834,7 +840,7 @@ func (s *Store) peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 	}
 	var d [1]algo.Decision
 	for i, r := range reqs {
-		if out[i].Allowed || r.Limit == nil || !s.split(r.Limit).borrow {
+		if out[i].Allowed || !s.split(r.Limit).borrow {
 			continue
 		}
 		if s.peekPeers(ctx, reqs[i:i+1], d[:]) {
