@@ -466,6 +466,21 @@ func TestNothingShareBorrowsEverything(t *testing.T) {
 	}
 }
 
+// idle waits, 10 s at most, until none of stores has a borrowing ahead in
+// flight: for the background goroutines, not for the math.
+func idle(t *testing.T, stores ...*region.Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, s := range stores {
+		for st := s.Stats(); st.Prefetching > 0; st = s.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("borrowing ahead still in flight after 10s: %+v", st)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 func memStore(t *testing.T, clk *fakeClock) store.Store {
 	t.Helper()
 	m, err := memory.New(memory.WithClock(clk.Now))
@@ -577,16 +592,7 @@ func slicesOvershoot(t *testing.T, prefetch bool) {
 			t.Fatalf("window %d admitted %d, over the bound %d (limit %d + P·(R−1)·slice)", w, admitted, bound, limit)
 		}
 		most = max(most, admitted)
-		// Borrowings ahead end in this window, not the next.
-		deadline := time.Now().Add(10 * time.Second)
-		for _, s := range all {
-			for s.Stats().Prefetching > 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("borrowing ahead still in flight after 10s")
-				}
-				time.Sleep(time.Millisecond) // waiting for the background goroutines, not for the math
-			}
-		}
+		idle(t, all...) // borrowings ahead end in this window, not the next
 		clk.Add(time.Minute)
 	}
 	if most <= limit {
@@ -837,12 +843,9 @@ func TestPrefetchBorrowsAhead(t *testing.T) {
 		admitted++
 	}
 	// The share went down to 4, then 0: a slice was borrowed ahead.
-	deadline := time.Now().Add(10 * time.Second)
-	for st := a.Stats(); st.Prefetches < 1 || st.Prefetching > 0; st = a.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no slice borrowed ahead within 10s: %+v", st)
-		}
-		time.Sleep(time.Millisecond) // waiting for the background goroutine, not for the math
+	idle(t, a)
+	if st := a.Stats(); st.Prefetches < 1 {
+		t.Fatalf("no slice borrowed ahead: %+v", st)
 	}
 	if n := lender.takes.Load(); n != 1 {
 		t.Fatalf("the lender was asked %d times ahead, want once (one slice)", n)
@@ -861,12 +864,7 @@ func TestPrefetchBorrowsAhead(t *testing.T) {
 				}
 			}
 		}
-		for st := a.Stats(); st.Prefetching > 0; st = a.Stats() {
-			if time.Now().After(deadline) {
-				t.Fatalf("borrowing ahead still in flight: %+v", st)
-			}
-			time.Sleep(time.Millisecond) // waiting for the background goroutine, not for the math
-		}
+		idle(t, a)
 		if n := lender.takes.Load(); n != int64(round+2) {
 			t.Fatalf("round %d: the lender was asked %d times; want the next slice borrowed ahead once the last was used", round, n)
 		}
@@ -1054,21 +1052,11 @@ func TestPrefetchKeepsToOnePeerAndSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	idle := func() {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for s.Stats().Prefetching > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("borrowing ahead still in flight after 10s")
-			}
-			time.Sleep(time.Millisecond) // waiting for the background goroutines, not for the math
-		}
-	}
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 30, Period: time.Minute}) // 10 a region
 	for i := range 9 {
 		take(t, s, "k", l, 1)
 		if i >= 6 {
-			idle() // one round at a time: each may find the slice of the last
+			idle(t, s) // one round at a time: each may find the slice of the last
 		}
 	}
 	if nb, nc := b.takes.Load(), c.takes.Load(); nb+nc != 1 {
@@ -1076,7 +1064,7 @@ func TestPrefetchKeepsToOnePeerAndSlices(t *testing.T) {
 	}
 	out := make([]algo.Decision, 1)
 	take(t, s, "k", l, 1) // the share's last unit
-	idle()
+	idle(t, s)
 	if err := s.Peek(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out); err != nil || !out[0].Allowed {
 		t.Fatalf("Peek with the share spent and a slice held: %v %+v; want allowed", err, out[0])
 	}
@@ -1085,7 +1073,7 @@ func TestPrefetchKeepsToOnePeerAndSlices(t *testing.T) {
 	for range 10 {
 		take(t, s, "log", log, 1)
 	}
-	idle()
+	idle(t, s)
 	if n := s.Stats().Prefetches; n != before {
 		t.Fatalf("the sliding log was borrowed ahead %d times; want never (it is not sliced)", n-before)
 	}
