@@ -124,8 +124,9 @@ func servers(url string) []string {
 
 // sameServer returns a server both URLs name, if any.
 func sameServer(a, b string) string {
+	bs := servers(b)
 	for _, x := range servers(a) {
-		if slices.Contains(servers(b), x) {
+		if slices.Contains(bs, x) {
 			return strings.TrimSuffix(strings.TrimSuffix(x, "/"), ":")
 		}
 	}
