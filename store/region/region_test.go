@@ -466,6 +466,18 @@ func TestNothingShareBorrowsEverything(t *testing.T) {
 	}
 }
 
+// regionA returns region "a", deciding in own and borrowing from region
+// "b"'s store peer, closed at the test's end.
+func regionA(t *testing.T, own, peer store.Store, opts ...region.Option) *region.Store {
+	t.Helper()
+	s, err := region.New("a", own, []region.Peer{{Name: "b", Store: peer}}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // idle waits, 10 s at most, until none of stores has a borrowing ahead in
 // flight: for the background goroutines, not for the math.
 func idle(t *testing.T, stores ...*region.Store) {
@@ -496,11 +508,7 @@ func memStore(t *testing.T, clk *fakeClock) store.Store {
 func TestConcurrencyKeepsToItsShare(t *testing.T) {
 	clk := newClock()
 	a, b := memStore(t, clk), memStore(t, clk)
-	ra, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ra.Close() })
+	ra := regionA(t, noClose{a}, noClose{b})
 	l := compile(t, algo.Params{Algorithm: algo.Concurrency, Limit: 4, LeaseTTL: time.Minute})
 	out := make([]algo.Decision, 1)
 	for i := range 3 {
@@ -695,11 +703,7 @@ func (c *counting) Take(ctx context.Context, reqs []store.Request, out []algo.De
 func TestSpentShareGoesStraightToThePeers(t *testing.T) {
 	clk := newClock()
 	own := &counting{Store: memStore(t, clk)}
-	s, err := region.New("a", noClose{own}, []region.Peer{{Name: "b", Store: noClose{memStore(t, clk)}}}, region.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := regionA(t, noClose{own}, noClose{memStore(t, clk)}, region.WithClock(clk.Now))
 	// 20 a minute, 10 a region; a unit of each region's share back every 6 s.
 	l := compile(t, algo.Params{Algorithm: algo.TokenBucket, Limit: 20, Period: time.Minute})
 	for i := range 10 {
@@ -748,11 +752,7 @@ func TestSpentShareGoesStraightToThePeers(t *testing.T) {
 func TestDecisionsReportTheWholeLimit(t *testing.T) {
 	clk := newClock()
 	a, b := memStore(t, clk), memStore(t, clk)
-	s, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}}, region.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := regionA(t, noClose{a}, noClose{b}, region.WithClock(clk.Now))
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
 	peek := func() algo.Decision {
 		out := make([]algo.Decision, 1)
@@ -823,12 +823,7 @@ func TestBorrowingEndsBeforeTheCallersDeadline(t *testing.T) {
 func TestPrefetchBorrowsAhead(t *testing.T) {
 	clk := newClock()
 	own, lender := memStore(t, clk), &counting{Store: memStore(t, clk)}
-	a, err := region.New("a", noClose{own}, []region.Peer{{Name: "b", Store: noClose{lender}}},
-		region.WithSlice(5), region.WithPrefetch(), region.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	a := regionA(t, noClose{own}, noClose{lender}, region.WithSlice(5), region.WithPrefetch(), region.WithClock(clk.Now))
 	b, err := region.New("b", noClose{lender.Store}, []region.Peer{{Name: "a", Store: noClose{own}}}, region.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -985,12 +980,7 @@ func (s slow) Take(ctx context.Context, reqs []store.Request, out []algo.Decisio
 // is not left out: the next caller, with time, borrows from it.
 func TestCallersDeadlineLeavesNoPeerOut(t *testing.T) {
 	clk := newClock()
-	s, err := region.New("a", noClose{memStore(t, clk)}, []region.Peer{{Name: "b", Store: slow{memStore(t, clk), 100 * time.Millisecond}}},
-		region.WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := regionA(t, noClose{memStore(t, clk)}, slow{memStore(t, clk), 100 * time.Millisecond}, region.WithTimeout(5*time.Second))
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 2, Period: time.Minute})
 	if ok, _ := take(t, s, "k", l, 1); !ok {
 		t.Fatal("the share's unit was refused")
@@ -1022,11 +1012,7 @@ func TestFallbackIsNoLoan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := region.New("a", noClose{memStore(t, clk)}, []region.Peer{{Name: "b", Store: open}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := regionA(t, noClose{memStore(t, clk)}, open)
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
 	admitted := 0
 	for range 20 {
@@ -1084,11 +1070,7 @@ func TestPrefetchKeepsToOnePeerAndSlices(t *testing.T) {
 func TestResetForgetsEveryRegion(t *testing.T) {
 	clk := newClock()
 	a, b := memStore(t, clk), memStore(t, clk)
-	s, err := region.New("a", noClose{a}, []region.Peer{{Name: "b", Store: noClose{b}}}, region.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := regionA(t, noClose{a}, noClose{b}, region.WithClock(clk.Now))
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 4, Period: time.Minute}) // 2 a region
 	for range 4 {
 		if ok, _ := take(t, s, "k", l, 1); !ok {
