@@ -53,6 +53,10 @@ func TestServeWarnsOfMemcachedItemSize(t *testing.T) {
 	t.Run("start", func(t *testing.T) {
 		dir, _ := writeConfig(t, bigConfig)
 		p := startBinary(t, nil, "--config", dir, "--store", "memcached://"+srv.Addr)
+		// The serving line is on stdout; stderr, read apart, may lag it.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.Stderr(), warning) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		for _, want := range wants {
 			if !strings.Contains(p.Stderr(), want) {
 				t.Errorf("the log lacks %q:\n%s", want, p.Stderr())
