@@ -72,6 +72,14 @@
 //	                                       slice held here
 //	region_peer_failures_total             peer calls that failed or timed out
 //	region_peer_up{peer}                   1, or 0 while the peer is left out
+//	connections_open{listener}             connections the http, grpc or api
+//	                                       listener holds open (Listener)
+//	connections_full_total{listener}       new connections that found it at its
+//	                                       --max-connections
+//	connections_idle_closed_total{listener}
+//	                                       idle keep-alive connections it closed
+//	                                       to make room
+//	connections_max{listener}              its --max-connections, when set
 //
 // Series an alert takes increase() or rate() of are there at 0 before their
 // first event: config_reloads_total's results, gateway_upstream_errors_total's

@@ -293,6 +293,33 @@ func (m *Metrics) RegionStore(stats func() region.Stats) {
 	m.reg.MustRegister(cs...)
 }
 
+// Listener exports a listener's connections, read at each scrape:
+// connections_open{listener} (accepted and not yet closed),
+// connections_full_total{listener} (new connections that found the
+// listener holding its --max-connections and waited for one to close) and,
+// connections_idle_closed_total{listener} (idle keep-alive connections a
+// full listener closed to make room) and, when max > 0,
+// connections_max{listener}. Call it once per listener name.
+func (m *Metrics) Listener(name string, max int, open func() int64, full, reaped func() uint64) {
+	l := prometheus.Labels{"listener": name}
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "connections_open", ConstLabels: l,
+			Help: "Connections the listener accepted that are not closed yet."}, func() float64 { return float64(open()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "connections_full_total", ConstLabels: l,
+			Help: "Times the listener held its --max-connections and a new connection waited in the listen backlog for one to close."},
+			func() float64 { return float64(full()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "floodgate", Name: "connections_idle_closed_total", ConstLabels: l,
+			Help: "Idle keep-alive connections the listener closed, holding its --max-connections, to make room for a new one."},
+			func() float64 { return float64(reaped()) }),
+	}
+	if max > 0 {
+		cs = append(cs, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "floodgate", Name: "connections_max", ConstLabels: l,
+			Help: "The most connections the listener holds open at once (--max-connections)."}))
+		cs[len(cs)-1].(prometheus.Gauge).Set(float64(max))
+	}
+	m.reg.MustRegister(cs...)
+}
+
 // Handler serves the metrics in the Prometheus exposition formats. A
 // scrape first catches up with a reload no decision has seen yet: the
 // series of the rules and domains it removed are not served.

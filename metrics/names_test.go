@@ -40,6 +40,7 @@ func TestNamesDocumented(t *testing.T) {
 	h.CacheHit()
 	m.ConfigLoaded()
 	m.ConfigReloaded(true)
+	m.Listener("http", 8, func() int64 { return 1 }, func() uint64 { return 1 }, func() uint64 { return 1 })
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

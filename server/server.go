@@ -287,6 +287,9 @@ type Server struct {
 	// region is the store of several regions under the failure policy,
 	// if it is one: the admin API's stats say its state.
 	region *region.Store
+	// conns are the listeners LimitConns wrapped, by name: Serve tells
+	// them which HTTP connections are idle.
+	conns map[string]*ConnListener
 	// mcSettled is set once the memcached store's counters are exported,
 	// or the store is known not to be memcached (exportMemcached).
 	mcSettled atomic.Bool
@@ -876,7 +879,7 @@ func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	var httpInflight, apiInflight atomic.Int64
 	httpHandler := counted(s.HTTPHandler(), &httpInflight)
 	httpSrv := &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
-		ConnState: httpActive.track, ErrorLog: s.httpErrorLog("http")}
+		ConnState: s.connState("http", httpActive.track), ErrorLog: s.httpErrorLog("http")}
 	if s.gateway != nil {
 		httpSrv.Protocols = gatewayProtocols()
 		if s.gatewayClient > 0 {
@@ -891,7 +894,7 @@ func (s *Server) Serve(ctx context.Context, ls Listeners) error {
 	go func() { errc <- serveHTTP(httpSrv, ls.HTTP, "http") }()
 	if ls.API != nil {
 		apiSrv = &http.Server{Handler: counted(s.APIHandler(), &apiInflight), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout,
-			ConnState: apiActive.track, ErrorLog: s.httpErrorLog("api")}
+			ConnState: s.connState("api", apiActive.track), ErrorLog: s.httpErrorLog("api")}
 		go func() { errc <- serveHTTP(apiSrv, ls.API, "api") }()
 	}
 	go func() { errc <- serveHTTP(adminSrv, ls.Admin, "admin") }()

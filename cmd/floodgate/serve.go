@@ -53,7 +53,7 @@ type serveFlags struct {
 	adminTokenFile, observeTokenFile, logFormat                                      string
 	shutdownDelay, grpcMaxConnAge, grpcMaxConnAgeGrace, grpcMaxConnIdle              time.Duration
 	tlsCert, tlsKey, tlsClientCA, tlsClientSAN, tlsListeners                         string
-	instances, maxEnvoyDescriptors                                                   int
+	instances, maxEnvoyDescriptors, maxConns                                         int
 	leaseSlice                                                                       int64
 	storeTimeout, drainTimeout, reloadInterval, leaseTTL, upstreamTimeout            time.Duration
 	clientTimeout                                                                    time.Duration
@@ -130,6 +130,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.clientTimeout, "client-timeout", gateway.DefaultClientTimeout, "with --upstream: how long a client may keep a request without progress — each write of the response (a client that stops reading: the response is aborted, its slot released) and each read of its body (408); websockets: each write to the client, not idleness; 0: no bound")
 	fs.BoolVar(&f.preserveHost, "preserve-host", false, "with --upstream: send the client's Host to the upstream instead of the upstream URL's host; routes with a host: need it (without it they are refused, as a client could skip them by sending another Host)")
 	fs.StringVar(&f.onStoreError, "on-store-error", "open", "when a remote store fails or times out: open (admit), closed (refuse), local (decide in memory on limit ÷ --instances) or unavailable (answer no decision: gRPC UNAVAILABLE, so that Envoy's failure_mode_deny decides, and HTTP 503)")
+	fs.IntVar(&f.maxConns, "max-connections", 0, "the most connections each of --http, --grpc and --api holds open at once; while one is full, new connections wait in the listen backlog until one closes (the admin address is not bounded); 0: no bound")
 	fs.IntVar(&f.instances, "instances", 1, "expected number of server instances sharing the store; --on-store-error local divides each limit by it")
 	fs.BoolVar(&f.startDegraded, "start-degraded", false, "start even when the remote store cannot be reached (refused, timed out, name not resolved): --on-store-error answers (unavailable: the decisions fail) and /readyz says not ready until a background retry opens it; a bad URL, a replica or refused credentials still stop the start")
 	fs.Int64Var(&f.leaseSlice, "lease-slice", 0, "remote stores: take this many units of a key at a time and admit from them in process (0: off; see store/lease for the bounded error)")
@@ -516,6 +517,7 @@ func (f *serveFlags) check() error {
 		}
 	}
 	bad(f.instances < 1, "instances", f.instances, "must be >= 1")
+	bad(f.maxConns < 0, "max-connections", f.maxConns, "must be >= 0 (0: no bound)")
 	bad(f.leaseSlice < 0 || f.leaseSlice == 1, "lease-slice", f.leaseSlice, "must be 0 (off) or at least 2")
 	bad(f.leaseTTL <= 0, "lease-ttl", f.leaseTTL, "must be > 0")
 	bad(f.storeTimeout < minStoreTimeout, "store-timeout", f.storeTimeout, "must be at least "+minStoreTimeout.String())
@@ -773,6 +775,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Counted (and bounded) under TLS: net/http and gRPC look for the
+	// *tls.Conn the TLS listener accepts.
+	ls = srv.LimitConns(ls, f.maxConns)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var tlsHup chan os.Signal
@@ -849,6 +854,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	attrs := []any{"http", httpAddr, "grpc", grpcAddr, "admin", adminAddr, "dashboard", dashboard,
 		"store", storeurl.Redact(f.store), "config", src, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"on_store_error", policyOnErr.String()}
+	if f.maxConns > 0 {
+		attrs = append(attrs, "max_connections", f.maxConns)
+	}
 	if stls != nil {
 		attrs = append(attrs, "tls", tlsNames(tlsOn, f.apiAddr != ""), "tls_client_ca", f.tlsClientCA != "", "tls_certificate", stls.cur.Load().describe())
 	}

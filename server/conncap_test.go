@@ -1,0 +1,254 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/server"
+)
+
+// listen returns a loopback listener closed at the test's end.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// acceptAll accepts from l until it fails, sending each connection.
+func acceptAll(l net.Listener) (<-chan net.Conn, <-chan error) {
+	conns, errc := make(chan net.Conn, 16), make(chan error, 1)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				errc <- err
+				return
+			}
+			conns <- c
+		}
+	}()
+	return conns, errc
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func accepted(t *testing.T, conns <-chan net.Conn, what string) net.Conn {
+	t.Helper()
+	select {
+	case c := <-conns:
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not accepted within 5s", what)
+		return nil
+	}
+}
+
+// A listener bounded at 2 accepts two connections and holds the third
+// back until one of the two closes; a connection closed twice gives
+// its slot back once.
+func TestConnListenerBounds(t *testing.T) {
+	cl := server.LimitConns(listen(t), "http", 2, nil)
+	conns, _ := acceptAll(cl)
+	addr := cl.Addr().String()
+	dial(t, addr)
+	dial(t, addr)
+	a := accepted(t, conns, "the first connection")
+	accepted(t, conns, "the second connection")
+	dial(t, addr)
+	select {
+	case <-conns:
+		t.Fatal("a third connection was accepted while two were open, with a bound of 2")
+	case <-time.After(200 * time.Millisecond): // the absence of an accept
+	}
+	if cl.Open() != 2 || cl.Full() != 1 || cl.Max() != 2 {
+		t.Errorf("Open %d, Full %d, Max %d; want 2, 1, 2", cl.Open(), cl.Full(), cl.Max())
+	}
+	a.Close()
+	a.Close() // a second Close frees nothing more
+	accepted(t, conns, "the third connection, once the first closed")
+	if cl.Open() != 2 {
+		t.Errorf("Open %d after one of three closed, want 2", cl.Open())
+	}
+	dial(t, addr)
+	select {
+	case <-conns:
+		t.Fatal("a fourth connection was accepted: a connection closed twice gave back two slots")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// Without a bound the listener only counts.
+func TestConnListenerCounts(t *testing.T) {
+	cl := server.LimitConns(listen(t), "grpc", 0, nil)
+	conns, _ := acceptAll(cl)
+	for range 5 {
+		dial(t, cl.Addr().String())
+	}
+	var got []net.Conn
+	for i := range 5 {
+		got = append(got, accepted(t, conns, "connection "+string(rune('1'+i))))
+	}
+	got[0].Close()
+	if cl.Open() != 4 || cl.Full() != 0 || cl.Max() != 0 {
+		t.Errorf("Open %d, Full %d, Max %d; want 4, 0, 0", cl.Open(), cl.Full(), cl.Max())
+	}
+}
+
+// Closing a full listener ends the Accept that waits for room, with an
+// error that is net.ErrClosed.
+func TestConnListenerCloseEndsWait(t *testing.T) {
+	cl := server.LimitConns(listen(t), "api", 1, nil)
+	conns, errc := acceptAll(cl)
+	dial(t, cl.Addr().String())
+	accepted(t, conns, "the first connection")
+	dial(t, cl.Addr().String())
+	time.Sleep(50 * time.Millisecond) // let Accept wait for room
+	cl.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Accept after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept still waits 5s after Close")
+	}
+}
+
+// get makes a GET with a client of its own (a connection of its own,
+// kept alive afterwards) and returns the status and body.
+func get(t *testing.T, url string) (*http.Client, int, string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	t.Cleanup(c.CloseIdleConnections)
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return c, resp.StatusCode, string(b)
+}
+
+// A full listener closes the keep-alive connection idle longest to make
+// room for a new client, and never one serving a request: a client whose
+// request is in flight keeps its connection while a newcomer waits.
+func TestConnListenerClosesIdleFirst(t *testing.T) {
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})
+	cl := server.LimitConns(listen(t), "http", 1, nil)
+	srv := &http.Server{Handler: h, ConnState: cl.Track}
+	go srv.Serve(cl)
+	t.Cleanup(func() { srv.Close() })
+	url := "http://" + cl.Addr().String()
+
+	// An idle keep-alive connection gives way to a new client.
+	get(t, url+"/a")
+	if _, code, body := get(t, url+"/b"); code != 200 || body != "ok" {
+		t.Fatalf("a second client, the first one's connection idle: %d %q, want 200 ok", code, body)
+	}
+	if cl.Reaped() != 1 || cl.Open() != 1 {
+		t.Errorf("Reaped %d, Open %d; want 1 (the first client's idle connection), 1", cl.Reaped(), cl.Open())
+	}
+
+	// A connection serving a request is not closed: the newcomer waits
+	// until the request is over and its connection idle.
+	held := make(chan string, 1)
+	go func() {
+		_, code, body := get(t, url+"/hold")
+		held <- strings.Join([]string{http.StatusText(code), body}, " ")
+	}()
+	<-entered
+	late := make(chan int, 1)
+	go func() {
+		_, code, _ := get(t, url+"/c")
+		late <- code
+	}()
+	select {
+	case code := <-late:
+		t.Fatalf("a newcomer was answered (%d) while the only connection served a request", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if got := <-held; got != "OK ok" {
+		t.Fatalf("the request in flight: %q, want OK ok (its connection was closed under it)", got)
+	}
+	select {
+	case code := <-late:
+		if code != 200 {
+			t.Fatalf("the newcomer: %d, want 200", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the newcomer still waits 5s after the request in flight ended")
+	}
+}
+
+// Through Serve: --max-connections 1 on the HTTP address lets client
+// after client in (each closing the previous idle one), the metrics say
+// so, and the full listener is a WARN event.
+func TestServeLimitConns(t *testing.T) {
+	srv := serverFor(t, releaseConfig)
+	ls, err := server.Listen("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls = srv.LimitConns(ls, 1)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ls) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	for i := range 3 {
+		if _, code, _ := get(t, "http://"+ls.HTTP.Addr().String()+"/healthcheck"); code != 200 {
+			t.Fatalf("client %d: /healthcheck %d, want 200", i+1, code)
+		}
+	}
+	_, _, body := get(t, "http://"+ls.Admin.Addr().String()+"/metrics")
+	for _, want := range []string{
+		`floodgate_connections_max{listener="http"} 1`,
+		`floodgate_connections_open{listener="http"} 1`,
+		`floodgate_connections_full_total{listener="http"} 2`,
+		`floodgate_connections_idle_closed_total{listener="http"} 2`,
+		`floodgate_connections_max{listener="grpc"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var warned int
+	for _, e := range srv.Events() {
+		if e.Kind == "connections" && e.Level == "WARN" && strings.Contains(e.Message, "listener http holds 1 connections") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d WARN events of the full listener, want 1 (at most one a minute): %+v", warned, srv.Events())
+	}
+}
