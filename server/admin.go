@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/store/memcached"
 	"github.com/floodgate/floodgate/store/resilient"
 )
 
@@ -779,7 +780,44 @@ func (s *Server) handleOverridePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Event("override", fmt.Sprintf("override %s/%s: %d per %s", domain, rule, o.RequestsPerUnit, periodText(o.Period)))
-	writeJSON(w, http.StatusOK, map[string]any{"overrides": s.overrideList()})
+	out := map[string]any{"overrides": s.overrideList()}
+	if ws := s.itemSizeWarnings(domain, rule); len(ws) > 0 {
+		for _, m := range ws {
+			s.Warn("override", m)
+		}
+		out["warnings"] = ws
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// itemSizeWarnings says, on a memcached store, of each rule named rule
+// in domain whose limit now in force (its override applied) keeps more
+// state a key than the servers' item size limit: its keys would fail
+// their decisions once their state outgrows an item. floodgate serve
+// says the same of the configured limits at start and on reload.
+func (s *Server) itemSizeWarnings(domain, rule string) []string {
+	ms, ok, _ := store.Under[*memcached.Store](s.store)
+	if !ok {
+		return nil
+	}
+	cfg, effective := s.engine.EffectiveLimits()
+	d := cfg.Domain(domain)
+	if d == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range d.Rules() {
+		l := effective(r)
+		if r.Name != rule || l == nil {
+			continue
+		}
+		if size := ms.MaxStateSize(l); size > ms.MaxItemSize() {
+			out = append(out, fmt.Sprintf("override %s/%s: %s with a limit of %d keeps up to %d bytes a key in one memcached item, over the servers' item size limit of %d bytes: "+
+				"a key whose state outgrows it fails its decisions (bad request, whatever --on-store-error says); lower the override, raise memcached's -I, or use another algorithm (docs/STORES.md)",
+				domain, rule, l.Algorithm(), l.Params().Limit, size, ms.MaxItemSize()))
+		}
+	}
+	return out
 }
 
 // overrideField returns, for a field an override PUT does not take, the

@@ -154,3 +154,64 @@ func TestMemcachedAdminReachesOtherInstancesCounters(t *testing.T) {
 		}
 	})
 }
+
+// An override that raises a sliding log's limit past what one memcached
+// item holds is set, with a warning in the answer and a WARN event (the
+// keys would fail once their state outgrows an item); one that fits has
+// none.
+func TestOverrideWarnsOfMemcachedItemSize(t *testing.T) {
+	addr := testserver.Memcached(t)
+	if addr == "" {
+		return
+	}
+	inner, err := memcached.Open("memcached://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	cfg, err := policy.Parse("mc.yaml", []byte("domain: mc\ndescriptors:\n  - key: log\n    rate_limit: {unit: hour, requests_per_unit: 100, algorithm: sliding_log}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.NewEngine(cfg, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(eng, inner, server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := httptest.NewServer(srv.AdminHandler())
+	t.Cleanup(admin.Close)
+	put := func(n int) []string {
+		code, body, _ := do(t, "PUT", admin.URL+"/admin/api/overrides/mc/log", "application/json", []byte(fmt.Sprintf(`{"requests_per_unit":%d}`, n)))
+		if code != 200 {
+			t.Fatalf("override to %d: %d %s", n, code, body)
+		}
+		var out struct {
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Warnings
+	}
+	if ws := put(1000); len(ws) != 0 {
+		t.Errorf("an override of 1000 (8 KB of log) warned: %q", ws)
+	}
+	want := fmt.Sprintf("over the servers' item size limit of %d bytes", inner.MaxItemSize())
+	ws := put(1_000_000)
+	if len(ws) != 1 || !strings.Contains(ws[0], "override mc/log: sliding_log with a limit of 1000000") || !strings.Contains(ws[0], want) {
+		t.Fatalf("an override of 1000000 (8 MB of log): warnings %q, want one naming the rule, its limit and %q", ws, want)
+	}
+	var warned bool
+	for _, e := range srv.Events() {
+		warned = warned || e.Level == "WARN" && e.Message == ws[0]
+	}
+	if !warned {
+		t.Errorf("no WARN event with the warning: %+v", srv.Events())
+	}
+	if l := eng.EffectiveLimit("mc", "log"); l == nil || l.Params().Limit != 1_000_000 {
+		t.Errorf("the override is not in force: %v", l)
+	}
+}
