@@ -28,7 +28,7 @@ type regionFlags struct {
 
 func (r *regionFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.region, "region", "", "several regions: this instance's region, by the name every region gives it (case-sensitive); each limit is divided among the regions by --region-weights, decided on this region's share in --store, and borrowed from --region-peers when the share refuses (default: one region, off)")
-	fs.StringVar(&r.peers, "region-peers", "", `with --region: the other regions and their stores, NAME=URL separated by spaces ("eu=redis://eu-redis:6379 ap=redis-cluster://h1:6379,h2:6379"); a peer that cannot be reached is left out and retried, and this region limits on its share meanwhile`)
+	fs.StringVar(&r.peers, "region-peers", "", `with --region: the other regions and their stores, NAME=URL separated by spaces or commas ("eu=redis://eu-redis:6379 ap=redis-cluster://h1:6379,h2:6379"); a peer that cannot be reached is left out and retried, and this region limits on its share meanwhile`)
 	fs.StringVar(&r.weights, "region-weights", "", "with --region: each region's weight, NAME=N separated by commas (default 1 each); give every region the same list, or the shares need not add up to the limit")
 	fs.Int64Var(&r.slice, "region-slice", 0, "with --region: borrow this many units from a peer at a time and admit from them in process (0: each request's own cost, exact; N >= 2: one cross-region call per N units, and a window may admit up to instances × (regions − 1) × N beyond the limit)")
 	fs.DurationVar(&r.sliceTTL, "region-slice-ttl", lease.DefaultTTL, "with --region-slice: how long a borrowed slice is used before its unused units go back to the lender; set it above the usual gap between a key's borrowed requests (a slice that expires unused costs a second cross-region call)")
@@ -74,7 +74,7 @@ func parsePeers(v string) ([]regionPeer, error) {
 		name, url, ok := strings.Cut(item, "=")
 		switch {
 		case !ok || url == "" || name == "":
-			return nil, fmt.Errorf("%q: want NAME=URL (a region's name and its store's URL), the peers separated by spaces", store.RedactURL(item))
+			return nil, fmt.Errorf("%q: want NAME=URL (a region's name and its store's URL), the peers separated by spaces or commas", store.RedactURL(item))
 		case !regionName.MatchString(name):
 			return nil, fmt.Errorf("region name %q: want letters, digits, '_', '-' or '.'", name)
 		case !strings.Contains(url, "://"):
