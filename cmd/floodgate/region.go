@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/lease"
 	"github.com/floodgate/floodgate/store/region"
@@ -272,6 +275,21 @@ func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store,
 		}
 		ps = append(ps, region.Peer{Name: p.name, Store: st})
 	}
+	// Two URLs checkRegion could not tell apart (another host name, an
+	// address behind a load balancer) may still reach one store: asked.
+	stores := append([]region.Peer{{Name: r.region, Store: local}}, ps...)
+	for i, p := range stores[1:] {
+		for _, q := range stores[:i+1] {
+			if sameStore(p.Store, q.Store) {
+				what := fmt.Sprintf("this region's own %s", f.flag("store"))
+				if q.Store != local {
+					what = fmt.Sprintf("region %q's", q.Name)
+				}
+				return fail(fmt.Errorf("%s: region %q: its store is %s under another name (a key charged in one shows in the other); each region needs a store of its own",
+					f.flag("region-peers"), p.Name, what))
+			}
+		}
+	}
 	rs, err := region.New(r.region, local, ps, region.WithWeights(weights), region.WithSlice(r.slice), region.WithSliceTTL(r.sliceTTL), prefetch(r.prefetch),
 		region.WithTimeout(r.timeout), region.WithLogger(log))
 	if err != nil {
@@ -302,4 +320,36 @@ func prefetch(on bool) region.Option {
 		return region.WithPrefetch()
 	}
 	return nil
+}
+
+// probeLimit is sameStore's: a window short enough that the probe key is
+// gone a second later, whatever the Reset does.
+var probeLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 1, Period: time.Second})
+
+// sameStore reports whether a and b are one store: a probe key of its own
+// charged in a shows spent in b. Stores that cannot be asked now (a peer
+// opened in the background) are not one as far as it knows.
+func sameStore(a, b store.Store) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	key := "fg:__region_probe:" + rand.Text()
+	req := []store.Request{{Key: key, Limit: probeLimit, Cost: 1}}
+	out := make([]algo.Decision, 1)
+	res, err := a.Take(ctx, req, out)
+	if err != nil || res.Fallback || !out[0].Allowed {
+		return false
+	}
+	defer func() {
+		if ri, ok := a.(store.RequestInspector); ok {
+			_ = ri.ResetRequests(ctx, req)
+		} else {
+			_ = a.Reset(ctx, key)
+		}
+	}()
+	// Peek says what a Take of the cost would do: refuse it where the
+	// probe spent the window's one unit.
+	if err := b.Peek(ctx, req, out); err != nil {
+		return false
+	}
+	return !out[0].Allowed
 }

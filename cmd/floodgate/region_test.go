@@ -246,3 +246,33 @@ func TestParsePeers(t *testing.T) {
 		t.Fatalf("parseWeights: %v %v", w, err)
 	}
 }
+
+// A peer that is this region's own store (or another peer's) under a name
+// checkRegion cannot tell apart — localhost for 127.0.0.1 — is found by
+// a probe key at start and refused: it would lend this region's own
+// budget back to it, the limit halved in effect with no error.
+func TestServeRegionPeerIsOwnStoreUnderAnotherName(t *testing.T) {
+	own, other := testserver.NewRedis(t), testserver.NewRedis(t)
+	if own == nil || other == nil {
+		return
+	}
+	_, ownPort, _ := strings.Cut(own.Addr, ":")
+	_, otherPort, _ := strings.Cut(other.Addr, ":")
+	for _, c := range []struct{ peers, want string }{
+		{"eu=redis://localhost:" + ownPort,
+			`--region-peers: region "eu": its store is this region's own --store under another name (a key charged in one shows in the other); each region needs a store of its own`},
+		{"eu=redis://" + other.Addr + " ap=redis://localhost:" + otherPort,
+			`--region-peers: region "ap": its store is region "eu"'s under another name`},
+	} {
+		var out, errb bytes.Buffer
+		// Bounded: a serve that starts (the peer not found out) stops
+		// with exit 0 when ctx ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code := run(ctx, []string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+			"--store", "redis://" + own.Addr, "--region", "us", "--region-peers", c.peers}, &out, &errb)
+		cancel()
+		if code == 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("--region-peers %q: exit %d, stderr %s; want an error saying %q", c.peers, code, errb.String(), c.want)
+		}
+	}
+}
