@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/store/lease"
 	"github.com/floodgate/floodgate/store/region"
@@ -352,4 +353,56 @@ func sameStore(a, b store.Store) bool {
 		return false
 	}
 	return !out[0].Allowed
+}
+
+// maxSliceWarnings bounds regionSliceWarnings' list: the rest is counted.
+const maxSliceWarnings = 5
+
+// regionSliceWarnings returns a warning for each rule of cfg that gives a
+// peer region a share smaller than --region-slice: borrowing a slice then
+// takes that region's whole share, which its own requests are refused
+// until the slice's units are used or go back (--region-slice-ttl), and
+// takes two calls. Nothing without slices or without regions.
+func regionSliceWarnings(st store.Store, cfg *policy.Config, f serveFlags) []string {
+	rs, ok, _ := store.Under[*region.Store](st)
+	if !ok || f.regions.slice < 2 {
+		return nil
+	}
+	var out []string
+	more := 0
+	for _, r := range cfg.Rules() {
+		l := r.Limit()
+		if l == nil {
+			continue
+		}
+		shares, borrowed := rs.PeerShares(l)
+		if !borrowed {
+			continue
+		}
+		name, least := "", int64(-1)
+		for n, sh := range shares {
+			c := int64(0)
+			if sh != nil {
+				c = sh.Capacity()
+			}
+			if least < 0 || c < least || c == least && n < name {
+				name, least = n, c
+			}
+		}
+		if least < 0 || least >= f.regions.slice {
+			continue
+		}
+		if len(out) == maxSliceWarnings {
+			more++
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: rule %s/%s (%s), %s, gives region %q a share of %d, less than a slice: "+
+			"a slice borrowed from it takes its whole share, and it refuses its own requests until the slice's units are used or go back (%s); "+
+			"set %[1]s below the peers' shares, or 0 for exact borrowing",
+			f.origin("region-slice", f.regions.slice), r.Domain, r.Name, r.Pos, l, name, least, f.flag("region-slice-ttl")))
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("%s: %d more rules give a peer region a share less than a slice", f.origin("region-slice", f.regions.slice), more))
+	}
+	return out
 }

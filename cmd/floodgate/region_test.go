@@ -276,3 +276,33 @@ func TestServeRegionPeerIsOwnStoreUnderAnotherName(t *testing.T) {
 		}
 	}
 }
+
+// A slice larger than a peer region's share of a rule is a WARN at start,
+// naming the rule, the region and its share; rules whose shares hold a
+// slice, and those not borrowed (concurrency), are not.
+func TestServeWarnsOfSliceAboveShare(t *testing.T) {
+	us, eu := testserver.NewRedis(t), testserver.NewRedis(t)
+	if us == nil || eu == nil {
+		return
+	}
+	file := filepath.Join(t.TempDir(), "api.yaml")
+	cfg := "domain: api\ndescriptors:\n" +
+		"  - key: small\n    rate_limit: {unit: hour, requests_per_unit: 20}\n" +
+		"  - key: large\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n" +
+		"  - key: slots\n    rate_limit: {unit: second, requests_per_unit: 4, algorithm: concurrency}\n"
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errb, stop := startServe(t, "--config", file, "--reload-interval", "0", "--store", "redis://"+us.Addr,
+		"--region", "us", "--region-peers", "eu=redis://"+eu.Addr, "--region-slice", "50")
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exit %d: %s", code, errb.String())
+	}
+	log := errb.String()
+	if n := strings.Count(log, "less than a slice"); n != 1 {
+		t.Errorf("%d warnings of a share less than a slice, want 1 (rule small): %s", n, log)
+	}
+	if !strings.Contains(log, `--region-slice 50: rule api/small (`+file+`:4), fixed_window 20/1h0m0s, gives region \"eu\" a share of 10, less than a slice`) {
+		t.Errorf("no WARN naming rule small, region eu and its share of 10: %s", log)
+	}
+}

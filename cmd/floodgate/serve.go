@@ -726,6 +726,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	for _, w := range memcachedItemWarnings(st, cfg, f.flag("store")) {
 		log.Warn(w)
 	}
+	for _, w := range regionSliceWarnings(st, cfg, f) {
+		log.Warn(w)
+	}
 	if stopped("checking the store") {
 		return nil
 	}
@@ -812,6 +815,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			srv.Warn("reload", "configuration: "+w.String())
 		}
 		for _, w := range memcachedItemWarnings(st, c, f.flag("store")) {
+			srv.Warn("reload", w)
+		}
+		for _, w := range regionSliceWarnings(st, c, f) {
 			srv.Warn("reload", w)
 		}
 		if added := newAdaptiveRules(prev, c); len(added) > 0 && observeOpen {

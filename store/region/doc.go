@@ -46,7 +46,10 @@
 // and R regions, any window or interval admits at most P·(R−1)·n units
 // beyond the limit — the configured worst-case overshoot. A budget that
 // does not refill (a quota) is never exceeded. The slice's unused units go
-// back to the lender when the TTL ends. Slices follow store/lease: the
+// back to the lender when the TTL ends; until then only the borrowing
+// process admits from them, so the lender may refuse, per key and
+// borrowing process, up to a slice of units it would otherwise have
+// admitted (an under-admission): keep n well below the peers' shares. Slices follow store/lease: the
 // sliding log, which keeps each request's time, and Takes of several
 // requests at once are borrowed one call each.
 //

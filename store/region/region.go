@@ -65,9 +65,13 @@ func WithWeights(w map[string]int) Option { return func(c *config) { c.weights =
 // (store/lease) instead of each request's own cost (the default, 0): one
 // cross-region call per n borrowed units instead of one per request, at
 // the price of the worst-case overshoot the package documentation bounds.
-// n must be 0 or at least 2; keep it below the smallest share a peer has
-// of the limits borrowed: store/lease sizes a slice by the whole limit,
-// and a slice larger than the peer's share is taken in two calls.
+// n must be 0 or at least 2; keep it well below the smallest share a peer
+// has of the limits borrowed (PeerShares): the units of a slice are the
+// lender's, which refuses its own requests while they are held here, until
+// they are used or go back when the slice's TTL ends (the lender's own
+// traffic may be refused up to a slice's worth of units it would have
+// admitted); a slice larger than the peer's share takes all of it, in two
+// calls (store/lease sizes a slice by the whole limit).
 func WithSlice(n int64) Option { return func(c *config) { c.slice = n } }
 
 // WithPrefetch borrows ahead, in the background: when a decision on this
@@ -290,6 +294,19 @@ func sorted(names []string) []string {
 // Share returns this region's share of l: nil when it is nothing (a limit
 // smaller than the number of regions, weighed).
 func (s *Store) Share(l *algo.Limit) *algo.Limit { return s.split(l).limits[s.self] }
+
+// PeerShares returns the share of l of each peer region, by name (nil for
+// a share of nothing), and whether this region borrows from them for l:
+// false for the algorithms it does not borrow (concurrency, the shaper,
+// smooth).
+func (s *Store) PeerShares(l *algo.Limit) (map[string]*algo.Limit, bool) {
+	sp := s.split(l)
+	out := make(map[string]*algo.Limit, len(s.peers))
+	for _, p := range s.peers {
+		out[p.name] = sp.limits[slices.Index(s.names, p.name)]
+	}
+	return out, sp.borrow
+}
 
 // Stats returns what the Store did since New.
 func (s *Store) Stats() Stats {
