@@ -71,7 +71,8 @@
 //	region_prefetches_total                rounds of borrowing ahead that left a
 //	                                       slice held here
 //	region_peer_failures_total             peer calls that failed or timed out
-//	region_peer_up{peer}                   1, or 0 while the peer is left out
+//	region_peer_up{peer}                   1, or 0 from a failed call to the peer
+//	                                       until a call or a probe answers
 //	connections_open{listener}             connections the http, grpc or api
 //	                                       listener holds open (Listener)
 //	connections_full_total{listener}       new connections that found it at its

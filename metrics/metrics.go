@@ -261,7 +261,7 @@ func (m *Metrics) MemcachedStore(stats func() memcached.Stats) {
 // (store/region): decisions a peer region lent (region_borrowed_total),
 // peer calls that failed and left the peer out for the backoff
 // (region_peer_failures_total), and each peer region's state
-// (region_peer_up{peer}: 0 while it is left out). Like MemoryStore, the
+// (region_peer_up{peer}: 0 from a failed call until one answers). Like MemoryStore, the
 // first call registers them, with the peers it reads then, and a later one
 // only changes the source.
 func (m *Metrics) RegionStore(stats func() region.Stats) {
@@ -280,7 +280,7 @@ func (m *Metrics) RegionStore(stats func() region.Stats) {
 	for _, p := range stats().Peers {
 		name := p.Name
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "floodgate", Name: "region_peer_up",
-			Help:        "1 while this region borrows from the peer region, 0 while the peer is left out after a failure (this region limits on its share without it).",
+			Help:        "1 while the peer region answers, 0 from a failed call to it until a borrowing or a probe (every second) answers; this region limits on its share without it meanwhile.",
 			ConstLabels: prometheus.Labels{"peer": name}}, func() float64 {
 			for _, q := range read().Peers {
 				if q.Name == name && q.Down {

@@ -1148,8 +1148,8 @@ type RegionView struct {
 	Peers        []PeerView `json:"peers"`
 }
 
-// PeerView is a peer region: Up is false while it is left out after a
-// failure.
+// PeerView is a peer region: Up is false from a failed call to it until a
+// call (a borrowing or a probe) answers.
 type PeerView struct {
 	Name string `json:"name"`
 	Up   bool   `json:"up"`

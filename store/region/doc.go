@@ -83,7 +83,9 @@
 // (WithTimeout), and ends before the caller's deadline (a tenth of the time
 // left before it), so that a failure policy above never answers for a
 // borrowing cut short. A peer that fails or does not answer in time is left out
-// for the backoff (WithBackoff) and tried again after it; meanwhile the
+// for the backoff (WithBackoff) and tried again after it, and probed in the
+// background meanwhile (every second at most), lending again as soon as a
+// probe answers; Stats reports it Down until a call answers. Meanwhile the
 // region limits on its own share alone, exactly, and its answers wait for
 // no other region. Failures only ever refuse what a peer could have lent:
 // they never admit more. A region's own store failing is Take's error, as

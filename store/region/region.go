@@ -95,7 +95,10 @@ func WithSliceTTL(d time.Duration) Option { return func(c *config) { c.ttl = d }
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithBackoff sets how long a peer that failed is left out (default
-// DefaultBackoff).
+// DefaultBackoff): then the next borrowing tries it again. A peer left out
+// is also probed in the background (its store's Ping, else a Peek that
+// charges nothing) every second, or every backoff when that is shorter,
+// and lends again as soon as a probe answers.
 func WithBackoff(d time.Duration) Option { return func(c *config) { c.backoff = d } }
 
 // WithClock replaces the clock that times the backoff, how long a
@@ -129,8 +132,8 @@ type Stats struct {
 // PeerStats is a peer region's state.
 type PeerStats struct {
 	Name string
-	// Down reports that the peer failed and is left out until its backoff
-	// ends.
+	// Down reports that the peer's last call failed and none has
+	// answered since (a borrowing after the backoff, or a probe).
 	Down bool
 }
 
@@ -178,6 +181,11 @@ type peer struct {
 	borrow store.Store
 	// down is the clock's UnixNano until which the peer is left out.
 	down atomic.Int64
+	// store is the peer's store as given, which probe pings; failed is
+	// set by a failure and cleared by the next answer; probing is set
+	// while a probe goroutine runs.
+	store           store.Store
+	failed, probing atomic.Bool
 }
 
 // split is a limit divided among the regions: limits[i] is region i's
@@ -280,7 +288,7 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 			}
 			b = ls
 		}
-		s.peers = append(s.peers, &peer{name: p.Name, borrow: b})
+		s.peers = append(s.peers, &peer{name: p.Name, borrow: b, store: p.Store})
 	}
 	return s, nil
 }
@@ -313,9 +321,8 @@ func (s *Store) Stats() Stats {
 	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Prefetches: s.prefetched.Load(),
 		Prefetching: len(s.fetchers),
 		Peers:       make([]PeerStats, len(s.peers))}
-	now := s.clock().UnixNano()
 	for i, p := range s.peers {
-		st.Peers[i] = PeerStats{Name: p.name, Down: p.down.Load() > now}
+		st.Peers[i] = PeerStats{Name: p.name, Down: p.failed.Load()}
 	}
 	return st
 }
@@ -633,10 +640,13 @@ func (s *Store) first(key string) int {
 	return int(maphash.String(s.seed, key) % uint64(len(s.peers)))
 }
 
-// leaveOut notes that p failed: it is left out for the backoff.
+// leaveOut notes that p failed: it is left out for the backoff, and
+// probed meanwhile.
 func (s *Store) leaveOut(p *peer, err error) {
 	s.failures.Add(1)
 	p.down.Store(s.clock().Add(s.backoff).UnixNano())
+	p.failed.Store(true)
+	s.probe(p)
 	if s.log != nil {
 		// Quoted parts blanked: the stores quote the key, which holds a
 		// client's values.
@@ -648,9 +658,62 @@ func (s *Store) leaveOut(p *peer, err error) {
 // answered notes that p, which was left out until down (0: it was not),
 // answered.
 func (s *Store) answered(p *peer, down int64) {
-	if down != 0 && p.down.CompareAndSwap(down, 0) && s.log != nil {
+	if down != 0 && p.down.CompareAndSwap(down, 0) {
+		s.back(p)
+	}
+}
+
+// back notes that p, which failed, answers again.
+func (s *Store) back(p *peer) {
+	if p.failed.CompareAndSwap(true, false) && s.log != nil {
 		s.log.Info("region: peer answers again", "peer", p.name)
 	}
+}
+
+// probeEvery is how often a peer left out is probed, at most.
+const probeEvery = time.Second
+
+// probe starts, unless one runs or the Store is closed, a goroutine that
+// pings p every probeEvery (or backoff, when shorter) while p is left
+// out, and lets it lend again once it answers.
+func (s *Store) probe(p *peer) {
+	if !p.probing.CompareAndSwap(false, true) {
+		return
+	}
+	s.fetchMu.Lock()
+	if s.closed {
+		s.fetchMu.Unlock()
+		p.probing.Store(false)
+		return
+	}
+	s.fetchWG.Add(1)
+	s.fetchMu.Unlock()
+	go func() {
+		defer func() {
+			p.probing.Store(false)
+			// A failure noted while this one was ending found it running.
+			if p.failed.Load() && s.life.Err() == nil {
+				s.probe(p)
+			}
+			s.fetchWG.Done()
+		}()
+		t := time.NewTicker(min(probeEvery, s.backoff))
+		defer t.Stop()
+		for p.failed.Load() {
+			select {
+			case <-s.life.Done():
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(s.life, s.timeout)
+			err := ping(ctx, p.store)
+			cancel()
+			if err == nil {
+				p.down.Store(0)
+				s.back(p)
+			}
+		}
+	}()
 }
 
 // refill borrows ahead (WithPrefetch) after p lent r from a slice: when
@@ -972,11 +1035,14 @@ var pingLimit, _ = algo.Compile(algo.Params{Algorithm: algo.FixedWindow, Limit: 
 // Ping checks this region's own store: its Ping, or a Peek of a probe key
 // that charges nothing. A peer down is not this region's failure: the
 // region limits on its share meanwhile.
-func (s *Store) Ping(ctx context.Context) error {
-	if p, ok := s.local.(interface{ Ping(context.Context) error }); ok {
+func (s *Store) Ping(ctx context.Context) error { return ping(ctx, s.local) }
+
+// ping checks st: its Ping, or a Peek of a probe key that charges nothing.
+func ping(ctx context.Context, st store.Store) error {
+	if p, ok := st.(interface{ Ping(context.Context) error }); ok {
 		return p.Ping(ctx)
 	}
-	return s.local.Peek(ctx, []store.Request{{Key: "fg:__ping", Limit: pingLimit}}, make([]algo.Decision, 1))
+	return st.Peek(ctx, []store.Request{{Key: "fg:__ping", Limit: pingLimit}}, make([]algo.Decision, 1))
 }
 
 // shareStore is a peer region's store as this region borrows from it: each

@@ -1096,3 +1096,52 @@ func TestResetForgetsEveryRegion(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerDownUntilItAnswers: a peer that failed reads Down until a call
+// answers, not only for the backoff: past the backoff, with no borrowing
+// to try it, a dead peer is still Down. A probe in the background finds
+// it back (no Take needed), and probes count no failures.
+func TestPeerDownUntilItAnswers(t *testing.T) {
+	us, eu := testserver.NewRedis(t), testserver.NewRedis(t)
+	if us == nil || eu == nil {
+		t.Skip("no redis-server")
+	}
+	clk := newClock()
+	s, err := region.New("us", openRedis(t, us.Addr), []region.Peer{{Name: "eu", Store: openRedis(t, eu.Addr)}},
+		region.WithTimeout(300*time.Millisecond), region.WithBackoff(200*time.Millisecond), region.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := quota(t, algo.FixedWindow, 2) // a share of 1
+	if err := eu.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		take(t, s, "k", l, 1) // the share's unit, then a borrowing that fails
+	}
+	if st := s.Stats(); st.PeerFailures != 1 || !st.Peers[0].Down {
+		t.Fatalf("after a failed borrowing: %+v, want one failure and the peer Down", st)
+	}
+	clk.Add(time.Minute)               // far past the backoff
+	time.Sleep(700 * time.Millisecond) // three probes, or so, of a dead peer
+	if st := s.Stats(); st.PeerFailures != 1 || !st.Peers[0].Down {
+		t.Fatalf("past the backoff, the peer still dead: %+v, want it Down and the probes not counted as failures", st)
+	}
+	if err := eu.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().Peers[0].Down {
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer is back, and still Down 10s later: %+v", s.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ok, _ := take(t, s, "k", l, 1); !ok {
+		t.Fatalf("the peer is back and up, and did not lend: %+v", s.Stats())
+	}
+	if st := s.Stats(); st.PeerFailures != 1 || st.Borrowed != 1 {
+		t.Fatalf("%+v, want the one failure and one borrowed", st)
+	}
+}
