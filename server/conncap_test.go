@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -216,15 +215,7 @@ func TestServeLimitConns(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls = srv.LimitConns(ls, 1)
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ls) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	serve(t, srv, ls)
 	for i := range 3 {
 		if _, code, _ := get(t, "http://"+ls.HTTP.Addr().String()+"/healthcheck"); code != 200 {
 			t.Fatalf("client %d: /healthcheck %d, want 200", i+1, code)

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -49,15 +48,7 @@ func TestTLSHandshakeErrorIsStructured(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls.HTTP = tls.NewListener(ls.HTTP, selfSigned(t))
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ls) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	serve(t, srv, ls)
 
 	c, err := net.Dial("tcp", ls.HTTP.Addr().String())
 	if err != nil {

@@ -156,3 +156,18 @@ func serverFor(t *testing.T, yaml string, opts ...server.Option) *server.Server 
 	}
 	return srv
 }
+
+// serve runs srv.Serve on ls until the test's end, when it stops it and
+// fails the test on Serve's error.
+func serve(t *testing.T, srv *server.Server, ls server.Listeners) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+}

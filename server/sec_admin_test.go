@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -121,15 +120,7 @@ func TestSecAdminHostCheckServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ls) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	serve(t, srv, ls)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	for host, want := range map[string]int{"evil.example": 403, "localhost": 200, "": 200} {
 		req, _ := http.NewRequest("GET", "http://"+ls.Admin.Addr().String()+"/metrics", nil)

@@ -79,15 +79,7 @@ func TestSecGatewayAPIRefusesCrossSite(t *testing.T) {
 	if ls.API, err = (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ls) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	serve(t, srv, ls)
 	base := "http://" + ls.API.Addr().String()
 	for _, path := range decisionPaths {
 		if code, body := (webReq{"POST", path, quotaKV, "", crossSite}).send(t, base); code != 403 || !strings.Contains(body, "cross-origin request refused") {
