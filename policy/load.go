@@ -22,6 +22,7 @@ import (
 
 	"github.com/floodgate/floodgate/adaptive"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/fileread"
 )
 
 // Load limits: a configuration is trusted input, but a typo or an alias
@@ -179,17 +180,9 @@ func readSources(path string) (srcs []source, skipped []string, probs Problems) 
 }
 
 func readFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	data, err := fileread.Read(p, maxFileSize)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("cannot read: %v", unwrapPath(err))
-	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("file is larger than %d MiB", maxFileSize>>20)
+		return nil, fmt.Errorf("cannot read: %v", err)
 	}
 	return data, nil
 }

@@ -118,7 +118,7 @@ func TestBenchTLSBadFlags(t *testing.T) {
 		{[]string{"-addr", "http://127.0.0.1:8080/json"}, "floodgate bench: -addr http://127.0.0.1:8080/json: -p grpc (the default) takes host:port, serve's --grpc address (127.0.0.1:8081 by default); a URL is for -p json or v1 (serve's --http address) or -p http\n"},
 		{[]string{"-p", "grpc", "-addr", "h2c://127.0.0.1:8081"}, "floodgate bench: -addr h2c://127.0.0.1:8081: -p grpc (the default) takes host:port"},
 		{[]string{"-p", "json", "-addr", "http://127.0.0.1:8080", "-tls"}, "floodgate bench: -addr http://127.0.0.1:8080: plaintext http:// with -tls (use https:// or host:port)\n"},
-		{[]string{"-tls", "-tls-ca", missing}, "floodgate bench: -tls-ca " + missing + ": open " + missing + ": no such file or directory\n"},
+		{[]string{"-tls", "-tls-ca", missing}, "floodgate bench: -tls-ca " + missing + ": no such file or directory\n"},
 		{[]string{"-tls", "-tls-ca", notPEM}, "floodgate bench: -tls-ca " + notPEM + ": no PEM certificate in the file\n"},
 		{[]string{"-tls", "-tls-cert", cert, "-tls-key", missing}, "floodgate bench: -tls-key " + missing + ": stat " + missing + ": no such file or directory\n"},
 		{[]string{"-tls", "-tls-cert", cert, "-tls-key", wrongKey}, "floodgate bench: -tls-cert " + cert + ", -tls-key " + wrongKey + ": tls: private key does not match public key\n"},

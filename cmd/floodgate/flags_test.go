@@ -55,7 +55,7 @@ func TestServeTokenFiles(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--admin-token-file", filepath.Join(dir, "none")}, nil, "--admin-token-file " + filepath.Join(dir, "none") + ": open"},
+		{[]string{"--admin-token-file", filepath.Join(dir, "none")}, nil, "--admin-token-file " + filepath.Join(dir, "none") + ": no such file or directory"},
 		{[]string{"--observe-token-file", empty}, nil, "--observe-token-file " + empty + ": the file holds no token"},
 		{[]string{"--admin-token", "x", "--admin-token-file", adm}, nil, "--admin-token and --admin-token-file are both set"},
 		{[]string{"--admin-token-file", adm}, map[string]string{"FLOODGATE_ADMIN_TOKEN": "y"}, "FLOODGATE_ADMIN_TOKEN and --admin-token-file are both set"},

@@ -23,6 +23,7 @@ import (
 
 	exampleconfig "github.com/floodgate/floodgate/examples/config"
 	"github.com/floodgate/floodgate/gateway"
+	"github.com/floodgate/floodgate/internal/fileread"
 	"github.com/floodgate/floodgate/internal/names"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
@@ -278,7 +279,7 @@ func (f *serveFlags) readTokens() (warnings []string, err error) {
 // readTokenFile reads the token of --name-file from file, checked as a
 // bearer token; an error names the flag and the file, never the token.
 func (f *serveFlags) readTokenFile(name, file string) (string, error) {
-	b, err := os.ReadFile(file)
+	b, err := fileread.Read(file, 64<<10)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", f.origin(name+"-file", file), err)
 	}

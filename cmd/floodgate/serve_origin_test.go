@@ -34,9 +34,9 @@ func TestServeErrorsNamePathsWithAt(t *testing.T) {
 		want string
 	}{
 		{[]string{"--config", cfg}, nil, "floodgate serve: --config " + cfg + ":\n"},
-		{[]string{"--config", good, "--admin-token-file", token}, nil, "floodgate serve: --admin-token-file " + token + ": open " + token + ": "},
+		{[]string{"--config", good, "--admin-token-file", token}, nil, "floodgate serve: --admin-token-file " + token + ": no such file or directory"},
 		{[]string{"--config", good}, map[string]string{"FLOODGATE_ADMIN_TOKEN_FILE": token},
-			"floodgate serve: FLOODGATE_ADMIN_TOKEN_FILE=\"" + token + "\": open " + token + ": "},
+			"floodgate serve: FLOODGATE_ADMIN_TOKEN_FILE=\"" + token + "\": no such file or directory"},
 		{[]string{"--config", good, "--tls-cert", filepath.Join(dir, "tls.crt")}, nil,
 			"floodgate serve: --tls-cert " + filepath.Join(dir, "tls.crt") + ": needs --tls-key too"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/fileread"
 	"github.com/floodgate/floodgate/server"
 )
 
@@ -106,16 +107,20 @@ func loadTLS(f *serveFlags) (*serverTLS, error) {
 	return s, nil
 }
 
+// maxPEMFile bounds a certificate, key or CA file: a chain or a bundle of
+// CAs takes a few hundred KiB at most.
+const maxPEMFile = 4 << 20
+
 // read reads and parses the files, naming the flag (or variable) of the one
 // that fails.
 func (s *serverTLS) read() (*tlsFiles, error) {
 	f := s.f
 	var t tlsFiles
 	var err error
-	if t.certPEM, err = os.ReadFile(f.tlsCert); err != nil {
+	if t.certPEM, err = fileread.Read(f.tlsCert, maxPEMFile); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.origin("tls-cert", f.tlsCert), err)
 	}
-	if t.keyPEM, err = os.ReadFile(f.tlsKey); err != nil {
+	if t.keyPEM, err = fileread.Read(f.tlsKey, maxPEMFile); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.origin("tls-key", f.tlsKey), err)
 	}
 	if t.cert, err = tls.X509KeyPair(t.certPEM, t.keyPEM); err != nil {
@@ -133,7 +138,7 @@ func (s *serverTLS) read() (*tlsFiles, error) {
 // --tls-client-ca, bench's -tls-ca) into a pool; it returns the file's
 // contents too. An error starts with flag, the option that named the file.
 func readCAFile(flag, file string) (*x509.CertPool, []byte, error) {
-	b, err := os.ReadFile(file)
+	b, err := fileread.Read(file, maxPEMFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", flag, err)
 	}

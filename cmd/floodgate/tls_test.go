@@ -307,14 +307,14 @@ func TestServeTLSBadFlags(t *testing.T) {
 		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-listeners", "grpc,htp"}, nil,
 			"floodgate serve: --tls-listeners grpc,htp: unknown listener \"htp\": want a comma-separated list of grpc, http, api, admin\n"},
 		{[]string{"--tls-cert", cert, "--tls-key", key}, map[string]string{"FLOODGATE_TLS_LISTENERS": "debug"}, "floodgate serve: FLOODGATE_TLS_LISTENERS=\"debug\": unknown listener \"debug\""},
-		{[]string{"--tls-cert", missing, "--tls-key", key}, nil, "floodgate serve: --tls-cert " + missing + ": open " + missing + ": no such file or directory\n"},
-		{[]string{"--tls-cert", cert, "--tls-key", missing}, nil, "floodgate serve: --tls-key " + missing + ": open " + missing + ": no such file or directory\n"},
+		{[]string{"--tls-cert", missing, "--tls-key", key}, nil, "floodgate serve: --tls-cert " + missing + ": no such file or directory\n"},
+		{[]string{"--tls-cert", cert, "--tls-key", missing}, nil, "floodgate serve: --tls-key " + missing + ": no such file or directory\n"},
 		{[]string{"--tls-cert", cert, "--tls-key", wrongKey}, nil,
 			"floodgate serve: --tls-cert " + cert + ", --tls-key " + wrongKey + ": tls: private key does not match public key\n"},
 		{[]string{"--tls-cert", notPEM, "--tls-key", key}, nil, "floodgate serve: --tls-cert " + notPEM + ", --tls-key " + key + ": tls: failed to find any PEM data in certificate input\n"},
 		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", notPEM}, nil, "floodgate serve: --tls-client-ca " + notPEM + ": no PEM certificate in the file\n"},
 		{[]string{"--tls-cert", cert, "--tls-key", key}, map[string]string{"FLOODGATE_TLS_CLIENT_CA": missing},
-			"floodgate serve: FLOODGATE_TLS_CLIENT_CA=\"" + missing + "\": open " + missing + ": no such file or directory\n"},
+			"floodgate serve: FLOODGATE_TLS_CLIENT_CA=\"" + missing + "\": no such file or directory\n"},
 	} {
 		for k, v := range r.env {
 			t.Setenv(k, v)
