@@ -91,6 +91,11 @@
 // they never admit more. A region's own store failing is Take's error, as
 // for any store (store/resilient's failure policy goes above a Store).
 //
+// A request whose cost is larger than this region's share and every
+// peer's, though within the whole limit, is refused as never
+// (algo.Never): no single share can take it, and borrowing takes a cost
+// from one share. Keep costs within the smallest share.
+//
 // # Not borrowed, and other limits
 //
 // Concurrency slots, the shaper and the Smooth algorithms keep to their
@@ -101,10 +106,14 @@
 // admit up to R−1 units beyond a single store's burst; and a region whose
 // slots are all held refuses while another region has free ones.
 //
-// A Refund goes to this region's own store, wherever the Take was
-// charged: a borrowed unit given back frees a unit here while the lender's
-// stays charged until its window passes or it refills, so budget moves
-// toward the region that refunds and never beyond the limit. Release and
+// A Refund of an admission a peer lent (the Request's Key and At, as
+// Take's Result gave them) goes back to that peer's share (or to the
+// slice held here), where it was charged: the Store remembers the last
+// 65,536 borrowed admissions for that. Any other Refund goes to this
+// region's own store; a borrowed admission forgotten by then frees a unit
+// here, if any (for a sliding log stamped by the lender's clock, or a
+// window the lender's At is outside of, nothing: fewer admitted, never
+// more). Release and
 // Renew go to this region's store, where every slot is held. Reset forgets
 // the keys in every region.
 //

@@ -172,6 +172,9 @@ type Store struct {
 
 	splits limitcache.Cache[*split]
 	spent  spentMemo
+	loans  loanBook
+	// shut is set by Close: every call after it is store.ErrClosed.
+	shut atomic.Bool
 }
 
 type peer struct {
@@ -271,6 +274,7 @@ func newStore(self string, local store.Store, peers []Peer, opts []Option) (*Sto
 		slice: c.slice, prefetch: c.prefetch, fetchers: make(chan struct{}, maxPrefetches), seed: maphash.MakeSeed(),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
+	s.loans.seed = s.seed
 	for i, n := range names {
 		s.weights[i] = 1
 		if w, ok := c.weights[n]; ok {
@@ -466,12 +470,23 @@ func never(out []algo.Decision) {
 // Take decides reqs on this region's share; when the share refuses, it
 // borrows from the peers (see the package documentation).
 func (s *Store) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
+	if err := s.isShut(); err != nil {
+		return store.Result{}, err
+	}
 	if err := check(reqs, out); err != nil {
 		return store.Result{}, err
 	}
 	res, err := s.take(ctx, reqs, out)
 	whole(reqs, out)
 	return res, err
+}
+
+// isShut returns store.ErrClosed once Close was called.
+func (s *Store) isShut() error {
+	if s.shut.Load() {
+		return fmt.Errorf("region: %w", store.ErrClosed)
+	}
+	return nil
 }
 
 // check is store.Check with out required: every decision has its slot.
@@ -503,6 +518,7 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 		// once, and answer that refusal if no peer lends.
 	case all:
 		var err error
+		gen := s.spent.gen.Load()
 		res, err = s.local.Take(ctx, lr, out)
 		if res.Allowed && borrow && len(reqs) == 1 && s.ahead(reqs[0].Limit) && out[0].Remaining < s.slice {
 			s.borrowAhead(reqs[0], nil)
@@ -511,7 +527,7 @@ func (s *Store) take(ctx context.Context, reqs []store.Request, out []algo.Decis
 			return res, err
 		}
 		if len(reqs) == 1 {
-			s.spent.remember(reqs[0], out[0], s.clock())
+			s.spent.remember(reqs[0], out[0], s.clock(), gen)
 		}
 	default:
 		never(out)
@@ -555,9 +571,13 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 	if budget <= 0 {
 		return store.Result{}, false
 	}
-	// Cut to the caller's deadline, a borrowing that runs out is the
-	// caller's haste, not the peer's failure.
-	trimmed := budget < s.timeout
+	// Cut well short by the caller's deadline, a borrowing that runs out
+	// is the caller's haste, not the peer's failure. Cut by a little (the
+	// deadline of a failure policy above, which allows this region's store
+	// its own time first), a peer that has not answered in over half the
+	// timeout is failing: not leaving it out would make every borrowing
+	// wait for it.
+	trimmed := budget < s.timeout/2
 	bctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	pout := make([]algo.Decision, len(reqs))
@@ -586,6 +606,7 @@ func (s *Store) borrow(ctx context.Context, reqs []store.Request, out []algo.Dec
 		if res.Allowed {
 			copy(out, pout)
 			s.borrowed.Add(1)
+			s.loans.lent(reqs, res.At, p)
 			if len(reqs) == 1 {
 				s.refill(reqs[0], p)
 			}
@@ -835,6 +856,7 @@ func (s *Store) borrowLocal(reqs []store.Request, out []algo.Decision, now time.
 		if res, ok := lt.TakeLocal(reqs, d[:]); ok && res.Allowed {
 			out[0] = d[0]
 			s.borrowed.Add(1)
+			s.loans.lent(reqs, res.At, p)
 			s.refill(reqs[0], p)
 			return res, true
 		}
@@ -856,7 +878,7 @@ func wait(out []algo.Decision) time.Duration {
 // whose share here refused a moment ago, from a slice borrowed from a
 // peer (WithSlice). Anything else, a refusal included, is left to Take.
 func (s *Store) TakeLocal(reqs []store.Request, out []algo.Decision) (store.Result, bool) {
-	if check(reqs, out) != nil {
+	if s.shut.Load() || check(reqs, out) != nil {
 		return store.Result{}, false // Take says what is wrong
 	}
 	res, ok := s.takeLocal(reqs, out)
@@ -885,6 +907,11 @@ func (s *Store) takeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 	if !ok || (!res.Allowed && borrow) {
 		return store.Result{}, false
 	}
+	// As Take does: a decision on the share that leaves it less than a
+	// slice borrows the next one ahead.
+	if res.Allowed && borrow && len(reqs) == 1 && s.ahead(reqs[0].Limit) && out[0].Remaining < s.slice {
+		s.borrowAhead(reqs[0], nil)
+	}
 	return res, true
 }
 
@@ -893,6 +920,9 @@ func (s *Store) takeLocal(reqs []store.Request, out []algo.Decision) (store.Resu
 // peer's that would admit it (borrowable algorithms; within the
 // timeout, as Take borrows).
 func (s *Store) Peek(ctx context.Context, reqs []store.Request, out []algo.Decision) error {
+	if err := s.isShut(); err != nil {
+		return err
+	}
 	if err := check(reqs, out); err != nil {
 		return err
 	}
@@ -919,11 +949,24 @@ func (s *Store) peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 		}
 	}
 	var d [1]algo.Decision
+	var pctx context.Context // the peers', one budget for every request
 	for i, r := range reqs {
 		if out[i].Allowed || !s.split(r.Limit).borrow {
 			continue
 		}
-		if s.peekPeers(ctx, reqs[i:i+1], d[:]) {
+		if pctx == nil {
+			budget := s.budget(ctx)
+			if budget <= 0 {
+				return nil
+			}
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(ctx, budget)
+			defer cancel()
+		}
+		if pctx.Err() != nil {
+			break
+		}
+		if s.peekPeers(pctx, reqs[i:i+1], d[:]) {
 			out[i] = d[0]
 		}
 	}
@@ -931,14 +974,12 @@ func (s *Store) peek(ctx context.Context, reqs []store.Request, out []algo.Decis
 }
 
 // peekPeers reports whether a peer that is up would admit reqs, with its
-// decision in out. A peer that fails is left to Take to find.
-func (s *Store) peekPeers(ctx context.Context, reqs []store.Request, out []algo.Decision) bool {
-	budget := s.budget(ctx)
-	if budget <= 0 || len(s.peers) == 0 {
+// decision in out, asking them under pctx (peek's budget). A peer that
+// fails is left to Take to find.
+func (s *Store) peekPeers(pctx context.Context, reqs []store.Request, out []algo.Decision) bool {
+	if len(s.peers) == 0 {
 		return false
 	}
-	pctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
 	now := s.clock().UnixNano()
 	start := s.first(reqs[0].Key)
 	for k := range s.peers {
@@ -967,13 +1008,36 @@ func (s *Store) withShare(reqs []store.Request) []store.Request {
 // Refund gives the units back to this region's own store, wherever they
 // were charged (see the package documentation).
 func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
+	if err := s.isShut(); err != nil {
+		return err
+	}
 	if err := store.Check(reqs, nil); err != nil {
 		return err
 	}
+	var own []store.Request
+	var lent map[*peer][]store.Request
 	for _, r := range reqs {
 		s.spent.forget(r.Key)
+		if p := s.loans.repaid(r.Key, r.At); p != nil {
+			if lent == nil {
+				lent = make(map[*peer][]store.Request)
+			}
+			lent[p] = append(lent[p], r)
+			continue
+		}
+		own = append(own, r)
 	}
-	return s.local.Refund(ctx, s.withShare(reqs))
+	var errs []error
+	if len(own) > 0 {
+		errs = append(errs, s.local.Refund(ctx, s.withShare(own)))
+	}
+	for p, rs := range lent {
+		// At the lender's share, in its store (or the slice held here).
+		if err := p.borrow.Refund(ctx, rs); err != nil {
+			errs = append(errs, fmt.Errorf("region %q: %w", p.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Release gives back Concurrency leases, which are only ever held in this
@@ -1001,6 +1065,9 @@ func (s *Store) Renew(ctx context.Context, reqs []store.Request) error {
 // peer's. A peer that fails is named in the error; the others are reset
 // all the same.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	if err := s.isShut(); err != nil {
+		return err
+	}
 	for _, k := range keys {
 		s.spent.forget(k)
 	}
@@ -1015,6 +1082,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 
 // Close closes this region's store and the peers'.
 func (s *Store) Close() error {
+	s.shut.Store(true)
 	s.fetchMu.Lock()
 	s.closed = true
 	s.fetchMu.Unlock()
@@ -1128,6 +1196,9 @@ const maxSpent = 1 << 16
 type spentMemo struct {
 	m sync.Map // key → *spentKey
 	n atomic.Int64
+	// gen counts forgets: a refusal read before one is not remembered
+	// after it (the Refund may have freed what it refused).
+	gen atomic.Uint64
 }
 
 type spentKey struct {
@@ -1163,9 +1234,11 @@ func (m *spentMemo) refused(r store.Request, now time.Time, d *algo.Decision) bo
 	return true
 }
 
-// remember notes that this region's share refused r with d at now.
-func (m *spentMemo) remember(r store.Request, d algo.Decision, now time.Time) {
-	if d.Allowed || d.RetryAfter <= 0 || r.Cost < 1 {
+// remember notes that this region's share refused r with d at now,
+// unless a key was forgotten since gen (gen.Load() before the Take that
+// refused).
+func (m *spentMemo) remember(r store.Request, d algo.Decision, now time.Time, gen uint64) {
+	if d.Allowed || d.RetryAfter <= 0 || r.Cost < 1 || m.gen.Load() != gen {
 		return
 	}
 	k := &spentKey{limit: r.Limit, cost: r.Cost, at: now, until: now.Add(min(d.RetryAfter, spentFor)), dec: d}
@@ -1177,7 +1250,98 @@ func (m *spentMemo) remember(r store.Request, d algo.Decision, now time.Time) {
 
 // forget drops key.
 func (m *spentMemo) forget(key string) {
+	m.gen.Add(1)
 	if _, loaded := m.m.LoadAndDelete(key); loaded {
 		m.n.Add(-1)
 	}
+}
+
+// maxLoans bounds the borrowed admissions loanBook remembers; past it the
+// oldest are forgotten, and a Refund of one goes to this region's own
+// store, where it may free nothing (fewer admitted, never more).
+const maxLoans = 1 << 16
+
+// A loanBook remembers which peer lent each borrowed admission, by key
+// and the lender's At, so that a Refund of it gives the units back to the
+// lender's share: this region's store would free nothing for a sliding
+// log stamped by the lender's clock, nor for a window the lender's At
+// falls outside of, nor for a share of nothing. It is sharded by key, as
+// admissions from borrowed slices come from every core at once.
+type loanBook struct {
+	seed   maphash.Seed
+	shards [loanShards]loanShard
+}
+
+const loanShards = 16
+
+type loanShard struct {
+	mu    sync.Mutex
+	m     map[loanKey]loan
+	order []loanKey // a ring of the admissions lent, oldest at next
+	next  int
+}
+
+type loanKey struct {
+	key string
+	at  int64
+}
+
+type loan struct {
+	p *peer
+	n int // admissions of the key at that At
+}
+
+func (b *loanBook) shard(key string) *loanShard {
+	return &b.shards[maphash.String(b.seed, key)%loanShards]
+}
+
+// lent notes that p admitted reqs at at.
+func (b *loanBook) lent(reqs []store.Request, at int64, p *peer) {
+	for _, r := range reqs {
+		b.shard(r.Key).lent(loanKey{r.Key, at}, p)
+	}
+}
+
+func (sh *loanShard) lent(k loanKey, p *peer) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m == nil {
+		sh.m = make(map[loanKey]loan)
+	}
+	if len(sh.order) < maxLoans/loanShards {
+		sh.order = append(sh.order, k)
+	} else {
+		sh.drop(sh.order[sh.next])
+		sh.order[sh.next] = k
+		sh.next = (sh.next + 1) % len(sh.order)
+	}
+	l := sh.m[k]
+	sh.m[k] = loan{p, l.n + 1}
+}
+
+// drop forgets one admission of k, if any is remembered.
+func (sh *loanShard) drop(k loanKey) (*peer, bool) {
+	l, ok := sh.m[k]
+	if !ok {
+		return nil, false
+	}
+	if l.n > 1 {
+		sh.m[k] = loan{l.p, l.n - 1}
+	} else {
+		delete(sh.m, k)
+	}
+	return l.p, true
+}
+
+// repaid returns the peer that lent key's admission at at, forgetting
+// it, or nil when none is remembered.
+func (b *loanBook) repaid(key string, at int64) *peer {
+	if at == 0 {
+		return nil
+	}
+	sh := b.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p, _ := sh.drop(loanKey{key, at})
+	return p
 }
