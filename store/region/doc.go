@@ -109,7 +109,11 @@
 // A Refund of an admission a peer lent (the Request's Key and At, as
 // Take's Result gave them) goes back to that peer's share (or to the
 // slice held here), where it was charged: the Store remembers the last
-// 65,536 borrowed admissions for that. Any other Refund goes to this
+// 65,536 borrowed admissions for that. A lender that is left out, fails or
+// is late (within the timeout) keeps the units until its window passes or
+// it refills, and its failure is not the Refund's error: a failure policy
+// above never answers for this region because a peer is down. Any other
+// Refund goes to this
 // region's own store; a borrowed admission forgotten by then frees a unit
 // here, if any (for a sliding log stamped by the lender's clock, or a
 // window the lender's At is outside of, nothing: fewer admitted, never

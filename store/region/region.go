@@ -726,11 +726,13 @@ func (s *Store) probe(p *peer) {
 				return
 			case <-t.C:
 			}
+			// As answered: a failure after the ping was sent, with a
+			// backoff of its own, stands.
+			down := p.down.Load()
 			ctx, cancel := context.WithTimeout(s.life, s.timeout)
 			err := ping(ctx, p.store)
 			cancel()
-			if err == nil {
-				p.down.Store(0)
+			if err == nil && p.down.CompareAndSwap(down, 0) {
 				s.back(p)
 			}
 		}
@@ -1027,17 +1029,47 @@ func (s *Store) Refund(ctx context.Context, reqs []store.Request) error {
 		}
 		own = append(own, r)
 	}
-	var errs []error
+	var err error
 	if len(own) > 0 {
-		errs = append(errs, s.local.Refund(ctx, s.withShare(own)))
+		err = s.local.Refund(ctx, s.withShare(own))
 	}
+	if len(lent) > 0 {
+		s.repay(ctx, lent)
+	}
+	// Again, now that the units are back: a Take that read the share's
+	// refusal between the first forget and the refund must not be
+	// remembered past it.
+	for _, r := range reqs {
+		s.spent.forget(r.Key)
+	}
+	return err
+}
+
+// repay gives borrowed admissions back to the peers that lent them, at
+// their shares (or into the slice held here), within the borrowing's
+// budget. A lender that is left out, fails or is late keeps the units
+// charged until its window passes or it refills — fewer admitted, never
+// more — and is not this region's failure: repay returns nothing, so that
+// a failure policy above never answers for this region because a peer is
+// down. A lender that fails is left out, as a borrowing's would be.
+func (s *Store) repay(ctx context.Context, lent map[*peer][]store.Request) {
+	budget := s.budget(ctx)
+	if budget <= 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	for p, rs := range lent {
-		// At the lender's share, in its store (or the slice held here).
-		if err := p.borrow.Refund(ctx, rs); err != nil {
-			errs = append(errs, fmt.Errorf("region %q: %w", p.name, err))
+		if p.down.Load() > s.clock().UnixNano() {
+			continue
+		}
+		err := p.borrow.Refund(rctx, rs)
+		switch {
+		case err == nil, ctx.Err() != nil, peerRefusal(err):
+		default:
+			s.leaveOut(p, err)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Release gives back Concurrency leases, which are only ever held in this
@@ -1076,6 +1108,9 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 		if err := p.borrow.Reset(ctx, keys...); err != nil {
 			errs = append(errs, fmt.Errorf("region %q: %w", p.name, err))
 		}
+	}
+	for _, k := range keys {
+		s.spent.forget(k) // again: see Refund
 	}
 	return errors.Join(errs...)
 }
@@ -1276,7 +1311,7 @@ const loanShards = 16
 
 type loanShard struct {
 	mu    sync.Mutex
-	m     map[loanKey]loan
+	m     map[loanKey]*loanEntry
 	order []loanKey // a ring of the admissions lent, oldest at next
 	next  int
 }
@@ -1286,9 +1321,40 @@ type loanKey struct {
 	at  int64
 }
 
-type loan struct {
+// A loanEntry is the admissions of a key borrowed at one At: each
+// lender's not yet repaid, and the ring slots the key holds (one per
+// admission lent, repaid or not), which bound them: a slot evicted takes
+// one admission with it when every slot holds one.
+type loanEntry struct {
+	slots int
+	by    []lenderCount
+}
+
+type lenderCount struct {
 	p *peer
-	n int // admissions of the key at that At
+	n int
+}
+
+func (e *loanEntry) lent() int {
+	n := 0
+	for _, l := range e.by {
+		n += l.n
+	}
+	return n
+}
+
+// take forgets one admission, the first lender's, and returns its lender.
+func (e *loanEntry) take() *peer {
+	for i := range e.by {
+		if e.by[i].n > 0 {
+			p := e.by[i].p
+			if e.by[i].n--; e.by[i].n == 0 {
+				e.by = append(e.by[:i], e.by[i+1:]...)
+			}
+			return p
+		}
+	}
+	return nil
 }
 
 func (b *loanBook) shard(key string) *loanShard {
@@ -1306,31 +1372,43 @@ func (sh *loanShard) lent(k loanKey, p *peer) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.m == nil {
-		sh.m = make(map[loanKey]loan)
+		sh.m = make(map[loanKey]*loanEntry)
 	}
 	if len(sh.order) < maxLoans/loanShards {
 		sh.order = append(sh.order, k)
 	} else {
-		sh.drop(sh.order[sh.next])
+		sh.evict(sh.order[sh.next])
 		sh.order[sh.next] = k
 		sh.next = (sh.next + 1) % len(sh.order)
 	}
-	l := sh.m[k]
-	sh.m[k] = loan{p, l.n + 1}
+	e := sh.m[k]
+	if e == nil {
+		e = &loanEntry{}
+		sh.m[k] = e
+	}
+	e.slots++
+	for i := range e.by {
+		if e.by[i].p == p {
+			e.by[i].n++
+			return
+		}
+	}
+	e.by = append(e.by, lenderCount{p, 1})
 }
 
-// drop forgets one admission of k, if any is remembered.
-func (sh *loanShard) drop(k loanKey) (*peer, bool) {
-	l, ok := sh.m[k]
-	if !ok {
-		return nil, false
+// evict gives up the oldest slot, k's: when k's every slot holds an
+// admission not repaid, one of them is forgotten.
+func (sh *loanShard) evict(k loanKey) {
+	e := sh.m[k]
+	if e == nil {
+		return
 	}
-	if l.n > 1 {
-		sh.m[k] = loan{l.p, l.n - 1}
-	} else {
+	if e.slots--; e.lent() > e.slots {
+		e.take()
+	}
+	if e.slots == 0 {
 		delete(sh.m, k)
 	}
-	return l.p, true
 }
 
 // repaid returns the peer that lent key's admission at at, forgetting
@@ -1342,6 +1420,8 @@ func (b *loanBook) repaid(key string, at int64) *peer {
 	sh := b.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p, _ := sh.drop(loanKey{key, at})
-	return p
+	if e := sh.m[loanKey{key, at}]; e != nil {
+		return e.take() // the entry stays while its slots are in the ring
+	}
+	return nil
 }
