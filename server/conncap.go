@@ -33,6 +33,13 @@ type ConnListener struct {
 	// listener full, at most once per fullEvery.
 	onFull   func(name string, max int)
 	lastFull atomic.Int64 // unix nanoseconds of the last onFull call
+	// writeStall, when positive, bounds each write of a connection: one
+	// that makes no progress for that long fails, and the connection
+	// closes (SetWriteStall).
+	writeStall time.Duration
+	// userTimeout, when positive, is set as each connection's
+	// TCP_USER_TIMEOUT (SetTCPUserTimeout).
+	userTimeout time.Duration
 
 	mu      sync.Mutex
 	idle    map[net.Conn]time.Time // HTTP connections between requests, since when
@@ -60,6 +67,20 @@ func LimitConns(l net.Listener, name string, max int, onFull func(name string, m
 	return c
 }
 
+// SetWriteStall bounds each write of the connections accepted from now
+// on: a write that makes no progress for d fails, and the server closes
+// the connection, so that a client that stops reading its responses
+// cannot hold a slot of a bounded listener for ever (net/http's servers
+// here have no WriteTimeout: a connection blocked writing stays active,
+// which a full listener never closes). 0 sets none.
+func (l *ConnListener) SetWriteStall(d time.Duration) { l.writeStall = d }
+
+// SetTCPUserTimeout sets TCP_USER_TIMEOUT (on Linux) on each TCP
+// connection accepted from now on: grpc-go sets it itself (to its
+// keepalive timeout) only on a *net.TCPConn, which a ConnListener's
+// connections are not. 0 sets none.
+func (l *ConnListener) SetTCPUserTimeout(d time.Duration) { l.userTimeout = d }
+
 // Accept accepts the next connection and, when the listener holds its
 // bound of connections open, closes the one idle longest or waits until
 // one closes or turns idle before returning it: no idle connection is
@@ -81,6 +102,9 @@ func (l *ConnListener) Accept() (net.Conn, error) {
 			}
 		}
 	}
+	if l.userTimeout > 0 {
+		setTCPUserTimeout(c, l.userTimeout)
+	}
 	l.open.Add(1)
 	return &countedConn{Conn: c, l: l}, nil
 }
@@ -92,6 +116,14 @@ func (l *ConnListener) makeRoom() error {
 	l.reportFull()
 	for {
 		l.closeIdle()
+		// The slot the close freed, if any, before anything else: a
+		// token in idleNew (every connection that turned idle leaves
+		// one) would close a second idle connection for nothing.
+		select {
+		case l.slots <- struct{}{}:
+			return nil
+		default:
+		}
 		select {
 		case l.slots <- struct{}{}:
 			return nil
@@ -102,12 +134,19 @@ func (l *ConnListener) makeRoom() error {
 	}
 }
 
-// closeIdle closes the connection idle longest, if any is.
+// closeIdle closes the connection idle longest, if any is, but none that
+// has received bytes since it turned idle: net/http says a connection is
+// active only once a request's whole header is in, and a request under
+// way must not be cut.
 func (l *ConnListener) closeIdle() {
 	l.mu.Lock()
 	var oldest net.Conn
 	var since time.Time
 	for c, t := range l.idle {
+		if cc := countedOf(c); cc != nil && cc.read.Load() {
+			delete(l.idle, c) // a request is coming: active soon
+			continue
+		}
 		if oldest == nil || t.Before(since) {
 			oldest, since = c, t
 		}
@@ -120,6 +159,19 @@ func (l *ConnListener) closeIdle() {
 	}
 }
 
+// countedOf returns the countedConn c is or wraps (a TLS connection's), nil
+// for none.
+func countedOf(c net.Conn) *countedConn {
+	switch c := c.(type) {
+	case *countedConn:
+		return c
+	case interface{ NetConn() net.Conn }: // *tls.Conn
+		cc, _ := c.NetConn().(*countedConn)
+		return cc
+	}
+	return nil
+}
+
 // Track is an http.Server's ConnState hook: it keeps the connections that
 // are idle between two requests, the ones a full listener closes first.
 func (l *ConnListener) Track(c net.Conn, st http.ConnState) {
@@ -128,6 +180,9 @@ func (l *ConnListener) Track(c net.Conn, st http.ConnState) {
 	if st != http.StateIdle {
 		delete(l.idle, c)
 		return
+	}
+	if cc := countedOf(c); cc != nil {
+		cc.read.Store(false) // from now on, a byte read is a new request's
 	}
 	l.idle[c] = time.Now()
 	select {
@@ -178,6 +233,27 @@ type countedConn struct {
 	net.Conn
 	l      *ConnListener
 	closed atomic.Bool
+	// read is set by a Read that returned bytes, cleared when the
+	// connection turns idle (Track).
+	read atomic.Bool
+}
+
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.read.Load() {
+		c.read.Store(true)
+	}
+	return n, err
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	if d := c.l.writeStall; d > 0 {
+		// Each write may take d to make progress: a blocked one fails.
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(d)); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(b)
 }
 
 func (c *countedConn) Close() error {
@@ -198,15 +274,30 @@ func (c *countedConn) CloseWrite() error {
 	return nil
 }
 
-// LimitConns wraps the HTTP, gRPC and (when set) API listeners of ls in
+// writeStall is SetWriteStall's bound on the HTTP (not in gateway mode,
+// whose --client-timeout bounds writes) and API listeners that
+// LimitConns bounds. A variable for tests.
+var writeStall = 30 * time.Second
+
+// grpcUserTimeout is the TCP_USER_TIMEOUT of a bounded gRPC listener's
+// connections: grpc-go's own default (its keepalive timeout), which it
+// sets only on connections it gets unwrapped.
+const grpcUserTimeout = 20 * time.Second
+
+// LimitConns wraps the HTTP and (when set) API listeners of ls in
 // ConnListeners that hold at most max connections open each (max <= 0:
-// no bound, the connections only counted), exports them as the
-// connections_* metrics, and makes a listener that finds itself full a
-// WARN event, at most once a minute per listener. Serve then tells the
-// HTTP and API ones which connections are idle, the ones closed first to
-// make room. The admin listener is left as it is: an operator reaches
+// no bound, the connections only counted), and the gRPC listener too
+// when max > 0 (unbounded, it is left as it is: grpc-go keeps idle
+// connections cheaper, and sets their TCP_USER_TIMEOUT, only on a bare
+// *net.TCPConn). It exports them as the connections_* metrics, and makes
+// a listener that finds itself full a WARN event, at most once a minute
+// per listener. Serve then tells the HTTP and API ones which connections
+// are idle, the ones closed first to make room. A bounded HTTP (not in
+// gateway mode) or API connection whose write makes no progress for 30 s
+// is closed. The admin listener is left as it is: an operator reaches
 // /metrics and the dashboard while the others are full. Call it once,
-// before Serve and before a TLS listener goes around them.
+// after the Server's options are set and before Serve, and before a TLS
+// listener goes around them.
 func (s *Server) LimitConns(ls Listeners, max int) Listeners {
 	onFull := func(name string, max int) {
 		s.Warn("connections", fmt.Sprintf("listener %s holds %d connections, its --max-connections: idle keep-alive connections are closed to make room, and new connections wait in the listen backlog until one closes", name, max))
@@ -216,10 +307,17 @@ func (s *Server) LimitConns(ls Listeners, max int) Listeners {
 		name string
 		l    *net.Listener
 	}{{"http", &ls.HTTP}, {"grpc", &ls.GRPC}, {"api", &ls.API}} {
-		if *l.l == nil {
+		if *l.l == nil || l.name == "grpc" && max <= 0 {
 			continue
 		}
 		cl := LimitConns(*l.l, l.name, max, onFull)
+		switch {
+		case max <= 0:
+		case l.name == "grpc":
+			cl.SetTCPUserTimeout(grpcUserTimeout)
+		case l.name == "api", s.gateway == nil:
+			cl.SetWriteStall(writeStall)
+		}
 		s.metrics.Listener(l.name, max, cl.Open, cl.Full, cl.Reaped)
 		s.conns[l.name] = cl
 		*l.l = cl

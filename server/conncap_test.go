@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -241,5 +242,120 @@ func TestServeLimitConns(t *testing.T) {
 	}
 	if warned != 1 {
 		t.Errorf("%d WARN events of the full listener, want 1 (at most one a minute): %+v", warned, srv.Events())
+	}
+}
+
+// getOn makes a GET with c and reads the answer whole.
+func getOn(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// A newcomer at a full listener with two idle keep-alive connections
+// closes exactly one of them (half the newcomers closed two: a token of
+// a connection turned idle won over the slot the first close freed).
+func TestConnListenerClosesOneIdlePerNewcomer(t *testing.T) {
+	cl := server.LimitConns(listen(t), "http", 2, nil)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ConnState: cl.Track}
+	go srv.Serve(cl)
+	t.Cleanup(func() { srv.Close() })
+	url := "http://" + cl.Addr().String() + "/"
+	for round := range 10 {
+		var cs []*http.Client
+		for range 3 {
+			cs = append(cs, &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second})
+		}
+		for _, c := range cs[:2] {
+			if err := getOn(c, url); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(30 * time.Millisecond) // both idle (ConnState runs after the response)
+		before := cl.Reaped()
+		if err := getOn(cs[2], url); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond)
+		if d := cl.Reaped() - before; d != 1 {
+			t.Fatalf("round %d: a newcomer closed %d idle connections, want 1", round, d)
+		}
+		for _, c := range cs {
+			c.CloseIdleConnections()
+		}
+		for i := 0; cl.Open() != 0 && i < 200; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// A keep-alive connection whose next request is under way (its header in
+// part sent) is not closed to make room: net/http calls it active only
+// once the whole header is in (it was closed, the request lost).
+func TestConnListenerKeepsARequestUnderWay(t *testing.T) {
+	cl := server.LimitConns(listen(t), "http", 1, nil)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ConnState: cl.Track}
+	go srv.Serve(cl)
+	t.Cleanup(func() { srv.Close() })
+	a := dial(t, cl.Addr().String())
+	br := bufio.NewReader(a)
+	ask := func(req string) (*http.Response, error) {
+		if _, err := io.WriteString(a, req); err != nil {
+			return nil, err
+		}
+		a.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return http.ReadResponse(br, nil)
+	}
+	if resp, err := ask("GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("A's first request: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+	time.Sleep(30 * time.Millisecond) // idle
+	io.WriteString(a, "GET / HTTP/1.1\r\nHost: x\r\n")
+	time.Sleep(30 * time.Millisecond) // part of a header in
+	late := make(chan error, 1)
+	go func() {
+		late <- getOn(&http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}, "http://"+cl.Addr().String()+"/")
+	}()
+	time.Sleep(100 * time.Millisecond) // the newcomer waits at the full listener
+	resp, err := ask("\r\n")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("A's second request, under way when a newcomer came: %v %v (its connection was closed under it)", resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if err := <-late; err != nil {
+		t.Fatalf("the newcomer, once A's connection turned idle again: %v", err)
+	}
+	if cl.Reaped() != 1 {
+		t.Errorf("Reaped %d, want 1 (A's connection, idle after its second request)", cl.Reaped())
+	}
+}
+
+// A client that stops reading its response holds its connection only
+// until a write makes no progress for the write stall, then the
+// connection closes and its slot is free (it held it for ever: net/http
+// here sets no WriteTimeout, and a full listener closes only idle ones).
+func TestConnListenerWriteStall(t *testing.T) {
+	cl := server.LimitConns(listen(t), "api", 1, nil)
+	cl.SetWriteStall(200 * time.Millisecond)
+	big := strings.Repeat("x", 64<<20) // more than the socket buffers hold
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) }), ConnState: cl.Track}
+	go srv.Serve(cl)
+	t.Cleanup(func() { srv.Close() })
+	staller := dial(t, cl.Addr().String())
+	io.WriteString(staller, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	deadline := time.Now().Add(10 * time.Second)
+	for cl.Open() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a client that stopped reading still holds its slot 10s later (Open %d); the write stall is 200ms", cl.Open())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := getOn(&http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}, "http://"+cl.Addr().String()+"/"); err != nil {
+		t.Fatalf("a newcomer after the staller's slot was freed: %v", err)
 	}
 }
