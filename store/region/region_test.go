@@ -1014,12 +1014,7 @@ func TestFallbackIsNoLoan(t *testing.T) {
 	}
 	s := regionA(t, noClose{memStore(t, clk)}, open)
 	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 10, Period: time.Minute})
-	admitted := 0
-	for range 20 {
-		if ok, _ := take(t, s, "k", l, 1); ok {
-			admitted++
-		}
-	}
+	admitted := admitted(t, s, "k", l, 20)
 	if admitted != 5 || s.Stats().Borrowed != 0 {
 		t.Fatalf("with the peer's store down behind fail-open, admitted %d (borrowed %d); want the share, 5, and no loan", admitted, s.Stats().Borrowed)
 	}
@@ -1144,4 +1139,35 @@ func TestPeerDownUntilItAnswers(t *testing.T) {
 	if st := s.Stats(); st.PeerFailures != 1 || st.Borrowed != 1 {
 		t.Fatalf("%+v, want the one failure and one borrowed", st)
 	}
+}
+
+// takeAt takes one unit of key, which must be admitted, and returns the
+// Result's At (for a Refund).
+func takeAt(t testing.TB, s store.Store, key string, l *algo.Limit) int64 {
+	t.Helper()
+	res, err := s.Take(context.Background(), []store.Request{{Key: key, Limit: l, Cost: 1}}, make([]algo.Decision, 1))
+	if err != nil || !res.Allowed {
+		t.Fatalf("take %q: %v %+v, want an admission", key, err, res)
+	}
+	return res.At
+}
+
+// refundAt refunds one unit of key taken at at.
+func refundAt(t testing.TB, s store.Store, key string, l *algo.Limit, at int64) {
+	t.Helper()
+	if err := s.Refund(context.Background(), []store.Request{{Key: key, Limit: l, Cost: 1, At: at}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// admitted takes one unit of key n times and returns how many passed.
+func admitted(t testing.TB, s store.Store, key string, l *algo.Limit, n int) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		if a, _ := take(t, s, key, l, 1); a {
+			ok++
+		}
+	}
+	return ok
 }

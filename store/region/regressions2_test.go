@@ -284,19 +284,8 @@ func TestRepaidLoansEvictNoLiveLoan(t *testing.T) {
 	for range 100 {
 		take(t, s, "k", l, 1)
 	}
-	borrow := func() int64 {
-		out := make([]algo.Decision, 1)
-		res, err := s.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out)
-		if err != nil || !res.Allowed {
-			t.Fatalf("borrow: %v %+v", err, res)
-		}
-		return res.At
-	}
-	refund := func(at int64) {
-		if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1, At: at}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	borrow := func() int64 { return takeAt(t, s, "k", l) }
+	refund := func(at int64) { refundAt(t, s, "k", l, at) }
 	for range 4100 {
 		refund(borrow())
 	}
@@ -323,24 +312,12 @@ func TestSameAtLentByTwoPeers(t *testing.T) {
 	take(t, s, "k", l, 1)
 	var ats []int64
 	for range 2 {
-		out := make([]algo.Decision, 1)
-		res, err := s.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out)
-		if err != nil || !res.Allowed {
-			t.Fatalf("borrow: %v %+v", err, res)
-		}
-		ats = append(ats, res.At)
+		ats = append(ats, takeAt(t, s, "k", l))
 	}
 	for _, at := range ats {
-		if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1, At: at}}); err != nil {
-			t.Fatal(err)
-		}
+		refundAt(t, s, "k", l, at)
 	}
-	n := 0
-	for range 3 {
-		if ok, _ := take(t, s, "k", l, 1); ok {
-			n++
-		}
-	}
+	n := admitted(t, s, "k", l, 3)
 	if n != 2 {
 		t.Fatalf("3 taken, the 2 borrowed refunded: %d more admitted, want 2", n)
 	}

@@ -29,22 +29,11 @@ func TestRefundOfABorrowedUnitGoesToTheLender(t *testing.T) {
 		}
 	}
 	clk.Add(time.Second)
-	out := make([]algo.Decision, 1)
-	res, err := s.Take(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}, out)
-	if err != nil || !res.Allowed {
-		t.Fatalf("borrow: %v %+v", err, res)
-	}
+	at := takeAt(t, s, "k", l) // borrowed
 	clk.Add(time.Second)
-	if err := s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1, At: res.At}}); err != nil {
-		t.Fatal(err)
-	}
+	refundAt(t, s, "k", l, at)
 	// 3 taken, 1 refunded: 2 charged of 4, so 2 more must pass.
-	n := 0
-	for range 5 {
-		if ok, _ := take(t, s, "k", l, 1); ok {
-			n++
-		}
-	}
+	n := admitted(t, s, "k", l, 5)
 	if n != 2 {
 		t.Fatalf("after 3 Takes and 1 Refund of a limit of 4, %d more admitted, want 2: the refund was lost", n)
 	}
