@@ -160,36 +160,12 @@ func (h *hangable) Refund(ctx context.Context, reqs []store.Request) error {
 	return h.Store.Refund(ctx, reqs)
 }
 
-// refundGate holds the wrapped store's next Refund before it is applied.
-type refundGate struct {
-	store.Store
-	hold             atomic.Bool
-	reached, release chan struct{}
-}
-
-func (g *refundGate) Refund(ctx context.Context, reqs []store.Request) error {
-	if g.hold.CompareAndSwap(true, false) {
-		g.reached <- struct{}{}
-		<-g.release
-	}
-	return g.Store.Refund(ctx, reqs)
-}
-
 // A Take that starts after a Refund's first forget and is refused before
 // the refund lands leaves no memo once the Refund returns (the key went to
 // the spent peers for up to a second, though the share had the unit).
 func TestTakeBetweenForgetAndRefundLeavesNoMemo(t *testing.T) {
-	clk := newClock()
-	own := &refundGate{Store: memStore(t, clk), reached: make(chan struct{}), release: make(chan struct{})}
-	s := regionA(t, noClose{own}, noClose{memStore(t, clk)}, region.WithClock(clk.Now))
-	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 4, Period: time.Minute}) // 2 a region
-	for range 4 {
-		if ok, _ := take(t, s, "k", l, 1); !ok {
-			t.Fatal("refused within the limit")
-		}
-	}
-	clk.Add(1500 * time.Millisecond) // the remembered refusal ends; same window
-	own.hold.Store(true)
+	own, s, l := spentGated(t)
+	own.holdRefund.Store(true)
 	done := make(chan error)
 	go func() { done <- s.Refund(context.Background(), []store.Request{{Key: "k", Limit: l, Cost: 1}}) }()
 	<-own.reached // forgotten, generation bumped; the unit not back yet

@@ -63,38 +63,54 @@ func TestNothingShareRefundGoesToTheLender(t *testing.T) {
 	}
 }
 
-// gated holds one Take of the wrapped store after the store decided it,
-// until released.
+// gated holds the wrapped store's next Take (once it decided) or next
+// Refund (before it is applied), as holdTake or holdRefund says, until
+// release is closed.
 type gated struct {
 	store.Store
-	hold             atomic.Bool
-	reached, release chan struct{}
+	holdTake, holdRefund atomic.Bool
+	reached, release     chan struct{}
 }
 
 func (g *gated) Take(ctx context.Context, reqs []store.Request, out []algo.Decision) (store.Result, error) {
 	res, err := g.Store.Take(ctx, reqs, out)
-	if g.hold.CompareAndSwap(true, false) {
+	if g.holdTake.CompareAndSwap(true, false) {
 		g.reached <- struct{}{}
 		<-g.release
 	}
 	return res, err
 }
 
+func (g *gated) Refund(ctx context.Context, reqs []store.Request) error {
+	if g.holdRefund.CompareAndSwap(true, false) {
+		g.reached <- struct{}{}
+		<-g.release
+	}
+	return g.Store.Refund(ctx, reqs)
+}
+
+// spentGated returns two regions' store whose own store is gated, with a
+// limit of 4 (2 a region) spent on key k, and the remembered refusal of
+// the share past (the same window).
+func spentGated(t *testing.T) (*gated, *region.Store, *algo.Limit) {
+	t.Helper()
+	clk := newClock()
+	own := &gated{Store: memStore(t, clk), reached: make(chan struct{}), release: make(chan struct{})}
+	s := regionA(t, noClose{own}, noClose{memStore(t, clk)}, region.WithClock(clk.Now))
+	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 4, Period: time.Minute})
+	if n := admitted(t, s, "k", l, 4); n != 4 {
+		t.Fatalf("%d of 4 admitted within the limit", n)
+	}
+	clk.Add(1500 * time.Millisecond)
+	return own, s, l
+}
+
 // A Take whose share refused before a Refund through the same Store does
 // not remember the refusal after it: the Refund freed a unit, and the key
 // must not go straight to the (spent) peers for the next second.
 func TestRefundDuringATakeForgetsTheRefusal(t *testing.T) {
-	clk := newClock()
-	own := &gated{Store: memStore(t, clk), reached: make(chan struct{}), release: make(chan struct{})}
-	s := regionA(t, noClose{own}, noClose{memStore(t, clk)}, region.WithClock(clk.Now))
-	l := compile(t, algo.Params{Algorithm: algo.FixedWindow, Limit: 4, Period: time.Minute}) // 2 a region
-	for range 4 {
-		if ok, _ := take(t, s, "k", l, 1); !ok {
-			t.Fatal("refused within the limit")
-		}
-	}
-	clk.Add(1500 * time.Millisecond) // the remembered refusal ends; same window
-	own.hold.Store(true)
+	own, s, l := spentGated(t)
+	own.holdTake.Store(true)
 	done := make(chan bool)
 	go func() {
 		out := make([]algo.Decision, 1)
