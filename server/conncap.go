@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bytes"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,9 +46,9 @@ type ConnListener struct {
 	userTimeout time.Duration
 
 	mu      sync.Mutex
-	idle    map[net.Conn]time.Time // HTTP connections between requests, since when
-	idleNew chan struct{}          // a connection turned idle (1 buffered)
-	reaped  atomic.Uint64          // idle connections closed to make room
+	idle    map[net.Conn]idleConn // HTTP connections between requests
+	idleNew chan struct{}         // a connection turned idle (1 buffered)
+	reaped  atomic.Uint64         // idle connections closed to make room
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -60,7 +64,7 @@ var fullEvery = time.Minute
 // listener full (at most once a minute).
 func LimitConns(l net.Listener, name string, max int, onFull func(name string, max int)) *ConnListener {
 	c := &ConnListener{Listener: l, name: name, onFull: onFull, closed: make(chan struct{}),
-		idle: make(map[net.Conn]time.Time), idleNew: make(chan struct{}, 1)}
+		idle: make(map[net.Conn]idleConn), idleNew: make(chan struct{}, 1)}
 	if max > 0 {
 		c.slots = make(chan struct{}, max)
 	}
@@ -115,7 +119,7 @@ func (l *ConnListener) makeRoom() error {
 	l.full.Add(1)
 	l.reportFull()
 	for {
-		l.closeIdle()
+		retry := l.closeIdle()
 		// The slot the close freed, if any, before anything else: a
 		// token in idleNew (every connection that turned idle leaves
 		// one) would close a second idle connection for nothing.
@@ -124,39 +128,87 @@ func (l *ConnListener) makeRoom() error {
 			return nil
 		default:
 		}
+		var again <-chan time.Time // when a request under way stops shielding
+		var t *time.Timer
+		if retry > 0 {
+			t = time.NewTimer(retry)
+			again = t.C
+		}
+		var err error
 		select {
 		case l.slots <- struct{}{}:
 			return nil
 		case <-l.idleNew:
+		case <-again:
 		case <-l.closed:
-			return fmt.Errorf("server: accept on %s: %w", l.name, net.ErrClosed)
+			err = fmt.Errorf("server: accept on %s: %w", l.name, net.ErrClosed)
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
 
-// closeIdle closes the connection idle longest, if any is, but none that
-// has received bytes since it turned idle: net/http says a connection is
-// active only once a request's whole header is in, and a request under
-// way must not be cut.
-func (l *ConnListener) closeIdle() {
+// An idleConn is an idle HTTP connection: since when, and whether it
+// speaks HTTP/2 (whose idle connections receive frames that are no
+// request: window updates, pings).
+type idleConn struct {
+	since time.Time
+	h2    bool
+}
+
+// underWay is how long bytes received on an idle HTTP/1 connection keep it
+// from being closed: a request's header has that long to arrive whole
+// (the servers' ReadHeaderTimeout) before net/http calls the connection
+// active.
+const underWay = 10 * time.Second
+
+// closeIdle closes the connection idle longest, if any is, but no HTTP/1
+// one that has received bytes since it turned idle, for underWay: net/http
+// says a connection is active only once a request's whole header is in,
+// and a request under way must not be cut. It returns, when it spared one
+// and closed none, how long until the first spared one may be closed.
+func (l *ConnListener) closeIdle() (retry time.Duration) {
 	l.mu.Lock()
 	var oldest net.Conn
 	var since time.Time
-	for c, t := range l.idle {
-		if cc := countedOf(c); cc != nil && cc.read.Load() {
-			delete(l.idle, c) // a request is coming: active soon
-			continue
+	now := time.Now()
+	for c, e := range l.idle {
+		if cc := countedOf(c); cc != nil && !e.h2 {
+			if at := cc.readAt.Load(); at != 0 {
+				if left := time.Duration(at) + underWay - time.Duration(now.UnixNano()); left > 0 {
+					if retry == 0 || left < retry {
+						retry = left
+					}
+					continue
+				}
+			}
 		}
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+		if oldest == nil || e.since.Before(since) {
+			oldest, since = c, e.since
 		}
 	}
 	delete(l.idle, oldest)
 	l.mu.Unlock()
-	if oldest != nil {
-		l.reaped.Add(1)
-		oldest.Close()
+	if oldest == nil {
+		return retry
 	}
+	l.reaped.Add(1)
+	oldest.Close()
+	return 0
+}
+
+// speaksH2 reports whether the connection c speaks HTTP/2: h2 by ALPN over
+// TLS, or h2c with prior knowledge (its first bytes the HTTP/2 preface).
+func speaksH2(c net.Conn) bool {
+	if tc, ok := c.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		return tc.ConnectionState().NegotiatedProtocol == "h2"
+	}
+	cc := countedOf(c)
+	return cc != nil && cc.h2c.Load()
 }
 
 // countedOf returns the countedConn c is or wraps (a TLS connection's), nil
@@ -182,9 +234,9 @@ func (l *ConnListener) Track(c net.Conn, st http.ConnState) {
 		return
 	}
 	if cc := countedOf(c); cc != nil {
-		cc.read.Store(false) // from now on, a byte read is a new request's
+		cc.readAt.Store(0) // from now on, a byte read is a new request's
 	}
-	l.idle[c] = time.Now()
+	l.idle[c] = idleConn{since: time.Now(), h2: speaksH2(c)}
 	select {
 	case l.idleNew <- struct{}{}:
 	default:
@@ -233,27 +285,52 @@ type countedConn struct {
 	net.Conn
 	l      *ConnListener
 	closed atomic.Bool
-	// read is set by a Read that returned bytes, cleared when the
-	// connection turns idle (Track).
-	read atomic.Bool
+	// readAt is the time (unix ns) of the first Read that returned bytes
+	// since the connection turned idle (Track clears it), 0 for none.
+	readAt atomic.Int64
+	// h2c is set when the connection's first bytes are the HTTP/2
+	// preface; started is set by the first Read that returned bytes.
+	h2c, started atomic.Bool
 }
+
+// h2Preface is how an HTTP/2 connection with prior knowledge begins.
+const h2Preface = "PRI * HTTP/2.0"
 
 func (c *countedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 && !c.read.Load() {
-		c.read.Store(true)
+	if n > 0 {
+		if !c.started.Load() {
+			c.started.Store(true)
+			c.h2c.Store(bytes.HasPrefix(b[:n], []byte(h2Preface)))
+		}
+		if c.readAt.Load() == 0 {
+			c.readAt.Store(time.Now().UnixNano())
+		}
 	}
 	return n, err
 }
 
+// Write writes b, each step of it within the write stall when one is set:
+// a write that makes progress gets another stall's time for the rest, one
+// that makes none for that long fails (and the server closes the
+// connection).
 func (c *countedConn) Write(b []byte) (int, error) {
-	if d := c.l.writeStall; d > 0 {
-		// Each write may take d to make progress: a blocked one fails.
+	d := c.l.writeStall
+	if d <= 0 {
+		return c.Conn.Write(b)
+	}
+	total := 0
+	for {
 		if err := c.Conn.SetWriteDeadline(time.Now().Add(d)); err != nil {
-			return 0, err
+			return total, err
+		}
+		n, err := c.Conn.Write(b)
+		total += n
+		b = b[n:]
+		if err == nil || len(b) == 0 || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return total, err
 		}
 	}
-	return c.Conn.Write(b)
 }
 
 func (c *countedConn) Close() error {

@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -357,5 +359,91 @@ func TestConnListenerWriteStall(t *testing.T) {
 	}
 	if err := getOn(&http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}, "http://"+cl.Addr().String()+"/"); err != nil {
 		t.Fatalf("a newcomer after the staller's slot was freed: %v", err)
+	}
+}
+
+// An idle HTTP/2 connection (h2c, and h2 over TLS) is closed to make room
+// although its client sent frames after its last response (window updates
+// for a large one): they are no request (it was spared, and the newcomer
+// waited).
+func TestConnListenerClosesIdleH2(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		cl := server.LimitConns(listen(t), "http", 1, nil)
+		protocols := new(http.Protocols)
+		protocols.SetHTTP1(true)
+		protocols.SetHTTP2(true)
+		protocols.SetUnencryptedHTTP2(true)
+		body := strings.Repeat("x", 256<<10) // beyond the flow window: the client updates it
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }),
+			ConnState: cl.Track, Protocols: protocols}
+		var ln net.Listener = cl
+		scheme := "http://"
+		if overTLS {
+			cfg := selfSigned(t)
+			cfg.NextProtos = []string{"h2", "http/1.1"}
+			ln, scheme = tls.NewListener(cl, cfg), "https://"
+		}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		client := func() *http.Client {
+			p := new(http.Protocols)
+			p.SetUnencryptedHTTP2(!overTLS)
+			p.SetHTTP2(overTLS)
+			c := &http.Client{Transport: &http.Transport{Protocols: p, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+				Timeout: 5 * time.Second}
+			t.Cleanup(c.CloseIdleConnections)
+			return c
+		}
+		url := scheme + cl.Addr().String() + "/"
+		if err := getOn(client(), url); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // idle, its window updates read
+		start := time.Now()
+		if err := getOn(client(), url); err != nil {
+			t.Fatalf("TLS %v: a newcomer with the one slot held by an idle HTTP/2 connection: %v", overTLS, err)
+		}
+		if took := time.Since(start); took > 2*time.Second || cl.Reaped() != 1 {
+			t.Fatalf("TLS %v: the newcomer took %v, Reaped %d: want the idle HTTP/2 connection closed at once", overTLS, took, cl.Reaped())
+		}
+	}
+}
+
+// The write stall bounds a write that makes no progress, not a long one:
+// a client that reads a large response slowly, but steadily, gets it all
+// (one Write of the whole body had one stall to finish in).
+func TestConnListenerWriteStallLetsSlowReadersFinish(t *testing.T) {
+	cl := server.LimitConns(listen(t), "api", 1, nil)
+	cl.SetWriteStall(300 * time.Millisecond)
+	const size = 4 << 20
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.WriteString(w, strings.Repeat("x", size)) // one Write
+	})}
+	go srv.Serve(cl)
+	t.Cleanup(func() { srv.Close() })
+	c := dial(t, cl.Addr().String())
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(64 << 10)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 128<<10)
+	got := 0
+	for {
+		n, err := resp.Body.Read(buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // about 6 MB/s at most: the Write outlives a stall
+	}
+	if got != size {
+		t.Fatalf("a slow but steady reader got %d of %d bytes: cut by the write stall", got, size)
 	}
 }
