@@ -291,6 +291,27 @@ type countedConn struct {
 	// h2c is set when the connection's first bytes are the HTTP/2
 	// preface; started is set by the first Read that returned bytes.
 	h2c, started atomic.Bool
+	// wdl is the write deadline the connection's user set (unix ns, 0
+	// for none), which the write stall never pushes back.
+	wdl atomic.Int64
+}
+
+func (c *countedConn) SetWriteDeadline(t time.Time) error {
+	c.noteWriteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *countedConn) SetDeadline(t time.Time) error {
+	c.noteWriteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *countedConn) noteWriteDeadline(t time.Time) {
+	if t.IsZero() {
+		c.wdl.Store(0)
+	} else {
+		c.wdl.Store(t.UnixNano())
+	}
 }
 
 // h2Preface is how an HTTP/2 connection with prior knowledge begins.
@@ -321,13 +342,19 @@ func (c *countedConn) Write(b []byte) (int, error) {
 	}
 	total := 0
 	for {
-		if err := c.Conn.SetWriteDeadline(time.Now().Add(d)); err != nil {
+		// The stall's deadline, or the user's when that comes first (a
+		// TLS close_notify's 5 s): the stall never pushes one back.
+		dl, mine := time.Now().Add(d), true
+		if u := c.wdl.Load(); u != 0 && u < dl.UnixNano() {
+			dl, mine = time.Unix(0, u), false
+		}
+		if err := c.Conn.SetWriteDeadline(dl); err != nil {
 			return total, err
 		}
 		n, err := c.Conn.Write(b)
 		total += n
 		b = b[n:]
-		if err == nil || len(b) == 0 || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err == nil || len(b) == 0 || n == 0 || !mine || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return total, err
 		}
 	}

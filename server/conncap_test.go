@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -445,5 +446,22 @@ func TestConnListenerWriteStallLetsSlowReadersFinish(t *testing.T) {
 	}
 	if got != size {
 		t.Fatalf("a slow but steady reader got %d of %d bytes: cut by the write stall", got, size)
+	}
+}
+
+// A write deadline the connection's user sets (crypto/tls gives its
+// close_notify 5 s) is kept under the write stall, not pushed back to it.
+func TestConnListenerWriteStallKeepsTheUsersDeadline(t *testing.T) {
+	cl := server.LimitConns(listen(t), "api", 1, nil)
+	cl.SetWriteStall(time.Minute)
+	conns, _ := acceptAll(cl)
+	dial(t, cl.Addr().String()) // and never read
+	c := accepted(t, conns, "the connection")
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	start := time.Now()
+	_, err := c.Write(make([]byte, 64<<20)) // more than the socket buffers hold
+	if took := time.Since(start); !errors.Is(err, os.ErrDeadlineExceeded) || took > 5*time.Second {
+		t.Fatalf("a write past the user's 200ms deadline under a 1m stall: %v after %v, want the deadline's error at about 200ms", err, took)
 	}
 }
