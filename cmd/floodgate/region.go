@@ -296,6 +296,13 @@ func openRegion(f serveFlags, local store.Store, log *slog.Logger) (store.Store,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.origin("region", r.region), err)
 	}
+	for _, p := range ps {
+		// A peer being opened in the background reads down until it
+		// answers, not up until a borrowing fails.
+		if _, _, whole := store.Under[noStore](p.Store); !whole {
+			rs.Unreached(p.Name)
+		}
+	}
 	all, ws, fp := rs.Regions()
 	weighed := make([]string, len(all))
 	for i, n := range all {

@@ -306,3 +306,29 @@ func TestServeWarnsOfSliceAboveShare(t *testing.T) {
 		t.Errorf("no WARN naming rule small, region eu and its share of 10: %s", log)
 	}
 }
+
+// A peer that cannot be reached at start (opened in the background) reads
+// down on /metrics from the start, not up until a borrowing fails.
+func TestServeRegionPeerUnreachedAtStartIsDown(t *testing.T) {
+	own := testserver.NewRedis(t)
+	if own == nil {
+		return
+	}
+	out, errb, stop := startServe(t, "--reload-interval", "0", "--store", "redis://"+own.Addr,
+		"--region", "us", "--region-peers", "eu=redis://127.0.0.1:1") // nothing listens there
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("serve exit %d: %s", code, errb.String())
+		}
+	}()
+	_, _, adminAddr := serveAddrs(t, out.String())
+	resp, err := http.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `floodgate_region_peer_up{peer="eu"} 0` + "\n"; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %q with the peer unreachable since the start", want)
+	}
+}

@@ -320,6 +320,21 @@ func (s *Store) PeerShares(l *algo.Limit) (map[string]*algo.Limit, bool) {
 	return out, sp.borrow
 }
 
+// Unreached notes that peer has not been reached yet (its store is being
+// opened in the background): it reads Down, and is probed, until a call
+// answers. Borrowing still tries it meanwhile. It returns false for a name
+// that is no peer's.
+func (s *Store) Unreached(peer string) bool {
+	for _, p := range s.peers {
+		if p.name == peer {
+			p.failed.Store(true)
+			s.probe(p)
+			return true
+		}
+	}
+	return false
+}
+
 // Stats returns what the Store did since New.
 func (s *Store) Stats() Stats {
 	st := Stats{Borrowed: s.borrowed.Load(), PeerFailures: s.failures.Load(), Prefetches: s.prefetched.Load(),

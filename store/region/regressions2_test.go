@@ -337,3 +337,33 @@ func TestHierarchyRefundWithSlices(t *testing.T) {
 		t.Fatalf("after refunding the 2 borrowed hierarchies, %d admitted, want 2", n)
 	}
 }
+
+// A peer noted Unreached (its store still being opened) reads Down until
+// a probe answers, then up; a name that is no peer's is refused.
+func TestUnreachedPeerIsDownUntilItAnswers(t *testing.T) {
+	clk := newClock()
+	peer := &killable{Store: memStore(t, clk)}
+	peer.dead.Store(true)
+	s := regionA(t, noClose{memStore(t, clk)}, noClose{peer}, region.WithClock(clk.Now), region.WithBackoff(100*time.Millisecond))
+	if s.Unreached("nope") {
+		t.Error("Unreached of a region that is no peer: true")
+	}
+	if !s.Unreached("b") || !s.Stats().Peers[0].Down {
+		t.Fatalf("a peer noted unreached: %+v, want it Down", s.Stats())
+	}
+	time.Sleep(300 * time.Millisecond) // probes of a peer still dead
+	if !s.Stats().Peers[0].Down {
+		t.Fatal("a peer that never answered reads up")
+	}
+	peer.dead.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Peers[0].Down {
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer answers, and still reads Down 5s later: %+v", s.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := s.Stats(); st.PeerFailures != 0 {
+		t.Errorf("%d peer failures from probes, want 0", st.PeerFailures)
+	}
+}
